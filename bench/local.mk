@@ -1,0 +1,2 @@
+# bench/: benchmark scripts and recorded results.
+EXTRA_DIST += bench/results

@@ -1,0 +1,139 @@
+/* launch.c — shmddp_launch(): settings (config, then environment, then defaults), validated
+ * before anything is created; then the shm launcher forks the ranks and each gets a
+ * communicator over the segment. Also the small communicator accessors. */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/comm.h"
+#include "collectives/device.h"
+#include "shm/abort.h"
+#include "shm/launcher.h"
+
+typedef struct {
+  shmddp_rank_fn fn;
+  void *arg;
+  int use_gpus;
+  double timeout_s;
+  shmddp_algo_t algo;
+} launch_ctx_t;
+
+static int rank_main(shm_segment_t *seg, int rank, void *arg)
+{
+  launch_ctx_t *ctx = arg;
+  shmddp_comm_t comm;
+  coll_comm_init(&comm, seg, rank, ctx->use_gpus ? rank : -1, ctx->timeout_s);
+  comm.algo = ctx->algo;
+  int rc = ctx->fn(&comm, ctx->arg);
+  if (comm.dev_ops && comm.dev_ops->teardown) comm.dev_ops->teardown(&comm);
+  return rc;
+}
+
+/* Parse a positive number from the environment; 0 when unset. -1 (and a message) when bad. */
+static double env_number(const char *name, char *err, size_t errlen)
+{
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (errno || *end || !(d > 0) || !isfinite(d)) {
+    snprintf(err, errlen, "%s=%s is not a positive number", name, v);
+    return -1;
+  }
+  return d;
+}
+
+size_t shmddp_segment_bytes(int nproc, size_t slot_bytes)
+{
+  if (slot_bytes == 0) slot_bytes = SHM_DEFAULT_SLOT_BYTES;
+  return shm_segment_size(nproc, slot_bytes);
+}
+
+shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
+                              shmddp_launch_result_t *res)
+{
+  memset(res, 0, sizeof *res);
+  res->failed_rank = -1;
+  res->exit_code = 1;
+  if (!cfg || !fn) {
+    snprintf(res->message, sizeof res->message, "shmddp_launch: config and rank function are required");
+    return SHMDDP_ERR_INVALID;
+  }
+  if (cfg->nproc < 1 || cfg->nproc > SHMDDP_MAX_RANKS) {
+    snprintf(res->message, sizeof res->message,
+             "cannot launch %d ranks: the world size must be 1 to %d", cfg->nproc,
+             SHMDDP_MAX_RANKS);
+    return SHMDDP_ERR_INVALID;
+  }
+  if (cfg->timeout_s < 0 || cfg->grace_s < 0 || cfg->stop_grace_s < 0) {
+    snprintf(res->message, sizeof res->message, "timeouts must not be negative");
+    return SHMDDP_ERR_INVALID;
+  }
+  shm_launch_opts_t o = {0};
+  o.nranks = cfg->nproc;
+  o.label = cfg->label;
+  o.quiet = cfg->quiet;
+  o.slot_bytes = cfg->slot_bytes;
+  if (o.slot_bytes == 0) {
+    double mb = env_number("SHMDDP_SLOT_MB", res->message, sizeof res->message);
+    if (mb < 0) return SHMDDP_ERR_INVALID;
+    o.slot_bytes = mb > 0 ? (size_t)(mb * 1024 * 1024) : SHM_DEFAULT_SLOT_BYTES;
+  }
+  o.timeout_s = cfg->timeout_s;
+  if (o.timeout_s == 0) {
+    double t = env_number("SHMDDP_TIMEOUT", res->message, sizeof res->message);
+    if (t < 0) return SHMDDP_ERR_INVALID;
+    o.timeout_s = t > 0 ? t : 300;
+  }
+  o.grace_s = cfg->grace_s > 0 ? cfg->grace_s : 2.0;
+  o.stop_grace_s = cfg->stop_grace_s > 0 ? cfg->stop_grace_s : 30.0;
+
+  launch_ctx_t ctx = {fn, arg, cfg->use_gpus, o.timeout_s, SHMDDP_ALGO_AUTO};
+  const char *algo = getenv("SHMDDP_ALGO");
+  if (algo && *algo) {
+    int a = shmddp_algo_parse(algo);
+    if (a < 0) {
+      snprintf(res->message, sizeof res->message,
+               "SHMDDP_ALGO=%s is not an algorithm (auto, direct, ring, twoshot, cering, staged)",
+               algo);
+      return SHMDDP_ERR_INVALID;
+    }
+    ctx.algo = (shmddp_algo_t)a;
+  }
+  return shm_launch(&o, rank_main, &ctx, res);
+}
+
+int shmddp_comm_rank(const shmddp_comm_t *comm) { return comm ? comm->rank : -1; }
+int shmddp_comm_size(const shmddp_comm_t *comm) { return comm ? comm->nranks : 0; }
+int shmddp_comm_device(const shmddp_comm_t *comm) { return comm ? comm->device : -1; }
+
+const char *shmddp_comm_last_error(const shmddp_comm_t *comm)
+{
+  return comm ? comm->last_error : "no communicator";
+}
+
+shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  if ((unsigned)algo >= SHMDDP_NUM_ALGOS)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "unknown algorithm %d", (int)algo);
+  comm->algo = algo;
+  return SHMDDP_OK;
+}
+
+void shmddp_abort(shmddp_comm_t *comm, const char *reason)
+{
+  if (!comm) return;
+  shm_abort(comm->seg, SHMDDP_ERR_ABORTED, comm->rank, "rank %d aborted the group: %s",
+            comm->rank, reason ? reason : "no reason given");
+}
+
+int shmddp_stop_requested(const shmddp_comm_t *comm)
+{
+  return comm ? shm_stop_requested(comm->seg) : 0;
+}

@@ -1,0 +1,6 @@
+# collectives/: the public API (argument checks, dispatch) and the host algorithms.
+libshmddp_a_SOURCES += \
+	collectives/names.c \
+	collectives/comm.c collectives/comm.h \
+	collectives/api.c collectives/launch.c collectives/device.h \
+	collectives/host_direct.c collectives/host_ring.c collectives/host.h

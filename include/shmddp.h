@@ -1,0 +1,166 @@
+/* shmddp.h — the public API of shmddp: launching a process group on one machine and running
+ * collectives across its ranks without NCCL. This is the one header a library user reads.
+ *
+ * The model is NCCL's: a communicator per rank, collectives that take (send, recv, count, dtype,
+ * op, stream), a status code from every call. Ranks are processes forked by shmddp_launch(); they
+ * share a POSIX shared-memory segment, which carries the control words and, on the host path,
+ * the data. A stream argument of SHMDDP_HOST (NULL) means "these are host buffers"; device
+ * buffers go with a cudaStream_t (see shmddp_cuda.h) and need the CUDA build.
+ *
+ * Every rank must call the same collectives in the same order with the same count, dtype, op and
+ * root; a rank that does not gets SHMDDP_ERR_MISMATCH (on every rank), never a hang. A rank that
+ * dies makes every other rank's pending and later calls return SHMDDP_ERR_ABORTED within about
+ * a second. Reductions run in a fixed order, so every rank receives bitwise-identical results and
+ * a rerun gives the same bits.
+ */
+#ifndef SHMDDP_H
+#define SHMDDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHMDDP_MAX_RANKS 8
+
+typedef enum {
+  SHMDDP_OK = 0,
+  SHMDDP_ERR_INVALID,     /* a bad argument: the message names it */
+  SHMDDP_ERR_NOMEM,       /* out of host memory */
+  SHMDDP_ERR_SYSTEM,      /* a system call failed; the message carries errno's text */
+  SHMDDP_ERR_NOSPACE,     /* /dev/shm has too little free space for the segment */
+  SHMDDP_ERR_ABORTED,     /* a peer rank died or aborted the group */
+  SHMDDP_ERR_TIMEOUT,     /* a peer did not arrive in time; the message names it */
+  SHMDDP_ERR_MISMATCH,    /* ranks called different collectives (or different arguments) */
+  SHMDDP_ERR_UNSUPPORTED, /* valid but not available in this build or on this machine */
+  SHMDDP_ERR_CUDA,        /* a CUDA call failed */
+  SHMDDP_ERR_INTERRUPTED, /* the launcher received SIGINT/SIGTERM */
+  SHMDDP_ERR_INTERNAL,
+  SHMDDP_NUM_STATUS
+} shmddp_status_t;
+
+typedef enum {
+  SHMDDP_F32 = 0,
+  SHMDDP_F64,
+  SHMDDP_F16,  /* IEEE binary16; reduced in f32 */
+  SHMDDP_BF16, /* bfloat16; reduced in f32 */
+  SHMDDP_I32,
+  SHMDDP_I64,
+  SHMDDP_NUM_DTYPES
+} shmddp_dtype_t;
+
+typedef enum {
+  SHMDDP_SUM = 0,
+  SHMDDP_AVG, /* sum divided by the world size; integer types divide and truncate toward zero */
+  SHMDDP_MIN,
+  SHMDDP_MAX,
+  SHMDDP_PROD,
+  SHMDDP_NUM_OPS
+} shmddp_op_t;
+
+/* Collective algorithms. AUTO picks by size and world size; the environment variable
+ * SHMDDP_ALGO=direct|ring|twoshot|... forces one (for every rank: it is inherited). */
+typedef enum {
+  SHMDDP_ALGO_AUTO = 0,
+  SHMDDP_ALGO_DIRECT,  /* one-shot: every rank posts, every rank reads all: small messages */
+  SHMDDP_ALGO_RING,    /* reduce-scatter + all-gather around the ring, chunked and pipelined */
+  SHMDDP_ALGO_TWOSHOT, /* device path: reduce-scatter by direct loads, all-gather by stores */
+  SHMDDP_ALGO_CE_RING, /* device path: ring over the copy engines */
+  SHMDDP_ALGO_STAGED,  /* device path: through pinned shared host memory (no P2P) */
+  SHMDDP_NUM_ALGOS
+} shmddp_algo_t;
+
+typedef struct shmddp_comm shmddp_comm_t;
+typedef void *shmddp_stream_t; /* a cudaStream_t, or SHMDDP_HOST */
+#define SHMDDP_HOST ((shmddp_stream_t)0)
+
+/* ---- launching ranks ---- */
+
+typedef struct {
+  int nproc;             /* ranks to fork, 1..SHMDDP_MAX_RANKS */
+  size_t slot_bytes;     /* host staging bytes per rank; 0: SHMDDP_SLOT_MB or 4 MiB */
+  double timeout_s;      /* how long any wait may last; 0: SHMDDP_TIMEOUT or 300 s */
+  double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
+  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly; 0: 30 s */
+  int bind_numa;         /* bind rank r to the NUMA node of GPU r (when gpus_per_rank) */
+  int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
+  const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
+  int quiet;             /* do not print the launcher's own messages to stderr */
+} shmddp_launch_config_t;
+
+typedef struct {
+  int exit_code;       /* what the launching program should exit with (0: every rank succeeded) */
+  int failed_rank;     /* the first rank that failed, or -1 */
+  int interrupted;     /* SIGINT/SIGTERM was received (0, or the signal number) */
+  char message[512];   /* what happened, for the user */
+} shmddp_launch_result_t;
+
+/* The function each rank runs. Its return value is the rank's exit status (0: success). */
+typedef int (*shmddp_rank_fn)(shmddp_comm_t *comm, void *arg);
+
+/* Create the segment, fork cfg->nproc ranks (before any CUDA call: a CUDA context does not
+ * survive fork), run fn in each and supervise them. Returns SHMDDP_OK when the ranks ran (look at
+ * result->exit_code for their outcome) or an error status with result->message when the group
+ * could not be started (bad config, /dev/shm too small, fork failed). Must not be called from a
+ * process that has already initialised CUDA. */
+shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
+                              shmddp_launch_result_t *result);
+
+/* Bytes of /dev/shm a group with this configuration needs. */
+size_t shmddp_segment_bytes(int nproc, size_t slot_bytes);
+
+/* ---- communicator ---- */
+
+int shmddp_comm_rank(const shmddp_comm_t *comm);
+int shmddp_comm_size(const shmddp_comm_t *comm);
+/* The message of the last failed call on this communicator ("" if none). */
+const char *shmddp_comm_last_error(const shmddp_comm_t *comm);
+/* Force an algorithm for later calls on this rank (every rank must force the same one). */
+shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo);
+/* Mark the whole group failed: every rank's pending and later calls return SHMDDP_ERR_ABORTED
+ * with this reason. Use it when a rank hits an error its peers cannot see. */
+void shmddp_abort(shmddp_comm_t *comm, const char *reason);
+/* Non-zero once the launcher has received SIGINT/SIGTERM: stop at the next step boundary. */
+int shmddp_stop_requested(const shmddp_comm_t *comm);
+/* The GPU this rank drives (its local rank), or -1 for CPU ranks. */
+int shmddp_comm_device(const shmddp_comm_t *comm);
+
+/* ---- collectives ----
+ * In-place is allowed (send == recv) for all_reduce, broadcast and reduce; for reduce_scatter
+ * recv may point at send + rank * recvcount, for all_gather send may point at recv + rank * sendcount. */
+shmddp_status_t shmddp_all_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                  shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream);
+/* send holds size * recvcount elements; rank r receives the reduction of block r. */
+shmddp_status_t shmddp_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                      size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                      shmddp_stream_t stream);
+/* recv receives size * sendcount elements, rank r's at offset r * sendcount. */
+shmddp_status_t shmddp_all_gather(shmddp_comm_t *comm, const void *send, void *recv,
+                                  size_t sendcount, shmddp_dtype_t dtype, shmddp_stream_t stream);
+/* send is read on root only; recv is written on every rank. */
+shmddp_status_t shmddp_broadcast(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                 shmddp_dtype_t dtype, int root, shmddp_stream_t stream);
+/* recv is written on root only (may be NULL elsewhere). */
+shmddp_status_t shmddp_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                              shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                              shmddp_stream_t stream);
+shmddp_status_t shmddp_barrier(shmddp_comm_t *comm);
+
+/* ---- names and helpers ---- */
+
+const char *shmddp_strerror(shmddp_status_t status);
+size_t shmddp_dtype_size(shmddp_dtype_t dtype);   /* 0 for an unknown dtype */
+const char *shmddp_dtype_name(shmddp_dtype_t dtype);
+const char *shmddp_op_name(shmddp_op_t op);
+const char *shmddp_algo_name(shmddp_algo_t algo);
+/* Parse "f32", "bf16", ... / "sum", "avg", ... / "auto", "ring", ...; -1 when unknown. */
+int shmddp_dtype_parse(const char *name);
+int shmddp_op_parse(const char *name);
+int shmddp_algo_parse(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMDDP_H */

@@ -1,0 +1,4 @@
+# kernels/: reductions used by the collectives (CPU reference here; CUDA with the CUDA build).
+libshmddp_a_SOURCES += \
+	kernels/half.h \
+	kernels/reduce_cpu.c kernels/reduce_cpu.h

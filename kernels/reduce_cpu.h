@@ -1,0 +1,32 @@
+/* reduce_cpu.h — element-wise reductions over the collective dtypes, on the host: the host
+ * collectives' arithmetic and the CPU reference of the CUDA reduce kernels.
+ *
+ * Arithmetic happens in an accumulator type: f32 for f32/f16/bf16, f64 for f64, i32/i64 (with
+ * wrap-around) for the integers. A reduction of n inputs rounds once, at the end. NaN propagates
+ * through min and max. AVG is SUM followed by a division by the number of ranks (integers:
+ * truncation toward zero). */
+#ifndef KERNELS_REDUCE_CPU_H
+#define KERNELS_REDUCE_CPU_H
+
+#include <stddef.h>
+
+#include "shmddp.h"
+
+/* Bytes per element of the accumulator type of dtype. */
+size_t reduce_acc_size(shmddp_dtype_t dtype);
+
+/* dst = reduce(srcs[0], ..., srcs[nsrc-1]) element-wise, in that order; finalised for op (AVG
+ * divides by avg_div) and stored in dtype. dst may alias any source. */
+void reduce_cpu_multi(void *dst, const void *const *srcs, int nsrc, size_t n,
+                      shmddp_dtype_t dtype, shmddp_op_t op, int avg_div);
+
+/* acc_out = convert(src) (accumulator type). */
+void reduce_cpu_load(void *acc_out, const void *src, size_t n, shmddp_dtype_t dtype);
+/* acc_out = acc_in (+) convert(src) element-wise (accumulator type). acc_out may alias acc_in. */
+void reduce_cpu_combine(void *acc_out, const void *acc_in, const void *src, size_t n,
+                        shmddp_dtype_t dtype, shmddp_op_t op);
+/* dst = finalise(acc_in (+) convert(src)): the last step of a ring reduction. */
+void reduce_cpu_finish(void *dst, const void *acc_in, const void *src, size_t n,
+                       shmddp_dtype_t dtype, shmddp_op_t op, int avg_div);
+
+#endif

@@ -1,0 +1,240 @@
+/* launcher.c — fork N ranks that share one segment, and supervise them.
+ *
+ * Order matters: the segment is created and every rank forked before anything touches CUDA (a
+ * CUDA context does not survive fork()). Ranks get PR_SET_PDEATHSIG, so a launcher killed with
+ * SIGKILL takes them along, and their own process group, so a terminal's Ctrl-C reaches the
+ * launcher alone, which forwards it once.
+ *
+ * Supervision: the launcher blocks SIGCHLD/SIGINT/SIGTERM and takes them with sigtimedwait. When
+ * a rank exits non-zero or is killed, the launcher marks it failed in the segment and records the
+ * group's abort (naming the rank and its exit status or signal); every wait loop of every other
+ * rank sees that within its sleep bound (50 ms) and returns SHMDDP_ERR_ABORTED. Ranks still alive
+ * after grace_s (default 2 s) are killed. The first SIGINT/SIGTERM is forwarded (ranks stop at a
+ * step boundary, see shm_stop_requested); a second one, or stop_grace_s passing, kills them.
+ */
+#include "config.h"
+
+#include "shm/launcher.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shm/abort.h"
+#include "shm/timeutil.h"
+#include "shm/wait.h"
+
+static shm_header_t *child_hdr; /* the rank's view, for its signal handler */
+
+static void child_on_signal(int sig)
+{
+  if (child_hdr) {
+    uint32_t zero = 0;
+    if (!atomic_compare_exchange_strong(&child_hdr->stop_signal, &zero, (uint32_t)sig)) {
+      /* A second signal: the user insists. */
+      _exit(128 + sig);
+    }
+    atomic_fetch_add(&child_hdr->wake, 1);
+  }
+}
+
+int shm_stop_requested(const shm_segment_t *seg)
+{
+  return (int)atomic_load_explicit(&seg->hdr->stop_signal, memory_order_relaxed);
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    snprintf(buf, len, "was killed by signal %d (%s)", sig, strsignal(sig));
+  } else if (WIFEXITED(status)) {
+    snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+  } else {
+    snprintf(buf, len, "ended with wait status 0x%x", status);
+  }
+}
+
+static int status_exit_code(int status)
+{
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 1;
+}
+
+static void run_child(shm_segment_t *seg, int rank, pid_t launcher, const sigset_t *oldmask,
+                      shm_rank_main fn, void *arg)
+{
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127); /* the launcher died before prctl took effect */
+  setpgid(0, 0);
+  child_hdr = seg->hdr;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = child_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGCHLD, SIG_DFL);
+  sigprocmask(SIG_SETMASK, oldmask, NULL);
+
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", rank);
+  setenv("SHMDDP_RANK", buf, 1);
+  setenv("SHMDDP_LOCAL_RANK", buf, 1);
+  snprintf(buf, sizeof buf, "%d", seg->nranks);
+  setenv("SHMDDP_WORLD_SIZE", buf, 1);
+
+  shm_rank_info_t *me = &seg->hdr->rank[rank];
+  atomic_store(&me->pid, (int32_t)getpid());
+  atomic_store(&me->state, SHM_RANK_RUNNING);
+  int rc = fn(seg, rank, arg);
+  fflush(NULL);
+  if (rc != 0)
+    shm_abort(seg, SHMDDP_ERR_ABORTED, rank, "rank %d failed (exit status %d)", rank, rc);
+  atomic_store(&me->state, rc == 0 ? SHM_RANK_EXITED : SHM_RANK_FAILED);
+  shm_wake_all(seg);
+  _exit(rc & 0xff ? rc & 0xff : (rc ? 1 : 0));
+}
+
+static void kill_all(const pid_t *pids, const int *alive, int n, int sig)
+{
+  for (int r = 0; r < n; r++)
+    if (alive[r]) kill(pids[r], sig);
+}
+
+shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *arg,
+                           shmddp_launch_result_t *res)
+{
+  memset(res, 0, sizeof *res);
+  res->failed_rank = -1;
+  res->exit_code = 1;
+  const char *label = o->label ? o->label : "shmddp";
+
+  shm_segment_t seg;
+  shmddp_status_t st = shm_segment_create(&seg, o->nranks, o->slot_bytes, o->timeout_s,
+                                          res->message, sizeof res->message);
+  if (st != SHMDDP_OK) return st;
+
+  sigset_t block, oldmask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGCHLD);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &oldmask);
+  fflush(NULL);
+
+  pid_t self = getpid();
+  pid_t pids[SHMDDP_MAX_RANKS] = {0};
+  int alive[SHMDDP_MAX_RANKS] = {0};
+  int status[SHMDDP_MAX_RANKS] = {0};
+  int nalive = 0;
+  for (int r = 0; r < o->nranks; r++) {
+    pid_t pid = fork();
+    if (pid == 0) run_child(&seg, r, self, &oldmask, fn, arg);
+    if (pid < 0) {
+      snprintf(res->message, sizeof res->message, "cannot fork rank %d: %s", r, strerror(errno));
+      shm_abort(&seg, SHMDDP_ERR_SYSTEM, -1, "%s", res->message);
+      kill_all(pids, alive, r, SIGKILL);
+      while (nalive > 0 && wait(NULL) > 0) nalive--;
+      sigprocmask(SIG_SETMASK, &oldmask, NULL);
+      shm_segment_destroy(&seg);
+      return SHMDDP_ERR_SYSTEM;
+    }
+    pids[r] = pid;
+    alive[r] = 1;
+    nalive++;
+  }
+
+  int first_failed = -1;
+  int interrupted = 0;
+  double kill_deadline = 0; /* 0: none */
+  while (nalive > 0) {
+    double now = shm_now();
+    if (kill_deadline > 0 && now >= kill_deadline) {
+      for (int r = 0; r < o->nranks; r++)
+        if (alive[r] && !o->quiet)
+          fprintf(stderr, "%s: rank %d did not stop within %.1f s; killing it\n", label, r,
+                  interrupted && first_failed < 0 ? o->stop_grace_s : o->grace_s);
+      kill_all(pids, alive, o->nranks, SIGKILL);
+      kill_deadline = 0;
+    }
+    double wait_s = 0.1;
+    if (kill_deadline > 0 && kill_deadline - now < wait_s) wait_s = kill_deadline - now;
+    struct timespec ts = shm_timespec(wait_s);
+    siginfo_t si;
+    int sig = sigtimedwait(&block, &si, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (!interrupted) {
+        interrupted = sig;
+        atomic_store(&seg.hdr->stop_signal, (uint32_t)sig);
+        shm_wake_all(&seg);
+        if (!o->quiet)
+          fprintf(stderr, "%s: received %s; asking the ranks to stop (again to kill them)\n",
+                  label, strsignal(sig));
+        kill_all(pids, alive, o->nranks, sig);
+        double dl = shm_now() + o->stop_grace_s;
+        if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
+      } else {
+        kill_all(pids, alive, o->nranks, SIGKILL);
+      }
+    }
+    int ws;
+    pid_t pid;
+    while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
+      int r = -1;
+      for (int i = 0; i < o->nranks; i++)
+        if (pids[i] == pid) r = i;
+      if (r < 0 || !alive[r]) continue;
+      alive[r] = 0;
+      status[r] = ws;
+      nalive--;
+      int ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+      shm_rank_info_t *ri = &seg.hdr->rank[r];
+      atomic_store(&ri->exit_status, ws);
+      atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
+      if (!ok && first_failed < 0) {
+        first_failed = r;
+        char how[128];
+        describe_status(ws, how, sizeof how);
+        char prior[SHM_ABORT_MSG_BYTES];
+        shmddp_status_t ab = shm_abort_status(&seg, prior, sizeof prior);
+        if (ab == SHMDDP_OK || WIFSIGNALED(ws)) {
+          shm_abort(&seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
+          snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s", r, (int)pid, how);
+        } else {
+          snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s: %.300s", r, (int)pid,
+                   how, prior);
+        }
+        if (!o->quiet && !(interrupted && WIFSIGNALED(ws) && WTERMSIG(ws) == interrupted))
+          fprintf(stderr, "%s: %s; stopping the other ranks\n", label, res->message);
+        double dl = shm_now() + o->grace_s;
+        if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
+      }
+      shm_wake_all(&seg);
+    }
+  }
+
+  res->interrupted = interrupted;
+  if (first_failed >= 0) {
+    res->failed_rank = first_failed;
+    res->exit_code = status_exit_code(status[first_failed]);
+    if (res->exit_code == 0) res->exit_code = 1;
+    if (interrupted && WIFSIGNALED(status[first_failed]) &&
+        WTERMSIG(status[first_failed]) == interrupted)
+      res->exit_code = 128 + interrupted;
+  } else if (interrupted) {
+    res->exit_code = 128 + interrupted;
+    snprintf(res->message, sizeof res->message, "stopped by %s", strsignal(interrupted));
+  } else {
+    res->exit_code = 0;
+  }
+  sigprocmask(SIG_SETMASK, &oldmask, NULL);
+  shm_segment_destroy(&seg);
+  return SHMDDP_OK;
+}

@@ -1,0 +1,10 @@
+# shm/: segment lifecycle, launcher and supervisor, waits, barrier, abort, NUMA placement.
+noinst_LIBRARIES += libshmddp.a
+libshmddp_a_SOURCES = \
+	shm/segment.c shm/segment.h \
+	shm/wait.c shm/wait.h \
+	shm/abort.c shm/abort.h \
+	shm/barrier.c shm/barrier.h \
+	shm/launcher.c shm/launcher.h \
+	shm/numa.c shm/numa.h \
+	shm/timeutil.h

@@ -1,0 +1,82 @@
+/* segment.h — the shared-memory segment every rank of a group maps: its layout and lifecycle.
+ *
+ * Layout (every part starts on a SHM_LINE boundary):
+ *   header                 group-wide words: futex wake word, abort and stop words, per-rank
+ *                          state and barrier counters (one cache line per rank)
+ *   ctrl[nranks]           SHM_CTRL_BYTES per rank for the collectives' counters (opaque here)
+ *   xchg[nranks]           SHM_XCHG_BYTES per rank for transports (e.g. CUDA IPC handles)
+ *   slot[nranks]           slot_bytes per rank: host staging for collective data
+ * The segment is created by the launcher before it forks; ranks inherit the mapping, so the name
+ * is unlinked right after mapping and a crash of any process can never leave it in /dev/shm.
+ */
+#ifndef SHM_SEGMENT_H
+#define SHM_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shmddp.h"
+
+/* 128 bytes: a cache line plus the adjacent line the hardware prefetcher pairs with it. */
+#define SHM_LINE 128
+#define SHM_CTRL_BYTES 4096
+#define SHM_XCHG_BYTES 65536
+#define SHM_MAGIC 0x73686d6464703031ULL /* "shmddp01" */
+#define SHM_DEFAULT_SLOT_BYTES ((size_t)4 << 20)
+#define SHM_MIN_SLOT_BYTES ((size_t)64 << 10)
+#define SHM_ABORT_MSG_BYTES 400
+
+enum shm_rank_state {
+  SHM_RANK_NONE = 0,
+  SHM_RANK_RUNNING,
+  SHM_RANK_EXITED,  /* returned 0 */
+  SHM_RANK_FAILED   /* returned non-zero or was killed */
+};
+
+typedef struct {
+  _Alignas(SHM_LINE) _Atomic uint64_t barrier; /* barriers this rank has entered */
+  _Atomic int32_t state;                       /* enum shm_rank_state */
+  _Atomic int32_t pid;
+  _Atomic int32_t exit_status;                 /* waitpid status, valid once not RUNNING */
+} shm_rank_info_t;
+
+typedef struct {
+  uint64_t magic;
+  uint32_t version;
+  int32_t nranks;
+  uint64_t bytes;
+  uint64_t slot_bytes;
+  double timeout_s;
+  _Alignas(SHM_LINE) _Atomic uint32_t wake; /* futex word: bumped whenever anything is published */
+  _Atomic uint32_t waiters;                 /* ranks asleep on wake (skip the syscall when 0) */
+  _Alignas(SHM_LINE) _Atomic uint32_t abort_status; /* 0, or the shmddp_status_t of the failure */
+  _Atomic uint32_t abort_claim;                     /* the first aborter writes the message */
+  _Atomic int32_t abort_rank;                       /* the rank blamed, or -1 */
+  _Atomic uint32_t stop_signal;                     /* SIGINT/SIGTERM received by the launcher */
+  char abort_msg[SHM_ABORT_MSG_BYTES];
+  shm_rank_info_t rank[SHMDDP_MAX_RANKS];
+} shm_header_t;
+
+typedef struct {
+  void *base;
+  size_t bytes;
+  int nranks;
+  size_t slot_bytes;
+  shm_header_t *hdr;
+  char name[64]; /* the name it had in /dev/shm (already unlinked) */
+} shm_segment_t;
+
+size_t shm_segment_size(int nranks, size_t slot_bytes);
+/* Create, map and unlink a new segment. On failure returns an error status and writes a message
+ * that says what to do (e.g. give a container more /dev/shm). */
+shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_bytes,
+                                   double timeout_s, char *err, size_t errlen);
+void shm_segment_destroy(shm_segment_t *seg);
+
+void *shm_rank_ctrl(const shm_segment_t *seg, int rank);
+void *shm_rank_xchg(const shm_segment_t *seg, int rank);
+void *shm_rank_slot(const shm_segment_t *seg, int rank);
+
+#endif

@@ -1,0 +1,133 @@
+/* wait.c — spin-then-sleep waiting on the segment's futex word.
+ *
+ * Protocol. Publishers store their counter (release) and then call shm_wake_all(), which bumps
+ * hdr->wake and issues FUTEX_WAKE only when hdr->waiters is non-zero. A waiter reads wake, bumps
+ * waiters, re-checks its condition and only then sleeps on wake with the value it read. All
+ * operations on wake and waiters are sequentially consistent, so either the waiter's re-check
+ * sees the publication or the publisher sees the waiter (and wake has moved, so FUTEX_WAIT
+ * returns at once): a wake-up cannot be lost. Sleeps are bounded (at most 50 ms) so a deadline
+ * is honoured even if nobody publishes, and 8 ranks on 2 cores do not burn CPU while they wait.
+ */
+#include "config.h"
+
+#include "shm/wait.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shm/abort.h"
+#include "shm/timeutil.h"
+
+#define SPIN_ITERS 4000
+#define YIELD_ITERS 16
+#define MAX_SLEEP_S 0.05
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+  /* Not FUTEX_PRIVATE: the word lives in memory shared between processes. */
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void shm_wake_all(shm_segment_t *seg)
+{
+  shm_header_t *h = seg->hdr;
+  atomic_fetch_add(&h->wake, 1);
+  if (atomic_load(&h->waiters) != 0) futex(&h->wake, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void shm_format_ranks(uint32_t mask, char *buf, size_t len)
+{
+  size_t off = 0;
+  buf[0] = 0;
+  for (int r = 0; r < 32 && off < len; r++) {
+    if (!(mask & (1u << r))) continue;
+    off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", r);
+  }
+}
+
+static const char *state_word(int32_t state)
+{
+  return state == SHM_RANK_FAILED ? "failed" : "exited";
+}
+
+shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
+                         char *err, size_t errlen)
+{
+  shm_header_t *h = seg->hdr;
+  for (int i = 0; i < SPIN_ITERS; i++) {
+    if (w->pending(w) == 0) return SHMDDP_OK;
+    if ((i & 255) == 255 && atomic_load_explicit(&h->abort_status, memory_order_relaxed)) break;
+    cpu_relax();
+  }
+  for (int i = 0; i < YIELD_ITERS; i++) {
+    if (w->pending(w) == 0) return SHMDDP_OK;
+    sched_yield();
+  }
+  double deadline = shm_now() + timeout_s;
+  for (;;) {
+    shmddp_status_t st = shm_abort_status(seg, err, errlen);
+    if (st != SHMDDP_OK) return st;
+
+    uint32_t seen = atomic_load(&h->wake);
+    atomic_fetch_add(&h->waiters, 1);
+    uint32_t pending = w->pending(w);
+    if (pending == 0) {
+      atomic_fetch_sub(&h->waiters, 1);
+      return SHMDDP_OK;
+    }
+    double now = shm_now();
+    double left = deadline - now;
+    if (left > 0) {
+      struct timespec ts = shm_timespec(left < MAX_SLEEP_S ? left : MAX_SLEEP_S);
+      futex(&h->wake, FUTEX_WAIT, seen, &ts);
+    }
+    atomic_fetch_sub(&h->waiters, 1);
+    if (w->pending(w) == 0) return SHMDDP_OK;
+
+    st = shm_abort_status(seg, err, errlen);
+    if (st != SHMDDP_OK) return st;
+    if (w->check) {
+      char msg[SHM_ABORT_MSG_BYTES];
+      st = w->check(w, msg, sizeof msg);
+      if (st != SHMDDP_OK) {
+        shm_abort(seg, st, self, "%s", msg);
+        return shm_abort_status(seg, err, errlen);
+      }
+    }
+    pending = w->pending(w);
+    for (int r = 0; r < seg->nranks; r++) {
+      if (!(pending & (1u << r))) continue;
+      int32_t state = atomic_load(&h->rank[r].state);
+      if (state == SHM_RANK_EXITED || state == SHM_RANK_FAILED) {
+        shm_abort(seg, SHMDDP_ERR_ABORTED, r,
+                  "rank %d has %s, but rank %d is still waiting for it in %s", r,
+                  state_word(state), self, w->what ? w->what : "a collective");
+        return shm_abort_status(seg, err, errlen);
+      }
+    }
+    if (shm_now() >= deadline && pending) {
+      char ranks[128];
+      shm_format_ranks(pending, ranks, sizeof ranks);
+      shm_abort(seg, SHMDDP_ERR_TIMEOUT, __builtin_ctz(pending),
+                "timed out after %.0f s: rank %d waited in %s for rank(s) %s, which did not "
+                "arrive (raise the limit with --timeout or SHMDDP_TIMEOUT if they are just slow)",
+                timeout_s, self, w->what ? w->what : "a collective", ranks);
+      return shm_abort_status(seg, err, errlen);
+    }
+  }
+}

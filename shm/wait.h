@@ -1,0 +1,36 @@
+/* wait.h — how every rank waits for its peers: spin briefly, then sleep on the segment's futex
+ * word; while waiting, watch the abort word, peers that have exited, and a deadline. */
+#ifndef SHM_WAIT_H
+#define SHM_WAIT_H
+
+#include <stdint.h>
+
+#include "shm/segment.h"
+
+typedef struct shm_waiter shm_waiter_t;
+struct shm_waiter {
+  /* Bit r set: still waiting for rank r. 0: the wait is over. Called often: keep it cheap. */
+  uint32_t (*pending)(shm_waiter_t *w);
+  /* Optional, called on the slow path only: detect a protocol error (e.g. peers calling a
+   * different collective). Return SHMDDP_OK to keep waiting, or an error with a message. */
+  shmddp_status_t (*check)(shm_waiter_t *w, char *err, size_t errlen);
+  const char *what; /* e.g. "all_reduce #12", for messages */
+};
+
+/* Wait until w->pending(w) returns 0. Returns SHMDDP_OK, or:
+ *  - the group's abort status (message copied from the segment) once anyone aborted;
+ *  - SHMDDP_ERR_ABORTED if a rank we wait for has exited;
+ *  - SHMDDP_ERR_TIMEOUT after timeout_s, naming the ranks that did not arrive;
+ *  - whatever w->check returns.
+ * Errors other than the group's own abort are recorded as the group's abort, so every rank
+ * stops. self is the calling rank (for messages). */
+shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
+                         char *err, size_t errlen);
+
+/* Call after publishing anything a peer may wait for: wakes sleeping waiters. */
+void shm_wake_all(shm_segment_t *seg);
+
+/* "2, 3" from a bitmask of ranks. */
+void shm_format_ranks(uint32_t mask, char *buf, size_t len);
+
+#endif

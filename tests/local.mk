@@ -1,0 +1,19 @@
+# tests/: Check suites, one per module. GPU tests skip (and say so) where there is no GPU.
+if HAVE_CHECK
+check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives
+TESTS += tests/check_reduce tests/check_shm tests/check_collectives
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = $(CHECK_LIBS)
+tests_check_reduce_SOURCES = tests/check_reduce.c
+tests_check_reduce_CFLAGS = $(TEST_CFLAGS)
+tests_check_reduce_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_shm_SOURCES = tests/check_shm.c
+tests_check_shm_CFLAGS = $(TEST_CFLAGS)
+tests_check_shm_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_collectives_SOURCES = tests/check_collectives.c tests/coll_ref.c tests/coll_ref.h
+tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
+tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+else
+TESTS += tests/no-check.sh
+endif
+EXTRA_DIST += tests/no-check.sh

@@ -1,0 +1,1 @@
+# tests/trainer.mk: Check suites of the trainer (layers, data, CLI, training).

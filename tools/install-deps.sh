@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs the Debian/Ubuntu packages shmddp builds and tests with.
+# The CUDA toolkit (nvcc, cuBLAS) and cuDNN are not installed here: they come from NVIDIA's
+# packages or the machine's image; without them configure builds the CPU-only variant.
+set -eu
+pkgs="build-essential autoconf automake pkg-config check libnuma-dev libpng-dev zlib1g-dev"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install-deps: run as root or install sudo" >&2; exit 1; }
+  sudo=sudo
+fi
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "install-deps: installing$missing"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # shellcheck disable=SC2086
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+else
+  echo "install-deps: all packages present"
+fi
