@@ -1,0 +1,82 @@
+/* model.h — the segmentation network as the trainer sees it (the contract between the model
+ * and the training loop; the layers, ops and backends behind it are the model's business).
+ *
+ * Tensors are NHWC. All pointers passed in and out live on the model's device (host memory for
+ * the CPU backend, device memory for CUDA). Parameters and their gradients are each one flat
+ * f32 buffer, laid out in REVERSE layer order (the head first): backward finishes gradients
+ * from the front of the flat buffer to its end, so data-parallel gradient buckets are
+ * contiguous ranges that complete in order.
+ */
+#ifndef SRC_MODEL_H
+#define SRC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmddp.h"
+
+#define MODEL_MAX_LEVELS 8
+
+typedef enum { MODEL_NORM_BATCH = 0, MODEL_NORM_GROUP } model_norm_t;
+typedef enum { MODEL_FP32 = 0, MODEL_BF16, MODEL_FP16 } model_precision_t;
+typedef enum { MODEL_DEVICE_CPU = 0, MODEL_DEVICE_CUDA } model_device_t;
+
+typedef struct {
+  int in_channels;              /* 3 */
+  int classes;                  /* output classes (>= 2) */
+  int levels;                   /* number of widths used */
+  int widths[MODEL_MAX_LEVELS]; /* e.g. 64,128,256,512,1024 */
+  model_norm_t norm;
+  int groups;                   /* GroupNorm groups (norm == GROUP) */
+  int max_batch;                /* per device */
+  int height, width;            /* input size: divisible by 2^(levels-1) */
+  int ignore_index;             /* label ignored by the loss, or -1 */
+  model_precision_t precision;
+  model_device_t device;
+  int cuda_device;              /* ordinal, for MODEL_DEVICE_CUDA */
+  uint64_t seed;                /* deterministic initialisation */
+} model_config_t;
+
+/* Hooks through which data parallelism plugs into forward/backward. Any may be NULL.
+ * stream is the backend's compute stream (NULL on the CPU). */
+typedef struct {
+  void *ctx;
+  /* SyncBatchNorm: sum buf (count elements of dtype) over all ranks, in place, before the
+   * model uses it. The model packs per-channel statistics (sums and the element count) into
+   * buf; with the hook absent, statistics stay local. */
+  int (*sync_stats)(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream);
+  /* Backward: gradients [offset, offset + count) of the flat buffer are final. Called in
+   * increasing offset order, once per parameter tensor. */
+  int (*grads_ready)(void *ctx, size_t offset, size_t count, void *stream);
+} model_hooks_t;
+
+typedef struct model model_t;
+
+/* Build the network and initialise parameters from cfg->seed. Allocations are charged to the
+ * memory ledger. On error returns non-zero and writes a message. */
+int model_create(model_t **out, const model_config_t *cfg, char *err, size_t errlen);
+void model_destroy(model_t *m);
+
+size_t model_num_params(const model_t *m);
+float *model_params(model_t *m);  /* flat f32 master weights */
+float *model_grads(model_t *m);   /* flat f32 gradients, same layout */
+/* Non-trained state that must match across ranks and be checkpointed (BN running stats). */
+size_t model_num_buffers(const model_t *m);
+float *model_buffers(model_t *m);
+/* A stable text describing layer names, shapes and dtypes: compared across ranks at start. */
+const char *model_signature(const model_t *m);
+
+/* One training step's forward and backward on a batch (x: batch*H*W*C f32, y: batch*H*W i32
+ * labels). Gradients are WRITTEN (not accumulated) unless accumulate != 0. The loss is the mean
+ * over non-ignored pixels of this batch, times loss_scale in the backward pass.
+ * *loss_out gets the unscaled loss (host value). batch may be 0 (still calls sync hooks). */
+int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, float loss_scale,
+                     int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
+                     size_t errlen);
+
+/* Forward in eval mode (running statistics); writes the predicted class per pixel to pred
+ * (batch*H*W i32, device memory) and the loss (if y is not NULL) to *loss_out. */
+int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,
+               float *loss_out, char *err, size_t errlen);
+
+#endif

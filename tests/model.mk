@@ -1,0 +1,1 @@
+# tests/model.mk: Check suites of the model, ops and optimizers.
