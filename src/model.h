@@ -79,4 +79,21 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
 int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,
                float *loss_out, char *err, size_t errlen);
 
+/* Additions (model helper): */
+struct arena;
+/* Fills cfg with the small CPU preset (widths 16-32-64-128, 3 -> 4 classes, 64x64, batch 8,
+ * BatchNorm, fp32, CPU, ignore_index -1, seed 1). */
+void model_config_default(model_config_t *cfg);
+/* Checks cfg without allocating anything (the CLI calls it before starting ranks); the message
+ * says what is wrong and what is allowed. */
+int model_config_validate(const model_config_t *cfg, char *err, size_t errlen);
+/* Parameter count for cfg, computed without building the model. */
+size_t model_config_num_params(const model_config_t *cfg);
+/* The memory arena (and ledger) of the model's device: optimizers and the DDP engine allocate
+ * from it so everything on one device is in one ledger. */
+struct arena *model_arena(model_t *m);
+/* The loss of the last model_train_step / model_eval as computed (f64 accumulation), for
+ * gradient checks that need more digits than *loss_out's float. */
+double model_last_loss(const model_t *m);
+
 #endif
