@@ -126,6 +126,11 @@ shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo)
   return SHMDDP_OK;
 }
 
+shmddp_algo_t shmddp_comm_last_algo(const shmddp_comm_t *comm)
+{
+  return comm ? (shmddp_algo_t)comm->cur.algo : SHMDDP_ALGO_AUTO;
+}
+
 void shmddp_abort(shmddp_comm_t *comm, const char *reason)
 {
   if (!comm) return;

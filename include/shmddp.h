@@ -119,6 +119,8 @@ int shmddp_comm_size(const shmddp_comm_t *comm);
 const char *shmddp_comm_last_error(const shmddp_comm_t *comm);
 /* Force an algorithm for later calls on this rank (every rank must force the same one). */
 shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo);
+/* The algorithm the last successful call on this rank used (resolves AUTO). */
+shmddp_algo_t shmddp_comm_last_algo(const shmddp_comm_t *comm);
 /* Mark the whole group failed: every rank's pending and later calls return SHMDDP_ERR_ABORTED
  * with this reason. Use it when a rank hits an error its peers cannot see. */
 void shmddp_abort(shmddp_comm_t *comm, const char *reason);

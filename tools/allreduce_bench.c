@@ -1,1 +1,427 @@
-int main(void){return 0;}
+/* allreduce_bench.c — collective benchmark in the style of nccl-tests: a size sweep (-b -e -f),
+ * iterations and warm-up (-n -w), result checking (-c 1), one table row per size with time,
+ * algbw and busbw. Host buffers with --device cpu; --device cuda hands each rank to the device
+ * driver (CUDA build). Ranks are forked by shmddp_launch, as in training. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/allreduce_bench.h"
+#include "tools/coll_check.h"
+
+static const char *const coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+
+const char *bench_coll_name(bench_coll_t c) { return coll_names[c]; }
+
+double bench_bus_factor(bench_coll_t c, int n)
+{
+  switch (c) {
+  case BENCH_ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case BENCH_REDUCE_SCATTER: case BENCH_ALL_GATHER: return (double)(n - 1) / n;
+  default: return 1.0;
+  }
+}
+
+void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sendcount,
+                  size_t *recvcount, size_t *count)
+{
+  size_t total = bytes / dsize;
+  switch (c) {
+  case BENCH_REDUCE_SCATTER:
+    *recvcount = total / (size_t)n;
+    *sendcount = *recvcount * (size_t)n;
+    *count = *recvcount;
+    break;
+  case BENCH_ALL_GATHER:
+    *sendcount = total / (size_t)n;
+    *recvcount = *sendcount * (size_t)n;
+    *count = *sendcount;
+    break;
+  default:
+    *sendcount = *recvcount = *count = total;
+  }
+}
+
+void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv)
+{
+  printf("# %s, %d ranks, %s, dtype %s, op %s, %s, %ld iterations after %ld warm-up%s\n",
+         bench_coll_name(o->coll), nranks, o->device_cuda ? "device buffers" : "host buffers",
+         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op),
+         o->inplace ? "in-place" : "out-of-place", o->iters, o->warmup,
+         o->check ? ", results checked" : "");
+  printf("%12s %12s %6s %6s %8s %10s %8s %8s %7s", "size(B)", "count", "type", "redop", "algo",
+         "time(us)", "algbw", "busbw", "#wrong");
+  if (o->compare_nccl)
+    printf(" %10s %8s %8s %7s %7s", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
+  printf("\n");
+  if (tsv) {
+    fprintf(tsv, "bytes\tcount\tdtype\top\talgo\ttime_us\talgbw_GBs\tbusbw_GBs\terrors\t"
+                 "nccl_time_us\tnccl_busbw_GBs\tnccl_errors\tratio_busbw\n");
+  }
+}
+
+void bench_print_row(const bench_opts_t *o, const bench_row_t *r, FILE *tsv)
+{
+  printf("%12zu %12zu %6s %6s %8s %10.2f %8.2f %8.2f %7ld", r->bytes, r->count,
+         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
+         r->time_us, r->algbw, r->busbw, r->errors);
+  double ratio = r->nccl_busbw > 0 ? r->busbw / r->nccl_busbw : NAN;
+  if (o->compare_nccl)
+    printf(" %10.2f %8.2f %8.2f %7ld %7.2f", r->nccl_time_us, r->nccl_algbw, r->nccl_busbw,
+           r->nccl_errors, ratio);
+  printf("\n");
+  fflush(stdout);
+  if (tsv) {
+    fprintf(tsv, "%zu\t%zu\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%ld\t", r->bytes, r->count,
+            shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
+            r->time_us, r->algbw, r->busbw, r->errors);
+    if (r->nccl_time_us >= 0)
+      fprintf(tsv, "%.3f\t%.3f\t%ld\t%.3f\n", r->nccl_time_us, r->nccl_busbw, r->nccl_errors,
+              ratio);
+    else
+      fprintf(tsv, "-\t-\t-\t-\n");
+    fflush(tsv);
+  }
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static shmddp_status_t run_once(shmddp_comm_t *comm, const bench_opts_t *o, const void *send,
+                                void *recv, size_t count)
+{
+  switch (o->coll) {
+  case BENCH_ALL_REDUCE:
+    return shmddp_all_reduce(comm, send, recv, count, o->dtype, o->op, SHMDDP_HOST);
+  case BENCH_REDUCE_SCATTER:
+    return shmddp_reduce_scatter(comm, send, recv, count, o->dtype, o->op, SHMDDP_HOST);
+  case BENCH_ALL_GATHER:
+    return shmddp_all_gather(comm, send, recv, count, o->dtype, SHMDDP_HOST);
+  default:
+    return shmddp_broadcast(comm, send, recv, count, o->dtype, 0, SHMDDP_HOST);
+  }
+}
+
+/* Errors in this rank's result of one checked call (iteration tag `iter`). */
+static long check_result(const bench_opts_t *o, int rank, int n, const void *recv, size_t count,
+                         int iter)
+{
+  size_t ds = shmddp_dtype_size(o->dtype);
+  switch (o->coll) {
+  case BENCH_ALL_REDUCE:
+    return (long)coll_count_errors(recv, count, 0, n, iter, o->dtype, o->op, NULL);
+  case BENCH_REDUCE_SCATTER:
+    return (long)coll_count_errors(recv, count, (size_t)rank * count, n, iter, o->dtype, o->op,
+                                   NULL);
+  case BENCH_ALL_GATHER: {
+    long bad = 0;
+    for (int r = 0; r < n; r++)
+      for (size_t k = 0; k < count; k++)
+        if (coll_load((const char *)recv + ((size_t)r * count + k) * ds, 0, o->dtype) !=
+            coll_round(coll_pattern(r, k, iter, o->dtype, o->op), o->dtype))
+          bad++;
+    return bad;
+  }
+  default: {
+    long bad = 0;
+    for (size_t k = 0; k < count; k++)
+      if (coll_load(recv, k, o->dtype) != coll_round(coll_pattern(0, k, iter, o->dtype, o->op), o->dtype))
+        bad++;
+    return bad;
+  }
+  }
+}
+
+static void fill_send(const bench_opts_t *o, int rank, void *send, size_t sendcount, size_t count,
+                      int iter)
+{
+  size_t ds = shmddp_dtype_size(o->dtype);
+  if (o->coll == BENCH_REDUCE_SCATTER) {
+    coll_fill(send, sendcount, 0, rank, iter, o->dtype, o->op);
+  } else if (o->coll == BENCH_ALL_GATHER) {
+    coll_fill(send, count, 0, rank, iter, o->dtype, o->op);
+  } else {
+    coll_fill(send, sendcount, 0, rank, iter, o->dtype, o->op);
+  }
+  (void)ds;
+}
+
+static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  size_t ds = shmddp_dtype_size(o->dtype);
+  size_t maxs, maxr, maxc;
+  bench_counts(o->coll, o->max_bytes, ds, n, &maxs, &maxr, &maxc);
+  char *send = malloc(maxs * ds + 64), *recv = malloc(maxr * ds + 64);
+  FILE *tsv = NULL;
+  if (!send || !recv) {
+    fprintf(stderr, "allreduce_bench: rank %d: out of memory for %zu bytes\n", rank, o->max_bytes);
+    return 1;
+  }
+  if (rank == 0 && o->tsv_path) {
+    tsv = fopen(o->tsv_path, "w");
+    if (!tsv) {
+      fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
+      shmddp_abort(comm, "rank 0 cannot write the table");
+      return 1;
+    }
+  }
+  if (rank == 0) bench_print_header(o, n, tsv);
+  int rc = 0;
+  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes && rc == 0;) {
+    size_t sendcount, recvcount, count;
+    bench_counts(o->coll, bytes, ds, n, &sendcount, &recvcount, &count);
+    /* In-place layouts: all_gather sends from its own block of recv, reduce_scatter receives
+     * into its own block of send; all_reduce and broadcast use one buffer. */
+    void *sbuf = send, *rbuf = recv;
+    if (o->inplace) {
+      if (o->coll == BENCH_ALL_GATHER) { rbuf = send; sbuf = send + (size_t)rank * count * ds; }
+      else if (o->coll == BENCH_REDUCE_SCATTER) rbuf = send + (size_t)rank * count * ds;
+      else rbuf = send;
+    }
+    bench_row_t row = {0};
+    row.bytes = count * ds * (o->coll == BENCH_ALL_REDUCE || o->coll == BENCH_BROADCAST ? 1 : (size_t)n);
+    row.count = count;
+    row.nccl_time_us = row.nccl_algbw = row.nccl_busbw = -1;
+    row.algo = o->algo;
+    fill_send(o, rank, o->inplace && o->coll == BENCH_ALL_GATHER ? sbuf : send, sendcount, count, 0);
+    shmddp_status_t st = SHMDDP_OK;
+    for (long i = 0; i < o->warmup && st == SHMDDP_OK; i++) st = run_once(comm, o, sbuf, rbuf, count);
+    if (st == SHMDDP_OK) st = shmddp_barrier(comm);
+    double t0 = now_s();
+    long done = 0;
+    for (; done < o->iters && st == SHMDDP_OK; done++) {
+      st = run_once(comm, o, sbuf, rbuf, count);
+      if (done == 0) row.algo = shmddp_comm_last_algo(comm);
+      if ((done & 63) == 63 && shmddp_stop_requested(comm)) { done++; break; }
+    }
+    double per_iter = done ? (now_s() - t0) / (double)done : 0;
+    if (st == SHMDDP_OK && o->check) {
+      /* A separate call on fresh inputs, so the timed loop's in-place updates do not matter. */
+      fill_send(o, rank, o->inplace && o->coll == BENCH_ALL_GATHER ? sbuf : send, sendcount, count, 1);
+      st = run_once(comm, o, sbuf, rbuf, count);
+      if (st == SHMDDP_OK) row.errors = check_result(o, rank, n, rbuf, count, 1);
+    }
+    double stats[2] = {per_iter, (double)row.errors};
+    if (st == SHMDDP_OK) st = shmddp_all_reduce(comm, stats, stats, 1, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST);
+    double errs = (double)row.errors;
+    if (st == SHMDDP_OK) st = shmddp_all_reduce(comm, &errs, &errs, 1, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
+    if (st != SHMDDP_OK) {
+      fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, shmddp_comm_last_error(comm));
+      rc = 1;
+      break;
+    }
+    row.time_us = stats[0] * 1e6;
+    row.errors = (long)errs;
+    row.algbw = row.time_us > 0 ? (double)row.bytes / (row.time_us * 1e3) : 0;
+    row.busbw = row.algbw * bench_bus_factor(o->coll, n);
+    if (rank == 0) bench_print_row(o, &row, tsv);
+    if (row.errors) rc = 1;
+    if (shmddp_stop_requested(comm)) break;
+    size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)((double)bytes * o->factor);
+    if (next <= bytes) break;
+    bytes = next;
+  }
+  if (tsv) fclose(tsv);
+  free(send);
+  free(recv);
+  return rc;
+}
+
+static int bench_rank(shmddp_comm_t *comm, void *arg)
+{
+  const bench_opts_t *o = arg;
+  if (o->algo != SHMDDP_ALGO_AUTO) shmddp_comm_set_algo(comm, o->algo);
+#ifdef HAVE_CUDA
+  if (o->device_cuda) return bench_cuda_rank(comm, o);
+#endif
+  return host_rank(comm, o);
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || v < 0) return -1;
+  double mult = 1;
+  switch (*end) {
+  case 'k': case 'K': mult = 1024; end++; break;
+  case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+  case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+  default: break;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return -1;
+  *out = (size_t)(v * mult);
+  return 0;
+}
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: allreduce_bench [options]\n"
+          "  --device cpu|cuda   buffers on the host (default) or on the GPUs (CUDA build)\n"
+          "  -p, --nproc N       ranks to fork (default 2; with cuda: one per visible GPU)\n"
+          "  -b, --minbytes S    smallest size (default 8; suffixes K, M, G)\n"
+          "  -e, --maxbytes S    largest size (default 64M)\n"
+          "  -f, --stepfactor F  multiply the size by F between rows (default 2)\n"
+          "  -i, --stepbytes S   add S between rows instead\n"
+          "  -n, --iters N       timed iterations per size (default 20)\n"
+          "  -w, --warmup N      untimed iterations first (default 5)\n"
+          "  -c, --check 0|1     check every result against an f64 reference (default 1)\n"
+          "  -d, --datatype T    f32 f64 f16 bf16 i32 i64 (default f32)\n"
+          "  -o, --op OP         sum avg min max prod (default sum)\n"
+          "  -C, --collective C  all_reduce reduce_scatter all_gather broadcast (default all_reduce)\n"
+          "  -a, --algo NAME     auto direct ring twoshot cering staged (default auto)\n"
+          "  -I, --inplace       in-place instead of out-of-place\n"
+          "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
+          "  --graph             time CUDA-graph replays of the collective (cuda only)\n"
+          "  --tsv FILE          also write the table as tab-separated values\n"
+          "  -h, --help\n");
+}
+
+int main(int argc, char **argv)
+{
+  bench_opts_t o = {0};
+  o.nproc = 0;
+  o.min_bytes = 8;
+  o.max_bytes = (size_t)64 << 20;
+  o.factor = 2;
+  o.iters = 20;
+  o.warmup = 5;
+  o.check = 1;
+  o.dtype = SHMDDP_F32;
+  o.op = SHMDDP_SUM;
+  static const struct option longopts[] = {
+    {"device", required_argument, 0, 'D'}, {"nproc", required_argument, 0, 'p'},
+    {"minbytes", required_argument, 0, 'b'}, {"maxbytes", required_argument, 0, 'e'},
+    {"stepfactor", required_argument, 0, 'f'}, {"stepbytes", required_argument, 0, 'i'},
+    {"iters", required_argument, 0, 'n'}, {"warmup", required_argument, 0, 'w'},
+    {"check", required_argument, 0, 'c'}, {"datatype", required_argument, 0, 'd'},
+    {"op", required_argument, 0, 'o'}, {"collective", required_argument, 0, 'C'},
+    {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
+    {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
+    {"tsv", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  int c;
+  char *end;
+  while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Ih", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'D':
+      if (strcmp(optarg, "cpu") == 0) o.device_cuda = 0;
+      else if (strcmp(optarg, "cuda") == 0) o.device_cuda = 1;
+      else { fprintf(stderr, "allreduce_bench: --device must be cpu or cuda, not '%s'\n", optarg); return 2; }
+      break;
+    case 'p':
+      o.nproc = (int)strtol(optarg, &end, 10);
+      if (*end || o.nproc < 1 || o.nproc > SHMDDP_MAX_RANKS) {
+        fprintf(stderr, "allreduce_bench: --nproc must be 1 to %d, not '%s'\n", SHMDDP_MAX_RANKS, optarg);
+        return 2;
+      }
+      break;
+    case 'b': case 'e': case 'i': {
+      size_t v;
+      if (parse_size(optarg, &v) != 0 || (c != 'i' && v == 0)) {
+        fprintf(stderr, "allreduce_bench: -%c wants a size like 8, 4K, 1M or 1G, not '%s'\n", c, optarg);
+        return 2;
+      }
+      if (c == 'b') o.min_bytes = v; else if (c == 'e') o.max_bytes = v; else o.step_bytes = v;
+      break;
+    }
+    case 'f':
+      o.factor = strtod(optarg, &end);
+      if (*end || !(o.factor > 1)) { fprintf(stderr, "allreduce_bench: -f wants a factor > 1, not '%s'\n", optarg); return 2; }
+      break;
+    case 'n': case 'w': {
+      long v = strtol(optarg, &end, 10);
+      if (*end || v < (c == 'n' ? 1 : 0)) {
+        fprintf(stderr, "allreduce_bench: -%c wants a count%s, not '%s'\n", c, c == 'n' ? " >= 1" : " >= 0", optarg);
+        return 2;
+      }
+      if (c == 'n') o.iters = v; else o.warmup = v;
+      break;
+    }
+    case 'c':
+      if (strcmp(optarg, "0") && strcmp(optarg, "1")) { fprintf(stderr, "allreduce_bench: -c wants 0 or 1\n"); return 2; }
+      o.check = optarg[0] == '1';
+      break;
+    case 'd': {
+      int d = shmddp_dtype_parse(optarg);
+      if (d < 0) { fprintf(stderr, "allreduce_bench: unknown datatype '%s' (f32 f64 f16 bf16 i32 i64)\n", optarg); return 2; }
+      o.dtype = (shmddp_dtype_t)d;
+      break;
+    }
+    case 'o': {
+      int v = shmddp_op_parse(optarg);
+      if (v < 0) { fprintf(stderr, "allreduce_bench: unknown op '%s' (sum avg min max prod)\n", optarg); return 2; }
+      o.op = (shmddp_op_t)v;
+      break;
+    }
+    case 'C': {
+      int k = -1;
+      for (int i = 0; i < 4; i++)
+        if (strcmp(optarg, coll_names[i]) == 0) k = i;
+      if (k < 0) { fprintf(stderr, "allreduce_bench: unknown collective '%s' (all_reduce reduce_scatter all_gather broadcast)\n", optarg); return 2; }
+      o.coll = (bench_coll_t)k;
+      break;
+    }
+    case 'a': {
+      int a = shmddp_algo_parse(optarg);
+      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged)\n", optarg); return 2; }
+      o.algo = (shmddp_algo_t)a;
+      break;
+    }
+    case 'I': o.inplace = 1; break;
+    case 'N':
+      if (strcmp(optarg, "nccl")) { fprintf(stderr, "allreduce_bench: --compare knows only 'nccl'\n"); return 2; }
+      o.compare_nccl = 1;
+      break;
+    case 'G': o.graph = 1; break;
+    case 'T': o.tsv_path = optarg; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) { fprintf(stderr, "allreduce_bench: unexpected argument '%s'\n", argv[optind]); return 2; }
+  if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
+  if (!o.device_cuda && (o.compare_nccl || o.graph)) {
+    fprintf(stderr, "allreduce_bench: --compare nccl and --graph need --device cuda\n");
+    return 2;
+  }
+  if (!o.device_cuda && o.algo > SHMDDP_ALGO_RING) {
+    fprintf(stderr, "allreduce_bench: algorithm '%s' is a device algorithm; host buffers use auto, direct or ring\n", shmddp_algo_name(o.algo));
+    return 2;
+  }
+#ifndef HAVE_CUDA
+  if (o.device_cuda) {
+    fprintf(stderr, "allreduce_bench: this build has no CUDA (configure found no toolkit); use --device cpu\n");
+    return 2;
+  }
+#endif
+  if (o.nproc == 0) o.nproc = 2;
+  shmddp_launch_config_t cfg = {0};
+  cfg.nproc = o.nproc;
+  cfg.label = "allreduce_bench";
+  cfg.use_gpus = o.device_cuda;
+  size_t need = (size_t)16 << 20;
+  if (o.max_bytes > need) need = o.max_bytes;
+  (void)need;
+  shmddp_launch_result_t res;
+  shmddp_status_t st = shmddp_launch(&cfg, bench_rank, &o, &res);
+  if (st != SHMDDP_OK) {
+    fprintf(stderr, "allreduce_bench: %s\n", res.message);
+    return 2;
+  }
+  return res.exit_code;
+}

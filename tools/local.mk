@@ -1,4 +1,8 @@
 # tools/: allreduce_bench (nccl-tests style) and the dependency installer.
 bin_PROGRAMS += tools/allreduce_bench
-tools_allreduce_bench_SOURCES = tools/allreduce_bench.c
+tools_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
+	tools/coll_check.c tools/coll_check.h
 tools_allreduce_bench_LDADD = $(SHMDDP_LIBS)
+if HAVE_CUDA
+tools_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c
+endif

@@ -1,0 +1,113 @@
+/* coll_check.c — deterministic inputs and f64 references for checking collectives. Inputs are
+ * chosen so every dtype represents them exactly (multiples of 1/8 in [-8, 8]); references are
+ * computed in f64 and rounded once to the dtype, so the only error a correct implementation can
+ * show is its own accumulation and final rounding, which coll_tolerance bounds. */
+#include "config.h"
+
+#include "tools/coll_check.h"
+
+#include <math.h>
+
+#include "kernels/half.h"
+
+double coll_pattern(int rank, size_t i, int iter, shmddp_dtype_t dtype, shmddp_op_t op)
+{
+  uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(rank + 1) << 40) ^
+               ((uint64_t)(iter + 1) << 20);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 32;
+  if (op == SHMDDP_PROD) {
+    /* 1, 2, -1, 0.5 ...: products of up to 8 stay exact in every dtype. */
+    static const double v[4] = {1.0, 2.0, -1.0, 0.5};
+    return v[h & 3];
+  }
+  if (dtype == SHMDDP_I32 || dtype == SHMDDP_I64) return (double)((int64_t)(h % 2001) - 1000);
+  /* multiples of 1/8 in [-8, 8): exact in bf16 (8 significant bits) */
+  return (double)((int64_t)(h % 128) - 64) / 8.0;
+}
+
+void coll_fill(void *buf, size_t n, size_t first, int rank, int iter, shmddp_dtype_t dtype,
+               shmddp_op_t op)
+{
+  for (size_t k = 0; k < n; k++) {
+    double v = coll_pattern(rank, first + k, iter, dtype, op);
+    switch (dtype) {
+    case SHMDDP_F32: ((float *)buf)[k] = (float)v; break;
+    case SHMDDP_F64: ((double *)buf)[k] = v; break;
+    case SHMDDP_F16: ((uint16_t *)buf)[k] = f32_to_f16((float)v); break;
+    case SHMDDP_BF16: ((uint16_t *)buf)[k] = f32_to_bf16((float)v); break;
+    case SHMDDP_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
+    case SHMDDP_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
+    default: break;
+    }
+  }
+}
+
+double coll_load(const void *buf, size_t k, shmddp_dtype_t dtype)
+{
+  switch (dtype) {
+  case SHMDDP_F32: return ((const float *)buf)[k];
+  case SHMDDP_F64: return ((const double *)buf)[k];
+  case SHMDDP_F16: return f16_to_f32(((const uint16_t *)buf)[k]);
+  case SHMDDP_BF16: return bf16_to_f32(((const uint16_t *)buf)[k]);
+  case SHMDDP_I32: return ((const int32_t *)buf)[k];
+  case SHMDDP_I64: return (double)((const int64_t *)buf)[k];
+  default: return NAN;
+  }
+}
+
+double coll_round(double v, shmddp_dtype_t dtype)
+{
+  switch (dtype) {
+  case SHMDDP_F32: return (float)v;
+  case SHMDDP_F16: return f16_to_f32(f32_to_f16((float)v));
+  case SHMDDP_BF16: return bf16_to_f32(f32_to_bf16((float)v));
+  case SHMDDP_I32: case SHMDDP_I64: return trunc(v);
+  default: return v;
+  }
+}
+
+double coll_expected(int nranks, size_t i, int iter, shmddp_dtype_t dtype, shmddp_op_t op)
+{
+  double acc = coll_pattern(0, i, iter, dtype, op);
+  for (int r = 1; r < nranks; r++) {
+    double x = coll_pattern(r, i, iter, dtype, op);
+    switch (op) {
+    case SHMDDP_SUM: case SHMDDP_AVG: acc += x; break;
+    case SHMDDP_PROD: acc *= x; break;
+    case SHMDDP_MIN: acc = x < acc ? x : acc; break;
+    case SHMDDP_MAX: acc = x > acc ? x : acc; break;
+    default: break;
+    }
+  }
+  if (op == SHMDDP_AVG) acc /= nranks;
+  return coll_round(acc, dtype);
+}
+
+double coll_tolerance(shmddp_dtype_t dtype, int nranks, double want)
+{
+  double mag = fabs(want) + 8.0; /* inputs are at most 8 in magnitude */
+  switch (dtype) {
+  case SHMDDP_F32: return mag * 1e-6 * nranks;
+  case SHMDDP_F64: return mag * 1e-14 * nranks;
+  case SHMDDP_F16: return fabs(want) * 2e-3 + 1e-3; /* one f16 rounding of an f32 sum */
+  case SHMDDP_BF16: return fabs(want) * 1.6e-2 + 1e-2;
+  default: return 0; /* integers are exact (AVG truncates in both) */
+  }
+}
+
+size_t coll_count_errors(const void *got, size_t n, size_t first, int nranks, int iter,
+                         shmddp_dtype_t dtype, shmddp_op_t op, size_t *first_bad)
+{
+  size_t bad = 0;
+  for (size_t k = 0; k < n; k++) {
+    double want = coll_expected(nranks, first + k, iter, dtype, op);
+    double g = coll_load(got, k, dtype);
+    if (!(fabs(g - want) <= coll_tolerance(dtype, nranks, want))) {
+      if (bad == 0 && first_bad) *first_bad = first + k;
+      bad++;
+    }
+  }
+  return bad;
+}
