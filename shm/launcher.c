@@ -30,15 +30,15 @@
 #include "shm/wait.h"
 
 static shm_header_t *child_hdr; /* the rank's view, for its signal handler */
+static volatile sig_atomic_t child_signals;
 
+/* First SIGINT/SIGTERM: ask for a stop at the next step boundary. Second: the user insists. */
 static void child_on_signal(int sig)
 {
+  if (child_signals++ > 0) _exit(128 + sig);
   if (child_hdr) {
     uint32_t zero = 0;
-    if (!atomic_compare_exchange_strong(&child_hdr->stop_signal, &zero, (uint32_t)sig)) {
-      /* A second signal: the user insists. */
-      _exit(128 + sig);
-    }
+    atomic_compare_exchange_strong(&child_hdr->stop_signal, &zero, (uint32_t)sig);
     atomic_fetch_add(&child_hdr->wake, 1);
   }
 }
@@ -200,19 +200,16 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
       atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
       if (!ok && first_failed < 0) {
         first_failed = r;
+        /* A rank that fails on its own records the group's abort before exiting; one that is
+         * killed cannot, so the launcher records it. The first record names the culprit. */
         char how[128];
         describe_status(ws, how, sizeof how);
-        char prior[SHM_ABORT_MSG_BYTES];
-        shmddp_status_t ab = shm_abort_status(&seg, prior, sizeof prior);
-        if (ab == SHMDDP_OK || WIFSIGNALED(ws)) {
-          shm_abort(&seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
-          snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s", r, (int)pid, how);
-        } else {
-          snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s: %.300s", r, (int)pid,
-                   how, prior);
-        }
+        shm_abort(&seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
+        char why[SHM_ABORT_MSG_BYTES];
+        shm_abort_status(&seg, why, sizeof why);
+        snprintf(res->message, sizeof res->message, "%s", why);
         if (!o->quiet && !(interrupted && WIFSIGNALED(ws) && WTERMSIG(ws) == interrupted))
-          fprintf(stderr, "%s: %s; stopping the other ranks\n", label, res->message);
+          fprintf(stderr, "%s: %s; stopping the other ranks\n", label, why);
         double dl = shm_now() + o->grace_s;
         if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
       }
@@ -222,6 +219,12 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
 
   res->interrupted = interrupted;
   if (first_failed >= 0) {
+    /* Blame the rank the abort record names when it did fail; the first one reaped may only
+     * have reacted to it. */
+    int blamed = atomic_load(&seg.hdr->abort_rank);
+    if (blamed >= 0 && blamed < o->nranks &&
+        !(WIFEXITED(status[blamed]) && WEXITSTATUS(status[blamed]) == 0))
+      first_failed = blamed;
     res->failed_rank = first_failed;
     res->exit_code = status_exit_code(status[first_failed]);
     if (res->exit_code == 0) res->exit_code = 1;

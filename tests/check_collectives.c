@@ -1,1 +1,382 @@
-int main(void){return 0;}
+/* check_collectives.c — the host collectives against f64 references: every collective × dtype ×
+ * op × size × algorithm × world size {1,2,3,4,8}; bitwise-identical results on every rank and
+ * across runs; mismatched calls and bad arguments produce errors, never hangs. */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shm/timeutil.h"
+#include "tests/testutil.h"
+#include "tools/coll_check.h"
+
+typedef struct {
+  long checks[SHMDDP_MAX_RANKS];
+  long failures[SHMDDP_MAX_RANKS];
+  int status[SHMDDP_MAX_RANKS];
+  char first[SHMDDP_MAX_RANKS][512];
+  char msg[SHMDDP_MAX_RANKS][512];
+} report_t;
+
+static report_t *rep;
+static void setup(void) { rep = test_shared_alloc(sizeof *rep); }
+static void teardown(void) { munmap(rep, sizeof *rep); }
+
+#define FAIL_IF(cond, ...)                                                                    \
+  do {                                                                                        \
+    rep->checks[rank]++;                                                                      \
+    if (cond) {                                                                               \
+      if (rep->failures[rank]++ == 0)                                                         \
+        snprintf(rep->first[rank], sizeof rep->first[rank], __VA_ARGS__);                     \
+    }                                                                                         \
+  } while (0)
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+/* Every rank must hold the same bits: gather the hashes and compare. */
+static int same_everywhere(shmddp_comm_t *comm, const void *buf, size_t bytes)
+{
+  uint64_t h = hash_bytes(buf, bytes), all[SHMDDP_MAX_RANKS];
+  if (shmddp_all_gather(comm, &h, all, 1, SHMDDP_I64, SHMDDP_HOST) != SHMDDP_OK) return 0;
+  for (int r = 1; r < shmddp_comm_size(comm); r++)
+    if (all[r] != all[0]) return 0;
+  return 1;
+}
+
+static const char *cname(int dt, int op, size_t count, shmddp_algo_t algo, char *buf, size_t len)
+{
+  snprintf(buf, len, "%s/%s/count %zu/%s", shmddp_dtype_name(dt), shmddp_op_name(op), count,
+           shmddp_algo_name(algo));
+  return buf;
+}
+
+static void check_reductions(shmddp_comm_t *comm, shmddp_algo_t algo, int dt, int op, size_t count,
+                             char *send, char *recv, int iter)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  size_t ds = shmddp_dtype_size(dt);
+  char name[96];
+  cname(dt, op, count, algo, name, sizeof name);
+  size_t bad_at = 0;
+  shmddp_status_t st;
+
+  /* all_reduce, out of place */
+  coll_fill(send, count, 0, rank, iter, dt, op);
+  memset(recv, 0x5a, count * ds);
+  st = shmddp_all_reduce(comm, send, recv, count, dt, op, SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK, "all_reduce %s: %s", name, shmddp_comm_last_error(comm));
+  size_t bad = coll_count_errors(recv, count, 0, n, iter, dt, op, &bad_at);
+  FAIL_IF(bad, "all_reduce %s: %zu wrong, first at %zu: %g, want %g", name, bad, bad_at,
+          coll_load(recv, bad ? bad_at : 0, dt), coll_expected(n, bad_at, iter, dt, op));
+  FAIL_IF(!same_everywhere(comm, recv, count * ds), "all_reduce %s: ranks differ", name);
+  FAIL_IF(n > 1 && shmddp_comm_last_algo(comm) != SHMDDP_ALGO_DIRECT &&
+          shmddp_comm_last_algo(comm) != SHMDDP_ALGO_RING, "all_reduce %s: algorithm %s", name,
+          shmddp_algo_name(shmddp_comm_last_algo(comm)));
+
+  /* all_reduce, in place: same bits as out of place */
+  uint64_t h = hash_bytes(recv, count * ds);
+  coll_fill(send, count, 0, rank, iter, dt, op);
+  st = shmddp_all_reduce(comm, send, send, count, dt, op, SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK || hash_bytes(send, count * ds) != h,
+          "in-place all_reduce %s differs from out-of-place", name);
+
+  /* reduce_scatter: block r of every rank's send, reduced, lands on rank r */
+  coll_fill(send, count * (size_t)n, 0, rank, iter, dt, op);
+  st = shmddp_reduce_scatter(comm, send, recv, count, dt, op, SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK, "reduce_scatter %s: %s", name, shmddp_comm_last_error(comm));
+  bad = coll_count_errors(recv, count, (size_t)rank * count, n, iter, dt, op, &bad_at);
+  FAIL_IF(bad, "reduce_scatter %s: %zu wrong, first at %zu", name, bad, bad_at);
+
+  /* reduce_scatter in place (recv is this rank's block of send) */
+  coll_fill(send, count * (size_t)n, 0, rank, iter, dt, op);
+  char *mine = send + (size_t)rank * count * ds;
+  st = shmddp_reduce_scatter(comm, send, mine, count, dt, op, SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK || memcmp(mine, recv, count * ds) != 0,
+          "in-place reduce_scatter %s differs", name);
+}
+
+static void check_data_movement(shmddp_comm_t *comm, int dt, size_t count, char *send, char *recv,
+                                int iter)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  size_t ds = shmddp_dtype_size(dt);
+  shmddp_status_t st;
+  /* all_gather, out of place and in place */
+  for (int inplace = 0; inplace < 2; inplace++) {
+    char *src = inplace ? recv + (size_t)rank * count * ds : send;
+    memset(recv, 0x33, count * (size_t)n * ds);
+    coll_fill(src, count, 0, rank, iter, dt, SHMDDP_SUM);
+    st = shmddp_all_gather(comm, src, recv, count, dt, SHMDDP_HOST);
+    FAIL_IF(st != SHMDDP_OK, "all_gather %s count %zu: %s", shmddp_dtype_name(dt), count,
+            shmddp_comm_last_error(comm));
+    long bad = 0;
+    for (int r = 0; r < n; r++)
+      for (size_t k = 0; k < count; k++)
+        bad += coll_load(recv + ((size_t)r * count + k) * ds, 0, dt) !=
+               coll_round(coll_pattern(r, k, iter, dt, SHMDDP_SUM), dt);
+    FAIL_IF(bad, "all_gather %s count %zu inplace %d: %ld wrong", shmddp_dtype_name(dt), count,
+            inplace, bad);
+  }
+  /* broadcast from every root */
+  for (int root = 0; root < n; root++) {
+    coll_fill(send, count, 0, rank, iter, dt, SHMDDP_SUM);
+    memset(recv, 0x11, count * ds);
+    st = shmddp_broadcast(comm, send, recv, count, dt, root, SHMDDP_HOST);
+    long bad = 0;
+    for (size_t k = 0; k < count; k++)
+      bad += coll_load(recv, k, dt) != coll_round(coll_pattern(root, k, iter, dt, SHMDDP_SUM), dt);
+    FAIL_IF(st != SHMDDP_OK || bad, "broadcast %s count %zu root %d: %ld wrong (%s)",
+            shmddp_dtype_name(dt), count, root, bad, shmddp_comm_last_error(comm));
+  }
+  /* reduce to the last rank: only it receives */
+  int root = n - 1;
+  coll_fill(send, count, 0, rank, iter, dt, SHMDDP_MAX);
+  st = shmddp_reduce(comm, send, rank == root ? recv : NULL, count, dt, SHMDDP_MAX, root,
+                     SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK, "reduce: %s", shmddp_comm_last_error(comm));
+  if (rank == root) {
+    size_t bad = coll_count_errors(recv, count, 0, n, iter, dt, SHMDDP_MAX, NULL);
+    FAIL_IF(bad, "reduce %s count %zu: %zu wrong", shmddp_dtype_name(dt), count, bad);
+  }
+}
+
+static int rank_matrix(shmddp_comm_t *comm, void *arg)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  enum { BIG = 40000 };
+  size_t cap = (size_t)BIG * (size_t)n * 8;
+  char *send = malloc(cap), *recv = malloc(cap);
+  static const size_t small_counts[] = {1, 7, 1000};
+  int iter = 0;
+  for (int a = 0; a < 2; a++) {
+    shmddp_algo_t algo = a ? SHMDDP_ALGO_RING : SHMDDP_ALGO_DIRECT;
+    shmddp_comm_set_algo(comm, algo);
+    for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++)
+      for (int op = 0; op < SHMDDP_NUM_OPS; op++)
+        for (size_t c = 0; c < 3; c++)
+          check_reductions(comm, algo, dt, op, small_counts[c], send, recv, ++iter);
+    /* large: many rounds through the (small) staging buffers */
+    check_reductions(comm, algo, SHMDDP_F32, SHMDDP_SUM, BIG, send, recv, ++iter);
+    check_reductions(comm, algo, SHMDDP_BF16, SHMDDP_AVG, BIG + 3, send, recv, ++iter);
+    check_reductions(comm, algo, SHMDDP_I64, SHMDDP_MAX, BIG - 1, send, recv, ++iter);
+  }
+  shmddp_comm_set_algo(comm, SHMDDP_ALGO_AUTO);
+  for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
+    check_data_movement(comm, dt, 1, send, recv, ++iter);
+    check_data_movement(comm, dt, 777, send, recv, ++iter);
+  }
+  check_data_movement(comm, SHMDDP_F32, BIG, send, recv, ++iter);
+  /* count 0 is a valid no-op on every rank */
+  FAIL_IF(shmddp_all_reduce(comm, send, recv, 0, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK,
+          "count 0: %s", shmddp_comm_last_error(comm));
+  FAIL_IF(shmddp_barrier(comm) != SHMDDP_OK, "barrier: %s", shmddp_comm_last_error(comm));
+  free(send);
+  free(recv);
+  return rep->failures[rank] ? 1 : 0;
+}
+
+static void run_matrix(int n)
+{
+  /* 64 KiB slots: the large cases take many rounds through every buffer. */
+  shmddp_launch_result_t res = test_launch(n, 60, 64 << 10, rank_matrix, NULL);
+  for (int r = 0; r < n; r++) {
+    ck_assert_msg(rep->failures[r] == 0, "world %d, rank %d: %ld of %ld checks failed; first: %s",
+                  n, r, rep->failures[r], rep->checks[r], rep->first[r]);
+    ck_assert_int_gt(rep->checks[r], 400);
+  }
+  ck_assert_msg(res.exit_code == 0, "world %d: %s", n, res.message);
+}
+
+START_TEST(matrix_world_1) { run_matrix(1); }
+END_TEST
+START_TEST(matrix_world_2) { run_matrix(2); }
+END_TEST
+START_TEST(matrix_world_3) { run_matrix(3); }
+END_TEST
+START_TEST(matrix_world_4) { run_matrix(4); }
+END_TEST
+START_TEST(matrix_world_8) { run_matrix(8); }
+END_TEST
+
+/* The same inputs give the same bits run after run (and whatever the slot size). */
+static int rank_fingerprint(shmddp_comm_t *comm, void *arg)
+{
+  int rank = shmddp_comm_rank(comm);
+  enum { COUNT = 100003 };
+  float *x = malloc(COUNT * sizeof *x);
+  uint64_t *out = arg;
+  for (int a = 0; a < 2; a++) {
+    shmddp_comm_set_algo(comm, a ? SHMDDP_ALGO_RING : SHMDDP_ALGO_DIRECT);
+    for (size_t i = 0; i < COUNT; i++) x[i] = (float)(coll_pattern(rank, i, 3, SHMDDP_F32, SHMDDP_SUM) * 1.37);
+    if (shmddp_all_reduce(comm, x, x, COUNT, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK) return 1;
+    if (rank == 0) out[a] = hash_bytes(x, COUNT * sizeof *x);
+  }
+  free(x);
+  return 0;
+}
+
+START_TEST(results_repeat_bit_for_bit)
+{
+  uint64_t *h = test_shared_alloc(4 * sizeof *h);
+  test_launch(4, 60, 64 << 10, rank_fingerprint, h);
+  test_launch(4, 60, 1 << 20, rank_fingerprint, h + 2);
+  ck_assert_uint_eq(h[0], h[2]); /* direct */
+  ck_assert_uint_eq(h[1], h[3]); /* ring: independent of the slot size */
+}
+END_TEST
+
+/* ---- mismatched calls ---- */
+
+typedef enum { MM_KIND, MM_COUNT, MM_DTYPE, MM_SIZE_CLASS, MM_ALGO, MM_ZERO, MM_ROOT } mm_case_t;
+
+static int rank_mismatch(shmddp_comm_t *comm, void *arg)
+{
+  int rank = shmddp_comm_rank(comm);
+  mm_case_t c = *(mm_case_t *)arg;
+  static float buf[1 << 20];
+  shmddp_status_t st;
+  int odd = rank == 1;
+  switch (c) {
+  case MM_KIND:
+    st = odd ? shmddp_broadcast(comm, buf, buf, 10, SHMDDP_F32, 0, SHMDDP_HOST)
+             : shmddp_all_reduce(comm, buf, buf, 10, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    break;
+  case MM_COUNT:
+    st = shmddp_all_reduce(comm, buf, buf, odd ? 11 : 10, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    break;
+  case MM_DTYPE:
+    st = shmddp_all_reduce(comm, buf, buf, 10, odd ? SHMDDP_I32 : SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    break;
+  case MM_SIZE_CLASS: /* direct on one rank, ring on the other: different counters */
+    st = shmddp_all_reduce(comm, buf, buf, odd ? (1 << 20) : 10, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    break;
+  case MM_ALGO:
+    shmddp_comm_set_algo(comm, odd ? SHMDDP_ALGO_RING : SHMDDP_ALGO_DIRECT);
+    st = shmddp_all_reduce(comm, buf, buf, 1000, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    break;
+  case MM_ZERO:
+    st = shmddp_all_reduce(comm, buf, buf, odd ? 0 : 10, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    if (st == SHMDDP_OK) st = shmddp_barrier(comm);
+    break;
+  default:
+    st = shmddp_broadcast(comm, buf, buf, 10, SHMDDP_F32, odd ? 1 : 0, SHMDDP_HOST);
+    break;
+  }
+  rep->status[rank] = st;
+  snprintf(rep->msg[rank], sizeof rep->msg[rank], "%s", shmddp_comm_last_error(comm));
+  return st == SHMDDP_OK ? 0 : 1;
+}
+
+START_TEST(mismatched_calls_fail_on_every_rank)
+{
+  mm_case_t c = (mm_case_t)_i;
+  for (int n = 2; n <= 3; n++) {
+    memset(rep, 0, sizeof *rep);
+    double t0 = shm_now();
+    shmddp_launch_result_t res = test_launch(n, 30, 0, rank_mismatch, &c);
+    ck_assert_msg(shm_now() - t0 < 10, "case %d took %.1f s (a hang until the timeout?)", c,
+                  shm_now() - t0);
+    ck_assert_int_ne(res.exit_code, 0);
+    for (int r = 0; r < n; r++) {
+      ck_assert_msg(rep->status[r] == SHMDDP_ERR_MISMATCH || rep->status[r] == SHMDDP_ERR_ABORTED,
+                    "case %d world %d rank %d: status %d: %s", c, n, r, rep->status[r], rep->msg[r]);
+      ck_assert_msg(strstr(rep->msg[r], "rank") != NULL, "%s", rep->msg[r]);
+    }
+    /* at least one rank names the mismatch itself */
+    int named = 0;
+    for (int r = 0; r < n; r++) named += strstr(rep->msg[r], "mismatch") != NULL ||
+                                         strstr(rep->msg[r], "algorithm") != NULL;
+    ck_assert_msg(named > 0, "case %d: no rank explains the mismatch: %s", c, rep->msg[0]);
+  }
+}
+END_TEST
+
+/* ---- bad arguments: local errors with messages; the rank can go on afterwards ---- */
+
+static int rank_bad_args(shmddp_comm_t *comm, void *arg)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  float x[4] = {1, 2, 3, 4}, y[16];
+  struct { shmddp_status_t st, want; const char *needle; } cases[16];
+  int k = 0;
+#define CASE(call, w, s) do { cases[k].st = (call); cases[k].want = (w); cases[k].needle = (s); \
+    FAIL_IF(cases[k].st != cases[k].want || !strstr(shmddp_comm_last_error(comm), cases[k].needle), \
+            "case %d: status %d (want %d), message '%s' lacks '%s'", k, cases[k].st, cases[k].want, \
+            shmddp_comm_last_error(comm), cases[k].needle); k++; } while (0)
+  CASE(shmddp_all_reduce(comm, NULL, y, 4, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST), SHMDDP_ERR_INVALID, "send buffer is NULL");
+  CASE(shmddp_all_reduce(comm, x, NULL, 4, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST), SHMDDP_ERR_INVALID, "recv buffer is NULL");
+  CASE(shmddp_all_reduce(comm, x, y, 4, (shmddp_dtype_t)99, SHMDDP_SUM, SHMDDP_HOST), SHMDDP_ERR_INVALID, "unknown dtype 99");
+  CASE(shmddp_all_reduce(comm, x, y, 4, SHMDDP_F32, (shmddp_op_t)-3, SHMDDP_HOST), SHMDDP_ERR_INVALID, "unknown op -3");
+  CASE(shmddp_all_reduce(comm, x, y, SIZE_MAX / 2, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST), SHMDDP_ERR_INVALID, "overflows");
+  CASE(shmddp_all_gather(comm, x, y, SIZE_MAX / 16, SHMDDP_F64, SHMDDP_HOST), SHMDDP_ERR_INVALID, "overflows");
+  CASE(shmddp_broadcast(comm, x, y, 4, SHMDDP_F32, n, SHMDDP_HOST), SHMDDP_ERR_INVALID, "root");
+  CASE(shmddp_reduce(comm, x, y, 4, SHMDDP_F32, SHMDDP_SUM, -1, SHMDDP_HOST), SHMDDP_ERR_INVALID, "root -1");
+  CASE(shmddp_all_reduce(comm, x, y, 4, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)0x1), SHMDDP_ERR_UNSUPPORTED, "stream");
+  CASE(shmddp_comm_set_algo(comm, (shmddp_algo_t)42), SHMDDP_ERR_INVALID, "algorithm");
+  FAIL_IF(shmddp_all_reduce(NULL, x, y, 4, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_ERR_INVALID, "NULL comm accepted");
+  /* the bad calls consumed nothing: a good call still lines up across ranks */
+  shmddp_status_t st = shmddp_all_reduce(comm, x, y, 4, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+  FAIL_IF(st != SHMDDP_OK || y[3] != 4.0f * n, "good call after bad ones: %s", shmddp_comm_last_error(comm));
+  FAIL_IF(strcmp(shmddp_strerror(SHMDDP_ERR_TIMEOUT), "timed out waiting for a peer rank") != 0 ||
+          strcmp(shmddp_strerror((shmddp_status_t)1000), "unknown status") != 0, "strerror");
+  return rep->failures[rank] ? 1 : 0;
+#undef CASE
+}
+
+START_TEST(bad_arguments_are_reported)
+{
+  test_launch(2, 30, 0, rank_bad_args, NULL);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(rep->failures[r] == 0, "rank %d: %s", r, rep->first[r]);
+}
+END_TEST
+
+START_TEST(names_round_trip)
+{
+  for (int d = 0; d < SHMDDP_NUM_DTYPES; d++) ck_assert_int_eq(shmddp_dtype_parse(shmddp_dtype_name(d)), d);
+  for (int o = 0; o < SHMDDP_NUM_OPS; o++) ck_assert_int_eq(shmddp_op_parse(shmddp_op_name(o)), o);
+  for (int a = 0; a < SHMDDP_NUM_ALGOS; a++) ck_assert_int_eq(shmddp_algo_parse(shmddp_algo_name(a)), a);
+  ck_assert_int_eq(shmddp_dtype_parse("f128"), -1);
+  ck_assert_int_eq(shmddp_dtype_size((shmddp_dtype_t)77), 0);
+}
+END_TEST
+
+static Suite *collectives_suite(void)
+{
+  Suite *s = suite_create("collectives");
+  TCase *tc = tcase_create("matrix");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 240);
+  tcase_add_test(tc, matrix_world_1);
+  tcase_add_test(tc, matrix_world_2);
+  tcase_add_test(tc, matrix_world_3);
+  tcase_add_test(tc, matrix_world_4);
+  tcase_add_test(tc, matrix_world_8);
+  tcase_add_test(tc, results_repeat_bit_for_bit);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("errors");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_loop_test(tc, mismatched_calls_fail_on_every_rank, MM_KIND, MM_ROOT + 1);
+  tcase_add_test(tc, bad_arguments_are_reported);
+  tcase_add_test(tc, names_round_trip);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(collectives_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

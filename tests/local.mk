@@ -4,13 +4,13 @@ check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives
 TESTS += tests/check_reduce tests/check_shm tests/check_collectives
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
-tests_check_reduce_SOURCES = tests/check_reduce.c
+tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
 tests_check_reduce_CFLAGS = $(TEST_CFLAGS)
 tests_check_reduce_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_shm_SOURCES = tests/check_shm.c
+tests_check_shm_SOURCES = tests/check_shm.c tests/testutil.h
 tests_check_shm_CFLAGS = $(TEST_CFLAGS)
 tests_check_shm_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_collectives_SOURCES = tests/check_collectives.c tests/coll_ref.c tests/coll_ref.h
+tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h tools/coll_check.c tools/coll_check.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 else

@@ -20,7 +20,8 @@ double coll_pattern(int rank, size_t i, int iter, shmddp_dtype_t dtype, shmddp_o
   if (op == SHMDDP_PROD) {
     /* 1, 2, -1, 0.5 ...: products of up to 8 stay exact in every dtype. */
     static const double v[4] = {1.0, 2.0, -1.0, 0.5};
-    return v[h & 3];
+    static const double vi[4] = {1.0, 2.0, -1.0, -2.0};
+    return (dtype == SHMDDP_I32 || dtype == SHMDDP_I64) ? vi[h & 3] : v[h & 3];
   }
   if (dtype == SHMDDP_I32 || dtype == SHMDDP_I64) return (double)((int64_t)(h % 2001) - 1000);
   /* multiples of 1/8 in [-8, 8): exact in bf16 (8 significant bits) */
