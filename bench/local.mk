@@ -1,2 +1,2 @@
 # bench/: benchmark scripts and recorded results.
-EXTRA_DIST += bench/results
+EXTRA_DIST += bench/run_host_collectives.sh bench/results

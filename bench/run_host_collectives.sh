@@ -1,0 +1,25 @@
+#!/bin/sh
+# Host-path collectives table (CPU ranks, host buffers), recorded under bench/results/.
+# Usage: bench/run_host_collectives.sh [BUILD_DIR] [OUT_TSV]
+set -eu
+build=${1:-.}
+out=${2:-bench/results/allreduce_host_$(hostname -s).tsv}
+bench="$build/tools/allreduce_bench"
+[ -x "$bench" ] || { echo "build first: $bench not found" >&2; exit 1; }
+tmp=$(mktemp)
+{
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), no GPU used"
+  for n in 2 4; do
+    for algo in direct ring; do
+      cmd="$bench --device cpu --nproc $n -b 8 -e 64M -f 8 -n 50 -w 5 -c 1 --algo $algo --tsv $tmp"
+      echo "# command: $cmd"
+      $cmd >/dev/null
+      sed "s/^/$n\t/" "$tmp" | sed "1s/^$n\t/nranks\t/"
+    done
+  done
+} > "$out.new"
+mv "$out.new" "$out"
+rm -f "$tmp"
+echo "wrote $out"
