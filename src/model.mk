@@ -1,1 +1,16 @@
-# src/model.mk: the model (U-Net, layers, arena/ledger, optimizers, AMP) -> libmodel.a
+# src/model.mk: the model (U-Net, layers, arena/ledger, optimizers, AMP) -> libmodel.a,
+# with the CPU backend of its ops (kernels/*_cpu.c: f32 and f64 from one source each).
+noinst_LIBRARIES += libmodel.a
+# The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
+libmodel_a_CFLAGS = $(AM_CFLAGS) -O3
+libmodel_a_SOURCES = \
+	src/arena.c src/arena.h \
+	src/optim.c src/optim.h \
+	src/amp.c src/amp.h \
+	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h \
+	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
+	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h \
+	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
+	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
+	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
+	kernels/optim_cpu.c kernels/optim_cpu.h

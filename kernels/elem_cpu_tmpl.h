@@ -1,0 +1,111 @@
+/* elem_cpu_tmpl.h — body of elem_cpu.c for one element type (define T and SFX first). */
+#define ECAT_(a, b) a##_##b
+#define ECAT(a, b) ECAT_(a, b)
+#define FN(name) ECAT(name, SFX)
+
+int FN(cpu_relu_fwd)(const ops_t *o, const void *xv, size_t count, void *yv)
+{
+  const T *x = xv;
+  T *y = yv;
+  for (size_t i = 0; i < count; i++) y[i] = x[i] > 0 ? x[i] : (T)0;
+  return 0;
+}
+
+int FN(cpu_relu_bwd)(const ops_t *o, const void *dyv, const void *yv, size_t count, void *dxv)
+{
+  const T *dy = dyv, *y = yv;
+  T *dx = dxv;
+  for (size_t i = 0; i < count; i++) dx[i] = y[i] > 0 ? dy[i] : (T)0;
+  return 0;
+}
+
+int FN(cpu_maxpool_fwd)(const ops_t *o, const void *xv, int n, int h, int w, int C, void *yv,
+                        uint8_t *arg)
+{
+  const T *x = xv;
+  T *y = yv;
+  int ho = h / 2, wo = w / 2;
+  for (int s = 0; s < n; s++)
+    for (int oy = 0; oy < ho; oy++)
+      for (int ox = 0; ox < wo; ox++) {
+        size_t out = (((size_t)s * ho + oy) * wo + ox) * C;
+        const T *x00 = x + (((size_t)s * h + 2 * oy) * w + 2 * ox) * C;
+        const T *src[4] = {x00, x00 + C, x00 + (size_t)w * C, x00 + (size_t)w * C + C};
+        for (int c = 0; c < C; c++) {
+          T best = src[0][c];
+          uint8_t bi = 0;
+          for (uint8_t k = 1; k < 4; k++)
+            if (src[k][c] > best) { best = src[k][c]; bi = k; } /* ties: the first wins */
+          y[out + c] = best;
+          arg[out + c] = bi;
+        }
+      }
+  return 0;
+}
+
+int FN(cpu_maxpool_bwd)(const ops_t *o, const void *dyv, const uint8_t *arg, int n, int h,
+                        int w, int C, void *dxv)
+{
+  const T *dy = dyv;
+  T *dx = dxv;
+  int ho = h / 2, wo = w / 2;
+  memset(dx, 0, sizeof(T) * (size_t)n * h * w * C);
+  for (int s = 0; s < n; s++)
+    for (int oy = 0; oy < ho; oy++)
+      for (int ox = 0; ox < wo; ox++) {
+        size_t out = (((size_t)s * ho + oy) * wo + ox) * C;
+        T *d00 = dx + (((size_t)s * h + 2 * oy) * w + 2 * ox) * C;
+        T *dst[4] = {d00, d00 + C, d00 + (size_t)w * C, d00 + (size_t)w * C + C};
+        for (int c = 0; c < C; c++) dst[arg[out + c]][c] = dy[out + c];
+      }
+  return 0;
+}
+
+int FN(cpu_concat_fwd)(const ops_t *o, const void *av, int ca, const void *bv, int cb,
+                       size_t P, void *yv)
+{
+  const T *a = av, *b = bv;
+  T *y = yv;
+  for (size_t p = 0; p < P; p++) {
+    memcpy(y + p * (ca + cb), a + p * ca, sizeof(T) * ca);
+    memcpy(y + p * (ca + cb) + ca, b + p * cb, sizeof(T) * cb);
+  }
+  return 0;
+}
+
+int FN(cpu_concat_bwd)(const ops_t *o, const void *dyv, int ca, int cb, size_t P, void *dav,
+                       int acc_a, void *dbv)
+{
+  const T *dy = dyv;
+  T *da = dav, *db = dbv;
+  for (size_t p = 0; p < P; p++) {
+    const T *row = dy + p * (ca + cb);
+    if (acc_a)
+      for (int c = 0; c < ca; c++) da[p * ca + c] += row[c];
+    else
+      memcpy(da + p * ca, row, sizeof(T) * ca);
+    memcpy(db + p * cb, row + ca, sizeof(T) * cb);
+  }
+  return 0;
+}
+
+int FN(cpu_from_f32)(const ops_t *o, const float *src, size_t count, void *dstv)
+{
+  T *dst = dstv;
+  for (size_t i = 0; i < count; i++) dst[i] = (T)src[i];
+  return 0;
+}
+
+int FN(cpu_to_f32)(const ops_t *o, const void *srcv, size_t count, float *dst, int acc)
+{
+  const T *src = srcv;
+  if (acc)
+    for (size_t i = 0; i < count; i++) dst[i] = (float)((T)dst[i] + src[i]);
+  else
+    for (size_t i = 0; i < count; i++) dst[i] = (float)src[i];
+  return 0;
+}
+
+#undef ECAT_
+#undef ECAT
+#undef FN

@@ -1,0 +1,121 @@
+/* ops.h — the layer operations the model calls, as a table of function pointers per backend and
+ * compute dtype. The CPU reference (ops_cpu_init, f32 and f64 from one source) is the oracle;
+ * the CUDA backend fills the same table with cuDNN/cuBLAS calls and its own kernels, so the model
+ * code does not change. Tensors are NHWC in the table's dtype; pointers are on the backend's
+ * device. Per-channel statistics are f64 (sums that SyncBN all-reduces, saved mean/invstd).
+ *
+ * Every op returns 0 or non-zero with a message in last_error. "P" is a pixel count (n*h*w).
+ * Weight-gradient outputs take `acc`: 0 writes, 1 adds to what is there (gradient accumulation). */
+#ifndef KERNELS_OPS_H
+#define KERNELS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { OPS_F32 = 0, OPS_F64, OPS_BF16, OPS_F16 } ops_dtype_t;
+
+typedef enum { OPS_CONV3X3 = 0, OPS_CONV1X1, OPS_CONVT2X2 } ops_conv_kind_t;
+
+/* A convolution layer's fixed shape. Input is (n, h, w, cin); the output is (n, h, w, cout)
+ * for CONV3X3 (pad 1, no bias) and CONV1X1 (bias), and (n, 2h, 2w, cout) for CONVT2X2 (stride 2,
+ * bias). Weights: CONV3X3 [cout][3][3][cin]; CONV1X1 [cout][cin]; CONVT2X2 [cin][2][2][cout].
+ * plan belongs to the backend (descriptors, chosen algorithms); conv_plan fills it once. */
+typedef struct {
+  ops_conv_kind_t kind;
+  int h, w, cin, cout;
+  int max_n;
+  void *plan;
+} ops_conv_t;
+
+typedef struct ops ops_t;
+struct ops {
+  const char *name;    /* "cpu-f32", "cuda-bf16", ... */
+  ops_dtype_t dtype;
+  size_t elem;         /* bytes per tensor element */
+  int device;          /* -1 host, else CUDA ordinal */
+  void *ctx;           /* backend state (stream, handles); NULL on the CPU */
+  const char *(*last_error)(const ops_t *o);
+  void (*destroy)(ops_t *o);
+
+  /* Convolutions. conv_plan prepares c (may be a no-op) and sets *ws_bytes to the workspace
+   * every call on c needs; the caller allocates the largest over its layers and passes it. */
+  int (*conv_plan)(const ops_t *o, ops_conv_t *c, size_t *ws_bytes);
+  void (*conv_plan_free)(const ops_t *o, ops_conv_t *c);
+  int (*conv_fwd)(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                  const void *b, void *y, void *ws);
+  /* dw (and db when the kind has a bias) from x and dy. */
+  int (*conv_bwd_filter)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                         const void *dy, void *dw, void *db, int acc, void *ws);
+  int (*conv_bwd_data)(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                       const void *w, void *dx, void *ws);
+
+  /* BatchNorm (training), split so SyncBN can sum the statistics in between:
+   *   bn_stats:    stats[0..C) = Σx, stats[C..2C) = Σx², stats[2C] = P (local, f64)
+   *   (sync_stats hook sums stats over ranks)
+   *   bn_finalize: saved[0..C) = mean, saved[C..2C) = 1/sqrt(var + eps), saved[2C] = count;
+   *                running stats (f32) move by momentum toward mean and the unbiased var
+   *                (skipped when the count is 0; running may be NULL)
+   *   bn_apply:    y = gamma * (x - mean) * invstd + beta, then ReLU when relu != 0
+   * Backward, with dy masked by (y > 0) when mask_y is not NULL (the fused ReLU):
+   *   bn_bwd_reduce: sums[0..C) = Σdy, sums[C..2C) = Σdy·x̂ (local), and dgamma/dbeta from them
+   *   (sync_stats hook sums `sums`)
+   *   bn_bwd_apply:  dx = gamma * invstd * (dy - Σdy/count - x̂ Σdy·x̂/count) */
+  int (*bn_stats)(const ops_t *o, const void *x, size_t P, int C, double *stats);
+  int (*bn_finalize)(const ops_t *o, const double *stats, int C, double eps, double momentum,
+                     float *running_mean, float *running_var, double *saved);
+  /* Eval mode: saved from the running statistics. */
+  int (*bn_saved_from_running)(const ops_t *o, const float *running_mean,
+                               const float *running_var, int C, double eps, double *saved);
+  int (*bn_apply)(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                  const void *gamma, const void *beta, int relu, void *y);
+  int (*bn_bwd_reduce)(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                       size_t P, int C, const double *saved, double *sums, void *dgamma,
+                       void *dbeta, int acc);
+  int (*bn_bwd_apply)(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                      size_t P, int C, const double *saved, const double *sums,
+                      const void *gamma, void *dx);
+
+  /* GroupNorm over (h*w, C/G channels) per sample and group; saved: n*G means then n*G
+   * invstds (f64). ReLU fused as for BN. */
+  int (*gn_fwd)(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
+                const void *gamma, const void *beta, int relu, void *y, double *saved);
+  int (*gn_bwd)(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+                size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
+                void *dgamma, void *dbeta, int acc);
+
+  int (*relu_fwd)(const ops_t *o, const void *x, size_t count, void *y);
+  int (*relu_bwd)(const ops_t *o, const void *dy, const void *y, size_t count, void *dx);
+
+  /* 2x2 max-pool, stride 2; arg (n*h/2*w/2*C bytes) remembers which input won. */
+  int (*maxpool_fwd)(const ops_t *o, const void *x, int n, int h, int w, int C, void *y,
+                     uint8_t *arg);
+  int (*maxpool_bwd)(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h, int w,
+                     int C, void *dx);
+
+  /* y[p] = [a[p] (ca channels), b[p] (cb channels)]; backward splits (da added when acc). */
+  int (*concat_fwd)(const ops_t *o, const void *a, int ca, const void *b, int cb, size_t P,
+                    void *y);
+  int (*concat_bwd)(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da,
+                    int acc_a, void *db);
+
+  /* Per-pixel softmax cross-entropy over K classes, labels == ignore_index skipped.
+   * *loss_sum = Σ -log p[label] and *count = number of counted pixels (host values).
+   * dlogits (may be NULL) = scale * (softmax - onehot) / count (0 on ignored pixels), where
+   * count is this call's count, or norm_count when norm_count > 0. Labels outside [0, K) that
+   * are not ignore_index are an error. pred (may be NULL) gets the argmax class. */
+  int (*softmax_ce)(const ops_t *o, const void *logits, const int32_t *labels, size_t P, int K,
+                    int ignore_index, double scale, double norm_count, void *dlogits,
+                    int32_t *pred, double *loss_sum, long *count);
+
+  /* dst (table dtype) = src (f32), and dst (f32) = src (table dtype) (+ dst when acc). */
+  int (*from_f32)(const ops_t *o, const float *src, size_t count, void *dst);
+  int (*to_f32)(const ops_t *o, const void *src, size_t count, float *dst, int acc);
+  int (*fill_zero)(const ops_t *o, void *dst, size_t bytes);
+};
+
+/* The CPU reference backend in f32 or f64 (other dtypes: an error that says so). */
+int ops_cpu_init(ops_t *o, ops_dtype_t dtype, char *err, size_t errlen);
+
+const char *ops_dtype_name(ops_dtype_t d);
+
+#endif

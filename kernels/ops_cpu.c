@@ -1,0 +1,75 @@
+/* ops_cpu.c — the CPU backend's ops tables (f32 and f64), and its error reporting. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/ops_cpu.h"
+
+static _Thread_local char cpu_err[256];
+
+int ops_cpu_fail(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cpu_err, sizeof cpu_err, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+const char *ops_cpu_last_error(const ops_t *o) { return cpu_err[0] ? cpu_err : "no error"; }
+
+static void cpu_destroy(ops_t *o) { (void)o; }
+static void cpu_conv_plan_free(const ops_t *o, ops_conv_t *c) { c->plan = NULL; }
+
+static int cpu_fill_zero(const ops_t *o, void *dst, size_t bytes)
+{
+  memset(dst, 0, bytes);
+  return 0;
+}
+
+#define OPS_CPU_TABLE(S, DT)                                                                    \
+  {                                                                                            \
+    .name = "cpu-" #S, .dtype = DT, .elem = sizeof(S##_t), .device = -1, .ctx = NULL,           \
+    .last_error = ops_cpu_last_error, .destroy = cpu_destroy,                                  \
+    .conv_plan = cpu_conv_plan_##S, .conv_plan_free = cpu_conv_plan_free,                       \
+    .conv_fwd = cpu_conv_fwd_##S, .conv_bwd_filter = cpu_conv_bwd_filter_##S,                   \
+    .conv_bwd_data = cpu_conv_bwd_data_##S, .bn_stats = cpu_bn_stats_##S,                       \
+    .bn_finalize = cpu_bn_finalize, .bn_saved_from_running = cpu_bn_saved_from_running,         \
+    .bn_apply = cpu_bn_apply_##S, .bn_bwd_reduce = cpu_bn_bwd_reduce_##S,                       \
+    .bn_bwd_apply = cpu_bn_bwd_apply_##S, .gn_fwd = cpu_gn_fwd_##S, .gn_bwd = cpu_gn_bwd_##S,   \
+    .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
+    .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
+    .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \
+    .softmax_ce = cpu_softmax_ce_##S, .from_f32 = cpu_from_f32_##S, .to_f32 = cpu_to_f32_##S,   \
+    .fill_zero = cpu_fill_zero,                                                                 \
+  }
+
+typedef float f32_t;
+typedef double f64_t;
+static const ops_t cpu_f32 = OPS_CPU_TABLE(f32, OPS_F32);
+static const ops_t cpu_f64 = OPS_CPU_TABLE(f64, OPS_F64);
+
+const char *ops_dtype_name(ops_dtype_t d)
+{
+  switch (d) {
+  case OPS_F32: return "f32";
+  case OPS_F64: return "f64";
+  case OPS_BF16: return "bf16";
+  case OPS_F16: return "f16";
+  }
+  return "?";
+}
+
+int ops_cpu_init(ops_t *o, ops_dtype_t dtype, char *err, size_t errlen)
+{
+  switch (dtype) {
+  case OPS_F32: *o = cpu_f32; return 0;
+  case OPS_F64: *o = cpu_f64; return 0;
+  default:
+    snprintf(err, errlen, "the CPU backend computes in f32 (or f64 for tests), not %s: use "
+             "--precision fp32 with --device cpu", ops_dtype_name(dtype));
+    return -1;
+  }
+}
