@@ -1,7 +1,7 @@
 # tests/: Check suites, one per module. GPU tests skip (and say so) where there is no GPU.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives
-TESTS += tests/check_reduce tests/check_shm tests/check_collectives
+TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/kill_rank.sh
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
@@ -16,4 +16,5 @@ tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh
+EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh
+AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); export top_builddir;

@@ -218,7 +218,7 @@ static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
     double errs = (double)row.errors;
     if (st == SHMDDP_OK) st = shmddp_all_reduce(comm, &errs, &errs, 1, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
     if (st != SHMDDP_OK) {
-      fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, shmddp_comm_last_error(comm));
+      fprintf(stderr, "allreduce_bench: %s\n", shmddp_comm_last_error(comm));
       rc = 1;
       break;
     }
