@@ -1,0 +1,202 @@
+/* check_checkpoint.c — checkpoint files: round trip, every kind of damage refused with a message,
+ * and failed writes (disk full, unwritable directory) leave the previous checkpoint intact. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/checkpoint.h"
+
+static char dir[64];
+static char path[128];
+static float weights[1000];
+static double moments[77];
+static int64_t counters[3] = {12, -5, 1LL << 40};
+
+static void setup(void)
+{
+  snprintf(dir, sizeof dir, "/tmp/shmddp-ckpt-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  for (int i = 0; i < 1000; i++) weights[i] = (float)i * 0.25f - 3.0f;
+  for (int i = 0; i < 77; i++) moments[i] = 1.0 / (i + 1);
+}
+
+static void teardown(void)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static int write_good(const char *config)
+{
+  ckpt_tensor_t t[3] = {{"params", CKPT_F32, 1000, weights},
+                        {"optimizer.momentum", CKPT_F64, 77, moments},
+                        {"step", CKPT_I64, 3, counters}};
+  char err[256];
+  int rc = ckpt_write(path, config, t, 3, err, sizeof err);
+  ck_assert_msg(rc == 0, "%s", err);
+  return rc;
+}
+
+static long file_size(const char *p)
+{
+  struct stat sb;
+  return stat(p, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+START_TEST(round_trip)
+{
+  write_good("widths=8,16\nseed=3\n");
+  ckpt_t *c;
+  char err[256];
+  ck_assert_msg(ckpt_read(path, &c, err, sizeof err) == 0, "%s", err);
+  ck_assert_str_eq(ckpt_config(c), "widths=8,16\nseed=3\n");
+  ck_assert_int_eq(ckpt_count(c), 3);
+  float w[1000];
+  ck_assert_int_eq(ckpt_get(c, "params", CKPT_F32, 1000, w, err, sizeof err), 0);
+  ck_assert_int_eq(memcmp(w, weights, sizeof w), 0);
+  int64_t k[3];
+  ck_assert_int_eq(ckpt_get(c, "step", CKPT_I64, 3, k, err, sizeof err), 0);
+  ck_assert(k[2] == (1LL << 40) && k[1] == -5);
+  /* shape and name checks */
+  ck_assert_int_ne(ckpt_get(c, "params", CKPT_F32, 999, w, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "same model configuration"));
+  ck_assert_int_ne(ckpt_get(c, "missing", CKPT_F32, 1, w, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "'missing'"));
+  ckpt_free(c);
+}
+END_TEST
+
+/* Flip one byte anywhere: refused, never crashes, never accepted. */
+START_TEST(corruption_is_refused)
+{
+  write_good("cfg");
+  long size = file_size(path);
+  ck_assert_int_gt(size, 0);
+  FILE *f = fopen(path, "rb");
+  unsigned char *orig = malloc((size_t)size);
+  ck_assert_int_eq(fread(orig, 1, (size_t)size, f), size);
+  fclose(f);
+  char bad[160];
+  snprintf(bad, sizeof bad, "%s/bad.ckpt", dir);
+  int named_tensor = 0;
+  for (long off = 0; off < size; off += 7) {
+    orig[off] ^= 0x5a;
+    f = fopen(bad, "wb");
+    fwrite(orig, 1, (size_t)size, f);
+    fclose(f);
+    orig[off] ^= 0x5a;
+    ckpt_t *c = NULL;
+    char err[256] = "";
+    ck_assert_msg(ckpt_read(bad, &c, err, sizeof err) != 0, "byte %ld flipped was accepted", off);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err, "bad.ckpt"));
+    named_tensor += strstr(err, "'params'") != NULL;
+  }
+  (void)named_tensor;
+  free(orig);
+}
+END_TEST
+
+START_TEST(truncation_is_refused)
+{
+  write_good("cfg");
+  long size = file_size(path);
+  for (long len = 0; len < size; len += 13) {
+    ck_assert_int_eq(truncate(path, len), 0);
+    ckpt_t *c = NULL;
+    char err[256];
+    ck_assert_msg(ckpt_read(path, &c, err, sizeof err) != 0, "cut at %ld accepted", len);
+    write_good("cfg");
+  }
+  char err[256];
+  ckpt_t *c;
+  ck_assert_int_ne(ckpt_read("/nonexistent/x.ckpt", &c, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "No such file"));
+}
+END_TEST
+
+/* A write that fails half-way (disk full) leaves the previous checkpoint and no temporary. */
+static long budget;
+static long limited_write(int fd, const void *buf, size_t len)
+{
+  if (budget <= 0) { errno = ENOSPC; return -1; }
+  size_t n = len < (size_t)budget ? len : (size_t)budget;
+  budget -= (long)n;
+  return (long)write(fd, buf, n);
+}
+
+START_TEST(disk_full_keeps_previous)
+{
+  write_good("first");
+  long size = file_size(path);
+  for (long start = 0; start < size; start += 301) {
+    budget = start;
+    ckpt_set_write_fn(limited_write);
+    char err[256];
+    ckpt_tensor_t t = {"params", CKPT_F32, 1000, weights};
+    int rc = ckpt_write(path, "second", &t, 1, err, sizeof err);
+    ckpt_set_write_fn(NULL);
+    if (rc == 0) continue; /* the budget sufficed for the smaller file */
+    ck_assert_msg(strstr(err, "No space") && strstr(err, "unchanged"), "budget %ld: %s", start, err);
+    ckpt_t *c;
+    ck_assert_int_eq(ckpt_read(path, &c, err, sizeof err), 0);
+    ck_assert_str_eq(ckpt_config(c), "first");
+    ckpt_free(c);
+  }
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp", dir);
+  FILE *p = popen(cmd, "r");
+  int ntmp = -1;
+  ck_assert_int_eq(fscanf(p, "%d", &ntmp), 1);
+  pclose(p);
+  ck_assert_int_eq(ntmp, 0);
+}
+END_TEST
+
+START_TEST(unwritable_directory_is_reported)
+{
+  char err[256];
+  ckpt_tensor_t t = {"params", CKPT_F32, 10, weights};
+  /* A path through a regular file cannot be created, even by root. */
+  write_good("x");
+  char through[200];
+  snprintf(through, sizeof through, "%s/sub.ckpt", path);
+  ck_assert_int_ne(ckpt_write(through, "", &t, 1, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "writable"));
+  ck_assert_int_ne(ckpt_write(path, "", (ckpt_tensor_t[]){{"", CKPT_F32, 1, weights}}, 1, err, sizeof err), 0);
+  ck_assert_int_ne(ckpt_write(path, "", (ckpt_tensor_t[]){{"a", CKPT_F32, 1, weights}, {"a", CKPT_F32, 1, weights}}, 2, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "twice"));
+}
+END_TEST
+
+static Suite *checkpoint_suite(void)
+{
+  Suite *s = suite_create("checkpoint");
+  TCase *tc = tcase_create("format");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, round_trip);
+  tcase_add_test(tc, corruption_is_refused);
+  tcase_add_test(tc, truncation_is_refused);
+  tcase_add_test(tc, disk_full_keeps_previous);
+  tcase_add_test(tc, unwritable_directory_is_reported);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(checkpoint_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
