@@ -44,19 +44,19 @@ int FN(cpu_maxpool_fwd)(const ops_t *o, const void *xv, int n, int h, int w, int
 }
 
 int FN(cpu_maxpool_bwd)(const ops_t *o, const void *dyv, const uint8_t *arg, int n, int h,
-                        int w, int C, void *dxv)
+                        int w, int C, void *dxv, int acc)
 {
   const T *dy = dyv;
   T *dx = dxv;
   int ho = h / 2, wo = w / 2;
-  memset(dx, 0, sizeof(T) * (size_t)n * h * w * C);
+  if (!acc) memset(dx, 0, sizeof(T) * (size_t)n * h * w * C);
   for (int s = 0; s < n; s++)
     for (int oy = 0; oy < ho; oy++)
       for (int ox = 0; ox < wo; ox++) {
         size_t out = (((size_t)s * ho + oy) * wo + ox) * C;
         T *d00 = dx + (((size_t)s * h + 2 * oy) * w + 2 * ox) * C;
         T *dst[4] = {d00, d00 + C, d00 + (size_t)w * C, d00 + (size_t)w * C + C};
-        for (int c = 0; c < C; c++) dst[arg[out + c]][c] = dy[out + c];
+        for (int c = 0; c < C; c++) dst[arg[out + c]][c] += dy[out + c];
       }
   return 0;
 }

@@ -90,7 +90,7 @@ struct ops {
   int (*maxpool_fwd)(const ops_t *o, const void *x, int n, int h, int w, int C, void *y,
                      uint8_t *arg);
   int (*maxpool_bwd)(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h, int w,
-                     int C, void *dx);
+                     int C, void *dx, int acc); /* acc: add into dx */
 
   /* y[p] = [a[p] (ca channels), b[p] (cb channels)]; backward splits (da added when acc). */
   int (*concat_fwd)(const ops_t *o, const void *a, int ca, const void *b, int cb, size_t P,

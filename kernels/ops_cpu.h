@@ -36,7 +36,7 @@ const char *ops_cpu_last_error(const ops_t *o);
   int cpu_maxpool_fwd_##S(const ops_t *o, const void *x, int n, int h, int w, int C, void *y,  \
                           uint8_t *arg);                                                        \
   int cpu_maxpool_bwd_##S(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h,    \
-                          int w, int C, void *dx);                                              \
+                          int w, int C, void *dx, int acc);                                     \
   int cpu_concat_fwd_##S(const ops_t *o, const void *a, int ca, const void *b, int cb,         \
                          size_t P, void *y);                                                    \
   int cpu_concat_bwd_##S(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da,   \

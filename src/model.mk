@@ -4,6 +4,9 @@ noinst_LIBRARIES += libmodel.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libmodel_a_CFLAGS = $(AM_CFLAGS) -O3
 libmodel_a_SOURCES = \
+	src/unet.c src/unet.h src/model.h \
+	src/layers.c src/layers.h \
+	src/rng.c src/rng.h \
 	src/arena.c src/arena.h \
 	src/optim.c src/optim.h \
 	src/amp.c src/amp.h \
