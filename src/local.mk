@@ -1,4 +1,15 @@
-# src/: the trainer. Until it exists, shmddp-train runs a collective self-test across ranks.
+# src/local.mk: the trainer (CLI, data, sampler, loader, metrics, training loop) -> libtrainer.a,
+# and the `train` program, shmddp-train.
+noinst_LIBRARIES += libtrainer.a
+libtrainer_a_CFLAGS = $(AM_CFLAGS) $(PNG_CFLAGS)
+libtrainer_a_SOURCES = \
+	src/train_config.c src/train_config.h src/train_machine.c \
+	src/data.c src/data.h src/data_rng.h src/data_synth.c src/data_png.c \
+	src/augment.c src/augment.h \
+	src/sampler.c src/sampler.h \
+	src/loader.c src/loader.h \
+	src/metrics.c src/metrics.h
+
 bin_PROGRAMS += shmddp-train
 shmddp_train_SOURCES = src/main.c
 shmddp_train_LDADD = $(SHMDDP_LIBS)

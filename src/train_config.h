@@ -9,11 +9,11 @@
 #include <stdio.h>
 
 #include "src/model.h"
+#include "src/optim.h"
 
 #define TRAIN_PATH_MAX 1024
 
 typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
-typedef enum { TRAIN_OPT_SGD = 0, TRAIN_OPT_ADAMW } train_optimizer_t;
 
 typedef struct {
   model_device_t device;
@@ -33,8 +33,8 @@ typedef struct {
   int epochs;
   long steps;               /* cap on optimizer steps; 0 = none */
   double lr;
-  train_optimizer_t optimizer;
-  double momentum;
+  optim_kind_t optimizer;
+  double momentum;         /* SGD momentum; AdamW beta1 */
   double weight_decay;
   int nesterov;
   long warmup_steps;
@@ -83,6 +83,5 @@ void train_config_describe(const train_config_t *cfg, char *buf, size_t len);
 
 const char *train_device_name(model_device_t d);
 const char *train_precision_name(model_precision_t p);
-const char *train_optimizer_name(train_optimizer_t o);
 
 #endif

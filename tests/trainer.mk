@@ -1,1 +1,18 @@
-# tests/trainer.mk: Check suites of the trainer (layers, data, CLI, training).
+# tests/trainer.mk: Check suites of the trainer (CLI, data pipeline, sampler, metrics, training).
+if HAVE_CHECK
+TRAINER_TEST_LIBS = libtrainer.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics
+TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics
+tests_check_cli_SOURCES = tests/check_cli.c
+tests_check_cli_CFLAGS = $(TEST_CFLAGS)
+tests_check_cli_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_data_SOURCES = tests/check_data.c
+tests_check_data_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
+tests_check_data_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_sampler_SOURCES = tests/check_sampler.c
+tests_check_sampler_CFLAGS = $(TEST_CFLAGS)
+tests_check_sampler_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_metrics_SOURCES = tests/check_metrics.c
+tests_check_metrics_CFLAGS = $(TEST_CFLAGS)
+tests_check_metrics_LDADD = $(TRAINER_TEST_LIBS)
+endif

@@ -1,0 +1,355 @@
+/* check_cli.c — the trainer's command line: every flag's validation (a bad value is refused
+ * with a message naming the flag), the defaults on a CPU-only and on a GPU machine, --help, and
+ * GPU counting without CUDA (fake /proc and /dev trees). */
+#include "config.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/train_config.h"
+
+static const train_machine_t cpu_box = {0, 1, 2};   /* no GPU, CUDA build, 2 cores */
+static const train_machine_t gpu_box = {2, 1, 32};  /* 2 GPUs */
+static const train_machine_t nocuda_box = {2, 0, 4}; /* GPUs, but a --without-cuda build */
+
+/* Parse a NULL-terminated list of arguments (after the program name). */
+static int parse(train_config_t *c, const train_machine_t *m, char *err, size_t errlen, ...)
+{
+  char *argv[64];
+  int argc = 0;
+  argv[argc++] = "train";
+  va_list ap;
+  va_start(ap, errlen);
+  char *a;
+  while ((a = va_arg(ap, char *)) != NULL) argv[argc++] = a;
+  va_end(ap);
+  argv[argc] = NULL;
+  FILE *devnull = fopen("/dev/null", "w");
+  err[0] = 0;
+  int rc = train_config_parse(c, argc, argv, m, devnull, err, errlen);
+  fclose(devnull);
+  return rc;
+}
+
+#define REJECT(m, needle, ...)                                                        \
+  do {                                                                                \
+    train_config_t c_;                                                                \
+    char e_[512];                                                                     \
+    int rc_ = parse(&c_, m, e_, sizeof e_, __VA_ARGS__, (char *)NULL);                \
+    ck_assert_msg(rc_ == 2, "expected rejection of [%s], rc %d", #__VA_ARGS__, rc_);  \
+    ck_assert_msg(strstr(e_, needle) != NULL, "message '%s' lacks '%s'", e_, needle); \
+  } while (0)
+
+START_TEST(test_defaults_cpu)
+{
+  train_config_t c;
+  char err[512];
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, (char *)NULL), 0);
+  ck_assert_int_eq(c.device, MODEL_DEVICE_CPU);
+  ck_assert_int_eq(c.nproc, 2);
+  ck_assert_int_eq(c.mode, TRAIN_MODE_DDP);
+  ck_assert_str_eq(c.model, "unet");
+  ck_assert_int_eq(c.levels, 3);
+  ck_assert_int_eq(c.widths[0], 8);
+  ck_assert_int_eq(c.widths[2], 32);
+  ck_assert_int_eq(c.norm, MODEL_NORM_BATCH);
+  ck_assert_int_eq(c.sync_bn, 1);
+  ck_assert_int_eq(c.classes, 4);
+  ck_assert_int_eq(c.image_size, 64);
+  ck_assert_int_eq(c.precision, MODEL_FP32);
+  ck_assert_int_eq(c.optimizer, OPTIM_SGD);
+  ck_assert(c.synthetic);
+  ck_assert_int_eq(c.accum_steps, 1);
+  ck_assert_int_eq(c.drop_last, 0);
+  ck_assert_int_eq(c.steps, 0);
+  ck_assert(c.lr > 0 && c.momentum == 0.9);
+  /* Single core: one CPU rank. */
+  train_machine_t one = {0, 1, 1};
+  ck_assert_int_eq(parse(&c, &one, err, sizeof err, (char *)NULL), 0);
+  ck_assert_int_eq(c.nproc, 1);
+}
+END_TEST
+
+START_TEST(test_defaults_gpu)
+{
+  train_config_t c;
+  char err[512];
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, (char *)NULL), 0);
+  ck_assert_int_eq(c.device, MODEL_DEVICE_CUDA);
+  ck_assert_int_eq(c.nproc, 2);
+  ck_assert_int_eq(c.levels, 5);
+  ck_assert_int_eq(c.widths[4], 1024);
+  ck_assert_int_eq(c.image_size, 256);
+  ck_assert_int_eq(c.batch_size, 6);
+  ck_assert_int_eq(c.precision, MODEL_BF16);
+  /* A CPU run on the GPU machine gets the CPU defaults. */
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--device", "cpu", (char *)NULL), 0);
+  ck_assert_int_eq(c.levels, 3);
+  ck_assert_int_eq(c.image_size, 64);
+  /* Without the CUDA backend, the default is the CPU. */
+  ck_assert_int_eq(parse(&c, &nocuda_box, err, sizeof err, (char *)NULL), 0);
+  ck_assert_int_eq(c.device, MODEL_DEVICE_CPU);
+  /* AdamW's own defaults. */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--optimizer", "adamw", (char *)NULL), 0);
+  ck_assert(c.lr < 0.01 && c.weight_decay == 0.01);
+}
+END_TEST
+
+START_TEST(test_values_accepted)
+{
+  train_config_t c;
+  char err[512];
+  char dir[] = "/tmp/check_cli_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  int rc = parse(&c, &gpu_box, err, sizeof err, "--device", "cuda", "--nproc", "1", "--mode",
+                 "ddp", "--model", "unet", "--widths", "16,32,64,128", "--norm", "group",
+                 "--groups", "4", "--classes", "3", "--image-size", "96", "--batch-size", "5",
+                 "--epochs", "7", "--steps", "123", "--lr", "0.02", "--optimizer", "sgd",
+                 "--momentum", "0.8", "--weight-decay", "0", "--nesterov", "--warmup-steps", "9",
+                 "--precision", "fp16", "--data", dir, "--val-size", "2",
+                 "--workers", "3", "--seed", "0x10", "--out", "/tmp/x-out", "--bucket-mb", "2.5",
+                 "--accum-steps", "2", "--drop-last", "--timeout", "12.5", "--log-every", "4",
+                 (char *)NULL);
+  ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
+  ck_assert_int_eq(c.nproc, 1);
+  ck_assert_int_eq(c.levels, 4);
+  ck_assert_int_eq(c.widths[3], 128);
+  ck_assert_int_eq(c.norm, MODEL_NORM_GROUP);
+  ck_assert_int_eq(c.groups, 4);
+  ck_assert_int_eq(c.sync_bn, 0); /* GroupNorm has nothing to synchronise */
+  ck_assert_int_eq(c.classes, 3);
+  ck_assert_int_eq(c.image_size, 96);
+  ck_assert_int_eq(c.batch_size, 5);
+  ck_assert_int_eq(c.epochs, 7);
+  ck_assert_int_eq(c.steps, 123);
+  ck_assert_double_eq(c.lr, 0.02);
+  ck_assert_double_eq(c.momentum, 0.8);
+  ck_assert_double_eq(c.weight_decay, 0);
+  ck_assert_int_eq(c.nesterov, 1);
+  ck_assert_int_eq(c.warmup_steps, 9);
+  ck_assert_int_eq(c.precision, MODEL_FP16);
+  ck_assert(!c.synthetic);
+  ck_assert_str_eq(c.data_dir, dir);
+  ck_assert_int_eq(c.val_size, 2);
+  ck_assert_int_eq(c.workers, 3);
+  ck_assert_uint_eq(c.seed, 16);
+  ck_assert_str_eq(c.out_dir, "/tmp/x-out");
+  ck_assert_double_eq(c.bucket_mb, 2.5);
+  ck_assert_int_eq(c.accum_steps, 2);
+  ck_assert_int_eq(c.drop_last, 1);
+  ck_assert_double_eq(c.timeout_s, 12.5);
+  ck_assert_int_eq(c.log_every, 4);
+  /* GroupNorm's default groups divide every width. */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--norm", "group", "--widths", "12,24",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c.groups, 4);
+  /* Presets by name, SyncBN switched on later. */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--widths", "small", "--sync-bn", "on",
+                         "--sync-bn-from-epoch", "2", "--epochs", "4", (char *)NULL), 0);
+  ck_assert_int_eq(c.levels, 4);
+  ck_assert_int_eq(c.sync_bn_from_epoch, 2);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--sync-bn", "off", (char *)NULL), 0);
+  ck_assert_int_eq(c.sync_bn, 0);
+  rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_bad_values)
+{
+  const train_machine_t *m = &cpu_box;
+  REJECT(m, "--device", "--device", "tpu");
+  REJECT(m, "--nproc", "--nproc", "0");
+  REJECT(m, "--nproc", "--nproc", "9");
+  REJECT(m, "--nproc", "--nproc", "two");
+  REJECT(m, "--mode", "--mode", "fsdp");
+  REJECT(m, "--model", "--model", "resnet");
+  REJECT(m, "--widths", "--widths", "huge");
+  REJECT(m, "--widths", "--widths", "8,0,16");
+  REJECT(m, "--widths", "--widths", "8,16,");
+  REJECT(m, "--widths", "--widths", "1,2,3,4,5,6,7,8,9");
+  REJECT(m, "--norm", "--norm", "layer");
+  REJECT(m, "--groups", "--groups", "0");
+  REJECT(m, "--sync-bn", "--sync-bn", "yes");
+  REJECT(m, "--sync-bn-from-epoch", "--sync-bn-from-epoch", "-1");
+  REJECT(m, "--classes", "--classes", "1");
+  REJECT(m, "--classes", "--classes", "256");
+  REJECT(m, "--image-size", "--image-size", "4");
+  REJECT(m, "--image-size", "--image-size", "64px");
+  REJECT(m, "--batch-size", "--batch-size", "0");
+  REJECT(m, "--epochs", "--epochs", "0");
+  REJECT(m, "--steps", "--steps", "-5");
+  REJECT(m, "--lr", "--lr", "0");
+  REJECT(m, "--lr", "--lr", "nan");
+  REJECT(m, "--lr", "--lr", "-0.1");
+  REJECT(m, "--optimizer", "--optimizer", "adam");
+  REJECT(m, "--momentum", "--momentum", "1");
+  REJECT(m, "--weight-decay", "--weight-decay", "-1e-4");
+  REJECT(m, "--warmup-steps", "--warmup-steps", "x");
+  REJECT(m, "--precision", "--precision", "fp8");
+  REJECT(m, "--data", "--data", "/nonexistent/dataset");
+  REJECT(m, "--data", "--data", "");
+  REJECT(m, "--train-size", "--train-size", "0");
+  REJECT(m, "--val-size", "--val-size", "0");
+  REJECT(m, "--workers", "--workers", "-1");
+  REJECT(m, "--workers", "--workers", "65");
+  REJECT(m, "--seed", "--seed", "-3");
+  REJECT(m, "--seed", "--seed", "12abc");
+  REJECT(m, "--out", "--out", "");
+  REJECT(m, "--bucket-mb", "--bucket-mb", "0");
+  REJECT(m, "--accum-steps", "--accum-steps", "0");
+  REJECT(m, "--save-every", "--save-every", "-1");
+  REJECT(m, "--resume", "--resume", "/nonexistent/ckpt");
+  REJECT(m, "--timeout", "--timeout", "0");
+  REJECT(m, "--log-every", "--log-every", "0");
+  /* The message says what is allowed. */
+  REJECT(m, "from 1 to 4096", "--batch-size", "-2");
+  REJECT(m, "cpu|cuda", "--device", "gpu");
+}
+END_TEST
+
+START_TEST(test_bad_combinations)
+{
+  REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
+  REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
+  REJECT(&gpu_box, "--nproc", "--nproc", "3");                 /* 2 GPUs */
+  REJECT(&cpu_box, "--image-size", "--image-size", "62");      /* tiny: 3 levels, 62 % 4 */
+  REJECT(&cpu_box, "--image-size", "--widths", "8,8,8,8,8,8", "--image-size", "32");
+  REJECT(&cpu_box, "--sync-bn on", "--norm", "group", "--sync-bn", "on");
+  REJECT(&cpu_box, "--groups", "--norm", "group", "--groups", "3");
+  REJECT(&cpu_box, "--groups", "--groups", "2"); /* only with GroupNorm */
+  REJECT(&cpu_box, "--sync-bn-from-epoch", "--sync-bn", "off", "--sync-bn-from-epoch", "1");
+  REJECT(&cpu_box, "--sync-bn-from-epoch", "--epochs", "3", "--sync-bn-from-epoch", "3");
+  REJECT(&cpu_box, "--nesterov", "--optimizer", "adamw", "--nesterov");
+  REJECT(&cpu_box, "--nesterov", "--momentum", "0", "--nesterov");
+  REJECT(&cpu_box, "--classes", "--classes", "9"); /* synthetic has 8 */
+  REJECT(&cpu_box, "--mode dp", "--mode", "dp");
+  REJECT(&gpu_box, "--mode dp", "--mode", "dp");   /* not available yet */
+  REJECT(&cpu_box, "--save-every", "--save-every", "100");
+  REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
+  REJECT(&cpu_box, "unknown option", "--bogus");
+  REJECT(&cpu_box, "takes no value", "--nesterov=yes");
+  REJECT(&cpu_box, "needs a value", "--lr");
+  REJECT(&cpu_box, "unexpected argument", "extra");
+
+  char file[] = "/tmp/check_cli_file_XXXXXX";
+  int fd = mkstemp(file);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  REJECT(&cpu_box, "--out", "--out", file);                        /* a file, not a directory */
+  REJECT(&cpu_box, "--data", "--data", file);
+  REJECT(&cpu_box, "not available", "--resume", file);             /* exists, but no checkpoints yet */
+  unlink(file);
+}
+END_TEST
+
+START_TEST(test_help_lists_every_flag)
+{
+  static const char *const flags[] = {
+    "--device", "--nproc", "--mode", "--model", "--widths", "--norm", "--groups", "--sync-bn",
+    "--sync-bn-from-epoch", "--classes", "--image-size", "--batch-size", "--epochs", "--steps",
+    "--lr", "--optimizer", "--momentum", "--weight-decay", "--nesterov", "--warmup-steps",
+    "--precision", "--data", "--train-size", "--val-size", "--workers", "--seed", "--out",
+    "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
+    "--log-every", "--help", NULL};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  train_config_t c;
+  char err[256];
+  char *argv[] = {"train", "--help", NULL};
+  ck_assert_int_eq(train_config_parse(&c, 2, argv, &cpu_box, f, err, sizeof err), 1);
+  fclose(f);
+  for (int i = 0; flags[i]; i++) {
+    /* The flag at the start of a help line, followed by its value or description. */
+    char pat[64];
+    snprintf(pat, sizeof pat, "  %s ", flags[i]);
+    ck_assert_msg(strstr(buf, pat) != NULL, "--help does not list %s", flags[i]);
+  }
+  /* Every line with a flag says its default (or is --help itself / a flag without one). */
+  int lines = 0, with_default = 0;
+  for (char *p = buf; (p = strstr(p, "\n  --")) != NULL; p++) {
+    lines++;
+    char *next = strstr(p + 1, "\n  --");
+    char *d = strstr(p, "default");
+    if (d && (!next || d < next)) with_default++;
+  }
+  ck_assert_int_ge(lines, 33);
+  ck_assert_int_ge(with_default, lines - 2); /* --resume and --help have no default */
+  free(buf);
+}
+END_TEST
+
+static void touch(const char *dir, const char *name)
+{
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  int fd = open(p, O_CREAT | O_WRONLY, 0600);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+}
+
+START_TEST(test_count_gpus)
+{
+  char proc[] = "/tmp/check_cli_proc_XXXXXX", dev[] = "/tmp/check_cli_dev_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(proc));
+  ck_assert_ptr_nonnull(mkdtemp(dev));
+  ck_assert_int_eq(train_count_gpus(proc, dev, NULL), 0);
+  /* /dev nodes: nvidia0..2 count, nvidiactl and nvidia-uvm do not. */
+  touch(dev, "nvidia0");
+  touch(dev, "nvidia1");
+  touch(dev, "nvidia2");
+  touch(dev, "nvidiactl");
+  touch(dev, "nvidia-uvm");
+  ck_assert_int_eq(train_count_gpus(proc, dev, NULL), 3);
+  ck_assert_int_eq(train_count_gpus("/nonexistent", dev, NULL), 3);
+  /* The driver's list wins when present. */
+  touch(proc, "0000:17:00.0");
+  touch(proc, "0000:65:00.0");
+  ck_assert_int_eq(train_count_gpus(proc, dev, NULL), 2);
+  /* CUDA_VISIBLE_DEVICES. */
+  ck_assert_int_eq(train_count_gpus(proc, dev, ""), 0);
+  ck_assert_int_eq(train_count_gpus(proc, dev, "1"), 1);
+  ck_assert_int_eq(train_count_gpus(proc, dev, "1,0"), 2);
+  ck_assert_int_eq(train_count_gpus(proc, dev, "0,7,1"), 1); /* stops at the invalid entry */
+  ck_assert_int_eq(train_count_gpus(proc, dev, "-1"), 0);
+  ck_assert_int_eq(train_count_gpus(proc, dev, "GPU-8a3b,GPU-77c1"), 2);
+  ck_assert_int_eq(train_count_gpus(proc, dev, "0,1,0,1"), 2); /* never more than exist */
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s %s", proc, dev);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+  Suite *s = suite_create("cli");
+  TCase *tc = tcase_create("defaults");
+  tcase_add_test(tc, test_defaults_cpu);
+  tcase_add_test(tc, test_defaults_gpu);
+  tcase_add_test(tc, test_help_lists_every_flag);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("validation");
+  tcase_add_test(tc, test_values_accepted);
+  tcase_add_test(tc, test_bad_values);
+  tcase_add_test(tc, test_bad_combinations);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("machine");
+  tcase_add_test(tc, test_count_gpus);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(cli_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
