@@ -6,3 +6,9 @@ tools_allreduce_bench_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
 tools_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c
 endif
+bin_PROGRAMS += tools/doctor
+tools_doctor_SOURCES = tools/doctor.c tools/doctor.h
+tools_doctor_LDADD = $(SHMDDP_LIBS)
+if HAVE_CUDA
+tools_doctor_SOURCES += tools/doctor_gpu.c
+endif
