@@ -1,0 +1,574 @@
+/* check_ops.c — the CPU backend's ops: every gradient against central finite differences in
+ * f64 on small random shapes, the f32 GEMM and convolutions against f64 references, and
+ * BatchNorm split across two simulated ranks (the SyncBN hook) against the whole batch. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gemm_cpu.h"
+#include "kernels/ops.h"
+#include "src/layers.h"
+
+static ops_t o64, o32;
+
+static void setup(void)
+{
+  char err[256];
+  ck_assert_msg(ops_cpu_init(&o64, OPS_F64, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(ops_cpu_init(&o32, OPS_F32, err, sizeof err) == 0, "%s", err);
+}
+
+/* Deterministic non-zero test data in [-1, 1) (plus offset), from a simple LCG. */
+static unsigned long long lcg = 12345;
+static double rnd(void)
+{
+  lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(lcg >> 11) / 9007199254740992.0 * 2 - 1;
+}
+static double *rvec(size_t n, double scale, double offset)
+{
+  double *v = malloc((n ? n : 1) * sizeof *v);
+  for (size_t i = 0; i < n; i++) v[i] = offset + scale * rnd();
+  return v;
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+/* The op under test as a scalar function: L = Σ wout · f(inputs). */
+typedef double (*scalar_fn)(void *ctx);
+
+/* Compares analytic gradient g (of L w.r.t. v[0..n)) with central differences. */
+static void fd_check(scalar_fn f, void *ctx, double *v, size_t n, const double *g,
+                     const char *what)
+{
+  const double h = 1e-6;
+  for (size_t i = 0; i < n; i++) {
+    double v0 = v[i];
+    v[i] = v0 + h;
+    double lp = f(ctx);
+    v[i] = v0 - h;
+    double lm = f(ctx);
+    v[i] = v0;
+    double fd = (lp - lm) / (2 * h);
+    double tol = 1e-6 + 1e-5 * fabs(fd);
+    ck_assert_msg(fabs(fd - g[i]) <= tol, "%s[%zu]: analytic %.10g, finite difference %.10g",
+                  what, i, g[i], fd);
+  }
+}
+
+/* ---- convolutions ---- */
+
+typedef struct {
+  ops_conv_t c;
+  int n;
+  double *x, *w, *b, *y, *wout, *ws;
+  size_t nx, nw, nb, ny;
+} conv_case_t;
+
+static double conv_loss(void *p)
+{
+  conv_case_t *t = p;
+  ck_assert_int_eq(o64.conv_fwd(&o64, &t->c, t->n, t->x, t->w, t->b, t->y, t->ws), 0);
+  return dot(t->y, t->wout, t->ny);
+}
+
+static void conv_case(ops_conv_kind_t kind, int n, int h, int w, int cin, int cout)
+{
+  conv_case_t t = {.c = {.kind = kind, .h = h, .w = w, .cin = cin, .cout = cout, .max_n = n},
+                   .n = n};
+  size_t ws = 0;
+  ck_assert_int_eq(o64.conv_plan(&o64, &t.c, &ws), 0);
+  t.ws = malloc(ws + 8);
+  size_t P = (size_t)n * h * w;
+  t.nx = P * cin;
+  t.nw = (size_t)cin * cout * (kind == OPS_CONV3X3 ? 9 : kind == OPS_CONVT2X2 ? 4 : 1);
+  t.nb = kind == OPS_CONV3X3 ? 0 : (size_t)cout;
+  t.ny = (kind == OPS_CONVT2X2 ? 4 * P : P) * cout;
+  t.x = rvec(t.nx, 1, 0.1);
+  t.w = rvec(t.nw, 0.5, 0);
+  t.b = rvec(t.nb, 0.5, 0);
+  t.y = rvec(t.ny, 0, 0);
+  t.wout = rvec(t.ny, 1, 0);
+  double *dx = rvec(t.nx, 0, 0), *dw = rvec(t.nw, 0, 0), *db = rvec(t.nb, 0, 0);
+  ck_assert_int_eq(o64.conv_bwd_filter(&o64, &t.c, n, t.x, t.wout, dw, t.nb ? db : NULL, 0,
+                                       t.ws), 0);
+  ck_assert_int_eq(o64.conv_bwd_data(&o64, &t.c, n, t.wout, t.w, dx, t.ws), 0);
+  fd_check(conv_loss, &t, t.x, t.nx, dx, "dx");
+  fd_check(conv_loss, &t, t.w, t.nw, dw, "dw");
+  if (t.nb) fd_check(conv_loss, &t, t.b, t.nb, db, "db");
+  /* acc = 1 adds to what is there */
+  double *dw2 = malloc(t.nw * sizeof *dw2), *db2 = malloc((t.nb + 1) * sizeof *db2);
+  memcpy(dw2, dw, t.nw * sizeof *dw2);
+  if (t.nb) memcpy(db2, db, t.nb * sizeof *db2);
+  ck_assert_int_eq(o64.conv_bwd_filter(&o64, &t.c, n, t.x, t.wout, dw2, t.nb ? db2 : NULL, 1,
+                                       t.ws), 0);
+  for (size_t i = 0; i < t.nw; i++) ck_assert_double_eq_tol(dw2[i], 2 * dw[i], 1e-12);
+  for (size_t i = 0; i < t.nb; i++) ck_assert_double_eq_tol(db2[i], 2 * db[i], 1e-12);
+  free(dw2), free(db2), free(dx), free(dw), free(db);
+  free(t.x), free(t.w), free(t.b), free(t.y), free(t.wout), free(t.ws);
+}
+
+START_TEST(conv3x3_grad) { conv_case(OPS_CONV3X3, 2, 5, 4, 3, 4); }
+END_TEST
+START_TEST(conv1x1_grad) { conv_case(OPS_CONV1X1, 2, 3, 5, 4, 3); }
+END_TEST
+START_TEST(convt2x2_grad) { conv_case(OPS_CONVT2X2, 2, 3, 2, 3, 4); }
+END_TEST
+
+/* The f32 convolutions (the blocked GEMM with several K blocks and ragged edges, and im2col in
+ * more than one chunk) against the f64 ones. */
+START_TEST(conv_f32_matches_f64)
+{
+  ops_conv_kind_t kinds[3] = {OPS_CONV3X3, OPS_CONV1X1, OPS_CONVT2X2};
+  for (int k = 0; k < 3; k++) {
+    ops_conv_t c = {.kind = kinds[k], .h = 12, .w = 10, .cin = 40, .cout = 19, .max_n = 3};
+    size_t ws = 0;
+    ck_assert_int_eq(o64.conv_plan(&o64, &c, &ws), 0);
+    size_t ws32 = 0;
+    ck_assert_int_eq(o32.conv_plan(&o32, &c, &ws32), 0);
+    size_t P = 3 * 12 * 10, nx = P * 40, nw = 40 * 19 * (k == 0 ? 9 : k == 2 ? 4 : 1);
+    size_t ny = (k == 2 ? 4 : 1) * P * 19;
+    double *x = rvec(nx, 1, 0), *w = rvec(nw, 0.3, 0), *b = rvec(19, 1, 0), *y = rvec(ny, 0, 0);
+    float *xf = malloc(nx * 4), *wf = malloc(nw * 4), *bf = malloc(19 * 4), *yf = malloc(ny * 4);
+    for (size_t i = 0; i < nx; i++) xf[i] = (float)x[i], x[i] = xf[i];
+    for (size_t i = 0; i < nw; i++) wf[i] = (float)w[i], w[i] = wf[i];
+    for (size_t i = 0; i < 19; i++) bf[i] = (float)b[i], b[i] = bf[i];
+    void *w64 = malloc(ws + 8), *w32 = malloc(ws32 + 8);
+    ck_assert_int_eq(o64.conv_fwd(&o64, &c, 3, x, w, b, y, w64), 0);
+    ck_assert_int_eq(o32.conv_fwd(&o32, &c, 3, xf, wf, bf, yf, w32), 0);
+    for (size_t i = 0; i < ny; i++)
+      ck_assert_msg(fabs(yf[i] - y[i]) <= 1e-4 * (1 + fabs(y[i])), "kind %d y[%zu] %g vs %g",
+                    k, i, yf[i], y[i]);
+    free(x), free(w), free(b), free(y), free(xf), free(wf), free(bf), free(yf);
+    free(w64), free(w32);
+  }
+}
+END_TEST
+
+START_TEST(gemm_f32_all_transposes)
+{
+  int shapes[][3] = {{7, 1600, 300}, {131, 17, 513}, {1, 1, 1}, {250, 40, 3}};
+  for (int s = 0; s < 4; s++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+        float *C = malloc(sizeof(float) * M * N);
+        for (int i = 0; i < M * K; i++) A[i] = (float)rnd();
+        for (int i = 0; i < K * N; i++) B[i] = (float)rnd();
+        for (int i = 0; i < M * N; i++) C[i] = (float)rnd();
+        float *C0 = malloc(sizeof(float) * M * N);
+        memcpy(C0, C, sizeof(float) * M * N);
+        gemm_cpu_f32(ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C, N);
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < N; j++) {
+            double r = 0;
+            for (int k = 0; k < K; k++)
+              r += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+                   (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            r = 0.75 * r + 0.5 * C0[i * N + j];
+            ck_assert_msg(fabs(C[i * N + j] - r) <= 1e-5 * sqrt((double)K) * 4,
+                          "M%d N%d K%d ta%d tb%d: C[%d,%d] %g vs %g", M, N, K, ta, tb, i, j,
+                          C[i * N + j], r);
+          }
+        free(A), free(B), free(C), free(C0);
+      }
+}
+END_TEST
+
+/* ---- normalisation ---- */
+
+typedef struct {
+  int n, hw, C, G, relu, group;
+  double *x, *gamma, *beta, *y, *wout, *stats, *saved;
+  size_t nx;
+} norm_case_t;
+
+static double norm_loss(void *p)
+{
+  norm_case_t *t = p;
+  size_t P = (size_t)t->n * t->hw;
+  if (t->group) {
+    ck_assert_int_eq(o64.gn_fwd(&o64, t->x, t->n, t->hw, t->C, t->G, 1e-5, t->gamma, t->beta,
+                                t->relu, t->y, t->saved), 0);
+  } else {
+    ck_assert_int_eq(o64.bn_stats(&o64, t->x, P, t->C, t->stats), 0);
+    ck_assert_int_eq(o64.bn_finalize(&o64, t->stats, t->C, 1e-5, 0.1, NULL, NULL, t->saved), 0);
+    ck_assert_int_eq(o64.bn_apply(&o64, t->x, P, t->C, t->saved, t->gamma, t->beta, t->relu,
+                                  t->y), 0);
+  }
+  return dot(t->y, t->wout, t->nx);
+}
+
+static void norm_case(int group, int relu, double offset)
+{
+  norm_case_t t = {.n = 3, .hw = 5, .C = 4, .G = group ? 2 : 1, .relu = relu, .group = group};
+  size_t P = (size_t)t.n * t.hw;
+  t.nx = P * t.C;
+  t.x = rvec(t.nx, 1, offset);
+  t.gamma = rvec(t.C, 0.5, 1);
+  t.beta = rvec(t.C, 0.5, 0.2);
+  t.y = rvec(t.nx, 0, 0);
+  t.wout = rvec(t.nx, 1, 0);
+  t.stats = rvec(2 * t.C + 1, 0, 0);
+  t.saved = rvec(2 * t.C + 2 * t.n * t.G + 1, 0, 0);
+  double *dx = rvec(t.nx, 0, 0), *dg = rvec(t.C, 0, 0), *db = rvec(t.C, 0, 0);
+  double *d = malloc(t.nx * sizeof *d);
+  memcpy(d, t.wout, t.nx * sizeof *d);
+  norm_loss(&t);
+  const double *mask = relu ? t.y : NULL;
+  if (group) {
+    ck_assert_int_eq(o64.gn_bwd(&o64, d, mask, t.x, t.n, t.hw, t.C, t.G, t.saved, t.gamma, dx, dg,
+                                db, 0), 0);
+  } else {
+    double sums[16];
+    ck_assert_int_eq(o64.bn_bwd_reduce(&o64, d, mask, t.x, P, t.C, t.saved, sums, dg, db, 0), 0);
+    /* in place, as the model runs it */
+    ck_assert_int_eq(o64.bn_bwd_apply(&o64, d, mask, t.x, P, t.C, t.saved, sums, t.gamma, d), 0);
+    memcpy(dx, d, t.nx * sizeof *d);
+  }
+  fd_check(norm_loss, &t, t.x, t.nx, dx, "dx");
+  fd_check(norm_loss, &t, t.gamma, t.C, dg, "dgamma");
+  fd_check(norm_loss, &t, t.beta, t.C, db, "dbeta");
+  free(dx), free(dg), free(db), free(d);
+  free(t.x), free(t.gamma), free(t.beta), free(t.y), free(t.wout), free(t.stats), free(t.saved);
+}
+
+START_TEST(bn_grad) { norm_case(0, 0, 0.3); }
+END_TEST
+START_TEST(bn_relu_grad) { norm_case(0, 1, 0.1); }
+END_TEST
+START_TEST(gn_grad) { norm_case(1, 0, -0.2); }
+END_TEST
+START_TEST(gn_relu_grad) { norm_case(1, 1, 0.1); }
+END_TEST
+
+/* A mean 10^4 times the spread: the statistics must still give unit variance. */
+START_TEST(bn_large_mean)
+{
+  enum { P = 64, C = 3 };
+  float x[P * C], y[P * C], g[C] = {1, 1, 1}, b[C] = {0, 0, 0};
+  for (int i = 0; i < P * C; i++) x[i] = (float)(1e4 + rnd());
+  double stats[2 * C + 1], saved[2 * C + 1];
+  ck_assert_int_eq(o32.bn_stats(&o32, x, P, C, stats), 0);
+  ck_assert_int_eq(o32.bn_finalize(&o32, stats, C, 0, 0.1, NULL, NULL, saved), 0);
+  ck_assert_int_eq(o32.bn_apply(&o32, x, P, C, saved, g, b, 0, y), 0);
+  for (int c = 0; c < C; c++) {
+    double m = 0, v = 0;
+    for (int p = 0; p < P; p++) m += x[p * C + c];
+    m /= P;
+    for (int p = 0; p < P; p++) v += (x[p * C + c] - m) * (x[p * C + c] - m);
+    v /= P;
+    ck_assert_double_eq_tol(saved[c], m, 1e-9 * 1e4);
+    ck_assert_double_eq_tol(1 / (saved[C + c] * saved[C + c]), v, 1e-6 * v);
+    double s2 = 0;
+    for (int p = 0; p < P; p++) s2 += (double)y[p * C + c] * y[p * C + c];
+    ck_assert_double_eq_tol(s2 / P, 1.0, 1e-3);
+  }
+}
+END_TEST
+
+/* ---- SyncBN: two simulated ranks ---- */
+
+typedef struct {
+  const double *peer_fwd, *peer_bwd;
+  int calls;
+} peer_hook_t;
+
+/* Sums the peer's statistics into buf, like an all-reduce over two ranks would. */
+static int peer_sync(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+{
+  peer_hook_t *h = ctx;
+  ck_assert_int_eq(dtype, SHMDDP_F64);
+  const double *peer = (count % 2) ? h->peer_fwd : h->peer_bwd;
+  for (size_t i = 0; i < count; i++) ((double *)buf)[i] += peer[i];
+  h->calls++;
+  return 0;
+}
+
+typedef struct {
+  layer_param_t params[2];
+  double wp[2 * 8], wg[2 * 8];
+  float grads[2 * 8];
+  float running[2 * 8];
+  double stats[2 * 8 + 1], saved[2 * 8 + 1];
+  layer_norm_t l;
+  layer_ctx_t c;
+  char err[256];
+} bn_rank_t;
+
+static void bn_rank_init(bn_rank_t *r, int C, const double *gamma, const double *beta)
+{
+  memset(r, 0, sizeof *r);
+  r->params[0] = (layer_param_t){.name = "bn.weight", .offset = C, .count = C};
+  r->params[1] = (layer_param_t){.name = "bn.bias", .offset = 0, .count = C};
+  memcpy(r->wp + C, gamma, C * sizeof(double));
+  memcpy(r->wp, beta, C * sizeof(double));
+  for (int c = 0; c < C; c++) r->running[c] = 0.5f, r->running[C + c] = 2.0f;
+  r->l = (layer_norm_t){.kind = MODEL_NORM_BATCH, .C = C, .G = 1, .gamma_id = 0, .beta_id = 1,
+                        .running = r->running, .stats = r->stats, .saved = r->saved};
+  r->c = (layer_ctx_t){.ops = &o64, .params = r->params, .wparams = r->wp, .wgrads = r->wg,
+                       .grads = r->grads, .separate = 1, .train = 1, .err = r->err,
+                       .errlen = sizeof r->err};
+}
+
+/* Rows [0, na) of x (pixels x C) on rank A and [na, P) on rank B equal the whole batch. */
+static void syncbn_split(int P, int na)
+{
+  enum { C = 5 };
+  double *x = rvec((size_t)P * C, 1.5, 0.4), *dy = rvec((size_t)P * C, 1, 0);
+  double gamma[C], beta[C];
+  for (int c = 0; c < C; c++) gamma[c] = 1 + 0.3 * rnd(), beta[c] = 0.2 * rnd();
+  /* the whole batch on one rank, no hook */
+  bn_rank_t *w = calloc(1, sizeof *w), *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  bn_rank_init(w, C, gamma, beta);
+  double *yw = rvec((size_t)P * C, 0, 0), *dw = malloc((size_t)P * C * sizeof *dw);
+  ck_assert_msg(layer_norm_fwd(&w->c, &w->l, P, 1, x, yw) == 0, "%s", w->err);
+  memcpy(dw, dy, (size_t)P * C * sizeof *dw);
+  ck_assert_msg(layer_norm_bwd(&w->c, &w->l, P, 1, dw, x, yw) == 0, "%s", w->err);
+
+  /* two ranks: local statistics exchanged through the hook */
+  int nb = P - na;
+  const double *xa = x, *xb = x + (size_t)na * C;
+  bn_rank_init(a, C, gamma, beta);
+  bn_rank_init(b, C, gamma, beta);
+  double fa[2 * C + 1], fb[2 * C + 1], sa[2 * C], sb[2 * C];
+  ck_assert_int_eq(o64.bn_stats(&o64, xa, na, C, fa), 0);
+  ck_assert_int_eq(o64.bn_stats(&o64, xb, nb, C, fb), 0);
+  peer_hook_t ha = {.peer_fwd = fb, .peer_bwd = sb}, hb = {.peer_fwd = fa, .peer_bwd = sa};
+  model_hooks_t hka = {.ctx = &ha, .sync_stats = peer_sync};
+  model_hooks_t hkb = {.ctx = &hb, .sync_stats = peer_sync};
+  a->c.hooks = &hka;
+  b->c.hooks = &hkb;
+  double *y2 = rvec((size_t)P * C, 0, 0), *d2 = malloc((size_t)P * C * sizeof *d2);
+  ck_assert_msg(layer_norm_fwd(&a->c, &a->l, na, 1, xa, y2) == 0, "%s", a->err);
+  ck_assert_msg(layer_norm_fwd(&b->c, &b->l, nb, 1, xb, y2 + (size_t)na * C) == 0, "%s", b->err);
+  /* each rank's local backward sums, computed with the (now global) saved statistics */
+  double g1[C], g2[C];
+  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy, y2, xa, na, C, a->saved, sa, g1, g2, 0), 0);
+  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy + (size_t)na * C, y2 + (size_t)na * C, xb, nb, C,
+                                     b->saved, sb, g1, g2, 0), 0);
+  memcpy(d2, dy, (size_t)P * C * sizeof *d2);
+  ck_assert_msg(layer_norm_bwd(&a->c, &a->l, na, 1, d2, xa, y2) == 0, "%s", a->err);
+  ck_assert_msg(layer_norm_bwd(&b->c, &b->l, nb, 1, d2 + (size_t)na * C, xb,
+                               y2 + (size_t)na * C) == 0, "%s", b->err);
+  ck_assert_int_eq(ha.calls, 2);
+  ck_assert_int_eq(hb.calls, 2);
+
+  for (size_t i = 0; i < (size_t)P * C; i++) {
+    ck_assert_msg(fabs(y2[i] - yw[i]) < 1e-12, "y[%zu] %g vs %g", i, y2[i], yw[i]);
+    ck_assert_msg(fabs(d2[i] - dw[i]) < 1e-12, "dx[%zu] %g vs %g", i, d2[i], dw[i]);
+  }
+  for (int i = 0; i < 2 * C; i++) {
+    /* weight/bias gradients: the ranks' local parts add up to the whole batch's */
+    ck_assert_msg(fabs(a->wg[i] + b->wg[i] - w->wg[i]) < 1e-12, "param grad %d", i);
+    ck_assert_msg(fabs(a->grads[i] + b->grads[i] - w->grads[i]) < 1e-5, "f32 grad %d", i);
+    ck_assert_float_eq(a->running[i], w->running[i]);
+    ck_assert_float_eq(b->running[i], w->running[i]);
+  }
+  /* the running statistics moved (momentum 0.1 toward the batch's) */
+  ck_assert(fabs(w->running[0] - 0.5f) > 1e-4);
+  free(x), free(dy), free(w), free(a), free(b), free(yw), free(dw), free(y2), free(d2);
+}
+
+START_TEST(syncbn_equal_halves) { syncbn_split(12, 6); }
+END_TEST
+START_TEST(syncbn_unequal_halves) { syncbn_split(11, 3); }
+END_TEST
+START_TEST(syncbn_empty_half) { syncbn_split(9, 0); }
+END_TEST
+
+/* Eval mode normalises with the running statistics. */
+START_TEST(bn_eval_uses_running)
+{
+  enum { P = 4, C = 2 };
+  double x[P * C], y[P * C], g[C] = {1.5, 0.5}, b[C] = {0.1, -0.2}, saved[2 * C + 1];
+  float rm[C] = {0.3f, -1.0f}, rv[C] = {2.0f, 0.25f};
+  for (int i = 0; i < P * C; i++) x[i] = rnd();
+  ck_assert_int_eq(o64.bn_saved_from_running(&o64, rm, rv, C, 1e-5, saved), 0);
+  ck_assert_int_eq(o64.bn_apply(&o64, x, P, C, saved, g, b, 0, y), 0);
+  for (int p = 0; p < P; p++)
+    for (int c = 0; c < C; c++)
+      ck_assert_double_eq_tol(y[p * C + c],
+                              g[c] * (x[p * C + c] - rm[c]) / sqrt(rv[c] + 1e-5) + b[c], 1e-12);
+}
+END_TEST
+
+/* ---- ReLU, max-pool, concat, loss ---- */
+
+typedef struct {
+  int kind; /* 0 relu, 1 maxpool, 2 concat */
+  double *x, *x2, *y, *wout;
+  uint8_t *arg;
+  size_t nx, ny;
+} elem_case_t;
+
+static double elem_loss(void *p)
+{
+  elem_case_t *t = p;
+  if (t->kind == 0) ck_assert_int_eq(o64.relu_fwd(&o64, t->x, t->nx, t->y), 0);
+  if (t->kind == 1) ck_assert_int_eq(o64.maxpool_fwd(&o64, t->x, 2, 4, 6, 3, t->y, t->arg), 0);
+  if (t->kind == 2) ck_assert_int_eq(o64.concat_fwd(&o64, t->x, 3, t->x2, 2, 10, t->y), 0);
+  return dot(t->y, t->wout, t->ny);
+}
+
+START_TEST(relu_grad)
+{
+  elem_case_t t = {.kind = 0, .nx = 40, .ny = 40};
+  t.x = rvec(40, 1, 0.05), t.y = rvec(40, 0, 0), t.wout = rvec(40, 1, 0);
+  double dx[40];
+  elem_loss(&t);
+  ck_assert_int_eq(o64.relu_bwd(&o64, t.wout, t.y, 40, dx), 0);
+  fd_check(elem_loss, &t, t.x, 40, dx, "relu dx");
+  free(t.x), free(t.y), free(t.wout);
+}
+END_TEST
+
+START_TEST(maxpool_grad)
+{
+  elem_case_t t = {.kind = 1, .nx = 2 * 4 * 6 * 3, .ny = 2 * 2 * 3 * 3};
+  t.x = rvec(t.nx, 1, 0), t.y = rvec(t.ny, 0, 0), t.wout = rvec(t.ny, 1, 0);
+  t.arg = malloc(t.ny);
+  double *dx = rvec(t.nx, 0, 0);
+  elem_loss(&t);
+  ck_assert_int_eq(o64.maxpool_bwd(&o64, t.wout, t.arg, 2, 4, 6, 3, dx, 0), 0);
+  fd_check(elem_loss, &t, t.x, t.nx, dx, "maxpool dx");
+  /* acc adds */
+  double *dx2 = rvec(t.nx, 1, 0), *dx2c = malloc(t.nx * sizeof *dx2c);
+  memcpy(dx2c, dx2, t.nx * sizeof *dx2c);
+  ck_assert_int_eq(o64.maxpool_bwd(&o64, t.wout, t.arg, 2, 4, 6, 3, dx2, 1), 0);
+  for (size_t i = 0; i < t.nx; i++) ck_assert_double_eq_tol(dx2[i], dx2c[i] + dx[i], 1e-12);
+  free(t.x), free(t.y), free(t.wout), free(t.arg), free(dx), free(dx2), free(dx2c);
+}
+END_TEST
+
+START_TEST(concat_grad)
+{
+  elem_case_t t = {.kind = 2, .nx = 30, .ny = 50};
+  t.x = rvec(30, 1, 0), t.x2 = rvec(20, 1, 0), t.y = rvec(50, 0, 0), t.wout = rvec(50, 1, 0);
+  double da[30], db[20];
+  ck_assert_int_eq(o64.concat_bwd(&o64, t.wout, 3, 2, 10, da, 0, db), 0);
+  fd_check(elem_loss, &t, t.x, 30, da, "concat da");
+  fd_check(elem_loss, &t, t.x2, 20, db, "concat db");
+  free(t.x), free(t.x2), free(t.y), free(t.wout);
+}
+END_TEST
+
+typedef struct {
+  double *z;
+  int32_t *lab;
+  size_t P;
+  int K;
+} ce_case_t;
+
+static double ce_loss(void *p)
+{
+  ce_case_t *t = p;
+  double sum;
+  long cnt;
+  ck_assert_int_eq(o64.softmax_ce(&o64, t->z, t->lab, t->P, t->K, 7, 1, 0, NULL, NULL, &sum,
+                                  &cnt), 0);
+  return sum / cnt;
+}
+
+START_TEST(softmax_ce_grad)
+{
+  ce_case_t t = {.P = 12, .K = 4};
+  t.z = rvec(t.P * t.K, 3, 0);
+  t.lab = malloc(t.P * sizeof *t.lab);
+  for (size_t p = 0; p < t.P; p++) t.lab[p] = p % 5 == 2 ? 7 : (int32_t)(p % 4);
+  double *d = rvec(t.P * t.K, 0, 0), sum;
+  long cnt;
+  int32_t pred[12];
+  ck_assert_int_eq(o64.softmax_ce(&o64, t.z, t.lab, t.P, t.K, 7, 1, 0, d, pred, &sum, &cnt), 0);
+  ck_assert_int_eq(cnt, 10); /* pixels 2 and 7 are ignored */
+  /* loss against a direct f64 evaluation */
+  double ref = 0;
+  for (size_t p = 0; p < t.P; p++) {
+    if (t.lab[p] == 7) continue;
+    double se = 0;
+    for (int k = 0; k < t.K; k++) se += exp(t.z[p * t.K + k]);
+    ref += log(se) - t.z[p * t.K + t.lab[p]];
+    int best = 0;
+    for (int k = 1; k < t.K; k++)
+      if (t.z[p * t.K + k] > t.z[p * t.K + best]) best = k;
+    ck_assert_int_eq(pred[p], best);
+  }
+  ck_assert_double_eq_tol(sum, ref, 1e-12);
+  fd_check(ce_loss, &t, t.z, t.P * t.K, d, "dlogits");
+  for (int k = 0; k < t.K; k++) ck_assert(d[2 * t.K + k] == 0);
+  /* a label outside [0, K) that is not the ignore index is an error naming it */
+  t.lab[3] = 9;
+  ck_assert_int_ne(o64.softmax_ce(&o64, t.z, t.lab, t.P, t.K, 7, 1, 0, d, NULL, &sum, &cnt), 0);
+  ck_assert_ptr_nonnull(strstr(o64.last_error(&o64), "label 9"));
+  free(t.z), free(t.lab), free(d);
+}
+END_TEST
+
+START_TEST(casts_round_trip)
+{
+  float src[5] = {1.5f, -2.25f, 3e-8f, 1e20f, -0.0f}, back[5] = {1, 1, 1, 1, 1};
+  double dst[5];
+  ck_assert_int_eq(o64.from_f32(&o64, src, 5, dst), 0);
+  ck_assert_int_eq(o64.to_f32(&o64, dst, 5, back, 1), 0);
+  for (int i = 0; i < 5; i++) ck_assert_float_eq(back[i], 1 + src[i]);
+  char err[128];
+  ops_t o;
+  ck_assert_int_ne(ops_cpu_init(&o, OPS_BF16, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "fp32"));
+}
+END_TEST
+
+static Suite *make_ops_suite(void)
+{
+  Suite *s = suite_create("ops");
+  TCase *tc = tcase_create("gradients");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, conv3x3_grad);
+  tcase_add_test(tc, conv1x1_grad);
+  tcase_add_test(tc, convt2x2_grad);
+  tcase_add_test(tc, bn_grad);
+  tcase_add_test(tc, bn_relu_grad);
+  tcase_add_test(tc, gn_grad);
+  tcase_add_test(tc, gn_relu_grad);
+  tcase_add_test(tc, relu_grad);
+  tcase_add_test(tc, maxpool_grad);
+  tcase_add_test(tc, concat_grad);
+  tcase_add_test(tc, softmax_ce_grad);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("references");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, gemm_f32_all_transposes);
+  tcase_add_test(tc, conv_f32_matches_f64);
+  tcase_add_test(tc, bn_large_mean);
+  tcase_add_test(tc, bn_eval_uses_running);
+  tcase_add_test(tc, casts_round_trip);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("syncbn");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_add_test(tc, syncbn_equal_halves);
+  tcase_add_test(tc, syncbn_unequal_halves);
+  tcase_add_test(tc, syncbn_empty_half);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(make_ops_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
