@@ -11,8 +11,10 @@
 #include "collectives/comm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "collectives/device.h"
 #include "shm/abort.h"
 
 _Static_assert(sizeof(coll_ctrl_t) <= SHM_CTRL_BYTES, "control block exceeds its space");
@@ -53,25 +55,41 @@ void coll_describe(const coll_sig_t *s, char *buf, size_t len)
   }
 }
 
-void coll_comm_init(shmddp_comm_t *comm, shm_segment_t *seg, int rank, int device,
+void coll_comm_init(shmddp_comm_t *comm, shm_segment_t *seg, int channel, int rank, int device,
                     double timeout_s)
 {
   memset(comm, 0, sizeof *comm);
   comm->rank = rank;
   comm->nranks = seg->nranks;
   comm->device = device;
+  comm->channel = channel;
+  comm->base = comm;
   comm->seg = seg;
   comm->timeout_s = timeout_s;
   /* Half the slot for the direct buffers, half for the ring; 64-byte aligned pieces. */
-  size_t half = seg->slot_bytes / 2;
+  size_t half = shm_slot_bytes(seg, channel) / 2;
   comm->direct_buf_bytes = (half / COLL_DIRECT_BUFS) & ~(size_t)63;
   comm->ring_buf_bytes = (half / COLL_RING_BUFS) & ~(size_t)63;
   for (int r = 0; r < seg->nranks; r++) {
-    comm->ctrl[r] = (coll_ctrl_t *)shm_rank_ctrl(seg, r);
-    comm->direct_base[r] = (unsigned char *)shm_rank_slot(seg, r);
+    comm->ctrl[r] = (coll_ctrl_t *)shm_rank_ctrl(seg, channel, r);
+    comm->direct_base[r] = (unsigned char *)shm_rank_slot(seg, channel, r);
     comm->ring_base[r] = comm->direct_base[r] + half;
   }
   comm->ring_min_bytes = (size_t)256 << 10;
+}
+
+void coll_comm_teardown(shmddp_comm_t *comm)
+{
+  if (comm->base == comm) {
+    for (int i = 0; i < SHM_CHANNELS; i++)
+      if (comm->dups[i]) {
+        coll_comm_teardown(comm->dups[i]);
+        free(comm->dups[i]);
+        comm->dups[i] = NULL;
+      }
+  }
+  if (comm->dev_ops && comm->dev_ops->teardown) comm->dev_ops->teardown(comm);
+  comm->dev_ops = NULL;
 }
 
 shmddp_status_t coll_error(shmddp_comm_t *comm, shmddp_status_t status, const char *fmt, ...)

@@ -49,6 +49,9 @@ typedef struct {
 
 struct shmddp_comm {
   int rank, nranks, device;
+  int channel;                            /* the segment channel this communicator uses */
+  shmddp_comm_t *base;                    /* the launcher's communicator (itself for it) */
+  shmddp_comm_t *dups[SHM_CHANNELS];      /* base only: communicators made by shmddp_comm_dup */
   shm_segment_t *seg;
   coll_ctrl_t *ctrl[SHMDDP_MAX_RANKS];
   unsigned char *direct_base[SHMDDP_MAX_RANKS];
@@ -68,8 +71,10 @@ struct shmddp_comm {
   void *dev;                             /* their state */
 };
 
-void coll_comm_init(shmddp_comm_t *comm, shm_segment_t *seg, int rank, int device,
+void coll_comm_init(shmddp_comm_t *comm, shm_segment_t *seg, int channel, int rank, int device,
                     double timeout_s);
+/* Release a communicator's device transport, and the duplicates of a base communicator. */
+void coll_comm_teardown(shmddp_comm_t *comm);
 
 /* Record an error on the communicator; returns status. */
 shmddp_status_t coll_error(shmddp_comm_t *comm, shmddp_status_t status, const char *fmt, ...)

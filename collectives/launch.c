@@ -26,10 +26,10 @@ static int rank_main(shm_segment_t *seg, int rank, void *arg)
 {
   launch_ctx_t *ctx = arg;
   shmddp_comm_t comm;
-  coll_comm_init(&comm, seg, rank, ctx->use_gpus ? rank : -1, ctx->timeout_s);
+  coll_comm_init(&comm, seg, 0, rank, ctx->use_gpus ? rank : -1, ctx->timeout_s);
   comm.algo = ctx->algo;
   int rc = ctx->fn(&comm, ctx->arg);
-  if (comm.dev_ops && comm.dev_ops->teardown) comm.dev_ops->teardown(&comm);
+  coll_comm_teardown(&comm);
   return rc;
 }
 
@@ -124,6 +124,37 @@ shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo)
     return coll_error(comm, SHMDDP_ERR_INVALID, "unknown algorithm %d", (int)algo);
   comm->algo = algo;
   return SHMDDP_OK;
+}
+
+shmddp_status_t shmddp_comm_dup(shmddp_comm_t *comm, shmddp_comm_t **out)
+{
+  if (!comm || !out) return SHMDDP_ERR_INVALID;
+  *out = NULL;
+  shmddp_comm_t *base = comm->base;
+  int ch = 0;
+  for (int i = 1; i < SHM_CHANNELS && !ch; i++)
+    if (!base->dups[i]) ch = i;
+  if (!ch)
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED,
+                      "shmddp_comm_dup: all %d channels are in use; free a duplicate first",
+                      SHM_CHANNELS - 1);
+  shmddp_comm_t *d = malloc(sizeof *d);
+  if (!d) return coll_error(comm, SHMDDP_ERR_NOMEM, "shmddp_comm_dup: out of memory");
+  coll_comm_init(d, base->seg, ch, base->rank, base->device, base->timeout_s);
+  d->base = base;
+  d->algo = comm->algo;
+  base->dups[ch] = d;
+  *out = d;
+  return SHMDDP_OK;
+}
+
+void shmddp_comm_free(shmddp_comm_t *comm)
+{
+  if (!comm || comm->base == comm) return;
+  shmddp_comm_t *base = comm->base;
+  coll_comm_teardown(comm);
+  base->dups[comm->channel] = NULL;
+  free(comm);
 }
 
 shmddp_algo_t shmddp_comm_last_algo(const shmddp_comm_t *comm)

@@ -119,6 +119,14 @@ int shmddp_comm_size(const shmddp_comm_t *comm);
 const char *shmddp_comm_last_error(const shmddp_comm_t *comm);
 /* Force an algorithm for later calls on this rank (every rank must force the same one). */
 shmddp_status_t shmddp_comm_set_algo(shmddp_comm_t *comm, shmddp_algo_t algo);
+/* A second communicator over the same ranks with its own counters and staging: its calls are
+ * ordered independently of comm's, so two streams of collectives (e.g. gradient buckets on a
+ * communication stream and SyncBN statistics on the compute stream) never wait on each other.
+ * Every rank must dup in the same order. Up to 3 duplicates; freed with shmddp_comm_free or
+ * when the rank function returns. Duplicates stage at most 256 KiB per rank per round on the
+ * host path, so they suit small, frequent messages. */
+shmddp_status_t shmddp_comm_dup(shmddp_comm_t *comm, shmddp_comm_t **out);
+void shmddp_comm_free(shmddp_comm_t *comm);
 /* The algorithm the last successful call on this rank used (resolves AUTO). */
 shmddp_algo_t shmddp_comm_last_algo(const shmddp_comm_t *comm);
 /* Mark the whole group failed: every rank's pending and later calls return SHMDDP_ERR_ABORTED

@@ -21,27 +21,44 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static size_t header_size(void) { return align_up(sizeof(shm_header_t), 4096); }
 
+static size_t aux_slot(size_t slot_bytes)
+{
+  return slot_bytes < SHM_AUX_SLOT_BYTES ? slot_bytes : SHM_AUX_SLOT_BYTES;
+}
+
 size_t shm_segment_size(int nranks, size_t slot_bytes)
 {
   slot_bytes = align_up(slot_bytes, 4096);
-  return header_size() + (size_t)nranks * (SHM_CTRL_BYTES + SHM_XCHG_BYTES + slot_bytes);
+  size_t per_rank = SHM_CHANNELS * SHM_CTRL_BYTES + SHM_XCHG_BYTES + slot_bytes +
+                    (SHM_CHANNELS - 1) * aux_slot(slot_bytes);
+  return header_size() + (size_t)nranks * per_rank;
 }
 
-void *shm_rank_ctrl(const shm_segment_t *seg, int rank)
+size_t shm_slot_bytes(const shm_segment_t *seg, int channel)
 {
-  return (char *)seg->base + header_size() + (size_t)rank * SHM_CTRL_BYTES;
+  return channel == 0 ? seg->slot_bytes : aux_slot(seg->slot_bytes);
+}
+
+void *shm_rank_ctrl(const shm_segment_t *seg, int channel, int rank)
+{
+  return (char *)seg->base + header_size() +
+         ((size_t)channel * (size_t)seg->nranks + (size_t)rank) * SHM_CTRL_BYTES;
 }
 
 void *shm_rank_xchg(const shm_segment_t *seg, int rank)
 {
-  return (char *)seg->base + header_size() + (size_t)seg->nranks * SHM_CTRL_BYTES +
-         (size_t)rank * SHM_XCHG_BYTES;
+  return (char *)seg->base + header_size() +
+         (size_t)SHM_CHANNELS * (size_t)seg->nranks * SHM_CTRL_BYTES + (size_t)rank * SHM_XCHG_BYTES;
 }
 
-void *shm_rank_slot(const shm_segment_t *seg, int rank)
+void *shm_rank_slot(const shm_segment_t *seg, int channel, int rank)
 {
-  return (char *)seg->base + header_size() +
-         (size_t)seg->nranks * (SHM_CTRL_BYTES + SHM_XCHG_BYTES) + (size_t)rank * seg->slot_bytes;
+  char *slots = (char *)seg->base + header_size() +
+                (size_t)seg->nranks * (SHM_CHANNELS * SHM_CTRL_BYTES + SHM_XCHG_BYTES);
+  if (channel == 0) return slots + (size_t)rank * seg->slot_bytes;
+  slots += (size_t)seg->nranks * seg->slot_bytes;
+  return slots + ((size_t)(channel - 1) * (size_t)seg->nranks + (size_t)rank) *
+                     aux_slot(seg->slot_bytes);
 }
 
 static void random_name(char *buf, size_t len)

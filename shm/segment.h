@@ -3,9 +3,12 @@
  * Layout (every part starts on a SHM_LINE boundary):
  *   header                 group-wide words: futex wake word, abort and stop words, per-rank
  *                          state and barrier counters (one cache line per rank)
- *   ctrl[nranks]           SHM_CTRL_BYTES per rank for the collectives' counters (opaque here)
+ *   ctrl[channel][nranks]  SHM_CTRL_BYTES per rank and channel for the collectives' counters
  *   xchg[nranks]           SHM_XCHG_BYTES per rank for transports (e.g. CUDA IPC handles)
- *   slot[nranks]           slot_bytes per rank: host staging for collective data
+ *   slot[channel][nranks]  host staging for collective data: slot_bytes per rank on channel 0,
+ *                          SHM_AUX_SLOT_BYTES (at most slot_bytes) on the others
+ * A channel carries one communicator (shmddp_comm_dup takes the next one), so independent
+ * streams of collectives, e.g. gradient buckets and SyncBN statistics, never share counters.
  * The segment is created by the launcher before it forks; ranks inherit the mapping, so the name
  * is unlinked right after mapping and a crash of any process can never leave it in /dev/shm.
  */
@@ -27,6 +30,8 @@
 #define SHM_DEFAULT_SLOT_BYTES ((size_t)4 << 20)
 #define SHM_MIN_SLOT_BYTES ((size_t)64 << 10)
 #define SHM_ABORT_MSG_BYTES 400
+#define SHM_CHANNELS 4
+#define SHM_AUX_SLOT_BYTES ((size_t)256 << 10)
 
 enum shm_rank_state {
   SHM_RANK_NONE = 0,
@@ -75,8 +80,9 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
                                    double timeout_s, char *err, size_t errlen);
 void shm_segment_destroy(shm_segment_t *seg);
 
-void *shm_rank_ctrl(const shm_segment_t *seg, int rank);
+void *shm_rank_ctrl(const shm_segment_t *seg, int channel, int rank);
 void *shm_rank_xchg(const shm_segment_t *seg, int rank);
-void *shm_rank_slot(const shm_segment_t *seg, int rank);
+void *shm_rank_slot(const shm_segment_t *seg, int channel, int rank);
+size_t shm_slot_bytes(const shm_segment_t *seg, int channel);
 
 #endif

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,54 @@ START_TEST(results_repeat_bit_for_bit)
 }
 END_TEST
 
+/* ---- duplicated communicators: independent call streams (here: one thread each) ---- */
+
+typedef struct {
+  shmddp_comm_t *comm;
+  int tag, ok;
+} stream_job_t;
+
+static void *stream_thread(void *arg)
+{
+  stream_job_t *j = arg;
+  int rank = shmddp_comm_rank(j->comm), n = shmddp_comm_size(j->comm);
+  j->ok = 1;
+  for (int i = 0; i < 200 && j->ok; i++) {
+    double x[3] = {rank + j->tag, i, 1};
+    if (shmddp_all_reduce(j->comm, x, x, 3, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK) j->ok = 0;
+    else j->ok = x[0] == n * (n - 1) / 2.0 + n * j->tag && x[1] == (double)i * n && x[2] == n;
+  }
+  return NULL;
+}
+
+static int rank_dup(shmddp_comm_t *comm, void *arg)
+{
+  int rank = shmddp_comm_rank(comm);
+  shmddp_comm_t *d[3], *extra;
+  for (int i = 0; i < 3; i++)
+    FAIL_IF(shmddp_comm_dup(comm, &d[i]) != SHMDDP_OK, "dup %d: %s", i, shmddp_comm_last_error(comm));
+  FAIL_IF(shmddp_comm_dup(comm, &extra) != SHMDDP_ERR_UNSUPPORTED, "a 4th dup was allowed");
+  shmddp_comm_free(d[2]);
+  FAIL_IF(shmddp_comm_dup(comm, &d[2]) != SHMDDP_OK, "dup after free: %s", shmddp_comm_last_error(comm));
+  /* Two threads, two communicators, no ordering between them. */
+  stream_job_t a = {comm, 0, 0}, b = {d[0], 100, 0};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, stream_thread, &a);
+  pthread_create(&tb, NULL, stream_thread, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  FAIL_IF(!a.ok || !b.ok, "concurrent communicators gave wrong sums (%d %d)", a.ok, b.ok);
+  return rep->failures[rank] ? 1 : 0;
+}
+
+START_TEST(duplicated_communicators_are_independent)
+{
+  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_dup, NULL);
+  for (int r = 0; r < 3; r++) ck_assert_msg(rep->failures[r] == 0, "rank %d: %s", r, rep->first[r]);
+  ck_assert_int_eq(res.exit_code, 0);
+}
+END_TEST
+
 /* ---- mismatched calls ---- */
 
 typedef enum { MM_KIND, MM_COUNT, MM_DTYPE, MM_SIZE_CLASS, MM_ALGO, MM_ZERO, MM_ROOT } mm_case_t;
@@ -361,6 +410,7 @@ static Suite *collectives_suite(void)
   tcase_add_test(tc, matrix_world_4);
   tcase_add_test(tc, matrix_world_8);
   tcase_add_test(tc, results_repeat_bit_for_bit);
+  tcase_add_test(tc, duplicated_communicators_are_independent);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, setup, teardown);

@@ -45,16 +45,33 @@ START_TEST(segment_is_unlinked_and_laid_out)
   ck_assert_int_eq(test_count_segments(getpid()), 0);
   ck_assert_uint_eq(seg.hdr->magic, SHM_MAGIC);
   ck_assert_int_eq(seg.hdr->nranks, 3);
+  /* Every part is aligned, lies inside the mapping, and no two overlap. */
+  struct { char *p; size_t n; } part[64];
+  int np = 0;
+  for (int ch = 0; ch < SHM_CHANNELS; ch++)
+    for (int r = 0; r < 3; r++) {
+      part[np].p = shm_rank_ctrl(&seg, ch, r);
+      part[np++].n = SHM_CTRL_BYTES;
+      part[np].p = shm_rank_slot(&seg, ch, r);
+      part[np++].n = shm_slot_bytes(&seg, ch);
+      ck_assert_uint_eq((uintptr_t)shm_rank_ctrl(&seg, ch, r) % SHM_LINE, 0);
+      ck_assert_uint_eq((uintptr_t)shm_rank_slot(&seg, ch, r) % 4096, 0);
+    }
   for (int r = 0; r < 3; r++) {
-    ck_assert_uint_eq((uintptr_t)shm_rank_ctrl(&seg, r) % SHM_LINE, 0);
-    ck_assert_uint_eq((uintptr_t)shm_rank_slot(&seg, r) % 4096, 0);
-    /* parts do not overlap and lie inside the mapping */
-    ck_assert((char *)shm_rank_slot(&seg, r) + seg.slot_bytes <= (char *)seg.base + seg.bytes);
+    part[np].p = shm_rank_xchg(&seg, r);
+    part[np++].n = SHM_XCHG_BYTES;
   }
-  ck_assert((char *)shm_rank_ctrl(&seg, 2) + SHM_CTRL_BYTES <= (char *)shm_rank_xchg(&seg, 0));
-  ck_assert((char *)shm_rank_xchg(&seg, 2) + SHM_XCHG_BYTES <= (char *)shm_rank_slot(&seg, 0));
+  ck_assert_uint_eq(shm_slot_bytes(&seg, 0), 1 << 20);
+  ck_assert_uint_eq(shm_slot_bytes(&seg, 1), SHM_AUX_SLOT_BYTES);
+  for (int i = 0; i < np; i++) {
+    ck_assert(part[i].p >= (char *)seg.base + sizeof(shm_header_t));
+    ck_assert(part[i].p + part[i].n <= (char *)seg.base + seg.bytes);
+    for (int j = 0; j < i; j++)
+      ck_assert_msg(part[i].p + part[i].n <= part[j].p || part[j].p + part[j].n <= part[i].p,
+                    "parts %d and %d overlap", i, j);
+  }
   /* every byte is usable (space was reserved) */
-  memset(shm_rank_slot(&seg, 2), 0xab, seg.slot_bytes);
+  for (int i = 0; i < np; i++) memset(part[i].p, 0xab, part[i].n);
   shm_segment_destroy(&seg);
 }
 END_TEST
