@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""PyTorch anchor for the training benchmarks (BENCHMARKS.md): the reference U-Net (widths
+64..1024, conv3x3 no bias + BN + ReLU x2 per level, 2x2 max-pool, 2x2 stride-2 transposed conv,
+skip concat, 1x1 head, per-pixel softmax cross-entropy), SGD momentum 0.9, batch per GPU, random
+inputs. Prints one line per configuration:  torch <mode> gpus=N syncbn=0|1 prec=... img_s=... peak_mib=...
+Modes: single GPU, DDP over N GPUs (NCCL), DDP + SyncBatchNorm. Run it in the same machine call as
+shmddp's own benchmark and report ratios."""
+import argparse, os, sys, time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def block(cin, cout):
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+        nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    def __init__(self, widths, cin=3, classes=4):
+        super().__init__()
+        self.down = nn.ModuleList()
+        c = cin
+        for w in widths:
+            self.down.append(block(c, w))
+            c = w
+        self.up = nn.ModuleList()
+        self.upblock = nn.ModuleList()
+        for w in reversed(widths[:-1]):
+            self.up.append(nn.ConvTranspose2d(c, w, 2, stride=2))
+            self.upblock.append(block(2 * w, w))
+            c = w
+        self.head = nn.Conv2d(c, classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for i, b in enumerate(self.down):
+            x = b(x)
+            if i < len(self.down) - 1:
+                skips.append(x)
+                x = F.max_pool2d(x, 2)
+        for up, b in zip(self.up, self.upblock):
+            x = up(x)
+            x = b(torch.cat([skips.pop(), x], dim=1))
+        return self.head(x)
+
+
+def run(rank, world, args, results):
+    torch.cuda.set_device(rank)
+    if world > 1:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("nccl", rank=rank, world_size=world)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.manual_seed(1)
+    model = UNet([int(w) for w in args.widths.split(",")], classes=args.classes).cuda()
+    if args.syncbn and world > 1:
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator(device="cuda").manual_seed(rank)
+    x = torch.randn(args.batch, 3, args.size, args.size, device="cuda", generator=g).to(memory_format=fmt)
+    y = torch.randint(0, args.classes, (args.batch, args.size, args.size), device="cuda", generator=g)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[args.precision]
+    scaler = torch.amp.GradScaler(enabled=args.precision == "fp16")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    if world > 1:
+        dist.barrier()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0.record()
+    for _ in range(args.steps):
+        step()
+    t1.record()
+    torch.cuda.synchronize()
+    ms = t0.elapsed_time(t1)
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    results[rank] = (ms, peak)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--syncbn", type=int, default=0)
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
+    ap.add_argument("--channels-last", type=int, default=1)
+    ap.add_argument("--widths", default="64,128,256,512,1024")
+    ap.add_argument("--classes", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=6)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=8)
+    args = ap.parse_args()
+    world = args.gpus
+    if world == 1:
+        res = {}
+        run(0, 1, args, res)
+    else:
+        manager = mp.Manager()
+        res = manager.dict()
+        mp.spawn(run, args=(world, args, res), nprocs=world, join=True)
+    ms = max(v[0] for v in res.values())
+    peaks = [res[r][1] for r in sorted(res.keys())]
+    img_s = args.batch * world * args.steps / (ms / 1000.0)
+    mode = "single" if world == 1 else ("ddp-syncbn" if args.syncbn else "ddp")
+    print(f"torch {mode} gpus={world} syncbn={args.syncbn} prec={args.precision} "
+          f"channels_last={args.channels_last} img_s={img_s:.1f} step_ms={ms / args.steps:.2f} "
+          f"peak_mib={','.join(f'{p:.0f}' for p in peaks)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
