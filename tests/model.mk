@@ -2,11 +2,14 @@
 if HAVE_CHECK
 # libmodel needs only shmddp.h's types, not the library.
 MODEL_TEST_LIBS = libmodel.a -lm $(TEST_LIBS)
-check_PROGRAMS += tests/check_ops tests/check_optim tests/check_arena
-TESTS += tests/check_ops tests/check_optim tests/check_arena
+check_PROGRAMS += tests/check_ops tests/check_model tests/check_optim tests/check_arena
+TESTS += tests/check_ops tests/check_model tests/check_optim tests/check_arena
 tests_check_ops_SOURCES = tests/check_ops.c
 tests_check_ops_CFLAGS = $(TEST_CFLAGS)
 tests_check_ops_LDADD = $(MODEL_TEST_LIBS)
+tests_check_model_SOURCES = tests/check_model.c
+tests_check_model_CFLAGS = $(TEST_CFLAGS)
+tests_check_model_LDADD = $(MODEL_TEST_LIBS)
 tests_check_optim_SOURCES = tests/check_optim.c
 tests_check_optim_CFLAGS = $(TEST_CFLAGS)
 tests_check_optim_LDADD = $(MODEL_TEST_LIBS)

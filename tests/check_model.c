@@ -1,0 +1,467 @@
+/* check_model.c — the whole U-Net: gradients against finite differences in f64 (BatchNorm and
+ * GroupNorm), determinism, name-keyed initialisation, parameter count against an independent
+ * formula, the flat layout and the data-parallel hooks, accumulation, batch 0, eval, learning. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/arena.h"
+#include "src/optim.h"
+#include "src/unet.h"
+
+static char err[512];
+
+static void small_cfg(model_config_t *c, model_norm_t norm)
+{
+  model_config_default(c);
+  c->levels = 3;
+  c->widths[0] = 4;
+  c->widths[1] = 6;
+  c->widths[2] = 8;
+  c->height = 8;
+  c->width = 12;
+  c->max_batch = 3;
+  c->classes = 3;
+  c->ignore_index = 5;
+  c->norm = norm;
+  c->groups = 2;
+  c->seed = 42;
+}
+
+/* Non-trivial inputs and labels (some pixels ignored). */
+static void make_batch(const model_config_t *c, int n, unsigned salt, float **x, int32_t **y)
+{
+  size_t P = (size_t)n * c->height * c->width;
+  *x = malloc((P * c->in_channels + 1) * sizeof **x);
+  *y = malloc((P + 1) * sizeof **y);
+  for (size_t i = 0; i < P * c->in_channels; i++)
+    (*x)[i] = (float)(sin(0.37 * i + salt) + 0.3 * cos(1.3 * i * (salt + 1)));
+  for (size_t p = 0; p < P; p++)
+    (*y)[p] = (p * 7 + salt) % 11 == 3 ? c->ignore_index : (int32_t)((p / 3 + salt) % c->classes);
+}
+
+static model_t *build(const model_config_t *c, ops_dtype_t dt)
+{
+  model_t *m = NULL;
+  ck_assert_msg(unet_create(&m, c, dt, err, sizeof err) == 0, "%s", err);
+  return m;
+}
+
+/* dL/dp[i] by central differences; the loss is the model's f64 value. The f32 parameter's
+ * perturbed values are exact, so their difference is the true step. */
+static double central_difference(model_t *m, const float *x, const int32_t *y, float *p,
+                                 size_t i, float h)
+{
+  float p0 = p[i];
+  p[i] = p0 + h;
+  float pp = p[i];
+  ck_assert(model_train_step(m, x, y, 2, 1, 0, NULL, NULL, err, sizeof err) == 0);
+  double lp = model_last_loss(m);
+  p[i] = p0 - h;
+  float pm = p[i];
+  ck_assert(model_train_step(m, x, y, 2, 1, 0, NULL, NULL, err, sizeof err) == 0);
+  double lm = model_last_loss(m);
+  p[i] = p0;
+  return (lp - lm) / ((double)pp - pm);
+}
+
+static void grad_check(model_norm_t norm)
+{
+  model_config_t c;
+  small_cfg(&c, norm);
+  model_t *m = build(&c, OPS_F64);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 2, 1, &x, &y);
+  float loss;
+  ck_assert_msg(model_train_step(m, x, y, 2, 1, 0, NULL, &loss, err, sizeof err) == 0, "%s", err);
+  size_t np = model_num_params(m);
+  float *g = malloc(np * sizeof *g), *p = model_params(m);
+  memcpy(g, model_grads(m), np * sizeof *g);
+  int checked = 0, kinks = 0;
+  for (int t = 0; t < unet_num_tensors(m); t++) {
+    const layer_param_t *tp = unet_tensor(m, t);
+    size_t picks[2] = {tp->offset, tp->offset + tp->count / 2 + 1};
+    for (int k = 0; k < 2; k++) {
+      size_t i = picks[k] < tp->offset + tp->count ? picks[k] : tp->offset;
+      double fd1 = central_difference(m, x, y, p, i, 1e-6f);
+      double fd2 = central_difference(m, x, y, p, i, 4e-7f);
+      /* a step across a ReLU or max-pool kink makes the two differ: not a smooth point */
+      if (fabs(fd1 - fd2) > 1e-6 + 1e-4 * fabs(fd1)) {
+        kinks++;
+        continue;
+      }
+      ck_assert_msg(fabs(fd1 - g[i]) <= 1e-6 + 1e-4 * fabs(fd1),
+                    "%s[%zu]: backward %.8g, finite difference %.8g", tp->name, i - tp->offset,
+                    g[i], fd1);
+      checked++;
+    }
+  }
+  ck_assert_int_ge(checked, 60);
+  ck_assert_int_le(kinks, checked / 10);
+  free(g), free(x), free(y);
+  model_destroy(m);
+}
+
+START_TEST(unet_grad_batchnorm) { grad_check(MODEL_NORM_BATCH); }
+END_TEST
+START_TEST(unet_grad_groupnorm) { grad_check(MODEL_NORM_GROUP); }
+END_TEST
+
+START_TEST(same_seed_same_bits)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *a = build(&c, OPS_F32), *b = build(&c, OPS_F32);
+  size_t np = model_num_params(a);
+  ck_assert_int_eq(memcmp(model_params(a), model_params(b), np * sizeof(float)), 0);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 3, 2, &x, &y);
+  float la, lb;
+  ck_assert(model_train_step(a, x, y, 3, 1, 0, NULL, &la, err, sizeof err) == 0);
+  ck_assert(model_train_step(b, x, y, 3, 1, 0, NULL, &lb, err, sizeof err) == 0);
+  ck_assert_int_eq(memcmp(&la, &lb, sizeof la), 0);
+  ck_assert_int_eq(memcmp(model_grads(a), model_grads(b), np * sizeof(float)), 0);
+  ck_assert_int_eq(memcmp(model_buffers(a), model_buffers(b),
+                          model_num_buffers(a) * sizeof(float)), 0);
+  ck_assert_str_eq(model_signature(a), model_signature(b));
+  c.seed = 43;
+  model_t *d = build(&c, OPS_F32);
+  ck_assert_int_ne(memcmp(model_params(a), model_params(d), np * sizeof(float)), 0);
+  model_destroy(a), model_destroy(b), model_destroy(d);
+  free(x), free(y);
+}
+END_TEST
+
+static const layer_param_t *find(const model_t *m, const char *name)
+{
+  for (int t = 0; t < unet_num_tensors(m); t++)
+    if (strcmp(unet_tensor(m, t)->name, name) == 0) return unet_tensor(m, t);
+  return NULL;
+}
+
+/* A tensor's initial values depend on the seed and its name, not on where it sits. */
+START_TEST(init_keyed_by_name)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *a = build(&c, OPS_F32);
+  c.widths[2] = 10;
+  c.classes = 5;
+  model_t *b = build(&c, OPS_F32);
+  const layer_param_t *ta = find(a, "enc0.conv1.weight"), *tb = find(b, "enc0.conv1.weight");
+  ck_assert_ptr_nonnull(ta);
+  ck_assert_uint_ne(ta->offset, tb->offset);
+  ck_assert_int_eq(memcmp(model_params(a) + ta->offset, model_params(b) + tb->offset,
+                          ta->count * sizeof(float)), 0);
+  model_destroy(a), model_destroy(b);
+  /* Kaiming: std sqrt(2 / fan_in) for 3x3 convs, BatchNorm weight 1 and bias 0 */
+  model_config_default(&c);
+  c.levels = 2;
+  c.widths[0] = 64;
+  c.widths[1] = 128;
+  c.height = c.width = 4;
+  c.max_batch = 1;
+  model_t *m = build(&c, OPS_F32);
+  const layer_param_t *t = find(m, "enc1.conv2.weight");
+  double s = 0, s2 = 0;
+  for (size_t i = 0; i < t->count; i++) {
+    double v = model_params(m)[t->offset + i];
+    s += v, s2 += v * v;
+  }
+  double mean = s / t->count, sd = sqrt(s2 / t->count - mean * mean);
+  ck_assert_double_eq_tol(sd, sqrt(2.0 / (9 * 128)), 0.02 * sqrt(2.0 / (9 * 128)));
+  ck_assert_double_lt(fabs(mean), 0.01 * sd);
+  t = find(m, "enc1.norm2.weight");
+  for (size_t i = 0; i < t->count; i++) ck_assert_float_eq(model_params(m)[t->offset + i], 1);
+  t = find(m, "dec0.up.bias");
+  for (size_t i = 0; i < t->count; i++) ck_assert_float_eq(model_params(m)[t->offset + i], 0);
+  model_destroy(m);
+}
+END_TEST
+
+/* Parameters of the U-Net written out level by level, independently of the model code. */
+static size_t formula(const model_config_t *c)
+{
+  size_t n = 0, L = (size_t)c->levels;
+  for (size_t i = 0; i < L; i++) {
+    size_t w = (size_t)c->widths[i], cin = i ? (size_t)c->widths[i - 1] : (size_t)c->in_channels;
+    n += 9 * cin * w + 2 * w + 9 * w * w + 2 * w; /* two conv3x3 + norm (gamma, beta) */
+  }
+  for (size_t i = 0; i + 1 < L; i++) {
+    size_t w = (size_t)c->widths[i], up = (size_t)c->widths[i + 1];
+    n += 4 * up * w + w;                          /* transposed conv 2x2 with bias */
+    n += 9 * 2 * w * w + 2 * w + 9 * w * w + 2 * w;
+  }
+  return n + (size_t)c->widths[0] * c->classes + c->classes; /* 1x1 head */
+}
+
+START_TEST(param_count_formula)
+{
+  model_config_t c;
+  model_config_default(&c);
+  c.levels = 5;
+  int ref[5] = {64, 128, 256, 512, 1024};
+  memcpy(c.widths, ref, sizeof ref);
+  c.height = c.width = 256;
+  c.max_batch = 6;
+  ck_assert_uint_eq(model_config_num_params(&c), formula(&c));
+  ck_assert(formula(&c) > 31000000 && formula(&c) < 31100000); /* "~31 M" */
+  small_cfg(&c, MODEL_NORM_GROUP);
+  model_t *m = build(&c, OPS_F32);
+  ck_assert_uint_eq(model_num_params(m), formula(&c));
+  ck_assert_uint_eq(model_num_buffers(m), 0);
+  model_destroy(m);
+  small_cfg(&c, MODEL_NORM_BATCH);
+  m = build(&c, OPS_F32);
+  /* running mean and variance per BatchNorm channel: 2 norms per block pair, 2 per level */
+  size_t bn = 0;
+  for (int i = 0; i < c.levels; i++) bn += 2 * 2 * (size_t)c.widths[i];
+  for (int i = 0; i + 1 < c.levels; i++) bn += 2 * 2 * (size_t)c.widths[i];
+  ck_assert_uint_eq(model_num_buffers(m), bn);
+  arena_t *a = model_arena(m);
+  ck_assert_uint_eq(arena_current(a, ARENA_PARAMS), (model_num_params(m) + bn) * sizeof(float));
+  ck_assert_uint_eq(arena_current(a, ARENA_GRADS), model_num_params(m) * sizeof(float));
+  ck_assert(arena_current(a, ARENA_ACTIVATIONS) > 0);
+  ck_assert(arena_current(a, ARENA_WORKSPACE) > 0);
+  model_destroy(m);
+}
+END_TEST
+
+typedef struct {
+  size_t next, calls, fwd_stats, bwd_stats;
+  int out_of_order;
+} hook_log_t;
+
+static int log_ready(void *ctx, size_t offset, size_t count, void *stream)
+{
+  hook_log_t *h = ctx;
+  if (offset != h->next || count == 0) h->out_of_order = 1;
+  h->next = offset + count;
+  h->calls++;
+  return 0;
+}
+
+static int log_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+{
+  hook_log_t *h = ctx;
+  ck_assert_int_eq(dtype, SHMDDP_F64);
+  if (count % 2) {
+    h->fwd_stats++;
+  } else {
+    h->bwd_stats++;
+  }
+  return 0;
+}
+
+static void hooks_case(int batch)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *m = build(&c, OPS_F32);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 2, 3, &x, &y);
+  hook_log_t h = {0};
+  model_hooks_t hooks = {.ctx = &h, .sync_stats = log_stats, .grads_ready = log_ready};
+  float loss = -1;
+  ck_assert_msg(model_train_step(m, x, y, batch, 1, 0, &hooks, &loss, err, sizeof err) == 0,
+                "%s", err);
+  ck_assert_int_eq(h.out_of_order, 0);
+  ck_assert_uint_eq(h.next, model_num_params(m));
+  ck_assert_uint_eq(h.calls, (size_t)unet_num_tensors(m));
+  size_t norms = 4 * (size_t)c.levels - 2;
+  ck_assert_uint_eq(h.fwd_stats, norms);
+  ck_assert_uint_eq(h.bwd_stats, norms);
+  /* the head comes first in the flat buffer */
+  ck_assert_str_eq(unet_tensor(m, unet_num_tensors(m) - 1)->name, "head.bias");
+  ck_assert_uint_eq(unet_tensor(m, unet_num_tensors(m) - 1)->offset, 0);
+  if (batch == 0) {
+    ck_assert_float_eq(loss, 0);
+    for (size_t i = 0; i < model_num_params(m); i++) ck_assert_float_eq(model_grads(m)[i], 0);
+  }
+  model_destroy(m);
+  free(x), free(y);
+}
+
+START_TEST(hooks_in_order) { hooks_case(2); }
+END_TEST
+START_TEST(hooks_with_empty_batch) { hooks_case(0); }
+END_TEST
+
+START_TEST(groupnorm_needs_no_sync)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_GROUP);
+  model_t *m = build(&c, OPS_F32);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 1, 3, &x, &y);
+  hook_log_t h = {0};
+  model_hooks_t hooks = {.ctx = &h, .sync_stats = log_stats, .grads_ready = log_ready};
+  ck_assert(model_train_step(m, x, y, 1, 1, 0, &hooks, NULL, err, sizeof err) == 0);
+  ck_assert_uint_eq(h.fwd_stats + h.bwd_stats, 0);
+  ck_assert_uint_eq(h.next, model_num_params(m));
+  model_destroy(m);
+  free(x), free(y);
+}
+END_TEST
+
+START_TEST(accumulate_and_scale)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *m = build(&c, OPS_F32);
+  size_t np = model_num_params(m);
+  float *xa, *xb;
+  int32_t *ya, *yb;
+  make_batch(&c, 2, 4, &xa, &ya);
+  make_batch(&c, 3, 5, &xb, &yb);
+  float *ga = malloc(np * 4), *gb = malloc(np * 4), la, ls;
+  ck_assert(model_train_step(m, xa, ya, 2, 1, 0, NULL, &la, err, sizeof err) == 0);
+  memcpy(ga, model_grads(m), np * 4);
+  ck_assert(model_train_step(m, xb, yb, 3, 1, 0, NULL, NULL, err, sizeof err) == 0);
+  memcpy(gb, model_grads(m), np * 4);
+  ck_assert(model_train_step(m, xa, ya, 2, 1, 0, NULL, NULL, err, sizeof err) == 0);
+  ck_assert(model_train_step(m, xb, yb, 3, 1, 1, NULL, NULL, err, sizeof err) == 0);
+  for (size_t i = 0; i < np; i++)
+    ck_assert_msg(fabsf(model_grads(m)[i] - (ga[i] + gb[i])) <= 1e-5f * (1 + fabsf(ga[i] + gb[i])),
+                  "accumulated grad %zu", i);
+  ck_assert(model_train_step(m, xa, ya, 2, 1024, 0, NULL, &ls, err, sizeof err) == 0);
+  ck_assert_float_eq(ls, la); /* the reported loss is unscaled */
+  for (size_t i = 0; i < np; i++)
+    ck_assert_msg(fabsf(model_grads(m)[i] - 1024 * ga[i]) <= 1e-4f * (1e-3f + fabsf(1024 * ga[i])),
+                  "scaled grad %zu: %g vs %g", i, model_grads(m)[i], 1024 * ga[i]);
+  free(ga), free(gb), free(xa), free(ya), free(xb), free(yb);
+  model_destroy(m);
+}
+END_TEST
+
+START_TEST(eval_mode)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *m = build(&c, OPS_F32);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 3, 6, &x, &y);
+  ck_assert(model_train_step(m, x, y, 3, 1, 0, NULL, NULL, err, sizeof err) == 0);
+  size_t nb = model_num_buffers(m), P = 3 * (size_t)c.height * c.width;
+  float *buf = malloc(nb * 4);
+  memcpy(buf, model_buffers(m), nb * 4);
+  int32_t *p1 = malloc(P * 4), *p2 = malloc(P * 4);
+  float l1, l2;
+  ck_assert(model_eval(m, x, y, 3, p1, &l1, err, sizeof err) == 0);
+  ck_assert(model_eval(m, x, NULL, 3, p2, &l2, err, sizeof err) == 0);
+  ck_assert_int_eq(memcmp(p1, p2, P * 4), 0);
+  ck_assert_int_eq(memcmp(buf, model_buffers(m), nb * 4), 0); /* eval leaves running stats */
+  ck_assert(isfinite(l1) && l1 > 0);
+  for (size_t p = 0; p < P; p++) ck_assert(p1[p] >= 0 && p1[p] < c.classes);
+  /* eval uses running statistics: a batch of one image gives that image's result as in a batch */
+  ck_assert(model_eval(m, x + 2 * (size_t)c.height * c.width * 3, NULL, 1, p2, NULL, err,
+                       sizeof err) == 0);
+  ck_assert_int_eq(memcmp(p2, p1 + 2 * (size_t)c.height * c.width,
+                          (size_t)c.height * c.width * 4), 0);
+  free(buf), free(p1), free(p2), free(x), free(y);
+  model_destroy(m);
+}
+END_TEST
+
+/* A handful of SGD steps on one batch must reduce its loss a lot. */
+START_TEST(learns_a_batch)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  c.height = c.width = 16;
+  model_t *m = build(&c, OPS_F32);
+  size_t P = 2 * (size_t)c.height * c.width;
+  float *x = malloc(P * 3 * 4);
+  int32_t *y = malloc(P * 4);
+  for (size_t p = 0; p < P; p++) {
+    int cls = (int)((p % c.width) * c.classes / c.width); /* vertical stripes */
+    y[p] = cls;
+    for (int k = 0; k < 3; k++) x[p * 3 + k] = (float)(0.5 * cls - 0.5 + 0.2 * sin(p * 0.7 + k));
+  }
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  oc.lr = 0.1;
+  optim_t *o;
+  ck_assert(optim_create(&o, &oc, model_num_params(m), model_arena(m), err, sizeof err) == 0);
+  float first = 0, loss = 0;
+  for (int s = 0; s < 30; s++) {
+    ck_assert(model_train_step(m, x, y, 2, 1, 0, NULL, &loss, err, sizeof err) == 0);
+    if (s == 0) first = loss;
+    ck_assert(optim_step(o, model_params(m), model_grads(m), oc.lr, 1, NULL, err, sizeof err) == 0);
+  }
+  ck_assert_msg(loss < 0.3f * first, "loss %g -> %g", first, loss);
+  optim_destroy(o);
+  model_destroy(m);
+  free(x), free(y);
+}
+END_TEST
+
+START_TEST(bad_configs)
+{
+  model_config_t c;
+  model_t *m;
+  small_cfg(&c, MODEL_NORM_GROUP);
+  c.groups = 4; /* 6 is not divisible by 4 */
+  ck_assert_int_ne(model_create(&m, &c, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "divisible"));
+  small_cfg(&c, MODEL_NORM_BATCH);
+  c.height = 10; /* 3 levels need multiples of 4 */
+  ck_assert_int_ne(model_config_validate(&c, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "multiples of 4"));
+  small_cfg(&c, MODEL_NORM_BATCH);
+  c.precision = MODEL_BF16;
+  ck_assert_int_ne(model_create(&m, &c, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "fp32"));
+  small_cfg(&c, MODEL_NORM_BATCH);
+  c.levels = 0;
+  ck_assert_int_ne(model_config_validate(&c, err, sizeof err), 0);
+  ck_assert_uint_eq(model_config_num_params(&c), 0);
+  small_cfg(&c, MODEL_NORM_BATCH);
+  m = build(&c, OPS_F32);
+  float x[1] = {0};
+  ck_assert_int_ne(model_train_step(m, x, NULL, 4, 1, 0, NULL, NULL, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "0 to 3"));
+  model_destroy(m);
+}
+END_TEST
+
+static Suite *make_model_suite(void)
+{
+  Suite *s = suite_create("model");
+  TCase *tc = tcase_create("gradients");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, unet_grad_batchnorm);
+  tcase_add_test(tc, unet_grad_groupnorm);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("structure");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, same_seed_same_bits);
+  tcase_add_test(tc, init_keyed_by_name);
+  tcase_add_test(tc, param_count_formula);
+  tcase_add_test(tc, hooks_in_order);
+  tcase_add_test(tc, hooks_with_empty_batch);
+  tcase_add_test(tc, groupnorm_needs_no_sync);
+  tcase_add_test(tc, accumulate_and_scale);
+  tcase_add_test(tc, eval_mode);
+  tcase_add_test(tc, learns_a_batch);
+  tcase_add_test(tc, bad_configs);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(make_model_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
