@@ -4,7 +4,7 @@ noinst_LIBRARIES += libmodel.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libmodel_a_CFLAGS = $(AM_CFLAGS) -O3
 libmodel_a_SOURCES = \
-	src/unet.c src/unet.h src/model.h \
+	src/unet.c src/unet.h src/unet_impl.h src/unet_build.c src/model.h \
 	src/layers.c src/layers.h \
 	src/rng.c src/rng.h \
 	src/arena.c src/arena.h \

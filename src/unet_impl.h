@@ -1,0 +1,55 @@
+/* unet_impl.h — the U-Net's internal layout, shared by its construction (unet_build.c:
+ * configuration, parameter registry, initialisation) and its execution (unet.c). */
+#ifndef SRC_UNET_IMPL_H
+#define SRC_UNET_IMPL_H
+
+#include "src/arena.h"
+#include "src/unet.h"
+
+typedef struct {
+  layer_conv_t conv;
+  layer_norm_t norm;
+  void *a, *r; /* conv output (norm input), norm+ReLU output */
+} block_t;
+
+typedef struct {
+  block_t b1, b2;
+  void *pooled;   /* input of levels > 0: max-pool of the level above */
+  uint8_t *arg;
+  void *dskip;    /* gradient of b2.r (skip and pool input), levels < L-1 */
+} enc_t;
+
+typedef struct {
+  layer_conv_t up;
+  block_t b1, b2;
+  void *cat;      /* [skip, up] */
+} dec_t;
+
+struct model {
+  model_config_t cfg;
+  ops_t ops;
+  int ops_ready;
+  arena_t *arena;
+  layer_param_t *params;
+  int ntensors, captensors;
+  size_t nparams, nbuffers;
+  float *pf32, *gf32, *buffers;
+  void *wparams, *wgrads;
+  int separate;
+  enc_t enc[MODEL_MAX_LEVELS];
+  dec_t dec[MODEL_MAX_LEVELS];
+  layer_conv_t head;
+  void *x_work, *logits, *g[2];
+  void *ws;
+  char *signature;
+  double last_loss;
+};
+
+int unet_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Registers every parameter tensor (forward order) and lays them out in reverse order. */
+int unet_register_params(model_t *m);
+/* Parameters from the seed: Kaiming normal for convolutions, norms 1 and 0, biases 0. */
+void unet_init_params(model_t *m);
+int unet_build_signature(model_t *m);
+
+#endif
