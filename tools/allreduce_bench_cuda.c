@@ -1,15 +1,320 @@
-/* allreduce_bench_cuda.c — the device side of allreduce_bench (CUDA build). Device collectives
- * are not wired yet: report that instead of measuring. */
+/* allreduce_bench_cuda.c — the device side of allreduce_bench (CUDA build): device buffers, the
+ * CUDA transport, CUDA-event timing after warm-up (optionally of one CUDA-graph replay of all the
+ * timed calls), every result checked against the f64 reference with -c 1, and with --compare nccl
+ * the same measurement of NCCL (loaded at run time) in the same run, printed beside ours.
+ *
+ * Per size: fill the inputs with the test pattern (never zeros), warm up, host barrier, time
+ * `iters` calls between two events on the rank's stream; the row reports the slowest rank. The
+ * checked call runs afterwards on fresh inputs, so the timed in-place updates do not matter. */
 #include "config.h"
 
+#include <cuda_runtime_api.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "shmddp_cuda.h"
 #include "tools/allreduce_bench.h"
+#include "tools/coll_check.h"
+#include "tools/nccl_dl.h"
+
+typedef struct {
+  shmddp_comm_t *comm;
+  const bench_opts_t *o;
+  int rank, n;
+  cudaStream_t stream;
+  cudaEvent_t e0, e1;
+  char *send, *recv;    /* device */
+  char *hbuf;           /* host staging for fills and checks */
+  size_t hbytes;
+  nccl_dl_t *nc;
+  void *ncomm;
+  char err[512];
+} bctx_t;
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      snprintf(b->err, sizeof b->err, "%s: %s", #x, cudaGetErrorString(e_));                  \
+      return -1;                                                                              \
+    }                                                                                         \
+  } while (0)
+
+static int run_ours(bctx_t *b, const void *s, void *r, size_t count)
+{
+  const bench_opts_t *o = b->o;
+  shmddp_stream_t st = (shmddp_stream_t)b->stream;
+  shmddp_status_t rc;
+  switch (o->coll) {
+  case BENCH_ALL_REDUCE: rc = shmddp_all_reduce(b->comm, s, r, count, o->dtype, o->op, st); break;
+  case BENCH_REDUCE_SCATTER: rc = shmddp_reduce_scatter(b->comm, s, r, count, o->dtype, o->op, st); break;
+  case BENCH_ALL_GATHER: rc = shmddp_all_gather(b->comm, s, r, count, o->dtype, st); break;
+  default: rc = shmddp_broadcast(b->comm, s, r, count, o->dtype, 0, st); break;
+  }
+  if (rc != SHMDDP_OK) {
+    snprintf(b->err, sizeof b->err, "%s", shmddp_comm_last_error(b->comm));
+    return -1;
+  }
+  return 0;
+}
+
+static int run_one(bctx_t *b, int nccl, const void *s, void *r, size_t count)
+{
+  if (!nccl) return run_ours(b, s, r, count);
+  return nccl_dl_run(b->nc, b->ncomm, b->o->coll, s, r, count, b->o->dtype, b->o->op, b->stream,
+                     b->err, sizeof b->err) ? -1 : 0;
+}
+
+static int sync_all(bctx_t *b, int nccl)
+{
+  CK(cudaStreamSynchronize(b->stream));
+  if (!nccl && shmddp_cuda_check(b->comm) != SHMDDP_OK) {
+    snprintf(b->err, sizeof b->err, "%s", shmddp_comm_last_error(b->comm));
+    return -1;
+  }
+  return 0;
+}
+
+/* Fill this rank's inputs with pattern iteration `iter`. */
+static int fill(bctx_t *b, void *sbuf, size_t sendcount, size_t count, int iter)
+{
+  const bench_opts_t *o = b->o;
+  size_t ds = shmddp_dtype_size(o->dtype);
+  size_t n = o->coll == BENCH_ALL_GATHER ? count : sendcount;
+  coll_fill(b->hbuf, n, 0, b->rank, iter, o->dtype, o->op);
+  CK(cudaMemcpy(sbuf, b->hbuf, n * ds, cudaMemcpyHostToDevice));
+  return 0;
+}
+
+/* Errors in this rank's result (as allreduce_bench.c's host check). */
+static long check(bctx_t *b, const void *rbuf, size_t count, int iter)
+{
+  const bench_opts_t *o = b->o;
+  size_t ds = shmddp_dtype_size(o->dtype), n = (size_t)b->n;
+  size_t elems = o->coll == BENCH_ALL_GATHER ? count * n : count;
+  if (cudaMemcpy(b->hbuf, rbuf, elems * ds, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
+  switch (o->coll) {
+  case BENCH_ALL_REDUCE:
+    return (long)coll_count_errors(b->hbuf, count, 0, b->n, iter, o->dtype, o->op, NULL);
+  case BENCH_REDUCE_SCATTER:
+    return (long)coll_count_errors(b->hbuf, count, (size_t)b->rank * count, b->n, iter, o->dtype,
+                                   o->op, NULL);
+  case BENCH_ALL_GATHER: {
+    long bad = 0;
+    for (int r = 0; r < b->n; r++)
+      for (size_t k = 0; k < count; k++)
+        if (coll_load(b->hbuf, (size_t)r * count + k, o->dtype) !=
+            coll_round(coll_pattern(r, k, iter, o->dtype, o->op), o->dtype))
+          bad++;
+    return bad;
+  }
+  default: {
+    long bad = 0;
+    for (size_t k = 0; k < count; k++)
+      if (coll_load(b->hbuf, k, o->dtype) != coll_round(coll_pattern(0, k, iter, o->dtype, o->op), o->dtype))
+        bad++;
+    return bad;
+  }
+  }
+}
+
+/* Time `iters` calls (or one graph of them); returns microseconds per call, < 0 on error. */
+static double timed(bctx_t *b, int nccl, const void *s, void *r, size_t count)
+{
+  const bench_opts_t *o = b->o;
+  for (long i = 0; i < o->warmup; i++)
+    if (run_one(b, nccl, s, r, count)) return -1;
+  if (sync_all(b, nccl) || shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
+  float ms = 0;
+  if (o->graph) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    if (cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+    int bad = 0;
+    for (long i = 0; i < o->iters && !bad; i++) bad = run_one(b, nccl, s, r, count);
+    if (cudaStreamEndCapture(b->stream, &g) != cudaSuccess || bad) {
+      if (!bad) snprintf(b->err, sizeof b->err, "graph capture failed");
+      return -1;
+    }
+    if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+      snprintf(b->err, sizeof b->err, "cudaGraphInstantiate failed");
+      return -1;
+    }
+    if (cudaGraphLaunch(ge, b->stream) != cudaSuccess || sync_all(b, nccl)) return -1;
+    if (shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
+    cudaEventRecord(b->e0, b->stream);
+    cudaGraphLaunch(ge, b->stream);
+    cudaEventRecord(b->e1, b->stream);
+    if (sync_all(b, nccl)) return -1;
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  } else {
+    cudaEventRecord(b->e0, b->stream);
+    for (long i = 0; i < o->iters; i++)
+      if (run_one(b, nccl, s, r, count)) return -1;
+    cudaEventRecord(b->e1, b->stream);
+    if (sync_all(b, nccl)) return -1;
+  }
+  if (cudaEventElapsedTime(&ms, b->e0, b->e1) != cudaSuccess) return -1;
+  return (double)ms * 1e3 / (double)o->iters;
+}
+
+static int setup_nccl(bctx_t *b)
+{
+  int ngpu = 0;
+  cudaGetDeviceCount(&ngpu);
+  int32_t ok = b->n <= ngpu;
+  char why[256] = "";
+  if (!ok) snprintf(why, sizeof why, "NCCL needs one GPU per rank (%d ranks, %d GPUs)", b->n, ngpu);
+  if (ok && !(b->nc = nccl_dl_open(why, sizeof why))) ok = 0;
+  if (shmddp_all_reduce(b->comm, &ok, &ok, 1, SHMDDP_I32, SHMDDP_MIN, SHMDDP_HOST) != SHMDDP_OK)
+    return -1;
+  if (!ok) {
+    if (b->rank == 0 || why[0])
+      fprintf(stderr, "allreduce_bench: rank %d: no NCCL comparison: %s\n", b->rank,
+              why[0] ? why : "a peer could not load NCCL");
+    return 0;
+  }
+  nccl_dl_uid_t uid;
+  memset(&uid, 0, sizeof uid);
+  int32_t good = 1;
+  if (b->rank == 0 && nccl_dl_unique_id(b->nc, &uid, b->err, sizeof b->err)) good = 0;
+  if (shmddp_broadcast(b->comm, &uid, &uid, sizeof uid / 4, SHMDDP_I32, 0, SHMDDP_HOST) != SHMDDP_OK)
+    return -1;
+  if (good && nccl_dl_comm_init(b->nc, &b->ncomm, b->n, &uid, b->rank, b->err, sizeof b->err)) good = 0;
+  if (shmddp_all_reduce(b->comm, &good, &good, 1, SHMDDP_I32, SHMDDP_MIN, SHMDDP_HOST) != SHMDDP_OK)
+    return -1;
+  if (!good) {
+    fprintf(stderr, "allreduce_bench: rank %d: no NCCL comparison: %s\n", b->rank, b->err);
+    nccl_dl_comm_destroy(b->nc, b->ncomm);
+    b->ncomm = NULL;
+  }
+  return 0;
+}
+
+/* One size: ours, then NCCL, each timed and checked. */
+static int one_size(bctx_t *b, size_t bytes, FILE *tsv, long *errors)
+{
+  const bench_opts_t *o = b->o;
+  size_t ds = shmddp_dtype_size(o->dtype);
+  size_t sendcount, recvcount, count;
+  bench_counts(o->coll, bytes, ds, b->n, &sendcount, &recvcount, &count);
+  char *sbuf = b->send, *rbuf = b->recv, *fillbuf = b->send;
+  if (o->inplace) {
+    if (o->coll == BENCH_ALL_GATHER) { rbuf = b->send; sbuf = b->send + (size_t)b->rank * count * ds; fillbuf = sbuf; }
+    else if (o->coll == BENCH_REDUCE_SCATTER) rbuf = b->send + (size_t)b->rank * count * ds;
+    else rbuf = b->send;
+  }
+  bench_row_t row;
+  memset(&row, 0, sizeof row);
+  row.bytes = count * ds * (o->coll == BENCH_ALL_REDUCE || o->coll == BENCH_BROADCAST ? 1 : (size_t)b->n);
+  row.count = count;
+  row.nccl_time_us = row.nccl_algbw = row.nccl_busbw = -1;
+  double t[2] = {-1, -1};
+  long errs[2] = {0, 0};
+  for (int nccl = 0; nccl < 2; nccl++) {
+    if (nccl && !b->ncomm) break;
+    if (fill(b, fillbuf, sendcount, count, 0)) return -1;
+    t[nccl] = timed(b, nccl, sbuf, rbuf, count);
+    if (t[nccl] < 0) return -1;
+    if (!nccl) row.algo = shmddp_comm_last_algo(b->comm);
+    if (o->check) {
+      if (fill(b, fillbuf, sendcount, count, 1) || run_one(b, nccl, sbuf, rbuf, count) ||
+          sync_all(b, nccl))
+        return -1;
+      errs[nccl] = check(b, rbuf, count, 1);
+      if (errs[nccl] < 0) { snprintf(b->err, sizeof b->err, "cannot copy the result back"); return -1; }
+    }
+  }
+  double e2[2] = {(double)errs[0], (double)errs[1]};
+  if (shmddp_all_reduce(b->comm, t, t, 2, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST) != SHMDDP_OK ||
+      shmddp_all_reduce(b->comm, e2, e2, 2, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK) {
+    snprintf(b->err, sizeof b->err, "%s", shmddp_comm_last_error(b->comm));
+    return -1;
+  }
+  double f = bench_bus_factor(o->coll, b->n);
+  row.time_us = t[0];
+  row.algbw = row.time_us > 0 ? (double)row.bytes / (row.time_us * 1e3) : 0;
+  row.busbw = row.algbw * f;
+  row.errors = (long)e2[0];
+  if (b->ncomm) {
+    row.nccl_time_us = t[1];
+    row.nccl_algbw = t[1] > 0 ? (double)row.bytes / (t[1] * 1e3) : 0;
+    row.nccl_busbw = row.nccl_algbw * f;
+    row.nccl_errors = (long)e2[1];
+  }
+  if (b->rank == 0) bench_print_row(o, &row, tsv);
+  *errors = row.errors + (b->ncomm ? row.nccl_errors : 0);
+  return 0;
+}
 
 int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
 {
-  (void)o;
-  if (shmddp_comm_rank(comm) == 0)
-    fprintf(stderr, "allreduce_bench: device collectives are not available yet; use --device cpu\n");
-  return 2;
+  bctx_t bc, *b = &bc;
+  memset(b, 0, sizeof *b);
+  b->comm = comm;
+  b->o = o;
+  b->rank = shmddp_comm_rank(comm);
+  b->n = shmddp_comm_size(comm);
+  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
+  if (shmddp_comm_init_cuda(comm, &cc) != SHMDDP_OK) {
+    fprintf(stderr, "allreduce_bench: rank %d: %s\n", b->rank, shmddp_comm_last_error(comm));
+    return 1;
+  }
+  int rc = 1;
+  FILE *tsv = NULL;
+  size_t ds = shmddp_dtype_size(o->dtype), maxs, maxr, maxc;
+  bench_counts(o->coll, o->max_bytes, ds, b->n, &maxs, &maxr, &maxc);
+  size_t sbytes = maxs * ds + 256, rbytes = maxr * ds + 256;
+  if (o->inplace && o->coll == BENCH_ALL_GATHER && rbytes > sbytes) sbytes = rbytes;
+  b->hbytes = (sbytes > rbytes ? sbytes : rbytes);
+  if (cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreate(&b->e0) != cudaSuccess || cudaEventCreate(&b->e1) != cudaSuccess ||
+      cudaMalloc((void **)&b->send, sbytes) != cudaSuccess ||
+      cudaMalloc((void **)&b->recv, rbytes) != cudaSuccess ||
+      cudaMallocHost((void **)&b->hbuf, b->hbytes) != cudaSuccess) {
+    fprintf(stderr, "allreduce_bench: rank %d: cannot allocate %zu bytes of buffers: %s\n", b->rank,
+            sbytes + rbytes, cudaGetErrorString(cudaGetLastError()));
+    goto out;
+  }
+  if (o->compare_nccl && setup_nccl(b)) goto fail;
+  if (b->rank == 0 && o->tsv_path) {
+    tsv = fopen(o->tsv_path, "w");
+    if (!tsv) {
+      fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
+      shmddp_abort(comm, "rank 0 cannot write the table");
+      goto out;
+    }
+  }
+  if (b->rank == 0) {
+    bench_print_header(o, b->n, tsv);
+    printf("# transport: %s%s\n", shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
+           o->graph ? "; timed: one CUDA-graph replay of all iterations" : "");
+  }
+  long total_errors = 0;
+  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+    long e = 0;
+    if (one_size(b, bytes, tsv, &e)) goto fail;
+    total_errors += e;
+    if (shmddp_stop_requested(comm)) break;
+    size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)((double)bytes * o->factor);
+    if (next <= bytes) break;
+    bytes = next;
+  }
+  rc = total_errors ? 1 : 0;
+  goto out;
+fail:
+  fprintf(stderr, "allreduce_bench: rank %d: %s\n", b->rank, b->err[0] ? b->err : shmddp_comm_last_error(comm));
+  rc = 1;
+out:
+  if (tsv) fclose(tsv);
+  if (b->stream) cudaStreamSynchronize(b->stream);
+  if (b->ncomm) nccl_dl_comm_destroy(b->nc, b->ncomm);
+  nccl_dl_close(b->nc);
+  cudaFree(b->send);
+  cudaFree(b->recv);
+  cudaFreeHost(b->hbuf);
+  return rc;
 }

@@ -4,7 +4,7 @@ tools_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h 
 	tools/coll_check.c tools/coll_check.h
 tools_allreduce_bench_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
-tools_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c
+tools_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
 endif
 bin_PROGRAMS += tools/doctor
 tools_doctor_SOURCES = tools/doctor.c tools/doctor.h

@@ -1,0 +1,418 @@
+/* cuda_init.c — setting up and tearing down the CUDA transport of a communicator: GPU choice,
+ * the IPC-exported control memory, the P2P check between every pair (a real remote write and a
+ * read-back, not cudaDeviceCanAccessPeer), the host-staged fallback's shared memory, and the
+ * asynchronous error reporting of the kernels.
+ *
+ * Order of init (collective; the host barriers between steps also publish the exchange area):
+ *   1. device memory is allocated and zeroed (and the zeroing finished) before its IPC handle is
+ *      published, so no peer can ever see flags from an earlier life of that memory;
+ *   2. every rank opens every peer's control memory, writes a value naming (writer pid, writer,
+ *      reader) into the peer's verify slot with a kernel, and reads it back through the copy
+ *      engine; after a barrier each rank checks what its peers wrote into its own memory;
+ *   3. the verdict is all-reduced (min), so every rank picks the same transport. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "collectives/cuda_state.h"
+#include "shm/abort.h"
+
+_Static_assert(sizeof(cuda_xchg_t) <= SHM_XCHG_BYTES, "CUDA exchange area too large");
+
+static size_t env_bytes(const char *name, size_t dflt)
+{
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (*end == 'k' || *end == 'K') x <<= 10;
+  else if (*end == 'm' || *end == 'M') x <<= 20;
+  else if (*end == 'g' || *end == 'G') x <<= 30;
+  return (size_t)x;
+}
+
+cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm)
+{
+  cuda_state_t *s = cuda_state(comm);
+  cuda_kctl_t k;
+  k.abort_word = s->abort_dev;
+  k.err_host = (volatile uint32_t *)s->err_host_dev;
+  k.err_dev = &s->local->err_dev;
+  k.timeout_ns = (unsigned long long)(s->timeout_s * 1e9);
+  return k;
+}
+
+/* Map the segment header into the GPU's address space, so kernels can watch the abort word. */
+static void register_abort_word(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)comm->seg->hdr & ~(uintptr_t)(page - 1);
+  uintptr_t hi = ((uintptr_t)comm->seg->hdr + sizeof(shm_header_t) + (uintptr_t)page - 1) &
+                 ~(uintptr_t)(page - 1);
+  void *dev = NULL;
+  if (cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
+          cudaSuccess ||
+      cudaHostGetDevicePointer(&dev, (void *)lo, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (comm->rank == 0)
+      fprintf(stderr, "shmddp: warning: cannot map the segment header into the GPU; device "
+                      "collectives will notice a dead peer only after the timeout\n");
+    return;
+  }
+  s->hdr_reg = (void *)lo;
+  s->abort_dev = (const volatile uint32_t *)((char *)dev +
+                                             ((uintptr_t)&comm->seg->hdr->abort_status - lo));
+}
+
+/* Host-staged transport: rank 0 creates a shared-memory object, the others open it by name
+ * (passed in the exchange area), rank 0 unlinks it once all have it mapped. */
+static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  cuda_xchg_t *x0 = cuda_xchg(comm, 0);
+  size_t bytes = (size_t)comm->nranks * CUDA_STAGED_REGION;
+  int fd = -1;
+  if (comm->rank == 0) {
+    unsigned char r[8] = {0};
+    if (getrandom(r, sizeof r, 0) < 0) memcpy(r, &s, sizeof r < sizeof s ? sizeof r : sizeof s);
+    snprintf(x0->staged_name, sizeof x0->staged_name, "/shmddp-staged-%d-%02x%02x%02x%02x%02x%02x",
+             (int)getpid(), r[0], r[1], r[2], r[3], r[4], r[5]);
+    fd = shm_open(x0->staged_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
+      int e = errno;
+      close(fd);
+      shm_unlink(x0->staged_name);
+      fd = -1;
+      errno = e;
+    }
+    if (fd < 0) {
+      shmddp_status_t st = coll_error(comm, SHMDDP_ERR_SYSTEM,
+                                      "cannot create %zu bytes of host staging memory (%s): %s",
+                                      bytes, x0->staged_name, strerror(errno));
+      shm_abort(comm->seg, SHMDDP_ERR_SYSTEM, 0, "%s", comm->last_error);
+      return st;
+    }
+  }
+  shmddp_status_t st = shmddp_barrier(comm);
+  if (st != SHMDDP_OK) {
+    if (fd >= 0) { close(fd); shm_unlink(x0->staged_name); }
+    return st;
+  }
+  if (comm->rank != 0) fd = shm_open(x0->staged_name, O_RDWR, 0600);
+  void *map = fd >= 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  int err = errno;
+  if (fd >= 0) close(fd);
+  st = shmddp_barrier(comm);
+  if (comm->rank == 0) shm_unlink(x0->staged_name);
+  if (map == MAP_FAILED)
+    return coll_error(comm, SHMDDP_ERR_SYSTEM, "rank %d cannot map the host staging memory: %s",
+                      comm->rank, strerror(err));
+  s->staged_map = map;
+  s->staged_bytes = bytes;
+  if (st != SHMDDP_OK) return st;
+  CUDA_TRY(comm, cudaHostRegister(map, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  s->staged_registered = 1;
+  void *dev = NULL;
+  CUDA_TRY(comm, cudaHostGetDevicePointer(&dev, map, 0));
+  s->staged_dev = dev;
+  return SHMDDP_OK;
+}
+
+static uint64_t verify_value(int32_t pid, int writer, int reader)
+{
+  return 0x5eedULL << 48 | (uint64_t)(uint32_t)pid << 16 | (uint64_t)writer << 8 | (uint64_t)reader;
+}
+
+/* 1 when every peer's control memory could be opened, written by a kernel, read back by the
+ * copy engine, and this rank's own memory holds what each peer wrote. why gets the first failure. */
+static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char *why, size_t len)
+{
+  int ok = 1;
+  int n = comm->nranks, me = comm->rank;
+  uint64_t *targets[CUDA_MAXR];
+  uint64_t values[CUDA_MAXR];
+  int nt = 0;
+  for (int p = 0; p < n && ok; p++) {
+    if (p == me) continue;
+    void *m = NULL;
+    cudaError_t e = cudaIpcOpenMemHandle(&m, cuda_xchg(comm, p)->ctrl_handle,
+                                         cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(why, len, "rank %d cannot open rank %d's memory (GPU %d -> GPU %d): %s", me, p,
+               s->device, cuda_xchg(comm, p)->device, cudaGetErrorString(e));
+      ok = 0;
+      break;
+    }
+    s->ctrl_peer[p] = m;
+    targets[nt] = (uint64_t *)(s->ctrl_peer[p] + CUDA_OFF_VERIFY) + me;
+    values[nt++] = verify_value((int32_t)getpid(), me, p);
+  }
+  if (ok && nt > 0) {
+    cudaError_t e = (cudaError_t)cuda_launch_verify_write(targets, values, nt, NULL);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    for (int i = 0; i < nt && e == cudaSuccess; i++) {
+      uint64_t back = 0;
+      e = cudaMemcpy(&back, targets[i], 8, cudaMemcpyDefault);
+      if (e == cudaSuccess && back != values[i]) {
+        snprintf(why, len, "rank %d wrote %#llx into a peer's memory but read back %#llx", me,
+                 (unsigned long long)values[i], (unsigned long long)back);
+        ok = 0;
+      }
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(why, len, "rank %d: a P2P write/read-back failed: %s", me, cudaGetErrorString(e));
+      ok = 0;
+    }
+  }
+  /* Everyone has written (or failed); now check what arrived here. */
+  if (shmddp_barrier(comm) != SHMDDP_OK) return -1;
+  uint64_t got[CUDA_MAXR] = {0};
+  if (cudaMemcpy(got, s->ctrl + CUDA_OFF_VERIFY, (size_t)n * 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(why, len, "rank %d cannot read its own control memory", me);
+    ok = 0;
+  }
+  for (int p = 0; p < n && ok; p++) {
+    if (p == me) continue;
+    uint64_t want = verify_value(cuda_xchg(comm, p)->pid, p, me);
+    if (got[p] != want) {
+      snprintf(why, len, "rank %d (GPU %d) found %#llx where rank %d (GPU %d) wrote %#llx", me,
+               s->device, (unsigned long long)got[p], p, cuda_xchg(comm, p)->device,
+               (unsigned long long)want);
+      ok = 0;
+    }
+  }
+  if (force_fail && ok) {
+    snprintf(why, len, "the P2P check was made to fail (fail_p2p_check)");
+    ok = 0;
+  }
+  return ok;
+}
+
+static void free_state(cuda_state_t *s, int me)
+{
+  for (int p = 0; p < CUDA_MAXR; p++)
+    if (p != me && s->ctrl_peer[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
+  cuda_reg_release(s);
+  if (s->ctrl) cudaFree(s->ctrl);
+  if (s->local) cudaFree(s->local);
+  if (s->scratch) cudaFree(s->scratch);
+  if (s->err_host) cudaFreeHost((void *)s->err_host);
+  if (s->hdr_reg) cudaHostUnregister(s->hdr_reg);
+  if (s->staged_registered) cudaHostUnregister(s->staged_map);
+  if (s->staged_map) munmap(s->staged_map, s->staged_bytes);
+  if (s->cs_in) cudaStreamDestroy(s->cs_in);
+  if (s->cs_out) cudaStreamDestroy(s->cs_out);
+  cudaEvent_t *evs[] = {&s->ev_fork, &s->ev_cp[0], &s->ev_cp[1], &s->ev_red[0], &s->ev_red[1],
+                        &s->ev_join_in, &s->ev_join_out};
+  for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+    if (*evs[i]) cudaEventDestroy(*evs[i]);
+  (void)cudaGetLastError();
+  free(s);
+}
+
+void shmddp_comm_free_cuda(shmddp_comm_t *comm)
+{
+  if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return;
+  cuda_state_t *s = cuda_state(comm);
+  cudaSetDevice(s->device);
+  /* Kernels that wait for a dead peer give up on the abort word, so this returns. */
+  cudaDeviceSynchronize();
+  free_state(s, comm->rank);
+  comm->dev = NULL;
+  comm->dev_ops = NULL;
+}
+
+static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  int n = comm->nranks;
+  void *p = NULL;
+  CUDA_TRY(comm, cudaMalloc(&p, CUDA_CTRL_BYTES(n)));
+  s->ctrl = p;
+  s->ctrl_peer[comm->rank] = s->ctrl;
+  CUDA_TRY(comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
+  size_t lbytes = sizeof(cuda_local_t) + CUDA_LL_BLOCKS * 4 + CUDA_DIRECT_MAXB * 8 +
+                  CUDA_STAGED_BLOCKS * 8 + 64;
+  CUDA_TRY(comm, cudaMalloc(&p, lbytes));
+  CUDA_TRY(comm, cudaMemset(p, 0, lbytes));
+  /* The struct holds the device pointers to the arrays that follow it. */
+  cuda_local_t init;
+  memset(&init, 0, sizeof init);
+  unsigned char *base = (unsigned char *)p + ((sizeof(cuda_local_t) + 63) & ~(size_t)63);
+  init.depoch = (uint64_t *)base;
+  init.sctr = init.depoch + CUDA_DIRECT_MAXB;
+  init.ll_seq = (uint32_t *)(init.sctr + CUDA_STAGED_BLOCKS);
+  CUDA_TRY(comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
+  s->local = p;
+  /* The device pointers of the arrays, for the host's launch arguments. */
+  s->local_arrays = init;
+  void *h = NULL;
+  CUDA_TRY(comm, cudaHostAlloc(&h, 64, cudaHostAllocMapped));
+  memset(h, 0, 64);
+  s->err_host = h;
+  CUDA_TRY(comm, cudaHostGetDevicePointer(&p, h, 0));
+  s->err_host_dev = p;
+  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_in, cudaStreamNonBlocking));
+  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_out, cudaStreamNonBlocking));
+  cudaEvent_t *evs[] = {&s->ev_fork, &s->ev_cp[0], &s->ev_cp[1], &s->ev_red[0], &s->ev_red[1],
+                        &s->ev_join_in, &s->ev_join_out};
+  for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+    CUDA_TRY(comm, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+  CUDA_TRY(comm, cudaDeviceSynchronize());
+  return SHMDDP_OK;
+}
+
+shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_config_t *cfg)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  if (comm->dev_ops)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "shmddp_comm_init_cuda: already initialised");
+  shmddp_cuda_config_t c = SHMDDP_CUDA_CONFIG_INIT;
+  if (cfg) c = *cfg;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d: no usable CUDA device (%s)",
+                      comm->rank, e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
+  }
+  /* Modulo the visible GPUs: several ranks may share one (the multi-process path on one GPU). */
+  int dev = (c.device >= 0 ? c.device : (comm->device >= 0 ? comm->device : comm->rank)) % count;
+  CUDA_TRY(comm, cudaSetDevice(dev));
+  CUDA_TRY(comm, cudaFree(NULL)); /* create the context now, not inside the first collective */
+
+  cuda_state_t *s = calloc(1, sizeof *s);
+  if (!s) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
+  s->device = dev;
+  s->timeout_s = c.timeout_s > 0 ? c.timeout_s : comm->timeout_s;
+  s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", (size_t)256 << 10);
+  s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", (size_t)256 << 20);
+  shmddp_status_t st = init_device_memory(comm, s);
+  if (st == SHMDDP_OK) {
+    enum cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
+      (void)cudaGetLastError();
+      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: the driver has no cuPointerGetAttributes",
+                      comm->rank);
+    }
+    s->ptr_attrs = (cuda_ptr_attrs_fn)fn;
+  }
+  register_abort_word(comm, s);
+
+  cuda_xchg_t *x = cuda_xchg(comm, comm->rank);
+  if (st == SHMDDP_OK) {
+    e = cudaIpcGetMemHandle(&x->ctrl_handle, s->ctrl);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cudaIpcGetMemHandle: %s", comm->rank,
+                      cudaGetErrorString(e));
+    }
+    x->device = dev;
+    x->pid = (int32_t)getpid();
+    cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, dev);
+    atomic_store_explicit(&x->rec[0].seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->rec[1].seq, 0, memory_order_relaxed);
+  }
+  if (st != SHMDDP_OK) {
+    shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
+    free_state(s, comm->rank);
+    return st;
+  }
+  st = shmddp_barrier(comm);
+
+  int want_p2p = c.p2p != 0;
+  const char *env = getenv("SHMDDP_CUDA_P2P");
+  if (env && strcmp(env, "0") == 0) want_p2p = 0;
+  char why[256] = "P2P disabled (SHMDDP_CUDA_P2P=0 or config)";
+  int ok = 0;
+  if (st == SHMDDP_OK && want_p2p && comm->nranks > 1) {
+    ok = verify_p2p(comm, s, c.fail_p2p_check, why, sizeof why);
+    if (ok < 0) st = shmddp_barrier(comm); /* returns the group's error */
+  } else if (comm->nranks == 1) {
+    ok = 1;
+  }
+  int32_t agreed = ok > 0;
+  if (st == SHMDDP_OK)
+    st = shmddp_all_reduce(comm, &agreed, &agreed, 1, SHMDDP_I32, SHMDDP_MIN, SHMDDP_HOST);
+  if (st == SHMDDP_OK && !agreed) {
+    if (!c.quiet && (ok == 0 || comm->rank == 0))
+      fprintf(stderr, "shmddp: warning: rank %d: %s; device collectives use the host-staged "
+                      "transport (slower)\n", comm->rank, ok == 0 ? why : "a peer's P2P check failed");
+  }
+  s->p2p = agreed;
+  if (st == SHMDDP_OK) st = setup_staged(comm, s);
+  if (st == SHMDDP_OK && s->p2p && comm->nranks > 1) {
+    /* Copy-engine landing buffers: two chunks per peer, chunks of up to 64 MiB in all. */
+    size_t chunk = ((size_t)64 << 20) / (size_t)(comm->nranks - 1);
+    if (chunk > ((size_t)32 << 20)) chunk = (size_t)32 << 20;
+    void *p = NULL;
+    e = cudaMalloc(&p, 2 * (size_t)(comm->nranks - 1) * chunk);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cannot allocate %zu MiB for the copy-engine "
+                      "buffers: %s", comm->rank, (2 * (size_t)(comm->nranks - 1) * chunk) >> 20,
+                      cudaGetErrorString(e));
+    }
+    s->scratch = p;
+    s->ce_chunk = chunk;
+  }
+  if (st == SHMDDP_OK) st = shmddp_barrier(comm);
+  if (st != SHMDDP_OK) {
+    shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
+    free_state(s, comm->rank);
+    return st;
+  }
+  comm->dev = s;
+  comm->dev_ops = &cuda_device_ops;
+  return SHMDDP_OK;
+}
+
+int shmddp_cuda_p2p(const shmddp_comm_t *comm)
+{
+  if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
+  return cuda_state(comm)->p2p;
+}
+
+shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  char msg[SHM_ABORT_MSG_BYTES];
+  cuda_state_t *s = comm->dev_ops == &cuda_device_ops ? cuda_state(comm) : NULL;
+  uint32_t code = s ? *s->err_host : 0;
+  if (code == CUDA_GAVE_UP_TIMEOUT)
+    shm_abort(comm->seg, SHMDDP_ERR_TIMEOUT, comm->rank,
+              "timed out after %.0f s: a device collective on rank %d waited for a peer that did "
+              "not arrive (raise the limit with SHMDDP_TIMEOUT if the peers are just slow)",
+              s->timeout_s, comm->rank);
+  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (st == SHMDDP_OK && code)
+    return coll_error(comm, code == CUDA_GAVE_UP_TIMEOUT ? SHMDDP_ERR_TIMEOUT : SHMDDP_ERR_ABORTED,
+                      "rank %d: a device collective gave up waiting for a peer", comm->rank);
+  if (st != SHMDDP_OK)
+    return coll_error(comm, st, "rank %d: the group has stopped: %s", comm->rank, msg);
+  return SHMDDP_OK;
+}
+
+shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+  shmddp_status_t st = shmddp_cuda_check(comm);
+  if (st != SHMDDP_OK) return st;
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cudaStreamSynchronize: %s", comm->rank,
+                      cudaGetErrorString(e));
+  }
+  return SHMDDP_OK;
+}

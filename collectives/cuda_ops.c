@@ -1,0 +1,422 @@
+/* cuda_ops.c — the device collectives: algorithm choice and the host side of each algorithm
+ * (argument set-up, buffer exchange, launches, the copy-engine pipeline). Kernels are in
+ * cuda_kernels.cu and cuda_staged.cu.
+ *
+ * Choice (all_reduce, P2P): one-shot up to direct_max bytes (SHMDDP_CUDA_DIRECT_MAX), two-shot up
+ * to ce_min (SHMDDP_CUDA_CE_MIN), the copy-engine algorithm above; without P2P always staged.
+ * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
+ * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
+ *
+ * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
+ *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
+ *           (after the reduction of chunk j-2 has freed it)
+ *   stream  reduces chunk j (own send + landed chunks, rank order) into recv
+ *   cs_out  pushes the reduced chunk j into every peer's recv
+ * A barrier kernel before (peers' buffers ready) and after (all pushes into this rank done, all
+ * pulls from it done) brackets the pipeline; the side streams fork from and join back into the
+ * caller's stream with events, so the whole sequence can be captured in a CUDA graph. */
+#include "config.h"
+
+#include <string.h>
+
+#include "collectives/cuda_state.h"
+#include "collectives/device.h"
+#include "kernels/reduce_cuda.h"
+
+#define LTRY(comm, name, call)                                                                \
+  do {                                                                                        \
+    int e_ = (call);                                                                          \
+    if (e_ != 0) {                                                                            \
+      (void)cudaGetLastError();                                                               \
+      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d, %s: %s launch failed: %s",         \
+                        (comm)->rank, (comm)->what, name, cudaGetErrorString((cudaError_t)e_)); \
+    }                                                                                         \
+  } while (0)
+
+#define TRY(x)                                                                                \
+  do {                                                                                        \
+    shmddp_status_t st_ = (x);                                                                \
+    if (st_ != SHMDDP_OK) return st_;                                                         \
+  } while (0)
+
+static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t bytes,
+                            shmddp_algo_t req)
+{
+  const cuda_state_t *s = cuda_state(comm);
+  if (!s->p2p) return SHMDDP_ALGO_STAGED;
+  if (req == SHMDDP_ALGO_RING) req = SHMDDP_ALGO_CE_RING;
+  if (kind == COLL_ALL_REDUCE) {
+    if (req != SHMDDP_ALGO_AUTO) return req;
+    if (bytes <= s->direct_max) return SHMDDP_ALGO_DIRECT;
+    return bytes < s->ce_min ? SHMDDP_ALGO_TWOSHOT : SHMDDP_ALGO_CE_RING;
+  }
+  /* The other collectives have the direct kernel and the staged one. */
+  return req == SHMDDP_ALGO_STAGED ? SHMDDP_ALGO_STAGED : SHMDDP_ALGO_DIRECT;
+}
+
+/* Start a device call: report kernels' earlier give-ups, then the common bookkeeping. */
+static shmddp_status_t enter(shmddp_comm_t *comm, coll_kind_t kind, size_t count,
+                             shmddp_dtype_t dtype, shmddp_op_t op, int root, shmddp_algo_t algo)
+{
+  TRY(shmddp_cuda_check(comm));
+  return coll_begin(comm, kind, count, dtype, op, root, algo);
+}
+
+static shmddp_status_t local_copy(shmddp_comm_t *comm, void *dst, const void *src, size_t bytes,
+                                  shmddp_stream_t stream)
+{
+  if (dst != src && bytes)
+    CUDA_TRY(comm, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+  return SHMDDP_OK;
+}
+
+static void direct_init(const shmddp_comm_t *comm, cuda_direct_args_t *a, int mode,
+                        shmddp_dtype_t dtype, shmddp_op_t op)
+{
+  cuda_state_t *s = cuda_state(comm);
+  memset(a, 0, sizeof *a);
+  a->mode = mode;
+  a->dtype = dtype;
+  a->op = op;
+  a->avg_div = comm->nranks;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->barrier_start = a->barrier_end = 1;
+  a->dflags = (uint64_t *)(s->ctrl + CUDA_OFF_DFLAGS);
+  for (int r = 0; r < comm->nranks; r++)
+    a->dflags_peer[r] = (uint64_t *)(s->ctrl_peer[r] + CUDA_OFF_DFLAGS);
+  a->depoch = s->local_arrays.depoch;
+  a->k = cuda_kctl(comm);
+}
+
+static void direct_set_vec(cuda_direct_args_t *a)
+{
+  uintptr_t bits = 0;
+  for (int i = 0; i < a->nsrc; i++) bits |= (uintptr_t)a->src[i];
+  for (int i = 0; i < a->ndst; i++) bits |= (uintptr_t)a->dst[i];
+  a->vec = (bits & 15) == 0;
+}
+
+/* Elements per rank slice: the count split n ways, rounded up to whole 16-byte vectors so every
+ * slice of an aligned buffer starts aligned. */
+static size_t slice_elems(size_t count, int n, size_t ds)
+{
+  size_t per = (count + (size_t)n - 1) / (size_t)n;
+  size_t v = 16 / ds;
+  return (per + v - 1) / v * v;
+}
+
+static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t stream)
+{
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_F32, SHMDDP_SUM);
+  a.barrier_end = 0;
+  LTRY(comm, "barrier", cuda_launch_direct(&a, 1, stream));
+  return SHMDDP_OK;
+}
+
+/* ---------------- all_reduce ---------------- */
+
+static shmddp_status_t ar_oneshot(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                  shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
+{
+  cuda_state_t *s = cuda_state(comm);
+  size_t ds = shmddp_dtype_size(dtype), per = CUDA_LL_MAX_BYTES / ds;
+  cuda_ll_args_t a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dtype;
+  a.op = op;
+  a.avg_div = comm->nranks;
+  a.nranks = comm->nranks;
+  a.rank = comm->rank;
+  for (int r = 0; r < comm->nranks; r++) a.ll_peer[r] = s->ctrl_peer[r] + CUDA_OFF_LL;
+  a.ll_seq = s->local_arrays.ll_seq;
+  a.k = cuda_kctl(comm);
+  for (size_t off = 0; off < count; off += per) {
+    a.send = (const char *)send + off * ds;
+    a.recv = (char *)recv + off * ds;
+    a.count = count - off < per ? count - off : per;
+    LTRY(comm, "one-shot", cuda_launch_ll(&a, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                  shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
+{
+  void *P[2][CUDA_MAXR];
+  const void *mine[2] = {send, recv};
+  TRY(cuda_exchange(comm, 2, mine, P));
+  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, comm->nranks, ds);
+  size_t lo = (size_t)comm->rank * sl, hi = lo + sl < count ? lo + sl : count;
+  if (lo > hi) lo = hi;
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.nsrc = a.ndst = comm->nranks;
+  for (int r = 0; r < comm->nranks; r++) {
+    a.src[r] = (const char *)P[0][r] + lo * ds;
+    a.dst[r] = (char *)P[1][r] + lo * ds;
+  }
+  a.n = hi - lo;
+  direct_set_vec(&a);
+  LTRY(comm, "two-shot", cuda_launch_direct(&a, cuda_direct_blocks(sl * ds), stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                 shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
+{
+  cuda_state_t *s = cuda_state(comm);
+  cudaStream_t st = (cudaStream_t)stream;
+  void *P[2][CUDA_MAXR];
+  const void *mine[2] = {send, recv};
+  TRY(cuda_exchange(comm, 2, mine, P));
+  int n = comm->nranks, me = comm->rank;
+  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, n, ds);
+  size_t lo = (size_t)me * sl, hi = lo + sl < count ? lo + sl : count;
+  if (lo > hi) lo = hi;
+  /* Chunks: about 1/32 of the slice (enough to pipeline, few enough to keep the host ahead),
+   * between 1 MiB and the landing buffer, whole 4 KiB pages. */
+  size_t cb = sl * ds / 32;
+  if (cb < ((size_t)1 << 20)) cb = (size_t)1 << 20;
+  if (cb > s->ce_chunk) cb = s->ce_chunk;
+  cb &= ~(size_t)4095;
+  size_t ce = cb / ds;
+
+  TRY(barrier_launch(comm, stream));
+  CUDA_TRY(comm, cudaEventRecord(s->ev_fork, st));
+  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
+  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
+  size_t j = 0;
+  for (size_t off = lo; off < hi; off += ce, j++) {
+    size_t m = hi - off < ce ? hi - off : ce, k = j & 1;
+    unsigned char *land = s->scratch + k * (size_t)(n - 1) * s->ce_chunk;
+    if (j >= 2) CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
+    const void *srcs[CUDA_MAXR];
+    for (int r = 0, q = 0; r < n; r++) {
+      if (r == me) {
+        srcs[r] = (const char *)send + off * ds;
+        continue;
+      }
+      void *dst = land + (size_t)q++ * s->ce_chunk;
+      CUDA_TRY(comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
+                                     cudaMemcpyDeviceToDevice, s->cs_in));
+      srcs[r] = dst;
+    }
+    CUDA_TRY(comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
+    CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
+    LTRY(comm, "reduce", reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
+    CUDA_TRY(comm, cudaEventRecord(s->ev_red[k], st));
+    CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
+    for (int r = 0; r < n; r++)
+      if (r != me)
+        CUDA_TRY(comm, cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
+                                       cudaMemcpyDeviceToDevice, s->cs_out));
+  }
+  CUDA_TRY(comm, cudaEventRecord(s->ev_join_in, s->cs_in));
+  CUDA_TRY(comm, cudaEventRecord(s->ev_join_out, s->cs_out));
+  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
+  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
+  return barrier_launch(comm, stream);
+}
+
+static void staged_init(const shmddp_comm_t *comm, cuda_staged_args_t *a, int mode,
+                        shmddp_dtype_t dtype, shmddp_op_t op)
+{
+  cuda_state_t *s = cuda_state(comm);
+  memset(a, 0, sizeof *a);
+  a->mode = mode;
+  a->dtype = dtype;
+  a->op = op;
+  a->avg_div = comm->nranks;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->post_data = 1;
+  for (int r = 0; r < comm->nranks; r++) a->region[r] = s->staged_dev + (size_t)r * CUDA_STAGED_REGION;
+  a->sctr = s->local_arrays.sctr;
+  a->k = cuda_kctl(comm);
+}
+
+static shmddp_status_t staged_launch(shmddp_comm_t *comm, const cuda_staged_args_t *a,
+                                     shmddp_stream_t stream)
+{
+  LTRY(comm, "host-staged", cuda_launch_staged(a, stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t count, shmddp_dtype_t dtype, shmddp_op_t op,
+                                       shmddp_algo_t req, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, req);
+  TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  switch (algo) {
+  case SHMDDP_ALGO_DIRECT: return ar_oneshot(comm, send, recv, count, dtype, op, stream);
+  case SHMDDP_ALGO_TWOSHOT: return ar_twoshot(comm, send, recv, count, dtype, op, stream);
+  case SHMDDP_ALGO_CE_RING: return ar_cering(comm, send, recv, count, dtype, op, stream);
+  default: {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+    a.src = send;
+    a.src_bytes = bytes;
+    a.rd_lo = 0;
+    a.rd_hi = count;
+    a.dst = recv;
+    return staged_launch(comm, &a, stream);
+  }
+  }
+}
+
+/* ---------------- reduce_scatter, all_gather, broadcast, reduce ---------------- */
+
+static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                           size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                           shmddp_algo_t req, shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n, req);
+  TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
+  if (recvcount == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
+  if (algo == SHMDDP_ALGO_STAGED) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+    a.src = send;
+    a.src_bytes = recvcount * ds * n;
+    a.rd_lo = (size_t)comm->rank * recvcount;
+    a.rd_hi = a.rd_lo + recvcount;
+    a.dst = recv;
+    return staged_launch(comm, &a, stream);
+  }
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {send};
+  TRY(cuda_exchange(comm, 1, mine, P));
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.nsrc = comm->nranks;
+  a.ndst = 1;
+  for (int r = 0; r < comm->nranks; r++)
+    a.src[r] = (const char *)P[0][r] + (size_t)comm->rank * recvcount * ds;
+  a.dst[0] = recv;
+  a.n = recvcount;
+  direct_set_vec(&a);
+  LTRY(comm, "reduce-scatter", cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t sendcount, shmddp_dtype_t dtype, shmddp_algo_t req,
+                                       shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
+  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks, req);
+  TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
+  if (sendcount == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_STAGED) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+    a.src = send;
+    a.src_bytes = bytes;
+    a.dst = recv;
+    a.dst_stride = bytes;
+    a.copy_mask = (1u << comm->nranks) - 1;
+    return staged_launch(comm, &a, stream);
+  }
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  TRY(cuda_exchange(comm, 1, mine, P));
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.nsrc = 1;
+  a.src[0] = send;
+  a.ndst = comm->nranks;
+  for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[0][r] + (size_t)comm->rank * bytes;
+  a.n = bytes;
+  direct_set_vec(&a);
+  LTRY(comm, "all-gather", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, void *recv,
+                                      size_t count, shmddp_dtype_t dtype, int root,
+                                      shmddp_algo_t req, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, req);
+  TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int me = comm->rank;
+  if (algo == SHMDDP_ALGO_STAGED) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+    a.src = me == root ? send : NULL;
+    a.src_bytes = bytes;
+    a.post_data = me == root;
+    a.dst = recv;
+    a.copy_mask = me != root || recv != send ? 1u << root : 0;
+    return staged_launch(comm, &a, stream);
+  }
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  TRY(cuda_exchange(comm, 1, mine, P));
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  if (me == root) {
+    a.nsrc = 1;
+    a.src[0] = send;
+    for (int r = 0; r < comm->nranks; r++)
+      if (r != me || recv != send) a.dst[a.ndst++] = P[0][r];
+    a.n = bytes;
+  }
+  direct_set_vec(&a);
+  LTRY(comm, "broadcast", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                                   shmddp_algo_t req, shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, req);
+  TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int me = comm->rank;
+  if (algo == SHMDDP_ALGO_STAGED) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+    a.src = send;
+    a.src_bytes = bytes;
+    a.rd_lo = 0;
+    a.rd_hi = me == root ? count : 0;
+    a.dst = recv;
+    return staged_launch(comm, &a, stream);
+  }
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {send};
+  TRY(cuda_exchange(comm, 1, mine, P));
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  if (me == root) {
+    a.nsrc = comm->nranks;
+    for (int r = 0; r < comm->nranks; r++) a.src[r] = P[0][r];
+    a.ndst = 1;
+    a.dst[0] = recv;
+    a.n = count;
+  }
+  direct_set_vec(&a);
+  LTRY(comm, "reduce", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+static void cuda_teardown(shmddp_comm_t *comm) { shmddp_comm_free_cuda(comm); }
+
+const struct coll_device_ops cuda_device_ops = {
+  cuda_all_reduce, cuda_reduce_scatter, cuda_all_gather, cuda_broadcast, cuda_reduce, cuda_teardown,
+};

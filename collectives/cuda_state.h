@@ -1,0 +1,117 @@
+/* cuda_state.h — the host side of the CUDA transport: per-rank state, the layout of the rank's
+ * exchange area in the segment, and the functions its host files share. C only.
+ *
+ * Exchange area (shm_rank_xchg, written by its owner only):
+ *   init part   the ctrl allocation's IPC handle, device, pid, the staged shm's name (rank 0)
+ *   rec[2]      per-call buffer records: a call that needs the peers' buffers (two-shot, copy
+ *               engines, reduce-scatter, ...) numbers itself with xseq, which only such calls
+ *               advance (every rank makes the same ones), fills rec[xseq & 1] (IPC handle of
+ *               each buffer's allocation, its id, the offset) and publishes rec.seq = xseq with a
+ *               release store. Peers wait for rec.seq == xseq. A rank can write rec[xseq & 1]
+ *               again only at xseq + 2, which needs every peer's record of xseq + 1, which each
+ *               peer publishes only after it finished reading xseq: two records are enough. */
+#ifndef COLL_CUDA_STATE_H
+#define COLL_CUDA_STATE_H
+
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+
+#include "collectives/comm.h"
+#include "collectives/cuda_internal.h"
+#include "shmddp_cuda.h"
+
+#define CUDA_OWN_MAX 256  /* own allocations exported */
+#define CUDA_PEER_MAX 256 /* allocations opened per peer */
+
+typedef struct {
+  cudaIpcMemHandle_t handle;
+  uint64_t bufid;   /* the allocation's process-wide id (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
+  uint64_t offset;  /* of the buffer inside the allocation */
+  uint64_t present; /* 0: this rank passes no buffer here (e.g. a non-root's recv) */
+} cuda_xbuf_t;
+
+typedef struct {
+  _Alignas(SHM_LINE) _Atomic uint64_t seq;
+  coll_sig_t sig;
+  cuda_xbuf_t buf[2];
+} cuda_xrec_t;
+
+typedef struct {
+  cudaIpcMemHandle_t ctrl_handle;
+  int32_t device, pid;
+  char pci_bus_id[32];
+  char staged_name[64];
+  cuda_xrec_t rec[2];
+} cuda_xchg_t;
+
+typedef struct {
+  uint64_t bufid;
+  uintptr_t base;
+  size_t size;
+  cudaIpcMemHandle_t handle;
+} cuda_own_t;
+
+typedef struct {
+  uint64_t bufid;
+  void *base;
+} cuda_peer_map_t;
+
+typedef int (*cuda_ptr_attrs_fn)(unsigned int, int *, void **, unsigned long long);
+
+typedef struct {
+  int device;
+  int p2p;                        /* 1: P2P verified on every pair */
+  double timeout_s;
+  unsigned char *ctrl;            /* own ctrl allocation */
+  unsigned char *ctrl_peer[CUDA_MAXR]; /* every rank's, mapped ([rank] = ctrl) */
+  cuda_local_t *local;            /* device counters (device pointer) */
+  cuda_local_t local_arrays;      /* host copy: the device pointers of its arrays */
+  volatile uint32_t *err_host;    /* host view of the mapped error word */
+  uint32_t *err_host_dev;
+  void *hdr_reg;                  /* registered part of the segment header, or NULL */
+  const volatile uint32_t *abort_dev;
+  void *staged_map;               /* the staged shm mapping */
+  size_t staged_bytes;
+  int staged_registered;
+  unsigned char *staged_dev;      /* its device view */
+  unsigned char *scratch;         /* copy-engine landing buffers: [2][nranks-1][ce_chunk] */
+  size_t ce_chunk;                /* bytes */
+  cudaStream_t cs_in, cs_out;
+  cudaEvent_t ev_fork, ev_cp[2], ev_red[2], ev_join_in, ev_join_out;
+  uint64_t xseq;                  /* buffer exchanges made */
+  size_t direct_max, ce_min;      /* auto thresholds, bytes */
+  cuda_ptr_attrs_fn ptr_attrs;
+  cuda_own_t own[CUDA_OWN_MAX];
+  int nown;
+  cuda_peer_map_t peer_map[CUDA_MAXR][CUDA_PEER_MAX];
+  int npeer_map[CUDA_MAXR];
+} cuda_state_t;
+
+#define CUDA_TRY(comm, call)                                                                  \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
+      (void)cudaGetLastError();                                                               \
+      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d: %s failed: %s", (comm)->rank,      \
+                        #call, cudaGetErrorString(e_));                                       \
+    }                                                                                         \
+  } while (0)
+
+static inline cuda_state_t *cuda_state(const shmddp_comm_t *comm) { return (cuda_state_t *)comm->dev; }
+static inline cuda_xchg_t *cuda_xchg(const shmddp_comm_t *comm, int rank)
+{
+  return (cuda_xchg_t *)shm_rank_xchg(comm->seg, rank);
+}
+cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm);
+
+/* cuda_reg.c: exchange this call's buffers; out[i][r] is rank r's buffer i mapped here (NULL
+ * where rank r passed none). Waits for every peer to reach the same call on the host. */
+shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *mine,
+                              void *out[][CUDA_MAXR]);
+/* Close every peer buffer this rank opened. */
+void cuda_reg_release(cuda_state_t *s);
+
+/* cuda_ops.c: the device collectives' table. */
+extern const struct coll_device_ops cuda_device_ops;
+
+#endif

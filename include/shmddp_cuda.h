@@ -1,0 +1,67 @@
+/* shmddp_cuda.h — the CUDA transport of shmddp: collectives on device buffers, over CUDA IPC /
+ * NVLink P2P between the ranks' GPUs (or through pinned shared host memory where P2P does not
+ * work). Include after shmddp.h; needs the CUDA build.
+ *
+ * Use: in the rank function (after shmddp_launch forked the ranks — never initialise CUDA before),
+ *   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;   // device -1: rank % visible GPUs
+ *   shmddp_comm_init_cuda(comm, &cc);                     // collective: every rank calls it
+ *   shmddp_all_reduce(comm, d_send, d_recv, n, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)stream);
+ * A device call is asynchronous: it is enqueued on the stream and returns. Failures that happen
+ * on the GPU (a peer died, a peer never arrived) make the kernels give up and are reported by the
+ * next call on the communicator, by shmddp_cuda_check() and by shmddp_cuda_sync().
+ *
+ * Rules: device buffers must come from cudaMalloc (they are shared with the peers through CUDA
+ * IPC: registered once per allocation, base + offset); the calls of one communicator must be
+ * ordered (one stream, or streams ordered by events); every rank makes the same calls. Calls can
+ * be captured in a CUDA graph (flags and counters live in device memory and advance inside the
+ * kernels) once each buffer has been used in one call outside the capture.
+ *
+ * Algorithms (SHMDDP_ALGO or shmddp_comm_set_algo forces one; auto picks by size):
+ *   direct  one-shot: every rank pushes LL packets (data + flag) into every peer, reduces locally
+ *   twoshot reduce-scatter by direct loads from the peers, all-gather by direct stores
+ *   cering  copy engines: slices pulled with cudaMemcpyAsync, reduced by a kernel, pushed back
+ *   staged  through cudaHostRegister'ed shared host memory: GPUs without working P2P
+ *   ring    on device buffers means cering
+ * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX and
+ * SHMDDP_CUDA_CE_MIN (bytes) move the auto thresholds. */
+#ifndef SHMDDP_CUDA_H
+#define SHMDDP_CUDA_H
+
+#include "shmddp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int device;            /* GPU ordinal (modulo the visible GPUs); -1: the launcher's local rank */
+  int p2p;               /* -1: verify and use P2P where it works; 0: host-staged only */
+  int fail_p2p_check;    /* testing: make the P2P verification fail (fallback path) */
+  int quiet;             /* no warning on stderr when falling back to host-staged */
+  double timeout_s;      /* how long a kernel waits for a peer before giving up; 0: the group's */
+} shmddp_cuda_config_t;
+
+#define SHMDDP_CUDA_CONFIG_INIT {-1, -1, 0, 0, 0.0}
+
+/* Collective: set the GPU, allocate and exchange the transport's buffers and flags, verify P2P
+ * between every pair with a real IPC write and read-back (falling back to host-staged with a
+ * warning when any pair fails). Afterwards device buffers may be passed with a stream. */
+shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_config_t *cfg);
+
+/* 1 when the device collectives go over P2P, 0 when through host memory, -1 without CUDA init. */
+int shmddp_cuda_p2p(const shmddp_comm_t *comm);
+
+/* SHMDDP_OK, or the error a kernel recorded (peer died: ABORTED; peer absent: TIMEOUT), or the
+ * group's abort. Does not wait. */
+shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm);
+
+/* Wait for stream (a cudaStream_t) to drain, then shmddp_cuda_check(). */
+shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream);
+
+/* Release the transport (also done when the rank function returns). Not collective. */
+void shmddp_comm_free_cuda(shmddp_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

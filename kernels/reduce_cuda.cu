@@ -1,0 +1,60 @@
+/* reduce_cuda.cu — the stand-alone multi-source reduction kernel (the copy-engine all-reduce
+ * reduces each pulled chunk with it; the tests compare it with reduce_cpu_multi bit for bit). */
+#include "kernels/reduce_cuda.h"
+
+#include <cuda_runtime.h>
+
+struct rc_multi_args {
+  const void *srcs[RC_MAXSRC];
+  void *dst;
+  int nsrc, op, avg_div;
+  size_t n;
+  bool vec;
+};
+
+template <typename T>
+static __device__ void rc_multi_body(const rc_multi_args &a)
+{
+  void *dsts[1] = {a.dst};
+  rc_reduce_range<T>(a.srcs, a.nsrc, dsts, 1, a.n, a.op, a.avg_div, a.vec,
+                     (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(512) rc_multi_kernel(rc_multi_args a)
+{
+  rc_multi_body<T>(a);
+}
+
+template <typename T>
+static void rc_multi_launch(const rc_multi_args &a, int blocks, cudaStream_t s)
+{
+  rc_multi_kernel<T><<<blocks, 512, 0, s>>>(a);
+}
+
+extern "C" int reduce_cuda_multi(void *dst, const void *const *srcs, int nsrc, size_t n,
+                                 shmddp_dtype_t dtype, shmddp_op_t op, int avg_div, void *stream)
+{
+  if (n == 0) return 0;
+  if (nsrc < 1 || nsrc > RC_MAXSRC || shmddp_dtype_size(dtype) == 0) return (int)cudaErrorInvalidValue;
+  rc_multi_args a;
+  a.dst = dst;
+  a.nsrc = nsrc;
+  a.op = (int)op;
+  a.avg_div = avg_div > 0 ? avg_div : 1;
+  a.n = n;
+  uintptr_t bits = (uintptr_t)dst;
+  for (int i = 0; i < nsrc; i++) {
+    a.srcs[i] = srcs[i];
+    bits |= (uintptr_t)srcs[i];
+  }
+  a.vec = (bits & 15) == 0;
+  size_t bytes = n * shmddp_dtype_size(dtype);
+  /* One 16-byte vector per thread per pass, at most 4 passes' worth of blocks... capped so a
+   * chunk reduction leaves SMs to the compute it overlaps with. */
+  size_t blocks = (bytes + 512 * 16 * 4 - 1) / (512 * 16 * 4);
+  if (blocks < 1) blocks = 1;
+  if (blocks > 264) blocks = 264;
+  RC_DISPATCH(dtype, rc_multi_launch, a, (int)blocks, (cudaStream_t)stream);
+  return (int)cudaGetLastError();
+}
