@@ -1,0 +1,382 @@
+/* conv_cuda.cu — the convolutions through cuDNN in NHWC: 3x3 pad 1, 1x1 with bias, and the
+ * 2x2 stride-2 transposed convolution with bias, in f32 (TF32 allowed), bf16 and f16 (f32
+ * accumulation). conv_plan times every algorithm once per shape (cudnnFind*Ex, the equivalent of
+ * cudnn.benchmark) at the layer's max_n and reports the largest workspace the chosen three need.
+ *
+ * Each layer is one cuDNN convolution "F" seen from three sides. For 3x3 and 1x1, F maps x to y
+ * and the ops are F's forward, backward-filter and backward-data. The transposed convolution is
+ * F's adjoint: F maps the (2h, 2w, cout) image to the (h, w, cin) one with the filter
+ * [K = cin][2][2][C = cout] (exactly ops.h's layout), so the transposed forward is F's
+ * backward-data, its input gradient is F's forward, and its filter gradient is F's
+ * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops_cuda.cuh"
+
+/* Algorithms that need more workspace than this are not considered (bytes; an environment
+ * variable overrides it, in MiB). */
+#define CONV_WS_LIMIT_DEFAULT ((size_t)512 << 20)
+
+typedef struct {
+  int valid;
+  cudnnConvolutionFwdAlgo_t fwd;
+  cudnnConvolutionBwdFilterAlgo_t bwf;
+  cudnnConvolutionBwdDataAlgo_t bwd;
+  cudnnMathType_t fwd_math, bwf_math, bwd_math;
+} conv_algos_t;
+
+typedef struct {
+  cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  int cur_n;
+  size_t ws;                    /* the workspace every call on this layer may use */
+  conv_algos_t *by_n;           /* [0..max_n]: max_n from the search, others by heuristics */
+} conv_plan_t;
+
+static cudnnDataType_t dnn_type(ops_dtype_t d)
+{
+  return d == OPS_BF16 ? CUDNN_DATA_BFLOAT16 : d == OPS_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+/* F's images for batch n (no-op when already set). */
+static int set_batch(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n)
+{
+  if (pl->cur_n == n) return 0;
+  cudnnDataType_t dt = dnn_type(o->dtype);
+  if (c->kind == OPS_CONVT2X2) {
+    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->a, CUDNN_TENSOR_NHWC, dt, n, c->cout, 2 * c->h,
+                                          2 * c->w));
+    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->b, CUDNN_TENSOR_NHWC, dt, n, c->cin, c->h, c->w));
+  } else {
+    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->a, CUDNN_TENSOR_NHWC, dt, n, c->cin, c->h, c->w));
+    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->b, CUDNN_TENSOR_NHWC, dt, n, c->cout, c->h, c->w));
+  }
+  pl->cur_n = n;
+  return 0;
+}
+
+static void plan_destroy(conv_plan_t *pl)
+{
+  if (!pl) return;
+  if (pl->a) cudnnDestroyTensorDescriptor(pl->a);
+  if (pl->b) cudnnDestroyTensorDescriptor(pl->b);
+  if (pl->w) cudnnDestroyFilterDescriptor(pl->w);
+  if (pl->conv) cudnnDestroyConvolutionDescriptor(pl->conv);
+  free(pl->by_n);
+  free(pl);
+}
+
+void opc_conv_plan_free(const ops_t *o, ops_conv_t *c)
+{
+  plan_destroy((conv_plan_t *)c->plan);
+  c->plan = NULL;
+}
+
+static size_t ws_limit(void)
+{
+  const char *e = getenv("SHMDDP_CONV_WS_MB");
+  return e && atol(e) > 0 ? (size_t)atol(e) << 20 : CONV_WS_LIMIT_DEFAULT;
+}
+
+/* Times every algorithm of the three directions at batch max_n on scratch buffers filled with
+ * small non-zero values (timings on zeros can flatter an algorithm). */
+static int search(const ops_t *o, conv_plan_t *pl, size_t bytes_a, size_t bytes_b,
+                  size_t bytes_w, conv_algos_t *best)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  cudnnHandle_t h = x->dnn;
+  size_t limit = ws_limit();
+  void *a = NULL, *b = NULL, *w = NULL, *ws = NULL;
+  int rc = -1, got = 0;
+  cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t pwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t pbd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cudaError_t ce;
+  cudnnStatus_t s;
+  size_t want_ws = limit;
+  if ((ce = cudaMalloc(&a, bytes_a)) || (ce = cudaMalloc(&b, bytes_b)) ||
+      (ce = cudaMalloc(&w, bytes_w))) {
+    opc_fail(o, "allocating %zu + %zu + %zu bytes for the convolution search: %s", bytes_a,
+             bytes_b, bytes_w, cudaGetErrorString(ce));
+    goto out;
+  }
+  /* The workspace: as much as the limit, or less if the device is short of memory. */
+  while (cudaMalloc(&ws, want_ws) != cudaSuccess) {
+    cudaGetLastError();
+    ws = NULL;
+    if ((want_ws /= 2) < ((size_t)1 << 20)) { want_ws = 0; break; }
+  }
+  if ((ce = cudaMemsetAsync(a, 0x3c, bytes_a, x->stream)) ||
+      (ce = cudaMemsetAsync(b, 0x3c, bytes_b, x->stream)) ||
+      (ce = cudaMemsetAsync(w, 0x3c, bytes_w, x->stream))) {
+    opc_fail(o, "filling the convolution search buffers: %s", cudaGetErrorString(ce));
+    goto out;
+  }
+  s = cudnnFindConvolutionForwardAlgorithmEx(h, pl->a, a, pl->w, w, pl->conv, pl->b, b,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf, ws,
+                                             want_ws);
+  for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < got; i++)
+    if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= want_ws) {
+      best->fwd = pf[i].algo;
+      best->fwd_math = pf[i].mathType;
+      rc = 0;
+      break;
+    }
+  if (rc) {
+    opc_fail(o, "cuDNN has no forward algorithm for this convolution (%s)",
+             cudnnGetErrorString(s));
+    goto out;
+  }
+  rc = -1;
+  s = cudnnFindConvolutionBackwardFilterAlgorithmEx(h, pl->a, a, pl->b, b, pl->conv, pl->w, w,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                    &got, pwf, ws, want_ws);
+  for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < got; i++)
+    if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= want_ws) {
+      best->bwf = pwf[i].algo;
+      best->bwf_math = pwf[i].mathType;
+      rc = 0;
+      break;
+    }
+  if (rc) {
+    opc_fail(o, "cuDNN has no backward-filter algorithm for this convolution (%s)",
+             cudnnGetErrorString(s));
+    goto out;
+  }
+  rc = -1;
+  s = cudnnFindConvolutionBackwardDataAlgorithmEx(h, pl->w, w, pl->b, b, pl->conv, pl->a, a,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                  pbd, ws, want_ws);
+  for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < got; i++)
+    if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= want_ws) {
+      best->bwd = pbd[i].algo;
+      best->bwd_math = pbd[i].mathType;
+      rc = 0;
+      break;
+    }
+  if (rc)
+    opc_fail(o, "cuDNN has no backward-data algorithm for this convolution (%s)",
+             cudnnGetErrorString(s));
+out:
+  /* cudaFree waits for the device, so the search's queued work is finished before this. */
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(w);
+  cudaFree(ws);
+  best->valid = rc == 0;
+  return rc;
+}
+
+/* Workspace bytes of the three algorithms at the plan's current batch. */
+static int algos_ws(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al, size_t *ws)
+{
+  cudnnHandle_t h = opc_ctx(o)->dnn;
+  size_t f = 0, wf = 0, d = 0;
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->fwd_math));
+  OPC_DNN(o, cudnnGetConvolutionForwardWorkspaceSize(h, pl->a, pl->w, pl->conv, pl->b, al->fwd,
+                                                     &f));
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwf_math));
+  OPC_DNN(o, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl->a, pl->b, pl->conv, pl->w,
+                                                            al->bwf, &wf));
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwd_math));
+  OPC_DNN(o, cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl->w, pl->b, pl->conv, pl->a,
+                                                          al->bwd, &d));
+  *ws = f > wf ? f : wf;
+  if (d > *ws) *ws = d;
+  return 0;
+}
+
+int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
+{
+  if (c->h <= 0 || c->w <= 0 || c->cin <= 0 || c->cout <= 0 || c->max_n < 1)
+    return opc_fail(o, "convolution shape %dx%d, %d -> %d channels, batch %d is invalid", c->h,
+                    c->w, c->cin, c->cout, c->max_n);
+  if (c->kind != OPS_CONV3X3 && c->kind != OPS_CONV1X1 && c->kind != OPS_CONVT2X2)
+    return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
+  opc_conv_plan_free(o, c);
+  conv_plan_t *pl = (conv_plan_t *)calloc(1, sizeof *pl);
+  if (!pl) return opc_fail(o, "out of memory planning a convolution");
+  pl->by_n = (conv_algos_t *)calloc((size_t)c->max_n + 1, sizeof *pl->by_n);
+  c->plan = pl;
+  if (!pl->by_n) return opc_fail(o, "out of memory planning a convolution");
+  int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
+  int pad = c->kind == OPS_CONV3X3 ? 1 : 0, stride = c->kind == OPS_CONVT2X2 ? 2 : 1;
+  /* F's filter: [K][k][k][C] with K its output channels (cin for the transposed conv). */
+  int fk = c->kind == OPS_CONVT2X2 ? c->cin : c->cout;
+  int fc = c->kind == OPS_CONVT2X2 ? c->cout : c->cin;
+  OPC_DNN(o, cudnnCreateTensorDescriptor(&pl->a));
+  OPC_DNN(o, cudnnCreateTensorDescriptor(&pl->b));
+  OPC_DNN(o, cudnnCreateFilterDescriptor(&pl->w));
+  OPC_DNN(o, cudnnCreateConvolutionDescriptor(&pl->conv));
+  OPC_DNN(o, cudnnSetFilter4dDescriptor(pl->w, dnn_type(o->dtype), CUDNN_TENSOR_NHWC, fk, fc, k,
+                                        k));
+  OPC_DNN(o, cudnnSetConvolution2dDescriptor(pl->conv, pad, pad, stride, stride, 1, 1,
+                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  /* Tensor cores: TF32 for f32 (like PyTorch's allow_tf32 for convolutions), 16-bit otherwise. */
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, CUDNN_TENSOR_OP_MATH));
+  pl->cur_n = -1;
+  if (set_batch(o, c, pl, c->max_n)) return -1;
+  size_t img = (size_t)c->max_n * c->h * c->w * o->elem;
+  size_t bytes_in = img * c->cin, bytes_out = img * c->cout * (c->kind == OPS_CONVT2X2 ? 4 : 1);
+  size_t bytes_a = c->kind == OPS_CONVT2X2 ? bytes_out : bytes_in;
+  size_t bytes_b = c->kind == OPS_CONVT2X2 ? bytes_in : bytes_out;
+  conv_algos_t *best = &pl->by_n[c->max_n];
+  if (search(o, pl, bytes_a, bytes_b, (size_t)fk * fc * k * k * o->elem, best)) return -1;
+  if (algos_ws(o, pl, best, &pl->ws)) return -1;
+  *ws_bytes = pl->ws;
+  return 0;
+}
+
+/* The algorithms for batch n: the searched ones at max_n; for a smaller batch (the last one of
+ * an epoch, evaluation) cuDNN's heuristics' first choice that fits the planned workspace. */
+static const conv_algos_t *algos_for(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n)
+{
+  if (n > c->max_n) {
+    opc_fail(o, "convolution called with batch %d, planned for at most %d", n, c->max_n);
+    return NULL;
+  }
+  if (set_batch(o, c, pl, n)) return NULL;
+  conv_algos_t *al = &pl->by_n[n];
+  if (al->valid) return al;
+  cudnnHandle_t h = opc_ctx(o)->dnn;
+  int got = 0, okf = 0, okw = 0, okd = 0;
+  cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t pwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t pbd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  if (cudnnGetConvolutionForwardAlgorithm_v7(h, pl->a, pl->w, pl->conv, pl->b,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf) ==
+      CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okf; i++)
+      if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= pl->ws) {
+        al->fwd = pf[i].algo;
+        al->fwd_math = pf[i].mathType;
+        okf = 1;
+      }
+  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl->a, pl->b, pl->conv, pl->w,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                    &got, pwf) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okw; i++)
+      if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= pl->ws) {
+        al->bwf = pwf[i].algo;
+        al->bwf_math = pwf[i].mathType;
+        okw = 1;
+      }
+  if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl->w, pl->b, pl->conv, pl->a,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                  pbd) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okd; i++)
+      if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= pl->ws) {
+        al->bwd = pbd[i].algo;
+        al->bwd_math = pbd[i].mathType;
+        okd = 1;
+      }
+  if (!okf || !okw || !okd) {
+    opc_fail(o, "cuDNN has no algorithm for this convolution at batch %d within the planned "
+             "%zu-byte workspace", n, pl->ws);
+    return NULL;
+  }
+  al->valid = 1;
+  return al;
+}
+
+static conv_plan_t *plan_of(const ops_t *o, const ops_conv_t *c)
+{
+  if (!c->plan) opc_fail(o, "convolution used before conv_plan");
+  return (conv_plan_t *)c->plan;
+}
+
+/* The three primitive directions of F. */
+static int f_forward(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al, const void *a,
+                     const void *w, void *b, void *ws)
+{
+  const float one = 1, zero = 0;
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->fwd_math));
+  OPC_DNN(o, cudnnConvolutionForward(opc_ctx(o)->dnn, &one, pl->a, a, pl->w, w, pl->conv,
+                                     al->fwd, ws, pl->ws, &zero, pl->b, b));
+  return 0;
+}
+
+static int f_backward_data(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
+                           const void *w, const void *b, void *a, void *ws)
+{
+  const float one = 1, zero = 0;
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwd_math));
+  OPC_DNN(o, cudnnConvolutionBackwardData(opc_ctx(o)->dnn, &one, pl->w, w, pl->b, b, pl->conv,
+                                          al->bwd, ws, pl->ws, &zero, pl->a, a));
+  return 0;
+}
+
+static int f_backward_filter(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
+                             const void *a, const void *b, void *dw, int acc, void *ws)
+{
+  const float one = 1, beta = acc ? 1.f : 0.f;
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwf_math));
+  OPC_DNN(o, cudnnConvolutionBackwardFilter(opc_ctx(o)->dnn, &one, pl->a, a, pl->b, b, pl->conv,
+                                            al->bwf, ws, pl->ws, &beta, pl->w, dw));
+  return 0;
+}
+
+int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                 const void *b, void *y, void *ws)
+{
+  conv_plan_t *pl = plan_of(o, c);
+  if (!pl) return -1;
+  if (n == 0) return 0;
+  const conv_algos_t *al = algos_for(o, c, pl, n);
+  if (!al) return -1;
+  size_t P = (size_t)n * c->h * c->w;
+  switch (c->kind) {
+  case OPS_CONV3X3: return f_forward(o, pl, al, x, w, y, ws);
+  case OPS_CONV1X1:
+    if (f_forward(o, pl, al, x, w, y, ws)) return -1;
+    return opc_bias_add(o, y, P, c->cout, b);
+  case OPS_CONVT2X2:
+    if (f_backward_data(o, pl, al, w, x, y, ws)) return -1;
+    return opc_bias_add(o, y, 4 * P, c->cout, b);
+  }
+  return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
+}
+
+int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  conv_plan_t *pl = plan_of(o, c);
+  if (!pl) return -1;
+  int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
+  if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
+    if (acc) return 0;
+    cudaStream_t st = opc_ctx(o)->stream;
+    OPC_CUDA(o, cudaMemsetAsync(dw, 0, (size_t)c->cin * c->cout * k * k * o->elem, st));
+    if (c->kind != OPS_CONV3X3) OPC_CUDA(o, cudaMemsetAsync(db, 0, c->cout * o->elem, st));
+    return 0;
+  }
+  const conv_algos_t *al = algos_for(o, c, pl, n);
+  if (!al) return -1;
+  size_t P = (size_t)n * c->h * c->w;
+  switch (c->kind) {
+  case OPS_CONV3X3: return f_backward_filter(o, pl, al, x, dy, dw, acc, ws);
+  case OPS_CONV1X1:
+    if (f_backward_filter(o, pl, al, x, dy, dw, acc, ws)) return -1;
+    return opc_channel_sum(o, dy, P, c->cout, db, acc);
+  case OPS_CONVT2X2:
+    if (f_backward_filter(o, pl, al, dy, x, dw, acc, ws)) return -1;
+    return opc_channel_sum(o, dy, 4 * P, c->cout, db, acc);
+  }
+  return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
+}
+
+int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
+                      void *dx, void *ws)
+{
+  conv_plan_t *pl = plan_of(o, c);
+  if (!pl) return -1;
+  if (n == 0) return 0;
+  const conv_algos_t *al = algos_for(o, c, pl, n);
+  if (!al) return -1;
+  if (c->kind == OPS_CONVT2X2) return f_forward(o, pl, al, dy, w, dx, ws);
+  return f_backward_data(o, pl, al, w, dy, dx, ws);
+}

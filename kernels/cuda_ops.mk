@@ -1,0 +1,14 @@
+# kernels/cuda_ops.mk: the CUDA backend of the trainer's ops (cuDNN convolutions, own kernels for
+# normalisation, element-wise ops, loss and optimizers) -> libopscuda.a, cuDNN builds only.
+# Programs that use it link libopscuda.a BEFORE libmodel.a, and $(CUDA_LIBS).
+OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
+OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/norm_cuda.cu \
+	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
+if HAVE_CUDNN
+noinst_LIBRARIES += libopscuda.a
+libopscuda_a_SOURCES = $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
+# The .cu suffix rule knows no header dependencies: name them.
+$(libopscuda_a_OBJECTS): $(OPSCUDA_HDRS) kernels/ops.h
+else
+EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
+endif

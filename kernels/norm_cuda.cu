@@ -1,0 +1,505 @@
+/* norm_cuda.cu — per-channel kernels over NHWC tensors: BatchNorm (statistics, finalisation,
+ * apply with the fused ReLU, backward reduce and apply), GroupNorm, conv bias add and bias
+ * gradient. Sums are f64 and reduced in a fixed order (block partials, then one pass over
+ * them), so results repeat bit for bit; element arithmetic is f32 on 16-byte loads.
+ * BatchNorm and GroupNorm share every kernel: a channel's mean/invstd come from
+ * saved[z * gs + c / cg], i.e. per channel (BN: gs = 0, cg = 1) or per sample and group. */
+#include "config.h"
+
+#include "kernels/ops_cuda.cuh"
+
+/* ---- statistics: partials of (Σx, Σx²), or of (Σg, Σg·x̂) for backward ---- */
+
+template <typename T, int N>
+__global__ void stats_kernel(const T *x, size_t rows, int C, int gb, int r, double *part)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  const int valid = g * N < C;
+  double a[N], b[N];
+  for (int k = 0; k < N; k++) a[k] = b[k] = 0;
+  const T *xz = x + (size_t)blockIdx.z * rows * C + (size_t)g * N;
+  if (valid) {
+#pragma unroll 4
+    for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
+      opc_pack<T, N> v = opc_load<T, N>(xz + p * C);
+      for (int k = 0; k < N; k++) {
+        float f = opc_ld(v.v[k]);
+        a[k] += f;
+        b[k] += (double)f * f;
+      }
+    }
+  }
+  double *out = part + ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * 2 * C + (size_t)g * N;
+  opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
+}
+
+/* g = dy masked by (y > 0) for the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. */
+template <typename T, int N>
+__global__ void bwd_stats_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C,
+                                 int gb, int r, const double *mean, const double *inv, int gs,
+                                 int cg, double *part)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  const int valid = g * N < C;
+  const size_t z = blockIdx.z;
+  double a[N], b[N];
+  float m[N], s[N];
+  for (int k = 0; k < N; k++) {
+    a[k] = b[k] = 0;
+    int c = valid ? g * N + k : 0;
+    m[k] = (float)mean[z * gs + c / cg];
+    s[k] = (float)inv[z * gs + c / cg];
+  }
+  const size_t off = z * rows * C + (size_t)g * N;
+  if (valid) {
+#pragma unroll 2
+    for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
+      opc_pack<T, N> d = opc_load<T, N>(dy + off + p * C), v = opc_load<T, N>(x + off + p * C);
+      opc_pack<T, N> y;
+      if (mask) y = opc_load<T, N>(mask + off + p * C);
+      for (int k = 0; k < N; k++) {
+        float gr = (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
+        a[k] += gr;
+        b[k] += (double)(gr * ((opc_ld(v.v[k]) - m[k]) * s[k]));
+      }
+    }
+  }
+  double *out = part + (z * gridDim.y + blockIdx.y) * 2 * C + (size_t)g * N;
+  opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
+}
+
+/* Launches the statistics kernel for (x) or, with dy given, the backward one; returns the
+ * number of row splits (the partials' layout) or -1. */
+template <typename T>
+static int launch_stats(const ops_t *o, const T *dy, const T *mask, const T *x, size_t rows,
+                        int C, int nz, const double *mean, const double *inv, int gs, int cg,
+                        size_t reserve)
+{
+  opc_ctx_t *ctx = opc_ctx(o);
+  const int V = 16 / sizeof(T);
+  int N = opc_vec_width(sizeof(T), C, x, dy, mask);
+  size_t per_split = (size_t)nz * 2 * C;
+  if (per_split + reserve > OPC_SCRATCH_DOUBLES)
+    return opc_fail(o, "%d channels x %d samples exceed the reduction scratch", C, nz);
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, 16, (OPC_SCRATCH_DOUBLES - reserve) / per_split);
+  double *part = ctx->scratch;
+  cudaStream_t st = ctx->stream;
+  if (!dy) {
+    if (N == V) stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
+    else stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
+  } else if (N == V) {
+    bwd_stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+                                                       inv, gs, cg, part);
+  } else {
+    bwd_stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+                                                       inv, gs, cg, part);
+  }
+  OPC_LAUNCHED(o, dy ? "normalisation backward statistics" : "normalisation statistics");
+  return (int)g.grid.y;
+}
+
+/* Per channel: Σ over samples and splits of both partial sums -> s12 (f64, may be NULL; the
+ * count goes to s12[2C] unless negative) and
+ * t1/t2 (dtype T, may be NULL; added to when acc). Per (sample, group) when a12 is not NULL:
+ * a12[z*G+g] = Σ_{c in g} w[c] * (sum1, sum2)[z][c] / m, the GroupNorm backward terms (with
+ * w = gamma) — or, with w NULL, the group's mean and invstd from (Σx, Σx²) for the forward. */
+template <typename T>
+__global__ void reduce_final_kernel(const double *part, int nz, int splits, int C, double count,
+                                    double *s12, T *t1, T *t2, int acc, int G, const T *w,
+                                    double m, double eps, double *a12)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < C) {
+    double u = 0, v = 0;
+    for (int z = 0; z < nz; z++)
+      for (int y = 0; y < splits; y++) {
+        const double *p = part + ((size_t)z * splits + y) * 2 * C;
+        u += p[i];
+        v += p[C + i];
+      }
+    if (s12) {
+      s12[i] = u;
+      s12[C + i] = v;
+      if (i == 0 && count >= 0) s12[2 * C] = count;
+    }
+    if (t1) t1[i] = opc_st<T>((float)((acc ? (double)opc_ld(t1[i]) : 0.0) + u));
+    if (t2) t2[i] = opc_st<T>((float)((acc ? (double)opc_ld(t2[i]) : 0.0) + v));
+    return;
+  }
+  i -= C;
+  if (!a12 || i >= nz * G) return;
+  const int z = i / G, grp = i % G, cg = C / G;
+  double u = 0, v = 0;
+  for (int y = 0; y < splits; y++) {
+    const double *p = part + ((size_t)z * splits + y) * 2 * C;
+    for (int c = grp * cg; c < (grp + 1) * cg; c++) {
+      double wc = w ? (double)opc_ld(w[c]) : 1.0;
+      u += wc * p[c];
+      v += wc * p[C + c];
+    }
+  }
+  if (w) {
+    a12[i] = u / m;
+    a12[nz * G + i] = v / m;
+  } else {
+    double mean = u / m, var = v / m - mean * mean;
+    a12[i] = mean;
+    a12[nz * G + i] = 1.0 / sqrt((var < 0 ? 0 : var) + eps);
+  }
+}
+
+template <typename T>
+static int reduce_final(const ops_t *o, int nz, int splits, int C, double count, double *s12,
+                        T *t1, T *t2, int acc, int G, const T *w, double m, double eps,
+                        double *a12)
+{
+  int total = C + (a12 ? nz * G : 0);
+  reduce_final_kernel<T><<<(total + 127) / 128, 128, 0, opc_ctx(o)->stream>>>(
+      opc_ctx(o)->scratch, nz, splits, C, count, s12, t1, t2, acc, G, w, m, eps, a12);
+  OPC_LAUNCHED(o, "the statistics' final sum");
+  return 0;
+}
+
+/* ---- element passes: y = (x - mean) * gamma * invstd + beta (+ ReLU), and backward ---- */
+
+template <typename T, int N>
+__global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, const double *mean,
+                              const double *inv, int gs, int cg, const T *gamma, const T *beta,
+                              int relu, T *y)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  if (g * N >= C) return;
+  const size_t z = blockIdx.z;
+  float m[N], a[N], b[N];
+  for (int k = 0; k < N; k++) {
+    int c = g * N + k;
+    m[k] = (float)mean[z * gs + c / cg];
+    a[k] = (float)((double)opc_ld(gamma[c]) * inv[z * gs + c / cg]);
+    b[k] = opc_ld(beta[c]);
+  }
+  const size_t off = z * rows * C + (size_t)g * N;
+#pragma unroll 4
+  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
+    opc_pack<T, N> v = opc_load<T, N>(x + off + p * C), out;
+    for (int k = 0; k < N; k++) {
+      float t = fmaf(opc_ld(v.v[k]) - m[k], a[k], b[k]);
+      out.v[k] = opc_st<T>((relu && !(t > 0.f)) ? 0.f : t);
+    }
+    opc_store<T, N>(y + off + p * C, out);
+  }
+}
+
+/* dx = α g + β + γ (x - mean) per channel (and sample for GN):
+ *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
+ *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
+template <typename T, int N>
+__global__ void bwd_apply_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C,
+                                 int gb, int r, const double *mean, const double *inv, int gs,
+                                 int cg, const T *gamma, const double *sums, const double *count,
+                                 const double *a12, int nzg, T *dx)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  if (g * N >= C) return;
+  const size_t z = blockIdx.z;
+  float m[N], al[N], be[N], ga[N];
+  for (int k = 0; k < N; k++) {
+    int c = g * N + k;
+    size_t j = z * gs + c / cg;
+    double s = inv[j], alpha = (double)opc_ld(gamma[c]) * s;
+    m[k] = (float)mean[j];
+    al[k] = (float)alpha;
+    if (a12) {
+      be[k] = (float)(-s * a12[j]);
+      ga[k] = (float)(-s * s * a12[nzg + j]);
+    } else {
+      double n = *count; /* the forward's (possibly all-reduced) element count */
+      be[k] = (float)(-alpha * sums[c] / n);
+      ga[k] = (float)(-alpha * s * sums[C + c] / n);
+    }
+  }
+  const size_t off = z * rows * C + (size_t)g * N;
+#pragma unroll 2
+  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
+    opc_pack<T, N> d = opc_load<T, N>(dy + off + p * C), v = opc_load<T, N>(x + off + p * C), out;
+    opc_pack<T, N> y;
+    if (mask) y = opc_load<T, N>(mask + off + p * C);
+    for (int k = 0; k < N; k++) {
+      float gr = (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
+      out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], opc_ld(v.v[k]) - m[k], be[k])));
+    }
+    opc_store<T, N>(dx + off + p * C, out);
+  }
+}
+
+template <typename T, int N>
+__global__ void bias_add_kernel(T *y, size_t rows, int C, int gb, int r, const T *bias)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  if (g * N >= C) return;
+  float b[N];
+  for (int k = 0; k < N; k++) b[k] = opc_ld(bias[g * N + k]);
+  T *yg = y + (size_t)g * N;
+#pragma unroll 4
+  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
+    opc_pack<T, N> v = opc_load<T, N>(yg + p * C);
+    for (int k = 0; k < N; k++) v.v[k] = opc_st<T>(opc_ld(v.v[k]) + b[k]);
+    opc_store<T, N>(yg + p * C, v);
+  }
+}
+
+template <typename T>
+static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const double *mean,
+                  const double *inv, int gs, int cg, const T *gamma, const T *beta, int relu,
+                  T *y)
+{
+  const int V = 16 / sizeof(T);
+  int N = opc_vec_width(sizeof(T), C, x, y);
+  opc_geo_t g = OPC_PASS_GEO(o, rows, C, N, nz);
+  g.grid.y = g.grid.y * 2 > 65535 ? 65535 : g.grid.y * 2;
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (N == V)
+    affine_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, mean, inv, gs, cg,
+                                                    gamma, beta, relu, y);
+  else
+    affine_kernel<T, 1><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, mean, inv, gs, cg,
+                                                    gamma, beta, relu, y);
+  OPC_LAUNCHED(o, "normalisation apply");
+  return 0;
+}
+
+template <typename T>
+static int bwd_apply(const ops_t *o, const T *dy, const T *mask, const T *x, size_t rows, int C,
+                     int nz, const double *mean, const double *inv, int gs, int cg,
+                     const T *gamma, const double *sums, const double *count,
+                     const double *a12, int nzg, T *dx)
+{
+  const int V = 16 / sizeof(T);
+  int N = opc_vec_width(sizeof(T), C, dy, mask, x, dx);
+  opc_geo_t g = OPC_PASS_GEO(o, rows, C, N, nz);
+  g.grid.y = g.grid.y * 2 > 65535 ? 65535 : g.grid.y * 2;
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (N == V)
+    bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+                                                       inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+  else
+    bwd_apply_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+                                                       inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+  OPC_LAUNCHED(o, "normalisation backward apply");
+  return 0;
+}
+
+/* ---- BatchNorm ---- */
+
+template <typename T>
+static int bn_stats_t(const ops_t *o, const void *x, size_t P, int C, double *stats)
+{
+  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, P, C, 1, NULL, NULL, 0, 1, 0);
+  if (splits < 0) return -1;
+  return reduce_final<T>(o, 1, splits, C, (double)P, stats, NULL, NULL, 0, 0, NULL, 0, 0, NULL);
+}
+
+int opc_bn_stats(const ops_t *o, const void *x, size_t P, int C, double *stats)
+{
+  OPC_DISPATCH(o, bn_stats_t, o, x, P, C, stats);
+}
+
+__global__ void bn_finalize_kernel(const double *stats, int C, double eps, double momentum,
+                                   float *rm, float *rv, double *saved)
+{
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  double n = stats[2 * C];
+  if (c == 0) saved[2 * C] = n;
+  if (c >= C) return;
+  double mean = 0, var = 0;
+  if (n > 0) {
+    mean = stats[c] / n;
+    var = stats[C + c] / n - mean * mean;
+    if (var < 0) var = 0;
+  }
+  saved[c] = mean;
+  saved[C + c] = 1.0 / sqrt(var + eps);
+  if (n > 0 && rm && rv) {
+    double unbiased = n > 1 ? var * n / (n - 1) : var; /* PyTorch's running variance */
+    rm[c] = (float)((1 - momentum) * rm[c] + momentum * mean);
+    rv[c] = (float)((1 - momentum) * rv[c] + momentum * unbiased);
+  }
+}
+
+int opc_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,
+                    float *running_mean, float *running_var, double *saved)
+{
+  bn_finalize_kernel<<<(C + 127) / 128, 128, 0, opc_ctx(o)->stream>>>(
+      stats, C, eps, momentum, running_mean, running_var, saved);
+  OPC_LAUNCHED(o, "BatchNorm finalize");
+  return 0;
+}
+
+__global__ void bn_from_running_kernel(const float *rm, const float *rv, int C, double eps,
+                                       double *saved)
+{
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c == 0) saved[2 * C] = 0;
+  if (c >= C) return;
+  saved[c] = rm[c];
+  saved[C + c] = 1.0 / sqrt((double)rv[c] + eps);
+}
+
+int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,
+                              const float *running_var, int C, double eps, double *saved)
+{
+  bn_from_running_kernel<<<(C + 127) / 128, 128, 0, opc_ctx(o)->stream>>>(
+      running_mean, running_var, C, eps, saved);
+  OPC_LAUNCHED(o, "BatchNorm eval statistics");
+  return 0;
+}
+
+template <typename T>
+static int bn_apply_t(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                      const void *gamma, const void *beta, int relu, void *y)
+{
+  if (P == 0) return 0;
+  return affine<T>(o, (const T *)x, P, C, 1, saved, saved + C, 0, 1, (const T *)gamma,
+                   (const T *)beta, relu, (T *)y);
+}
+
+int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                 const void *gamma, const void *beta, int relu, void *y)
+{
+  OPC_DISPATCH(o, bn_apply_t, o, x, P, C, saved, gamma, beta, relu, y);
+}
+
+template <typename T>
+static int bn_bwd_reduce_t(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                           size_t P, int C, const double *saved, double *sums, void *dgamma,
+                           void *dbeta, int acc)
+{
+  int splits = launch_stats<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, P, C, 1, saved,
+                               saved + C, 0, 1, 0);
+  if (splits < 0) return -1;
+  return reduce_final<T>(o, 1, splits, C, -1, sums, (T *)dbeta, (T *)dgamma, acc, 0, NULL, 0, 0,
+                         NULL);
+}
+
+int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                      size_t P, int C, const double *saved, double *sums, void *dgamma,
+                      void *dbeta, int acc)
+{
+  OPC_DISPATCH(o, bn_bwd_reduce_t, o, dy, mask_y, x, P, C, saved, sums, dgamma, dbeta, acc);
+}
+
+template <typename T>
+static int bn_bwd_apply_t(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                          size_t P, int C, const double *saved, const double *sums,
+                          const void *gamma, void *dx)
+{
+  /* A zero forward count (CPU: an error) gives non-finite dx here: checking it would need a
+   * read-back, and the count is only zero when P is zero on every rank. */
+  if (P == 0) return 0;
+  return bwd_apply<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, P, C, 1, saved,
+                      saved + C, 0, 1, (const T *)gamma, sums, saved + 2 * C, NULL, 0, (T *)dx);
+}
+
+int opc_bn_bwd_apply(const ops_t *o, const void *dy, const void *mask_y, const void *x, size_t P,
+                     int C, const double *saved, const double *sums, const void *gamma,
+                     void *dx)
+{
+  OPC_DISPATCH(o, bn_bwd_apply_t, o, dy, mask_y, x, P, C, saved, sums, gamma, dx);
+}
+
+/* ---- GroupNorm: the same kernels with one statistic per (sample, group) ---- */
+
+template <typename T>
+static int gn_fwd_t(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
+                    const void *gamma, const void *beta, int relu, void *y, double *saved)
+{
+  if (n == 0) return 0;
+  const int cg = C / G;
+  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, hw, C, n, NULL, NULL, 0, 1, 0);
+  if (splits < 0) return -1;
+  /* saved = [means (n*G)][invstds (n*G)]: the final pass writes it directly */
+  if (reduce_final<T>(o, n, splits, C, -1, NULL, NULL, NULL, 0, G, NULL, (double)hw * cg, eps,
+                      saved))
+    return -1;
+  return affine<T>(o, (const T *)x, hw, C, n, saved, saved + (size_t)n * G, G, cg,
+                   (const T *)gamma, (const T *)beta, relu, (T *)y);
+}
+
+int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
+               const void *gamma, const void *beta, int relu, void *y, double *saved)
+{
+  if (G <= 0 || C % G)
+    return opc_fail(o, "GroupNorm: %d channels do not split into %d groups", C, G);
+  OPC_DISPATCH(o, gn_fwd_t, o, x, n, hw, C, G, eps, gamma, beta, relu, y, saved);
+}
+
+template <typename T>
+static int gn_bwd_t(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+                    size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
+                    void *dgamma, void *dbeta, int acc)
+{
+  const int cg = C / G;
+  const size_t ng = (size_t)n * G;
+  if (n == 0) {
+    if (!acc) {
+      OPC_CUDA(o, cudaMemsetAsync(dgamma, 0, sizeof(T) * C, opc_ctx(o)->stream));
+      OPC_CUDA(o, cudaMemsetAsync(dbeta, 0, sizeof(T) * C, opc_ctx(o)->stream));
+    }
+    return 0;
+  }
+  if (2 * ng >= OPC_SCRATCH_DOUBLES / 2)
+    return opc_fail(o, "GroupNorm backward: %d samples x %d groups exceed the scratch", n, G);
+  double *a12 = opc_ctx(o)->scratch + OPC_SCRATCH_DOUBLES - 2 * ng; /* after the partials */
+  int splits = launch_stats<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, hw, C, n, saved,
+                               saved + ng, G, cg, 2 * ng);
+  if (splits < 0) return -1;
+  if (reduce_final<T>(o, n, splits, C, -1, NULL, (T *)dbeta, (T *)dgamma, acc, G,
+                      (const T *)gamma, (double)hw * cg, 0, a12))
+    return -1;
+  return bwd_apply<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, hw, C, n, saved,
+                      saved + ng, G, cg, (const T *)gamma, NULL, NULL, a12, (int)ng, (T *)dx);
+}
+
+int opc_gn_bwd(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+               size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
+               void *dgamma, void *dbeta, int acc)
+{
+  if (G <= 0 || C % G)
+    return opc_fail(o, "GroupNorm: %d channels do not split into %d groups", C, G);
+  OPC_DISPATCH(o, gn_bwd_t, o, dy, mask_y, x, n, hw, C, G, saved, gamma, dx, dgamma, dbeta, acc);
+}
+
+/* ---- convolution biases ---- */
+
+template <typename T>
+static int channel_sum_t(const ops_t *o, const void *dy, size_t P, int C, void *db, int acc)
+{
+  int splits = launch_stats<T>(o, NULL, NULL, (const T *)dy, P, C, 1, NULL, NULL, 0, 1, 0);
+  if (splits < 0) return -1;
+  return reduce_final<T>(o, 1, splits, C, -1, NULL, (T *)db, NULL, acc, 0, NULL, 0, 0, NULL);
+}
+
+int opc_channel_sum(const ops_t *o, const void *dy, size_t P, int C, void *db, int acc)
+{
+  OPC_DISPATCH(o, channel_sum_t, o, dy, P, C, db, acc);
+}
+
+template <typename T>
+static int bias_add_t(const ops_t *o, void *yv, size_t P, int C, const void *bv)
+{
+  const int V = 16 / sizeof(T);
+  T *y = (T *)yv;
+  const T *b = (const T *)bv;
+  if (P == 0) return 0;
+  int N = opc_vec_width(sizeof(T), C, y);
+  opc_geo_t g = OPC_PASS_GEO(o, P, C, N, 1);
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (N == V) bias_add_kernel<T, V><<<g.grid, g.block, 0, st>>>(y, P, C, g.gb, g.r, b);
+  else bias_add_kernel<T, 1><<<g.grid, g.block, 0, st>>>(y, P, C, g.gb, g.r, b);
+  OPC_LAUNCHED(o, "bias add");
+  return 0;
+}
+
+int opc_bias_add(const ops_t *o, void *y, size_t P, int C, const void *b)
+{
+  OPC_DISPATCH(o, bias_add_t, o, y, P, C, b);
+}

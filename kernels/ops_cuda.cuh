@@ -1,0 +1,217 @@
+/* ops_cuda.cuh — what the CUDA ops files share: the backend context, error reporting, element
+ * conversions, 16-byte packs and the "channel tile" launch geometry used by every per-channel
+ * kernel (BN/GN statistics, apply and backward, bias gradients). Internal to kernels/. */
+#ifndef KERNELS_OPS_CUDA_CUH
+#define KERNELS_OPS_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_cuda.h"
+
+/* Reduction partials: nz * splits * 2C doubles; 4 MiB leaves >= 64 row splits for C = 1024. */
+#define OPC_SCRATCH_DOUBLES (512u * 1024u)
+/* Result slots: [0] loss sum, [1] count, [2..) per-block loss partials. */
+#define OPC_SLOT_DOUBLES 4096u
+#define OPC_THREADS 256
+
+typedef struct {
+  int device;
+  cudaStream_t stream;
+  int own_stream;
+  cudnnHandle_t dnn;
+  int sm_count;
+  double *scratch;             /* OPC_SCRATCH_DOUBLES: reduction partials */
+  double *slots;               /* OPC_SLOT_DOUBLES: loss sum and count, partials */
+  unsigned long long *bad;     /* [0]: (pixel << 32 | label) of the first label out of range
+                                  (ULLONG_MAX: none), [1]: softmax_ce's pixel count */
+  double *host;                /* pinned, 2 doubles + 2 u64: softmax_ce's read-back */
+  char err[384];
+} opc_ctx_t;
+
+static inline opc_ctx_t *opc_ctx(const ops_t *o) { return (opc_ctx_t *)o->ctx; }
+
+/* Records a message for o->last_error; returns -1 for `return opc_fail(...)`. */
+int opc_fail(const ops_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *opc_dtype_name(ops_dtype_t d);
+
+#define OPC_CUDA(o, call)                                                                      \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess)                                                                     \
+      return opc_fail((o), "%s failed: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__,   \
+                      __LINE__);                                                               \
+  } while (0)
+
+/* After a launch: configuration errors show up at once, faults at the next synchronising call. */
+#define OPC_LAUNCHED(o, what)                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = cudaGetLastError();                                                       \
+    if (e_ != cudaSuccess)                                                                     \
+      return opc_fail((o), "launching %s failed: %s (%s:%d)", (what), cudaGetErrorString(e_),  \
+                      __FILE__, __LINE__);                                                     \
+  } while (0)
+
+#define OPC_DNN(o, call)                                                                       \
+  do {                                                                                         \
+    cudnnStatus_t s_ = (call);                                                                 \
+    if (s_ != CUDNN_STATUS_SUCCESS)                                                            \
+      return opc_fail((o), "%s failed: %s (%s:%d)", #call, cudnnGetErrorString(s_), __FILE__,  \
+                      __LINE__);                                                               \
+  } while (0)
+
+/* Calls the template FN<T>(args...) for the table's dtype. */
+#define OPC_DISPATCH(o, FN, ...)                                                               \
+  switch ((o)->dtype) {                                                                        \
+  case OPS_F32: return FN<float>(__VA_ARGS__);                                                 \
+  case OPS_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                        \
+  case OPS_F16: return FN<__half>(__VA_ARGS__);                                                \
+  default: return opc_fail((o), "the CUDA backend has no %s ops", opc_dtype_name((o)->dtype));  \
+  }
+
+/* Element <-> f32 (all arithmetic is f32 or f64; storage is the table's dtype). */
+static __device__ __forceinline__ float opc_ld(float v) { return v; }
+static __device__ __forceinline__ float opc_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float opc_ld(__half v) { return __half2float(v); }
+template <typename T> static __device__ __forceinline__ T opc_st(float v);
+template <> __device__ __forceinline__ float opc_st<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 opc_st<__nv_bfloat16>(float v)
+{
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half opc_st<__half>(float v) { return __float2half_rn(v); }
+
+/* N consecutive elements moved as one access (16 bytes for the full vector width). */
+template <typename T, int N> struct alignas(sizeof(T) * N) opc_pack {
+  T v[N];
+};
+template <typename T, int N> static __device__ __forceinline__ opc_pack<T, N> opc_load(const T *p)
+{
+  return *reinterpret_cast<const opc_pack<T, N> *>(p);
+}
+template <typename T, int N> static __device__ __forceinline__ void opc_store(T *p,
+                                                                           opc_pack<T, N> v)
+{
+  *reinterpret_cast<opc_pack<T, N> *>(p) = v;
+}
+
+/* The full vector width for T if every pointer is 16-byte aligned and C is a multiple of it;
+ * else 1. Pointers may be NULL (not used). */
+static inline int opc_vec_width(size_t elem, size_t C, const void *a, const void *b = 0,
+                                const void *c = 0, const void *d = 0)
+{
+  size_t n = 16 / elem;
+  if (C % n) return 1;
+  uintptr_t m = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+  return (m % 16) ? 1 : (int)n;
+}
+
+/* Channel tiles: a block of OPC_THREADS threads covers gb channel groups (of N channels) by r
+ * rows; thread t owns group t % gb and starts at row t / gb, striding by r * gridDim.y rows, so
+ * its channels (and their per-channel coefficients) stay fixed while it walks the rows and a
+ * block reads whole rows, coalesced. grid.x tiles the channels, grid.y splits the rows, grid.z
+ * is the sample (GroupNorm; 1 otherwise). */
+typedef struct {
+  int N, G, gb, r;
+  dim3 grid, block;
+} opc_geo_t;
+
+/* rows: rows per z; target_rows_per_thread bounds the row splits from below (reductions keep
+ * a thread busy for many rows to amortise their block reduction); max_splits from scratch. */
+opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
+                       int target_rows_per_thread, size_t max_splits);
+
+/* Element passes: >= 4 rows per thread (more blocks than a reduction would take). */
+#define OPC_PASS_GEO(o, rows, C, N, nz) opc_geometry((o), (rows), (C), (N), (nz), 4, (size_t)-1)
+
+/* Blocks for a grid-stride pass over n items: up to 8 per multiprocessor. */
+static inline unsigned opc_blocks(const ops_t *o, size_t n)
+{
+  size_t b = (n + OPC_THREADS - 1) / OPC_THREADS, most = (size_t)opc_ctx(o)->sm_count * 8;
+  return (unsigned)(b < 1 ? 1 : b > most ? most : b);
+}
+
+/* Sum of the 2 * ncol doubles per thread over the block's rows (shared memory, fixed order):
+ * a[k] (k < ncol) and b[k] for the thread's channels; written to out1/out2 (the block's slice
+ * of the partials) by the threads of row 0. Every thread of the block must call it. */
+template <int N>
+static __device__ void opc_block_colsum(const double *a, const double *b, int gb, int r, int gi,
+                                        int row, int valid, double *out1, double *out2)
+{
+  __shared__ double sh[OPC_THREADS * N * 2 > 4096 ? 4096 : OPC_THREADS * N * 2];
+  /* sh[row][col], col in [0, 2 * gb * N): a's columns then b's. */
+  const int cols = 2 * gb * N;
+  for (int k = 0; k < N; k++) {
+    sh[row * cols + gi * N + k] = a[k];
+    sh[row * cols + gb * N + gi * N + k] = b[k];
+  }
+  __syncthreads();
+  for (int col = threadIdx.x; col < cols; col += blockDim.x) {
+    double s = 0;
+    for (int i = 0; i < r; i++) s += sh[i * cols + col];
+    sh[col] = s; /* row 0 is only read again by the thread that owns this column */
+  }
+  __syncthreads();
+  if (row == 0 && valid)
+    for (int k = 0; k < N; k++) {
+      out1[k] = sh[gi * N + k];
+      out2[k] = sh[gb * N + gi * N + k];
+    }
+  __syncthreads();
+}
+
+/* Internal entry points (one table slot each), defined in the ops' .cu files. */
+int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes);
+void opc_conv_plan_free(const ops_t *o, ops_conv_t *c);
+int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                 const void *b, void *y, void *ws);
+int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
+                      void *dx, void *ws);
+/* db (+)= Σ_p dy[p][c] over P pixels (conv bias gradients). */
+int opc_channel_sum(const ops_t *o, const void *dy, size_t P, int C, void *db, int acc);
+/* y[p][c] += b[c] (conv biases). */
+int opc_bias_add(const ops_t *o, void *y, size_t P, int C, const void *b);
+
+int opc_bn_stats(const ops_t *o, const void *x, size_t P, int C, double *stats);
+int opc_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,
+                    float *running_mean, float *running_var, double *saved);
+int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,
+                              const float *running_var, int C, double eps, double *saved);
+int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                 const void *gamma, const void *beta, int relu, void *y);
+int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+                      size_t P, int C, const double *saved, double *sums, void *dgamma,
+                      void *dbeta, int acc);
+int opc_bn_bwd_apply(const ops_t *o, const void *dy, const void *mask_y, const void *x, size_t P,
+                     int C, const double *saved, const double *sums, const void *gamma,
+                     void *dx);
+int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
+               const void *gamma, const void *beta, int relu, void *y, double *saved);
+int opc_gn_bwd(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+               size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
+               void *dgamma, void *dbeta, int acc);
+
+int opc_relu_fwd(const ops_t *o, const void *x, size_t count, void *y);
+int opc_relu_bwd(const ops_t *o, const void *dy, const void *y, size_t count, void *dx);
+int opc_maxpool_fwd(const ops_t *o, const void *x, int n, int h, int w, int C, void *y,
+                    uint8_t *arg);
+int opc_maxpool_bwd(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h, int w,
+                    int C, void *dx, int acc);
+int opc_concat_fwd(const ops_t *o, const void *a, int ca, const void *b, int cb, size_t P,
+                   void *y);
+int opc_concat_bwd(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da, int acc_a,
+                   void *db);
+int opc_from_f32(const ops_t *o, const float *src, size_t count, void *dst);
+int opc_to_f32(const ops_t *o, const void *src, size_t count, float *dst, int acc);
+
+int opc_softmax_ce(const ops_t *o, const void *logits, const int32_t *labels, size_t P, int K,
+                   int ignore_index, double scale, double norm_count, void *dlogits,
+                   int32_t *pred, double *loss_sum, long *count);
+
+#endif

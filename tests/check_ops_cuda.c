@@ -1,0 +1,677 @@
+/* check_ops_cuda.c — every CUDA op against the CPU reference (kernels/..._cpu.c) on random data,
+ * in f32, bf16 and f16; the CPU computes in f32 on the same (rounded) inputs. Outputs are poisoned
+ * with NaN first, so an element the GPU never wrote fails. Exits 77 (automake: SKIP) when there is
+ * no CUDA GPU; CUDA is touched only inside the tests and a forked probe, never in main(). */
+#include "config.h"
+
+#include <check.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/half.h"
+#include "kernels/ops.h"
+#include "kernels/ops_cuda.h"
+#include "kernels/optim_cpu.h"
+
+static const ops_dtype_t dtypes[] = {OPS_F32, OPS_BF16, OPS_F16};
+#define NDT 3
+
+static ops_t gpu, cpu;
+static ops_dtype_t dt;
+
+/* ---- data ---- */
+
+static unsigned long long lcg = 0x9e3779b97f4a7c15ull;
+static float rnd(void) /* [-1, 1) */
+{
+  lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((double)(lcg >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+static float to_dt(float v)
+{
+  return dt == OPS_BF16 ? bf16_to_f32(f32_to_bf16(v)) : dt == OPS_F16 ? f16_to_f32(f32_to_f16(v)) : v;
+}
+
+/* Host blocks and device blocks are recorded and freed at the end of each test. */
+static void *blocks[1024];
+static int nblocks;
+static void *dblocks[1024];
+static int ndblocks;
+
+static float *hvec(size_t n, float scale, float offset) /* random, rounded to the dtype */
+{
+  float *v = malloc((n ? n : 1) * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  blocks[nblocks++] = v;
+  for (size_t i = 0; i < n; i++) v[i] = to_dt(offset + scale * rnd());
+  return v;
+}
+
+static void *dalloc(size_t bytes) /* poisoned: 0xff bytes are NaN in every float type */
+{
+  void *d = NULL;
+  ck_assert_int_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+  ck_assert_int_eq(cudaMemset(d, 0xff, bytes), cudaSuccess);
+  dblocks[ndblocks++] = d;
+  return d;
+}
+
+static void *up(const float *h, size_t n) /* to the device in the table's dtype */
+{
+  size_t es = dt == OPS_F32 ? 4 : 2;
+  void *d = dalloc(n * es);
+  uint16_t *t = malloc(n * 2 + 2);
+  const void *src = h;
+  if (dt != OPS_F32) {
+    for (size_t i = 0; i < n; i++) t[i] = dt == OPS_BF16 ? f32_to_bf16(h[i]) : f32_to_f16(h[i]);
+    src = t;
+  }
+  ck_assert_int_eq(cudaMemcpy(d, src, n * es, cudaMemcpyHostToDevice), cudaSuccess);
+  free(t);
+  return d;
+}
+
+static void *up_raw(const void *h, size_t bytes)
+{
+  void *d = dalloc(bytes);
+  ck_assert_int_eq(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
+static float *down(const void *d, size_t n) /* back as f32; fails on a device error */
+{
+  size_t es = dt == OPS_F32 ? 4 : 2;
+  float *h = malloc((n ? n : 1) * sizeof *h);
+  blocks[nblocks++] = h;
+  uint16_t *t = malloc(n * 2 + 2);
+  cudaError_t e = cudaMemcpy(dt == OPS_F32 ? (void *)h : (void *)t, d, n * es,
+                             cudaMemcpyDeviceToHost);
+  ck_assert_msg(e == cudaSuccess, "copy back: %s", cudaGetErrorString(e));
+  if (dt != OPS_F32)
+    for (size_t i = 0; i < n; i++) h[i] = dt == OPS_BF16 ? bf16_to_f32(t[i]) : f16_to_f32(t[i]);
+  free(t);
+  return h;
+}
+
+static void *down_raw(const void *d, size_t bytes)
+{
+  void *h = malloc(bytes ? bytes : 1);
+  blocks[nblocks++] = h;
+  cudaError_t e = cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
+  ck_assert_msg(e == cudaSuccess, "copy back: %s", cudaGetErrorString(e));
+  return h;
+}
+
+static void free_all(void)
+{
+  while (nblocks) free(blocks[--nblocks]);
+  while (ndblocks) cudaFree(dblocks[--ndblocks]);
+}
+
+/* ‖got - ref‖ / ‖ref‖; infinite when got has a non-finite element that ref does not. */
+static double rel_err(const float *got, const float *ref, size_t n)
+{
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(got[i]) && isfinite(ref[i])) return INFINITY;
+    d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+    r += (double)ref[i] * ref[i];
+  }
+  return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+static double rel_err64(const double *got, const double *ref, size_t n)
+{
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(got[i])) return INFINITY;
+    d += (got[i] - ref[i]) * (got[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+/* Tolerances per dtype: element results (one rounding to the dtype) and long reductions. */
+static double tol_elem(void) { return dt == OPS_F32 ? 2e-6 : dt == OPS_BF16 ? 6e-3 : 8e-4; }
+static double tol_conv(void) { return dt == OPS_F32 ? 5e-3 : dt == OPS_BF16 ? 1.5e-2 : 4e-3; }
+
+#define CLOSE(got, ref, n, tol, what)                                                          \
+  do {                                                                                         \
+    double e_ = rel_err((got), (ref), (n));                                                    \
+    ck_assert_msg(e_ <= (tol), "%s %s: relative error %.3g > %.3g", gpu.name, (what), e_,      \
+                  (double)(tol));                                                              \
+  } while (0)
+#define EXACT(got, ref, n, what)                                                               \
+  do {                                                                                         \
+    for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
+      ck_assert_msg((got)[i_] == (ref)[i_] || (isnan((got)[i_]) && isnan((ref)[i_])),          \
+                    "%s %s[%zu]: %g, expected %g", gpu.name, (what), i_, (double)(got)[i_],   \
+                    (double)(ref)[i_]);                                                        \
+  } while (0)
+#define EXACT_INT(got, ref, n, what)                                                           \
+  do {                                                                                         \
+    for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
+      ck_assert_msg((got)[i_] == (ref)[i_], "%s %s[%zu]: %ld, expected %ld", gpu.name, (what), \
+                    i_, (long)(got)[i_], (long)(ref)[i_]);                                     \
+  } while (0)
+#define GPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, gpu.last_error(&gpu))
+#define CPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, cpu.last_error(&cpu))
+
+static void use_dtype(int i)
+{
+  char err[512];
+  free_all();
+  if (gpu.destroy) gpu.destroy(&gpu);
+  dt = dtypes[i];
+  ck_assert_msg(ops_cuda_init(&gpu, dt, 0, NULL, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(ops_cpu_init(&cpu, OPS_F32, err, sizeof err) == 0, "%s", err);
+}
+
+static void teardown(void)
+{
+  free_all();
+  if (gpu.destroy) gpu.destroy(&gpu);
+  memset(&gpu, 0, sizeof gpu);
+}
+
+/* ---- element-wise and data movement ---- */
+
+START_TEST(test_casts)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    size_t n = 1003; /* not a multiple of the vector width: the tail path too */
+    float *src = malloc(n * sizeof *src);
+    blocks[nblocks++] = src;
+    for (size_t i = 0; i < n; i++) src[i] = 3 * rnd(); /* not rounded: the cast must round */
+    float *dsrc = up_raw(src, n * 4), *ref = hvec(n, 0, 0);
+    for (size_t i = 0; i < n; i++) ref[i] = to_dt(src[i]);
+    void *low = dalloc(n * gpu.elem);
+    GPU_OK(gpu.from_f32(&gpu, dsrc, n, low));
+    EXACT(down(low, n), ref, n, "from_f32 (round to nearest even)");
+    float *acc = hvec(n, 1, 0), *dacc = up_raw(acc, n * 4);
+    GPU_OK(gpu.to_f32(&gpu, low, n, dacc, 1));
+    float *got = down_raw(dacc, n * 4);
+    for (size_t i = 0; i < n; i++) ref[i] = acc[i] + to_dt(src[i]);
+    EXACT(got, ref, n, "to_f32 accumulate");
+    GPU_OK(gpu.to_f32(&gpu, (char *)low + gpu.elem, n - 1, dacc, 0)); /* unaligned source */
+    got = down_raw(dacc, n * 4);
+    for (size_t i = 0; i + 1 < n; i++) ref[i] = to_dt(src[i + 1]);
+    EXACT(got, ref, n - 1, "to_f32 unaligned");
+    GPU_OK(gpu.fill_zero(&gpu, low, n * gpu.elem));
+    float *z = down(low, n);
+    for (size_t i = 0; i < n; i++) ck_assert(z[i] == 0);
+  }
+}
+END_TEST
+
+START_TEST(test_relu)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    for (int off = 0; off < 2; off++) { /* off = 1: unaligned, element by element */
+      size_t n = 4099 - off;
+      float *x = hvec(n + 1, 1, 0), *dy = hvec(n + 1, 1, 0);
+      float *ry = hvec(n, 0, 0), *rdx = hvec(n, 0, 0);
+      CPU_OK(cpu.relu_fwd(&cpu, x + off, n, ry));
+      CPU_OK(cpu.relu_bwd(&cpu, dy + off, ry, n, rdx));
+      size_t es = gpu.elem;
+      char *dx_ = up(x, n + 1), *ddy = up(dy, n + 1);
+      void *y = dalloc(n * es), *dx = dalloc(n * es);
+      GPU_OK(gpu.relu_fwd(&gpu, dx_ + off * es, n, y));
+      GPU_OK(gpu.relu_bwd(&gpu, ddy + off * es, y, n, dx));
+      EXACT(down(y, n), ry, n, "relu forward");
+      EXACT(down(dx, n), rdx, n, "relu backward");
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_maxpool)
+{
+  const int shapes[][4] = {{2, 6, 10, 16}, {3, 4, 6, 5}}; /* n, h, w, C: vector and scalar */
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    for (int s = 0; s < 2; s++) {
+      int n = shapes[s][0], h = shapes[s][1], w = shapes[s][2], C = shapes[s][3];
+      size_t ni = (size_t)n * h * w * C, no = ni / 4;
+      float *x = hvec(ni, 1, 0), *dy = hvec(no, 1, 0), *ry = hvec(no, 0, 0);
+      float *rdx = hvec(ni, 0, 0), *base = hvec(ni, 1, 0), *racc = hvec(ni, 0, 0);
+      uint8_t *rarg = malloc(no);
+      blocks[nblocks++] = rarg;
+      CPU_OK(cpu.maxpool_fwd(&cpu, x, n, h, w, C, ry, rarg));
+      CPU_OK(cpu.maxpool_bwd(&cpu, dy, rarg, n, h, w, C, rdx, 0));
+      memcpy(racc, base, ni * sizeof *racc);
+      CPU_OK(cpu.maxpool_bwd(&cpu, dy, rarg, n, h, w, C, racc, 1));
+      for (size_t i = 0; i < ni; i++) racc[i] = to_dt(racc[i]);
+      void *dx_ = up(x, ni), *y = dalloc(no * gpu.elem), *ddy = up(dy, no);
+      uint8_t *arg = dalloc(no);
+      void *dx = dalloc(ni * gpu.elem), *dacc = up(base, ni);
+      GPU_OK(gpu.maxpool_fwd(&gpu, dx_, n, h, w, C, y, arg));
+      GPU_OK(gpu.maxpool_bwd(&gpu, ddy, arg, n, h, w, C, dx, 0));
+      GPU_OK(gpu.maxpool_bwd(&gpu, ddy, arg, n, h, w, C, dacc, 1));
+      EXACT(down(y, no), ry, no, "max-pool forward");
+      uint8_t *garg = down_raw(arg, no);
+      EXACT_INT(garg, rarg, no, "max-pool argmax");
+      EXACT(down(dx, ni), rdx, ni, "max-pool backward");
+      EXACT(down(dacc, ni), racc, ni, "max-pool backward (accumulate)");
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_concat)
+{
+  const int cs[][2] = {{32, 16}, {8, 5}, {3, 13}};
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    for (int s = 0; s < 3; s++) {
+      int ca = cs[s][0], cb = cs[s][1];
+      size_t P = 77;
+      float *a = hvec(P * ca, 1, 0), *b = hvec(P * cb, 1, 0), *ry = hvec(P * (ca + cb), 0, 0);
+      float *dy = hvec(P * (ca + cb), 1, 0), *base = hvec(P * ca, 1, 0);
+      float *rda = hvec(P * ca, 0, 0), *rdb = hvec(P * cb, 0, 0);
+      CPU_OK(cpu.concat_fwd(&cpu, a, ca, b, cb, P, ry));
+      memcpy(rda, base, P * ca * sizeof *rda);
+      CPU_OK(cpu.concat_bwd(&cpu, dy, ca, cb, P, rda, 1, rdb));
+      for (size_t i = 0; i < P * ca; i++) rda[i] = to_dt(rda[i]);
+      void *ga = up(a, P * ca), *gb = up(b, P * cb), *gy = dalloc(P * (ca + cb) * gpu.elem);
+      void *gdy = up(dy, P * (ca + cb)), *gda = up(base, P * ca), *gdb = dalloc(P * cb * gpu.elem);
+      GPU_OK(gpu.concat_fwd(&gpu, ga, ca, gb, cb, P, gy));
+      GPU_OK(gpu.concat_bwd(&gpu, gdy, ca, cb, P, gda, 1, gdb));
+      EXACT(down(gy, P * (ca + cb)), ry, P * (ca + cb), "concat");
+      EXACT(down(gda, P * ca), rda, P * ca, "concat backward (a, accumulate)");
+      EXACT(down(gdb, P * cb), rdb, P * cb, "concat backward (b)");
+      CPU_OK(cpu.concat_bwd(&cpu, dy, ca, cb, P, rda, 0, rdb));
+      GPU_OK(gpu.concat_bwd(&gpu, gdy, ca, cb, P, gda, 0, gdb));
+      EXACT(down(gda, P * ca), rda, P * ca, "concat backward (a)");
+    }
+  }
+}
+END_TEST
+
+/* ---- BatchNorm: each GPU op is fed the CPU's inputs, so every op is checked on its own ---- */
+
+static void bn_case(size_t P, int C, float offset)
+{
+  size_t n = P * C;
+  /* activations with a mean far from 0 (offset) test the variance's accuracy */
+  float *x = hvec(n, 2, offset), *gamma = hvec(C, 0.5f, 1), *beta = hvec(C, 0.5f, 0);
+  float *dy = hvec(n, 1, 0), *y = hvec(n, 0, 0), *dx = hvec(n, 0, 0);
+  float *dg = hvec(C, 0, 0), *db = hvec(C, 0, 0), *rm = hvec(C, 0.1f, 0), *rv = hvec(C, 0.1f, 1);
+  double *stats = calloc(2 * C + 1, 8), *saved = calloc(2 * C + 1, 8), *sums = calloc(2 * C, 8);
+  blocks[nblocks++] = stats, blocks[nblocks++] = saved, blocks[nblocks++] = sums;
+  float *rm0 = hvec(C, 0, 0), *rv0 = hvec(C, 0, 0);
+  memcpy(rm0, rm, C * 4), memcpy(rv0, rv, C * 4);
+  CPU_OK(cpu.bn_stats(&cpu, x, P, C, stats));
+  CPU_OK(cpu.bn_finalize(&cpu, stats, C, 1e-5, 0.1, rm, rv, saved));
+  CPU_OK(cpu.bn_apply(&cpu, x, P, C, saved, gamma, beta, 1, y));
+  for (size_t i = 0; i < n; i++) y[i] = to_dt(y[i]); /* the mask the GPU will see */
+  CPU_OK(cpu.bn_bwd_reduce(&cpu, dy, y, x, P, C, saved, sums, dg, db, 0));
+  CPU_OK(cpu.bn_bwd_apply(&cpu, dy, y, x, P, C, saved, sums, gamma, dx));
+
+  void *gx = up(x, n), *gg = up(gamma, C), *gb = up(beta, C), *gdy = up(dy, n);
+  void *gy = dalloc(n * gpu.elem), *gdx = dalloc(n * gpu.elem), *gmask = up(y, n);
+  void *gdg = dalloc(C * gpu.elem), *gdb = dalloc(C * gpu.elem);
+  double *gstats = dalloc((2 * C + 1) * 8), *gsums = dalloc(2 * C * 8);
+  double *gsaved = up_raw(saved, (2 * C + 1) * 8), *gsaved2 = dalloc((2 * C + 1) * 8);
+  float *grm = up_raw(rm0, C * 4), *grv = up_raw(rv0, C * 4);
+  GPU_OK(gpu.bn_stats(&gpu, gx, P, C, gstats));
+  double *hs = down_raw(gstats, (2 * C + 1) * 8);
+  ck_assert_msg(rel_err64(hs, stats, 2 * C + 1) < 1e-12, "%s BN statistics: relative error %g",
+                gpu.name, rel_err64(hs, stats, 2 * C + 1));
+  GPU_OK(gpu.bn_finalize(&gpu, gstats, C, 1e-5, 0.1, grm, grv, gsaved2));
+  double *hsv = down_raw(gsaved2, (2 * C + 1) * 8);
+  ck_assert_msg(rel_err64(hsv, saved, 2 * C + 1) < 1e-9, "%s BN finalize: relative error %g",
+                gpu.name, rel_err64(hsv, saved, 2 * C + 1));
+  CLOSE((float *)down_raw(grm, C * 4), rm, C, 1e-6, "BN running mean");
+  CLOSE((float *)down_raw(grv, C * 4), rv, C, 1e-6, "BN running var");
+  GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gb, 1, gy));
+  CLOSE(down(gy, n), y, n, tol_elem() * 4, "BN apply + ReLU");
+  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, gmask, gx, P, C, gsaved, gsums, gdg, gdb, 0));
+  double *hsum = down_raw(gsums, 2 * C * 8);
+  ck_assert_msg(rel_err64(hsum, sums, 2 * C) < 1e-5, "%s BN backward sums: relative error %g",
+                gpu.name, rel_err64(hsum, sums, 2 * C));
+  CLOSE(down(gdg, C), dg, C, tol_elem() + 1e-5, "BN dgamma");
+  CLOSE(down(gdb, C), db, C, tol_elem() + 1e-5, "BN dbeta");
+  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, gmask, gx, P, C, gsaved, gsums, gdg, gdb, 1));
+  for (int c = 0; c < C; c++) dg[c] *= 2, db[c] *= 2;
+  CLOSE(down(gdg, C), dg, C, 2 * tol_elem() + 1e-5, "BN dgamma (accumulate)");
+  double *gsums_cpu = up_raw(sums, 2 * C * 8);
+  GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, gmask, gx, P, C, gsaved, gsums_cpu, gg, gdx));
+  CLOSE(down(gdx, n), dx, n, tol_elem() * 8 + 1e-5, "BN backward dx");
+  /* without the fused ReLU */
+  CPU_OK(cpu.bn_apply(&cpu, x, P, C, saved, gamma, beta, 0, y));
+  GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gb, 0, gy));
+  CLOSE(down(gy, n), y, n, tol_elem() * 4, "BN apply");
+  CPU_OK(cpu.bn_bwd_apply(&cpu, dy, NULL, x, P, C, saved, sums, gamma, dx));
+  GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, NULL, gx, P, C, gsaved, gsums_cpu, gg, gdx));
+  CLOSE(down(gdx, n), dx, n, tol_elem() * 8 + 1e-5, "BN backward dx (no mask)");
+  /* eval mode */
+  CPU_OK(cpu.bn_saved_from_running(&cpu, rm, rv, C, 1e-5, saved));
+  float *grm2 = up_raw(rm, C * 4), *grv2 = up_raw(rv, C * 4);
+  GPU_OK(gpu.bn_saved_from_running(&gpu, grm2, grv2, C, 1e-5, gsaved2));
+  hsv = down_raw(gsaved2, (2 * C + 1) * 8);
+  ck_assert(rel_err64(hsv, saved, 2 * C + 1) < 1e-12);
+}
+
+START_TEST(test_batchnorm)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    bn_case(2 * 9 * 11, 64, 0.5f);   /* vector path */
+    bn_case(3 * 7 * 5, 5, -1);       /* scalar path */
+    bn_case(4 * 64 * 64, 32, 3);     /* many row splits, mean >> spread */
+    bn_case(2 * 4 * 4, 1024, 0.25f); /* wide: several channel tiles */
+  }
+}
+END_TEST
+
+static void gn_case(int n, size_t hw, int C, int G)
+{
+  size_t cnt = (size_t)n * hw * C;
+  float *x = hvec(cnt, 2, 0.5f), *gamma = hvec(C, 0.5f, 1), *beta = hvec(C, 0.5f, 0);
+  float *dy = hvec(cnt, 1, 0), *y = hvec(cnt, 0, 0), *dx = hvec(cnt, 0, 0);
+  float *dg = hvec(C, 0, 0), *db = hvec(C, 0, 0);
+  double *saved = calloc(2 * (size_t)n * G, 8);
+  blocks[nblocks++] = saved;
+  CPU_OK(cpu.gn_fwd(&cpu, x, n, hw, C, G, 1e-5, gamma, beta, 1, y, saved));
+  for (size_t i = 0; i < cnt; i++) y[i] = to_dt(y[i]);
+  CPU_OK(cpu.gn_bwd(&cpu, dy, y, x, n, hw, C, G, saved, gamma, dx, dg, db, 0));
+  void *gx = up(x, cnt), *gg = up(gamma, C), *gb = up(beta, C), *gdy = up(dy, cnt);
+  void *gy = dalloc(cnt * gpu.elem), *gdx = dalloc(cnt * gpu.elem), *gmask = up(y, cnt);
+  void *gdg = dalloc(C * gpu.elem), *gdb = dalloc(C * gpu.elem);
+  double *gsaved = dalloc(2 * (size_t)n * G * 8);
+  GPU_OK(gpu.gn_fwd(&gpu, gx, n, hw, C, G, 1e-5, gg, gb, 1, gy, gsaved));
+  double *hs = down_raw(gsaved, 2 * (size_t)n * G * 8);
+  ck_assert_msg(rel_err64(hs, saved, 2 * (size_t)n * G) < 1e-9, "%s GN statistics: %g",
+                gpu.name, rel_err64(hs, saved, 2 * (size_t)n * G));
+  CLOSE(down(gy, cnt), y, cnt, tol_elem() * 4, "GN forward + ReLU");
+  double *gsaved_cpu = up_raw(saved, 2 * (size_t)n * G * 8);
+  GPU_OK(gpu.gn_bwd(&gpu, gdy, gmask, gx, n, hw, C, G, gsaved_cpu, gg, gdx, gdg, gdb, 0));
+  CLOSE(down(gdx, cnt), dx, cnt, tol_elem() * 8 + 1e-5, "GN backward dx");
+  CLOSE(down(gdg, C), dg, C, tol_elem() + 1e-5, "GN dgamma");
+  CLOSE(down(gdb, C), db, C, tol_elem() + 1e-5, "GN dbeta");
+}
+
+START_TEST(test_groupnorm)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    gn_case(3, 7 * 9, 32, 8);
+    gn_case(2, 5 * 5, 12, 3);
+    gn_case(2, 32 * 32, 64, 32);
+    char err[64];
+    ck_assert_int_ne(gpu.gn_fwd(&gpu, err, 1, 1, 12, 5, 1e-5, err, err, 0, err, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "groups"));
+  }
+}
+END_TEST
+
+/* ---- loss ---- */
+
+START_TEST(test_softmax_ce)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    const size_t P = 3001;
+    const int K = 4, ignore = 255;
+    float *z = hvec(P * K, 3, 0), *rd = hvec(P * K, 0, 0);
+    int32_t *lab = malloc(P * 4), *rpred = malloc(P * 4);
+    blocks[nblocks++] = lab, blocks[nblocks++] = rpred;
+    for (size_t p = 0; p < P; p++) lab[p] = p % 7 == 3 ? ignore : (int32_t)((rnd() + 1) * 2);
+    double rloss, gloss;
+    long rcount, gcount;
+    void *gz = up(z, P * K), *gd = dalloc(P * K * gpu.elem);
+    int32_t *glab = up_raw(lab, P * 4), *gpred = dalloc(P * 4);
+    for (int variant = 0; variant < 2; variant++) {
+      double norm = variant ? 12345.0 : 0; /* the batch's own count, or a given one */
+      CPU_OK(cpu.softmax_ce(&cpu, z, lab, P, K, ignore, 0.5, norm, rd, rpred, &rloss, &rcount));
+      GPU_OK(gpu.softmax_ce(&gpu, gz, glab, P, K, ignore, 0.5, norm, gd, gpred, &gloss, &gcount));
+      ck_assert_int_eq(gcount, rcount);
+      ck_assert_msg(fabs(gloss - rloss) <= 1e-5 * fabs(rloss), "%s loss %.9g, expected %.9g",
+                    gpu.name, gloss, rloss);
+      CLOSE(down(gd, P * K), rd, P * K, tol_elem() + 1e-6, "softmax CE gradient");
+      int32_t *hp = down_raw(gpred, P * 4);
+      EXACT_INT(hp, rpred, P, "argmax");
+    }
+    /* the async variant leaves (loss, count) on the device */
+    double *gout = dalloc(16);
+    GPU_OK(ops_cuda_softmax_ce_async(&gpu, gz, glab, P, K, ignore, 1, 0, NULL, NULL, gout));
+    GPU_OK(ops_cuda_check_labels(&gpu));
+    double *hout = down_raw(gout, 16);
+    ck_assert(fabs(hout[0] - rloss) <= 1e-5 * fabs(rloss) && hout[1] == (double)rcount);
+    /* a label out of range is an error that names it, and the next call is clean again */
+    lab[1234] = 7;
+    glab = up_raw(lab, P * 4);
+    ck_assert_int_ne(gpu.softmax_ce(&gpu, gz, glab, P, K, ignore, 1, 0, gd, NULL, &gloss,
+                                    &gcount), 0);
+    ck_assert_msg(strstr(gpu.last_error(&gpu), "label 7 at pixel 1234"), "%s",
+                  gpu.last_error(&gpu));
+    lab[1234] = 0;
+    glab = up_raw(lab, P * 4);
+    GPU_OK(gpu.softmax_ce(&gpu, gz, glab, P, K, ignore, 1, 0, gd, NULL, &gloss, &gcount));
+  }
+}
+END_TEST
+
+/* ---- convolutions ---- */
+
+static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int max_n, int n)
+{
+  ops_conv_t cc = {kind, h, w, cin, cout, max_n, NULL}, gc = cc;
+  int k = kind == OPS_CONV3X3 ? 9 : kind == OPS_CONV1X1 ? 1 : 4;
+  int up2 = kind == OPS_CONVT2X2 ? 4 : 1;
+  size_t P = (size_t)n * h * w, nx = P * cin, ny = P * up2 * cout, nw = (size_t)k * cin * cout;
+  float scale = 1.0f / sqrtf((float)(k * cin));
+  float *x = hvec(nx, 1, 0), *wt = hvec(nw, scale, 0), *b = hvec(cout, 0.5f, 0);
+  float *dy = hvec(ny, 1, 0), *y = hvec(ny, 0, 0), *dx = hvec(nx, 0, 0);
+  float *dw = hvec(nw, 0, 0), *db = hvec(cout, 0, 0);
+  size_t cws = 0, gws = 0;
+  CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
+  float *ws = malloc(cws + 16);
+  blocks[nblocks++] = ws;
+  CPU_OK(cpu.conv_fwd(&cpu, &cc, n, x, wt, b, y, ws));
+  CPU_OK(cpu.conv_bwd_filter(&cpu, &cc, n, x, dy, dw, db, 0, ws));
+  CPU_OK(cpu.conv_bwd_data(&cpu, &cc, n, dy, wt, dx, ws));
+  void *gx = up(x, nx), *gw = up(wt, nw), *gb = up(b, cout), *gdy = up(dy, ny);
+  void *gy = dalloc(ny * gpu.elem), *gdx = dalloc(nx * gpu.elem), *gdw = dalloc(nw * gpu.elem);
+  void *gdb = dalloc(cout * gpu.elem), *gwsp = dalloc(gws);
+  char what[96];
+  snprintf(what, sizeof what, "conv kind %d %dx%d %d->%d n=%d/%d", (int)kind, h, w, cin, cout,
+           n, max_n);
+  GPU_OK(gpu.conv_fwd(&gpu, &gc, n, gx, gw, gb, gy, gwsp));
+  CLOSE(down(gy, ny), y, ny, tol_conv(), what);
+  GPU_OK(gpu.conv_bwd_filter(&gpu, &gc, n, gx, gdy, gdw, gdb, 0, gwsp));
+  CLOSE(down(gdw, nw), dw, nw, tol_conv(), "conv dw");
+  if (kind != OPS_CONV3X3) CLOSE(down(gdb, cout), db, cout, tol_elem() + 1e-5, "conv db");
+  GPU_OK(gpu.conv_bwd_filter(&gpu, &gc, n, gx, gdy, gdw, gdb, 1, gwsp)); /* accumulate */
+  for (size_t i = 0; i < nw; i++) dw[i] *= 2;
+  CLOSE(down(gdw, nw), dw, nw, tol_conv() * 2, "conv dw (accumulate)");
+  GPU_OK(gpu.conv_bwd_data(&gpu, &gc, n, gdy, gw, gdx, gwsp));
+  CLOSE(down(gdx, nx), dx, nx, tol_conv(), "conv dx");
+  gpu.conv_plan_free(&gpu, &gc);
+  cpu.conv_plan_free(&cpu, &cc);
+  ck_assert_ptr_null(gc.plan);
+}
+
+START_TEST(test_conv)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 3);
+    conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 2); /* smaller batch than planned */
+    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer */
+    conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
+    conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
+    conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
+    ops_conv_t c = {OPS_CONV3X3, 4, 4, 8, 8, 2, NULL};
+    ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));
+  }
+}
+END_TEST
+
+/* ---- optimizers and the non-finite check (f32 buffers; the table's dtype is not used) ---- */
+
+START_TEST(test_optim)
+{
+  char err[256];
+  dt = OPS_F32;
+  const size_t n = 100003;
+  for (int kind = 0; kind < 3; kind++) { /* SGD momentum, SGD Nesterov, AdamW */
+    float *p = hvec(n, 1, 0), *g = hvec(n, 1, 0), *m = hvec(n, 0.1f, 0), *v = hvec(n, 0.1f, 0.2f);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *dp = up_raw(p, n * 4), *dg = up_raw(g, n * 4), *dm = up_raw(m, n * 4);
+    float *dv = up_raw(v, n * 4);
+    void *low = dalloc(n * 2);
+    if (kind < 2) {
+      optim_cpu_sgd(p, g, m, n, 0.05, 1e-4, 0.9, kind, 0.5);
+      ck_assert_msg(ops_cuda_sgd(dp, dg, dm, n, 0.05, 1e-4, 0.9, kind, 0.5, low, OPS_BF16, NULL,
+                                 err, sizeof err) == 0, "%s", err);
+    } else {
+      optim_cpu_adamw(p, g, m, v, n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002, 0.5);
+      ck_assert_msg(ops_cuda_adamw(dp, dg, dm, dv, n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002,
+                                   0.5, low, OPS_F16, NULL, err, sizeof err) == 0, "%s", err);
+      CLOSE((float *)down_raw(dv, n * 4), v, n, 1e-6, "AdamW v");
+    }
+    float *hp = down_raw(dp, n * 4);
+    CLOSE(hp, p, n, 1e-6, kind < 2 ? "SGD parameters" : "AdamW parameters");
+    CLOSE((float *)down_raw(dm, n * 4), m, n, 1e-6, "optimizer moment");
+    uint16_t *hl = down_raw(low, n * 2);
+    for (size_t i = 0; i < n; i++)
+      ck_assert_int_eq(hl[i], kind < 2 ? f32_to_bf16(hp[i]) : f32_to_f16(hp[i]));
+    free_all();
+  }
+  /* plain SGD (no momentum buffer), misaligned: the element-by-element path */
+  float *p = hvec(n, 1, 0), *g = hvec(n, 1, 0);
+  float *dp = up_raw(p, n * 4), *dg = up_raw(g, n * 4);
+  optim_cpu_sgd(p + 1, g + 1, NULL, n - 1, 0.1, 0, 0, 0, 1);
+  ck_assert(ops_cuda_sgd(dp + 1, dg + 1, NULL, n - 1, 0.1, 0, 0, 0, 1, NULL, OPS_F32, NULL, err,
+                         sizeof err) == 0);
+  CLOSE((float *)down_raw(dp, n * 4) + 1, p + 1, n - 1, 1e-6, "plain SGD");
+}
+END_TEST
+
+START_TEST(test_nonfinite)
+{
+  char err[256];
+  dt = OPS_F32;
+  const size_t n = 50001;
+  float *g = hvec(n, 1e3f, 0);
+  int found = -1, *flag = dalloc(sizeof(int));
+  float *dg = up_raw(g, n * 4);
+  ck_assert_msg(ops_cuda_nonfinite(dg, n, NULL, &found, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(found, 0);
+  const size_t where[] = {0, 12345, n - 1};
+  const float bad[] = {INFINITY, NAN, -INFINITY};
+  for (int i = 0; i < 3; i++) {
+    float *d2 = up_raw(g, n * 4), v = bad[i];
+    cudaMemcpy(d2 + where[i], &v, 4, cudaMemcpyHostToDevice);
+    ck_assert(ops_cuda_nonfinite(d2, n, NULL, &found, err, sizeof err) == 0);
+    ck_assert_msg(found == 1, "non-finite value at %zu not found", where[i]);
+    cudaMemset(flag, 0, sizeof(int));
+    ck_assert(ops_cuda_nonfinite_async(d2 + 1, n - 1, flag, NULL, err, sizeof err) == 0);
+    int h = -1;
+    cudaMemcpy(&h, flag, sizeof h, cudaMemcpyDeviceToHost);
+    ck_assert_int_eq(h, where[i] != 0);
+  }
+}
+END_TEST
+
+START_TEST(test_init_errors)
+{
+  ops_t o;
+  char err[256] = "";
+  ck_assert_int_ne(ops_cuda_init(&o, OPS_F64, 0, NULL, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "f64"));
+  ck_assert_int_ne(ops_cuda_init(&o, OPS_F32, 999, NULL, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "does not exist"));
+  ck_assert_int_eq(ops_cuda_init(&o, OPS_BF16, 0, NULL, err, sizeof err), 0);
+  ck_assert_str_eq(o.name, "cuda-bf16");
+  ck_assert_ptr_nonnull(ops_cuda_stream(&o));
+  ck_assert(ops_cuda_scratch_bytes(&o) > 0);
+  o.destroy(&o);
+}
+END_TEST
+
+static Suite *make_ops_cuda_suite(void)
+{
+  Suite *s = suite_create("ops_cuda");
+  TCase *tc = tcase_create("elementwise");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_casts);
+  tcase_add_test(tc, test_relu);
+  tcase_add_test(tc, test_maxpool);
+  tcase_add_test(tc, test_concat);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("normalisation");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_batchnorm);
+  tcase_add_test(tc, test_groupnorm);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("loss_conv");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
+  tcase_add_test(tc, test_softmax_ce);
+  tcase_add_test(tc, test_conv);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("optimizer");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_optim);
+  tcase_add_test(tc, test_nonfinite);
+  tcase_add_test(tc, test_init_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+/* Probes for a GPU in a child process, so this process never initialises CUDA before the tests
+ * fork. Returns the device count (0 on any error) and writes the reason when there is none. */
+static int probe_gpus(char *why, size_t len)
+{
+  int fd[2];
+  if (pipe(fd) != 0) return snprintf(why, len, "pipe failed"), 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    char msg[200];
+    int m = snprintf(msg, sizeof msg, "%d %s", e == cudaSuccess ? count : 0,
+                     e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
+    if (write(fd[1], msg, (size_t)m) < 0) _exit(1);
+    _exit(0);
+  }
+  close(fd[1]);
+  char buf[200] = "";
+  ssize_t got = read(fd[0], buf, sizeof buf - 1);
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  int count = 0, off = 0;
+  if (got <= 0 || sscanf(buf, "%d %n", &count, &off) < 1) return snprintf(why, len, "probe failed"), 0;
+  snprintf(why, len, "%s", buf + off);
+  return count;
+}
+
+int main(void)
+{
+  char why[200];
+  if (probe_gpus(why, sizeof why) < 1) {
+    printf("check_ops_cuda: SKIP: %s (the CUDA ops are tested on a machine with a GPU)\n", why);
+    return 77;
+  }
+  SRunner *sr = srunner_create(make_ops_cuda_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,11 @@
+# tests/cuda_ops.mk: the CUDA ops against the CPU reference (exits 77, SKIP, without a GPU).
+if HAVE_CHECK
+if HAVE_CUDNN
+check_PROGRAMS += tests/check_ops_cuda
+TESTS += tests/check_ops_cuda
+tests_check_ops_cuda_SOURCES = tests/check_ops_cuda.c
+tests_check_ops_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_ops_cuda_LDADD = libopscuda.a libmodel.a $(CUDA_LIBS) -lm $(TEST_LIBS)
+endif
+endif
+EXTRA_DIST += tests/check_ops_cuda.c
