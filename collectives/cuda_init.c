@@ -320,8 +320,10 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     x->device = dev;
     x->pid = (int32_t)getpid();
     cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, dev);
-    atomic_store_explicit(&x->rec[0].seq, 0, memory_order_relaxed);
-    atomic_store_explicit(&x->rec[1].seq, 0, memory_order_relaxed);
+    /* Continue the exchange numbering of an earlier transport on this segment (every rank made
+     * the same exchanges): resetting it could hide a record from a peer still waiting for it. */
+    uint64_t a0 = atomic_load(&x->rec[0].seq), a1 = atomic_load(&x->rec[1].seq);
+    s->xseq = a0 > a1 ? a0 : a1;
   }
   if (st != SHMDDP_OK) {
     shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
