@@ -12,3 +12,12 @@ $(libopscuda_a_OBJECTS): $(OPSCUDA_HDRS) kernels/ops.h
 else
 EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
 endif
+
+# Where a U-Net step's time goes, op by op (run it on the GPU machine).
+if HAVE_CUDNN
+noinst_PROGRAMS += bench/ops_cuda_bench
+bench_ops_cuda_bench_SOURCES = bench/ops_cuda_bench.c
+bench_ops_cuda_bench_LDADD = libopscuda.a $(CUDA_LIBS) -lm
+else
+EXTRA_DIST += bench/ops_cuda_bench.c
+endif

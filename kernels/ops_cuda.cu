@@ -69,7 +69,7 @@ opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
   opc_geo_t g;
   g.N = N;
   g.G = C / N;
-  g.gb = g.G < OPC_THREADS ? g.G : OPC_THREADS;
+  g.gb = g.G < 1 ? 1 : g.G < OPC_THREADS ? g.G : OPC_THREADS; /* C = 0: launch nothing useful */
   g.r = OPC_THREADS / g.gb;
   int gx = (g.G + g.gb - 1) / g.gb;
   /* Enough blocks for 4 per multiprocessor, but each thread walks at least the target rows. */

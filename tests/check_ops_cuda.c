@@ -619,10 +619,14 @@ static Suite *make_ops_cuda_suite(void)
   tcase_add_test(tc, test_batchnorm);
   tcase_add_test(tc, test_groupnorm);
   suite_add_tcase(s, tc);
-  tc = tcase_create("loss_conv");
+  tc = tcase_create("loss");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_softmax_ce);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("conv");
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
-  tcase_add_test(tc, test_softmax_ce);
   tcase_add_test(tc, test_conv);
   suite_add_tcase(s, tc);
   tc = tcase_create("optimizer");
