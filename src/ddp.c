@@ -13,6 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef HAVE_CUDA
+#include "src/ddp_cuda.h"
+#endif
+
 #define DDP_MAX_BUCKETS 1024
 #define DDP_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 
@@ -30,6 +34,9 @@ struct ddp {
   char err[512];
   double exposed_s, syncbn_s;
   model_hooks_t hooks;
+#ifdef HAVE_CUDA
+  ddp_cuda_t *cuda; /* device path: buckets on a communication stream */
+#endif
 };
 
 static double now_s(void)
@@ -43,6 +50,15 @@ static int reduce_bucket(ddp_t *d, size_t b)
 {
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1];
   float *g = model_grads(d->model) + begin;
+#ifdef HAVE_CUDA
+  if (d->cuda) {
+    if (ddp_cuda_bucket_ready(d->cuda, b, g, d->bucket_end[b] - begin, d->err, sizeof d->err)) {
+      d->failed = 1;
+      return -1;
+    }
+    return 0;
+  }
+#endif
   shmddp_status_t st = shmddp_all_reduce(d->comm, g, g, d->bucket_end[b] - begin, SHMDDP_F32,
                                          SHMDDP_AVG, SHMDDP_HOST);
   if (st != SHMDDP_OK) {
@@ -70,9 +86,18 @@ static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream
 static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
 {
   ddp_t *d = ctx;
+#ifdef HAVE_CUDA
+  if (d->cuda) {
+    if (ddp_cuda_sync_stats(d->cuda, buf, count, dtype, stream, d->err, sizeof d->err)) {
+      d->failed = 1;
+      return -1;
+    }
+    return 0;
+  }
+#endif
   double t0 = now_s();
   shmddp_status_t st = shmddp_all_reduce(d->comm, buf, buf, count, dtype, SHMDDP_SUM,
-                                         (shmddp_stream_t)stream);
+                                         SHMDDP_HOST);
   d->syncbn_s += now_s() - t0;
   if (st != SHMDDP_OK) {
     snprintf(d->err, sizeof d->err, "SyncBN statistics all-reduce failed: %s",
@@ -111,14 +136,36 @@ int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_confi
     d->bucket_end[d->nbuckets++] = off;
   }
   *out = d;
+  if (cfg->cuda_stream && d->world > 1) {
+#ifdef HAVE_CUDA
+    if (ddp_cuda_create(&d->cuda, comm, cfg->cuda_stream, d->nbuckets, err, errlen) != 0)
+      return -1;
+#else
+    snprintf(err, errlen, "the DDP engine was built without CUDA");
+    return -1;
+#endif
+  }
   return 0;
 }
 
-void ddp_destroy(ddp_t *d) { free(d); }
+void ddp_destroy(ddp_t *d)
+{
+  if (!d) return;
+#ifdef HAVE_CUDA
+  ddp_cuda_destroy(d->cuda);
+#endif
+  free(d);
+}
 
 int ddp_rank(const ddp_t *d) { return d->rank; }
 int ddp_world(const ddp_t *d) { return d->world; }
-double ddp_last_exposed_comm_s(const ddp_t *d) { return d->exposed_s; }
+double ddp_last_exposed_comm_s(const ddp_t *d)
+{
+#ifdef HAVE_CUDA
+  if (d->cuda) return ddp_cuda_exposed_s(d->cuda);
+#endif
+  return d->exposed_s;
+}
 double ddp_last_syncbn_s(const ddp_t *d) { return d->syncbn_s; }
 
 int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
@@ -142,6 +189,17 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
       return -1;
     }
   }
+#ifdef HAVE_CUDA
+  if (d->cuda) {
+    if (ddp_cuda_broadcast(d->cuda, model_params(d->model), d->nparams, err, errlen) != 0)
+      return -1;
+    if (model_num_buffers(d->model) > 0 &&
+        ddp_cuda_broadcast(d->cuda, model_buffers(d->model), model_num_buffers(d->model), err,
+                           errlen) != 0)
+      return -1;
+    return 0;
+  }
+#endif
   shmddp_status_t st = shmddp_broadcast(d->comm, model_params(d->model), model_params(d->model),
                                         d->nparams, SHMDDP_F32, 0, SHMDDP_HOST);
   if (st == SHMDDP_OK && model_num_buffers(d->model) > 0)
@@ -163,6 +221,9 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
   d->failed = 0;
   d->exposed_s = 0;
   d->syncbn_s = 0;
+#ifdef HAVE_CUDA
+  if (d->cuda) ddp_cuda_begin_step(d->cuda);
+#endif
   d->hooks.ctx = d;
   d->hooks.grads_ready = (d->world > 1 && communicate) ? hook_grads_ready : NULL;
   d->hooks.sync_stats = (d->world > 1 && sync_bn) ? hook_sync_stats : NULL;
@@ -185,6 +246,9 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
     }
     d->next_bucket++;
   }
+#ifdef HAVE_CUDA
+  if (d->cuda) return ddp_cuda_finish_step(d->cuda, err, errlen);
+#endif
   d->exposed_s += now_s() - t0;
   return 0;
 }

@@ -1,0 +1,139 @@
+/* ddp_cuda.c — DDP on the GPU. Buckets are all-reduced on a communication stream: when backward
+ * reports a bucket final, an event recorded on the compute stream orders the all-reduce after
+ * the gradients it reads, and backward goes on while NVLink moves the bucket. The optimizer waits
+ * on one event after the last bucket, so only the communication that outlasts backward is
+ * exposed; it is measured as the time from "backward done" to "last bucket done".
+ * SyncBN statistics travel on the compute stream over a duplicate communicator: its calls are
+ * ordered independently of the buckets', so a BN exchange never queues behind a gradient bucket. */
+#include "config.h"
+
+#include "src/ddp_cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "shmddp_cuda.h"
+
+struct ddp_cuda {
+  shmddp_comm_t *comm;   /* buckets, on comm_stream */
+  shmddp_comm_t *bn;     /* SyncBN statistics, on the compute stream */
+  cudaStream_t compute, comm_stream;
+  cudaEvent_t *ready;    /* per bucket, on compute */
+  size_t nbuckets;
+  cudaEvent_t bwd_done, comm_done;
+  int queued;            /* buckets queued this step */
+  int measured;          /* events of a finished step exist */
+};
+
+#define CK(call)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
+      snprintf(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                        \
+      return -1;                                                                              \
+    }                                                                                         \
+  } while (0)
+
+static int coll_failed(shmddp_comm_t *comm, const char *what, char *err, size_t errlen)
+{
+  snprintf(err, errlen, "%s: %s", what, shmddp_comm_last_error(comm));
+  return -1;
+}
+
+int ddp_cuda_create(ddp_cuda_t **out, shmddp_comm_t *comm, void *compute_stream, size_t nbuckets,
+                    char *err, size_t errlen)
+{
+  *out = NULL;
+  ddp_cuda_t *d = calloc(1, sizeof *d);
+  if (!d) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  *out = d;
+  d->comm = comm;
+  d->compute = (cudaStream_t)compute_stream;
+  d->nbuckets = nbuckets;
+  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
+  cc.device = shmddp_comm_device(comm);
+  if (shmddp_comm_init_cuda(comm, &cc) != SHMDDP_OK)
+    return coll_failed(comm, "setting up the device transport", err, errlen);
+  if (shmddp_comm_dup(comm, &d->bn) != SHMDDP_OK)
+    return coll_failed(comm, "creating the SyncBN communicator", err, errlen);
+  if (shmddp_comm_init_cuda(d->bn, &cc) != SHMDDP_OK)
+    return coll_failed(d->bn, "setting up the SyncBN transport", err, errlen);
+  /* Higher priority than compute, so a ready bucket starts at once. */
+  int lo, hi;
+  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  CK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, hi));
+  d->ready = calloc(nbuckets ? nbuckets : 1, sizeof *d->ready);
+  for (size_t b = 0; b < nbuckets; b++) CK(cudaEventCreateWithFlags(&d->ready[b], cudaEventDisableTiming));
+  CK(cudaEventCreate(&d->bwd_done));
+  CK(cudaEventCreate(&d->comm_done));
+  return 0;
+}
+
+void ddp_cuda_destroy(ddp_cuda_t *d)
+{
+  if (!d) return;
+  for (size_t b = 0; d->ready && b < d->nbuckets; b++) cudaEventDestroy(d->ready[b]);
+  free(d->ready);
+  if (d->bwd_done) cudaEventDestroy(d->bwd_done);
+  if (d->comm_done) cudaEventDestroy(d->comm_done);
+  if (d->comm_stream) cudaStreamDestroy(d->comm_stream);
+  if (d->bn) shmddp_comm_free(d->bn);
+  free(d);
+}
+
+void ddp_cuda_begin_step(ddp_cuda_t *d) { d->queued = 0; }
+
+int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, char *err,
+                          size_t errlen)
+{
+  CK(cudaEventRecord(d->ready[b], d->compute));
+  CK(cudaStreamWaitEvent(d->comm_stream, d->ready[b], 0));
+  if (shmddp_all_reduce(d->comm, grads, grads, count, SHMDDP_F32, SHMDDP_AVG,
+                        (shmddp_stream_t)d->comm_stream) != SHMDDP_OK)
+    return coll_failed(d->comm, "gradient all-reduce", err, errlen);
+  d->queued++;
+  return 0;
+}
+
+int ddp_cuda_finish_step(ddp_cuda_t *d, char *err, size_t errlen)
+{
+  CK(cudaEventRecord(d->bwd_done, d->compute));
+  CK(cudaEventRecord(d->comm_done, d->comm_stream));
+  CK(cudaStreamWaitEvent(d->compute, d->comm_done, 0));
+  d->measured = d->queued > 0;
+  if (shmddp_cuda_check(d->comm) != SHMDDP_OK)
+    return coll_failed(d->comm, "gradient all-reduce", err, errlen);
+  return 0;
+}
+
+int ddp_cuda_sync_stats(ddp_cuda_t *d, void *buf, size_t count, shmddp_dtype_t dtype,
+                        void *stream, char *err, size_t errlen)
+{
+  if (shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream) !=
+      SHMDDP_OK)
+    return coll_failed(d->bn, "SyncBN statistics all-reduce", err, errlen);
+  return 0;
+}
+
+int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_t errlen)
+{
+  if (shmddp_broadcast(d->comm, dev, dev, count, SHMDDP_F32, 0, (shmddp_stream_t)d->comm_stream) !=
+          SHMDDP_OK ||
+      shmddp_cuda_sync(d->comm, (shmddp_stream_t)d->comm_stream) != SHMDDP_OK)
+    return coll_failed(d->comm, "broadcasting the initial parameters", err, errlen);
+  return 0;
+}
+
+double ddp_cuda_exposed_s(ddp_cuda_t *d)
+{
+  if (!d->measured) return 0;
+  float ms = 0;
+  if (cudaEventSynchronize(d->comm_done) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, d->bwd_done, d->comm_done) != cudaSuccess)
+    return 0;
+  return ms > 0 ? ms * 1e-3 : 0;
+}
