@@ -239,7 +239,7 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
   s->ctrl = p;
   s->ctrl_peer[comm->rank] = s->ctrl;
   CUDA_TRY(comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
-  size_t lbytes = sizeof(cuda_local_t) + CUDA_LL_BLOCKS * 4 + CUDA_DIRECT_MAXB * 8 +
+  size_t lbytes = sizeof(cuda_local_t) + CUDA_LL_BLOCKS * 4 + CUDA_DIRECT_MAXB * 12 +
                   CUDA_STAGED_BLOCKS * 8 + 64;
   CUDA_TRY(comm, cudaMalloc(&p, lbytes));
   CUDA_TRY(comm, cudaMemset(p, 0, lbytes));
@@ -250,6 +250,7 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
   init.depoch = (uint64_t *)base;
   init.sctr = init.depoch + CUDA_DIRECT_MAXB;
   init.ll_seq = (uint32_t *)(init.sctr + CUDA_STAGED_BLOCKS);
+  init.ts_seq = init.ll_seq + CUDA_LL_BLOCKS;
   CUDA_TRY(comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
   s->local = p;
   /* The device pointers of the arrays, for the host's launch arguments. */
@@ -294,6 +295,9 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   s->device = dev;
   s->timeout_s = c.timeout_s > 0 ? c.timeout_s : comm->timeout_s;
   s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", (size_t)256 << 10);
+  s->ts_max = env_bytes("SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX);
+  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
+  s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
   s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", (size_t)256 << 20);
   shmddp_status_t st = init_device_memory(comm, s);
   if (st == SHMDDP_OK) {

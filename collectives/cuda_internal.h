@@ -7,9 +7,11 @@
  *          dflags  u64 [CUDA_DIRECT_MAXB][MAXR]  direct kernels' barrier flags, [block][from rank]
  *          verify  u64 [MAXR]                   P2P check: written by each peer at start
  *          ll      16-byte packets [2][nranks][CUDA_LL_WORDS]: one-shot receive slots, [parity][from]
+ *          ts      [2][IN | RES] x CUDA_TS_MAX: the scratch two-shot's copy of the input and its
+ *                  reduced slice, [parity of the call]
  *   local  (cudaMalloc, never exported): counters that advance inside the kernels (so a captured
- *          graph replays correctly): ll_seq per LL block, depoch per direct block, sctr per staged
- *          block; err_dev, the sticky "a kernel gave up" word
+ *          graph replays correctly): ll_seq / ts_seq (calls made, one copy per block), depoch per
+ *          direct block, sctr per staged block; err_dev, the sticky "a kernel gave up" word
  *   err_host (cudaHostAlloc, mapped): the code of the first give-up, read by the host
  *   staged (POSIX shm shared by the ranks, cudaHostRegister'ed): per rank a region of
  *          post u64 [SB], ack u64 [SB][MAXR], then data [SB][2][CUDA_STAGED_CHUNK]
@@ -24,9 +26,9 @@
 
 #define CUDA_MAXR SHMDDP_MAX_RANKS
 
-#define CUDA_LL_BLOCKS 32
+#define CUDA_LL_BLOCKS 128 /* at most; a launch uses fewer for small messages */
 #define CUDA_LL_THREADS 256
-#define CUDA_LL_MAX_BYTES ((size_t)256 << 10) /* payload of one one-shot launch */
+#define CUDA_LL_MAX_BYTES ((size_t)1 << 20) /* payload of one one-shot launch */
 #define CUDA_LL_WORDS (CUDA_LL_MAX_BYTES / 8)  /* 8 payload bytes per 16-byte packet */
 
 #define CUDA_DIRECT_MAXB 128
@@ -41,7 +43,9 @@
 #define CUDA_OFF_DFLAGS 0
 #define CUDA_OFF_VERIFY (CUDA_OFF_DFLAGS + (size_t)CUDA_DIRECT_MAXB * CUDA_MAXR * 8)
 #define CUDA_OFF_LL (CUDA_OFF_VERIFY + 4096)
-#define CUDA_CTRL_BYTES(n) (CUDA_OFF_LL + (size_t)2 * (n) * CUDA_LL_WORDS * 16)
+#define CUDA_TS_MAX ((size_t)4 << 20) /* scratch two-shot: largest message, bytes */
+#define CUDA_OFF_TS(n) (CUDA_OFF_LL + (size_t)2 * (n) * CUDA_LL_WORDS * 16)
+#define CUDA_CTRL_BYTES(n) (CUDA_OFF_TS(n) + 4 * CUDA_TS_MAX)
 
 /* What a kernel that gave up wrote into err_host. */
 #define CUDA_GAVE_UP_ABORT 1
@@ -57,6 +61,7 @@ typedef struct {
 
 typedef struct {
   uint32_t *ll_seq;  /* [CUDA_LL_BLOCKS] */
+  uint32_t *ts_seq;  /* [CUDA_DIRECT_MAXB] */
   uint64_t *depoch;  /* [CUDA_DIRECT_MAXB] */
   uint64_t *sctr;    /* [CUDA_STAGED_BLOCKS] */
   uint32_t err_dev;
@@ -90,6 +95,20 @@ typedef struct {
   cuda_kctl_t k;
 } cuda_direct_args_t;
 
+/* Scratch two-shot: no user buffer leaves the rank; see cuda_kernels.cu. */
+typedef struct {
+  int dtype, op, avg_div, nranks, rank;
+  const void *send;
+  void *recv;
+  size_t count, sl;                  /* elements; sl: per rank slice, whole 16-byte vectors */
+  unsigned char *ts[CUDA_MAXR];       /* every rank's ts area, mapped */
+  uint32_t *ts_seq;
+  uint64_t *dflags;
+  uint64_t *dflags_peer[CUDA_MAXR];
+  uint64_t *depoch;
+  cuda_kctl_t k;
+} cuda_ts_args_t;
+
 typedef struct {
   int mode, dtype, op, avg_div, nranks, rank;
   const void *src;   /* what this rank posts: src_bytes bytes (every rank the same size) */
@@ -112,6 +131,7 @@ extern "C" {
 /* Launchers (cudaError_t as int; 0 is success). */
 int cuda_launch_ll(const cuda_ll_args_t *a, void *stream);
 int cuda_launch_direct(const cuda_direct_args_t *a, int blocks, void *stream);
+int cuda_launch_ts(const cuda_ts_args_t *a, int blocks, void *stream);
 int cuda_launch_staged(const cuda_staged_args_t *a, void *stream);
 /* P2P check: write value into each target (peer-mapped u64), one thread each. */
 int cuda_launch_verify_write(uint64_t *const *targets, const uint64_t *values, int n, void *stream);

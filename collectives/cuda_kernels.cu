@@ -5,9 +5,10 @@
  * One-shot LL protocol. A 16-byte packet {lo, flag, hi, flag} carries 8 payload bytes; it is
  * written with one 16-byte volatile store, and NVLink/PCIe keep each 8-byte half whole, so a
  * reader that sees both flags equal to the call's sequence number also sees the payload: no
- * fence, no barrier. The grid is fixed (CUDA_LL_BLOCKS x CUDA_LL_THREADS), so word w always
- * belongs to the same block and every block's counter ll_seq[b] counts the one-shot calls; all
- * counters therefore agree across blocks and ranks. Receive slots are double-buffered by the
+ * fence, no barrier. Every block keeps a copy of the call counter ll_seq[b]; a launch of G blocks
+ * advances its own copies and block 0 advances the copies of the blocks not launched, so all
+ * copies always equal the number of one-shot calls (on every rank), whatever the grid size — the
+ * grid scales with the message. Receive slots are double-buffered by the
  * parity of seq: rank s can write call k+2 into a slot only after finishing call k+1, which needed
  * the receiver's packets of k+1, sent after the receiver finished reading call k. Flags equal to
  * seq (not >=) never match a stale packet, which carries seq-2.
@@ -119,13 +120,22 @@ static __global__ void __launch_bounds__(CUDA_LL_THREADS) ll_kernel(cuda_ll_args
       for (int i = 0; i < E && (size_t)i < left; i++) dst[i] = o[i];
   }
   __syncthreads();
-  if (threadIdx.x == 0 && !cd_gave_up(a.k)) a.ll_seq[b] = seq;
+  if (threadIdx.x == 0 && !cd_gave_up(a.k)) {
+    a.ll_seq[b] = seq;
+    if (b == 0)
+      for (int i = gridDim.x; i < CUDA_LL_BLOCKS; i++) a.ll_seq[i] = seq;
+  }
 }
 
 template <typename T>
 static void ll_launch(const cuda_ll_args_t *a, cudaStream_t s)
 {
-  ll_kernel<T><<<CUDA_LL_BLOCKS, CUDA_LL_THREADS, 0, s>>>(*a);
+  /* about two packets per thread: enough parallelism to fill the links, few blocks when small */
+  size_t words = (a->count * sizeof(T) + 7) / 8;
+  size_t g = (words + 2 * CUDA_LL_THREADS - 1) / (2 * CUDA_LL_THREADS);
+  if (g < 1) g = 1;
+  if (g > CUDA_LL_BLOCKS) g = CUDA_LL_BLOCKS;
+  ll_kernel<T><<<(int)g, CUDA_LL_THREADS, 0, s>>>(*a);
 }
 
 extern "C" int cuda_launch_ll(const cuda_ll_args_t *a, void *stream)
@@ -136,16 +146,23 @@ extern "C" int cuda_launch_ll(const cuda_ll_args_t *a, void *stream)
 
 /* ---------------- direct ---------------- */
 
-static __device__ __forceinline__ bool block_barrier(const cuda_direct_args_t &a, int b, uint64_t ep)
+static __device__ __forceinline__ bool block_barrier(const uint64_t *mine, uint64_t *const *peers,
+                                                     int nranks, int rank, int b, uint64_t ep,
+                                                     const cuda_kctl_t &k)
 {
   __syncthreads();
   int t = threadIdx.x;
-  if (t < a.nranks && t != a.rank) {
-    cd_st_release(a.dflags_peer[t] + (size_t)b * CUDA_MAXR + a.rank, ep);
-    cd_wait_ge(a.dflags + (size_t)b * CUDA_MAXR + t, ep, a.k);
+  if (t < nranks && t != rank) {
+    cd_st_release(peers[t] + (size_t)b * CUDA_MAXR + rank, ep);
+    cd_wait_ge(mine + (size_t)b * CUDA_MAXR + t, ep, k);
   }
   /* one answer for the whole block, so no thread is left alone at a later __syncthreads */
-  return !__syncthreads_or(cd_gave_up(a.k));
+  return !__syncthreads_or(cd_gave_up(k));
+}
+
+static __device__ __forceinline__ bool block_barrier(const cuda_direct_args_t &a, int b, uint64_t ep)
+{
+  return block_barrier(a.dflags, a.dflags_peer, a.nranks, a.rank, b, ep, a.k);
 }
 
 template <typename T>
@@ -185,6 +202,83 @@ extern "C" int cuda_launch_direct(const cuda_direct_args_t *a, int blocks, void 
 {
   if (a->mode == CUDA_DIRECT_COPY) direct_launch<float>(a, blocks, (cudaStream_t)stream);
   else RC_DISPATCH(a->dtype, direct_launch, a, blocks, (cudaStream_t)stream);
+  return (int)cudaGetLastError();
+}
+
+/* ---------------- scratch two-shot ----------------
+ * For mid sizes, where a host rendezvous per call (to learn the peers' buffers) would cost more
+ * than the data: every rank copies its input into its own IPC-exported scratch (IN), block b of
+ * every rank meets block b of every peer (barrier 1), reduces its part of its own slice from all
+ * ranks' IN into its output and its scratch RES, meets again (barrier 2), and copies the peers'
+ * parts of their slices from their RES into its output. Block b handles the same element range of
+ * every slice on every rank, so the per-block barriers order exactly the data they guard.
+ * Scratch is double-buffered by the parity of the call counter ts_seq (kept like ll_seq): a rank
+ * writes parity p again at call k+2, and its call k+1 passed barrier 1 with every peer, whose
+ * kernel k had therefore finished reading. */
+
+template <typename T>
+static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) ts_kernel(cuda_ts_args_t a)
+{
+  if (cd_gave_up(a.k)) return;
+  const int b = blockIdx.x, G = gridDim.x, t = threadIdx.x, T_ = blockDim.x;
+  const size_t ds = sizeof(T), V = 16 / sizeof(T);
+  const uint32_t seq = a.ts_seq[b];
+  const size_t par = seq & 1;
+  const uint64_t ep = a.depoch[b];
+  const size_t per = ((a.sl / V + G - 1) / G) * V;
+  const size_t lo = (size_t)b * per, hi = lo + per < a.sl ? lo + per : a.sl;
+  const unsigned char *send = (const unsigned char *)a.send;
+  unsigned char *recv = (unsigned char *)a.recv;
+#define TS_IN(r) (a.ts[r] + par * 2 * CUDA_TS_MAX)
+#define TS_RES(r) (a.ts[r] + par * 2 * CUDA_TS_MAX + CUDA_TS_MAX)
+  for (int s = 0; s < a.nranks; s++) {
+    if (s == a.rank) continue;
+    size_t e0 = s * a.sl + lo, e1 = s * a.sl + hi < a.count ? s * a.sl + hi : a.count;
+    if (e0 >= e1) continue;
+    void *dst[1] = {TS_IN(a.rank) + e0 * ds};
+    rc_copy_range(send + e0 * ds, dst, 1, (e1 - e0) * ds, (((uintptr_t)send + e0 * ds) & 15) == 0, t, T_);
+  }
+  __threadfence_system();
+  if (!block_barrier(a.dflags, a.dflags_peer, a.nranks, a.rank, b, ep + 1, a.k)) return;
+  {
+    size_t e0 = a.rank * a.sl + lo, e1 = a.rank * a.sl + hi < a.count ? a.rank * a.sl + hi : a.count;
+    if (e0 < e1) {
+      const void *srcs[CUDA_MAXR];
+      uintptr_t bits = (uintptr_t)send + e0 * ds | (uintptr_t)recv + e0 * ds;
+      for (int r = 0; r < a.nranks; r++)
+        srcs[r] = r == a.rank ? (const void *)(send + e0 * ds) : (const void *)(TS_IN(r) + e0 * ds);
+      void *dsts[2] = {recv + e0 * ds, TS_RES(a.rank) + lo * ds};
+      rc_reduce_range<T>(srcs, a.nranks, dsts, 2, e1 - e0, a.op, a.avg_div, (bits & 15) == 0, t, T_);
+    }
+  }
+  __threadfence_system();
+  if (!block_barrier(a.dflags, a.dflags_peer, a.nranks, a.rank, b, ep + 2, a.k)) return;
+  for (int s = 0; s < a.nranks; s++) {
+    if (s == a.rank) continue;
+    size_t e0 = s * a.sl + lo, e1 = s * a.sl + hi < a.count ? s * a.sl + hi : a.count;
+    if (e0 >= e1) continue;
+    void *dst[1] = {recv + e0 * ds};
+    rc_copy_range(TS_RES(s) + lo * ds, dst, 1, (e1 - e0) * ds, (((uintptr_t)recv + e0 * ds) & 15) == 0, t, T_);
+  }
+#undef TS_IN
+#undef TS_RES
+  if (t == 0) {
+    a.depoch[b] = ep + 2;
+    a.ts_seq[b] = seq + 1;
+    if (b == 0)
+      for (int i = G; i < CUDA_DIRECT_MAXB; i++) a.ts_seq[i] = seq + 1;
+  }
+}
+
+template <typename T>
+static void ts_launch(const cuda_ts_args_t *a, int blocks, cudaStream_t s)
+{
+  ts_kernel<T><<<blocks, CUDA_DIRECT_THREADS, 0, s>>>(*a);
+}
+
+extern "C" int cuda_launch_ts(const cuda_ts_args_t *a, int blocks, void *stream)
+{
+  RC_DISPATCH(a->dtype, ts_launch, a, blocks, (cudaStream_t)stream);
   return (int)cudaGetLastError();
 }
 

@@ -4,6 +4,8 @@
  *
  * Choice (all_reduce, P2P): one-shot up to direct_max bytes (SHMDDP_CUDA_DIRECT_MAX), two-shot up
  * to ce_min (SHMDDP_CUDA_CE_MIN), the copy-engine algorithm above; without P2P always staged.
+ * Two-shot runs through the scratch areas up to ts_max (SHMDDP_CUDA_TS_MAX: no host rendezvous,
+ * which costs more than the data there), on the users' buffers above (zero copies).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
  *
@@ -141,9 +143,42 @@ static shmddp_status_t ar_oneshot(shmddp_comm_t *comm, const void *send, void *r
   return SHMDDP_OK;
 }
 
+/* Two-shot through the scratch areas: no host rendezvous (mid sizes). */
+static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send, void *recv,
+                                          size_t count, shmddp_dtype_t dtype, shmddp_op_t op,
+                                          shmddp_stream_t stream)
+{
+  cuda_state_t *s = cuda_state(comm);
+  size_t ds = shmddp_dtype_size(dtype);
+  cuda_ts_args_t a;
+  memset(&a, 0, sizeof a);
+  a.dtype = dtype;
+  a.op = op;
+  a.avg_div = comm->nranks;
+  a.nranks = comm->nranks;
+  a.rank = comm->rank;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.sl = slice_elems(count, comm->nranks, ds);
+  for (int r = 0; r < comm->nranks; r++) {
+    a.ts[r] = s->ctrl_peer[r] + CUDA_OFF_TS(comm->nranks);
+    a.dflags_peer[r] = (uint64_t *)(s->ctrl_peer[r] + CUDA_OFF_DFLAGS);
+  }
+  a.dflags = (uint64_t *)(s->ctrl + CUDA_OFF_DFLAGS);
+  a.ts_seq = s->local_arrays.ts_seq;
+  a.depoch = s->local_arrays.depoch;
+  a.k = cuda_kctl(comm);
+  LTRY(comm, "two-shot", cuda_launch_ts(&a, cuda_direct_blocks(a.sl * ds), stream));
+  return SHMDDP_OK;
+}
+
+/* Two-shot on the users' buffers (exchanged per call): large sizes, zero copies. */
 static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                                   shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
 {
+  if (count * shmddp_dtype_size(dtype) <= cuda_state(comm)->ts_max)
+    return ar_twoshot_scratch(comm, send, recv, count, dtype, op, stream);
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
   TRY(cuda_exchange(comm, 2, mine, P));
@@ -177,7 +212,7 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   if (lo > hi) lo = hi;
   /* Chunks: about 1/32 of the slice (enough to pipeline, few enough to keep the host ahead),
    * between 1 MiB and the landing buffer, whole 4 KiB pages. */
-  size_t cb = sl * ds / 32;
+  size_t cb = s->ce_chunk_env ? s->ce_chunk_env : sl * ds / 32;
   if (cb < ((size_t)1 << 20)) cb = (size_t)1 << 20;
   if (cb > s->ce_chunk) cb = s->ce_chunk;
   cb &= ~(size_t)4095;

@@ -79,7 +79,8 @@ typedef struct {
   cudaStream_t cs_in, cs_out;
   cudaEvent_t ev_fork, ev_cp[2], ev_red[2], ev_join_in, ev_join_out;
   uint64_t xseq;                  /* buffer exchanges made */
-  size_t direct_max, ce_min;      /* auto thresholds, bytes */
+  size_t direct_max, ts_max, ce_min; /* auto thresholds, bytes */
+  size_t ce_chunk_env;            /* SHMDDP_CUDA_CE_CHUNK: copy-engine chunk override (tuning) */
   cuda_ptr_attrs_fn ptr_attrs;
   cuda_own_t own[CUDA_OWN_MAX];
   int nown;

@@ -136,6 +136,49 @@ __device__ __forceinline__ T rc_finish(typename rc_traits<T>::acc a, int op, int
  * 16-byte vectors are loaded (all sources' loads in flight before the first use) and the
  * remainder goes element by element. Sources are read through L2 only (.cg): they may be peer
  * memory written since this kernel started. */
+/* The vector loop with a compile-time number of sources and U vectors per thread in flight (the
+ * two-rank case: the loads of a peer's memory take microseconds, so more of them must be
+ * outstanding). Same arithmetic, same order. */
+template <typename T, int NS, int U>
+__device__ __forceinline__ void rc_reduce_vec_fixed(const void *const *srcs, void *const *dsts,
+                                                    int ndst, size_t nvec, int op, int avg_div,
+                                                    size_t tid, size_t nthreads)
+{
+  typedef typename rc_traits<T>::acc A;
+  const int V = 16 / sizeof(T);
+  for (size_t base = tid; base < nvec; base += nthreads * U) {
+    uint4 in[U][NS];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      size_t i = base + (size_t)u * nthreads;
+      if (i < nvec) {
+#pragma unroll
+        for (int s = 0; s < NS; s++) in[u][s] = __ldcg((const uint4 *)srcs[s] + i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      size_t i = base + (size_t)u * nthreads;
+      if (i >= nvec) break;
+      A acc[V];
+      const T *p0 = (const T *)&in[u][0];
+#pragma unroll
+      for (int e = 0; e < V; e++) acc[e] = rc_traits<T>::load(p0[e]);
+#pragma unroll
+      for (int s = 1; s < NS; s++) {
+        const T *ps = (const T *)&in[u][s];
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = rc_op<A>::apply(acc[e], rc_traits<T>::load(ps[e]), op);
+      }
+      uint4 out;
+      T *po = (T *)&out;
+#pragma unroll
+      for (int e = 0; e < V; e++) po[e] = rc_finish<T>(acc[e], op, avg_div);
+      for (int d = 0; d < ndst; d++) ((uint4 *)dsts[d])[i] = out;
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void rc_reduce_range(const void *const *srcs, int nsrc, void *const *dsts,
                                                 int ndst, size_t n, int op, int avg_div, bool vec,
@@ -144,7 +187,9 @@ __device__ __forceinline__ void rc_reduce_range(const void *const *srcs, int nsr
   typedef typename rc_traits<T>::acc A;
   const size_t V = 16 / sizeof(T);
   size_t nvec = vec ? n / V : 0;
-  for (size_t i = tid; i < nvec; i += nthreads) {
+  /* two sources (two ranks): the unrolled loop does the vectors; then only the tail below */
+  if (nsrc == 2) rc_reduce_vec_fixed<T, 2, 4>(srcs, dsts, ndst, nvec, op, avg_div, tid, nthreads);
+  for (size_t i = tid; i < (nsrc == 2 ? 0 : nvec); i += nthreads) {
     uint4 in[RC_MAXSRC];
 #pragma unroll
     for (int s = 0; s < RC_MAXSRC; s++)

@@ -3,8 +3,9 @@
  * timed calls), every result checked against the f64 reference with -c 1, and with --compare nccl
  * the same measurement of NCCL (loaded at run time) in the same run, printed beside ours.
  *
- * Per size: fill the inputs with the test pattern (never zeros), warm up, host barrier, time
- * `iters` calls between two events on the rank's stream; the row reports the slowest rank. The
+ * Per size: fill the inputs with the test pattern (never zeros), warm up, then 5 times: host
+ * barrier, `iters` calls between two events on the rank's stream; each rank takes the median of
+ * the 5 and the row reports the slowest rank. The
  * checked call runs afterwards on fresh inputs, so the timed in-place updates do not matter. */
 #include "config.h"
 
@@ -120,17 +121,25 @@ static long check(bctx_t *b, const void *rbuf, size_t count, int iter)
   }
 }
 
-/* Time `iters` calls (or one graph of them); returns microseconds per call, < 0 on error. */
+static int cmp_double(const void *x, const void *y)
+{
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+#define BENCH_REPS 5
+
+/* Time `iters` calls (or one graph of them) BENCH_REPS times, each after a host barrier;
+ * returns the median in microseconds per call, < 0 on error. */
 static double timed(bctx_t *b, int nccl, const void *s, void *r, size_t count)
 {
   const bench_opts_t *o = b->o;
   for (long i = 0; i < o->warmup; i++)
     if (run_one(b, nccl, s, r, count)) return -1;
-  if (sync_all(b, nccl) || shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
-  float ms = 0;
+  if (sync_all(b, nccl)) return -1;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
   if (o->graph) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     if (cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
     int bad = 0;
     for (long i = 0; i < o->iters && !bad; i++) bad = run_one(b, nccl, s, r, count);
@@ -143,22 +152,27 @@ static double timed(bctx_t *b, int nccl, const void *s, void *r, size_t count)
       return -1;
     }
     if (cudaGraphLaunch(ge, b->stream) != cudaSuccess || sync_all(b, nccl)) return -1;
+  }
+  double t[BENCH_REPS];
+  for (int rep = 0; rep < BENCH_REPS; rep++) {
     if (shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
     cudaEventRecord(b->e0, b->stream);
-    cudaGraphLaunch(ge, b->stream);
+    if (o->graph) {
+      cudaGraphLaunch(ge, b->stream);
+    } else {
+      for (long i = 0; i < o->iters; i++)
+        if (run_one(b, nccl, s, r, count)) return -1;
+    }
     cudaEventRecord(b->e1, b->stream);
     if (sync_all(b, nccl)) return -1;
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-  } else {
-    cudaEventRecord(b->e0, b->stream);
-    for (long i = 0; i < o->iters; i++)
-      if (run_one(b, nccl, s, r, count)) return -1;
-    cudaEventRecord(b->e1, b->stream);
-    if (sync_all(b, nccl)) return -1;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, b->e0, b->e1) != cudaSuccess) return -1;
+    t[rep] = (double)ms * 1e3 / (double)o->iters;
   }
-  if (cudaEventElapsedTime(&ms, b->e0, b->e1) != cudaSuccess) return -1;
-  return (double)ms * 1e3 / (double)o->iters;
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  qsort(t, BENCH_REPS, sizeof t[0], cmp_double);
+  return t[BENCH_REPS / 2];
 }
 
 static int setup_nccl(bctx_t *b)
