@@ -2,18 +2,20 @@
 # bench/run_collectives_gpu.sh — the CUDA collectives beside NCCL on this machine's GPUs, as
 # recorded in bench/results/allreduce_2xh200.tsv. Run from a build directory (where
 # tools/allreduce_bench is) on the GPU machine:
-#   ../bench/run_collectives_gpu.sh OUTDIR [COMMIT] [algos]
-# Writes OUTDIR/allreduce_2xh200.tsv (f32 sum, auto algorithm, NCCL in the same run, every result
-# checked) and OUTDIR/bench.log; with "algos" also OUTDIR/algos.txt (each algorithm forced over
-# its range, bf16 and f64 sweeps).
+#   ../bench/run_collectives_gpu.sh OUTDIR [COMMIT] [main|algos|all]
+# main (default): OUTDIR/allreduce_2xh200.tsv (f32 sum, auto algorithm, NCCL in the same run,
+# every result checked) and OUTDIR/bench.log; algos: OUTDIR/algos.txt (each algorithm forced over
+# its range, CUDA-graph replays, bf16 and f64 sweeps); all: both.
 set -uo pipefail
-out=${1:?usage: run_collectives_gpu.sh OUTDIR [COMMIT] [algos]}
+out=${1:?usage: run_collectives_gpu.sh OUTDIR [COMMIT] [main|algos|all]}
+mode=${3:-main}
 commit=${2:-$(git -C "$(dirname "$0")/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$out"
 bench=./tools/allreduce_bench
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast
 ngpu=$(nvidia-smi -L | wc -l)
 cmd="$bench --device cuda -b 8 -e 1G -f 2 -n 50 -w 10 -c 1 --compare nccl"
+if [ "$mode" != algos ]; then
 {
   echo "# allreduce: shmddp CUDA transport vs NCCL (same run), f32 sum, out-of-place, busbw = algbw * 2(n-1)/n"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $commit"
@@ -25,7 +27,8 @@ cmd="$bench --device cuda -b 8 -e 1G -f 2 -n 50 -w 10 -c 1 --compare nccl"
 $cmd --tsv "$out/table.tsv" 2>&1 | tee "$out/bench.log"
 cat "$out/header.txt" "$out/table.tsv" > "$out/allreduce_2xh200.tsv" && rm -f "$out/table.tsv"
 rm -f "$out/header.txt"
-[ "${3:-}" = algos ] || exit 0
+fi
+[ "$mode" = main ] && exit 0
 {
   for a in direct twoshot cering staged; do
     case $a in
@@ -37,8 +40,9 @@ rm -f "$out/header.txt"
     echo "## forced: -a $a $r"
     $bench --device cuda -a $a $r -n 30 -w 5 -c 1
   done
-  echo "## forced: -a direct, one CUDA-graph replay of 30 calls"
+  echo "## forced: -a direct, then -a twoshot, one CUDA-graph replay of 30 calls (no host cost)"
   $bench --device cuda -a direct -b 8 -e 1M -f 4 -n 30 -w 5 -c 1 --graph
+  $bench --device cuda -a twoshot -b 64K -e 16M -f 4 -n 30 -w 5 -c 1 --graph
   echo "## bf16 sum, auto (the DDP gradient case)"
   $bench --device cuda -d bf16 -b 1M -e 64M -f 4 -n 30 -w 5 -c 1 --compare nccl
   echo "## f64 sum, small (the SyncBN case), graph replays"
