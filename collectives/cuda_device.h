@@ -4,9 +4,9 @@
  *
  * Give-up protocol: the first thread that gives up CASes its code into err_dev (device memory,
  * sticky for the rest of the communicator's life) and stores it into err_host (mapped host memory)
- * for the host to report. Every spin polls err_dev each round, so the other threads and blocks of
- * the kernel (and every later kernel of the communicator) stop at once. The abort word lives in
- * host memory, so it is read only every ~20 us of spinning. CUDA code only. */
+ * for the host to report. Every spin polls err_dev every few microseconds, so the other threads
+ * and blocks of the kernel (and every later kernel of the communicator) stop soon. The abort word
+ * lives in host memory, so it is read only every ~100 us, by one lane per warp. CUDA only. */
 #ifndef COLL_CUDA_DEVICE_H
 #define COLL_CUDA_DEVICE_H
 
@@ -44,19 +44,25 @@ static __device__ __noinline__ void cd_give_up(const cuda_kctl_t &k, uint32_t co
   }
 }
 
-/* Between polls of the flag: check the sticky word, and every ~20 us the abort word and the
- * deadline. Returns false once the kernel must give up. */
+/* Between polls of the flag: every ~2 us check the sticky word (one hot line: not every round),
+ * and every ~100 us the abort word and the deadline — the abort word is in host memory, and a
+ * kernel may have tens of thousands of threads spinning, so only the lowest active lane of each
+ * warp reads it (a read storm over PCIe slows everything, the peers' NVLink writes included).
+ * Returns false once the kernel must give up. */
 struct cd_spin {
-  unsigned long long start, last;
-  __device__ cd_spin() : start(0), last(0) {}
+  unsigned long long start, last, last_abort;
+  __device__ cd_spin() : start(0), last(0), last_abort(0) {}
   __device__ __forceinline__ bool keep_going(const cuda_kctl_t &k)
   {
-    if (cd_gave_up(k)) return false;
     unsigned long long now = cd_now_ns();
-    if (start == 0) start = last = now;
-    if (now - last < 20000) return true;
+    if (start == 0) start = last = last_abort = now;
+    if (now - last < 2000) return true;
     last = now;
-    if (k.abort_word && *k.abort_word != 0) {
+    if (cd_gave_up(k)) return false;
+    if (now - last_abort < 100000) return true;
+    last_abort = now;
+    unsigned lane = threadIdx.x & 31;
+    if ((__activemask() & ((1u << lane) - 1)) == 0 && k.abort_word && *k.abort_word != 0) {
       cd_give_up(k, CUDA_GAVE_UP_ABORT);
       return false;
     }

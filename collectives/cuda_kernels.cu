@@ -153,6 +153,10 @@ static __device__ __forceinline__ bool block_barrier(const uint64_t *mine, uint6
   __syncthreads();
   int t = threadIdx.x;
   if (t < nranks && t != rank) {
+    /* The block's stores into peers (made before the __syncthreads) are ordered before the flag
+     * by this thread's system-scope fence and release (cumulative), as NCCL's protocols do:
+     * one fence per signalling thread, not one per thread of the block. */
+    __threadfence_system();
     cd_st_release(peers[t] + (size_t)b * CUDA_MAXR + rank, ep);
     cd_wait_ge(mine + (size_t)b * CUDA_MAXR + t, ep, k);
   }
@@ -177,10 +181,7 @@ static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) direct_kernel(cuda
     rc_reduce_range<T>(a.src, a.nsrc, a.dst, a.ndst, a.n, a.op, a.avg_div, a.vec != 0, tid, nthreads);
   else
     rc_copy_range(a.src[0], a.dst, a.ndst, a.n, a.vec != 0, tid, nthreads);
-  if (a.barrier_end) {
-    __threadfence_system(); /* this thread's stores into peers, before the block's signal */
-    if (!block_barrier(a, b, ep + 2)) return;
-  }
+  if (a.barrier_end && !block_barrier(a, b, ep + 2)) return;
   if (threadIdx.x == 0) a.depoch[b] = ep + 2;
 }
 
@@ -238,7 +239,6 @@ static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) ts_kernel(cuda_ts_
     void *dst[1] = {TS_IN(a.rank) + e0 * ds};
     rc_copy_range(send + e0 * ds, dst, 1, (e1 - e0) * ds, (((uintptr_t)send + e0 * ds) & 15) == 0, t, T_);
   }
-  __threadfence_system();
   if (!block_barrier(a.dflags, a.dflags_peer, a.nranks, a.rank, b, ep + 1, a.k)) return;
   {
     size_t e0 = a.rank * a.sl + lo, e1 = a.rank * a.sl + hi < a.count ? a.rank * a.sl + hi : a.count;
@@ -251,7 +251,6 @@ static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) ts_kernel(cuda_ts_
       rc_reduce_range<T>(srcs, a.nranks, dsts, 2, e1 - e0, a.op, a.avg_div, (bits & 15) == 0, t, T_);
     }
   }
-  __threadfence_system();
   if (!block_barrier(a.dflags, a.dflags_peer, a.nranks, a.rank, b, ep + 2, a.k)) return;
   for (int s = 0; s < a.nranks; s++) {
     if (s == a.rank) continue;

@@ -31,6 +31,7 @@ typedef struct {
   size_t hbytes;
   nccl_dl_t *nc;
   void *ncomm;
+  shmddp_algo_t algo;   /* what our warm-up calls ran (barriers since then reset last_algo) */
   char err[512];
 } bctx_t;
 
@@ -136,6 +137,7 @@ static double timed(bctx_t *b, int nccl, const void *s, void *r, size_t count)
   const bench_opts_t *o = b->o;
   for (long i = 0; i < o->warmup; i++)
     if (run_one(b, nccl, s, r, count)) return -1;
+  if (!nccl && o->warmup > 0) b->algo = shmddp_comm_last_algo(b->comm);
   if (sync_all(b, nccl)) return -1;
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
@@ -233,7 +235,7 @@ static int one_size(bctx_t *b, size_t bytes, FILE *tsv, long *errors)
     if (fill(b, fillbuf, sendcount, count, 0)) return -1;
     t[nccl] = timed(b, nccl, sbuf, rbuf, count);
     if (t[nccl] < 0) return -1;
-    if (!nccl) row.algo = shmddp_comm_last_algo(b->comm);
+    if (!nccl) row.algo = o->warmup > 0 ? b->algo : shmddp_comm_last_algo(b->comm);
     if (o->check) {
       if (fill(b, fillbuf, sendcount, count, 1) || run_one(b, nccl, sbuf, rbuf, count) ||
           sync_all(b, nccl))
