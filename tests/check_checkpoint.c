@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "src/checkpoint.h"
+#include "tests/fuzz/ckpt_input.h"
+
+#include <dirent.h>
 
 static char dir[64];
 static char path[128];
@@ -177,6 +180,47 @@ START_TEST(unwritable_directory_is_reported)
 }
 END_TEST
 
+/* Inputs the fuzzer kept (tests/fuzz/regress_checkpoint): each is accepted or refused with a
+ * message, never a crash (this suite also runs under --enable-sanitizers). */
+START_TEST(fuzz_regressions)
+{
+  char rdir[512];
+  snprintf(rdir, sizeof rdir, "%s/tests/fuzz/regress_checkpoint", getenv("srcdir") ? getenv("srcdir") : ".");
+  DIR *d = opendir(rdir);
+  ck_assert_msg(d != NULL, "cannot open %s", rdir);
+  struct dirent *e;
+  int n = 0, accepted = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char in[1024];
+    snprintf(in, sizeof in, "%s/%s", rdir, e->d_name);
+    FILE *f = fopen(in, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char raw[1 << 16];
+    size_t len = fread(raw, 1, sizeof raw, f);
+    fclose(f);
+    size_t flen;
+    unsigned char *file = ckpt_fuzz_file(raw, len, &flen);
+    FILE *g = fopen(path, "wb");
+    if (flen) fwrite(file, 1, flen, g);
+    fclose(g);
+    free(file);
+    ckpt_t *c = NULL;
+    char err[256] = "";
+    if (ckpt_read(path, &c, err, sizeof err) == 0) {
+      accepted++;
+      ckpt_free(c);
+    } else {
+      ck_assert_msg(err[0] != 0, "%s refused without a message", e->d_name);
+    }
+    n++;
+  }
+  closedir(d);
+  ck_assert_int_ge(n, 1);
+  ck_assert_int_ge(accepted, 1); /* the valid seed */
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
   Suite *s = suite_create("checkpoint");
@@ -188,6 +232,7 @@ static Suite *checkpoint_suite(void)
   tcase_add_test(tc, truncation_is_refused);
   tcase_add_test(tc, disk_full_keeps_previous);
   tcase_add_test(tc, unwritable_directory_is_reported);
+  tcase_add_test(tc, fuzz_regressions);
   suite_add_tcase(s, tc);
   return s;
 }

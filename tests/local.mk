@@ -13,11 +13,11 @@ tests_check_shm_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h tools/coll_check.c tools/coll_check.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_checkpoint_SOURCES = tests/check_checkpoint.c
+tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
 tests_check_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_check_checkpoint_LDADD = libddp.a $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh
-AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); export top_builddir;
+EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/fuzz
+AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
