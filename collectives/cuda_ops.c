@@ -2,8 +2,9 @@
  * (argument set-up, buffer exchange, launches, the copy-engine pipeline). Kernels are in
  * cuda_kernels.cu and cuda_staged.cu.
  *
- * Choice (all_reduce, P2P): one-shot up to direct_max bytes (SHMDDP_CUDA_DIRECT_MAX), two-shot up
- * to ce_min (SHMDDP_CUDA_CE_MIN), the copy-engine algorithm above; without P2P always staged.
+ * Choice (all_reduce, P2P): one-shot up to direct_max bytes (SHMDDP_CUDA_DIRECT_MAX, default
+ * 1 MiB), two-shot above; the copy-engine algorithm only from ce_min (SHMDDP_CUDA_CE_MIN, default
+ * never: on 2 x H200 it is slower than the two-shot at every size); without P2P always staged.
  * Two-shot runs through the scratch areas up to ts_max (SHMDDP_CUDA_TS_MAX: no host rendezvous,
  * which costs more than the data there), on the users' buffers above (zero copies).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the

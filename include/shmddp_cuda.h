@@ -20,10 +20,13 @@
  *   direct  one-shot: every rank pushes LL packets (data + flag) into every peer, reduces locally
  *   twoshot reduce-scatter by direct loads from the peers, all-gather by direct stores
  *   cering  copy engines: slices pulled with cudaMemcpyAsync, reduced by a kernel, pushed back
+ *           (a direct reduce-scatter/all-gather over the copy engines, not a ring)
  *   staged  through cudaHostRegister'ed shared host memory: GPUs without working P2P
  *   ring    on device buffers means cering
- * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX and
- * SHMDDP_CUDA_CE_MIN (bytes) move the auto thresholds. */
+ * Auto: direct up to 1 MiB, twoshot above (through IPC scratch up to 4 MiB, so no host
+ * rendezvous; on the users' buffers above); cering only when asked for (it measured slower).
+ * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX,
+ * SHMDDP_CUDA_TS_MAX and SHMDDP_CUDA_CE_MIN (bytes, K/M/G suffixes) move the auto thresholds. */
 #ifndef SHMDDP_CUDA_H
 #define SHMDDP_CUDA_H
 
