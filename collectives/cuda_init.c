@@ -25,7 +25,7 @@
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
 
-_Static_assert(sizeof(cuda_xchg_t) <= SHM_XCHG_BYTES, "CUDA exchange area too large");
+_Static_assert(sizeof(cuda_xchg_t) <= CUDA_XCHG_SHARE, "CUDA exchange area too large");
 
 static size_t env_bytes(const char *name, size_t dflt)
 {

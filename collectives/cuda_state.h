@@ -1,7 +1,7 @@
 /* cuda_state.h — the host side of the CUDA transport: per-rank state, the layout of the rank's
  * exchange area in the segment, and the functions its host files share. C only.
  *
- * Exchange area (shm_rank_xchg, written by its owner only):
+ * Exchange area (the communicator's channel's share of shm_rank_xchg, written by its owner only):
  *   init part   the ctrl allocation's IPC handle, device, pid, the staged shm's name (rank 0)
  *   rec[2]      per-call buffer records: a call that needs the peers' buffers (two-shot, copy
  *               engines, reduce-scatter, ...) numbers itself with xseq, which only such calls
@@ -99,9 +99,13 @@ typedef struct {
   } while (0)
 
 static inline cuda_state_t *cuda_state(const shmddp_comm_t *comm) { return (cuda_state_t *)comm->dev; }
+/* The rank's exchange area is shared by the segment's channels (shmddp_comm_dup): each
+ * communicator uses its channel's share, so a duplicate can have its own CUDA transport. */
+#define CUDA_XCHG_SHARE (SHM_XCHG_BYTES / SHM_CHANNELS)
 static inline cuda_xchg_t *cuda_xchg(const shmddp_comm_t *comm, int rank)
 {
-  return (cuda_xchg_t *)shm_rank_xchg(comm->seg, rank);
+  return (cuda_xchg_t *)((char *)shm_rank_xchg(comm->seg, rank) +
+                         (size_t)comm->channel * CUDA_XCHG_SHARE);
 }
 cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm);
 

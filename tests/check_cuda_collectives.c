@@ -1,6 +1,7 @@
 /* check_cuda_collectives.c — the CUDA transport against f64 host references: every algorithm x
  * dtype x op x size (1 element, odd sizes, unaligned buffers, up to 256 MiB), the other
- * collectives, CUDA-graph capture with 100 replays on changing inputs, a killed rank and an absent
+ * collectives, CUDA-graph capture with 100 replays on changing inputs, a duplicated communicator
+ * with its own transport (not yet run on a GPU), a killed rank and an absent
  * one (the survivor errors out instead of hanging), the forced P2P-failure fallback to host
  * staging, and the GPU reduce kernel against the CPU reference bit for bit.
  *
@@ -466,6 +467,48 @@ START_TEST(test_p2p_failure_falls_back)
 }
 END_TEST
 
+/* ---------------- two transports on one group (shmddp_comm_dup), as DDP uses them ---------------- */
+
+static int dup_rank(shmddp_comm_t *comm, void *arg)
+{
+  (void)arg;
+  if (init_cuda(comm)) return 1;
+  shmddp_comm_t *d = NULL;
+  RST(shmddp_comm_dup(comm, &d));
+  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
+  cc.timeout_s = 60;
+  if (shmddp_comm_init_cuda(d, &cc) != SHMDDP_OK) RFAIL("duplicate: %s", shmddp_comm_last_error(d));
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  const size_t counts[] = {1000, (size_t)3 << 20};
+  char *send, *recv, *h = malloc(((size_t)3 << 20) * 4);
+  cudaStream_t s;
+  RCUDA(cudaMalloc((void **)&send, ((size_t)3 << 20) * 4));
+  RCUDA(cudaMalloc((void **)&recv, ((size_t)3 << 20) * 4));
+  RCUDA(cudaStreamCreate(&s));
+  for (int i = 0; i < 8; i++) {
+    shmddp_comm_t *c = i & 1 ? d : comm;
+    size_t count = counts[(i >> 1) & 1];
+    coll_fill(h, count, 0, rank, 200 + i, SHMDDP_F32, SHMDDP_SUM);
+    RCUDA(cudaMemcpy(send, h, count * 4, cudaMemcpyHostToDevice));
+    if (shmddp_all_reduce(c, send, recv, count, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)s) != SHMDDP_OK ||
+        shmddp_cuda_sync(c, (shmddp_stream_t)s) != SHMDDP_OK)
+      RFAIL("%s: %s", i & 1 ? "duplicate" : "base", shmddp_comm_last_error(c));
+    RCUDA(cudaMemcpy(h, recv, count * 4, cudaMemcpyDeviceToHost));
+    if (coll_count_errors(h, count, 0, n, 200 + i, SHMDDP_F32, SHMDDP_SUM, NULL))
+      RFAIL("%s communicator, count %zu: wrong result", i & 1 ? "duplicate" : "base", count);
+  }
+  shmddp_comm_free(d);
+  return 0;
+}
+
+START_TEST(test_duplicate_communicator)
+{
+  shmddp_launch_result_t res;
+  launch(2, dup_rank, NULL, 2, &res);
+  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+}
+END_TEST
+
 /* ---------------- GPU reduce kernel == CPU reference, bit for bit ---------------- */
 
 static uint64_t rng_state = 0x243F6A8885A308D3ULL;
@@ -590,6 +633,7 @@ static Suite *make_cuda_collectives_suite(void)
   tc = tcase_create("graphs");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_graph_replay);
+  tcase_add_test(tc, test_duplicate_communicator);
   suite_add_tcase(s, tc);
   tc = tcase_create("failures");
   tcase_set_timeout(tc, 120);
