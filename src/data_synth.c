@@ -41,12 +41,13 @@ static int inside(int cls, double u, double v, double r)
   case SHAPE_DISC: return d2 <= r * r;
   case SHAPE_SQUARE: return fabs(u) <= 0.85 * r && fabs(v) <= 0.85 * r;
   case SHAPE_TRIANGLE: {
-    /* Equilateral, circumradius r: inside the three edges, each at distance r/2 from the centre
-     * on the side opposite a vertex (vertices at 90, 210 and 330 degrees). */
+    /* Equilateral, inside the three edges, each at distance 0.625 r from the centre on the side
+     * opposite a vertex (vertices at 90, 210 and 330 degrees): circumradius 1.25 r, so its area
+     * (2 r^2) is not far below the disc's and the square's. */
     static const double vc[3] = {0.0, -0.86602540378443865, 0.86602540378443865};
     static const double vs[3] = {1.0, -0.5, -0.5};
     for (int k = 0; k < 3; k++)
-      if (-(u * vc[k] + v * vs[k]) > 0.5 * r) return 0;
+      if (-(u * vc[k] + v * vs[k]) > 0.625 * r) return 0;
     return 1;
   }
   case SHAPE_RING: return d2 <= r * r && d2 >= 0.3 * r * r;
@@ -77,14 +78,27 @@ static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *
   double gx = cos(gang), gy = sin(gang), sx = cos(sang), sy = sin(sang);
   double sfreq = 2.0 + 6.0 * data_rng_uniform(&rng), sphase = two_pi * data_rng_uniform(&rng);
 
+  /* Shapes do not overlap (their circumscribed circles are apart): an occluded disc is just a
+   * blob, and labels that no outline supports teach nothing. A shape that finds no room after
+   * a few tries is left out. */
   shape_t sh[SYNTH_MAX_SHAPES];
-  int nshapes = 1 + (int)data_rng_below(&rng, SYNTH_MAX_SHAPES);
-  for (int k = 0; k < nshapes; k++) {
-    shape_t *p = &sh[k];
+  int want = 1 + (int)data_rng_below(&rng, SYNTH_MAX_SHAPES), nshapes = 0;
+  for (int k = 0; k < want; k++) {
+    shape_t *p = &sh[nshapes];
     p->cls = 1 + (int)data_rng_below(&rng, (uint64_t)(s->cfg.classes - 1));
-    p->cx = S * (0.1 + 0.8 * data_rng_uniform(&rng));
-    p->cy = S * (0.1 + 0.8 * data_rng_uniform(&rng));
-    p->r = S * (0.09 + 0.13 * data_rng_uniform(&rng));
+    int placed = 0;
+    for (int tries = 0; tries < 10 && !placed; tries++) {
+      p->r = S * (0.11 + 0.11 * data_rng_uniform(&rng));
+      p->cx = S * 0.1 + (S * 0.8) * data_rng_uniform(&rng);
+      p->cy = S * 0.1 + (S * 0.8) * data_rng_uniform(&rng);
+      placed = 1;
+      for (int j = 0; j < nshapes; j++) {
+        double dx = p->cx - sh[j].cx, dy = p->cy - sh[j].cy, gap = 1.25 * (p->r + sh[j].r) + 1.0;
+        if (dx * dx + dy * dy < gap * gap) placed = 0;
+      }
+    }
+    if (!placed) continue;
+    nshapes++;
     double t = two_pi * data_rng_uniform(&rng);
     p->cos_t = cos(t);
     p->sin_t = sin(t);

@@ -8,8 +8,12 @@ libtrainer_a_SOURCES = \
 	src/augment.c src/augment.h \
 	src/sampler.c src/sampler.h \
 	src/loader.c src/loader.h \
-	src/metrics.c src/metrics.h
+	src/metrics.c src/metrics.h \
+	src/train.c src/train.h src/train_job.c \
+	src/progress.c src/progress.h \
+	src/report_log.c src/report_log.h \
+	src/summary.c src/summary.h
 
 bin_PROGRAMS += shmddp-train
 shmddp_train_SOURCES = src/main.c
-shmddp_train_LDADD = $(SHMDDP_LIBS)
+shmddp_train_LDADD = libtrainer.a libddp.a libmodel.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS)

@@ -1,42 +1,43 @@
-/* main.c — the `train` launcher. Placeholder until the trainer lands: a self-test that forks
- * ranks and checks an all-reduce of every dtype against the expected sums. */
+/* main.c — the `train` program: parse and validate every setting, open the datasets and the
+ * output folder, then fork one rank per device (before anything touches CUDA) and exit with the
+ * group's status. Exit status 2: bad flags or data, nothing was started. */
 #include "config.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "shmddp.h"
-
-static int self_test(shmddp_comm_t *comm, void *arg)
-{
-  int n = shmddp_comm_size(comm), r = shmddp_comm_rank(comm);
-  enum { COUNT = 1 << 20 };
-  double *x = malloc(COUNT * sizeof *x);
-  for (size_t i = 0; i < COUNT; i++) x[i] = (double)(r + 1) * (double)(i % 97);
-  shmddp_status_t st = shmddp_all_reduce(comm, x, x, COUNT, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
-  int bad = 0;
-  for (size_t i = 0; st == SHMDDP_OK && i < COUNT; i++)
-    if (x[i] != (double)(n * (n + 1) / 2) * (double)(i % 97)) bad++;
-  free(x);
-  if (st != SHMDDP_OK) {
-    fprintf(stderr, "rank %d: %s\n", r, shmddp_comm_last_error(comm));
-    return 1;
-  }
-  if (r == 0) printf("self-test: all_reduce of %d doubles over %d ranks: %s\n", COUNT, n,
-                     bad ? "WRONG" : "ok");
-  return bad ? 1 : 0;
-}
+#include "src/train.h"
 
 int main(int argc, char **argv)
 {
-  shmddp_launch_config_t cfg = {0};
-  cfg.nproc = argc > 1 ? atoi(argv[1]) : 4;
-  cfg.label = "train";
+  train_machine_t machine;
+  train_config_probe(&machine);
+  train_config_t cfg;
+  char err[1024];
+  int rc = train_config_parse(&cfg, argc, argv, &machine, stdout, err, sizeof err);
+  if (rc == 1) return 0; /* --help */
+  if (rc != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  train_job_t job;
+  if (train_job_open(&job, &cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  shmddp_launch_config_t lc = {0};
+  lc.nproc = cfg.nproc;
+  lc.timeout_s = cfg.timeout_s;
+  lc.use_gpus = cfg.device == MODEL_DEVICE_CUDA;
+  lc.bind_numa = lc.use_gpus;
+  lc.label = "train";
   shmddp_launch_result_t res;
-  shmddp_status_t st = shmddp_launch(&cfg, self_test, NULL, &res);
+  fflush(stdout); /* the ranks inherit stdio buffers: nothing may be pending at fork */
+  shmddp_status_t st = shmddp_launch(&lc, train_rank, &job, &res);
+  train_job_close(&job);
   if (st != SHMDDP_OK) {
     fprintf(stderr, "train: %s\n", res.message);
-    return 2;
+    return 1;
   }
   return res.exit_code;
 }

@@ -65,14 +65,16 @@ static const struct option long_opts[] = {
  * ones make `make train` learn the shapes in a few minutes on 2 cores. */
 typedef struct {
   const char *widths;
+  double sgd_lr;
   int image_size, batch_size, epochs, workers;
   long train_size, val_size, warmup_steps, log_every;
   model_precision_t precision;
 } device_defaults_t;
 
-static const device_defaults_t cpu_defaults = {"tiny", 64, 8, 6, 1, 1536, 128, 30, 10, MODEL_FP32};
-static const device_defaults_t cuda_defaults = {"reference", 256, 6, 10, 4, 12000, 600, 200, 20,
-                                                MODEL_BF16};
+static const device_defaults_t cpu_defaults = {"16,32,64", 0.3, 64, 8, 6, 1, 1536, 128, 30, 10,
+                                               MODEL_FP32};
+static const device_defaults_t cuda_defaults = {"reference", 0.1, 256, 6, 10, 4, 12000, 600, 200,
+                                                20, MODEL_BF16};
 
 static const struct {
   const char *name;
@@ -243,9 +245,10 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (!set[OPT_TRAIN_SIZE]) c->train_size = dd->train_size;
   if (!set[OPT_VAL_SIZE]) c->val_size = c->synthetic ? dd->val_size : 0;
   if (!set[OPT_WARMUP]) c->warmup_steps = dd->warmup_steps;
+  c->warmup_auto = !set[OPT_WARMUP];
   if (!set[OPT_LOG_EVERY]) c->log_every = dd->log_every;
   if (!set[OPT_PRECISION]) c->precision = dd->precision;
-  if (!set[OPT_LR]) c->lr = c->optimizer == OPTIM_ADAMW ? 2e-3 : 0.1;
+  if (!set[OPT_LR]) c->lr = c->optimizer == OPTIM_ADAMW ? 2e-3 : dd->sgd_lr;
   if (!set[OPT_WD]) c->weight_decay = c->optimizer == OPTIM_ADAMW ? 0.01 : 1e-4;
 
   int div = 1 << (c->levels - 1);
@@ -306,6 +309,12 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (c->save_every > 0)
     return fail(err, errlen, "--save-every: checkpoints are not available in this version; "
                 "leave it at 0");
+
+  /* The model's own limits (e.g. the CPU backend computes in fp32 only). */
+  model_config_t mc;
+  train_config_model(c, 0, &mc);
+  char merr[384];
+  if (model_config_validate(&mc, merr, sizeof merr) != 0) return fail(err, errlen, "%s", merr);
 
   struct stat st;
   if (!c->synthetic) {
@@ -537,14 +546,16 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --epochs E               default: %d (cuda), %d (cpu)\n"
 "  --steps N                stop after N optimizer steps (0: no cap); default: 0\n"
 "  --optimizer sgd|adamw    default: sgd\n"
-"  --lr LR                  peak learning rate; default: 0.1 (sgd), 0.002 (adamw)\n"
+"  --lr LR                  peak learning rate; default: sgd %g (cuda), %g (cpu); adamw 0.002\n"
 "  --momentum M             SGD momentum, AdamW beta1; default: 0.9\n"
 "  --weight-decay W         default: 1e-4 (sgd), 0.01 (adamw)\n"
 "  --nesterov               Nesterov momentum (sgd); default: off\n"
-"  --warmup-steps N         linear warm-up, then cosine decay; default: %ld (cuda), %ld (cpu)\n"
+"  --warmup-steps N         linear warm-up, then cosine decay; default: %ld (cuda), %ld (cpu),\n"
+"                           at most a fifth of the run\n"
 "  --accum-steps K          micro-batches per optimizer step (all-reduce on the last); default: 1\n"
 "  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n\n",
-          g->batch_size, p->batch_size, g->epochs, p->epochs, g->warmup_steps, p->warmup_steps);
+          g->batch_size, p->batch_size, g->epochs, p->epochs, g->sgd_lr, p->sgd_lr, g->warmup_steps,
+          p->warmup_steps);
   fprintf(f,
 "Output:\n"
 "  --out DIR                summary.json and the per-step log (log.jsonl); default: runs/latest\n"

@@ -38,6 +38,7 @@ typedef struct {
   double weight_decay;
   int nesterov;
   long warmup_steps;
+  int warmup_auto;          /* default: capped at 1/5 of the run's steps once they are known */
   model_precision_t precision;
   int synthetic;            /* --data synthetic */
   char data_dir[TRAIN_PATH_MAX];

@@ -56,8 +56,8 @@ START_TEST(test_defaults_cpu)
   ck_assert_int_eq(c.mode, TRAIN_MODE_DDP);
   ck_assert_str_eq(c.model, "unet");
   ck_assert_int_eq(c.levels, 3);
-  ck_assert_int_eq(c.widths[0], 8);
-  ck_assert_int_eq(c.widths[2], 32);
+  ck_assert_int_eq(c.widths[0], 16);
+  ck_assert_int_eq(c.widths[2], 64);
   ck_assert_int_eq(c.norm, MODEL_NORM_BATCH);
   ck_assert_int_eq(c.sync_bn, 1);
   ck_assert_int_eq(c.classes, 4);
@@ -228,6 +228,7 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--nesterov", "--optimizer", "adamw", "--nesterov");
   REJECT(&cpu_box, "--nesterov", "--momentum", "0", "--nesterov");
   REJECT(&cpu_box, "--classes", "--classes", "9"); /* synthetic has 8 */
+  REJECT(&cpu_box, "--precision fp32", "--precision", "bf16"); /* the CPU backend is fp32 */
   REJECT(&cpu_box, "--mode dp", "--mode", "dp");
   REJECT(&gpu_box, "--mode dp", "--mode", "dp");   /* not available yet */
   REJECT(&cpu_box, "--save-every", "--save-every", "100");

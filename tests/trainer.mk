@@ -1,8 +1,9 @@
 # tests/trainer.mk: Check suites of the trainer (CLI, data pipeline, sampler, metrics, training).
 if HAVE_CHECK
-TRAINER_TEST_LIBS = libtrainer.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
-check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics
-TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics
+TRAINER_TEST_LIBS = libtrainer.a libddp.a libmodel.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
+	tests/check_train
+TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics tests/check_train
 tests_check_cli_SOURCES = tests/check_cli.c
 tests_check_cli_CFLAGS = $(TEST_CFLAGS)
 tests_check_cli_LDADD = $(TRAINER_TEST_LIBS)
@@ -15,4 +16,7 @@ tests_check_sampler_LDADD = $(TRAINER_TEST_LIBS)
 tests_check_metrics_SOURCES = tests/check_metrics.c
 tests_check_metrics_CFLAGS = $(TEST_CFLAGS)
 tests_check_metrics_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_train_SOURCES = tests/check_train.c
+tests_check_train_CFLAGS = $(TEST_CFLAGS)
+tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 endif

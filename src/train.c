@@ -1,0 +1,360 @@
+/* train.c — the training loop every rank runs: model, DDP engine, optimizer and loaders; per
+ * optimizer step K micro-batches of forward+backward (gradients all-reduced on the last), the
+ * loss-scaler check, the optimizer update on the learning-rate schedule; validation after each
+ * epoch. Every decision that must be the same on all ranks (skip a step, stop early, the loss
+ * that is logged) comes out of one small all-reduce per step, so ranks never diverge. */
+#include "config.h"
+
+#include "src/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/amp.h"
+#include "src/arena.h"
+#include "src/ddp.h"
+#include "src/loader.h"
+#include "src/metrics.h"
+#include "src/optim.h"
+#include "src/progress.h"
+#include "src/report_log.h"
+#include "src/sampler.h"
+
+typedef struct {
+  const train_job_t *job;
+  const train_config_t *cfg;
+  shmddp_comm_t *comm;
+  int rank, world;
+  model_t *model;
+  ddp_t *ddp;
+  optim_t *opt;
+  optim_config_t oc;
+  amp_scaler_t scaler;
+  loader_t *train_loader, *val_loader;
+  sampler_config_t train_sampler, val_sampler;
+  size_t *indices;
+  uint8_t *is_pad;
+  int32_t *pred;
+  metrics_t conf;
+  progress_t progress;
+  report_log_t *log;
+  char memory_json[2048];
+} run_t;
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int setup(run_t *r, char *err, size_t errlen)
+{
+  const train_config_t *c = r->cfg;
+  model_config_t mc;
+  train_config_model(c, r->comm ? shmddp_comm_device(r->comm) : 0, &mc);
+  if (model_create(&r->model, &mc, err, errlen) != 0) return -1;
+  ddp_config_t dc = {c->bucket_mb, c->sync_bn};
+  if (ddp_create(&r->ddp, r->comm, r->model, &dc, err, errlen) != 0) return -1;
+  if (ddp_sync_initial(r->ddp, err, errlen) != 0) return -1;
+
+  optim_config_default(&r->oc, c->optimizer);
+  r->oc.lr = c->lr;
+  r->oc.weight_decay = c->weight_decay;
+  if (c->optimizer == OPTIM_SGD) {
+    r->oc.momentum = c->momentum;
+    r->oc.nesterov = c->nesterov;
+  } else {
+    r->oc.beta1 = c->momentum;
+  }
+  r->oc.warmup_steps = c->warmup_steps;
+  if (optim_config_validate(&r->oc, err, errlen) != 0) return -1;
+  amp_scaler_init(&r->scaler, c->precision);
+
+  r->train_sampler = (sampler_config_t){r->job->train->size, r->world, r->rank, 1, c->drop_last,
+                                        c->seed};
+  r->val_sampler = (sampler_config_t){r->job->val->size, r->world, r->rank, 0, 0, c->seed};
+  if (sampler_validate(&r->train_sampler, err, errlen) != 0 ||
+      sampler_validate(&r->val_sampler, err, errlen) != 0)
+    return -1;
+  size_t most = sampler_per_rank(&r->train_sampler);
+  if (sampler_per_rank(&r->val_sampler) > most) most = sampler_per_rank(&r->val_sampler);
+  r->indices = malloc(most * sizeof *r->indices);
+  r->is_pad = malloc(most);
+  r->pred = malloc((size_t)c->batch_size * c->image_size * c->image_size * sizeof *r->pred);
+  if (!r->indices || !r->is_pad || !r->pred || metrics_init(&r->conf, c->classes) != 0) {
+    snprintf(err, errlen, "out of memory for the sample lists and predictions");
+    return -1;
+  }
+  loader_config_t lc = {r->job->train, {c->image_size, 1, c->seed, c->classes, c->ignore_index},
+                        c->batch_size, c->workers, 0, NULL, NULL, NULL};
+  if (loader_create(&r->train_loader, &lc, err, errlen) != 0) return -1;
+  lc.data = r->job->val;
+  lc.augment.random = 0;
+  lc.workers = c->workers > 0 ? 1 : 0; /* validation is short; one thread keeps it fed */
+  return loader_create(&r->val_loader, &lc, err, errlen);
+}
+
+static void teardown(run_t *r)
+{
+  loader_destroy(r->train_loader);
+  loader_destroy(r->val_loader);
+  if (r->opt) optim_destroy(r->opt);
+  if (r->ddp) ddp_destroy(r->ddp);
+  if (r->model) model_destroy(r->model);
+  metrics_free(&r->conf);
+  free(r->indices);
+  free(r->is_pad);
+  free(r->pred);
+  report_log_close(r->log);
+}
+
+/* Sharded validation: each rank evaluates its share (padding left out), then the loss sums,
+ * pixel counts and confusion counts are summed over ranks in one call. */
+static int validate(run_t *r, double *loss, char *err, size_t errlen)
+{
+  const train_config_t *c = r->cfg;
+  /* Without SyncBN each rank's running statistics drifted apart: evaluate rank 0's, as PyTorch
+   * DDP does by broadcasting buffers. */
+  if (r->world > 1 && model_num_buffers(r->model) > 0 &&
+      shmddp_broadcast(r->comm, model_buffers(r->model), model_buffers(r->model),
+                       model_num_buffers(r->model), SHMDDP_F32, 0, SHMDDP_HOST) != SHMDDP_OK) {
+    snprintf(err, errlen, "broadcasting BatchNorm statistics: %s", shmddp_comm_last_error(r->comm));
+    return -1;
+  }
+  size_t n = sampler_per_rank(&r->val_sampler);
+  if (sampler_epoch(&r->val_sampler, 0, r->indices, r->is_pad) != 0 ||
+      loader_start(r->val_loader, 0, r->indices, r->is_pad, n, 0, err, errlen) != 0) {
+    snprintf(err, errlen, "out of memory starting validation");
+    return -1;
+  }
+  metrics_reset(&r->conf);
+  double loss_sum = 0, pixels = 0;
+  const loader_batch_t *b;
+  int got;
+  const size_t px = (size_t)c->image_size * c->image_size;
+  while ((got = loader_next(r->val_loader, &b, err, errlen)) == 1) {
+    /* Padding is a suffix of the rank's list, so the real samples lead every batch. */
+    if (b->valid > 0) {
+      float l;
+      if (model_eval(r->model, b->x, b->y, b->valid, r->pred, &l, err, errlen) != 0) {
+        loader_release(r->val_loader, b);
+        return -1;
+      }
+      double counted = 0;
+      for (size_t i = 0; i < (size_t)b->valid * px; i++) counted += b->y[i] >= 0 && b->y[i] < c->classes;
+      if (counted > 0) {
+        loss_sum += (double)l * counted;
+        pixels += counted;
+      }
+      metrics_add(&r->conf, b->y, r->pred, (size_t)b->valid * px);
+    }
+    loader_release(r->val_loader, b);
+  }
+  if (got < 0) return -1;
+  size_t k2 = metrics_count_len(&r->conf);
+  double *vals = malloc((k2 + 2) * sizeof *vals);
+  if (!vals) {
+    snprintf(err, errlen, "out of memory for validation counts");
+    return -1;
+  }
+  vals[0] = loss_sum;
+  vals[1] = pixels;
+  memcpy(vals + 2, r->conf.counts, k2 * sizeof *vals);
+  int rc = ddp_sum_host(r->ddp, vals, k2 + 2, err, errlen);
+  if (rc == 0) {
+    memcpy(r->conf.counts, vals + 2, k2 * sizeof *vals);
+    *loss = vals[1] > 0 ? vals[0] / vals[1] : NAN;
+  }
+  free(vals);
+  return rc;
+}
+
+static void finish_result(run_t *r, train_result_t *res, double val_loss, double t_start)
+{
+  res->val_loss = val_loss;
+  res->val_miou = metrics_miou(&r->conf);
+  res->val_acc = metrics_pixel_accuracy(&r->conf);
+  res->classes = r->cfg->classes;
+  for (int k = 0; k < r->cfg->classes && k < SUMMARY_MAX_CLASSES; k++)
+    res->class_iou[k] = metrics_iou(&r->conf, k);
+  res->skipped_steps = r->scaler.skipped_steps;
+  res->wall_s = now_s() - t_start;
+}
+
+int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, char *err,
+              size_t errlen)
+{
+  double t_start = now_s();
+  run_t r;
+  memset(&r, 0, sizeof r);
+  memset(res, 0, sizeof *res);
+  r.job = job;
+  r.cfg = &job->cfg;
+  r.comm = comm;
+  r.rank = comm ? shmddp_comm_rank(comm) : 0;
+  r.world = comm ? shmddp_comm_size(comm) : 1;
+  const train_config_t *c = r.cfg;
+  FILE *out = job->out ? job->out : stdout;
+  if (r.world != c->nproc) {
+    snprintf(err, errlen, "the job was planned for %d ranks but runs on %d", c->nproc, r.world);
+    return -1;
+  }
+  int rc = setup(&r, err, errlen);
+
+  long spe = job->steps_per_epoch, total = job->total_steps;
+  r.oc.total_steps = total;
+  if (rc == 0) rc = optim_create(&r.opt, &r.oc, model_num_params(r.model),
+                                 model_arena(r.model), err, errlen);
+  if (rc == 0 && r.rank == 0) {
+    progress_init(&r.progress, out, total, (int)((total + spe - 1) / spe), c->log_every);
+    rc = report_log_open(&r.log, c->out_dir, err, errlen);
+    if (rc == 0 && !job->quiet) {
+      char desc[1024];
+      train_config_describe(c, desc, sizeof desc);
+      progress_print(&r.progress, "train: %d rank%s, %zu parameters, %zu training / %zu "
+                     "validation samples, %ld steps\n  %s", r.world, r.world == 1 ? "" : "s",
+                     model_num_params(r.model), job->train->size, job->val->size, total, desc);
+    }
+  }
+  res->world = r.world;
+  res->initial_loss = res->train_loss = res->val_loss = NAN;
+  double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = 0;
+  long step = 0, epoch_steps = 0, images_timed = 0;
+  int stop = 0, epoch = 0, validated = 0;
+  for (epoch = 0; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
+    size_t n = sampler_per_rank(&r.train_sampler);
+    sampler_epoch(&r.train_sampler, epoch, r.indices, r.is_pad);
+    rc = loader_start(r.train_loader, epoch, r.indices, r.is_pad, n, c->drop_last, err, errlen);
+    size_t nbatches = loader_num_batches(r.train_loader), taken = 0;
+    int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
+    epoch_loss = 0;
+    epoch_steps = 0;
+    validated = 0;
+    while (rc == 0 && taken < nbatches && step < total && !stop) {
+      /* One optimizer step: up to accum_steps micro-batches, all-reduce on the last. */
+      double t0 = now_s(), wait = 0, loss_sum = 0, comm_s = 0, syncbn_s = 0;
+      int micro = 0, images = 0;
+      while (rc == 0 && micro < c->accum_steps && taken < nbatches) {
+        const loader_batch_t *b;
+        int got = loader_next(r.train_loader, &b, err, errlen);
+        wait += loader_last_wait_s(r.train_loader);
+        if (got != 1) {
+          if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
+          rc = -1;
+          break;
+        }
+        taken++;
+        int last = micro + 1 == c->accum_steps || taken == nbatches;
+        const model_hooks_t *hooks = ddp_step_hooks(r.ddp, last, sync_bn);
+        float l = 0;
+        rc = model_train_step(r.model, b->x, b->y, b->n, (float)amp_scaler_scale(&r.scaler),
+                              micro > 0, hooks, &l, err, errlen);
+        images += b->n;
+        loader_release(r.train_loader, b);
+        if (rc == 0 && last) rc = ddp_finish_step(r.ddp, err, errlen);
+        syncbn_s += ddp_last_syncbn_s(r.ddp);
+        if (last) comm_s = ddp_last_exposed_comm_s(r.ddp);
+        loss_sum += l;
+        micro++;
+      }
+      if (rc != 0) break;
+      int nonfinite = 0;
+      if (r.scaler.enabled)
+        rc = amp_check_nonfinite(model_grads(r.model), model_num_params(r.model), -1, NULL,
+                                 &nonfinite, err, errlen);
+      /* The step's agreement: mean loss, any non-finite gradient, any stop request. */
+      double agree[4] = {loss_sum / micro, nonfinite, comm && shmddp_stop_requested(comm),
+                         images};
+      if (rc == 0) rc = ddp_sum_host(r.ddp, agree, 4, err, errlen);
+      if (rc != 0) break;
+      double loss = agree[0] / r.world;
+      if (!isfinite(loss) && !r.scaler.enabled) {
+        snprintf(err, errlen, "the loss became %g at step %ld: training diverged; lower --lr "
+                 "(now %g) or raise --warmup-steps", loss, step + 1, c->lr);
+        rc = -1;
+        break;
+      }
+      double scale = amp_scaler_scale(&r.scaler), lr = optim_lr_at(&r.oc, step);
+      int apply = amp_scaler_update(&r.scaler, agree[1] > 0);
+      if (apply)
+        rc = optim_step(r.opt, model_params(r.model), model_grads(r.model), lr,
+                        1.0 / (scale * micro), NULL, err, errlen);
+      if (rc != 0) break;
+      step++;
+      stop = agree[2] > 0;
+      double dt = now_s() - t0;
+      if (step > 1) { /* the first step pays for first touches of memory */
+        train_time += dt;
+        images_timed += (long)agree[3];
+      }
+      if (step == 1) res->initial_loss = loss;
+      epoch_loss += loss;
+      epoch_steps++;
+      if (r.rank == 0) {
+        double ips = train_time > 0 ? images_timed / train_time : agree[3] / dt;
+        double per_step = train_time > 0 ? train_time / (step - 1) : dt;
+        double eta = (double)(total - step) * per_step +
+                     last_val_s * (double)((total - step + spe - 1) / spe);
+        if (!job->quiet) progress_step(&r.progress, step, epoch, loss, lr, ips, eta);
+        report_step_t s = {step, epoch, loss, lr, scale, agree[3] / dt, dt * 1e3, wait * 1e3,
+                           comm_s * 1e3, syncbn_s * 1e3, !apply};
+        if (report_log_step(r.log, &s) != 0) {
+          snprintf(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
+          rc = -1;
+        }
+      }
+    }
+    if (rc != 0 || stop) break;
+    double tv = now_s();
+    rc = validate(&r, &val_loss, err, errlen);
+    last_val_s = now_s() - tv;
+    validated = 1;
+    if (rc == 0 && r.rank == 0) {
+      arena_format_json(model_arena(r.model), r.memory_json, sizeof r.memory_json);
+      if (!job->quiet)
+        progress_val(&r.progress, epoch, step, val_loss, metrics_miou(&r.conf),
+                     metrics_pixel_accuracy(&r.conf), last_val_s);
+      report_val_t v = {step, epoch, val_loss, metrics_miou(&r.conf),
+                        metrics_pixel_accuracy(&r.conf), last_val_s};
+      report_log_val(r.log, &v, r.memory_json);
+    }
+  }
+  if (rc == 0 && !validated && !stop && step > 0) {
+    rc = validate(&r, &val_loss, err, errlen);
+    if (rc == 0 && r.rank == 0) arena_format_json(model_arena(r.model), r.memory_json,
+                                                  sizeof r.memory_json);
+  }
+  if (rc == 0) {
+    res->steps = step;
+    res->epochs = epoch;
+    res->images_per_s = train_time > 0 ? images_timed / train_time : 0;
+    res->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : NAN;
+    finish_result(&r, res, val_loss, t_start);
+    if (r.rank == 0) {
+      if (!job->quiet) progress_end(&r.progress);
+      if (stop) fprintf(out, "train: stopped by a signal after step %ld\n", step);
+      summary_print_result(out, res);
+      char desc[1024];
+      train_config_describe(c, desc, sizeof desc);
+      rc = summary_write_json(c->out_dir, res, desc, r.memory_json[0] ? r.memory_json : NULL,
+                              err, errlen);
+    }
+  }
+  teardown(&r);
+  return rc;
+}
+
+int train_rank(shmddp_comm_t *comm, void *arg)
+{
+  const train_job_t *job = arg;
+  train_result_t res;
+  char err[1024] = "";
+  if (train_run(comm, job, &res, err, sizeof err) == 0) return 0;
+  int rank = comm ? shmddp_comm_rank(comm) : 0;
+  fprintf(stderr, "train: rank %d: %s\n", rank, err);
+  if (comm) shmddp_abort(comm, err);
+  return 1;
+}
