@@ -223,13 +223,14 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   res->initial_loss = res->train_loss = res->val_loss = NAN;
   double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = 0;
   long step = 0, epoch_steps = 0, images_timed = 0;
-  int stop = 0, epoch = 0, validated = 0;
+  int stop = 0, epoch = 0, validated = 0, epochs_started = 0;
   for (epoch = 0; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
     size_t n = sampler_per_rank(&r.train_sampler);
     sampler_epoch(&r.train_sampler, epoch, r.indices, r.is_pad);
     rc = loader_start(r.train_loader, epoch, r.indices, r.is_pad, n, c->drop_last, err, errlen);
     size_t nbatches = loader_num_batches(r.train_loader), taken = 0;
     int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
+    epochs_started = epoch + 1;
     epoch_loss = 0;
     epoch_steps = 0;
     validated = 0;
@@ -329,7 +330,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   }
   if (rc == 0) {
     res->steps = step;
-    res->epochs = epoch;
+    res->epochs = epochs_started;
     res->images_per_s = train_time > 0 ? images_timed / train_time : 0;
     res->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : NAN;
     finish_result(&r, res, val_loss, t_start);
