@@ -3,8 +3,11 @@
  * src/unet.c does, on random data; times every op with CUDA events after warm-up (TFLOP/s for
  * convolutions, GB/s for the memory-bound ops), and the whole step with and without a CUDA graph.
  *
+ * With -m it instead times the model itself (src/unet.c on the CUDA backend: model_train_step
+ * plus optim_step, as the trainer calls them) and prints its memory ledger.
+ *
  * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
- *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] */
+ *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-m] */
 #include "config.h"
 
 #include <cuda_runtime.h>
@@ -12,10 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
+#include "src/arena.h"
+#include "src/model.h"
+#include "src/optim.h"
 
 #define MAXL 8
 #define MAXREC 1024
@@ -378,14 +385,14 @@ static void report(double step_ms, int top)
     cms[c] += recs[i].ms, cfl[c] += recs[i].flops, cby[c] += recs[i].bytes, ccount[c]++;
     total += recs[i].ms;
   }
-  printf("\nper category (one step, mean of %d profiled steps; events between ops, so launch gaps "
-         "count):\n%-16s %6s %9s %6s %9s %9s\n", nprofiled, "category", "ops", "ms", "%",
-         "TFLOP/s", "GB/s");
+  printf("\nper category (one step, mean of %d profiled steps):\n%-16s %6s %9s %6s %9s %9s\n",
+         nprofiled, "category", "ops", "ms", "%", "TFLOP/s", "GB/s");
   for (int c = 0; c < nc; c++)
     printf("%-16s %6d %9.3f %5.1f%% %9.1f %9.0f\n", cats[c], ccount[c], cms[c],
            100 * cms[c] / total, cfl[c] ? cfl[c] / cms[c] / 1e9 : 0,
            cby[c] ? cby[c] / cms[c] / 1e6 : 0);
-  printf("%-16s %6d %9.3f (step without events: %.3f ms)\n", "total", nrec, total, step_ms);
+  printf("%-16s %6d %9.3f (step on the stream without events: %.3f ms)\n", "total", nrec, total,
+         step_ms);
   qsort(recs, (size_t)nrec, sizeof *recs, cmp_ms);
   printf("\ntop %d ops:\n%-16s %-14s %9s %9s %9s\n", top, "category", "layer", "ms", "TFLOP/s",
          "GB/s");
@@ -429,12 +436,70 @@ static double time_steps(int iters, cudaGraphExec_t g)
   return m;
 }
 
+static double now_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The model as the trainer drives it: one model_train_step (which waits for its loss) and one
+ * optim_step per step, host-timed. */
+static int model_bench(ops_dtype_t dt, int iters, int warm)
+{
+  char err[512];
+  model_config_t cfg;
+  model_config_default(&cfg);
+  cfg.levels = N.L;
+  for (int i = 0; i < N.L; i++) cfg.widths[i] = N.widths[i];
+  cfg.max_batch = N.N;
+  cfg.height = N.H, cfg.width = N.W, cfg.classes = N.K;
+  cfg.precision = dt == OPS_BF16 ? MODEL_BF16 : dt == OPS_F16 ? MODEL_FP16 : MODEL_FP32;
+  cfg.device = MODEL_DEVICE_CUDA;
+  model_t *m;
+  double t0 = now_ms();
+  if (model_create(&m, &cfg, err, sizeof err) != 0) DIE("model_create: %s", err);
+  printf("model: %zu parameters, created (with the convolution search) in %.1f s\n",
+         model_num_params(m), (now_ms() - t0) / 1e3);
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  optim_t *opt;
+  if (optim_create(&opt, &oc, model_num_params(m), model_arena(m), err, sizeof err) != 0)
+    DIE("optim_create: %s", err);
+  size_t P = (size_t)N.N * N.H * N.W;
+  float *x = dev_rand(P * 3, 1, 0);
+  int32_t *lab = malloc(P * sizeof *lab), *y = dev(P * sizeof *lab);
+  for (size_t p = 0; p < P; p++) lab[p] = (int32_t)((rnd() + 1) * 0.5f * N.K) % N.K;
+  CU(cudaMemcpy(y, lab, P * sizeof *lab, cudaMemcpyHostToDevice));
+  free(lab);
+  float scale = dt == OPS_F16 ? 1024 : 1, loss = 0;
+  double *t = malloc(iters * sizeof *t);
+  for (int i = 0; i < warm + iters; i++) {
+    if (i == warm) arena_reset_peaks(model_arena(m));
+    double a = now_ms();
+    if (model_train_step(m, x, y, N.N, scale, 0, NULL, &loss, err, sizeof err) != 0 ||
+        optim_step(opt, model_params(m), model_grads(m), 1e-3, 1.0 / scale, NULL, err,
+                   sizeof err) != 0)
+      DIE("step %d: %s", i, err);
+    CU(cudaDeviceSynchronize());
+    if (i >= warm) t[i - warm] = now_ms() - a;
+  }
+  double ms = median(t, iters);
+  printf("model step (model_train_step + optim_step, host-timed): %.3f ms median of %d = "
+         "%.1f img/s, loss %.4f\n", ms, iters, N.N * 1000.0 / ms, loss);
+  arena_print(model_arena(m), stdout);
+  free(t);
+  optim_destroy(opt);
+  model_destroy(m);
+  return isfinite(loss) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
   const char *prec = "bf16", *widths = "64,128,256,512,1024";
-  int iters = 30, warm = 8, top = 25, opt;
+  int iters = 30, warm = 8, top = 25, opt, model = 0;
   N.N = 6, N.H = N.W = 256, N.K = 4;
-  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:")) != -1) {
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:m")) != -1) {
     switch (opt) {
     case 'p': prec = optarg; break;
     case 'b': N.N = atoi(optarg); break;
@@ -444,8 +509,9 @@ int main(int argc, char **argv)
     case 'n': iters = atoi(optarg); break;
     case 'W': warm = atoi(optarg); break;
     case 't': top = atoi(optarg); break;
+    case 'm': model = 1; break;
     default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
-                 "[-n iters] [-W warmup] [-t top]", argv[0]);
+                 "[-n iters] [-W warmup] [-t top] [-m]", argv[0]);
     }
   }
   for (const char *s = widths; *s && N.L < MAXL; N.L++) {
@@ -460,6 +526,7 @@ int main(int argc, char **argv)
     DIE("batch %d, size %d, %d levels, %d classes: invalid", N.N, N.H, N.L, N.K);
   char err[512];
   CU(cudaSetDevice(0));
+  if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
   if (ops_cuda_init(&O, dt, 0, S, err, sizeof err) != 0) DIE("%s", err);
   E = O.elem;
@@ -479,28 +546,6 @@ int main(int argc, char **argv)
   CU(cudaMemGetInfo(&free1, &total));
   printf("step (stream): %.3f ms median of %d = %.1f img/s; device memory in use %.0f MiB\n", ms,
          iters, N.N * 1000.0 / ms, (free0 - free1) / 1048576.0);
-  /* per-op profile: events between ops, averaged over a few steps */
-  for (int i = 0; i <= MAXREC; i++) CU(cudaEventCreate(&evs[i]));
-  double acc[MAXREC] = {0};
-  int nsteps = 5, n0 = -1;
-  for (int s = 0; s < nsteps; s++) {
-    nrec = 0;
-    profiling = 1;
-    step(N.N);
-    profiling = 0;
-    CU(cudaEventRecord(evs[nrec], S));
-    CU(cudaStreamSynchronize(S));
-    if (n0 >= 0 && n0 != nrec) DIE("steps issued %d and %d ops", n0, nrec);
-    n0 = nrec;
-    for (int i = 0; i < nrec; i++) {
-      float t;
-      CU(cudaEventElapsedTime(&t, evs[i], evs[i + 1]));
-      acc[i] += t;
-    }
-  }
-  for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
-  nprofiled = nsteps;
-  report(ms, top);
   /* the same step captured in a CUDA graph: launch overhead gone (not fatal if it fails) */
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -519,6 +564,50 @@ int main(int argc, char **argv)
     printf("step (CUDA graph): capture failed: %s\n", cudaGetErrorString(ge));
     cudaGetLastError();
   }
+  /* Per-op profile: an event before each op, in a step captured as a CUDA graph (GPU time
+   * only: no launch gaps), or on the stream if capture fails (gaps included). */
+  for (int i = 0; i <= MAXREC; i++) CU(cudaEventCreate(&evs[i]));
+  static double acc[MAXREC];
+  int nsteps = 5, in_graph = 0;
+  cudaGraph_t pg;
+  cudaGraphExec_t pexec;
+  nrec = 0;
+  profiling = 1;
+  cudaError_t pe = cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed);
+  if (pe == cudaSuccess) {
+    step(N.N);
+    cudaError_t re = cudaEventRecord(evs[nrec], S);
+    pe = cudaStreamEndCapture(S, &pg);
+    if (pe == cudaSuccess) pe = re;
+  }
+  profiling = 0;
+  if (pe == cudaSuccess) pe = cudaGraphInstantiate(&pexec, pg, 0);
+  in_graph = pe == cudaSuccess;
+  if (!in_graph) cudaGetLastError();
+  int n0 = nrec;
+  for (int s = 0; s < nsteps; s++) {
+    if (in_graph) {
+      CU(cudaGraphLaunch(pexec, S));
+    } else {
+      nrec = 0;
+      profiling = 1;
+      step(N.N);
+      profiling = 0;
+      CU(cudaEventRecord(evs[nrec], S));
+      if (nrec != n0) DIE("steps issued %d and %d ops", n0, nrec);
+    }
+    CU(cudaStreamSynchronize(S));
+    for (int i = 0; i < nrec; i++) {
+      float t;
+      CU(cudaEventElapsedTime(&t, evs[i], evs[i + 1]));
+      acc[i] += t;
+    }
+  }
+  for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
+  nprofiled = nsteps;
+  printf("per-op profile: %s\n", in_graph ? "inside a CUDA graph (GPU time only)"
+                                            : "on the stream (launch gaps included)");
+  report(ms, top);
   if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
   double loss[2];
   CU(cudaMemcpy(loss, N.loss, sizeof loss, cudaMemcpyDeviceToHost));

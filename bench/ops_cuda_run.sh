@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/ops_cuda_run.sh — on the GPU machine: build the CUDA ops, run their tests, the U-Net
-# step benchmark (bf16 and f32) and compute-sanitizer memcheck on the own kernels' tests.
+# bench/ops_cuda_run.sh — on the GPU machine: build the CUDA ops, run their tests, the U-Net step
+# benchmark (bf16, f32; variants of the convolution choices), the model itself on the GPU, and
+# compute-sanitizer memcheck on the own kernels' tests. Writes 7 files under OUTDIR.
 # usage: bench/ops_cuda_run.sh OUTDIR [build-dir]   (from the source root; needs Check)
 set -u
 out=${1:?usage: $0 OUTDIR [build-dir]}
@@ -11,20 +12,38 @@ cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
 { ../configure -q && make -j16 libopscuda.a libmodel.a tests/check_ops_cuda bench/ops_cuda_bench; } \
   >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw \
-  --format=csv; } > "$out/machine.txt" 2>&1
-cat "$out/machine.txt"
-timeout 200 ./tests/check_ops_cuda > "$out/check_ops_cuda.log" 2>&1
+date -u
+nvidia-smi -L
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
+timeout "${OPS_CUDA_TEST_S:-150}" ./tests/check_ops_cuda > "$out/check_ops_cuda.log" 2>&1
 echo "check_ops_cuda rc=$?"
 grep -E "^[0-9]+%|:[EF]:" "$out/check_ops_cuda.log" | head -20
-for p in ${OPS_CUDA_PRECISIONS:-bf16 f32}; do
-  timeout 90 ./bench/ops_cuda_bench -p "$p" > "$out/bench_$p.txt" 2>&1
-  echo "bench $p rc=$?"
-  grep -E "^step|^total|^last loss|ops_cuda_bench:" "$out/bench_$p.txt"
-done
-if [ -n "${OPS_CUDA_MEMCHECK:-1}" ] && command -v compute-sanitizer >/dev/null; then
-  CK_FORK=no CK_EXCLUDE_CASE=conv timeout "${OPS_CUDA_MEMCHECK_S:-100}" compute-sanitizer \
-    --tool memcheck ./tests/check_ops_cuda > "$out/memcheck.log" 2>&1
-  echo "memcheck rc=$?"
-  tail -4 "$out/memcheck.log"
+b=./bench/ops_cuda_bench
+summary() { grep -E "^step|^total|^last loss|^model|ops_cuda_bench:|per-op profile" "$1"; }
+SHMDDP_CONV_VERBOSE=1 timeout 60 $b -p bf16 -t 40 > "$out/bench_bf16.txt" 2>&1
+echo "bench bf16 rc=$?"; summary "$out/bench_bf16.txt"
+timeout 60 $b -p f32 -t 30 > "$out/bench_f32.txt" 2>&1
+echo "bench f32 rc=$?"; summary "$out/bench_f32.txt"
+{
+  echo "== bf16, cuDNN heuristics instead of the search"
+  SHMDDP_CONV_SEARCH=heuristic timeout 60 $b -p bf16 -t 0
+  echo "== bf16, first run's choices (no channel padding, cuDNN for 1x1)"
+  SHMDDP_CONV_PAD=0 SHMDDP_CONV1X1=cudnn timeout 60 $b -p bf16 -t 0
+  echo "== f16"
+  timeout 60 $b -p f16 -t 0
+} > "$out/bench_variants.txt" 2>&1
+grep -E "^==|^step" "$out/bench_variants.txt"
+{
+  timeout 60 $b -m -p bf16
+  timeout 60 $b -m -p f32
+} > "$out/bench_model.txt" 2>&1
+echo "model bench rc=$?"; grep -E "^model|ops_cuda_bench:" "$out/bench_model.txt"
+if command -v compute-sanitizer > /dev/null; then
+  for c in elementwise normalisation loss optimizer; do # own kernels; cuDNN's are slow under it
+    echo "== $c"
+    CK_FORK=no CK_RUN_CASE=$c timeout "${OPS_CUDA_MEMCHECK_S:-40}" compute-sanitizer \
+      --tool memcheck ./tests/check_ops_cuda
+    echo "rc=$?"
+  done > "$out/memcheck.log" 2>&1
+  grep -E "^==|^rc=|^[0-9]+%|ERROR SUMMARY|:[EF]:" "$out/memcheck.log" | head -20
 fi

@@ -8,9 +8,17 @@
  * F's adjoint: F maps the (2h, 2w, cout) image to the (h, w, cin) one with the filter
  * [K = cin][2][2][C = cout] (exactly ops.h's layout), so the transposed forward is F's
  * backward-data, its input gradient is F's forward, and its filter gradient is F's
- * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu). */
+ * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu).
+ *
+ * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
+ * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
+ * for 3 channels are some 20x slower. 1x1 layers go to cuBLAS (conv1x1_cuda.cu).
+ * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic (cuDNN's heuristics instead of
+ * timing), SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn, SHMDDP_CONV_WS_MB (search workspace limit),
+ * SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr). */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,16 +34,26 @@ typedef struct {
   cudnnConvolutionBwdFilterAlgo_t bwf;
   cudnnConvolutionBwdDataAlgo_t bwd;
   cudnnMathType_t fwd_math, bwf_math, bwd_math;
+  float ms[3];                  /* the search's times (fwd, bwd filter, bwd data); -1 unknown */
 } conv_algos_t;
 
 typedef struct {
+  int gemm;                     /* 1x1 through cuBLAS: nothing below is used */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
   int cur_n;
-  size_t ws;                    /* the workspace every call on this layer may use */
+  int cinp;                     /* input channels as cuDNN sees them (padded), 3x3 only */
+  size_t ws;                    /* cuDNN's workspace: the first ws bytes of the caller's */
+  size_t off_x, off_w, off_g;   /* padded x, w, and dw or dx in the caller's workspace */
   conv_algos_t *by_n;           /* [0..max_n]: max_n from the search, others by heuristics */
 } conv_plan_t;
+
+static int env_is(const char *name, const char *value)
+{
+  const char *e = getenv(name);
+  return e && !strcmp(e, value);
+}
 
 static cudnnDataType_t dnn_type(ops_dtype_t d)
 {
@@ -52,7 +70,7 @@ static int set_batch(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n
                                           2 * c->w));
     OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->b, CUDNN_TENSOR_NHWC, dt, n, c->cin, c->h, c->w));
   } else {
-    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->a, CUDNN_TENSOR_NHWC, dt, n, c->cin, c->h, c->w));
+    OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->a, CUDNN_TENSOR_NHWC, dt, n, pl->cinp, c->h, c->w));
     OPC_DNN(o, cudnnSetTensor4dDescriptor(pl->b, CUDNN_TENSOR_NHWC, dt, n, c->cout, c->h, c->w));
   }
   pl->cur_n = n;
@@ -123,6 +141,7 @@ static int search(const ops_t *o, conv_plan_t *pl, size_t bytes_a, size_t bytes_
     if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= want_ws) {
       best->fwd = pf[i].algo;
       best->fwd_math = pf[i].mathType;
+      best->ms[0] = pf[i].time;
       rc = 0;
       break;
     }
@@ -139,6 +158,7 @@ static int search(const ops_t *o, conv_plan_t *pl, size_t bytes_a, size_t bytes_
     if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= want_ws) {
       best->bwf = pwf[i].algo;
       best->bwf_math = pwf[i].mathType;
+      best->ms[1] = pwf[i].time;
       rc = 0;
       break;
     }
@@ -155,6 +175,7 @@ static int search(const ops_t *o, conv_plan_t *pl, size_t bytes_a, size_t bytes_
     if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= want_ws) {
       best->bwd = pbd[i].algo;
       best->bwd_math = pbd[i].mathType;
+      best->ms[2] = pbd[i].time;
       rc = 0;
       break;
     }
@@ -190,6 +211,52 @@ static int algos_ws(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al, siz
   return 0;
 }
 
+/* cuDNN's heuristics' first choice per direction within `limit` bytes of workspace, at the
+ * plan's current batch (no timing, no device work). */
+static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t *al)
+{
+  cudnnHandle_t h = opc_ctx(o)->dnn;
+  int got = 0, okf = 0, okw = 0, okd = 0;
+  cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cudnnConvolutionBwdFilterAlgoPerf_t pwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  cudnnConvolutionBwdDataAlgoPerf_t pbd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  if (cudnnGetConvolutionForwardAlgorithm_v7(h, pl->a, pl->w, pl->conv, pl->b,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf) ==
+      CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okf; i++)
+      if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= limit) {
+        al->fwd = pf[i].algo;
+        al->fwd_math = pf[i].mathType;
+        okf = 1;
+      }
+  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl->a, pl->b, pl->conv, pl->w,
+                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                    &got, pwf) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okw; i++)
+      if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= limit) {
+        al->bwf = pwf[i].algo;
+        al->bwf_math = pwf[i].mathType;
+        okw = 1;
+      }
+  if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl->w, pl->b, pl->conv, pl->a,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                  pbd) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < got && !okd; i++)
+      if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= limit) {
+        al->bwd = pbd[i].algo;
+        al->bwd_math = pbd[i].mathType;
+        okd = 1;
+      }
+  if (!okf || !okw || !okd)
+    return opc_fail(o, "cuDNN has no algorithm for this convolution within %zu bytes of "
+                    "workspace", limit);
+  al->ms[0] = al->ms[1] = al->ms[2] = -1;
+  al->valid = 1;
+  return 0;
+}
+
+static size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
+
 int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
 {
   if (c->h <= 0 || c->w <= 0 || c->cin <= 0 || c->cout <= 0 || c->max_n < 1)
@@ -200,14 +267,23 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   opc_conv_plan_free(o, c);
   conv_plan_t *pl = (conv_plan_t *)calloc(1, sizeof *pl);
   if (!pl) return opc_fail(o, "out of memory planning a convolution");
-  pl->by_n = (conv_algos_t *)calloc((size_t)c->max_n + 1, sizeof *pl->by_n);
   c->plan = pl;
+  *ws_bytes = 0;
+  if (c->kind == OPS_CONV1X1 && opc_gemm1x1_enabled(o)) {
+    pl->gemm = 1;
+    return 0;
+  }
+  pl->by_n = (conv_algos_t *)calloc((size_t)c->max_n + 1, sizeof *pl->by_n);
   if (!pl->by_n) return opc_fail(o, "out of memory planning a convolution");
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   int pad = c->kind == OPS_CONV3X3 ? 1 : 0, stride = c->kind == OPS_CONVT2X2 ? 2 : 1;
+  int align = o->dtype == OPS_F32 ? 4 : 8;
+  pl->cinp = c->cin;
+  if (c->kind == OPS_CONV3X3 && c->cin % align && !env_is("SHMDDP_CONV_PAD", "0"))
+    pl->cinp = (c->cin + align - 1) / align * align;
   /* F's filter: [K][k][k][C] with K its output channels (cin for the transposed conv). */
   int fk = c->kind == OPS_CONVT2X2 ? c->cin : c->cout;
-  int fc = c->kind == OPS_CONVT2X2 ? c->cout : c->cin;
+  int fc = c->kind == OPS_CONVT2X2 ? c->cout : pl->cinp;
   OPC_DNN(o, cudnnCreateTensorDescriptor(&pl->a));
   OPC_DNN(o, cudnnCreateTensorDescriptor(&pl->b));
   OPC_DNN(o, cudnnCreateFilterDescriptor(&pl->w));
@@ -221,13 +297,31 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   pl->cur_n = -1;
   if (set_batch(o, c, pl, c->max_n)) return -1;
   size_t img = (size_t)c->max_n * c->h * c->w * o->elem;
-  size_t bytes_in = img * c->cin, bytes_out = img * c->cout * (c->kind == OPS_CONVT2X2 ? 4 : 1);
+  size_t bytes_in = img * pl->cinp, bytes_out = img * c->cout * (c->kind == OPS_CONVT2X2 ? 4 : 1);
   size_t bytes_a = c->kind == OPS_CONVT2X2 ? bytes_out : bytes_in;
   size_t bytes_b = c->kind == OPS_CONVT2X2 ? bytes_in : bytes_out;
+  size_t bytes_w = (size_t)fk * fc * k * k * o->elem;
   conv_algos_t *best = &pl->by_n[c->max_n];
-  if (search(o, pl, bytes_a, bytes_b, (size_t)fk * fc * k * k * o->elem, best)) return -1;
+  if (env_is("SHMDDP_CONV_SEARCH", "heuristic")) {
+    if (heuristic(o, pl, ws_limit(), best)) return -1;
+  } else if (search(o, pl, bytes_a, bytes_b, bytes_w, best)) {
+    return -1;
+  }
   if (algos_ws(o, pl, best, &pl->ws)) return -1;
   *ws_bytes = pl->ws;
+  if (pl->cinp != c->cin) { /* padded input, weights, and their gradients after cuDNN's part */
+    pl->off_x = align256(pl->ws);
+    pl->off_w = pl->off_x + align256(bytes_in);
+    pl->off_g = pl->off_w + align256(bytes_w);
+    *ws_bytes = pl->off_g + (bytes_in > bytes_w ? bytes_in : bytes_w);
+  }
+  if (env_is("SHMDDP_CONV_VERBOSE", "1"))
+    fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
+            "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
+            (int)c->kind, c->h, c->w, c->cin, pl->cinp, c->cout, c->max_n, o->name,
+            (int)best->fwd, (int)best->fwd_math, best->ms[0], (int)best->bwf,
+            (int)best->bwf_math, best->ms[1], (int)best->bwd, (int)best->bwd_math, best->ms[2],
+            *ws_bytes);
   return 0;
 }
 
@@ -241,45 +335,7 @@ static const conv_algos_t *algos_for(const ops_t *o, const ops_conv_t *c, conv_p
   }
   if (set_batch(o, c, pl, n)) return NULL;
   conv_algos_t *al = &pl->by_n[n];
-  if (al->valid) return al;
-  cudnnHandle_t h = opc_ctx(o)->dnn;
-  int got = 0, okf = 0, okw = 0, okd = 0;
-  cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  cudnnConvolutionBwdFilterAlgoPerf_t pwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  cudnnConvolutionBwdDataAlgoPerf_t pbd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  if (cudnnGetConvolutionForwardAlgorithm_v7(h, pl->a, pl->w, pl->conv, pl->b,
-                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf) ==
-      CUDNN_STATUS_SUCCESS)
-    for (int i = 0; i < got && !okf; i++)
-      if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= pl->ws) {
-        al->fwd = pf[i].algo;
-        al->fwd_math = pf[i].mathType;
-        okf = 1;
-      }
-  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl->a, pl->b, pl->conv, pl->w,
-                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                    &got, pwf) == CUDNN_STATUS_SUCCESS)
-    for (int i = 0; i < got && !okw; i++)
-      if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= pl->ws) {
-        al->bwf = pwf[i].algo;
-        al->bwf_math = pwf[i].mathType;
-        okw = 1;
-      }
-  if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl->w, pl->b, pl->conv, pl->a,
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-                                                  pbd) == CUDNN_STATUS_SUCCESS)
-    for (int i = 0; i < got && !okd; i++)
-      if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= pl->ws) {
-        al->bwd = pbd[i].algo;
-        al->bwd_math = pbd[i].mathType;
-        okd = 1;
-      }
-  if (!okf || !okw || !okd) {
-    opc_fail(o, "cuDNN has no algorithm for this convolution at batch %d within the planned "
-             "%zu-byte workspace", n, pl->ws);
-    return NULL;
-  }
-  al->valid = 1;
+  if (!al->valid && heuristic(o, pl, pl->ws, al)) return NULL;
   return al;
 }
 
@@ -320,17 +376,40 @@ static int f_backward_filter(const ops_t *o, conv_plan_t *pl, const conv_algos_t
   return 0;
 }
 
+/* The padded copies in the workspace (3x3 layers with pl->cinp > cin). */
+static void *ws_at(void *ws, size_t off) { return (char *)ws + off; }
+
+static int pad_input(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n, const void *x,
+                     void *ws)
+{
+  return opc_repack_channels(o, x, c->cin, ws_at(ws, pl->off_x), pl->cinp,
+                             (size_t)n * c->h * c->w, 0);
+}
+
+static int pad_weights(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, const void *w,
+                       void *ws)
+{
+  return opc_repack_channels(o, w, c->cin, ws_at(ws, pl->off_w), pl->cinp, (size_t)c->cout * 9,
+                             0);
+}
+
 int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
                  const void *b, void *y, void *ws)
 {
   conv_plan_t *pl = plan_of(o, c);
   if (!pl) return -1;
+  if (pl->gemm) return opc_gemm1x1_fwd(o, c, n, x, w, b, y);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
   size_t P = (size_t)n * c->h * c->w;
   switch (c->kind) {
-  case OPS_CONV3X3: return f_forward(o, pl, al, x, w, y, ws);
+  case OPS_CONV3X3:
+    if (pl->cinp != c->cin) {
+      if (pad_input(o, c, pl, n, x, ws) || pad_weights(o, c, pl, w, ws)) return -1;
+      return f_forward(o, pl, al, ws_at(ws, pl->off_x), ws_at(ws, pl->off_w), y, ws);
+    }
+    return f_forward(o, pl, al, x, w, y, ws);
   case OPS_CONV1X1:
     if (f_forward(o, pl, al, x, w, y, ws)) return -1;
     return opc_bias_add(o, y, P, c->cout, b);
@@ -346,6 +425,7 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
 {
   conv_plan_t *pl = plan_of(o, c);
   if (!pl) return -1;
+  if (pl->gemm) return opc_gemm1x1_bwd_filter(o, c, n, x, dy, dw, db, acc);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
     if (acc) return 0;
@@ -358,7 +438,15 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   if (!al) return -1;
   size_t P = (size_t)n * c->h * c->w;
   switch (c->kind) {
-  case OPS_CONV3X3: return f_backward_filter(o, pl, al, x, dy, dw, acc, ws);
+  case OPS_CONV3X3:
+    if (pl->cinp != c->cin) { /* dw of the padded layer, then its real channels (+)= into dw */
+      if (pad_input(o, c, pl, n, x, ws) ||
+          f_backward_filter(o, pl, al, ws_at(ws, pl->off_x), dy, ws_at(ws, pl->off_g), 0, ws))
+        return -1;
+      return opc_repack_channels(o, ws_at(ws, pl->off_g), pl->cinp, dw, c->cin,
+                                 (size_t)c->cout * 9, acc);
+    }
+    return f_backward_filter(o, pl, al, x, dy, dw, acc, ws);
   case OPS_CONV1X1:
     if (f_backward_filter(o, pl, al, x, dy, dw, acc, ws)) return -1;
     return opc_channel_sum(o, dy, P, c->cout, db, acc);
@@ -374,9 +462,17 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
 {
   conv_plan_t *pl = plan_of(o, c);
   if (!pl) return -1;
+  if (pl->gemm) return opc_gemm1x1_bwd_data(o, c, n, dy, w, dx);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
   if (c->kind == OPS_CONVT2X2) return f_forward(o, pl, al, dy, w, dx, ws);
+  if (pl->cinp != c->cin) {
+    if (pad_weights(o, c, pl, w, ws) ||
+        f_backward_data(o, pl, al, ws_at(ws, pl->off_w), dy, ws_at(ws, pl->off_g), ws))
+      return -1;
+    return opc_repack_channels(o, ws_at(ws, pl->off_g), pl->cinp, dx, c->cin,
+                               (size_t)n * c->h * c->w, 0);
+  }
   return f_backward_data(o, pl, al, w, dy, dx, ws);
 }

@@ -266,3 +266,33 @@ int opc_to_f32(const ops_t *o, const void *src, size_t count, float *dst, int ac
 {
   OPC_DISPATCH(o, cast_t, o, NULL, src, count, NULL, dst, acc);
 }
+
+/* ---- channel padding for convolutions whose channel count the fast kernels cannot take ---- */
+
+template <typename T>
+__global__ void repack_kernel(const T *src, int cs, T *dst, int cd, size_t P, int acc)
+{
+  const size_t total = P * cd, stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    size_t p = i / cd;
+    int c = (int)(i % cd);
+    float v = c < cs ? opc_ld(src[p * cs + c]) : 0.f;
+    dst[i] = opc_st<T>(acc ? opc_ld(dst[i]) + v : v);
+  }
+}
+
+template <typename T>
+static int repack_t(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P, int acc)
+{
+  if (P == 0) return 0;
+  repack_kernel<T><<<opc_blocks(o, P * cd), OPC_THREADS, 0, opc_ctx(o)->stream>>>(
+      (const T *)src, cs, (T *)dst, cd, P, acc);
+  OPC_LAUNCHED(o, "channel repack");
+  return 0;
+}
+
+int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,
+                        int acc)
+{
+  OPC_DISPATCH(o, repack_t, o, src, cs, dst, cd, P, acc);
+}

@@ -81,13 +81,17 @@ __global__ void softmax_ce_kernel(const T *logits, const int32_t *labels, size_t
   if (threadIdx.x == 0) part[blockIdx.x] = loss;
 }
 
+/* One block: every thread sums a strided subset, then the fixed-order block sum. */
 __global__ void loss_final_kernel(const double *part, int nblocks,
                                   const unsigned long long *counted, double *out)
 {
   double s = 0;
-  for (int i = 0; i < nblocks; i++) s += part[i];
-  out[0] = s;
-  out[1] = (double)counted[1];
+  for (int i = threadIdx.x; i < nblocks; i += blockDim.x) s += part[i];
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    out[0] = s;
+    out[1] = (double)counted[1];
+  }
 }
 
 template <typename T>
@@ -109,7 +113,7 @@ static int softmax_ce_t(const ops_t *o, const void *logits, const int32_t *label
                                                   scale, norm_count, x->bad, (T *)dlogits, pred,
                                                   x->slots + 2);
   OPC_LAUNCHED(o, "softmax cross-entropy");
-  loss_final_kernel<<<1, 1, 0, st>>>(x->slots + 2, (int)b, x->bad, dev_out);
+  loss_final_kernel<<<1, OPC_THREADS, 0, st>>>(x->slots + 2, (int)b, x->bad, dev_out);
   OPC_LAUNCHED(o, "loss sum");
   return 0;
 }

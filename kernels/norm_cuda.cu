@@ -1,33 +1,58 @@
 /* norm_cuda.cu — per-channel kernels over NHWC tensors: BatchNorm (statistics, finalisation,
  * apply with the fused ReLU, backward reduce and apply), GroupNorm, conv bias add and bias
- * gradient. Sums are f64 and reduced in a fixed order (block partials, then one pass over
- * them), so results repeat bit for bit; element arithmetic is f32 on 16-byte loads.
+ * gradient. Sums are f32 over at most 32 rows per thread, f64 beyond, reduced in a fixed order
+ * (block partials, then one pass over them), so results repeat bit for bit; element
+ * arithmetic is f32 on wide loads.
  * BatchNorm and GroupNorm share every kernel: a channel's mean/invstd come from
  * saved[z * gs + c / cg], i.e. per channel (BN: gs = 0, cg = 1) or per sample and group. */
 #include "config.h"
 
 #include "kernels/ops_cuda.cuh"
 
-/* ---- statistics: partials of (Σx, Σx²), or of (Σg, Σg·x̂) for backward ---- */
+/* ---- statistics: partials of (Σx, Σx²), or of (Σg, Σg·x̂) for backward ----
+ * A thread loads 4 rows at a time (all loads in flight before the arithmetic), sums up to 32
+ * rows in f32 and folds that into f64; blocks and splits are summed in f64. So a Σ of f32
+ * terms runs over at most 32 of them (relative error ~1e-7), FP64 work stays off the
+ * bandwidth-bound loop, and registers stay low enough for 3 blocks per multiprocessor.
+ * 16-bit tensors move 8 bytes (4 channels) per access here, f32 16. */
+
+#define RED_BATCH 4   /* rows loaded together */
+#define RED_CHUNK 8   /* batches per f32 partial: 32 rows */
 
 template <typename T, int N>
-__global__ void stats_kernel(const T *x, size_t rows, int C, int gb, int r, double *part)
+__global__ void __launch_bounds__(OPC_THREADS)
+    stats_kernel(const T *x, size_t rows, int C, int gb, int r, double *part)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int valid = g * N < C;
   double a[N], b[N];
   for (int k = 0; k < N; k++) a[k] = b[k] = 0;
   const T *xz = x + (size_t)blockIdx.z * rows * C + (size_t)g * N;
-  if (valid) {
-#pragma unroll 4
-    for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
-      opc_pack<T, N> v = opc_load<T, N>(xz + p * C);
-      for (int k = 0; k < N; k++) {
-        float f = opc_ld(v.v[k]);
-        a[k] += f;
-        b[k] += (double)f * f;
+  const size_t step = (size_t)gridDim.y * r;
+  size_t p = (size_t)blockIdx.y * r + row;
+  while (valid && p < rows) {
+    float fa[N], fb[N];
+    for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
+#pragma unroll 1
+    for (int it = 0; it < RED_CHUNK && p < rows; it++, p += RED_BATCH * step) {
+      float f[RED_BATCH][N];
+#pragma unroll
+      for (int j = 0; j < RED_BATCH; j++) {
+        size_t q = p + j * step;
+        opc_pack<T, N> v;
+        if (q < rows) v = opc_load<T, N>(xz + q * C);
+#pragma unroll
+        for (int k = 0; k < N; k++) f[j][k] = q < rows ? opc_ld(v.v[k]) : 0.f;
       }
+#pragma unroll
+      for (int j = 0; j < RED_BATCH; j++)
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+          fa[k] += f[j][k];
+          fb[k] = fmaf(f[j][k], f[j][k], fb[k]);
+        }
     }
+    for (int k = 0; k < N; k++) a[k] += fa[k], b[k] += fb[k];
   }
   double *out = part + ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * 2 * C + (size_t)g * N;
   opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
@@ -35,9 +60,9 @@ __global__ void stats_kernel(const T *x, size_t rows, int C, int gb, int r, doub
 
 /* g = dy masked by (y > 0) for the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. */
 template <typename T, int N>
-__global__ void bwd_stats_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C,
-                                 int gb, int r, const double *mean, const double *inv, int gs,
-                                 int cg, double *part)
+__global__ void __launch_bounds__(OPC_THREADS)
+    bwd_stats_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C, int gb, int r,
+                     const double *mean, const double *inv, int gs, int cg, double *part)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int valid = g * N < C;
@@ -51,18 +76,38 @@ __global__ void bwd_stats_kernel(const T *dy, const T *mask, const T *x, size_t 
     s[k] = (float)inv[z * gs + c / cg];
   }
   const size_t off = z * rows * C + (size_t)g * N;
-  if (valid) {
-#pragma unroll 2
-    for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
-      opc_pack<T, N> d = opc_load<T, N>(dy + off + p * C), v = opc_load<T, N>(x + off + p * C);
-      opc_pack<T, N> y;
-      if (mask) y = opc_load<T, N>(mask + off + p * C);
-      for (int k = 0; k < N; k++) {
-        float gr = (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
-        a[k] += gr;
-        b[k] += (double)(gr * ((opc_ld(v.v[k]) - m[k]) * s[k]));
+  const size_t step = (size_t)gridDim.y * r;
+  size_t p = (size_t)blockIdx.y * r + row;
+  while (valid && p < rows) {
+    float fa[N], fb[N];
+    for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
+#pragma unroll 1
+    for (int it = 0; it < RED_CHUNK && p < rows; it++, p += RED_BATCH * step) {
+      float gr[RED_BATCH][N], xh[RED_BATCH][N];
+#pragma unroll
+      for (int j = 0; j < RED_BATCH; j++) {
+        size_t q = p + j * step;
+        opc_pack<T, N> d, v, y;
+        if (q < rows) {
+          d = opc_load<T, N>(dy + off + q * C);
+          v = opc_load<T, N>(x + off + q * C);
+          if (mask) y = opc_load<T, N>(mask + off + q * C);
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
+          gr[j][k] = q >= rows || (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
+          xh[j][k] = q < rows ? (opc_ld(v.v[k]) - m[k]) * s[k] : 0.f;
+        }
       }
+#pragma unroll
+      for (int j = 0; j < RED_BATCH; j++)
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+          fa[k] += gr[j][k];
+          fb[k] = fmaf(gr[j][k], xh[j][k], fb[k]);
+        }
     }
+    for (int k = 0; k < N; k++) a[k] += fa[k], b[k] += fb[k];
   }
   double *out = part + (z * gridDim.y + blockIdx.y) * 2 * C + (size_t)g * N;
   opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
@@ -76,12 +121,13 @@ static int launch_stats(const ops_t *o, const T *dy, const T *mask, const T *x, 
                         size_t reserve)
 {
   opc_ctx_t *ctx = opc_ctx(o);
-  const int V = 16 / sizeof(T);
-  int N = opc_vec_width(sizeof(T), C, x, dy, mask);
+  const int V = 4; /* launch_stats: 4 channels per access */
+  int N = C % V || ((uintptr_t)x | (uintptr_t)dy | (uintptr_t)mask) % (V * sizeof(T)) ? 1 : V;
   size_t per_split = (size_t)nz * 2 * C;
   if (per_split + reserve > OPC_SCRATCH_DOUBLES)
     return opc_fail(o, "%d channels x %d samples exceed the reduction scratch", C, nz);
-  opc_geo_t g = opc_geometry(o, rows, C, N, nz, 16, (OPC_SCRATCH_DOUBLES - reserve) / per_split);
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_BATCH * RED_CHUNK,
+                             (OPC_SCRATCH_DOUBLES - reserve) / per_split);
   double *part = ctx->scratch;
   cudaStream_t st = ctx->stream;
   if (!dy) {
@@ -98,45 +144,71 @@ static int launch_stats(const ops_t *o, const T *dy, const T *mask, const T *x, 
   return (int)g.grid.y;
 }
 
-/* Per channel: Σ over samples and splits of both partial sums -> s12 (f64, may be NULL; the
- * count goes to s12[2C] unless negative) and
- * t1/t2 (dtype T, may be NULL; added to when acc). Per (sample, group) when a12 is not NULL:
- * a12[z*G+g] = Σ_{c in g} w[c] * (sum1, sum2)[z][c] / m, the GroupNorm backward terms (with
- * w = gamma) — or, with w NULL, the group's mean and invstd from (Σx, Σx²) for the forward. */
+/* Final sums, in two steps so no thread walks hundreds of partials alone:
+ * split_sum_kernel: per (sample z, channel c), Σ over the splits of both partial sums; 16
+ *   lanes per channel stride over the splits (8 loads in flight each), then add up in a fixed
+ *   order. With tot NULL (BatchNorm, biases: one sample) it writes the results: s12 (f64, the
+ *   count to s12[2C] unless negative) and t1/t2 (dtype T, added to when acc), each may be NULL;
+ *   else the per-(z, c) totals to tot[z][2C] for group_final_kernel. */
+#define SPLIT_LANES 16
+
 template <typename T>
-__global__ void reduce_final_kernel(const double *part, int nz, int splits, int C, double count,
-                                    double *s12, T *t1, T *t2, int acc, int G, const T *w,
-                                    double m, double eps, double *a12)
+__global__ void split_sum_kernel(const double *part, int splits, int C, double count, double *s12,
+                                 T *t1, T *t2, int acc, double *tot)
+{
+  __shared__ double sh[2][SPLIT_LANES][33];
+  const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx, z = blockIdx.y;
+  double u = 0, v = 0;
+  if (c < C) {
+    const double *p = part + (size_t)z * splits * 2 * C + c;
+#pragma unroll 8
+    for (int y = ty; y < splits; y += SPLIT_LANES) {
+      u += p[(size_t)y * 2 * C];
+      v += p[(size_t)y * 2 * C + C];
+    }
+  }
+  sh[0][ty][tx] = u;
+  sh[1][ty][tx] = v;
+  __syncthreads();
+  if (ty || c >= C) return;
+  for (int i = 1; i < SPLIT_LANES; i++) u += sh[0][i][tx], v += sh[1][i][tx];
+  if (tot) {
+    tot[(size_t)z * 2 * C + c] = u;
+    tot[(size_t)z * 2 * C + C + c] = v;
+    return;
+  }
+  if (s12) {
+    s12[c] = u;
+    s12[C + c] = v;
+    if (c == 0 && count >= 0) s12[2 * C] = count;
+  }
+  if (t1) t1[c] = opc_st<T>((float)((acc ? (double)opc_ld(t1[c]) : 0.0) + u));
+  if (t2) t2[c] = opc_st<T>((float)((acc ? (double)opc_ld(t2[c]) : 0.0) + v));
+}
+
+/* GroupNorm: per channel, t1/t2 (may be NULL) = Σ over samples of the totals (added to when
+ * acc); per (sample, group), a12[z*G+g] = Σ_{c in g} w[c] * (tot1, tot2)[z][c] / m, the
+ * backward's terms (w = gamma) — or, with w NULL, the group's mean and invstd for the forward. */
+template <typename T>
+__global__ void group_final_kernel(const double *tot, int nz, int C, T *t1, T *t2, int acc,
+                                   int G, const T *w, double m, double eps, double *a12)
 {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < C) {
     double u = 0, v = 0;
-    for (int z = 0; z < nz; z++)
-      for (int y = 0; y < splits; y++) {
-        const double *p = part + ((size_t)z * splits + y) * 2 * C;
-        u += p[i];
-        v += p[C + i];
-      }
-    if (s12) {
-      s12[i] = u;
-      s12[C + i] = v;
-      if (i == 0 && count >= 0) s12[2 * C] = count;
-    }
+    for (int z = 0; z < nz; z++) u += tot[(size_t)z * 2 * C + i], v += tot[(size_t)z * 2 * C + C + i];
     if (t1) t1[i] = opc_st<T>((float)((acc ? (double)opc_ld(t1[i]) : 0.0) + u));
     if (t2) t2[i] = opc_st<T>((float)((acc ? (double)opc_ld(t2[i]) : 0.0) + v));
     return;
   }
   i -= C;
-  if (!a12 || i >= nz * G) return;
+  if (i >= nz * G) return;
   const int z = i / G, grp = i % G, cg = C / G;
   double u = 0, v = 0;
-  for (int y = 0; y < splits; y++) {
-    const double *p = part + ((size_t)z * splits + y) * 2 * C;
-    for (int c = grp * cg; c < (grp + 1) * cg; c++) {
-      double wc = w ? (double)opc_ld(w[c]) : 1.0;
-      u += wc * p[c];
-      v += wc * p[C + c];
-    }
+  for (int c = grp * cg; c < (grp + 1) * cg; c++) {
+    double wc = w ? (double)opc_ld(w[c]) : 1.0;
+    u += wc * tot[(size_t)z * 2 * C + c];
+    v += wc * tot[(size_t)z * 2 * C + C + c];
   }
   if (w) {
     a12[i] = u / m;
@@ -148,15 +220,27 @@ __global__ void reduce_final_kernel(const double *part, int nz, int splits, int 
   }
 }
 
+/* Scratch after the partials: GroupNorm's totals (2 nz C) and backward terms (2 nz G). */
+static double *tot_area(const ops_t *o, int nz, int C, int G)
+{
+  return opc_ctx(o)->scratch + OPC_SCRATCH_DOUBLES - 2 * (size_t)nz * G - 2 * (size_t)nz * C;
+}
+
 template <typename T>
 static int reduce_final(const ops_t *o, int nz, int splits, int C, double count, double *s12,
                         T *t1, T *t2, int acc, int G, const T *w, double m, double eps,
                         double *a12)
 {
-  int total = C + (a12 ? nz * G : 0);
-  reduce_final_kernel<T><<<(total + 127) / 128, 128, 0, opc_ctx(o)->stream>>>(
-      opc_ctx(o)->scratch, nz, splits, C, count, s12, t1, t2, acc, G, w, m, eps, a12);
+  cudaStream_t st = opc_ctx(o)->stream;
+  double *tot = a12 ? tot_area(o, nz, C, G) : NULL; /* no a12: one sample (BN, biases) */
+  split_sum_kernel<T><<<dim3((C + 31) / 32, a12 ? nz : 1), dim3(32, SPLIT_LANES), 0, st>>>(
+      opc_ctx(o)->scratch, splits, C, count, s12, t1, t2, acc, tot);
   OPC_LAUNCHED(o, "the statistics' final sum");
+  if (!a12) return 0;
+  int total = C + nz * G;
+  group_final_kernel<T><<<(total + 127) / 128, 128, 0, st>>>(tot, nz, C, t1, t2, acc, G, w, m,
+                                                            eps, a12);
+  OPC_LAUNCHED(o, "GroupNorm statistics");
   return 0;
 }
 
@@ -280,10 +364,12 @@ static int bwd_apply(const ops_t *o, const T *dy, const T *mask, const T *x, siz
   cudaStream_t st = opc_ctx(o)->stream;
   if (N == V)
     bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+                                                       inv, gs, cg, gamma, sums, count, a12, nzg,
+                                                       dx);
   else
     bwd_apply_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+                                                       inv, gs, cg, gamma, sums, count, a12, nzg,
+                                                       dx);
   OPC_LAUNCHED(o, "normalisation backward apply");
   return 0;
 }
@@ -414,7 +500,8 @@ static int gn_fwd_t(const ops_t *o, const void *x, int n, size_t hw, int C, int 
 {
   if (n == 0) return 0;
   const int cg = C / G;
-  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, hw, C, n, NULL, NULL, 0, 1, 0);
+  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, hw, C, n, NULL, NULL, 0, 1,
+                               2 * (size_t)n * (C + G));
   if (splits < 0) return -1;
   /* saved = [means (n*G)][invstds (n*G)]: the final pass writes it directly */
   if (reduce_final<T>(o, n, splits, C, -1, NULL, NULL, NULL, 0, G, NULL, (double)hw * cg, eps,
@@ -446,11 +533,11 @@ static int gn_bwd_t(const ops_t *o, const void *dy, const void *mask_y, const vo
     }
     return 0;
   }
-  if (2 * ng >= OPC_SCRATCH_DOUBLES / 2)
-    return opc_fail(o, "GroupNorm backward: %d samples x %d groups exceed the scratch", n, G);
-  double *a12 = opc_ctx(o)->scratch + OPC_SCRATCH_DOUBLES - 2 * ng; /* after the partials */
+  if (2 * ng + 2 * (size_t)n * C >= OPC_SCRATCH_DOUBLES / 2)
+    return opc_fail(o, "GroupNorm backward: %d samples x %d channels exceed the scratch", n, C);
+  double *a12 = opc_ctx(o)->scratch + OPC_SCRATCH_DOUBLES - 2 * ng; /* after the totals */
   int splits = launch_stats<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, hw, C, n, saved,
-                               saved + ng, G, cg, 2 * ng);
+                               saved + ng, G, cg, 2 * ng + 2 * (size_t)n * C);
   if (splits < 0) return -1;
   if (reduce_final<T>(o, n, splits, C, -1, NULL, (T *)dbeta, (T *)dgamma, acc, G,
                       (const T *)gamma, (double)hw * cg, 0, a12))

@@ -47,6 +47,7 @@ static void ctx_free(opc_ctx_t *x)
   cudaFree(x->bad);
   cudaFreeHost(x->host);
   if (x->dnn) cudnnDestroy(x->dnn);
+  opc_gemm_free(x);
   if (x->own_stream && x->stream) cudaStreamDestroy(x->stream);
   free(x);
 }
@@ -90,7 +91,7 @@ void *ops_cuda_stream(const ops_t *o) { return opc_ctx(o) ? opc_ctx(o)->stream :
 size_t ops_cuda_scratch_bytes(const ops_t *o)
 {
   return (OPC_SCRATCH_DOUBLES + OPC_SLOT_DOUBLES) * sizeof(double) +
-         2 * sizeof(unsigned long long);
+         2 * sizeof(unsigned long long) + ((size_t)4 << 20) /* cuBLAS workspace, if used */;
 }
 
 void *ops_cuda_alloc(void *ctx, size_t bytes)

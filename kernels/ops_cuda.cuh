@@ -30,6 +30,7 @@ typedef struct {
   unsigned long long *bad;     /* [0]: (pixel << 32 | label) of the first label out of range
                                   (ULLONG_MAX: none), [1]: softmax_ce's pixel count */
   double *host;                /* pinned, 2 doubles + 2 u64: softmax_ce's read-back */
+  void *blas, *blas_ws;        /* cuBLAS handle and workspace (1x1 convolutions), lazily */
   char err[384];
 } opc_ctx_t;
 
@@ -173,6 +174,19 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
+/* 1x1 convolutions through cuBLAS (conv1x1_cuda.cu); enabled unless SHMDDP_CONV1X1=cudnn. */
+int opc_gemm1x1_enabled(const ops_t *o);
+void opc_gemm_free(opc_ctx_t *x);
+int opc_gemm1x1_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                    const void *b, void *y);
+int opc_gemm1x1_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                           const void *dy, void *dw, void *db, int acc);
+int opc_gemm1x1_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                         const void *w, void *dx);
+/* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
+ * past cd dropped (unpadding); added to dst when acc. */
+int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,
+                        int acc);
 /* db (+)= Σ_p dy[p][c] over P pixels (conv bias gradients). */
 int opc_channel_sum(const ops_t *o, const void *dy, size_t P, int C, void *db, int acc);
 /* y[p][c] += b[c] (conv biases). */

@@ -17,6 +17,9 @@
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "kernels/optim_cpu.h"
+#include "src/amp.h"
+#include "src/model.h"
+#include "src/optim.h"
 
 static const ops_dtype_t dtypes[] = {OPS_F32, OPS_BF16, OPS_F16};
 #define NDT 3
@@ -35,7 +38,8 @@ static float rnd(void) /* [-1, 1) */
 
 static float to_dt(float v)
 {
-  return dt == OPS_BF16 ? bf16_to_f32(f32_to_bf16(v)) : dt == OPS_F16 ? f16_to_f32(f32_to_f16(v)) : v;
+  if (dt == OPS_BF16) return bf16_to_f32(f32_to_bf16(v));
+  return dt == OPS_F16 ? f16_to_f32(f32_to_f16(v)) : v;
 }
 
 /* Host blocks and device blocks are recorded and freed at the end of each test. */
@@ -44,11 +48,17 @@ static int nblocks;
 static void *dblocks[1024];
 static int ndblocks;
 
+static void keep(void *p)
+{
+  ck_assert_msg(nblocks < (int)(sizeof blocks / sizeof *blocks), "too many test blocks");
+  blocks[nblocks++] = p;
+}
+
 static float *hvec(size_t n, float scale, float offset) /* random, rounded to the dtype */
 {
   float *v = malloc((n ? n : 1) * sizeof *v);
   ck_assert_ptr_nonnull(v);
-  blocks[nblocks++] = v;
+  keep(v);
   for (size_t i = 0; i < n; i++) v[i] = to_dt(offset + scale * rnd());
   return v;
 }
@@ -58,6 +68,7 @@ static void *dalloc(size_t bytes) /* poisoned: 0xff bytes are NaN in every float
   void *d = NULL;
   ck_assert_int_eq(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
   ck_assert_int_eq(cudaMemset(d, 0xff, bytes), cudaSuccess);
+  ck_assert_msg(ndblocks < (int)(sizeof dblocks / sizeof *dblocks), "too many device blocks");
   dblocks[ndblocks++] = d;
   return d;
 }
@@ -88,7 +99,7 @@ static float *down(const void *d, size_t n) /* back as f32; fails on a device er
 {
   size_t es = dt == OPS_F32 ? 4 : 2;
   float *h = malloc((n ? n : 1) * sizeof *h);
-  blocks[nblocks++] = h;
+  keep(h);
   uint16_t *t = malloc(n * 2 + 2);
   cudaError_t e = cudaMemcpy(dt == OPS_F32 ? (void *)h : (void *)t, d, n * es,
                              cudaMemcpyDeviceToHost);
@@ -102,7 +113,7 @@ static float *down(const void *d, size_t n) /* back as f32; fails on a device er
 static void *down_raw(const void *d, size_t bytes)
 {
   void *h = malloc(bytes ? bytes : 1);
-  blocks[nblocks++] = h;
+  keep(h);
   cudaError_t e = cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
   ck_assert_msg(e == cudaSuccess, "copy back: %s", cudaGetErrorString(e));
   return h;
@@ -147,18 +158,21 @@ static double tol_conv(void) { return dt == OPS_F32 ? 5e-3 : dt == OPS_BF16 ? 1.
     ck_assert_msg(e_ <= (tol), "%s %s: relative error %.3g > %.3g", gpu.name, (what), e_,      \
                   (double)(tol));                                                              \
   } while (0)
+/* got is evaluated once (it is often a down() call). */
 #define EXACT(got, ref, n, what)                                                               \
   do {                                                                                         \
+    const __typeof__(*(got)) *g_ = (got);                                                      \
     for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
-      ck_assert_msg((got)[i_] == (ref)[i_] || (isnan((got)[i_]) && isnan((ref)[i_])),          \
-                    "%s %s[%zu]: %g, expected %g", gpu.name, (what), i_, (double)(got)[i_],   \
+      ck_assert_msg(g_[i_] == (ref)[i_] || (isnan(g_[i_]) && isnan((ref)[i_])),                \
+                    "%s %s[%zu]: %g, expected %g", gpu.name, (what), i_, (double)g_[i_],       \
                     (double)(ref)[i_]);                                                        \
   } while (0)
 #define EXACT_INT(got, ref, n, what)                                                           \
   do {                                                                                         \
+    const __typeof__(*(got)) *g_ = (got);                                                      \
     for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
-      ck_assert_msg((got)[i_] == (ref)[i_], "%s %s[%zu]: %ld, expected %ld", gpu.name, (what), \
-                    i_, (long)(got)[i_], (long)(ref)[i_]);                                     \
+      ck_assert_msg(g_[i_] == (ref)[i_], "%s %s[%zu]: %ld, expected %ld", gpu.name, (what),    \
+                    i_, (long)g_[i_], (long)(ref)[i_]);                                        \
   } while (0)
 #define GPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, gpu.last_error(&gpu))
 #define CPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, cpu.last_error(&cpu))
@@ -188,7 +202,7 @@ START_TEST(test_casts)
     use_dtype(d);
     size_t n = 1003; /* not a multiple of the vector width: the tail path too */
     float *src = malloc(n * sizeof *src);
-    blocks[nblocks++] = src;
+    keep(src);
     for (size_t i = 0; i < n; i++) src[i] = 3 * rnd(); /* not rounded: the cast must round */
     float *dsrc = up_raw(src, n * 4), *ref = hvec(n, 0, 0);
     for (size_t i = 0; i < n; i++) ref[i] = to_dt(src[i]);
@@ -244,7 +258,7 @@ START_TEST(test_maxpool)
       float *x = hvec(ni, 1, 0), *dy = hvec(no, 1, 0), *ry = hvec(no, 0, 0);
       float *rdx = hvec(ni, 0, 0), *base = hvec(ni, 1, 0), *racc = hvec(ni, 0, 0);
       uint8_t *rarg = malloc(no);
-      blocks[nblocks++] = rarg;
+      keep(rarg);
       CPU_OK(cpu.maxpool_fwd(&cpu, x, n, h, w, C, ry, rarg));
       CPU_OK(cpu.maxpool_bwd(&cpu, dy, rarg, n, h, w, C, rdx, 0));
       memcpy(racc, base, ni * sizeof *racc);
@@ -306,7 +320,7 @@ static void bn_case(size_t P, int C, float offset)
   float *dy = hvec(n, 1, 0), *y = hvec(n, 0, 0), *dx = hvec(n, 0, 0);
   float *dg = hvec(C, 0, 0), *db = hvec(C, 0, 0), *rm = hvec(C, 0.1f, 0), *rv = hvec(C, 0.1f, 1);
   double *stats = calloc(2 * C + 1, 8), *saved = calloc(2 * C + 1, 8), *sums = calloc(2 * C, 8);
-  blocks[nblocks++] = stats, blocks[nblocks++] = saved, blocks[nblocks++] = sums;
+  keep(stats), keep(saved), keep(sums);
   float *rm0 = hvec(C, 0, 0), *rv0 = hvec(C, 0, 0);
   memcpy(rm0, rm, C * 4), memcpy(rv0, rv, C * 4);
   CPU_OK(cpu.bn_stats(&cpu, x, P, C, stats));
@@ -324,11 +338,12 @@ static void bn_case(size_t P, int C, float offset)
   float *grm = up_raw(rm0, C * 4), *grv = up_raw(rv0, C * 4);
   GPU_OK(gpu.bn_stats(&gpu, gx, P, C, gstats));
   double *hs = down_raw(gstats, (2 * C + 1) * 8);
-  ck_assert_msg(rel_err64(hs, stats, 2 * C + 1) < 1e-12, "%s BN statistics: relative error %g",
+  /* f32 over at most 32 rows per thread, f64 beyond */
+  ck_assert_msg(rel_err64(hs, stats, 2 * C + 1) < 1e-6, "%s BN statistics: relative error %g",
                 gpu.name, rel_err64(hs, stats, 2 * C + 1));
   GPU_OK(gpu.bn_finalize(&gpu, gstats, C, 1e-5, 0.1, grm, grv, gsaved2));
   double *hsv = down_raw(gsaved2, (2 * C + 1) * 8);
-  ck_assert_msg(rel_err64(hsv, saved, 2 * C + 1) < 1e-9, "%s BN finalize: relative error %g",
+  ck_assert_msg(rel_err64(hsv, saved, 2 * C + 1) < 1e-5, "%s BN finalize: relative error %g",
                 gpu.name, rel_err64(hsv, saved, 2 * C + 1));
   CLOSE((float *)down_raw(grm, C * 4), rm, C, 1e-6, "BN running mean");
   CLOSE((float *)down_raw(grv, C * 4), rv, C, 1e-6, "BN running var");
@@ -380,7 +395,7 @@ static void gn_case(int n, size_t hw, int C, int G)
   float *dy = hvec(cnt, 1, 0), *y = hvec(cnt, 0, 0), *dx = hvec(cnt, 0, 0);
   float *dg = hvec(C, 0, 0), *db = hvec(C, 0, 0);
   double *saved = calloc(2 * (size_t)n * G, 8);
-  blocks[nblocks++] = saved;
+  keep(saved);
   CPU_OK(cpu.gn_fwd(&cpu, x, n, hw, C, G, 1e-5, gamma, beta, 1, y, saved));
   for (size_t i = 0; i < cnt; i++) y[i] = to_dt(y[i]);
   CPU_OK(cpu.gn_bwd(&cpu, dy, y, x, n, hw, C, G, saved, gamma, dx, dg, db, 0));
@@ -390,7 +405,7 @@ static void gn_case(int n, size_t hw, int C, int G)
   double *gsaved = dalloc(2 * (size_t)n * G * 8);
   GPU_OK(gpu.gn_fwd(&gpu, gx, n, hw, C, G, 1e-5, gg, gb, 1, gy, gsaved));
   double *hs = down_raw(gsaved, 2 * (size_t)n * G * 8);
-  ck_assert_msg(rel_err64(hs, saved, 2 * (size_t)n * G) < 1e-9, "%s GN statistics: %g",
+  ck_assert_msg(rel_err64(hs, saved, 2 * (size_t)n * G) < 1e-5, "%s GN statistics: %g",
                 gpu.name, rel_err64(hs, saved, 2 * (size_t)n * G));
   CLOSE(down(gy, cnt), y, cnt, tol_elem() * 4, "GN forward + ReLU");
   double *gsaved_cpu = up_raw(saved, 2 * (size_t)n * G * 8);
@@ -424,7 +439,7 @@ START_TEST(test_softmax_ce)
     const int K = 4, ignore = 255;
     float *z = hvec(P * K, 3, 0), *rd = hvec(P * K, 0, 0);
     int32_t *lab = malloc(P * 4), *rpred = malloc(P * 4);
-    blocks[nblocks++] = lab, blocks[nblocks++] = rpred;
+    keep(lab), keep(rpred);
     for (size_t p = 0; p < P; p++) lab[p] = p % 7 == 3 ? ignore : (int32_t)((rnd() + 1) * 2);
     double rloss, gloss;
     long rcount, gcount;
@@ -432,8 +447,9 @@ START_TEST(test_softmax_ce)
     int32_t *glab = up_raw(lab, P * 4), *gpred = dalloc(P * 4);
     for (int variant = 0; variant < 2; variant++) {
       double norm = variant ? 12345.0 : 0; /* the batch's own count, or a given one */
-      CPU_OK(cpu.softmax_ce(&cpu, z, lab, P, K, ignore, 0.5, norm, rd, rpred, &rloss, &rcount));
-      GPU_OK(gpu.softmax_ce(&gpu, gz, glab, P, K, ignore, 0.5, norm, gd, gpred, &gloss, &gcount));
+      /* scale 512 keeps f16 gradients out of its subnormals, as loss scaling does */
+      CPU_OK(cpu.softmax_ce(&cpu, z, lab, P, K, ignore, 512, norm, rd, rpred, &rloss, &rcount));
+      GPU_OK(gpu.softmax_ce(&gpu, gz, glab, P, K, ignore, 512, norm, gd, gpred, &gloss, &gcount));
       ck_assert_int_eq(gcount, rcount);
       ck_assert_msg(fabs(gloss - rloss) <= 1e-5 * fabs(rloss), "%s loss %.9g, expected %.9g",
                     gpu.name, gloss, rloss);
@@ -477,7 +493,7 @@ static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int
   CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
   GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
   float *ws = malloc(cws + 16);
-  blocks[nblocks++] = ws;
+  keep(ws);
   CPU_OK(cpu.conv_fwd(&cpu, &cc, n, x, wt, b, y, ws));
   CPU_OK(cpu.conv_bwd_filter(&cpu, &cc, n, x, dy, dw, db, 0, ws));
   CPU_OK(cpu.conv_bwd_data(&cpu, &cc, n, dy, wt, dx, ws));
@@ -512,6 +528,16 @@ START_TEST(test_conv)
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
     conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
     conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
+    /* the alternatives behind the environment switches */
+    setenv("SHMDDP_CONV1X1", "cudnn", 1);
+    conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);
+    unsetenv("SHMDDP_CONV1X1");
+    setenv("SHMDDP_CONV_PAD", "0", 1);
+    setenv("SHMDDP_CONV_SEARCH", "heuristic", 1);
+    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
+    conv_case(OPS_CONV1X1, 8, 8, 16, 4, 3, 3);
+    unsetenv("SHMDDP_CONV_PAD");
+    unsetenv("SHMDDP_CONV_SEARCH");
     ops_conv_t c = {OPS_CONV3X3, 4, 4, 8, 8, 2, NULL};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));
@@ -586,6 +612,78 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
+/* ---- the model on the GPU against the model on the CPU ---- */
+
+static void model_case(model_norm_t norm, model_precision_t prec, double tol_loss,
+                       double tol_grad)
+{
+  char err[512];
+  model_config_t cfg;
+  model_config_default(&cfg);
+  cfg.levels = 3;
+  cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
+  cfg.max_batch = 2;
+  cfg.height = cfg.width = 16;
+  cfg.norm = norm;
+  cfg.groups = 4;
+  model_t *mc = NULL, *mg = NULL;
+  ck_assert_msg(model_create(&mc, &cfg, err, sizeof err) == 0, "%s", err);
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = prec;
+  ck_assert_msg(model_create(&mg, &cfg, err, sizeof err) == 0, "%s", err);
+  size_t np = model_num_params(mc), P = 2 * 16 * 16;
+  ck_assert_uint_eq(np, model_num_params(mg));
+  dt = OPS_F32;
+  float *hp = down_raw(model_params(mg), np * 4);
+  EXACT(hp, model_params(mc), np, "initial parameters");
+  float *x = hvec(P * 3, 1, 0);
+  int32_t *y = malloc(P * 4);
+  keep(y);
+  for (size_t p = 0; p < P; p++) y[p] = (int32_t)((rnd() + 1) * 2) % 4;
+  float *gx = up_raw(x, P * 12);
+  int32_t *gy = up_raw(y, P * 4);
+  float lc, lg, scale = prec == MODEL_FP16 ? 1024 : 1; /* fp16 needs its loss scaled */
+  ck_assert_msg(model_train_step(mc, x, y, 2, 1, 0, NULL, &lc, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(model_train_step(mg, gx, gy, 2, scale, 0, NULL, &lg, err, sizeof err) == 0, "%s",
+                err);
+  ck_assert_msg(fabs(lg - lc) <= tol_loss * fabs(lc), "model loss on the GPU %.6f, CPU %.6f", lg,
+                lc);
+  float *gg = down_raw(model_grads(mg), np * 4);
+  for (size_t i = 0; i < np; i++) gg[i] /= scale;
+  double e = rel_err(gg, model_grads(mc), np);
+  ck_assert_msg(e <= tol_grad, "model gradients: relative error %.3g > %.3g", e, tol_grad);
+  /* an optimizer step and the non-finite check on the device */
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  optim_t *og = NULL;
+  ck_assert_msg(optim_create(&og, &oc, np, model_arena(mg), err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(optim_step(og, model_params(mg), model_grads(mg), 0.02, 1.0 / scale, NULL, err,
+                           sizeof err) == 0, "%s", err);
+  int found = -1;
+  ck_assert_msg(amp_check_nonfinite(model_grads(mg), np, 0, NULL, &found, err, sizeof err) == 0,
+                "%s", err);
+  ck_assert_int_eq(found, 0);
+  float *p1 = down_raw(model_params(mg), np * 4);
+  for (size_t i = 0; i < np; i++) hp[i] -= 0.02f * (gg[i] + 1e-4f * hp[i]); /* SGD, first step */
+  CLOSE(p1, hp, np, 1e-5, "parameters after an SGD step");
+  /* a second step learns from the first: the loss goes down */
+  ck_assert_msg(model_train_step(mg, gx, gy, 2, scale, 0, NULL, &lg, err, sizeof err) == 0, "%s",
+                err);
+  ck_assert_msg(lg < lc, "the loss did not go down after an SGD step: %.6f -> %.6f", lc, lg);
+  optim_destroy(og);
+  model_destroy(mg);
+  model_destroy(mc);
+}
+
+START_TEST(test_model)
+{
+  model_case(MODEL_NORM_BATCH, MODEL_FP32, 2e-3, 2e-2); /* TF32 convolutions */
+  model_case(MODEL_NORM_GROUP, MODEL_FP32, 2e-3, 2e-2);
+  model_case(MODEL_NORM_BATCH, MODEL_BF16, 2e-2, 0.15);
+  model_case(MODEL_NORM_BATCH, MODEL_FP16, 5e-3, 5e-2);
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
   ops_t o;
@@ -629,6 +727,11 @@ static Suite *make_ops_cuda_suite(void)
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
   tcase_add_test(tc, test_conv);
   suite_add_tcase(s, tc);
+  tc = tcase_create("model");
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_model);
+  suite_add_tcase(s, tc);
   tc = tcase_create("optimizer");
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 60);
@@ -661,7 +764,8 @@ static int probe_gpus(char *why, size_t len)
   close(fd[0]);
   waitpid(pid, NULL, 0);
   int count = 0, off = 0;
-  if (got <= 0 || sscanf(buf, "%d %n", &count, &off) < 1) return snprintf(why, len, "probe failed"), 0;
+  if (got <= 0 || sscanf(buf, "%d %n", &count, &off) < 1)
+    return snprintf(why, len, "probe failed"), 0;
   snprintf(why, len, "%s", buf + off);
   return count;
 }
