@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "kernels/optim_cpu.h"
+#ifdef HAVE_CUDNN
+#include "kernels/ops_cuda.h"
+#endif
 
 const char *amp_precision_name(model_precision_t p)
 {
@@ -60,8 +63,12 @@ int amp_check_nonfinite(const float *g, size_t n, int device, void *stream, int 
                         char *err, size_t errlen)
 {
   if (device >= 0) {
+#ifdef HAVE_CUDNN
+    return ops_cuda_nonfinite(g, n, stream, found, err, errlen);
+#else
     snprintf(err, errlen, "the non-finite check's CUDA kernel is not in this build");
     return -1;
+#endif
   }
   *found = optim_cpu_nonfinite(g, n);
   return 0;

@@ -5,6 +5,19 @@
 
 #include <stdio.h>
 
+#ifdef HAVE_CUDNN
+#include "kernels/ops_cuda.h"
+#endif
+
+/* The stream the hooks are given: the CUDA backend's compute stream, NULL on the CPU. */
+static void *layer_stream(const layer_ctx_t *c)
+{
+#ifdef HAVE_CUDNN
+  if (c->ops->device >= 0) return ops_cuda_stream(c->ops);
+#endif
+  return NULL;
+}
+
 #define LAYER_OP(c, call, what)                                                                \
   do {                                                                                         \
     if ((call) != 0) {                                                                         \
@@ -33,7 +46,7 @@ static int grads_done_one(const layer_ctx_t *c, int id)
     LAYER_OP(c, c->ops->to_f32(c->ops, layer_wgrad(c, id), p->count, c->grads + p->offset,
                                c->accumulate), "folding gradients into f32");
   if (c->hooks && c->hooks->grads_ready &&
-      c->hooks->grads_ready(c->hooks->ctx, p->offset, p->count, c->ops->ctx) != 0) {
+      c->hooks->grads_ready(c->hooks->ctx, p->offset, p->count, layer_stream(c)) != 0) {
     snprintf(c->err, c->errlen, "the grads_ready hook failed for %s", p->name);
     return -1;
   }
@@ -72,7 +85,7 @@ int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const voi
 static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const char *name)
 {
   if (!c->hooks || !c->hooks->sync_stats) return 0;
-  if (c->hooks->sync_stats(c->hooks->ctx, buf, count, SHMDDP_F64, c->ops->ctx) != 0) {
+  if (c->hooks->sync_stats(c->hooks->ctx, buf, count, SHMDDP_F64, layer_stream(c)) != 0) {
     snprintf(c->err, c->errlen, "the SyncBN statistics hook failed for %s", name);
     return -1;
   }

@@ -17,3 +17,9 @@ libmodel_a_SOURCES = \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
 	kernels/optim_cpu.c kernels/optim_cpu.h
+# With cuDNN the model runs on the GPU too: the CUDA ops (kernels/cuda_ops.mk) go into the
+# archive, and programs linking libmodel.a need $(CUDA_LIBS) (empty without CUDA).
+if HAVE_CUDNN
+libmodel_a_LIBADD = $(libopscuda_a_OBJECTS)
+EXTRA_libmodel_a_DEPENDENCIES = $(libopscuda_a_OBJECTS)
+endif

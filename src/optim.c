@@ -9,6 +9,11 @@
 #include <string.h>
 
 #include "kernels/optim_cpu.h"
+#ifdef HAVE_CUDNN
+#include <cuda_runtime.h>
+
+#include "kernels/ops_cuda.h"
+#endif
 
 struct optim {
   optim_config_t cfg;
@@ -91,10 +96,12 @@ int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *ar
 {
   *out = NULL;
   if (optim_config_validate(cfg, err, errlen) != 0) return -1;
+#ifndef HAVE_CUDNN
   if (arena_device(arena) >= 0) {
     snprintf(err, errlen, "the optimizer's CUDA kernels are not in this build: use --device cpu");
     return -1;
   }
+#endif
   optim_t *o = calloc(1, sizeof *o);
   if (!o) return snprintf(err, errlen, "out of memory creating the optimizer"), -1;
   o->cfg = *cfg;
@@ -109,6 +116,16 @@ int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *ar
       free(o);
       return -1;
     }
+#ifdef HAVE_CUDNN
+    /* device arenas do not clear their blocks */
+    cudaError_t e;
+    if (arena_device(arena) >= 0 &&
+        (e = cudaMemset(o->state, 0, o->state_count * sizeof(float))) != cudaSuccess) {
+      snprintf(err, errlen, "clearing the optimizer state: %s", cudaGetErrorString(e));
+      optim_destroy(o);
+      return -1;
+    }
+#endif
   }
   *out = o;
   return 0;
@@ -129,6 +146,18 @@ int optim_step(optim_t *o, float *params, const float *grads, double lr, double 
     return snprintf(err, errlen, "optimizer step with lr %g, gradient scale %g", lr,
                     grad_scale), -1;
   o->updates++;
+#ifdef HAVE_CUDNN
+  if (arena_device(o->arena) >= 0) {
+    double bc1 = 1 - pow(c->beta1, (double)o->updates);
+    double bc2 = 1 - pow(c->beta2, (double)o->updates);
+    return c->kind == OPTIM_SGD
+               ? ops_cuda_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum,
+                              c->nesterov, grad_scale, NULL, OPS_F32, stream, err, errlen)
+               : ops_cuda_adamw(params, grads, o->state, o->state + o->n, o->n, lr, c->beta1,
+                                c->beta2, c->eps, c->weight_decay, bc1, bc2, grad_scale, NULL,
+                                OPS_F32, stream, err, errlen);
+  }
+#endif
   if (c->kind == OPTIM_SGD) {
     optim_cpu_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum, c->nesterov,
                   grad_scale);

@@ -13,6 +13,12 @@
 
 #include "src/unet_impl.h"
 
+#ifdef HAVE_CUDNN
+#include <cuda_runtime.h>
+
+#include "kernels/ops_cuda.h"
+#endif
+
 /* ---- allocation ---- */
 
 typedef struct {
@@ -20,6 +26,7 @@ typedef struct {
   char *err;
   size_t errlen;
   int failed;
+  float *hbuf; /* on a GPU: host staging of the normalisation buffers (running stats) */
 } alloc_ctx_t;
 
 static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char *name)
@@ -29,6 +36,9 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   if (!p) {
     snprintf(a->err, a->errlen, "%s", arena_last_error(a->m->arena));
     a->failed = 1;
+  } else if (arena_device(a->m->arena) >= 0 && a->m->ops.fill_zero(&a->m->ops, p, bytes) != 0) {
+    snprintf(a->err, a->errlen, "clearing %s: %s", name, a->m->ops.last_error(&a->m->ops));
+    a->failed = 1; /* device arenas do not clear their blocks */
   }
   return p;
 }
@@ -44,8 +54,9 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, size_t P, float **running, s
                                                  : 2 * C + 1;
   b->norm.saved = take(a, saved * sizeof(double), ARENA_WORKSPACE, "norm statistics");
   if (m->cfg.norm == MODEL_NORM_BATCH) {
-    b->norm.running = *running;
-    for (size_t c = 0; c < C; c++) b->norm.running[C + c] = 1.0f; /* running var */
+    float *host = *running; /* m->buffers, or its host staging on a GPU */
+    b->norm.running = a->hbuf ? m->buffers + (host - a->hbuf) : host;
+    for (size_t c = 0; c < C; c++) host[C + c] = 1.0f; /* running var */
     *running += 2 * C;
   }
   size_t need = 0;
@@ -90,7 +101,11 @@ static int allocate(model_t *m, char *err, size_t errlen)
   m->buffers = take(&a, (m->nbuffers ? m->nbuffers : 1) * sizeof(float), ARENA_PARAMS,
                     "normalisation buffers");
   if (a.failed) return -1;
-  float *running = m->buffers;
+  if (arena_device(m->arena) >= 0) {
+    a.hbuf = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
+    if (!a.hbuf) return unet_fail(err, errlen, "out of memory staging normalisation buffers");
+  }
+  float *running = a.hbuf ? a.hbuf : m->buffers;
   size_t ws = 0, scratch = 0;
   for (int i = 0; i < L; i++) {
     size_t P = N * (size_t)(c->height >> i) * (size_t)(c->width >> i);
@@ -122,7 +137,39 @@ static int allocate(model_t *m, char *err, size_t errlen)
   m->g[0] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->g[1] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->ws = take(&a, ws ? ws : 1, ARENA_WORKSPACE, "convolution workspace");
+#ifdef HAVE_CUDNN
+  cudaError_t ce;
+  if (!a.failed && a.hbuf &&
+      (ce = cudaMemcpy(m->buffers, a.hbuf, m->nbuffers * sizeof(float),
+                       cudaMemcpyHostToDevice)) != cudaSuccess) {
+    unet_fail(err, errlen, "copying normalisation buffers to the GPU: %s",
+              cudaGetErrorString(ce));
+    a.failed = 1;
+  }
+#endif
+  free(a.hbuf);
   return a.failed ? -1 : 0;
+}
+
+/* Parameters from the seed; on a GPU computed on the host and copied over. */
+static int init_params(model_t *m, char *err, size_t errlen)
+{
+  if (arena_device(m->arena) < 0) {
+    unet_init_params(m);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  float *dev = m->pf32, *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+  if (!host) return unet_fail(err, errlen, "out of memory initialising parameters");
+  m->pf32 = host;
+  unet_init_params(m);
+  m->pf32 = dev;
+  cudaError_t e = cudaMemcpy(dev, host, m->nparams * sizeof(float), cudaMemcpyHostToDevice);
+  free(host);
+  if (e != cudaSuccess)
+    return unet_fail(err, errlen, "copying parameters to the GPU: %s", cudaGetErrorString(e));
+#endif
+  return 0;
 }
 
 int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, char *err,
@@ -130,21 +177,37 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
 {
   *out = NULL;
   if (model_config_validate(cfg, err, errlen) != 0) return -1;
+#ifndef HAVE_CUDNN
   if (cfg->device == MODEL_DEVICE_CUDA)
-    return unet_fail(err, errlen, "the CUDA backend of the model is not built yet: use --device cpu");
+    return unet_fail(err, errlen,
+                     "this build has no CUDA backend (it needs cuDNN): use --device cpu");
+#endif
   model_t *m = calloc(1, sizeof *m);
   if (!m) return unet_fail(err, errlen, "out of memory creating the model");
   m->cfg = *cfg;
   for (int i = cfg->levels; i < MODEL_MAX_LEVELS; i++) m->cfg.widths[i] = 0;
-  if (ops_cpu_init(&m->ops, compute, err, errlen) != 0) goto fail;
-  m->ops_ready = 1;
-  if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
+  if (cfg->device == MODEL_DEVICE_CUDA) {
+#ifdef HAVE_CUDNN
+    if (ops_cuda_init(&m->ops, compute, cfg->cuda_device, NULL, err, errlen) != 0) goto fail;
+    m->ops_ready = 1;
+    arena_allocator_t dev = {ops_cuda_alloc, ops_cuda_free, NULL, cfg->cuda_device};
+    char label[32];
+    snprintf(label, sizeof label, "cuda:%d", cfg->cuda_device);
+    if (arena_create(&m->arena, &dev, label, err, errlen) != 0) goto fail;
+    /* the backend's own scratch (reduction partials, cuBLAS workspace) */
+    arena_charge(m->arena, ARENA_WORKSPACE, ops_cuda_scratch_bytes(&m->ops));
+#endif
+  } else {
+    if (ops_cpu_init(&m->ops, compute, err, errlen) != 0) goto fail;
+    m->ops_ready = 1;
+    if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
+  }
   if (unet_register_params(m) != 0) {
     unet_fail(err, errlen, "out of memory registering parameters");
     goto fail;
   }
   if (allocate(m, err, errlen) != 0) goto fail;
-  unet_init_params(m);
+  if (init_params(m, err, errlen) != 0) goto fail;
   if (unet_build_signature(m) != 0) {
     unet_fail(err, errlen, "out of memory building the model signature");
     goto fail;
