@@ -92,6 +92,9 @@ size_t model_config_num_params(const model_config_t *cfg);
 /* The memory arena (and ledger) of the model's device: optimizers and the DDP engine allocate
  * from it so everything on one device is in one ledger. */
 struct arena *model_arena(model_t *m);
+/* The compute stream (a cudaStream_t) every op of a GPU model is queued on; NULL on the CPU.
+ * Inputs copied to the device on this stream are ordered before the step that reads them. */
+void *model_stream(const model_t *m);
 /* The loss of the last model_train_step / model_eval as computed (f64 accumulation), for
  * gradient checks that need more digits than *loss_out's float. */
 double model_last_loss(const model_t *m);

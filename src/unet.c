@@ -257,6 +257,14 @@ size_t model_num_buffers(const model_t *m) { return m->nbuffers; }
 float *model_buffers(model_t *m) { return m->buffers; }
 const char *model_signature(const model_t *m) { return m->signature; }
 struct arena *model_arena(model_t *m) { return m->arena; }
+
+void *model_stream(const model_t *m)
+{
+#ifdef HAVE_CUDNN
+  if (m->ops.device >= 0) return ops_cuda_stream(&m->ops);
+#endif
+  return NULL;
+}
 double model_last_loss(const model_t *m) { return m->last_loss; }
 int unet_num_tensors(const model_t *m) { return m->ntensors; }
 const layer_param_t *unet_tensor(const model_t *m, int i) { return &m->params[i]; }
