@@ -213,6 +213,21 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
   return 0;
 }
 
+int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen)
+{
+  size_t n = model_num_buffers(d->model);
+  if (d->world == 1 || n == 0) return 0;
+#ifdef HAVE_CUDA
+  if (d->cuda) return ddp_cuda_broadcast(d->cuda, model_buffers(d->model), n, err, errlen);
+#endif
+  if (shmddp_broadcast(d->comm, model_buffers(d->model), model_buffers(d->model), n, SHMDDP_F32,
+                       0, SHMDDP_HOST) != SHMDDP_OK) {
+    snprintf(err, errlen, "broadcasting BatchNorm statistics: %s", shmddp_comm_last_error(d->comm));
+    return -1;
+  }
+  return 0;
+}
+
 const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
 {
   d->communicate = communicate;

@@ -26,6 +26,10 @@ void ddp_destroy(ddp_t *d);
  * and buffers from rank 0. Call once after model_create. */
 int ddp_sync_initial(ddp_t *d, char *err, size_t errlen);
 
+/* Copy rank 0's BatchNorm running statistics to every rank (before evaluation: without SyncBN
+ * they drift apart, and PyTorch DDP evaluates rank 0's). */
+int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen);
+
 /* The hooks to pass to model_train_step. communicate = 0 on gradient-accumulation micro-steps
  * that must not all-reduce (no_sync); sync_bn may change per step (--sync-bn-from-epoch). */
 const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn);

@@ -21,6 +21,7 @@
 #include "src/progress.h"
 #include "src/report_log.h"
 #include "src/sampler.h"
+#include "src/train_device.h"
 
 typedef struct {
   const train_job_t *job;
@@ -28,6 +29,7 @@ typedef struct {
   shmddp_comm_t *comm;
   int rank, world;
   model_t *model;
+  train_dev_t *dev; /* batches to the GPU (NULL on the CPU) */
   ddp_t *ddp;
   optim_t *opt;
   optim_config_t oc;
@@ -56,7 +58,10 @@ static int setup(run_t *r, char *err, size_t errlen)
   model_config_t mc;
   train_config_model(c, r->comm ? shmddp_comm_device(r->comm) : 0, &mc);
   if (model_create(&r->model, &mc, err, errlen) != 0) return -1;
-  ddp_config_t dc = {c->bucket_mb, c->sync_bn};
+  if (train_dev_create(&r->dev, r->model, c->batch_size, (size_t)c->image_size * c->image_size,
+                       err, errlen) != 0)
+    return -1;
+  ddp_config_t dc = {c->bucket_mb, c->sync_bn, model_stream(r->model)};
   if (ddp_create(&r->ddp, r->comm, r->model, &dc, err, errlen) != 0) return -1;
   if (ddp_sync_initial(r->ddp, err, errlen) != 0) return -1;
 
@@ -90,6 +95,10 @@ static int setup(run_t *r, char *err, size_t errlen)
   }
   loader_config_t lc = {r->job->train, {c->image_size, 1, c->seed, c->classes, c->ignore_index},
                         c->batch_size, c->workers, 0, NULL, NULL, NULL};
+  if (r->dev) {
+    lc.alloc = train_dev_host_alloc;
+    lc.free = train_dev_host_free;
+  }
   if (loader_create(&r->train_loader, &lc, err, errlen) != 0) return -1;
   lc.data = r->job->val;
   lc.augment.random = 0;
@@ -103,6 +112,7 @@ static void teardown(run_t *r)
   loader_destroy(r->val_loader);
   if (r->opt) optim_destroy(r->opt);
   if (r->ddp) ddp_destroy(r->ddp);
+  train_dev_destroy(r->dev);
   if (r->model) model_destroy(r->model);
   metrics_free(&r->conf);
   free(r->indices);
@@ -118,12 +128,7 @@ static int validate(run_t *r, double *loss, char *err, size_t errlen)
   const train_config_t *c = r->cfg;
   /* Without SyncBN each rank's running statistics drifted apart: evaluate rank 0's, as PyTorch
    * DDP does by broadcasting buffers. */
-  if (r->world > 1 && model_num_buffers(r->model) > 0 &&
-      shmddp_broadcast(r->comm, model_buffers(r->model), model_buffers(r->model),
-                       model_num_buffers(r->model), SHMDDP_F32, 0, SHMDDP_HOST) != SHMDDP_OK) {
-    snprintf(err, errlen, "broadcasting BatchNorm statistics: %s", shmddp_comm_last_error(r->comm));
-    return -1;
-  }
+  if (ddp_broadcast_buffers(r->ddp, err, errlen) != 0) return -1;
   size_t n = sampler_per_rank(&r->val_sampler);
   if (sampler_epoch(&r->val_sampler, 0, r->indices, r->is_pad) != 0 ||
       loader_start(r->val_loader, 0, r->indices, r->is_pad, n, 0, err, errlen) != 0) {
@@ -139,7 +144,12 @@ static int validate(run_t *r, double *loss, char *err, size_t errlen)
     /* Padding is a suffix of the rank's list, so the real samples lead every batch. */
     if (b->valid > 0) {
       float l;
-      if (model_eval(r->model, b->x, b->y, b->valid, r->pred, &l, err, errlen) != 0) {
+      const float *x;
+      const int32_t *y;
+      if (train_dev_upload(r->dev, b, &x, &y, err, errlen) != 0 ||
+          model_eval(r->model, x, y, b->valid, train_dev_pred(r->dev, r->pred), &l, err,
+                     errlen) != 0 ||
+          train_dev_fetch_pred(r->dev, r->pred, (size_t)b->valid * px, err, errlen) != 0) {
         loader_release(r->val_loader, b);
         return -1;
       }
@@ -251,9 +261,14 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         int last = micro + 1 == c->accum_steps || taken == nbatches;
         const model_hooks_t *hooks = ddp_step_hooks(r.ddp, last, sync_bn);
         float l = 0;
-        rc = model_train_step(r.model, b->x, b->y, b->n, (float)amp_scaler_scale(&r.scaler),
-                              micro > 0, hooks, &l, err, errlen);
+        const float *x;
+        const int32_t *y;
+        rc = train_dev_upload(r.dev, b, &x, &y, err, errlen);
+        if (rc == 0)
+          rc = model_train_step(r.model, x, y, b->n, (float)amp_scaler_scale(&r.scaler),
+                                micro > 0, hooks, &l, err, errlen);
         images += b->n;
+        if (rc == 0) rc = train_dev_fence(r.dev, err, errlen); /* before the buffer is reused */
         loader_release(r.train_loader, b);
         if (rc == 0 && last) rc = ddp_finish_step(r.ddp, err, errlen);
         syncbn_s += ddp_last_syncbn_s(r.ddp);
@@ -264,7 +279,8 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       if (rc != 0) break;
       int nonfinite = 0;
       if (r.scaler.enabled)
-        rc = amp_check_nonfinite(model_grads(r.model), model_num_params(r.model), -1, NULL,
+        rc = amp_check_nonfinite(model_grads(r.model), model_num_params(r.model),
+                                 arena_device(model_arena(r.model)), model_stream(r.model),
                                  &nonfinite, err, errlen);
       /* The step's agreement: mean loss, any non-finite gradient, any stop request. */
       double agree[4] = {loss_sum / micro, nonfinite, comm && shmddp_stop_requested(comm),
@@ -282,7 +298,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       int apply = amp_scaler_update(&r.scaler, agree[1] > 0);
       if (apply)
         rc = optim_step(r.opt, model_params(r.model), model_grads(r.model), lr,
-                        1.0 / (scale * micro), NULL, err, errlen);
+                        1.0 / (scale * micro), model_stream(r.model), err, errlen);
       if (rc != 0) break;
       step++;
       stop = agree[2] > 0;

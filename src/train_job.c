@@ -40,14 +40,6 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
 {
   memset(job, 0, sizeof *job);
   job->cfg = *cfg;
-  /* The loop hands the model host buffers and reduces gradients on the host; the GPU path
-   * (device batches from pinned loader buffers, device gradients to the DDP engine, the
-   * optimizer on the model's stream) is not written yet. Refuse rather than crash in a rank. */
-  if (cfg->device == MODEL_DEVICE_CUDA) {
-    snprintf(err, errlen, "--device cuda: the training loop runs on CPU ranks only in this "
-             "version; use --device cpu");
-    return -1;
-  }
   int rc;
   if (cfg->synthetic) {
     data_synth_config_t sc = {cfg->seed, (size_t)cfg->train_size, cfg->classes,
