@@ -303,7 +303,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       step++;
       stop = agree[2] > 0;
       double dt = now_s() - t0;
-      if (step > 1) { /* the first step pays for first touches of memory */
+      if (step > c->timing_warmup) { /* early steps pay for first touches of memory */
         train_time += dt;
         images_timed += (long)agree[3];
       }
@@ -312,7 +312,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       epoch_steps++;
       if (r.rank == 0) {
         double ips = train_time > 0 ? images_timed / train_time : agree[3] / dt;
-        double per_step = train_time > 0 ? train_time / (step - 1) : dt;
+        double per_step = train_time > 0 ? train_time / (double)(step - c->timing_warmup) : dt;
         double eta = (double)(total - step) * per_step +
                      last_val_s * (double)((total - step + spe - 1) / spe);
         if (!job->quiet) progress_step(&r.progress, step, epoch, loss, lr, ips, eta);

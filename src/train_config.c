@@ -20,7 +20,7 @@ enum {
   OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
-  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_END
+  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +58,7 @@ static const struct option long_opts[] = {
   {"resume", required_argument, 0, OPT_RESUME},
   {"timeout", required_argument, 0, OPT_TIMEOUT},
   {"log-every", required_argument, 0, OPT_LOG_EVERY},
+  {"timing-warmup", required_argument, 0, OPT_TIMING_WARMUP},
   {"help", no_argument, 0, 'h'},
   {0, 0, 0, 0}};
 
@@ -247,6 +248,7 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (!set[OPT_WARMUP]) c->warmup_steps = dd->warmup_steps;
   c->warmup_auto = !set[OPT_WARMUP];
   if (!set[OPT_LOG_EVERY]) c->log_every = dd->log_every;
+  if (!set[OPT_TIMING_WARMUP]) c->timing_warmup = 1;
   if (!set[OPT_PRECISION]) c->precision = dd->precision;
   if (!set[OPT_LR]) c->lr = c->optimizer == OPTIM_ADAMW ? 2e-3 : dd->sgd_lr;
   if (!set[OPT_WD]) c->weight_decay = c->optimizer == OPTIM_ADAMW ? 0.01 : 1e-4;
@@ -449,6 +451,9 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case OPT_LOG_EVERY:
       rc = parse_long("--log-every", a, 1, 1000000000L, &c->log_every, err, errlen);
       break;
+    case OPT_TIMING_WARMUP:
+      rc = parse_long("--timing-warmup", a, 1, 1000000L, &c->timing_warmup, err, errlen);
+      break;
     default: return fail(err, errlen, "internal error: unhandled option %d", ch);
     }
   }
@@ -561,6 +566,8 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "Output:\n"
 "  --out DIR                summary.json and the per-step log (log.jsonl); default: runs/latest\n"
 "  --log-every N            steps between progress lines; default: %ld (cuda), %ld (cpu)\n"
+"  --timing-warmup N        steps left out of images/s (first touches, algorithm caches);\n"
+"                           default: 1\n"
 "  --save-every N           checkpoint every N steps (not yet available); default: 0\n"
 "  --resume PATH            continue from a checkpoint (not yet available)\n"
 "  --help                   this text (also -h)\n",

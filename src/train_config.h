@@ -53,6 +53,7 @@ typedef struct {
   char resume[TRAIN_PATH_MAX];
   double timeout_s;
   long log_every;
+  long timing_warmup; /* steps left out of images/s */
   int ignore_index;         /* mask value the loss and metrics skip (255) */
 } train_config_t;
 
