@@ -14,9 +14,11 @@
 void summary_print_result(FILE *f, const train_result_t *r)
 {
   fprintf(f, "result: steps=%ld images_per_s=%.2f train_loss=%.6f val_loss=%.6f val_miou=%.4f "
-          "val_acc=%.4f initial_loss=%.6f epochs=%ld world=%d skipped_steps=%ld wall_s=%.1f\n",
-          r->steps, r->images_per_s, r->train_loss, r->val_loss, r->val_miou, r->val_acc,
-          r->initial_loss, r->epochs, r->world, r->skipped_steps, r->wall_s);
+          "val_acc=%.4f initial_loss=%.6f epochs=%ld world=%d skipped_steps=%ld wall_s=%.1f "
+          "peak_mib=", r->steps, r->images_per_s, r->train_loss, r->val_loss, r->val_miou,
+          r->val_acc, r->initial_loss, r->epochs, r->world, r->skipped_steps, r->wall_s);
+  for (int i = 0; i < r->world && i < 8; i++) fprintf(f, "%s%.0f", i ? "," : "", r->peak_mib[i]);
+  fputc('\n', f);
   fflush(f);
 }
 
@@ -49,6 +51,11 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
   for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++) {
     if (c) fputs(", ", f);
     report_json_number(f, r->class_iou[c]);
+  }
+  fputs("],\n  \"peak_mib_per_rank\": [", f);
+  for (int i = 0; i < r->world && i < 8; i++) {
+    if (i) fputs(", ", f);
+    report_json_number(f, r->peak_mib[i]);
   }
   fputs("],\n  \"config\": ", f);
   report_json_string(f, config ? config : "");

@@ -20,6 +20,7 @@ typedef struct {
   long skipped_steps;     /* fp16 steps skipped for non-finite gradients */
   int classes;
   double class_iou[SUMMARY_MAX_CLASSES]; /* NaN where a class was absent */
+  double peak_mib[8];     /* per rank: peak of the device's memory ledger */
 } train_result_t;
 
 /* "result: steps=... images_per_s=... train_loss=... val_loss=... val_miou=... val_acc=..." */

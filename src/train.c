@@ -345,6 +345,13 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
                                                   sizeof r.memory_json);
   }
   if (rc == 0) {
+    /* Every rank's ledger peak, for the balance check (DDP ranks should be within 1 %). */
+    double peaks[8] = {0};
+    if (r.rank < 8) peaks[r.rank] = (double)arena_total_peak(model_arena(r.model)) / 1048576.0;
+    rc = ddp_sum_host(r.ddp, peaks, 8, err, errlen);
+    memcpy(res->peak_mib, peaks, sizeof peaks);
+  }
+  if (rc == 0) {
     res->steps = step;
     res->epochs = epochs_started;
     res->images_per_s = train_time > 0 ? images_timed / train_time : 0;

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Training benchmarks on the GPU machine (BENCHMARKS.md's reference configuration): shmddp on 1
+# GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
+# Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
+# Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
+set -u
+B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
+mkdir -p "$O"
+log="$O/train.log"; tsv="$O/train.tsv"
+ngpu=$(nvidia-smi -L | wc -l)
+{
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi -L | sed 's/^/# /'
+  nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /'
+  echo "# reference: U-Net 64..1024, batch 6 per GPU, 3x256x256, 4 classes, SGD momentum 0.9;"
+  echo "# images/s over 30 steps after 8 warm-up steps; peak MiB per GPU"
+  printf 'impl\tmode\tgpus\tsyncbn\tprecision\timages_per_s\tpeak_mib\tcommand\n'
+} > "$tsv"
+common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
+--optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 38 --timing-warmup 8 \
+--train-size 1200 --val-size 12 --workers 6 --log-every 10"
+ours() { # mode gpus syncbn prec
+  out="$O/run_$1_$2_$3_$4"
+  cmd="$B/train $common --nproc $2 --sync-bn $3 --precision $4 --out $out"
+  echo "+ $cmd" >> "$log"
+  timeout 150 $cmd >> "$log" 2>&1
+  rc=$?
+  ips=$(grep -o 'images_per_s=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
+  peak=$(grep -o 'peak_mib=[0-9,]*' "$log" | tail -1 | cut -d= -f2)
+  [ $rc -eq 0 ] || ips="failed($rc)"
+  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${ips:--}" "${peak:--}" "$cmd" >> "$tsv"
+}
+torch() { # gpus syncbn prec
+  cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1"
+  echo "+ $cmd" >> "$log"
+  line=$(timeout 180 $cmd 2>>"$log" | tail -1)
+  echo "$line" >> "$log"
+  ips=$(echo "$line" | grep -o 'img_s=[0-9.]*' | cut -d= -f2)
+  peak=$(echo "$line" | grep -o 'peak_mib=[0-9,]*' | cut -d= -f2)
+  mode=single; [ "$1" -gt 1 ] && mode=ddp
+  printf 'torch\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$1" "$( [ "$2" = 1 ] && echo on || echo off)" "$3" "${ips:--}" "${peak:--}" "$cmd" >> "$tsv"
+}
+for p in $PRECS; do
+  ours single 1 off "$p"
+  if [ "$ngpu" -ge 2 ]; then
+    ours ddp "$ngpu" off "$p"
+    ours ddp "$ngpu" on "$p"
+  fi
+  torch 1 0 "$p"
+  if [ "$ngpu" -ge 2 ]; then
+    torch "$ngpu" 0 "$p"
+    torch "$ngpu" 1 "$p"
+  fi
+done
+cat "$tsv"
