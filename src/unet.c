@@ -133,6 +133,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
   size_t P0 = N * (size_t)c->height * c->width;
   plan_conv(&a, &m->head, &ws);
   m->logits = take(&a, P0 * c->classes * e, ARENA_ACTIVATIONS, "logits");
+  if (arena_device(m->arena) >= 0)
+    m->loss_dev = take(&a, 2 * sizeof(double), ARENA_WORKSPACE, "loss");
   if (P0 * c->classes > scratch) scratch = P0 * c->classes;
   m->g[0] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->g[1] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
@@ -420,6 +422,25 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   double sum = 0;
   long count = 0;
+#ifdef HAVE_CUDNN
+  if (m->loss_dev) {
+    /* On a GPU the loss stays on the device until backward is queued, so the host waits once,
+     * at the end of the step, instead of draining the GPU between forward and backward. */
+    OP(&c, ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
+                                     m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
+                                     m->loss_dev), "the loss");
+    TRY(backward(m, &c, xin, head_in, batch));
+    double h[2];
+    cudaError_t ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess)
+      return unet_fail(err, errlen, "the training step failed on the GPU: %s",
+                       cudaGetErrorString(ce));
+    OP(&c, ops_cuda_check_labels(&m->ops), "the loss");
+    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
+    if (loss_out) *loss_out = (float)m->last_loss;
+    return 0;
+  }
+#endif
   OP(&c, m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
                            loss_scale, 0, m->g[0], NULL, &sum, &count), "the loss");
   m->last_loss = count ? sum / (double)count : 0;

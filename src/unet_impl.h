@@ -40,6 +40,7 @@ struct model {
   dec_t dec[MODEL_MAX_LEVELS];
   layer_conv_t head;
   void *x_work, *logits, *g[2];
+  double *loss_dev; /* on a GPU: (loss sum, count) of the step, read once backward is queued */
   void *ws;
   char *signature;
   double last_loss;
