@@ -196,7 +196,10 @@ __global__ void group_final_kernel(const double *tot, int nz, int C, T *t1, T *t
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < C) {
     double u = 0, v = 0;
-    for (int z = 0; z < nz; z++) u += tot[(size_t)z * 2 * C + i], v += tot[(size_t)z * 2 * C + C + i];
+    for (int z = 0; z < nz; z++) {
+      u += tot[(size_t)z * 2 * C + i];
+      v += tot[(size_t)z * 2 * C + C + i];
+    }
     if (t1) t1[i] = opc_st<T>((float)((acc ? (double)opc_ld(t1[i]) : 0.0) + u));
     if (t2) t2[i] = opc_st<T>((float)((acc ? (double)opc_ld(t2[i]) : 0.0) + v));
     return;
