@@ -10,7 +10,7 @@ log="$O/train.log"; tsv="$O/train.tsv"
 ngpu=$(nvidia-smi -L | wc -l)
 {
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi -L | sed 's/^/# /'
   nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /'
   echo "# reference: U-Net 64..1024, batch 6 per GPU, 3x256x256, 4 classes, SGD momentum 0.9;"
