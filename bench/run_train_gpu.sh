@@ -19,12 +19,12 @@ ngpu=$(nvidia-smi -L | wc -l)
 } > "$tsv"
 common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
 --optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 38 --timing-warmup 8 \
---train-size 1200 --val-size 12 --workers 6 --log-every 10"
+--train-size 1200 --val-size 12 --workers 6 --log-every 10 --timeout 60"
 ours() { # mode gpus syncbn prec
   out="$O/run_$1_$2_$3_$4"
   cmd="$B/train $common --nproc $2 --sync-bn $3 --precision $4 --out $out"
   echo "+ $cmd" >> "$log"
-  timeout 150 $cmd >> "$log" 2>&1
+  timeout -s KILL 120 $cmd >> "$log" 2>&1
   rc=$?
   ips=$(grep -o 'images_per_s=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
   peak=$(grep -o 'peak_mib=[0-9,]*' "$log" | tail -1 | cut -d= -f2)
@@ -34,7 +34,7 @@ ours() { # mode gpus syncbn prec
 torch() { # gpus syncbn prec
   cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1"
   echo "+ $cmd" >> "$log"
-  line=$(timeout 180 $cmd 2>>"$log" | tail -1)
+  line=$(timeout -s KILL 150 $cmd 2>>"$log" | tail -1)
   echo "$line" >> "$log"
   ips=$(echo "$line" | grep -o 'img_s=[0-9.]*' | cut -d= -f2)
   peak=$(echo "$line" | grep -o 'peak_mib=[0-9,]*' | cut -d= -f2)
