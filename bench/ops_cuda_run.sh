@@ -10,13 +10,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
-{ ../configure -q && make -j16 libopscuda.a libmodel.a tests/check_ops_cuda bench/ops_cuda_bench; } \
+{ ../configure -q &&
+  make -j16 libopscuda.a libmodel.a tests/check_ops_cuda tests/check_model_cuda bench/ops_cuda_bench; } \
   >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 date -u
 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
-timeout "${OPS_CUDA_TEST_S:-150}" ./tests/check_ops_cuda > "$out/check_ops_cuda.log" 2>&1
-echo "check_ops_cuda rc=$?"
+{
+  timeout "${OPS_CUDA_TEST_S:-150}" ./tests/check_ops_cuda
+  echo "check_ops_cuda rc=$?"
+  timeout "${OPS_CUDA_TEST_S:-150}" ./tests/check_model_cuda
+  echo "check_model_cuda rc=$?"
+} > "$out/check_ops_cuda.log" 2>&1
+grep -E "rc=|^[0-9]+%|:[EF]:" "$out/check_ops_cuda.log" | head -20
 grep -E "^[0-9]+%|:[EF]:" "$out/check_ops_cuda.log" | head -20
 b=./bench/ops_cuda_bench
 summary() { grep -E "^step|^total|^last loss|^model|ops_cuda_bench:|per-op profile" "$1"; }
