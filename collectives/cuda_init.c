@@ -58,16 +58,21 @@ static void register_abort_word(shmddp_comm_t *comm, cuda_state_t *s)
   uintptr_t hi = ((uintptr_t)comm->seg->hdr + sizeof(shm_header_t) + (uintptr_t)page - 1) &
                  ~(uintptr_t)(page - 1);
   void *dev = NULL;
-  if (cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
-          cudaSuccess ||
-      cudaHostGetDevicePointer(&dev, (void *)lo, 0) != cudaSuccess) {
+  /* A second communicator of this process (shmddp_comm_dup) finds the page registered by the
+   * first: share that registration (the first is torn down last) instead of failing. */
+  cudaError_t e = cudaHostRegister((void *)lo, hi - lo, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  int shared = e == cudaErrorHostMemoryAlreadyRegistered;
+  if ((e != cudaSuccess && !shared) || cudaHostGetDevicePointer(&dev, (void *)lo, 0) != cudaSuccess) {
     (void)cudaGetLastError();
     if (comm->rank == 0)
       fprintf(stderr, "shmddp: warning: cannot map the segment header into the GPU; device "
                       "collectives will notice a dead peer only after the timeout\n");
     return;
   }
-  s->hdr_reg = (void *)lo;
+  if (shared)
+    (void)cudaGetLastError(); /* the first communicator's registration: not ours to undo */
+  else
+    s->hdr_reg = (void *)lo;
   s->abort_dev = (const volatile uint32_t *)((char *)dev +
                                              ((uintptr_t)&comm->seg->hdr->abort_status - lo));
 }
