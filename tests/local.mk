@@ -1,7 +1,7 @@
 # tests/: Check suites, one per module. GPU tests skip (and say so) where there is no GPU.
 if HAVE_CHECK
-check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint
-TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/kill_rank.sh
+check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp
+TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp tests/kill_rank.sh
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
@@ -16,6 +16,9 @@ tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
 tests_check_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_check_checkpoint_LDADD = libddp.a $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_ddp_SOURCES = tests/check_ddp.c tests/testutil.h
+tests_check_ddp_CFLAGS = $(TEST_CFLAGS)
+tests_check_ddp_LDADD = libddp.a libmodel.a $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
