@@ -21,6 +21,7 @@
 #include "src/progress.h"
 #include "src/report_log.h"
 #include "src/sampler.h"
+#include "src/train_ckpt.h"
 #include "src/train_device.h"
 
 typedef struct {
@@ -182,6 +183,17 @@ static int validate(run_t *r, double *loss, char *err, size_t errlen)
   return rc;
 }
 
+/* Rank 0 writes the checkpoint; the others go on (the next step's agreement orders them). */
+static int save_checkpoint(run_t *r, const train_progress_t *p, char *err, size_t errlen)
+{
+  if (r->rank != 0) return 0;
+  char path[TRAIN_PATH_MAX + 32], desc[1024], key[1024];
+  snprintf(path, sizeof path, "%s/checkpoint.ckpt", r->cfg->out_dir);
+  train_config_describe(r->cfg, desc, sizeof desc);
+  train_ckpt_run_key(desc, key, sizeof key);
+  return train_ckpt_save(path, key, r->model, r->opt, &r->scaler, p, err, errlen);
+}
+
 static void finish_result(run_t *r, train_result_t *res, double val_loss, double t_start)
 {
   res->val_loss = val_loss;
@@ -231,18 +243,38 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   }
   res->world = r.world;
   res->initial_loss = res->train_loss = res->val_loss = NAN;
-  double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = 0;
-  long step = 0, epoch_steps = 0, images_timed = 0;
-  int stop = 0, epoch = 0, validated = 0, epochs_started = 0;
-  for (epoch = 0; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
+  /* Where training starts: the beginning, or where a checkpoint left off. */
+  train_progress_t start = {0, 0, 0, 0, 0, NAN};
+  if (rc == 0 && c->resume[0]) {
+    char desc[1024], key[1024];
+    train_config_describe(c, desc, sizeof desc);
+    train_ckpt_run_key(desc, key, sizeof key);
+    rc = train_ckpt_load(c->resume, key, r.model, r.opt, &r.scaler, &start, err, errlen);
+    if (rc == 0 && r.rank == 0 && !job->quiet)
+      progress_print(&r.progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)",
+                     c->resume, start.step, start.epoch + 1, start.batches_taken);
+  }
+  double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = start.epoch_loss;
+  long step = start.step, epoch_steps = start.epoch_steps, images_timed = 0;
+  long timing_from = step + c->timing_warmup;
+  res->initial_loss = start.initial_loss;
+  int stop = 0, epoch = 0, validated = 0, epochs_started = (int)start.epoch;
+  for (epoch = (int)start.epoch; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
     size_t n = sampler_per_rank(&r.train_sampler);
     sampler_epoch(&r.train_sampler, epoch, r.indices, r.is_pad);
-    rc = loader_start(r.train_loader, epoch, r.indices, r.is_pad, n, c->drop_last, err, errlen);
+    /* A resumed epoch restarts at its next batch: batches are runs of the rank's sample list. */
+    size_t skip = epoch == start.epoch ? (size_t)start.batches_taken * (size_t)c->batch_size : 0;
+    if (skip > n) skip = n;
+    rc = loader_start(r.train_loader, epoch, r.indices + skip, r.is_pad + skip, n - skip,
+                      c->drop_last, err, errlen);
     size_t nbatches = loader_num_batches(r.train_loader), taken = 0;
+    size_t taken_before = epoch == start.epoch ? (size_t)start.batches_taken : 0;
     int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
     epochs_started = epoch + 1;
-    epoch_loss = 0;
-    epoch_steps = 0;
+    if (epoch != start.epoch) {
+      epoch_loss = 0;
+      epoch_steps = 0;
+    }
     validated = 0;
     while (rc == 0 && taken < nbatches && step < total && !stop) {
       /* One optimizer step: up to accum_steps micro-batches, all-reduce on the last. */
@@ -301,18 +333,25 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
                         1.0 / (scale * micro), model_stream(r.model), err, errlen);
       if (rc != 0) break;
       step++;
-      stop = agree[2] > 0;
+      stop = agree[2] > 0 || (c->stop_after > 0 && step >= c->stop_after);
       double dt = now_s() - t0;
-      if (step > c->timing_warmup) { /* early steps pay for first touches of memory */
+      if (step > timing_from) { /* early steps pay for first touches of memory */
         train_time += dt;
         images_timed += (long)agree[3];
       }
       if (step == 1) res->initial_loss = loss;
       epoch_loss += loss;
       epoch_steps++;
+      int final = stop || step >= total || (taken == nbatches && epoch + 1 >= c->epochs);
+      if (rc == 0 && ((c->save_every > 0 && (step % c->save_every == 0 || final)) || stop)) {
+        train_progress_t here = {step, epoch, (long)(taken_before + taken), epoch_loss,
+                                 epoch_steps, res->initial_loss};
+        rc = save_checkpoint(&r, &here, err, errlen);
+        if (rc != 0) break;
+      }
       if (r.rank == 0) {
         double ips = train_time > 0 ? images_timed / train_time : agree[3] / dt;
-        double per_step = train_time > 0 ? train_time / (double)(step - c->timing_warmup) : dt;
+        double per_step = train_time > 0 ? train_time / (double)(step - timing_from) : dt;
         double eta = (double)(total - step) * per_step +
                      last_val_s * (double)((total - step + spe - 1) / spe);
         if (!job->quiet) progress_step(&r.progress, step, epoch, loss, lr, ips, eta);
@@ -359,7 +398,9 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
     finish_result(&r, res, val_loss, t_start);
     if (r.rank == 0) {
       if (!job->quiet) progress_end(&r.progress);
-      if (stop) fprintf(out, "train: stopped by a signal after step %ld\n", step);
+      if (stop)
+        fprintf(out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
+                "--resume)\n", step, c->out_dir);
       summary_print_result(out, res);
       char desc[1024];
       train_config_describe(c, desc, sizeof desc);

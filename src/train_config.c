@@ -20,7 +20,7 @@ enum {
   OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
-  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_END
+  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -59,6 +59,7 @@ static const struct option long_opts[] = {
   {"timeout", required_argument, 0, OPT_TIMEOUT},
   {"log-every", required_argument, 0, OPT_LOG_EVERY},
   {"timing-warmup", required_argument, 0, OPT_TIMING_WARMUP},
+  {"stop-after", required_argument, 0, OPT_STOP_AFTER},
   {"help", no_argument, 0, 'h'},
   {0, 0, 0, 0}};
 
@@ -308,9 +309,6 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (c->mode == TRAIN_MODE_DP)
     return fail(err, errlen, "--mode dp: DataParallel mode is not available in this version; "
                 "use --mode ddp");
-  if (c->save_every > 0)
-    return fail(err, errlen, "--save-every: checkpoints are not available in this version; "
-                "leave it at 0");
 
   /* The model's own limits (e.g. the CPU backend computes in fp32 only). */
   model_config_t mc;
@@ -329,8 +327,6 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
                 "(it is created if missing)", c->out_dir);
   if (c->resume[0] && (stat(c->resume, &st) != 0 || !S_ISREG(st.st_mode)))
     return fail(err, errlen, "--resume: '%s' is not a readable checkpoint file", c->resume);
-  if (c->resume[0])
-    return fail(err, errlen, "--resume: checkpoints are not available in this version");
   return 0;
 }
 
@@ -451,6 +447,9 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case OPT_LOG_EVERY:
       rc = parse_long("--log-every", a, 1, 1000000000L, &c->log_every, err, errlen);
       break;
+    case OPT_STOP_AFTER:
+      rc = parse_long("--stop-after", a, 0, 1000000000L, &c->stop_after, err, errlen);
+      break;
     case OPT_TIMING_WARMUP:
       rc = parse_long("--timing-warmup", a, 1, 1000000L, &c->timing_warmup, err, errlen);
       break;
@@ -568,8 +567,11 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --log-every N            steps between progress lines; default: %ld (cuda), %ld (cpu)\n"
 "  --timing-warmup N        steps left out of images/s (first touches, algorithm caches);\n"
 "                           default: 1\n"
-"  --save-every N           checkpoint every N steps (not yet available); default: 0\n"
-"  --resume PATH            continue from a checkpoint (not yet available)\n"
+"  --save-every N           write DIR/checkpoint.ckpt every N steps and at the end (atomically:\n"
+"                           a crash never leaves a partial one); 0: only when stopped by\n"
+"                           SIGINT/SIGTERM or --stop-after; default: 0\n"
+"  --resume PATH            continue from a checkpoint, bit for bit, with the same settings\n"
+"  --stop-after N           stop after N steps with a checkpoint, as if interrupted; default: 0\n"
 "  --help                   this text (also -h)\n",
           g->log_every, p->log_every);
 }

@@ -54,6 +54,7 @@ typedef struct {
   double timeout_s;
   long log_every;
   long timing_warmup; /* steps left out of images/s */
+  long stop_after;    /* stop (with a checkpoint) after this many steps, as if interrupted */
   int ignore_index;         /* mask value the loss and metrics skip (255) */
 } train_config_t;
 

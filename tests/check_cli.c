@@ -231,7 +231,6 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--precision fp32", "--precision", "bf16"); /* the CPU backend is fp32 */
   REJECT(&cpu_box, "--mode dp", "--mode", "dp");
   REJECT(&gpu_box, "--mode dp", "--mode", "dp");   /* not available yet */
-  REJECT(&cpu_box, "--save-every", "--save-every", "100");
   REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
   REJECT(&cpu_box, "unknown option", "--bogus");
   REJECT(&cpu_box, "takes no value", "--nesterov=yes");
@@ -244,7 +243,6 @@ START_TEST(test_bad_combinations)
   close(fd);
   REJECT(&cpu_box, "--out", "--out", file);                        /* a file, not a directory */
   REJECT(&cpu_box, "--data", "--data", file);
-  REJECT(&cpu_box, "not available", "--resume", file);             /* exists, but no checkpoints yet */
   unlink(file);
 }
 END_TEST

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Checkpoints in training (CPU ranks): stopping and resuming gives bit-identical results; SIGINT
+# stops at a step boundary with a checkpoint and exit status 130; a checkpoint of other settings
+# or a damaged one is refused with a message, and the previous one stays usable.
+set -u
+train=${top_builddir:-.}/shmddp-train
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+F="--device cpu --nproc 2 --widths tiny --image-size 32 --steps 24 --train-size 64 --val-size 8 --batch-size 4 --epochs 4 --workers 0"
+fail=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+
+"$train" $F --save-every 24 --out "$tmp/straight" > "$tmp/straight.log" 2>&1
+check "straight run" '[ -s "$tmp/straight/checkpoint.ckpt" ]'
+# stop mid-epoch (step 9), resume, continue to 24
+"$train" $F --stop-after 9 --out "$tmp/part" > "$tmp/part.log" 2>&1
+check "stopped run wrote a checkpoint" '[ -s "$tmp/part/checkpoint.ckpt" ]'
+"$train" $F --save-every 24 --resume "$tmp/part/checkpoint.ckpt" --out "$tmp/resumed" > "$tmp/resumed.log" 2>&1
+check "resumed run finished" 'grep -q "^result: steps=24" "$tmp/resumed.log"'
+check "resume is bit-identical (weights, optimizer, scaler, position)" 'cmp -s "$tmp/straight/checkpoint.ckpt" "$tmp/resumed/checkpoint.ckpt"'
+check "same reported losses" '[ "$(grep -o "train_loss=[^ ]* val_loss=[^ ]*" "$tmp/straight.log")" = "$(grep -o "train_loss=[^ ]* val_loss=[^ ]*" "$tmp/resumed.log")" ]'
+
+# other settings are refused, naming the difference
+"$train" $F --lr 0.01 --resume "$tmp/part/checkpoint.ckpt" --out "$tmp/other" > "$tmp/other.log" 2>&1
+rc=$?
+check "other settings refused" '[ $rc -ne 0 ] && grep -q "lr=" "$tmp/other.log"'
+
+# a damaged checkpoint is refused; the file it came from is untouched
+cp "$tmp/part/checkpoint.ckpt" "$tmp/bad.ckpt"
+printf 'garbage' | dd of="$tmp/bad.ckpt" bs=1 seek=200 conv=notrunc 2>/dev/null
+"$train" $F --resume "$tmp/bad.ckpt" --out "$tmp/bad" > "$tmp/bad.log" 2>&1
+rc=$?
+check "damaged checkpoint refused with a message" '[ $rc -ne 0 ] && grep -q "not usable" "$tmp/bad.log"'
+
+# SIGINT: stop at a step boundary, checkpoint, exit 130
+"$train" $F --steps 100000 --epochs 100000 --train-size 256 --out "$tmp/int" > "$tmp/int.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "step" "$tmp/int.log" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+kill -INT $pid
+wait $pid
+rc=$?
+check "SIGINT exits 130" '[ $rc -eq 130 ]'
+check "SIGINT wrote a checkpoint that loads" '[ -s "$tmp/int/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/int.log"'
+check "nothing left in /dev/shm" '! ls /dev/shm | grep -q "^shmddp-$pid-"'
+[ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -5 "$f"; done; }
+exit $fail
