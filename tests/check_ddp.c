@@ -291,6 +291,39 @@ START_TEST(gpu_syncbn_n_ranks_equal_one_big_batch)
 }
 END_TEST
 
+/* Ranks that built different models are refused at start, on every rank, with a message. */
+static int rank_mismatch(shmddp_comm_t *comm, void *arg)
+{
+  int r = shmddp_comm_rank(comm);
+  ddp_case_t c = {2, 1, 0, 1, 0};
+  model_config_t mc;
+  config(&c, &mc, B);
+  if (r == 1) mc.widths[2] = 32; /* a different model on rank 1 */
+  model_t *m = NULL;
+  ddp_t *d = NULL;
+  ddp_config_t dc = {1, 0, NULL};
+  int rc = model_create(&m, &mc, res->msg[r], sizeof res->msg[r]);
+  if (rc == 0) rc = ddp_create(&d, comm, m, &dc, res->msg[r], sizeof res->msg[r]);
+  if (rc == 0) rc = ddp_sync_initial(d, res->msg[r], sizeof res->msg[r]);
+  res->failed[r] = rc != 0;
+  if (d) ddp_destroy(d);
+  if (m) model_destroy(m);
+  return 0;
+}
+
+START_TEST(mismatched_models_are_refused)
+{
+  res = test_shared_alloc(sizeof *res);
+  test_launch(2, 30, 0, rank_mismatch, NULL);
+  for (int r = 0; r < 2; r++) {
+    ck_assert_msg(res->failed[r], "rank %d accepted a different model", r);
+    ck_assert_msg(strstr(res->msg[r], "rank 1 built a different model") != NULL, "rank %d: %s", r,
+                  res->msg[r]);
+  }
+  munmap(res, sizeof *res);
+}
+END_TEST
+
 static Suite *ddp_suite(void)
 {
   Suite *s = suite_create("ddp");
@@ -300,6 +333,7 @@ static Suite *ddp_suite(void)
   tcase_add_test(tc, syncbn_n_ranks_equal_one_big_batch);
   tcase_add_test(tc, accumulation_equals_the_larger_batch);
   tcase_add_test(tc, local_batchnorm_differs);
+  tcase_add_test(tc, mismatched_models_are_refused);
   tcase_add_test(tc, gpu_syncbn_n_ranks_equal_one_big_batch);
   suite_add_tcase(s, tc);
   return s;
