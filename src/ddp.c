@@ -166,7 +166,13 @@ double ddp_last_exposed_comm_s(const ddp_t *d)
 #endif
   return d->exposed_s;
 }
-double ddp_last_syncbn_s(const ddp_t *d) { return d->syncbn_s; }
+double ddp_last_syncbn_s(const ddp_t *d)
+{
+#ifdef HAVE_CUDA
+  if (d->cuda) return ddp_cuda_syncbn_s(d->cuda);
+#endif
+  return d->syncbn_s;
+}
 
 int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
 {

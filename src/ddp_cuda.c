@@ -15,6 +15,8 @@
 
 #include "shmddp_cuda.h"
 
+#define DDP_CUDA_MAX_BN 256 /* timed SyncBN exchanges per step (U-Net: 2 per BN layer) */
+
 struct ddp_cuda {
   shmddp_comm_t *comm;   /* buckets, on comm_stream */
   shmddp_comm_t *bn;     /* SyncBN statistics, on the compute stream */
@@ -22,6 +24,8 @@ struct ddp_cuda {
   cudaEvent_t *ready;    /* per bucket, on compute */
   size_t nbuckets;
   cudaEvent_t bwd_done, comm_done;
+  cudaEvent_t bn_ev[2 * DDP_CUDA_MAX_BN]; /* start/end pairs around each SyncBN exchange */
+  int bn_used;
   int queued;            /* buckets queued this step */
   int measured;          /* events of a finished step exist */
 };
@@ -68,6 +72,7 @@ int ddp_cuda_create(ddp_cuda_t **out, shmddp_comm_t *comm, void *compute_stream,
   CK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, hi));
   d->ready = calloc(nbuckets ? nbuckets : 1, sizeof *d->ready);
   for (size_t b = 0; b < nbuckets; b++) CK(cudaEventCreateWithFlags(&d->ready[b], cudaEventDisableTiming));
+  for (int i = 0; i < 2 * DDP_CUDA_MAX_BN; i++) CK(cudaEventCreate(&d->bn_ev[i]));
   CK(cudaEventCreate(&d->bwd_done));
   CK(cudaEventCreate(&d->comm_done));
   return 0;
@@ -78,6 +83,8 @@ void ddp_cuda_destroy(ddp_cuda_t *d)
   if (!d) return;
   for (size_t b = 0; d->ready && b < d->nbuckets; b++) cudaEventDestroy(d->ready[b]);
   free(d->ready);
+  for (int i = 0; i < 2 * DDP_CUDA_MAX_BN; i++)
+    if (d->bn_ev[i]) cudaEventDestroy(d->bn_ev[i]);
   if (d->bwd_done) cudaEventDestroy(d->bwd_done);
   if (d->comm_done) cudaEventDestroy(d->comm_done);
   if (d->comm_stream) cudaStreamDestroy(d->comm_stream);
@@ -85,7 +92,11 @@ void ddp_cuda_destroy(ddp_cuda_t *d)
   free(d);
 }
 
-void ddp_cuda_begin_step(ddp_cuda_t *d) { d->queued = 0; }
+void ddp_cuda_begin_step(ddp_cuda_t *d)
+{
+  d->queued = 0;
+  d->bn_used = 0;
+}
 
 int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, char *err,
                           size_t errlen)
@@ -113,9 +124,12 @@ int ddp_cuda_finish_step(ddp_cuda_t *d, char *err, size_t errlen)
 int ddp_cuda_sync_stats(ddp_cuda_t *d, void *buf, size_t count, shmddp_dtype_t dtype,
                         void *stream, char *err, size_t errlen)
 {
+  int timed = d->bn_used < DDP_CUDA_MAX_BN;
+  if (timed) CK(cudaEventRecord(d->bn_ev[2 * d->bn_used], (cudaStream_t)stream));
   if (shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream) !=
       SHMDDP_OK)
     return coll_failed(d->bn, "SyncBN statistics all-reduce", err, errlen);
+  if (timed) CK(cudaEventRecord(d->bn_ev[2 * d->bn_used++ + 1], (cudaStream_t)stream));
   return 0;
 }
 
@@ -127,6 +141,20 @@ int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_
     return coll_failed(d->comm, "broadcasting the initial parameters", err, errlen);
   return 0;
 }
+
+double ddp_cuda_syncbn_s(ddp_cuda_t *d)
+{
+  double total = 0;
+  if (d->bn_used == 0 || cudaEventSynchronize(d->bn_ev[2 * d->bn_used - 1]) != cudaSuccess)
+    return 0;
+  for (int i = 0; i < d->bn_used; i++) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, d->bn_ev[2 * i], d->bn_ev[2 * i + 1]) == cudaSuccess) total += ms;
+  }
+  return total * 1e-3;
+}
+
+int ddp_cuda_syncbn_count(const ddp_cuda_t *d) { return d->bn_used; }
 
 double ddp_cuda_exposed_s(ddp_cuda_t *d)
 {

@@ -32,5 +32,9 @@ int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_
  * backward was done (exposed), and the seconds SyncBN exchanges took on the compute stream.
  * Waits for the step's events. */
 double ddp_cuda_exposed_s(ddp_cuda_t *d);
+/* Seconds the step's SyncBN exchanges took on the compute stream (event-timed, each exchange
+ * from its enqueue point to its completion), and how many there were. */
+double ddp_cuda_syncbn_s(ddp_cuda_t *d);
+int ddp_cuda_syncbn_count(const ddp_cuda_t *d);
 
 #endif
