@@ -20,7 +20,7 @@ enum {
   OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
-  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_END
+  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -60,6 +60,7 @@ static const struct option long_opts[] = {
   {"log-every", required_argument, 0, OPT_LOG_EVERY},
   {"timing-warmup", required_argument, 0, OPT_TIMING_WARMUP},
   {"stop-after", required_argument, 0, OPT_STOP_AFTER},
+  {"timeline", required_argument, 0, OPT_TIMELINE},
   {"help", no_argument, 0, 'h'},
   {0, 0, 0, 0}};
 
@@ -454,6 +455,9 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case OPT_TIMING_WARMUP:
       rc = parse_long("--timing-warmup", a, 1, 1000000L, &c->timing_warmup, err, errlen);
       break;
+    case OPT_TIMELINE:
+      rc = parse_long("--timeline", a, 0, 1000, &c->timeline_steps, err, errlen);
+      break;
     default: return fail(err, errlen, "internal error: unhandled option %d", ch);
     }
   }
@@ -568,6 +572,8 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --log-every N            steps between progress lines; default: %ld (cuda), %ld (cpu)\n"
 "  --timing-warmup N        steps left out of images/s (first touches, algorithm caches);\n"
 "                           default: 1\n"
+"  --timeline N             trace N steps after the timing warm-up into\n"
+"                           DIR/timeline-rank<r>.json (Chrome trace / Perfetto); default: 0\n"
 "  --save-every N           write DIR/checkpoint.ckpt every N steps and at the end (atomically:\n"
 "                           a crash never leaves a partial one); 0: only when stopped by\n"
 "                           SIGINT/SIGTERM or --stop-after; default: 0\n"

@@ -55,6 +55,7 @@ typedef struct {
   long log_every;
   long timing_warmup; /* steps left out of images/s */
   long stop_after;    /* stop (with a checkpoint) after this many steps, as if interrupted */
+  long timeline_steps; /* steps traced after the timing warm-up (--timeline); 0: off */
   int ignore_index;         /* mask value the loss and metrics skip (255) */
 } train_config_t;
 
