@@ -80,6 +80,7 @@ int report_log_step(report_log_t *l, const report_step_t *s)
   field(f, "exposed_comm_ms", s->exposed_comm_ms);
   field(f, "syncbn_ms", s->syncbn_ms);
   fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
+  if (s->extra && s->extra[0]) fprintf(f, ", %s", s->extra);
   return finish(l);
 }
 

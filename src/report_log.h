@@ -11,6 +11,7 @@ typedef struct {
   double loss, lr, loss_scale, images_per_s;
   double step_ms, data_wait_ms, exposed_comm_ms, syncbn_ms;
   int skipped; /* fp16: the step was skipped for non-finite gradients */
+  const char *extra; /* more "key": value fields, comma-separated (run_summary's), or NULL */
 } report_step_t;
 
 typedef struct {
