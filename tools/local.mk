@@ -12,3 +12,7 @@ tools_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
 tools_doctor_SOURCES += tools/doctor_gpu.c
 endif
+noinst_PROGRAMS += tools/torch_check
+tools_torch_check_SOURCES = tools/torch_check.c
+tools_torch_check_LDADD = libmodel.a $(SHMDDP_LIBS)
+EXTRA_DIST += tools/torch_crosscheck.py
