@@ -99,4 +99,24 @@ void *model_stream(const model_t *m);
  * gradient checks that need more digits than *loss_out's float. */
 double model_last_loss(const model_t *m);
 
+/* DataParallel's split of model_train_step (the loss is computed where the outputs are
+ * gathered, on one device, over every replica's logits):
+ *   model_forward_train: forward in training mode (batch statistics, sync hooks); *logits is
+ *     the model's logits buffer and *dlogits the buffer model_backward starts from (each
+ *     batch*H*W*classes elements of *elem bytes, the compute dtype, on the model's device;
+ *     the caller fills *dlogits before model_backward).
+ *   model_loss: softmax cross-entropy over `pixels` pixels (any number: e.g. the gathered
+ *     batch) with this model's kernels on its device; dlogits (may be NULL) gets
+ *     loss_scale * (softmax - onehot) / counted pixels. Queued only; model_loss_value waits
+ *     for it and gives the mean (it is also what model_last_loss returns afterwards).
+ *   model_backward: backward from *dlogits after model_forward_train; gradients written, or
+ *     added when accumulate != 0; grads_ready hooks called as in model_train_step. */
+int model_forward_train(model_t *m, const float *x, int batch, const model_hooks_t *hooks,
+                        void **logits, void **dlogits, size_t *elem, char *err, size_t errlen);
+int model_loss(model_t *m, const void *logits, const int32_t *y, size_t pixels,
+               float loss_scale, void *dlogits, char *err, size_t errlen);
+int model_loss_value(model_t *m, double *loss, char *err, size_t errlen);
+int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char *err,
+                   size_t errlen);
+
 #endif

@@ -388,14 +388,21 @@ static int check_batch(const model_t *m, const float *x, int batch, char *err, s
   return 0;
 }
 
-static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int train,
-                   int accumulate, const model_hooks_t *hooks, const void **xin, char *err,
-                   size_t errlen)
+static void ctx_init(model_t *m, layer_ctx_t *c, int train, int accumulate,
+                     const model_hooks_t *hooks, char *err, size_t errlen)
 {
   *c = (layer_ctx_t){.ops = &m->ops, .params = m->params, .wparams = m->wparams,
                      .wgrads = m->wgrads, .grads = m->gf32, .separate = m->separate,
                      .accumulate = accumulate, .train = train, .hooks = hooks, .ws = m->ws,
                      .err = err, .errlen = errlen};
+}
+
+static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int train,
+                   int accumulate, const model_hooks_t *hooks, const void **xin, char *err,
+                   size_t errlen)
+{
+  ctx_init(m, c, train, accumulate, hooks, err, errlen);
+  m->fwd_head_in = NULL; /* this forward replaces what a split step saved */
   *xin = x;
   if (m->separate) {
     OP(c, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams), "casting parameters");
@@ -446,6 +453,82 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   m->last_loss = count ? sum / (double)count : 0;
   if (loss_out) *loss_out = (float)m->last_loss;
   return backward(m, &c, xin, head_in, batch);
+}
+
+/* ---- the split step (DataParallel) ---- */
+
+int model_forward_train(model_t *m, const float *x, int batch, const model_hooks_t *hooks,
+                        void **logits, void **dlogits, size_t *elem, char *err, size_t errlen)
+{
+  m->fwd_head_in = NULL;
+  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
+  layer_ctx_t c;
+  const void *xin;
+  TRY(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
+  const void *head_in = forward(m, &c, xin, batch);
+  if (!head_in) return -1;
+  m->fwd_x = xin;
+  m->fwd_head_in = head_in;
+  m->fwd_batch = batch;
+  *logits = m->logits;
+  *dlogits = m->g[0]; /* backward() starts from g[0] */
+  *elem = m->ops.elem;
+  return 0;
+}
+
+int model_loss(model_t *m, const void *logits, const int32_t *y, size_t pixels,
+               float loss_scale, void *dlogits, char *err, size_t errlen)
+{
+  if (!(loss_scale > 0) || !isfinite(loss_scale))
+    return unet_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
+  layer_ctx_t c;
+  ctx_init(m, &c, 1, 0, NULL, err, errlen);
+#ifdef HAVE_CUDNN
+  if (m->loss_dev) {
+    OP(&c, ops_cuda_softmax_ce_async(&m->ops, logits, y, pixels, m->cfg.classes,
+                                     m->cfg.ignore_index, loss_scale, 0, dlogits, NULL,
+                                     m->loss_dev), "the loss");
+    return 0;
+  }
+#endif
+  double sum = 0;
+  long count = 0;
+  OP(&c, m->ops.softmax_ce(&m->ops, logits, y, pixels, m->cfg.classes, m->cfg.ignore_index,
+                           loss_scale, 0, dlogits, NULL, &sum, &count), "the loss");
+  m->last_loss = count ? sum / (double)count : 0;
+  return 0;
+}
+
+int model_loss_value(model_t *m, double *loss, char *err, size_t errlen)
+{
+#ifdef HAVE_CUDNN
+  if (m->loss_dev) {
+    /* The stream first: a plain cudaMemcpy only orders against the current device's streams,
+     * and a DataParallel driver may have another device current. */
+    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)model_stream(m));
+    double h[2];
+    if (ce == cudaSuccess) ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess)
+      return unet_fail(err, errlen, "the loss on the GPU failed: %s", cudaGetErrorString(ce));
+    if (ops_cuda_check_labels(&m->ops) != 0)
+      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
+  }
+#endif
+  *loss = m->last_loss;
+  return 0;
+}
+
+int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char *err,
+                   size_t errlen)
+{
+  if (!m->fwd_head_in)
+    return unet_fail(err, errlen, "model_backward without a successful model_forward_train");
+  layer_ctx_t c;
+  ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
+  int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);
+  m->fwd_head_in = NULL; /* the saved activations belong to one backward */
+  return rc;
 }
 
 int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,

@@ -41,6 +41,10 @@ struct model {
   layer_conv_t head;
   void *x_work, *logits, *g[2];
   double *loss_dev; /* on a GPU: (loss sum, count) of the step, read once backward is queued */
+  /* Between model_forward_train and model_backward (DataParallel's split step): the input as
+   * the layers saw it, the head's input and the batch. */
+  const void *fwd_x, *fwd_head_in;
+  int fwd_batch;
   void *ws;
   char *signature;
   double last_loss;
