@@ -17,4 +17,7 @@ libtrainer_a_SOURCES = \
 
 bin_PROGRAMS += shmddp-train
 shmddp_train_SOURCES = src/main.c
-shmddp_train_LDADD = libtrainer.a libddp.a libmodel.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS)
+shmddp_train_LDADD = libdp.a libtrainer.a libddp.a libmodel.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS)
+
+# DataParallel mode (libdp.a) and tools/compare.
+include $(top_srcdir)/src/dp.mk

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "shmddp.h"
+#include "src/dp_train.h"
 #include "src/train.h"
 
 int main(int argc, char **argv)
@@ -24,6 +25,13 @@ int main(int argc, char **argv)
   if (train_job_open(&job, &cfg, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return 2;
+  }
+  if (cfg.mode == TRAIN_MODE_DP) { /* one process drives every device: nothing is forked */
+    train_result_t dres;
+    rc = dp_train_run(&job, &dres, err, sizeof err);
+    train_job_close(&job);
+    if (rc != 0) fprintf(stderr, "train: %s\n", err);
+    return rc != 0;
   }
   shmddp_launch_config_t lc = {0};
   lc.nproc = cfg.nproc;

@@ -284,6 +284,12 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
       return fail(err, errlen, "--groups: only used with --norm group");
     if (!set[OPT_SYNC_BN]) c->sync_bn = 1;
   }
+  if (c->mode == TRAIN_MODE_DP) { /* per-replica statistics, as torch.nn.DataParallel */
+    if (set[OPT_SYNC_BN] && c->sync_bn)
+      return fail(err, errlen, "--sync-bn on: DataParallel keeps per-replica BatchNorm "
+                  "statistics (as PyTorch's does); use --mode ddp for SyncBN");
+    c->sync_bn = 0;
+  }
   if (set[OPT_SYNC_BN_FROM] && !c->sync_bn)
     return fail(err, errlen, "--sync-bn-from-epoch: needs --sync-bn on (and --norm batch)");
   if (c->sync_bn_from_epoch >= c->epochs && set[OPT_SYNC_BN_FROM])
@@ -291,10 +297,6 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
                 "run, numbered from 0); give 0 to %d", c->sync_bn_from_epoch, c->epochs,
                 c->epochs - 1);
 
-  if (c->synthetic && c->classes > SYNTH_MAX_CLASSES)
-    return fail(err, errlen, "--classes: the synthetic shapes have at most %d classes "
-                "(background and %d shapes); give 2 to %d, or use --data DIR",
-                SYNTH_MAX_CLASSES, SYNTH_MAX_CLASSES - 1, SYNTH_MAX_CLASSES);
   if (!c->synthetic && (set[OPT_TRAIN_SIZE]))
     return fail(err, errlen, "--train-size: only for --data synthetic (a directory's size is "
                 "the number of its images)");
@@ -304,13 +306,10 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (c->nesterov && c->momentum == 0)
     return fail(err, errlen, "--nesterov: needs --momentum > 0");
 
-  if (c->mode == TRAIN_MODE_DP && c->device != MODEL_DEVICE_CUDA)
-    return fail(err, errlen, "--mode dp: DataParallel drives several GPUs from one process and "
-                "needs --device cuda; use --mode ddp for CPU ranks");
-  /* Accepted by the parser so scripts can be written now; refused until they exist. */
-  if (c->mode == TRAIN_MODE_DP)
-    return fail(err, errlen, "--mode dp: DataParallel mode is not available in this version; "
-                "use --mode ddp");
+  if (c->mode == TRAIN_MODE_DP &&
+      (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
+    return fail(err, errlen, "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
+                "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
 
   /* The model's own limits (e.g. the CPU backend computes in fp32 only). */
   model_config_t mc;
@@ -515,7 +514,8 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --device cpu|cuda        default: %s on this machine (%d GPU%s visible%s)\n"
 "  --nproc N                ranks, 1..%d; default: every visible GPU (cuda), %d here for cpu\n"
 "                           (2 CPU ranks, one per core, so the default job runs the DDP path)\n"
-"  --mode ddp|dp            default: ddp (dp: one process drives every GPU; not yet available)\n"
+"  --mode ddp|dp            default: ddp (dp: one process drives every device, as PyTorch's\n"
+"                           DataParallel: gathers on device 0, per-replica BatchNorm)\n"
 "  --timeout S              seconds any collective may wait for a peer; default: 300\n\n",
           train_device_name(dev), m->visible_gpus, m->visible_gpus == 1 ? "" : "s",
           m->cuda_built ? "" : ", built without CUDA", SHMDDP_MAX_RANKS, default_cpu_nproc(m));
@@ -530,9 +530,10 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --sync-bn on|off         default: on with --norm batch: a few images per device give noisy\n"
 "                           batch statistics, SyncBN computes them over the global batch\n"
 "  --sync-bn-from-epoch E   local BatchNorm before epoch E, SyncBN from it; default: 0\n"
-"  --classes K              2..255 (mask value 255 is ignored); synthetic: 2..%d; default: 4\n"
+"  --classes K              2..255 (mask value 255 is ignored); default: 4; synthetic data\n"
+"                           draws labels 0..%d (more classes: a wider head, unused labels)\n"
 "  --precision fp32|bf16|fp16  default: %s (cuda), %s (cpu)\n\n",
-          g->widths, p->widths, SYNTH_MAX_CLASSES, train_precision_name(g->precision),
+          g->widths, p->widths, SYNTH_MAX_CLASSES - 1, train_precision_name(g->precision),
           train_precision_name(p->precision));
   fprintf(f,
 "Data:\n"

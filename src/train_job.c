@@ -42,7 +42,10 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
   job->cfg = *cfg;
   int rc;
   if (cfg->synthetic) {
-    data_synth_config_t sc = {cfg->seed, (size_t)cfg->train_size, cfg->classes,
+    /* The shapes have at most DATA_SYNTH_MAX_CLASSES labels; a wider head (many classes, the
+     * DataParallel imbalance case) trains on those and never sees the rest. */
+    int labels = cfg->classes < DATA_SYNTH_MAX_CLASSES ? cfg->classes : DATA_SYNTH_MAX_CLASSES;
+    data_synth_config_t sc = {cfg->seed, (size_t)cfg->train_size, labels,
                               /* a margin around the crop, so random crops move the shapes */
                               cfg->image_size + cfg->image_size / 8, DATA_SPLIT_TRAIN};
     rc = data_open_synthetic(&job->train, &sc, err, errlen);

@@ -156,6 +156,13 @@ START_TEST(test_values_accepted)
   ck_assert_int_eq(c.sync_bn_from_epoch, 2);
   ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--sync-bn", "off", (char *)NULL), 0);
   ck_assert_int_eq(c.sync_bn, 0);
+  /* DataParallel on CPU devices too; BatchNorm per replica; a head wider than the synthetic
+   * labels (the DP imbalance case). */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--mode", "dp", "--classes", "150",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c.mode, TRAIN_MODE_DP);
+  ck_assert_int_eq(c.sync_bn, 0);
+  ck_assert_int_eq(c.classes, 150);
   rmdir(dir);
 }
 END_TEST
@@ -227,10 +234,10 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--sync-bn-from-epoch", "--epochs", "3", "--sync-bn-from-epoch", "3");
   REJECT(&cpu_box, "--nesterov", "--optimizer", "adamw", "--nesterov");
   REJECT(&cpu_box, "--nesterov", "--momentum", "0", "--nesterov");
-  REJECT(&cpu_box, "--classes", "--classes", "9"); /* synthetic has 8 */
   REJECT(&cpu_box, "--precision fp32", "--precision", "bf16"); /* the CPU backend is fp32 */
-  REJECT(&cpu_box, "--mode dp", "--mode", "dp");
-  REJECT(&gpu_box, "--mode dp", "--mode", "dp");   /* not available yet */
+  /* DataParallel: per-replica BatchNorm only; checkpoints and traces are DDP's */
+  REJECT(&cpu_box, "--sync-bn on", "--mode", "dp", "--sync-bn", "on");
+  REJECT(&cpu_box, "--mode dp", "--mode", "dp", "--save-every", "5");
   REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
   REJECT(&cpu_box, "unknown option", "--bogus");
   REJECT(&cpu_box, "takes no value", "--nesterov=yes");

@@ -20,3 +20,4 @@ tests_check_train_SOURCES = tests/check_train.c
 tests_check_train_CFLAGS = $(TEST_CFLAGS)
 tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 endif
+include $(top_srcdir)/tests/dp.mk

@@ -1,0 +1,445 @@
+/* check_dp.c — DataParallel is DDP with local BatchNorm by another data flow: N devices driven
+ * by one process end with the weights (and device 0 with the running statistics) of N DDP
+ * ranks without SyncBN on the same data, gradient accumulation included; and device 0's ledger
+ * holds what only DataParallel needs (gathered logits, the whole batch, gradient staging, the
+ * optimizer) while the others hold none of it; and the two trainers (`train --mode dp` and
+ * `--mode ddp --sync-bn off`) end with the same losses. CPU devices here; the GPU variant skips
+ * without 2 GPUs. Every run happens in a child process: CUDA must not be initialised in a
+ * process that forks ranks later. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#ifdef HAVE_CUDNN
+#include <cuda_runtime_api.h>
+#endif
+
+#include "src/arena.h"
+#include "src/ddp.h"
+#include "src/dp.h"
+#include "src/dp_train.h"
+#include "src/model.h"
+#include "src/optim.h"
+#include "src/train.h"
+#include "tests/testutil.h"
+
+enum { N_MAX = 4, B = 2, HW = 16, CLASSES = 3, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
+
+typedef struct {
+  int world, norm, accum, device; /* norm: 0 BatchNorm, 1 GroupNorm; device: 0 CPU, 1 CUDA */
+} dp_case_t;
+
+typedef struct {
+  float params[N_MAX + 1][MAX_PARAMS]; /* [r]: DDP rank r; [N_MAX]: DataParallel device 0 */
+  float buffers[N_MAX + 1][MAX_BUF];
+  size_t nparams, nbuffers;
+  size_t ledger[N_MAX][ARENA_NUM_CATEGORIES]; /* DataParallel, per device, after the run */
+  int failed[N_MAX + 1];
+  char msg[N_MAX + 1][512];
+} result_t;
+
+static result_t *res;
+
+static void config(const dp_case_t *c, model_config_t *mc, int local_batch)
+{
+  model_config_default(mc);
+  mc->levels = 3;
+  mc->widths[0] = 8;
+  mc->widths[1] = 16;
+  mc->widths[2] = 16;
+  mc->classes = CLASSES;
+  mc->norm = c->norm ? MODEL_NORM_GROUP : MODEL_NORM_BATCH;
+  mc->groups = 4;
+  mc->max_batch = local_batch;
+  mc->height = mc->width = HW;
+  mc->seed = 7;
+  mc->device = c->device ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
+}
+
+/* Sample s of step t: a pure function, so the DDP ranks and the DataParallel run see the same
+ * data (check_ddp.c's). */
+static void sample(int t, int s, float *x, int32_t *y)
+{
+  unsigned st = (unsigned)(t * 1000 + s) * 2654435761u + 12345u;
+  for (int i = 0; i < HW * HW * 3; i++) {
+    st = st * 1103515245u + 12345u;
+    x[i] = (float)((st >> 8) & 0xffff) / 65536.0f - 0.5f;
+  }
+  for (int i = 0; i < HW * HW; i++) {
+    int py = i / HW, px = i % HW;
+    y[i] = ((px + t) / 6 + (py + s) / 5) % CLASSES;
+  }
+}
+
+static int copy_dev(const dp_case_t *c, void *dst, const void *src, size_t bytes, int to_dev)
+{
+  if (!c->device) {
+    memcpy(dst, src, bytes);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  return cudaMemcpy(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost) ==
+                 cudaSuccess ? 0 : -1;
+#else
+  return -1;
+#endif
+}
+
+static void optim_cfg(optim_config_t *oc)
+{
+  optim_config_default(oc, OPTIM_SGD);
+  oc->lr = 0.05;
+  oc->momentum = 0.9;
+}
+
+/* ---- DDP: rank r trains on samples [r*B*accum, (r+1)*B*accum) of every step, in micro-batches
+ * of B; local BatchNorm (no SyncBN). ---- */
+static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
+{
+  const dp_case_t *c = arg;
+  int r = shmddp_comm_rank(comm);
+  char *err = res->msg[r];
+  size_t errlen = sizeof res->msg[r];
+  model_config_t mc;
+  config(c, &mc, B);
+  mc.cuda_device = shmddp_comm_device(comm);
+  model_t *m = NULL;
+  ddp_t *d = NULL;
+  optim_t *o = NULL;
+  float x[B * HW * HW * 3];
+  int32_t y[B * HW * HW];
+  void *xd = x, *yd = y;
+  int rc = model_create(&m, &mc, err, errlen);
+#ifdef HAVE_CUDNN
+  if (rc == 0 && c->device)
+    rc = cudaMalloc(&xd, sizeof x) != cudaSuccess || cudaMalloc(&yd, sizeof y) != cudaSuccess;
+#endif
+  ddp_config_t dc = {1, 0, m ? model_stream(m) : NULL};
+  if (rc == 0) rc = ddp_create(&d, comm, m, &dc, err, errlen);
+  if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
+  optim_config_t oc;
+  optim_cfg(&oc);
+  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
+  for (int t = 0; rc == 0 && t < STEPS; t++) {
+    for (int k = 0; rc == 0 && k < c->accum; k++) {
+      for (int s = 0; s < B; s++)
+        sample(t, r * B * c->accum + k * B + s, x + s * HW * HW * 3, y + s * HW * HW);
+      rc = copy_dev(c, xd, x, sizeof x, 1) || copy_dev(c, yd, y, sizeof y, 1);
+      int last = k == c->accum - 1;
+      float loss;
+      if (rc == 0)
+        rc = model_train_step(m, xd, yd, B, 1.0f, k > 0, ddp_step_hooks(d, last, 0), &loss, err,
+                              errlen);
+      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
+    }
+    if (rc == 0)
+      rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / c->accum,
+                      model_stream(m), err, errlen);
+  }
+  if (rc == 0) {
+    res->nparams = model_num_params(m);
+    res->nbuffers = model_num_buffers(m);
+    rc = copy_dev(c, res->params[r], model_params(m), res->nparams * sizeof(float), 0) ||
+         copy_dev(c, res->buffers[r], model_buffers(m), res->nbuffers * sizeof(float), 0);
+  }
+  if (o) optim_destroy(o);
+  if (d) ddp_destroy(d);
+  if (m) model_destroy(m);
+#ifdef HAVE_CUDNN
+  if (c->device) {
+    cudaFree(xd);
+    cudaFree(yd);
+  }
+#endif
+  res->failed[r] = rc != 0;
+  return rc ? 1 : 0;
+}
+
+/* ---- DataParallel: one process, `world` devices; micro-batch k of step t is the
+ * concatenation of every rank's micro-batch k, so chunk r is rank r's data. ---- */
+static int dp_run(const dp_case_t *c, char *err, size_t errlen)
+{
+  dp_config_t cfg;
+  config(c, &cfg.model, B);
+  cfg.ndev = c->world;
+  dp_t *d = NULL;
+  optim_t *o = NULL;
+  int n = c->world * B;
+  float *x = malloc(sizeof(float) * (size_t)n * HW * HW * 3);
+  int32_t *y = malloc(sizeof(int32_t) * (size_t)n * HW * HW);
+  int rc = !x || !y;
+  if (rc == 0) rc = dp_create(&d, &cfg, err, errlen);
+  model_t *m0 = rc == 0 ? dp_model(d, 0) : NULL;
+  optim_config_t oc;
+  optim_cfg(&oc);
+  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m0), model_arena(m0), err, errlen);
+  for (int t = 0; rc == 0 && t < STEPS; t++) {
+    for (int k = 0; rc == 0 && k < c->accum; k++) {
+      for (int r = 0; r < c->world; r++)
+        for (int s = 0; s < B; s++)
+          sample(t, r * B * c->accum + k * B + s, x + (size_t)(r * B + s) * HW * HW * 3,
+                 y + (size_t)(r * B + s) * HW * HW);
+      double loss = 0;
+      rc = dp_train_step(d, x, y, n, 1.0f, k > 0, err, errlen);
+      if (rc == 0) rc = dp_finish_step(d, &loss, err, errlen);
+      if (rc == 0 && !(loss > 0 && isfinite(loss))) {
+        snprintf(err, errlen, "step %d: loss %g", t, loss);
+        rc = -1;
+      }
+    }
+    if (rc == 0) rc = dp_optim_begin(d, err, errlen);
+    if (rc == 0)
+      rc = optim_step(o, model_params(m0), model_grads(m0), optim_lr_at(&oc, t), 1.0 / c->accum,
+                      model_stream(m0), err, errlen);
+    if (rc == 0) rc = dp_optim_end(d, err, errlen);
+  }
+  if (rc == 0) {
+    res->nparams = model_num_params(m0);
+    res->nbuffers = model_num_buffers(m0);
+    rc = copy_dev(c, res->params[N_MAX], model_params(m0), res->nparams * sizeof(float), 0) ||
+         copy_dev(c, res->buffers[N_MAX], model_buffers(m0), res->nbuffers * sizeof(float), 0);
+    for (int i = 0; i < c->world; i++)
+      for (int k = 0; k < ARENA_NUM_CATEGORIES; k++)
+        res->ledger[i][k] = arena_current(model_arena(dp_model(d, i)), (arena_category_t)k);
+    if (rc) snprintf(err, errlen, "copying the weights back failed");
+  }
+  if (o) optim_destroy(o);
+  dp_destroy(d);
+  free(x);
+  free(y);
+  return rc;
+}
+
+static void dp_in_child(const dp_case_t *c)
+{
+  pid_t pid = fork();
+  if (pid == 0) _exit(dp_run(c, res->msg[N_MAX], sizeof res->msg[N_MAX]) ? 1 : 0);
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "DataParallel run failed: %s",
+                res->msg[N_MAX]);
+}
+
+static int have_gpus(int n)
+{
+  char dev[32];
+  snprintf(dev, sizeof dev, "/dev/nvidia%d", n - 1);
+  return access(dev, F_OK) == 0;
+}
+
+/* Runs both; returns the largest weight difference relative to the largest weight. */
+static double dp_vs_ddp(const dp_case_t *c, double tol)
+{
+  res = test_shared_alloc(sizeof *res);
+  shmddp_launch_config_t lc = {0};
+  lc.nproc = c->world;
+  lc.timeout_s = 60;
+  lc.quiet = 1;
+  lc.use_gpus = c->device;
+  shmddp_launch_result_t lr;
+  ck_assert_int_eq(shmddp_launch(&lc, ddp_rank_fn, (void *)c, &lr), SHMDDP_OK);
+  for (int r = 0; r < c->world; r++) ck_assert_msg(!res->failed[r], "rank %d: %s", r, res->msg[r]);
+  ck_assert_int_eq(lr.exit_code, 0);
+  ck_assert_uint_le(res->nparams, MAX_PARAMS);
+  dp_in_child(c);
+  double worst = 0, scale = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < res->nparams; i++) {
+    double dd = fabs((double)res->params[N_MAX][i] - res->params[0][i]);
+    if (dd > worst) {
+      worst = dd;
+      at = i;
+    }
+    if (fabs(res->params[0][i]) > scale) scale = fabs(res->params[0][i]);
+  }
+  double rel = worst / (scale > 1 ? scale : 1);
+  printf("%s %d devices %s accum %d: DataParallel's weights after %d steps differ from DDP's "
+         "by %.2e (relative)\n", c->device ? "cuda" : "cpu", c->world,
+         c->norm ? "GroupNorm" : "BatchNorm (local)", c->accum, STEPS, rel);
+  ck_assert_msg(rel <= tol, "weights differ by %g at %zu (DP %g vs DDP %g)", worst, at,
+                res->params[N_MAX][at], res->params[0][at]);
+  /* Device 0's running statistics are rank 0's: both saw chunk 0 only. */
+  for (size_t i = 0; i < res->nbuffers; i++)
+    ck_assert_msg(fabs(res->buffers[N_MAX][i] - res->buffers[0][i]) <=
+                      10 * tol * (1 + fabs(res->buffers[0][i])),
+                  "running statistic %zu: DP %g vs DDP rank 0 %g", i, res->buffers[N_MAX][i],
+                  res->buffers[0][i]);
+  /* ... and not rank 1's (local statistics do differ, so the comparison above means something) */
+  if (!c->norm && c->world > 1) {
+    double diff = 0;
+    for (size_t i = 0; i < res->nbuffers; i++)
+      diff += fabs(res->buffers[1][i] - res->buffers[0][i]);
+    ck_assert_msg(diff > 1e-4, "ranks 0 and 1 have the same running statistics");
+  }
+  return rel;
+}
+
+START_TEST(dp_equals_ddp_local_batchnorm)
+{
+  for (int n = 2; n <= 3; n++) dp_vs_ddp(&(dp_case_t){n, 0, 1, 0}, 2e-5);
+}
+END_TEST
+
+START_TEST(dp_equals_ddp_groupnorm)
+{
+  dp_vs_ddp(&(dp_case_t){2, 1, 1, 0}, 2e-5);
+}
+END_TEST
+
+START_TEST(dp_accumulation_equals_ddp)
+{
+  dp_vs_ddp(&(dp_case_t){2, 0, 2, 0}, 2e-5);
+}
+END_TEST
+
+/* Device 0 holds the whole batch and its labels, the gathered logits and their gradients and
+ * one gradient staging copy per other device (DP gather), and the optimizer state; the others
+ * hold none of these. Sizes from the shapes, not from the code under test. */
+START_TEST(ledger_shows_device0_extras)
+{
+  dp_case_t c = {3, 0, 1, 0};
+  dp_vs_ddp(&c, 2e-5);
+  size_t images = (size_t)c.world * B, px = HW * HW, np = res->nparams;
+  size_t gather = images * px * 3 * 4 + images * px * 4 + 2 * images * px * CLASSES * 4 +
+                  (size_t)(c.world - 1) * np * 4;
+  ck_assert_uint_eq(res->ledger[0][ARENA_DP_GATHER], gather);
+  ck_assert_uint_eq(res->ledger[0][ARENA_OPTIM], np * 4); /* SGD momentum */
+  for (int i = 1; i < c.world; i++) {
+    ck_assert_uint_eq(res->ledger[i][ARENA_DP_GATHER], 0);
+    ck_assert_uint_eq(res->ledger[i][ARENA_OPTIM], 0);
+    /* the same model on every device */
+    ck_assert_uint_eq(res->ledger[i][ARENA_PARAMS], res->ledger[0][ARENA_PARAMS]);
+    ck_assert_uint_eq(res->ledger[i][ARENA_GRADS], res->ledger[0][ARENA_GRADS]);
+  }
+  for (int i = 0; i < c.world; i++) ck_assert_uint_eq(res->ledger[i][ARENA_COMM], 0);
+}
+END_TEST
+
+/* ---- the trainers: `train --mode dp` and `train --mode ddp --sync-bn off` on the same job ---- */
+
+static void open_job(train_job_t *job, const char *mode, const char *out)
+{
+  const char *argv[] = {"train", "--device", "cpu", "--nproc", "2", "--mode", mode,
+                        "--widths", "tiny", "--image-size", "32", "--batch-size", "3",
+                        "--train-size", "40", "--val-size", "8", "--epochs", "2", "--steps", "8",
+                        "--workers", "1", "--out", out, NULL};
+  int argc = (int)(sizeof argv / sizeof argv[0]) - 1;
+  const char *ddp_extra[] = {"--sync-bn", "off"};
+  char *args[40];
+  int n = 0;
+  for (int i = 0; i < argc; i++) args[n++] = (char *)argv[i];
+  if (strcmp(mode, "ddp") == 0)
+    for (int i = 0; i < 2; i++) args[n++] = (char *)ddp_extra[i];
+  args[n] = NULL;
+  train_machine_t m = {0, 0, 2};
+  train_config_t cfg;
+  char err[1024];
+  ck_assert_msg(train_config_parse(&cfg, n, args, &m, stderr, err, sizeof err) == 0, "parse: %s",
+                err);
+  ck_assert_msg(train_job_open(job, &cfg, err, sizeof err) == 0, "job: %s", err);
+  job->out = fopen("/dev/null", "w");
+  job->quiet = 1;
+}
+
+static double summary_number(const char *dir, const char *file, const char *key)
+{
+  char p[512], buf[1 << 14], pat[64];
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  FILE *f = fopen(p, "r");
+  ck_assert_msg(f != NULL, "%s was not written", p);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  snprintf(pat, sizeof pat, "\"%s\": ", key);
+  const char *at = strstr(buf, pat);
+  ck_assert_msg(at != NULL, "no %s in %s", key, p);
+  return strtod(at + strlen(pat), NULL);
+}
+
+START_TEST(dp_trainer_equals_ddp_trainer)
+{
+  char ddp_out[] = "/tmp/check_dp_ddp_XXXXXX", dp_out[] = "/tmp/check_dp_dp_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(ddp_out));
+  ck_assert_ptr_nonnull(mkdtemp(dp_out));
+  train_job_t job;
+  open_job(&job, "ddp", ddp_out);
+  shmddp_launch_config_t lc = {0};
+  lc.nproc = 2;
+  lc.timeout_s = 60;
+  lc.quiet = 1;
+  shmddp_launch_result_t lr;
+  ck_assert_int_eq(shmddp_launch(&lc, train_rank, &job, &lr), SHMDDP_OK);
+  ck_assert_msg(lr.exit_code == 0, "DDP training failed: %s", lr.message);
+  fclose(job.out);
+  train_job_close(&job);
+  open_job(&job, "dp", dp_out);
+  pid_t pid = fork();
+  if (pid == 0) {
+    train_result_t r;
+    char err[1024];
+    int rc = dp_train_run(&job, &r, err, sizeof err);
+    if (rc) fprintf(stderr, "dp_train_run: %s\n", err);
+    _exit(rc ? 1 : 0);
+  }
+  int ws;
+  waitpid(pid, &ws, 0);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "DataParallel training failed");
+  fclose(job.out);
+  train_job_close(&job);
+  /* Same images in the same chunks, local BatchNorm on both sides: the same run. */
+  const char *keys[] = {"train_loss", "initial_loss", "val_loss", "val_miou"};
+  for (int k = 0; k < 4; k++) {
+    double a = summary_number(ddp_out, "summary.json", keys[k]);
+    double b = summary_number(dp_out, "summary.json", keys[k]);
+    printf("trainer %s: ddp %.7f dp %.7f\n", keys[k], a, b);
+    ck_assert_msg(fabs(a - b) <= 1e-5 * (1 + fabs(a)), "%s: DDP %g, DP %g", keys[k], a, b);
+  }
+  ck_assert_int_eq((int)summary_number(dp_out, "dp_devices.json", "devices"), 2);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", ddp_out, dp_out);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(gpu_dp_equals_ddp)
+{
+#ifndef HAVE_CUDNN
+  printf("SKIP: CUDA model not built\n");
+  return;
+#endif
+  if (!have_gpus(2)) {
+    printf("SKIP: the GPU variant needs 2 GPUs\n");
+    return;
+  }
+  dp_vs_ddp(&(dp_case_t){2, 0, 1, 1}, 2e-3);
+  dp_vs_ddp(&(dp_case_t){2, 1, 2, 1}, 2e-3);
+}
+END_TEST
+
+static Suite *dp_suite(void)
+{
+  Suite *s = suite_create("dp");
+  TCase *tc = tcase_create("equivalence");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, dp_equals_ddp_local_batchnorm);
+  tcase_add_test(tc, dp_equals_ddp_groupnorm);
+  tcase_add_test(tc, dp_accumulation_equals_ddp);
+  tcase_add_test(tc, ledger_shows_device0_extras);
+  tcase_add_test(tc, dp_trainer_equals_ddp_trainer);
+  tcase_add_test(tc, gpu_dp_equals_ddp);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void)
+{
+  SRunner *sr = srunner_create(dp_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

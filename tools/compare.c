@@ -1,0 +1,419 @@
+/* compare.c — tools/compare: runs ./train in several modes (dp, ddp, ddp-syncbn) on the same
+ * cases (sets of train flags, so the same data, model and steps), one run at a time, then
+ * writes one table (images/s, the step split per device, peak memory per device by ledger
+ * category) and three SVG charts. The runs are separate processes: DataParallel initialises
+ * CUDA in its own process and DDP forks ranks, which must happen before any CUDA call. */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/compare.h"
+
+const char *const cmp_categories[CMP_NCAT] = {"parameters", "gradients", "optimizer",
+                                              "activations", "workspace", "communication",
+                                              "dp_gather", "other"};
+
+#define MAX_CASES 8
+#define MAX_MODES 3
+
+typedef struct {
+  char name[32];
+  char flags[1024];
+} cmp_case_t;
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+"usage: compare --out DIR --case NAME='train flags' [--case ...] [--modes dp,ddp,ddp-syncbn]\n"
+"               [--train PATH] [--work DIR] [--table FILE] [--skip N] [--title TEXT]\n"
+"               [--run-timeout S]\n"
+"Runs `train FLAGS --mode M --out WORK/NAME-M` for every case and mode, one after another,\n"
+"then writes DIR/FILE (default compare.tsv) and DIR/{throughput,step_time,memory}.svg.\n"
+"  --train PATH   the train program (default: ./train)\n"
+"  --work DIR     where the runs' own output goes (default: DIR/runs)\n"
+"  --skip N       steps left out of the DDP step split (default 8; pass the same\n"
+"                 --timing-warmup in the flags so images/s leaves them out too)\n"
+"  --run-timeout S  kill a run after S seconds (it is reported as failed)\n");
+}
+
+/* ---- running ./train ---- */
+
+static double run_timeout_s; /* --run-timeout: a run past it is killed (0: no limit) */
+
+static int run_train(const char *train, const cmp_case_t *c, const char *mode, const char *out)
+{
+  char *argv[128];
+  int argc = 0;
+  char flags[1024];
+  snprintf(flags, sizeof flags, "%s", c->flags);
+  argv[argc++] = (char *)train;
+  for (char *tok = strtok(flags, " \t"); tok && argc < 118; tok = strtok(NULL, " \t"))
+    argv[argc++] = tok;
+  argv[argc++] = "--mode";
+  argv[argc++] = strcmp(mode, "dp") == 0 ? "dp" : "ddp";
+  if (strcmp(mode, "dp") != 0) {
+    argv[argc++] = "--sync-bn";
+    argv[argc++] = strcmp(mode, "ddp-syncbn") == 0 ? "on" : "off";
+  }
+  argv[argc++] = "--out";
+  argv[argc++] = (char *)out;
+  argv[argc] = NULL;
+  char logpath[1300];
+  snprintf(logpath, sizeof logpath, "%s/train.log", out);
+  fprintf(stderr, "compare: %s %s:", c->name, mode);
+  for (int i = 1; i < argc; i++) fprintf(stderr, " %s", argv[i]);
+  fprintf(stderr, "\n");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    FILE *lf = freopen(logpath, "w", stdout);
+    if (lf) dup2(fileno(stdout), 2);
+    execv(train, argv);
+    fprintf(stderr, "compare: cannot run %s: %s\n", train, strerror(errno));
+    _exit(127);
+  }
+  int ws;
+  for (double waited = 0;; waited += 0.05) {
+    pid_t got = waitpid(pid, &ws, run_timeout_s > 0 ? WNOHANG : 0);
+    if (got == pid) break;
+    if (got < 0) return -1;
+    if (waited >= run_timeout_s) {
+      fprintf(stderr, "compare: %s %s ran past --run-timeout %g s: killed\n", c->name, mode,
+              run_timeout_s);
+      kill(pid, SIGKILL);
+      waitpid(pid, &ws, 0);
+      return -1;
+    }
+    usleep(50000);
+  }
+  int ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+  if (!ok) fprintf(stderr, "compare: %s %s failed (see %s)\n", c->name, mode, logpath);
+  return ok ? 0 : -1;
+}
+
+/* ---- reading the run's files (our own JSON: a key's number is found by its name) ---- */
+
+static char *slurp(const char *dir, const char *name)
+{
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "r");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  size_t got;
+  while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (n + 1 == cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+      }
+      buf = nb;
+    }
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  return buf;
+}
+
+/* The number after "key" (then optional spaces, a colon, spaces) in s[0..end), or def. */
+static double num(const char *s, const char *end, const char *key, double def)
+{
+  char pat[80];
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  for (const char *p = strstr(s, pat); p && (!end || p < end); p = strstr(p + 1, pat)) {
+    const char *q = p + strlen(pat);
+    while (*q == ' ') q++;
+    if (*q != ':') continue;
+    q++;
+    while (*q == ' ') q++;
+    char *e;
+    double v = strtod(q, &e);
+    return e == q ? def : v;
+  }
+  return def;
+}
+
+/* Ledger categories (bytes) from the object that starts at "peak":{ within [s, end). */
+static void ledger_peak(const char *s, const char *end, double *mib)
+{
+  const char *p = strstr(s, "\"peak\":{");
+  if (!p || (end && p >= end)) return;
+  const char *close = strchr(p, '}');
+  for (int k = 0; k < CMP_NCAT; k++) mib[k] = num(p, close, cmp_categories[k], 0) / 1048576.0;
+}
+
+static void read_dp(cmp_run_t *r, const char *dev_json)
+{
+  double step = num(dev_json, NULL, "step_ms", 0);
+  r->step_ms = step;
+  r->split_devs = r->world;
+  for (int i = 0; i < r->world && i < CMP_MAX_DEV; i++) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "{\"device\": %d,", i);
+    const char *s = strstr(dev_json, pat);
+    if (!s) continue;
+    const char *e = strstr(s + 1, "{\"device\": ");
+    r->compute_ms[i] = num(s, e, "compute_ms", 0);
+    r->comm_ms[i] = num(s, e, "comm_ms", 0);
+    r->idle_ms[i] = num(s, e, "idle_ms", 0);
+    ledger_peak(s, e, r->mem_mib[i]);
+  }
+}
+
+/* DDP: rank 0's step split from log.jsonl (steps after `skip`); per-rank ledgers from the last
+ * step line's "memory_mib" where the trainer writes it, else rank 0's for every rank. */
+static void read_ddp(cmp_run_t *r, const char *log, const char *summary, long skip)
+{
+  double n = 0, step = 0, wait = 0, comm = 0;
+  const char *last_step = NULL;
+  for (const char *line = log; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    if (strstr(line, "\"type\": \"step\"") && (!nl || strstr(line, "\"type\": \"step\"") < nl)) {
+      last_step = line;
+      if (num(line, nl, "step", 0) > skip) {
+        step += num(line, nl, "step_ms", 0);
+        wait += num(line, nl, "data_wait_ms", 0);
+        comm += num(line, nl, "exposed_comm_ms", 0) + num(line, nl, "syncbn_ms", 0);
+        n++;
+      }
+    }
+    line = nl ? nl + 1 : NULL;
+  }
+  if (n > 0) {
+    r->step_ms = step / n;
+    r->comm_ms[0] = comm / n;
+    r->idle_ms[0] = wait / n;
+    r->compute_ms[0] = r->step_ms - r->comm_ms[0] - r->idle_ms[0];
+    r->split_devs = 1;
+  }
+  const char *mem = strstr(summary, "\"memory\"");
+  double rank0[CMP_NCAT] = {0};
+  if (mem) ledger_peak(mem, NULL, rank0);
+  const char *nl = last_step ? strchr(last_step, '\n') : NULL;
+  const char *per = last_step ? strstr(last_step, "\"memory_mib\": [") : NULL;
+  if (per && nl && per > nl) per = NULL;
+  const char *stop = per ? strchr(per, ']') : NULL; /* the array holds flat objects */
+  const char *obj = per ? strchr(per, '{') : NULL;
+  for (int i = 0; i < r->world && i < CMP_MAX_DEV; i++) {
+    if (obj && stop && obj < stop) {
+      const char *close = strchr(obj, '}');
+      for (int k = 0; k < CMP_NCAT; k++) r->mem_mib[i][k] = num(obj, close, cmp_categories[k], 0);
+      obj = close ? strchr(close, '{') : NULL;
+    } else {
+      memcpy(r->mem_mib[i], rank0, sizeof rank0);
+      r->mem_from_rank0[i] = 1;
+    }
+  }
+}
+
+static int read_run(cmp_run_t *r, const char *dir, long skip)
+{
+  char *summary = slurp(dir, "summary.json");
+  if (!summary) return -1;
+  r->world = (int)num(summary, NULL, "world", 1);
+  if (r->world > CMP_MAX_DEV) r->world = CMP_MAX_DEV;
+  r->images_per_s = num(summary, NULL, "images_per_s", 0);
+  r->train_loss = num(summary, NULL, "train_loss", 0);
+  const char *peaks = strstr(summary, "\"peak_mib_per_rank\": [");
+  for (int i = 0; peaks && i < r->world; i++) {
+    peaks = i == 0 ? strchr(peaks, '[') + 1 : strchr(peaks, ',');
+    if (!peaks) break;
+    if (i) peaks++;
+    r->peak_mib[i] = strtod(peaks, NULL);
+  }
+  int rc = 0;
+  if (strcmp(r->mode, "dp") == 0) {
+    char *dev = slurp(dir, "dp_devices.json");
+    if (dev) read_dp(r, dev);
+    else rc = -1;
+    free(dev);
+  } else {
+    char *log = slurp(dir, "log.jsonl");
+    if (log) read_ddp(r, log, summary, skip);
+    else rc = -1;
+    free(log);
+  }
+  free(summary);
+  r->ok = rc == 0;
+  return rc;
+}
+
+/* ---- the table ---- */
+
+static double ddp_ips(const cmp_run_t *runs, int n, const char *case_name)
+{
+  for (int i = 0; i < n; i++)
+    if (runs[i].ok && strcmp(runs[i].mode, "ddp") == 0 && strcmp(runs[i].case_name, case_name) == 0)
+      return runs[i].images_per_s;
+  return 0;
+}
+
+static int write_table(const char *path, const cmp_run_t *runs, int n, int argc, char **argv)
+{
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  time_t now = time(NULL);
+  char date[64];
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  const char *commit = getenv("COMMIT");
+  fprintf(f, "# DataParallel vs DDP (tools/compare), %s, commit %s\n# command:", date,
+          commit ? commit : "(set COMMIT)");
+  for (int i = 0; i < argc; i++) fprintf(f, " %s%s%s", strchr(argv[i], ' ') ? "'" : "", argv[i],
+                                         strchr(argv[i], ' ') ? "'" : "");
+  fprintf(f, "\n# one row per device; step split: DP per device (CUDA events on each stream), "
+          "DDP rank 0 only (comm = exposed all-reduce + SyncBN, idle = data wait);\n"
+          "# memory: peak MiB per ledger category (cat_from_rank0 = 1: DDP rank r's categories "
+          "are rank 0's, its total is its own)\n");
+  fprintf(f, "case\tmode\tdevices\timages_per_s\tvs_ddp\ttrain_loss\tstep_ms\tdevice\t"
+          "compute_ms\tcomm_ms\tidle_ms\tpeak_mib");
+  for (int k = 0; k < CMP_NCAT; k++) fprintf(f, "\t%s_mib", cmp_categories[k]);
+  fprintf(f, "\tcat_from_rank0\n");
+  for (int i = 0; i < n; i++) {
+    const cmp_run_t *r = &runs[i];
+    if (!r->ok) {
+      fprintf(f, "%s\t%s\tFAILED\n", r->case_name, r->mode);
+      continue;
+    }
+    double base = r->ddp_ips;
+    for (int d = 0; d < r->world; d++) {
+      fprintf(f, "%s\t%s\t%d\t%.1f\t%.3f\t%.5f\t%.3f\t%d\t", r->case_name, r->mode, r->world,
+              r->images_per_s, base > 0 ? r->images_per_s / base : 0, r->train_loss, r->step_ms,
+              d);
+      if (d < r->split_devs)
+        fprintf(f, "%.3f\t%.3f\t%.3f", r->compute_ms[d], r->comm_ms[d], r->idle_ms[d]);
+      else
+        fprintf(f, "-\t-\t-");
+      fprintf(f, "\t%.1f", r->peak_mib[d]);
+      for (int k = 0; k < CMP_NCAT; k++) fprintf(f, "\t%.1f", r->mem_mib[d][k]);
+      fprintf(f, "\t%d\n", r->mem_from_rank0[d]);
+    }
+  }
+  int bad = ferror(f);
+  return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+static int mkdir_p(const char *path)
+{
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1;; p++) {
+    if (*p != '/' && *p) continue;
+    char c = *p;
+    *p = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    *p = c;
+    if (!c) return 0;
+  }
+}
+
+int main(int argc, char **argv)
+{
+  const char *out = NULL, *train = "./train", *work = NULL, *table = "compare.tsv";
+  const char *title = "DataParallel vs DDP";
+  char modes[64] = "dp,ddp,ddp-syncbn";
+  long skip = 8;
+  cmp_case_t cases[MAX_CASES];
+  int ncases = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!v) {
+      fprintf(stderr, "compare: %s needs a value\n", a);
+      return 2;
+    }
+    i++;
+    if (!strcmp(a, "--out")) out = v;
+    else if (!strcmp(a, "--train")) train = v;
+    else if (!strcmp(a, "--work")) work = v;
+    else if (!strcmp(a, "--table")) table = v;
+    else if (!strcmp(a, "--title")) title = v;
+    else if (!strcmp(a, "--skip")) skip = atol(v);
+    else if (!strcmp(a, "--run-timeout")) run_timeout_s = atof(v);
+    else if (!strcmp(a, "--modes")) snprintf(modes, sizeof modes, "%s", v);
+    else if (!strcmp(a, "--case")) {
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v || eq - v >= 32 || ncases == MAX_CASES) {
+        fprintf(stderr, "compare: --case wants NAME='train flags' (NAME up to 31 characters, "
+                "at most %d cases)\n", MAX_CASES);
+        return 2;
+      }
+      snprintf(cases[ncases].name, sizeof cases[ncases].name, "%.*s", (int)(eq - v), v);
+      snprintf(cases[ncases].flags, sizeof cases[ncases].flags, "%s", eq + 1);
+      ncases++;
+    } else {
+      fprintf(stderr, "compare: unknown option %s\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!out || ncases == 0) {
+    usage(stderr);
+    return 2;
+  }
+  const char *mode_list[MAX_MODES];
+  int nmodes = 0;
+  for (char *m = strtok(modes, ","); m; m = strtok(NULL, ",")) {
+    if (strcmp(m, "dp") && strcmp(m, "ddp") && strcmp(m, "ddp-syncbn")) {
+      fprintf(stderr, "compare: --modes: '%s' is not one of dp, ddp, ddp-syncbn\n", m);
+      return 2;
+    }
+    if (nmodes < MAX_MODES) mode_list[nmodes++] = m;
+  }
+  char workdir[1024];
+  snprintf(workdir, sizeof workdir, "%s", work ? work : out);
+  if (!work) strncat(workdir, "/runs", sizeof workdir - strlen(workdir) - 1);
+  if (mkdir_p(out) != 0 || mkdir_p(workdir) != 0) {
+    fprintf(stderr, "compare: cannot create %s or %s: %s\n", out, workdir, strerror(errno));
+    return 1;
+  }
+  cmp_run_t *runs = calloc((size_t)ncases * nmodes, sizeof *runs);
+  if (!runs) return 1;
+  int nruns = 0, failed = 0;
+  for (int c = 0; c < ncases; c++)
+    for (int m = 0; m < nmodes; m++) {
+      cmp_run_t *r = &runs[nruns++];
+      snprintf(r->case_name, sizeof r->case_name, "%.31s", cases[c].name);
+      snprintf(r->mode, sizeof r->mode, "%s", mode_list[m]);
+      char dir[1200];
+      snprintf(dir, sizeof dir, "%.1000s/%.31s-%.15s", workdir, cases[c].name, mode_list[m]);
+      if (mkdir_p(dir) != 0 || run_train(train, &cases[c], mode_list[m], dir) != 0 ||
+          read_run(r, dir, skip) != 0) {
+        failed++;
+        continue;
+      }
+      fprintf(stderr, "compare: %s %s: %.1f images/s, peak MiB", r->case_name, r->mode,
+              r->images_per_s);
+      for (int d = 0; d < r->world; d++) fprintf(stderr, " %.0f", r->peak_mib[d]);
+      fprintf(stderr, "\n");
+    }
+  for (int i = 0; i < nruns; i++) runs[i].ddp_ips = ddp_ips(runs, nruns, runs[i].case_name);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", out, table);
+  if (write_table(path, runs, nruns, argc, argv) != 0) {
+    fprintf(stderr, "compare: cannot write %s\n", path);
+    return 1;
+  }
+  if (cmp_write_charts(out, runs, nruns, title) != 0) {
+    fprintf(stderr, "compare: cannot write the charts in %s\n", out);
+    return 1;
+  }
+  fprintf(stderr, "compare: wrote %s and %s/{throughput,step_time,memory}.svg%s\n", path, out,
+          failed ? " (some runs FAILED)" : "");
+  free(runs);
+  return failed ? 1 : 0;
+}
