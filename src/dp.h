@@ -11,8 +11,10 @@
  * What device 0 holds that the others do not is charged to its ledger: the whole input batch
  * and its labels, the gathered logits and their gradients, and one staging copy of the
  * gradients per other device (ARENA_DP_GATHER); the optimizer state (ARENA_OPTIM) is the
- * caller's. CPU "devices" (N replicas in host memory, run one after another) take the same
- * path with memcpy for copies, so the data flow is testable without a GPU. */
+ * caller's. Device 0 reads its own chunk in place from the whole batch, so it lacks the input
+ * slot (activations) the others have. CPU "devices" (N replicas in host memory, run one after
+ * another) take the same path with memcpy for copies, so the data flow is testable without a
+ * GPU. */
 #ifndef SRC_DP_H
 #define SRC_DP_H
 

@@ -9,7 +9,7 @@
 
 #include "tools/compare.h"
 
-#define W 980
+#define W 1040
 #define LABEL_W 190
 #define BAR_W 560
 #define ROW_H 22
