@@ -144,7 +144,8 @@ int train_ckpt_load(const char *path, const char *run_key, model_t *m, optim_t *
       copy(dev, model_buffers(m), tb->data, nb * sizeof(float), 0, err, errlen) ||
       copy(dev, ostate, to->data, no * sizeof(float), 0, err, errlen))
     goto out;
-  const double *st = ts->data;
+  double st[ST_COUNT]; /* tensors are packed in the file: their data need not be 8-byte aligned */
+  memcpy(st, ts->data, sizeof st);
   p->step = (long)st[ST_STEP];
   p->epoch = (long)st[ST_EPOCH];
   p->batches_taken = (long)st[ST_TAKEN];
