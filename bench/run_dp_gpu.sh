@@ -3,14 +3,14 @@
 # reference configuration (BENCHMARKS.md: U-Net 64..1024, 256x256, batch 6 per GPU, 4 classes,
 # SGD, bf16) and an imbalance configuration as users meet it (512x512, 150 classes, AdamW, fp32:
 # DataParallel's gathered logits and optimizer state on GPU 0), each in dp, ddp and ddp-syncbn.
-# Usage: bench/run_dp_gpu.sh BUILD_DIR OUT_DIR
+# Usage: bench/run_dp_gpu.sh BUILD_DIR OUT_DIR [MODES]   (MODES default dp,ddp,ddp-syncbn)
 # Writes 4 files: OUT_DIR/dp_vs_ddp.tsv (machine header, then the table) and
 # OUT_DIR/{throughput,step_time,memory}.svg. The runs' own output goes to a temporary folder;
 # the log of a failed run is printed. Six runs of 38 steps, each killed after 60 s; before
 # them the DP-vs-DDP equivalence test on the GPUs (tests/check_dp, if built), after them
 # PyTorch's nn.DataParallel on both cases as the anchor (10 timed steps, where torch exists).
 set -u
-B=$1; O=$2
+B=$1; O=$2; MODES=${3:-dp,ddp,ddp-syncbn}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 check="not run (tests/check_dp not built: configure found no Check)"
@@ -30,7 +30,7 @@ imb="$common --image-size 512 --classes 150 --optimizer adamw --lr 0.0001 --prec
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export COMMIT
 "$B/tools/compare" --train "$B/train" --out "$work/out" --work "$work/runs" \
-  --table dp_vs_ddp.tsv --skip 8 --run-timeout 60 --title "DataParallel vs DDP, $n x $(nvidia-smi \
+  --table dp_vs_ddp.tsv --modes "$MODES" --skip 8 --run-timeout 60 --title "DataParallel vs DDP, $n x $(nvidia-smi \
   --query-gpu=name --format=csv,noheader | head -1)" \
   --case "reference=$ref" --case "imbalance=$imb"
 rc=$?
