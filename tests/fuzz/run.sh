@@ -19,5 +19,8 @@ clang -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
   -I"$cfg" -I. -Iinclude $srcs -o "$out/fuzz_$target" $libs -lm -lpthread
 seeds="$root/tests/fuzz/regress_$target"
 [ -d "$seeds" ] || seeds=""
+dict="$root/tests/fuzz/$target.dict"
+if [ -f "$dict" ]; then dict="-dict=$dict"; else dict=""; fi
+# shellcheck disable=SC2086
 "$out/fuzz_$target" -max_total_time="$secs" -artifact_prefix="$root/tests/fuzz/crashes/$target-" \
-  -print_final_stats=1 "$@" "$out/corpus_$target" $seeds
+  -print_final_stats=1 $dict "$@" "$out/corpus_$target" $seeds

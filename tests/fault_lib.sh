@@ -1,0 +1,56 @@
+# fault_lib.sh — helpers of the fault-injection scripts (tests/fault_*.sh), sourced by them:
+# start a CPU training run, find its ranks, hit one, and check how the run ended.
+# FAULT_SEED reproduces a run's random choices (each script prints the seed it used).
+train=${top_builddir:-.}/shmddp-train
+SHORT="--device cpu --widths tiny --image-size 32 --train-size 64 --val-size 8 --batch-size 4"
+fails=0
+# These scripts test how processes end, not leaks (the Check suites do that); under
+# --enable-sanitizers LeakSanitizer would also abort every run traced by strace (ptrace).
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# rand N: sets R to a number 0..N-1 from the script's seeded stream (an LCG, so it is the same
+# on every platform; not printed, since $(...) would run it in a subshell and lose the state).
+rand_state=
+rand() {
+  [ -n "$rand_state" ] || rand_state=$((FAULT_SEED % 2147483648))
+  rand_state=$(((rand_state * 1103515245 + 12345) % 2147483648))
+  R=$(((rand_state / 65536) % $1))
+}
+
+# start LOG ARGS...: run train in the background; sets $launcher.
+start() {
+  log=$1; shift
+  "$train" "$@" > "$log" 2>&1 &
+  launcher=$!
+}
+
+# ranks N: wait (up to 10 s) until the launcher has N children; prints their pids in rank
+# order (the order of the forks: ascending, unless the pids wrapped around pid_max in between).
+ranks() {
+  pmax=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 32768)
+  for _ in $(seq 200); do
+    r=$(pgrep -P "$launcher" | sort -n | awk -v h=$((pmax / 2)) '
+      { p[NR] = $1 } END { w = p[NR] - p[1] > h
+        for (i = 1; i <= NR; i++) if (!w || p[i] > h) printf "%s ", p[i]
+        if (w) for (i = 1; i <= NR; i++) if (p[i] <= h) printf "%s ", p[i] }')
+    [ "$(echo $r | wc -w)" -eq "$1" ] && { echo $r; return 0; }
+    sleep 0.05
+  done
+  return 1
+}
+
+# gone PID...: true when none of the processes exists any more (zombies count as gone).
+gone() {
+  for p in "$@"; do
+    st=$(ps -o stat= -p "$p" 2>/dev/null) || continue
+    case $st in Z*) ;; *) return 1 ;; esac
+  done
+  return 0
+}
+
+# no_segment PID: nothing of launcher PID left in /dev/shm.
+no_segment() { ! ls /dev/shm 2>/dev/null | grep -q "^shmddp-$1-"; }
