@@ -14,6 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 survived=0
 for t in $(seq "$trials"); do
   rand 4; nproc=$((2 + R / 3)) # 2 ranks, or 3 one time in four
+  [ $nproc -le "$FAULT_NPROC_MAX" ] || nproc=$FAULT_NPROC_MAX
   rand 2; workers=$R
   rand 10; mode=$R             # 0-4 random moment, 5-7 inside a collective, 8 at fork, 9 launcher
   start "$tmp/log" $SHORT --nproc $nproc --workers $workers --steps 100000 --epochs 100000 \
@@ -22,10 +23,11 @@ for t in $(seq "$trials"); do
   rand $nproc; vi=$((R + 1))
   victim=$(echo $pids | cut -d' ' -f$vi)
   case $mode in
-    [0-4]) what="at a random moment"; rand 600; sleep "0.$(printf %03d $R)" ;;
+    [0-4]) what="at a random moment"; [ "$FAULT_DEVICE" = cpu ] || first_step "$tmp/log"; rand 600; sleep "0.$(printf %03d $R)" ;;
     [5-7]) # the victim waits inside a collective for a stopped peer when it dies
       what="inside a collective"
       peer=$(echo $pids | cut -d' ' -f$((vi % nproc + 1)))
+      [ "$FAULT_DEVICE" = cpu ] || first_step "$tmp/log"
       rand 300; sleep "0.$(printf %03d $R)"
       kill -STOP "$peer"; sleep 0.15 ;;
     8) what="right after the fork" ;;

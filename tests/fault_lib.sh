@@ -1,8 +1,13 @@
 # fault_lib.sh — helpers of the fault-injection scripts (tests/fault_*.sh), sourced by them:
 # start a CPU training run, find its ranks, hit one, and check how the run ended.
-# FAULT_SEED reproduces a run's random choices (each script prints the seed it used).
+# FAULT_SEED reproduces a run's random choices (each script prints the seed it used);
+# FAULT_DEVICE=cuda runs the ranks on GPUs (by hand on the GPU machine; CI uses CPU ranks),
+# FAULT_NPROC_MAX caps the world size (default 3; at most the GPUs there are).
 train=${top_builddir:-.}/shmddp-train
-SHORT="--device cpu --widths tiny --image-size 32 --train-size 64 --val-size 8 --batch-size 4"
+FAULT_DEVICE=${FAULT_DEVICE:-cpu}
+FAULT_NPROC_MAX=${FAULT_NPROC_MAX:-3}
+SHORT="--device $FAULT_DEVICE --widths tiny --image-size 32 --train-size 64 --val-size 8 --batch-size 4"
+[ "$FAULT_DEVICE" = cpu ] || SHORT="$SHORT --precision fp32"
 fails=0
 # These scripts test how processes end, not leaks (the Check suites do that); under
 # --enable-sanitizers LeakSanitizer would also abort every run traced by strace (ptrace).
@@ -26,6 +31,13 @@ start() {
   log=$1; shift
   "$train" "$@" > "$log" 2>&1 &
   launcher=$!
+}
+
+# first_step LOG: wait (up to 30 s) until the run has printed its first step: a GPU rank spends
+# its first second or so creating its CUDA context, which is not what a random kill should hit.
+first_step() {
+  for _ in $(seq 600); do grep -q "step " "$1" 2>/dev/null && return 0; sleep 0.05; done
+  return 1
 }
 
 # ranks N: wait (up to 10 s) until the launcher has N children; prints their pids in rank
