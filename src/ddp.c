@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/timeline.h"
+
 #ifdef HAVE_CUDA
 #include "src/ddp_cuda.h"
 #endif
@@ -59,8 +61,11 @@ static int reduce_bucket(ddp_t *d, size_t b)
     return 0;
   }
 #endif
+  int tl = timeline_begin(TIMELINE_ALLREDUCE, NULL);
+  timeline_args(tl, (double)b, (double)((d->bucket_end[b] - begin) * sizeof(float)));
   shmddp_status_t st = shmddp_all_reduce(d->comm, g, g, d->bucket_end[b] - begin, SHMDDP_F32,
                                          SHMDDP_AVG, SHMDDP_HOST);
+  timeline_end(tl, NULL);
   if (st != SHMDDP_OK) {
     snprintf(d->err, sizeof d->err, "gradient all-reduce failed: %s",
              shmddp_comm_last_error(d->comm));
@@ -83,7 +88,7 @@ static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream
   return 0;
 }
 
-static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+static int sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
 {
   ddp_t *d = ctx;
 #ifdef HAVE_CUDA
@@ -106,6 +111,15 @@ static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dt
     return -1;
   }
   return 0;
+}
+
+static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+{
+  int tl = timeline_begin(TIMELINE_SYNCBN, stream);
+  timeline_args(tl, (double)count, 0);
+  int rc = sync_stats(ctx, buf, count, dtype, stream);
+  timeline_end(tl, stream);
+  return rc;
 }
 
 int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_config_t *cfg,
@@ -259,6 +273,7 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   }
   if (d->world == 1 || !d->communicate) return 0;
   double t0 = now_s();
+  int tl = timeline_begin(TIMELINE_GRAD_WAIT, d->cfg.cuda_stream);
   /* Buckets whose gradients were never reported (a model that skips the hook) go now. */
   while (d->next_bucket < d->nbuckets) {
     if (reduce_bucket(d, d->next_bucket) != 0) {
@@ -268,9 +283,14 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
     d->next_bucket++;
   }
 #ifdef HAVE_CUDA
-  if (d->cuda) return ddp_cuda_finish_step(d->cuda, err, errlen);
+  if (d->cuda) {
+    int rc = ddp_cuda_finish_step(d->cuda, err, errlen);
+    timeline_end(tl, d->cfg.cuda_stream);
+    return rc;
+  }
 #endif
   d->exposed_s += now_s() - t0;
+  timeline_end(tl, NULL);
   return 0;
 }
 

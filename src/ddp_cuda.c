@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "shmddp_cuda.h"
+#include "src/timeline.h"
 
 #define DDP_CUDA_MAX_BN 256 /* timed SyncBN exchanges per step (U-Net: 2 per BN layer) */
 
@@ -103,9 +104,13 @@ int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, c
 {
   CK(cudaEventRecord(d->ready[b], d->compute));
   CK(cudaStreamWaitEvent(d->comm_stream, d->ready[b], 0));
+  /* After the wait, so the span starts when the bucket can start. */
+  int tl = timeline_begin(TIMELINE_ALLREDUCE, d->comm_stream);
+  timeline_args(tl, (double)b, (double)(count * sizeof(float)));
   if (shmddp_all_reduce(d->comm, grads, grads, count, SHMDDP_F32, SHMDDP_AVG,
                         (shmddp_stream_t)d->comm_stream) != SHMDDP_OK)
     return coll_failed(d->comm, "gradient all-reduce", err, errlen);
+  timeline_end(tl, d->comm_stream);
   d->queued++;
   return 0;
 }

@@ -20,7 +20,9 @@
 #include "src/optim.h"
 #include "src/progress.h"
 #include "src/report_log.h"
+#include "src/run_summary.h"
 #include "src/sampler.h"
+#include "src/timeline.h"
 #include "src/train_ckpt.h"
 #include "src/train_device.h"
 
@@ -43,6 +45,7 @@ typedef struct {
   metrics_t conf;
   progress_t progress;
   report_log_t *log;
+  run_summary_t *obs; /* every rank's memory and GPU use per step; the end-of-run table */
   char memory_json[2048];
 } run_t;
 
@@ -109,6 +112,8 @@ static int setup(run_t *r, char *err, size_t errlen)
 
 static void teardown(run_t *r)
 {
+  char err[256];
+  timeline_close(err, sizeof err); /* while its streams exist; a failed run keeps its trace */
   loader_destroy(r->train_loader);
   loader_destroy(r->val_loader);
   if (r->opt) optim_destroy(r->opt);
@@ -120,6 +125,7 @@ static void teardown(run_t *r)
   free(r->is_pad);
   free(r->pred);
   report_log_close(r->log);
+  run_summary_destroy(r->obs);
 }
 
 /* Sharded validation: each rank evaluates its share (padding left out), then the loss sums,
@@ -257,6 +263,14 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = start.epoch_loss;
   long step = start.step, epoch_steps = start.epoch_steps, images_timed = 0;
   long timing_from = step + c->timing_warmup;
+  if (rc == 0)
+    rc = run_summary_create(&r.obs, r.rank, r.world, model_arena(r.model), err, errlen);
+  if (rc == 0) {
+    timeline_config_t tc = {c->out_dir, r.rank, r.world, arena_label(model_arena(r.model)),
+                            arena_device(model_arena(r.model)), model_stream(r.model),
+                            timing_from + 1, c->timeline_steps};
+    rc = timeline_open(&tc, err, errlen);
+  }
   res->initial_loss = start.initial_loss;
   int stop = 0, epoch = 0, validated = 0, epochs_started = (int)start.epoch;
   for (epoch = (int)start.epoch; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
@@ -280,9 +294,16 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       /* One optimizer step: up to accum_steps micro-batches, all-reduce on the last. */
       double t0 = now_s(), wait = 0, loss_sum = 0, comm_s = 0, syncbn_s = 0;
       int micro = 0, images = 0;
+      if (timeline_step(step + 1, err, errlen) != 0) {
+        rc = -1;
+        break;
+      }
+      int tl_step = timeline_begin(TIMELINE_STEP, NULL), tl;
       while (rc == 0 && micro < c->accum_steps && taken < nbatches) {
         const loader_batch_t *b;
+        tl = timeline_begin(TIMELINE_DATA_WAIT, NULL);
         int got = loader_next(r.train_loader, &b, err, errlen);
+        timeline_end(tl, NULL);
         wait += loader_last_wait_s(r.train_loader);
         if (got != 1) {
           if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
@@ -295,7 +316,10 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         float l = 0;
         const float *x;
         const int32_t *y;
+        tl = r.dev ? timeline_begin(TIMELINE_UPLOAD, model_stream(r.model)) : -1;
+        timeline_args(tl, (double)b->n * c->image_size * c->image_size * 16, 0); /* x f32, y i32 */
         rc = train_dev_upload(r.dev, b, &x, &y, err, errlen);
+        timeline_end(tl, model_stream(r.model));
         if (rc == 0)
           rc = model_train_step(r.model, x, y, b->n, (float)amp_scaler_scale(&r.scaler),
                                 micro > 0, hooks, &l, err, errlen);
@@ -314,10 +338,14 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         rc = amp_check_nonfinite(model_grads(r.model), model_num_params(r.model),
                                  arena_device(model_arena(r.model)), model_stream(r.model),
                                  &nonfinite, err, errlen);
-      /* The step's agreement: mean loss, any non-finite gradient, any stop request. */
-      double agree[4] = {loss_sum / micro, nonfinite, comm && shmddp_stop_requested(comm),
-                         images};
-      if (rc == 0) rc = ddp_sum_host(r.ddp, agree, 4, err, errlen);
+      /* The step's agreement: mean loss, any non-finite gradient, any stop request; and every
+       * rank's memory and GPU use for the log (run_summary). */
+      double agree[4 + RUN_SUMMARY_PER_RANK * SHMDDP_MAX_RANKS] = {
+          loss_sum / micro, nonfinite, comm && shmddp_stop_requested(comm), images};
+      run_summary_fill(r.obs, agree + 4);
+      tl = timeline_begin(TIMELINE_AGREE, NULL);
+      if (rc == 0) rc = ddp_sum_host(r.ddp, agree, 4 + run_summary_slots(r.obs), err, errlen);
+      timeline_end(tl, NULL);
       if (rc != 0) break;
       double loss = agree[0] / r.world;
       if (!isfinite(loss) && !r.scaler.enabled) {
@@ -328,9 +356,12 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       }
       double scale = amp_scaler_scale(&r.scaler), lr = optim_lr_at(&r.oc, step);
       int apply = amp_scaler_update(&r.scaler, agree[1] > 0);
+      tl = apply ? timeline_begin(TIMELINE_OPTIMIZER, model_stream(r.model)) : -1;
       if (apply)
         rc = optim_step(r.opt, model_params(r.model), model_grads(r.model), lr,
                         1.0 / (scale * micro), model_stream(r.model), err, errlen);
+      timeline_end(tl, model_stream(r.model));
+      timeline_end(tl_step, NULL);
       if (rc != 0) break;
       step++;
       stop = agree[2] > 0 || (c->stop_after > 0 && step >= c->stop_after);
@@ -355,8 +386,10 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         double eta = (double)(total - step) * per_step +
                      last_val_s * (double)((total - step + spe - 1) / spe);
         if (!job->quiet) progress_step(&r.progress, step, epoch, loss, lr, ips, eta);
+        run_summary_step(r.obs, step > timing_from, agree + 4, dt * 1e3, wait * 1e3,
+                         comm_s * 1e3, syncbn_s * 1e3);
         report_step_t s = {step, epoch, loss, lr, scale, agree[3] / dt, dt * 1e3, wait * 1e3,
-                           comm_s * 1e3, syncbn_s * 1e3, !apply};
+                           comm_s * 1e3, syncbn_s * 1e3, !apply, run_summary_step_json(r.obs)};
         if (report_log_step(r.log, &s) != 0) {
           snprintf(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
           rc = -1;
@@ -390,6 +423,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
     rc = ddp_sum_host(r.ddp, peaks, 8, err, errlen);
     memcpy(res->peak_mib, peaks, sizeof peaks);
   }
+  if (rc == 0) rc = timeline_close(err, errlen); /* a run shorter than the window writes now */
   if (rc == 0) {
     res->steps = step;
     res->epochs = epochs_started;
@@ -401,6 +435,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       if (stop)
         fprintf(out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
                 "--resume)\n", step, c->out_dir);
+      if (!job->quiet) run_summary_print(r.obs, out, res, c->out_dir, timeline_path());
       summary_print_result(out, res);
       char desc[1024];
       train_config_describe(c, desc, sizeof desc);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/timeline.h"
 #include "src/unet_impl.h"
 
 #ifdef HAVE_CUDNN
@@ -424,6 +425,7 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   layer_ctx_t c;
   const void *xin;
   TRY(prepare(m, &c, x, batch, 1, accumulate, hooks, &xin, err, errlen));
+  int tl = timeline_begin(TIMELINE_FORWARD, model_stream(m)); /* the loss counts as forward */
   const void *head_in = forward(m, &c, xin, batch);
   if (!head_in) return -1;
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
@@ -436,7 +438,9 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
     OP(&c, ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
                                      m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
                                      m->loss_dev), "the loss");
+    tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
     TRY(backward(m, &c, xin, head_in, batch));
+    timeline_end(tl, model_stream(m));
     double h[2];
     cudaError_t ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess)
@@ -452,7 +456,10 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
                            loss_scale, 0, m->g[0], NULL, &sum, &count), "the loss");
   m->last_loss = count ? sum / (double)count : 0;
   if (loss_out) *loss_out = (float)m->last_loss;
-  return backward(m, &c, xin, head_in, batch);
+  tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
+  int rc = backward(m, &c, xin, head_in, batch);
+  timeline_end(tl, model_stream(m));
+  return rc;
 }
 
 /* ---- the split step (DataParallel) ---- */
