@@ -3,7 +3,7 @@
 # while a run saves a checkpoint every step, FAULT_CKPT_TRIALS times (default 12): the run ends
 # within 2 s naming the rank, and the newest complete checkpoint resumes in the same --out
 # (beside any half-written temporary file) to the same final checkpoint as an uninterrupted
-# run. With root (a tmpfs of our own): an --out that fills up while the run checkpoints gives a
+# run (on CPU ranks; on GPUs, which are not bitwise reproducible, it must reach the last step). With root (a tmpfs of our own): an --out that fills up while the run checkpoints gives a
 # clear error and keeps the previous checkpoint usable; a read-only --out gives a clear error
 # and leaves the checkpoint in it untouched. Skipped with a message where mounting is refused.
 set -u
@@ -25,7 +25,9 @@ resumes() {
   at=$(sed -n 's/.*resumed from .* at step \([0-9]*\).*/\1/p' "$1/resume.log")
   [ "$rc" -eq 0 ] || { bad "$2: the resumed run failed (exit $rc)"; tail -3 "$1/resume.log"; return 1; }
   grep -q "^result: steps=40" "$1/resume.log" || bad "$2: the resumed run did not reach step 40"
-  cmp -s "$tmp/ref/checkpoint.ckpt" "$1/checkpoint.ckpt" ||
+  # GPU training is not bitwise reproducible run to run (two uninterrupted runs differ), so
+  # the comparison is made on CPU ranks only.
+  [ "$FAULT_DEVICE" != cpu ] || cmp -s "$tmp/ref/checkpoint.ckpt" "$1/checkpoint.ckpt" ||
     bad "$2: resumed from step $at, the final checkpoint differs from an uninterrupted run's"
 }
 
@@ -46,6 +48,8 @@ for t in $(seq "$trials"); do
     strace -qq -o /dev/null -p "$victim" -e trace=fsync -e inject=fsync:delay_enter=400000 2>/dev/null &
     spid=$!
   fi
+  # GPU steps are ~10x faster: kill within the run's first ~0.3 s of steps there
+  [ "$FAULT_DEVICE" = cpu ] || { first_step "$tmp/log"; delay=$((delay / 4)); }
   sleep "$((delay / 1000)).$(printf %03d $((delay % 1000)))"
   if [ "$inside" -eq 1 ]; then
     # a save after the first one: there is a complete checkpoint to fall back to
