@@ -58,8 +58,9 @@ void timeline_cuda_destroy(timeline_cuda_t *t)
 int timeline_cuda_anchor(timeline_cuda_t *t, void *stream, char *err, size_t errlen)
 {
   cudaError_t e = cudaEventRecord(t->anchor, (cudaStream_t)stream);
-  while (e == cudaSuccess && (e = cudaEventQuery(t->anchor)) == cudaErrorNotReady) {
-  }
+  if (e == cudaSuccess)
+    while ((e = cudaEventQuery(t->anchor)) == cudaErrorNotReady) {
+    }
   t->anchor_us = host_us();
   if (e != cudaSuccess) {
     snprintf(err, errlen, "timeline: anchoring CUDA events: %s", cudaGetErrorString(e));
