@@ -295,8 +295,11 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
                                         k));
   OPC_DNN(o, cudnnSetConvolution2dDescriptor(pl->conv, pad, pad, stride, stride, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  /* Tensor cores: TF32 for f32 (like PyTorch's allow_tf32 for convolutions), 16-bit otherwise. */
-  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, CUDNN_TENSOR_OP_MATH));
+  /* Tensor cores: TF32 for f32 (like PyTorch's allow_tf32 for convolutions), 16-bit otherwise.
+   * SHMDDP_TF32=0 keeps f32 convolutions in plain f32 FMA (for cross-checks against f64). */
+  const char *tf32 = getenv("SHMDDP_TF32");
+  int no_tf32 = o->dtype == OPS_F32 && tf32 && strcmp(tf32, "0") == 0;
+  OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, no_tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   pl->cur_n = -1;
   if (set_batch(o, c, pl, c->max_n)) return -1;
   size_t img = (size_t)c->max_n * c->h * c->w * o->elem;

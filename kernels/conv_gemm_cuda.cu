@@ -76,7 +76,10 @@ static int gemm(const ops_t *o, cublasOperation_t ta, cublasOperation_t tb, int 
   const float alpha = 1;
   cudaDataType_t t = o->dtype == OPS_BF16 ? CUDA_R_16BF : o->dtype == OPS_F16 ? CUDA_R_16F
                                                                                 : CUDA_R_32F;
-  cublasComputeType_t ct = o->dtype == OPS_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const char *tf32 = getenv("SHMDDP_TF32"); /* "0": plain f32, as in conv_cuda.cu */
+  cublasComputeType_t ct = o->dtype == OPS_F32 && !(tf32 && strcmp(tf32, "0") == 0)
+                               ? CUBLAS_COMPUTE_32F_FAST_TF32
+                               : CUBLAS_COMPUTE_32F;
   cublasStatus_t s = cublasGemmEx(h, ta, tb, m, (int)n, (int)k, &alpha, A, t, lda, B, t, ldb,
                                   &beta, C, t, ldc, ct, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
