@@ -11,17 +11,14 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#ifdef HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#endif
-
 #include "src/arena.h"
 #include "src/ddp.h"
 #include "src/model.h"
 #include "src/optim.h"
+#include "tests/parallel_fixture.h"
 #include "tests/testutil.h"
 
-enum { N_MAX = 4, B = 2, HW = 16, CLASSES = 3, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
+enum { N_MAX = 4, B = 2, HW = PF_HW, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
 
 typedef struct {
   int world, norm, sync_bn, accum, device; /* device: 0 CPU, 1 CUDA */
@@ -39,55 +36,7 @@ static result_t *res;
 
 static void config(const ddp_case_t *c, model_config_t *mc, int local_batch)
 {
-  model_config_default(mc);
-  mc->levels = 3;
-  mc->widths[0] = 8;
-  mc->widths[1] = 16;
-  mc->widths[2] = 16;
-  mc->classes = CLASSES;
-  mc->norm = c->norm ? MODEL_NORM_GROUP : MODEL_NORM_BATCH;
-  mc->groups = 4;
-  mc->max_batch = local_batch;
-  mc->height = mc->width = HW;
-  mc->seed = 7;
-  mc->device = c->device ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
-}
-
-/* Sample s of step t: a pure function, so every rank and the reference see the same data. */
-static void sample(int t, int s, float *x, int32_t *y)
-{
-  unsigned st = (unsigned)(t * 1000 + s) * 2654435761u + 12345u;
-  for (int i = 0; i < HW * HW * 3; i++) {
-    st = st * 1103515245u + 12345u;
-    x[i] = (float)((st >> 8) & 0xffff) / 65536.0f - 0.5f;
-  }
-  for (int i = 0; i < HW * HW; i++) {
-    int py = i / HW, px = i % HW;
-    y[i] = ((px + t) / 6 + (py + s) / 5) % CLASSES;
-  }
-}
-
-static int to_device(const ddp_case_t *c, void *dst_dev, const void *src, size_t bytes)
-{
-  if (!c->device) return 0;
-#ifdef HAVE_CUDNN
-  return cudaMemcpy(dst_dev, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
-#else
-  return -1;
-#endif
-}
-
-static int to_host(const ddp_case_t *c, void *dst, const void *src_dev, size_t bytes)
-{
-  if (!c->device) {
-    memcpy(dst, src_dev, bytes);
-    return 0;
-  }
-#ifdef HAVE_CUDNN
-  return cudaMemcpy(dst, src_dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
-#else
-  return -1;
-#endif
+  pf_model_config(mc, c->norm, c->device, local_batch);
 }
 
 /* Train STEPS steps on samples [first, first + count) of every step, in micro-batches of
@@ -123,9 +72,9 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
   for (int t = 0; rc == 0 && t < STEPS; t++) {
     for (int k = 0; rc == 0 && k < c->accum; k++) {
       for (int s = 0; s < micro_n; s++)
-        sample(t, first + k * micro_n + s, x + (size_t)s * HW * HW * 3, y + (size_t)s * HW * HW);
-      rc = to_device(c, xd, x, sizeof(float) * (size_t)micro_n * HW * HW * 3) ||
-           to_device(c, yd, y, sizeof(int32_t) * (size_t)micro_n * HW * HW);
+        pf_sample(t, first + k * micro_n + s, x + (size_t)s * HW * HW * 3, y + (size_t)s * HW * HW);
+      rc = pf_copy(c->device, xd, x, sizeof(float) * (size_t)micro_n * HW * HW * 3, 1) ||
+           pf_copy(c->device, yd, y, sizeof(int32_t) * (size_t)micro_n * HW * HW, 1);
       int last = k == c->accum - 1;
       const model_hooks_t *h = ddp_step_hooks(d, last, c->sync_bn);
       float loss;
@@ -137,9 +86,9 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
                       model_stream(m), err, errlen);
   }
   if (rc == 0) {
-    rc = to_host(c, out_p, model_params(m), model_num_params(m) * sizeof(float));
+    rc = pf_copy(c->device, out_p, model_params(m), model_num_params(m) * sizeof(float), 0);
     if (rc == 0 && model_num_buffers(m))
-      rc = to_host(c, out_b, model_buffers(m), model_num_buffers(m) * sizeof(float));
+      rc = pf_copy(c->device, out_b, model_buffers(m), model_num_buffers(m) * sizeof(float), 0);
     res->nparams = model_num_params(m);
     res->nbuffers = model_num_buffers(m);
     if (rc) snprintf(err, errlen, "copying the weights back failed");
@@ -187,13 +136,6 @@ static void reference(const ddp_case_t *c, float *params, float *buffers)
   memcpy(buffers, res->buffers[N_MAX - 1], res->nbuffers * sizeof(float));
 }
 
-static int have_gpus(int n)
-{
-  char dev[32];
-  snprintf(dev, sizeof dev, "/dev/nvidia%d", n - 1);
-  return access(dev, F_OK) == 0;
-}
-
 /* Returns the largest weight difference from the reference (relative to the largest weight). */
 static double run_case_diff(const ddp_case_t *c, double tol, int expect_equal);
 
@@ -206,7 +148,7 @@ static double run_case_diff(const ddp_case_t *c, double tol, int expect_equal)
     printf("SKIP: CUDA model not built\n");
     return 0;
 #else
-    if (!have_gpus(1)) {
+    if (!pf_have_gpus(1)) {
       printf("SKIP: no GPU for the CUDA variant\n");
       return 0;
     }
@@ -220,7 +162,7 @@ static double run_case_diff(const ddp_case_t *c, double tol, int expect_equal)
   cfg.nproc = c->world;
   cfg.timeout_s = 60;
   cfg.quiet = 1;
-  cfg.use_gpus = c->device && have_gpus(c->world);
+  cfg.use_gpus = c->device && pf_have_gpus(c->world);
   shmddp_launch_result_t lr;
   ck_assert_int_eq(shmddp_launch(&cfg, rank_fn, (void *)c, &lr), SHMDDP_OK);
   for (int r = 0; r < c->world; r++) ck_assert_msg(!res->failed[r], "rank %d: %s", r, res->msg[r]);

@@ -25,9 +25,10 @@
 #include "src/model.h"
 #include "src/optim.h"
 #include "src/train.h"
+#include "tests/parallel_fixture.h"
 #include "tests/testutil.h"
 
-enum { N_MAX = 4, B = 2, HW = 16, CLASSES = 3, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
+enum { N_MAX = 4, B = 2, HW = PF_HW, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
 
 typedef struct {
   int world, norm, accum, device; /* norm: 0 BatchNorm, 1 GroupNorm; device: 0 CPU, 1 CUDA */
@@ -46,47 +47,12 @@ static result_t *res;
 
 static void config(const dp_case_t *c, model_config_t *mc, int local_batch)
 {
-  model_config_default(mc);
-  mc->levels = 3;
-  mc->widths[0] = 8;
-  mc->widths[1] = 16;
-  mc->widths[2] = 16;
-  mc->classes = CLASSES;
-  mc->norm = c->norm ? MODEL_NORM_GROUP : MODEL_NORM_BATCH;
-  mc->groups = 4;
-  mc->max_batch = local_batch;
-  mc->height = mc->width = HW;
-  mc->seed = 7;
-  mc->device = c->device ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
-}
-
-/* Sample s of step t: a pure function, so the DDP ranks and the DataParallel run see the same
- * data (check_ddp.c's). */
-static void sample(int t, int s, float *x, int32_t *y)
-{
-  unsigned st = (unsigned)(t * 1000 + s) * 2654435761u + 12345u;
-  for (int i = 0; i < HW * HW * 3; i++) {
-    st = st * 1103515245u + 12345u;
-    x[i] = (float)((st >> 8) & 0xffff) / 65536.0f - 0.5f;
-  }
-  for (int i = 0; i < HW * HW; i++) {
-    int py = i / HW, px = i % HW;
-    y[i] = ((px + t) / 6 + (py + s) / 5) % CLASSES;
-  }
+  pf_model_config(mc, c->norm, c->device, local_batch);
 }
 
 static int copy_dev(const dp_case_t *c, void *dst, const void *src, size_t bytes, int to_dev)
 {
-  if (!c->device) {
-    memcpy(dst, src, bytes);
-    return 0;
-  }
-#ifdef HAVE_CUDNN
-  return cudaMemcpy(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost) ==
-                 cudaSuccess ? 0 : -1;
-#else
-  return -1;
-#endif
+  return pf_copy(c->device, dst, src, bytes, to_dev);
 }
 
 static void optim_cfg(optim_config_t *oc)
@@ -127,7 +93,7 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
   for (int t = 0; rc == 0 && t < STEPS; t++) {
     for (int k = 0; rc == 0 && k < c->accum; k++) {
       for (int s = 0; s < B; s++)
-        sample(t, r * B * c->accum + k * B + s, x + s * HW * HW * 3, y + s * HW * HW);
+        pf_sample(t, r * B * c->accum + k * B + s, x + s * HW * HW * 3, y + s * HW * HW);
       rc = copy_dev(c, xd, x, sizeof x, 1) || copy_dev(c, yd, y, sizeof y, 1);
       int last = k == c->accum - 1;
       float loss;
@@ -181,7 +147,7 @@ static int dp_run(const dp_case_t *c, char *err, size_t errlen)
     for (int k = 0; rc == 0 && k < c->accum; k++) {
       for (int r = 0; r < c->world; r++)
         for (int s = 0; s < B; s++)
-          sample(t, r * B * c->accum + k * B + s, x + (size_t)(r * B + s) * HW * HW * 3,
+          pf_sample(t, r * B * c->accum + k * B + s, x + (size_t)(r * B + s) * HW * HW * 3,
                  y + (size_t)(r * B + s) * HW * HW);
       double loss = 0;
       rc = dp_train_step(d, x, y, n, 1.0f, k > 0, err, errlen);
@@ -222,13 +188,6 @@ static void dp_in_child(const dp_case_t *c)
   waitpid(pid, &ws, 0);
   ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "DataParallel run failed: %s",
                 res->msg[N_MAX]);
-}
-
-static int have_gpus(int n)
-{
-  char dev[32];
-  snprintf(dev, sizeof dev, "/dev/nvidia%d", n - 1);
-  return access(dev, F_OK) == 0;
 }
 
 /* Runs both; returns the largest weight difference relative to the largest weight. */
@@ -304,7 +263,7 @@ START_TEST(ledger_shows_device0_extras)
   dp_case_t c = {3, 0, 1, 0};
   dp_vs_ddp(&c, 2e-5);
   size_t images = (size_t)c.world * B, px = HW * HW, np = res->nparams;
-  size_t gather = images * px * 3 * 4 + images * px * 4 + 2 * images * px * CLASSES * 4 +
+  size_t gather = images * px * 3 * 4 + images * px * 4 + 2 * images * px * PF_CLASSES * 4 +
                   (size_t)(c.world - 1) * np * 4;
   ck_assert_uint_eq(res->ledger[0][ARENA_DP_GATHER], gather);
   ck_assert_uint_eq(res->ledger[0][ARENA_OPTIM], np * 4); /* SGD momentum */
@@ -411,7 +370,7 @@ START_TEST(gpu_dp_equals_ddp)
   printf("SKIP: CUDA model not built\n");
   return;
 #endif
-  if (!have_gpus(2)) {
+  if (!pf_have_gpus(2)) {
     printf("SKIP: the GPU variant needs 2 GPUs\n");
     return;
   }
