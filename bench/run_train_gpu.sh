@@ -2,6 +2,8 @@
 # Training benchmarks on the GPU machine (BENCHMARKS.md's reference configuration): shmddp on 1
 # GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
 # Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
+# Environment: VARIANTS=1 adds rows for our switches (--cuda-graph off, --deterministic off,
+# SHMDDP_CONVT=gemm|cudnn); TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60).
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
 B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
@@ -14,43 +16,57 @@ ngpu=$(nvidia-smi -L | wc -l)
   nvidia-smi -L | sed 's/^/# /'
   nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /'
   echo "# reference: U-Net 64..1024, batch 6 per GPU, 3x256x256, 4 classes, SGD momentum 0.9;"
-  echo "# images/s over 30 steps after 8 warm-up steps; peak MiB per GPU"
-  printf 'impl\tmode\tgpus\tsyncbn\tprecision\timages_per_s\tpeak_mib\tcommand\n'
+  echo "# images/s over ${STEPS:-60} steps after 8 warm-up steps; peak MiB per GPU"
+  printf 'impl\tmode\tgpus\tsyncbn\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcommand\n'
 } > "$tsv"
 common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
---optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 38 --timing-warmup 8 \
+--optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-60} + 8)) --timing-warmup 8 \
 --train-size 1200 --val-size 12 --workers 6 --log-every 10 --timeout 60"
-ours() { # mode gpus syncbn prec
-  out="$O/run_$1_$2_$3_$4"
-  cmd="$B/train $common --nproc $2 --sync-bn $3 --precision $4 --out $out"
+ours() { # mode gpus syncbn prec [variant [env VAR=value ...] [flags ...]]
+  mode=$1; gpus=$2; sb=$3; prec=$4; label=${5:-default}
+  shift 4; [ $# -gt 0 ] && shift
+  pre=; post=
+  for a in "$@"; do case $a in env|*=*) pre="$pre$a " ;; *) post="$post $a" ;; esac; done
+  cmd="$pre$B/train $common --nproc $gpus --sync-bn $sb --precision $prec$post"
   echo "+ $cmd" >> "$log"
-  timeout -s KILL 120 $cmd >> "$log" 2>&1
+  timeout -s KILL 150 sh -c "$cmd --out $O/run_${mode}_${gpus}_${sb}_${prec}_${label}" > "$O/last.log" 2>&1
   rc=$?
-  ips=$(grep -o 'images_per_s=[0-9.]*' "$log" | tail -1 | cut -d= -f2)
-  peak=$(grep -o 'peak_mib=[0-9,]*' "$log" | tail -1 | cut -d= -f2)
+  cat "$O/last.log" >> "$log"
+  ips=$(grep -o 'images_per_s=[0-9.]*' "$O/last.log" | tail -1 | cut -d= -f2)
+  peak=$(grep -o 'peak_mib=[0-9,]*' "$O/last.log" | tail -1 | cut -d= -f2)
+  graph=$(grep -o 'CUDA graph of the step: [0-9]* nodes, replayed for [0-9]* of [0-9]*' "$O/last.log" |
+          sed 's/CUDA graph of the step: \([0-9]*\) nodes, replayed for \([0-9]*\) of \([0-9]*\)/\1 nodes, \2\/\3 steps/')
   [ $rc -eq 0 ] || ips="failed($rc)"
-  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${ips:--}" "${peak:--}" "$cmd" >> "$tsv"
+  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$sb" "$prec" "$label" "${ips:--}" "${peak:--}" "${graph:-off}" "$cmd" >> "$tsv"
 }
 torch() { # gpus syncbn prec
-  cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1"
+  cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1 --steps ${STEPS:-60}"
   echo "+ $cmd" >> "$log"
   line=$(timeout -s KILL 150 $cmd 2>>"$log" | tail -1)
   echo "$line" >> "$log"
   ips=$(echo "$line" | grep -o 'img_s=[0-9.]*' | cut -d= -f2)
   peak=$(echo "$line" | grep -o 'peak_mib=[0-9,]*' | cut -d= -f2)
   mode=single; [ "$1" -gt 1 ] && mode=ddp
-  printf 'torch\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$1" "$( [ "$2" = 1 ] && echo on || echo off)" "$3" "${ips:--}" "${peak:--}" "$cmd" >> "$tsv"
+  printf 'torch\t%s\t%s\t%s\t%s\tchannels-last\t%s\t%s\t-\t%s\n' "$mode" "$1" "$( [ "$2" = 1 ] && echo on || echo off)" "$3" "${ips:--}" "${peak:--}" "$cmd" >> "$tsv"
 }
 for p in $PRECS; do
   ours single 1 off "$p"
+  if [ "${VARIANTS:-0}" = 1 ]; then
+    ours single 1 off "$p" graph-off --cuda-graph off
+    ours single 1 off "$p" timed-algos --deterministic off
+    ours single 1 off "$p" convT-gemm env SHMDDP_CONVT=gemm
+  fi
   if [ "$ngpu" -ge 2 ]; then
     ours ddp "$ngpu" off "$p"
+    [ "${VARIANTS:-0}" = 1 ] && ours ddp "$ngpu" off "$p" graph-off --cuda-graph off
     ours ddp "$ngpu" on "$p"
   fi
-  torch 1 0 "$p"
-  if [ "$ngpu" -ge 2 ]; then
-    torch "$ngpu" 0 "$p"
-    torch "$ngpu" 1 "$p"
+  if [ "${TORCH:-1}" = 1 ]; then
+    torch 1 0 "$p"
+    if [ "$ngpu" -ge 2 ]; then
+      torch "$ngpu" 0 "$p"
+      torch "$ngpu" 1 "$p"
+    fi
   fi
 done
 cat "$tsv"

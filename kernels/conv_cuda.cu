@@ -1,7 +1,9 @@
 /* conv_cuda.cu — the convolutions through cuDNN in NHWC: 3x3 pad 1, 1x1 with bias, and the
  * 2x2 stride-2 transposed convolution with bias, in f32 (TF32 allowed), bf16 and f16 (f32
- * accumulation). conv_plan times every algorithm once per shape (cudnnFind*Ex, the equivalent of
- * cudnn.benchmark) at the layer's max_n and reports the largest workspace the chosen three need.
+ * accumulation). conv_plan chooses each direction's algorithm once per shape at the layer's max_n
+ * and reports the workspace the chosen three need: by default cuDNN's heuristics restricted to
+ * deterministic algorithms (bit-identical runs); with ops_cuda_set_deterministic(o, 0) it times
+ * every algorithm (cudnnFind*Ex, the equivalent of cudnn.benchmark) and takes the fastest.
  *
  * Each layer is one cuDNN convolution "F" seen from three sides. For 3x3 and 1x1, F maps x to y
  * and the ops are F's forward, backward-filter and backward-data. The transposed convolution is
@@ -14,8 +16,7 @@
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
  * for 3 channels are some 20x slower. 1x1 layers go to cuBLAS (conv_gemm_cuda.cu), and so do
  * transposed ones with SHMDDP_CONVT=gemm.
- * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic (cuDNN's heuristics instead of
- * timing), SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn, SHMDDP_CONV_WS_MB (search workspace limit),
+ * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn, SHMDDP_CONV_WS_MB (search workspace limit),
  * SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr), SHMDDP_CONVT=gemm. */
 #include "config.h"
 
@@ -49,6 +50,7 @@ typedef struct {
   size_t off_x, off_w, off_g;   /* padded x, w, and dw or dx in the caller's workspace */
   size_t wbytes;                /* the (unpadded) weights' bytes */
   conv_algos_t *by_n;           /* [0..max_n]: max_n from the search, others by heuristics */
+  int deterministic;            /* heuristics keep only deterministic algorithms */
 } conv_plan_t;
 
 static int env_is(const char *name, const char *value)
@@ -218,6 +220,7 @@ static int algos_ws(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al, siz
 static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t *al)
 {
   cudnnHandle_t h = opc_ctx(o)->dnn;
+  const int det = pl->deterministic; /* only algorithms cuDNN marks deterministic */
   int got = 0, okf = 0, okw = 0, okd = 0;
   cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   cudnnConvolutionBwdFilterAlgoPerf_t pwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -226,7 +229,8 @@ static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t
                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf) ==
       CUDNN_STATUS_SUCCESS)
     for (int i = 0; i < got && !okf; i++)
-      if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= limit) {
+      if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].memory <= limit &&
+          (!det || pf[i].determinism == CUDNN_DETERMINISTIC)) {
         al->fwd = pf[i].algo;
         al->fwd_math = pf[i].mathType;
         okf = 1;
@@ -235,7 +239,8 @@ static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t
                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                     &got, pwf) == CUDNN_STATUS_SUCCESS)
     for (int i = 0; i < got && !okw; i++)
-      if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= limit) {
+      if (pwf[i].status == CUDNN_STATUS_SUCCESS && pwf[i].memory <= limit &&
+          (!det || pwf[i].determinism == CUDNN_DETERMINISTIC)) {
         al->bwf = pwf[i].algo;
         al->bwf_math = pwf[i].mathType;
         okw = 1;
@@ -244,14 +249,16 @@ static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t
                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
                                                   pbd) == CUDNN_STATUS_SUCCESS)
     for (int i = 0; i < got && !okd; i++)
-      if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= limit) {
+      if (pbd[i].status == CUDNN_STATUS_SUCCESS && pbd[i].memory <= limit &&
+          (!det || pbd[i].determinism == CUDNN_DETERMINISTIC)) {
         al->bwd = pbd[i].algo;
         al->bwd_math = pbd[i].mathType;
         okd = 1;
       }
   if (!okf || !okw || !okd)
-    return opc_fail(o, "cuDNN has no algorithm for this convolution within %zu bytes of "
-                    "workspace", limit);
+    return opc_fail(o, "cuDNN has no %salgorithm for this convolution within %zu bytes of "
+                    "workspace%s", det ? "deterministic " : "", limit,
+                    det ? " (train with --deterministic off to allow the others)" : "");
   al->ms[0] = al->ms[1] = al->ms[2] = -1;
   al->valid = 1;
   return 0;
@@ -308,7 +315,14 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   size_t bytes_b = c->kind == OPS_CONVT2X2 ? bytes_in : bytes_out;
   size_t bytes_w = (size_t)fk * fc * k * k * o->elem;
   conv_algos_t *best = &pl->by_n[c->max_n];
-  if (env_is("SHMDDP_CONV_SEARCH", "heuristic")) {
+  /* Deterministic (the default): heuristics, deterministic algorithms only; the choice depends
+   * on nothing but the shape, GPU and cuDNN version, so runs repeat bit for bit. Otherwise the
+   * timed search. SHMDDP_CONV_SEARCH=heuristic|timed overrides, for experiments. */
+  int use_heuristic = opc_ctx(o)->deterministic;
+  if (env_is("SHMDDP_CONV_SEARCH", "heuristic")) use_heuristic = 1;
+  if (env_is("SHMDDP_CONV_SEARCH", "timed")) use_heuristic = 0;
+  pl->deterministic = opc_ctx(o)->deterministic && use_heuristic;
+  if (use_heuristic) {
     if (heuristic(o, pl, ws_limit(), best)) return -1;
   } else if (search(o, pl, bytes_a, bytes_b, bytes_w, best)) {
     return -1;

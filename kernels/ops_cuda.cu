@@ -86,6 +86,11 @@ opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
   return g;
 }
 
+void ops_cuda_set_deterministic(ops_t *o, int on)
+{
+  if (opc_ctx(o)) opc_ctx(o)->deterministic = on != 0;
+}
+
 void *ops_cuda_stream(const ops_t *o) { return opc_ctx(o) ? opc_ctx(o)->stream : NULL; }
 
 size_t ops_cuda_scratch_bytes(const ops_t *o)
@@ -138,6 +143,7 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   opc_ctx_t *x = (opc_ctx_t *)calloc(1, sizeof *x);
   if (!x) return snprintf(err, errlen, "out of memory creating the CUDA ops context"), -1;
   x->device = device;
+  x->deterministic = 1;
   int count = 0;
   INIT_CUDA(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {

@@ -31,6 +31,7 @@ typedef struct {
                                   (ULLONG_MAX: none), [1]: softmax_ce's pixel count */
   double *host;                /* pinned, 2 doubles + 2 u64: softmax_ce's read-back */
   void *blas, *blas_ws;        /* cuBLAS handle and workspace (1x1 convolutions), lazily */
+  int deterministic;           /* conv algorithms: cuDNN heuristics, deterministic ones only */
   char err[384];
 } opc_ctx_t;
 

@@ -24,6 +24,14 @@ extern "C" {
 int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *err,
                   size_t errlen);
 
+/* How conv_plan chooses convolution algorithms (call before planning). on != 0, the default:
+ * cuDNN's heuristics, restricted to algorithms cuDNN marks deterministic, so every run on the
+ * same GPU model and cuDNN version computes bit-identical results (what bitwise resume needs).
+ * on == 0: time every algorithm once per shape and take the fastest, deterministic or not (the
+ * equivalent of cudnn.benchmark); two runs may then differ in the last bits. The environment
+ * variable SHMDDP_CONV_SEARCH=heuristic|timed overrides either, for experiments. */
+void ops_cuda_set_deterministic(ops_t *o, int on);
+
 /* The compute stream (cudaStream_t) of a CUDA ops table, for hooks and the optimizer. */
 void *ops_cuda_stream(const ops_t *o);
 

@@ -38,6 +38,13 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn);
  * average over ranks. */
 int ddp_finish_step(ddp_t *d, char *err, size_t errlen);
 
+/* CUDA graphs of the training step (train.c): ddp_set_capture(d, 1) before capturing a step
+ * (ddp_step_hooks ... ddp_finish_step inside the capture), 0 after; ddp_replayed(d) after each
+ * launch of the graph, in place of the hooks and ddp_finish_step, so the step's measurements
+ * (exposed communication, SyncBN time) come from the replay. No-ops on the CPU. */
+void ddp_set_capture(ddp_t *d, int on);
+void ddp_replayed(ddp_t *d);
+
 /* Sum n doubles over ranks, in place (host memory): losses, metric counts. */
 int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen);
 

@@ -25,11 +25,22 @@ struct ddp_cuda {
   cudaEvent_t *ready;    /* per bucket, on compute */
   size_t nbuckets;
   cudaEvent_t bwd_done, comm_done;
+  cudaEvent_t join;      /* comm stream -> compute stream at the end of a step (no timing) */
   cudaEvent_t bn_ev[2 * DDP_CUDA_MAX_BN]; /* start/end pairs around each SyncBN exchange */
   int bn_used;
   int queued;            /* buckets queued this step */
   int measured;          /* events of a finished step exist */
+  int capturing;         /* the compute stream is being captured into a CUDA graph */
+  int graph_bn_used, graph_measured; /* what the captured step records, for its replays */
 };
+
+/* A timing event: in a stream capture it must become a node of the graph (an "external" record),
+ * so every replay records it and the step stays measurable; outside, a plain record. */
+static cudaError_t record_timing(const ddp_cuda_t *d, cudaEvent_t ev, cudaStream_t s)
+{
+  return d->capturing ? cudaEventRecordWithFlags(ev, s, cudaEventRecordExternal)
+                      : cudaEventRecord(ev, s);
+}
 
 #define CK(call)                                                                              \
   do {                                                                                        \
@@ -76,6 +87,7 @@ int ddp_cuda_create(ddp_cuda_t **out, shmddp_comm_t *comm, void *compute_stream,
   for (int i = 0; i < 2 * DDP_CUDA_MAX_BN; i++) CK(cudaEventCreate(&d->bn_ev[i]));
   CK(cudaEventCreate(&d->bwd_done));
   CK(cudaEventCreate(&d->comm_done));
+  CK(cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming));
   return 0;
 }
 
@@ -88,6 +100,7 @@ void ddp_cuda_destroy(ddp_cuda_t *d)
     if (d->bn_ev[i]) cudaEventDestroy(d->bn_ev[i]);
   if (d->bwd_done) cudaEventDestroy(d->bwd_done);
   if (d->comm_done) cudaEventDestroy(d->comm_done);
+  if (d->join) cudaEventDestroy(d->join);
   if (d->comm_stream) cudaStreamDestroy(d->comm_stream);
   if (d->bn) shmddp_comm_free(d->bn);
   free(d);
@@ -117,9 +130,11 @@ int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, c
 
 int ddp_cuda_finish_step(ddp_cuda_t *d, char *err, size_t errlen)
 {
-  CK(cudaEventRecord(d->bwd_done, d->compute));
-  CK(cudaEventRecord(d->comm_done, d->comm_stream));
-  CK(cudaStreamWaitEvent(d->compute, d->comm_done, 0));
+  CK(record_timing(d, d->bwd_done, d->compute));
+  CK(record_timing(d, d->comm_done, d->comm_stream));
+  /* The join: in a capture this also brings the communication stream back into the graph. */
+  CK(cudaEventRecord(d->join, d->comm_stream));
+  CK(cudaStreamWaitEvent(d->compute, d->join, 0));
   d->measured = d->queued > 0;
   if (shmddp_cuda_check(d->comm) != SHMDDP_OK)
     return coll_failed(d->comm, "gradient all-reduce", err, errlen);
@@ -130,12 +145,27 @@ int ddp_cuda_sync_stats(ddp_cuda_t *d, void *buf, size_t count, shmddp_dtype_t d
                         void *stream, char *err, size_t errlen)
 {
   int timed = d->bn_used < DDP_CUDA_MAX_BN;
-  if (timed) CK(cudaEventRecord(d->bn_ev[2 * d->bn_used], (cudaStream_t)stream));
+  if (timed) CK(record_timing(d, d->bn_ev[2 * d->bn_used], (cudaStream_t)stream));
   if (shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream) !=
       SHMDDP_OK)
     return coll_failed(d->bn, "SyncBN statistics all-reduce", err, errlen);
-  if (timed) CK(cudaEventRecord(d->bn_ev[2 * d->bn_used++ + 1], (cudaStream_t)stream));
+  if (timed) CK(record_timing(d, d->bn_ev[2 * d->bn_used++ + 1], (cudaStream_t)stream));
   return 0;
+}
+
+void ddp_cuda_set_capture(ddp_cuda_t *d, int on)
+{
+  if (d->capturing && !on) { /* the capture ended: its replays record what it recorded */
+    d->graph_bn_used = d->bn_used;
+    d->graph_measured = d->measured;
+  }
+  d->capturing = on != 0;
+}
+
+void ddp_cuda_replayed(ddp_cuda_t *d)
+{
+  d->bn_used = d->graph_bn_used;
+  d->measured = d->graph_measured;
 }
 
 int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_t errlen)

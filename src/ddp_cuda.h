@@ -26,6 +26,11 @@ int ddp_cuda_finish_step(ddp_cuda_t *d, char *err, size_t errlen);
 /* SyncBN: sum buf over ranks, in place, in order on the given (compute) stream. */
 int ddp_cuda_sync_stats(ddp_cuda_t *d, void *buf, size_t count, shmddp_dtype_t dtype,
                         void *stream, char *err, size_t errlen);
+/* CUDA graphs. While on, the step being queued is captured: timing events become graph nodes
+ * (so replays stay measurable). ddp_cuda_replayed: a replay of that graph was launched in place
+ * of a step, so the step's measurements are the replay's. */
+void ddp_cuda_set_capture(ddp_cuda_t *d, int on);
+void ddp_cuda_replayed(ddp_cuda_t *d);
 /* Broadcast count f32 at a device pointer from rank 0 (synchronous). */
 int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_t errlen);
 /* Of the last finished step: seconds the compute stream waited for communication after its

@@ -10,7 +10,7 @@ libtrainer_a_SOURCES = \
 	src/loader.c src/loader.h \
 	src/metrics.c src/metrics.h \
 	src/train.c src/train.h src/train_job.c src/train_device.c src/train_device.h \
-	src/train_ckpt.c src/train_ckpt.h \
+	src/train_ckpt.c src/train_ckpt.h src/step_graph.c src/step_graph.h \
 	src/progress.c src/progress.h \
 	src/report_log.c src/report_log.h \
 	src/summary.c src/summary.h

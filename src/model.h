@@ -35,6 +35,9 @@ typedef struct {
   model_device_t device;
   int cuda_device;              /* ordinal, for MODEL_DEVICE_CUDA */
   uint64_t seed;                /* deterministic initialisation */
+  int conv_benchmark;           /* GPU: time the convolution algorithms and take the fastest,
+                                   deterministic or not (0, the default: deterministic ones by
+                                   cuDNN's heuristics, so runs repeat bit for bit) */
 } model_config_t;
 
 /* Hooks through which data parallelism plugs into forward/backward. Any may be NULL.
@@ -73,6 +76,18 @@ const char *model_signature(const model_t *m);
 int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, float loss_scale,
                      int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
                      size_t errlen);
+
+/* model_train_step in two halves. _queue does the work but, on a GPU, only queues it: the loss
+ * stays on the device and nothing waits, so the call can be captured in a CUDA graph (after one
+ * uncaptured step, which makes the backend's lazy allocations); model_step_loss waits for the
+ * step (or the replay of its graph) and gives the unscaled loss. On the CPU the work is done by
+ * _queue and model_step_loss only reports. */
+int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int batch,
+                           float loss_scale, int accumulate, const model_hooks_t *hooks,
+                           char *err, size_t errlen);
+int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen);
+/* Marks the loss on the device as new (a replayed graph of model_train_step_queue wrote it). */
+void model_step_replayed(model_t *m);
 
 /* Forward in eval mode (running statistics); writes the predicted class per pixel to pred
  * (batch*H*W i32, device memory) and the loss (if y is not NULL) to *loss_out. */

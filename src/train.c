@@ -22,6 +22,7 @@
 #include "src/report_log.h"
 #include "src/run_summary.h"
 #include "src/sampler.h"
+#include "src/step_graph.h"
 #include "src/timeline.h"
 #include "src/train_ckpt.h"
 #include "src/train_device.h"
@@ -34,6 +35,7 @@ typedef struct {
   model_t *model;
   train_dev_t *dev; /* batches to the GPU (NULL on the CPU) */
   ddp_t *ddp;
+  step_graph_t *graph; /* the training step, eagerly or as a replayed CUDA graph */
   optim_t *opt;
   optim_config_t oc;
   amp_scaler_t scaler;
@@ -68,6 +70,14 @@ static int setup(run_t *r, char *err, size_t errlen)
   ddp_config_t dc = {c->bucket_mb, c->sync_bn, model_stream(r->model)};
   if (ddp_create(&r->ddp, r->comm, r->model, &dc, err, errlen) != 0) return -1;
   if (ddp_sync_initial(r->ddp, err, errlen) != 0) return -1;
+
+  /* CUDA graphs bake in the loss scale and the batch: not with fp16's dynamic scale, gradient
+   * accumulation, or a timeline (which times each op). */
+  step_graph_config_t gc = {r->model, r->ddp,
+                            c->cuda_graph && c->precision != MODEL_FP16 && c->accum_steps == 1 &&
+                                c->timeline_steps == 0,
+                            c->batch_size};
+  if (step_graph_create(&r->graph, &gc, err, errlen) != 0) return -1;
 
   optim_config_default(&r->oc, c->optimizer);
   r->oc.lr = c->lr;
@@ -117,6 +127,7 @@ static void teardown(run_t *r)
   loader_destroy(r->train_loader);
   loader_destroy(r->val_loader);
   if (r->opt) optim_destroy(r->opt);
+  step_graph_destroy(r->graph);
   if (r->ddp) ddp_destroy(r->ddp);
   train_dev_destroy(r->dev);
   if (r->model) model_destroy(r->model);
@@ -312,7 +323,6 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         }
         taken++;
         int last = micro + 1 == c->accum_steps || taken == nbatches;
-        const model_hooks_t *hooks = ddp_step_hooks(r.ddp, last, sync_bn);
         float l = 0;
         const float *x;
         const int32_t *y;
@@ -321,12 +331,11 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         rc = train_dev_upload(r.dev, b, &x, &y, err, errlen);
         timeline_end(tl, model_stream(r.model));
         if (rc == 0)
-          rc = model_train_step(r.model, x, y, b->n, (float)amp_scaler_scale(&r.scaler),
-                                micro > 0, hooks, &l, err, errlen);
+          rc = step_graph_run(r.graph, x, y, b->n, (float)amp_scaler_scale(&r.scaler), micro > 0,
+                              last, sync_bn, &l, err, errlen);
         images += b->n;
         if (rc == 0) rc = train_dev_fence(r.dev, err, errlen); /* before the buffer is reused */
         loader_release(r.train_loader, b);
-        if (rc == 0 && last) rc = ddp_finish_step(r.ddp, err, errlen);
         syncbn_s += ddp_last_syncbn_s(r.ddp);
         if (last) comm_s = ddp_last_exposed_comm_s(r.ddp);
         loss_sum += l;
@@ -435,6 +444,9 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       if (stop)
         fprintf(out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
                 "--resume)\n", step, c->out_dir);
+      if (!job->quiet && step_graph_nodes(r.graph) > 0)
+        fprintf(out, "train: CUDA graph of the step: %zu nodes, replayed for %ld of %ld steps\n",
+                step_graph_nodes(r.graph), step_graph_replays(r.graph), step - start.step);
       if (!job->quiet) run_summary_print(r.obs, out, res, c->out_dir, timeline_path());
       summary_print_result(out, res);
       char desc[1024];

@@ -20,7 +20,8 @@ enum {
   OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
-  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE, OPT_END
+  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -61,6 +62,8 @@ static const struct option long_opts[] = {
   {"timing-warmup", required_argument, 0, OPT_TIMING_WARMUP},
   {"stop-after", required_argument, 0, OPT_STOP_AFTER},
   {"timeline", required_argument, 0, OPT_TIMELINE},
+  {"deterministic", required_argument, 0, OPT_DETERMINISTIC},
+  {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
   {"help", no_argument, 0, 'h'},
   {0, 0, 0, 0}};
 
@@ -348,6 +351,8 @@ static void set_defaults(train_config_t *c)
   c->accum_steps = 1;
   c->timeout_s = 300;
   c->ignore_index = 255;
+  c->deterministic = 1;
+  c->cuda_graph = 1;
 }
 
 int train_config_parse(train_config_t *c, int argc, char **argv, const train_machine_t *m,
@@ -457,6 +462,12 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case OPT_TIMELINE:
       rc = parse_long("--timeline", a, 0, 1000, &c->timeline_steps, err, errlen);
       break;
+    case OPT_DETERMINISTIC:
+      rc = parse_choice("--deterministic", a, onoff_names, &c->deterministic, err, errlen);
+      break;
+    case OPT_CUDA_GRAPH:
+      rc = parse_choice("--cuda-graph", a, onoff_names, &c->cuda_graph, err, errlen);
+      break;
     default: return fail(err, errlen, "internal error: unhandled option %d", ch);
     }
   }
@@ -483,6 +494,7 @@ void train_config_model(const train_config_t *c, int local_rank, model_config_t 
   mc->device = c->device;
   mc->cuda_device = c->device == MODEL_DEVICE_CUDA ? local_rank : -1;
   mc->seed = c->seed;
+  mc->conv_benchmark = !c->deterministic;
 }
 
 void train_config_describe(const train_config_t *c, char *buf, size_t len)
@@ -492,14 +504,15 @@ void train_config_describe(const train_config_t *c, char *buf, size_t len)
            "sync_bn_from_epoch=%d classes=%d image_size=%d batch_size=%d epochs=%d steps=%ld "
            "lr=%g optimizer=%s momentum=%g weight_decay=%g nesterov=%d warmup_steps=%ld "
            "precision=%s data=%s train_size=%ld val_size=%ld workers=%d seed=%llu "
-           "bucket_mb=%g accum_steps=%d drop_last=%d",
+           "bucket_mb=%g accum_steps=%d drop_last=%d deterministic=%d",
            train_device_name(c->device), c->nproc, c->mode == TRAIN_MODE_DP ? "dp" : "ddp",
            c->model, c->widths_name, c->norm == MODEL_NORM_GROUP ? "group" : "batch",
            c->sync_bn ? "on" : "off", c->sync_bn_from_epoch, c->classes, c->image_size,
            c->batch_size, c->epochs, c->steps, c->lr, opt_name(c->optimizer), c->momentum,
            c->weight_decay, c->nesterov, c->warmup_steps, train_precision_name(c->precision),
            c->synthetic ? "synthetic" : c->data_dir, c->train_size, c->val_size, c->workers,
-           (unsigned long long)c->seed, c->bucket_mb, c->accum_steps, c->drop_last);
+           (unsigned long long)c->seed, c->bucket_mb, c->accum_steps, c->drop_last,
+           c->deterministic);
 }
 
 void train_config_usage(FILE *f, const train_machine_t *m)
@@ -567,6 +580,16 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n\n",
           g->batch_size, p->batch_size, g->epochs, p->epochs, g->sgd_lr, p->sgd_lr, g->warmup_steps,
           p->warmup_steps);
+  fprintf(f,
+"GPU execution:\n"
+"  --deterministic on|off   on: cuDNN's deterministic convolution algorithms, chosen by its\n"
+"                           heuristics, so two runs (and a resumed run) are bit-identical;\n"
+"                           off: time every algorithm at start and take the fastest (like\n"
+"                           cudnn.benchmark), results may differ in the last bits; default: on\n"
+"  --cuda-graph on|off      capture the training step (forward, loss, backward, gradient\n"
+"                           all-reduce) once and replay it as a CUDA graph: one launch per step\n"
+"                           instead of hundreds; used for full batches without loss scaling,\n"
+"                           accumulation or a timeline; default: on\n\n");
   fprintf(f,
 "Output:\n"
 "  --out DIR                summary.json and the per-step log (log.jsonl); default: runs/latest\n"

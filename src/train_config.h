@@ -57,6 +57,8 @@ typedef struct {
   long stop_after;    /* stop (with a checkpoint) after this many steps, as if interrupted */
   long timeline_steps; /* steps traced after the timing warm-up (--timeline); 0: off */
   int ignore_index;         /* mask value the loss and metrics skip (255) */
+  int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
+  int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
 } train_config_t;
 
 /* What the defaults depend on: the machine. Filled by train_config_probe(); tests fake it. */

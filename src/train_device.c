@@ -1,6 +1,7 @@
-/* train_device.c — batches to the GPU and predictions back (see train_device.h). Two device
- * input slots alternate, so the upload of step k+1 can be queued while step k still reads its
- * slot: the model's stream orders them. */
+/* train_device.c — batches to the GPU and predictions back (see train_device.h). One device
+ * input buffer pair at fixed addresses (a captured CUDA graph of the step reads them there);
+ * the copies are queued on the model's stream, so a batch's upload is ordered after the step
+ * that read the previous one. */
 #include "config.h"
 
 #include "src/train_device.h"
@@ -16,9 +17,8 @@
 
 struct train_dev {
   void *stream;
-  float *x[2];
-  int32_t *y[2], *pred;
-  int slot;
+  float *x;
+  int32_t *y, *pred;
   size_t max_pixels; /* batch * pixels */
   void *done;        /* cudaEvent_t after the last upload */
   struct arena *arena;
@@ -51,12 +51,10 @@ int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, ch
   d->stream = stream;
   d->arena = model_arena(m);
   d->max_pixels = (size_t)batch * pixels;
-  for (int i = 0; i < 2; i++) {
-    d->x[i] = arena_alloc(d->arena, d->max_pixels * 3 * sizeof(float), ARENA_ACTIVATIONS, "input batch");
-    d->y[i] = arena_alloc(d->arena, d->max_pixels * sizeof(int32_t), ARENA_ACTIVATIONS, "input labels");
-  }
+  d->x = arena_alloc(d->arena, d->max_pixels * 3 * sizeof(float), ARENA_ACTIVATIONS, "input batch");
+  d->y = arena_alloc(d->arena, d->max_pixels * sizeof(int32_t), ARENA_ACTIVATIONS, "input labels");
   d->pred = arena_alloc(d->arena, d->max_pixels * sizeof(int32_t), ARENA_ACTIVATIONS, "predictions");
-  if (!d->x[0] || !d->x[1] || !d->y[0] || !d->y[1] || !d->pred) {
+  if (!d->x || !d->y || !d->pred) {
     snprintf(err, errlen, "input buffers on the GPU: %s", arena_last_error(d->arena));
     return -1;
   }
@@ -75,10 +73,8 @@ void train_dev_destroy(train_dev_t *d)
   if (!d) return;
 #ifdef HAVE_CUDNN
   if (d->stream) cudaStreamSynchronize((cudaStream_t)d->stream);
-  for (int i = 0; i < 2; i++) {
-    if (d->x[i]) arena_free(d->arena, d->x[i]);
-    if (d->y[i]) arena_free(d->arena, d->y[i]);
-  }
+  if (d->x) arena_free(d->arena, d->x);
+  if (d->y) arena_free(d->arena, d->y);
   if (d->pred) arena_free(d->arena, d->pred);
   if (d->done) cudaEventDestroy((cudaEvent_t)d->done);
 #endif
@@ -116,15 +112,13 @@ int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, c
     return 0;
   }
 #ifdef HAVE_CUDNN
-  int s = d->slot;
-  d->slot ^= 1;
   cudaStream_t st = (cudaStream_t)d->stream;
   size_t pixels = d->max_pixels; /* copy whole slots: a short batch just carries stale tail */
-  CK(cudaMemcpyAsync(d->x[s], b->x, pixels * 3 * sizeof(float), cudaMemcpyHostToDevice, st));
-  CK(cudaMemcpyAsync(d->y[s], b->y, pixels * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+  CK(cudaMemcpyAsync(d->x, b->x, pixels * 3 * sizeof(float), cudaMemcpyHostToDevice, st));
+  CK(cudaMemcpyAsync(d->y, b->y, pixels * sizeof(int32_t), cudaMemcpyHostToDevice, st));
   CK(cudaEventRecord((cudaEvent_t)d->done, st));
-  *x = d->x[s];
-  *y = d->y[s];
+  *x = d->x;
+  *y = d->y;
   return 0;
 #else
   (void)err;

@@ -21,7 +21,8 @@ void train_dev_destroy(train_dev_t *d);
 void *train_dev_host_alloc(void *ctx, size_t bytes);
 void train_dev_host_free(void *ctx, void *p);
 
-/* The batch as the model wants it (device copies queued on the model's stream, or b's own). The
+/* The batch as the model wants it (device copies queued on the model's stream, always at the
+ * same two device addresses, or b's own). The
  * loader buffer may be released once this returns: the copy is from pinned memory, and the
  * next use of that buffer is ordered after the copy by train_dev_fence. */
 int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, const int32_t **y,

@@ -193,6 +193,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
 #ifdef HAVE_CUDNN
     if (ops_cuda_init(&m->ops, compute, cfg->cuda_device, NULL, err, errlen) != 0) goto fail;
     m->ops_ready = 1;
+    ops_cuda_set_deterministic(&m->ops, !cfg->conv_benchmark);
     arena_allocator_t dev = {ops_cuda_alloc, ops_cuda_free, NULL, cfg->cuda_device};
     char label[32];
     snprintf(label, sizeof label, "cuda:%d", cfg->cuda_device);
@@ -269,6 +270,7 @@ void *model_stream(const model_t *m)
   return NULL;
 }
 double model_last_loss(const model_t *m) { return m->last_loss; }
+void model_step_replayed(model_t *m) { m->loss_pending = m->loss_dev != NULL; }
 int unet_num_tensors(const model_t *m) { return m->ntensors; }
 const layer_param_t *unet_tensor(const model_t *m, int i) { return &m->params[i]; }
 
@@ -414,9 +416,9 @@ static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int tr
   return 0;
 }
 
-int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, float loss_scale,
-                     int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
-                     size_t errlen)
+int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int batch,
+                           float loss_scale, int accumulate, const model_hooks_t *hooks,
+                           char *err, size_t errlen)
 {
   if (check_batch(m, x, batch, err, errlen) != 0) return -1;
   if (batch > 0 && !y) return unet_fail(err, errlen, "no labels for a training batch of %d", batch);
@@ -429,37 +431,61 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   const void *head_in = forward(m, &c, xin, batch);
   if (!head_in) return -1;
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
-  double sum = 0;
-  long count = 0;
 #ifdef HAVE_CUDNN
   if (m->loss_dev) {
-    /* On a GPU the loss stays on the device until backward is queued, so the host waits once,
-     * at the end of the step, instead of draining the GPU between forward and backward. */
+    /* On a GPU the loss stays on the device (model_step_loss reads it): nothing here waits, so
+     * the host never drains the GPU between forward and backward, and the whole step can be
+     * captured in a CUDA graph. */
     OP(&c, ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
                                      m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
                                      m->loss_dev), "the loss");
+    m->loss_pending = 1;
     tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
     TRY(backward(m, &c, xin, head_in, batch));
     timeline_end(tl, model_stream(m));
-    double h[2];
-    cudaError_t ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess)
-      return unet_fail(err, errlen, "the training step failed on the GPU: %s",
-                       cudaGetErrorString(ce));
-    OP(&c, ops_cuda_check_labels(&m->ops), "the loss");
-    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
-    if (loss_out) *loss_out = (float)m->last_loss;
     return 0;
   }
 #endif
+  double sum = 0;
+  long count = 0;
   OP(&c, m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
                            loss_scale, 0, m->g[0], NULL, &sum, &count), "the loss");
   m->last_loss = count ? sum / (double)count : 0;
-  if (loss_out) *loss_out = (float)m->last_loss;
   tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
   int rc = backward(m, &c, xin, head_in, batch);
   timeline_end(tl, model_stream(m));
   return rc;
+}
+
+int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen)
+{
+#ifdef HAVE_CUDNN
+  if (m->loss_dev && m->loss_pending) {
+    double h[2];
+    /* The model's stream is a blocking one: this copy waits for everything queued on it. */
+    cudaError_t ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess)
+      return unet_fail(err, errlen, "the training step failed on the GPU: %s",
+                       cudaGetErrorString(ce));
+    if (ops_cuda_check_labels(&m->ops) != 0)
+      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
+    m->loss_pending = 0;
+  }
+#else
+  (void)err;
+  (void)errlen;
+#endif
+  if (loss_out) *loss_out = (float)m->last_loss;
+  return 0;
+}
+
+int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, float loss_scale,
+                     int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
+                     size_t errlen)
+{
+  TRY(model_train_step_queue(m, x, y, batch, loss_scale, accumulate, hooks, err, errlen));
+  return model_step_loss(m, loss_out, err, errlen);
 }
 
 /* ---- the split step (DataParallel) ---- */

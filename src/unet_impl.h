@@ -40,7 +40,8 @@ struct model {
   dec_t dec[MODEL_MAX_LEVELS];
   layer_conv_t head;
   void *x_work, *logits, *g[2];
-  double *loss_dev; /* on a GPU: (loss sum, count) of the step, read once backward is queued */
+  double *loss_dev; /* on a GPU: (loss sum, count) of the step, read by model_step_loss */
+  int loss_pending; /* loss_dev holds a loss not yet read into last_loss */
   /* Between model_forward_train and model_backward (DataParallel's split step): the input as
    * the layers saw it, the head's input and the batch. */
   const void *fwd_x, *fwd_head_in;

@@ -88,6 +88,23 @@ START_TEST(test_defaults_gpu)
   ck_assert_int_eq(c.image_size, 256);
   ck_assert_int_eq(c.batch_size, 6);
   ck_assert_int_eq(c.precision, MODEL_BF16);
+  /* Bit-identical runs and CUDA graphs by default; both can be switched off. */
+  ck_assert_int_eq(c.deterministic, 1);
+  ck_assert_int_eq(c.cuda_graph, 1);
+  model_config_t mc;
+  train_config_model(&c, 1, &mc);
+  ck_assert_int_eq(mc.conv_benchmark, 0);
+  ck_assert_int_eq(mc.cuda_device, 1);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--deterministic", "off", "--cuda-graph",
+                         "off", (char *)NULL), 0);
+  ck_assert_int_eq(c.deterministic, 0);
+  ck_assert_int_eq(c.cuda_graph, 0);
+  train_config_model(&c, 0, &mc);
+  ck_assert_int_eq(mc.conv_benchmark, 1);
+  /* The determinism setting is part of the run's description (and the resume key). */
+  char desc[1024];
+  train_config_describe(&c, desc, sizeof desc);
+  ck_assert_msg(strstr(desc, "deterministic=0") != NULL, "%s", desc);
   /* A CPU run on the GPU machine gets the CPU defaults. */
   ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--device", "cpu", (char *)NULL), 0);
   ck_assert_int_eq(c.levels, 3);
@@ -183,6 +200,8 @@ START_TEST(test_bad_values)
   REJECT(m, "--norm", "--norm", "layer");
   REJECT(m, "--groups", "--groups", "0");
   REJECT(m, "--sync-bn", "--sync-bn", "yes");
+  REJECT(m, "--deterministic", "--deterministic", "1");
+  REJECT(m, "--cuda-graph", "--cuda-graph", "true");
   REJECT(m, "--sync-bn-from-epoch", "--sync-bn-from-epoch", "-1");
   REJECT(m, "--classes", "--classes", "1");
   REJECT(m, "--classes", "--classes", "256");
@@ -262,7 +281,8 @@ START_TEST(test_help_lists_every_flag)
     "--lr", "--optimizer", "--momentum", "--weight-decay", "--nesterov", "--warmup-steps",
     "--precision", "--data", "--train-size", "--val-size", "--workers", "--seed", "--out",
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
-    "--log-every", "--help", NULL};
+    "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
+    "--cuda-graph", "--help", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

@@ -5,8 +5,10 @@
 #include "config.h"
 
 #include "src/amp.h"
+#include "src/ddp.h"
 #include "src/model.h"
 #include "src/optim.h"
+#include "src/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 
 static void model_case(model_norm_t norm, model_precision_t prec, double tol_loss,
@@ -83,6 +85,107 @@ START_TEST(test_model)
 }
 END_TEST
 
+/* Six SGD steps on changing batches (written into the same device buffers, as the trainer
+ * does), eagerly or through step_graph (step 1 eager, step 2 captured, the rest replayed), with
+ * the default deterministic convolutions. Returns the parameters and losses; *replays gets the
+ * graph's replays. */
+#define GRAPH_STEPS 6
+static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph, float *losses,
+                        long *replays)
+{
+  char err[512];
+  model_config_t cfg;
+  model_config_default(&cfg);
+  cfg.levels = 3;
+  cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
+  cfg.max_batch = 2;
+  cfg.height = cfg.width = 16;
+  cfg.norm = norm;
+  cfg.groups = 4;
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = prec;
+  model_t *m = NULL;
+  ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+  ddp_t *d = NULL;
+  ddp_config_t dc = {25, 0, model_stream(m)};
+  ck_assert_msg(ddp_create(&d, NULL, m, &dc, err, sizeof err) == 0, "%s", err);
+  step_graph_t *g = NULL;
+  step_graph_config_t gc = {m, d, use_graph, 2};
+  ck_assert_msg(step_graph_create(&g, &gc, err, sizeof err) == 0, "%s", err);
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  optim_t *o = NULL;
+  size_t np = model_num_params(m), P = 2 * 16 * 16;
+  ck_assert_msg(optim_create(&o, &oc, np, model_arena(m), err, sizeof err) == 0, "%s", err);
+  float *gx = up_raw(hvec(P * 3, 1, 0), P * 12);
+  int32_t *y = malloc(P * 4);
+  keep(y);
+  int32_t *gy = up_raw(y, P * 4);
+  lcg = 12345; /* the same batches in every run */
+  for (int k = 0; k < GRAPH_STEPS; k++) {
+    float *x = hvec(P * 3, 1, 0);
+    for (size_t p = 0; p < P; p++) y[p] = (int32_t)((rnd() + 1) * 2) % 4;
+    ck_assert(cudaMemcpy(gx, x, P * 12, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert(cudaMemcpy(gy, y, P * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    ck_assert_msg(step_graph_run(g, gx, gy, 2, 1, 0, 1, 0, &losses[k], err, sizeof err) == 0,
+                  "step %d: %s", k, err);
+    ck_assert_msg(optim_step(o, model_params(m), model_grads(m), 0.05, 1.0, model_stream(m), err,
+                             sizeof err) == 0, "%s", err);
+  }
+  float *p = down_raw(model_params(m), np * 4);
+  *replays = step_graph_replays(g);
+  if (use_graph) ck_assert_msg(step_graph_nodes(g) > 50, "the graph has %zu nodes", step_graph_nodes(g));
+  step_graph_destroy(g);
+  optim_destroy(o);
+  ddp_destroy(d);
+  model_destroy(m);
+  return p;
+}
+
+static void graph_case(model_precision_t prec, model_norm_t norm)
+{
+  float le[GRAPH_STEPS], le2[GRAPH_STEPS], lg[GRAPH_STEPS];
+  long r = 0;
+  float *pe = graph_run(prec, norm, 0, le, &r);
+  ck_assert_int_eq(r, 0);
+  float *pe2 = graph_run(prec, norm, 0, le2, &r);
+  float *pg = graph_run(prec, norm, 1, lg, &r);
+  ck_assert_msg(r == GRAPH_STEPS - 1, "%ld replays of %d steps, expected %d", r, GRAPH_STEPS,
+                GRAPH_STEPS - 1);
+  size_t np = 0;
+  {
+    model_config_t cfg;
+    model_config_default(&cfg);
+    cfg.levels = 3;
+    cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
+    cfg.norm = norm;
+    cfg.groups = 4;
+    np = model_config_num_params(&cfg);
+  }
+  for (int k = 0; k < GRAPH_STEPS; k++) {
+    ck_assert_msg(le[k] == le2[k], "precision %d: two eager runs differ at step %d: loss %.9g vs "
+                  "%.9g", (int)prec, k, le[k], le2[k]);
+    ck_assert_msg(le[k] == lg[k], "precision %d: graph vs eager loss at step %d: %.9g vs %.9g",
+                  (int)prec, k, lg[k], le[k]);
+  }
+  ck_assert_msg(lg[GRAPH_STEPS - 1] < lg[0], "the replayed steps did not learn: %g -> %g", lg[0],
+                lg[GRAPH_STEPS - 1]);
+  ck_assert_msg(memcmp(pe, pe2, np * 4) == 0, "precision %d: two eager runs end with different "
+                "parameters (convolutions not deterministic?)", (int)prec);
+  for (size_t i = 0; i < np; i++)
+    ck_assert_msg(pg[i] == pe[i], "precision %d: parameter %zu after %d steps: graph %.9g, "
+                  "eager %.9g", (int)prec, i, GRAPH_STEPS, pg[i], pe[i]);
+}
+
+/* The CUDA-graph step equals the eager one bit for bit, and runs repeat bit for bit. */
+START_TEST(test_graph_step)
+{
+  graph_case(MODEL_BF16, MODEL_NORM_BATCH);
+  graph_case(MODEL_FP32, MODEL_NORM_BATCH);
+  graph_case(MODEL_FP32, MODEL_NORM_GROUP);
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(void)
 {
   Suite *s = suite_create("model_cuda");
@@ -90,6 +193,7 @@ static Suite *make_model_cuda_suite(void)
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* four models, each with its convolution search */
   tcase_add_test(tc, test_model);
+  tcase_add_test(tc, test_graph_step);
   suite_add_tcase(s, tc);
   return s;
 }

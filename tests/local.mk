@@ -1,7 +1,7 @@
 # tests/: Check suites, one per module. GPU tests skip (and say so) where there is no GPU.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp
-TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp tests/kill_rank.sh tests/resume.sh
+TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
@@ -22,5 +22,5 @@ tests_check_ddp_LDADD = libddp.a libmodel.a $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/fuzz
+EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
