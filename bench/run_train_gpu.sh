@@ -3,7 +3,8 @@
 # GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
 # Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
 # Environment: VARIANTS=1 adds rows for our switches (--cuda-graph off, --deterministic off,
-# SHMDDP_CONVT=gemm|cudnn); TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60).
+# SHMDDP_CONVT=gemm, and for DDP SHMDDP_CUDA_TS_BLOCKS=32|16 and the copy-engine all-reduce);
+# TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60); WORKERS (loader threads, 8).
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
 B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
@@ -21,7 +22,7 @@ ngpu=$(nvidia-smi -L | wc -l)
 } > "$tsv"
 common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
 --optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-60} + 8)) --timing-warmup 8 \
---train-size 1200 --val-size 12 --workers 6 --log-every 10 --timeout 60"
+--train-size 1200 --val-size 12 --workers ${WORKERS:-8} --log-every 10 --timeout 60"
 ours() { # mode gpus syncbn prec [variant [env VAR=value ...] [flags ...]]
   mode=$1; gpus=$2; sb=$3; prec=$4; label=${5:-default}
   shift 4; [ $# -gt 0 ] && shift
@@ -58,7 +59,12 @@ for p in $PRECS; do
   fi
   if [ "$ngpu" -ge 2 ]; then
     ours ddp "$ngpu" off "$p"
-    [ "${VARIANTS:-0}" = 1 ] && ours ddp "$ngpu" off "$p" graph-off --cuda-graph off
+    if [ "${VARIANTS:-0}" = 1 ]; then
+      ours ddp "$ngpu" off "$p" graph-off --cuda-graph off
+      ours ddp "$ngpu" off "$p" ts-blocks-32 env SHMDDP_CUDA_TS_BLOCKS=32
+      ours ddp "$ngpu" off "$p" ts-blocks-16 env SHMDDP_CUDA_TS_BLOCKS=16
+      ours ddp "$ngpu" off "$p" copy-engines env SHMDDP_CUDA_CE_MIN=1M
+    fi
     ours ddp "$ngpu" on "$p"
   fi
   if [ "${TORCH:-1}" = 1 ]; then

@@ -6,7 +6,9 @@
  * 1 MiB), two-shot above; the copy-engine algorithm only from ce_min (SHMDDP_CUDA_CE_MIN, default
  * never: on 2 x H200 it is slower than the two-shot at every size); without P2P always staged.
  * Two-shot runs through the scratch areas up to ts_max (SHMDDP_CUDA_TS_MAX: no host rendezvous,
- * which costs more than the data there), on the users' buffers above (zero copies).
+ * which costs more than the data there), on the users' buffers above (zero copies), on at most
+ * SHMDDP_CUDA_TS_BLOCKS blocks (default 128: all it can use; DDP's buckets overlap backward, where
+ * fewer blocks leave SMs to the convolutions).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
  *
@@ -41,6 +43,13 @@
     shmddp_status_t st_ = (x);                                                                \
     if (st_ != SHMDDP_OK) return st_;                                                         \
   } while (0)
+
+/* Blocks for a two-shot over slice_bytes: the usual count, capped by SHMDDP_CUDA_TS_BLOCKS. */
+static int ts_blocks(const shmddp_comm_t *comm, size_t slice_bytes)
+{
+  int b = cuda_direct_blocks(slice_bytes), most = cuda_state(comm)->ts_blocks;
+  return b < most ? b : most;
+}
 
 static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t bytes,
                             shmddp_algo_t req)
@@ -170,7 +179,7 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   a.ts_seq = s->local_arrays.ts_seq;
   a.depoch = s->local_arrays.depoch;
   a.k = cuda_kctl(comm);
-  LTRY(comm, "two-shot", cuda_launch_ts(&a, cuda_direct_blocks(a.sl * ds), stream));
+  LTRY(comm, "two-shot", cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -195,7 +204,7 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
   }
   a.n = hi - lo;
   direct_set_vec(&a);
-  LTRY(comm, "two-shot", cuda_launch_direct(&a, cuda_direct_blocks(sl * ds), stream));
+  LTRY(comm, "two-shot", cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
   return SHMDDP_OK;
 }
 

@@ -81,6 +81,8 @@ typedef struct {
   uint64_t xseq;                  /* buffer exchanges made */
   size_t direct_max, ts_max, ce_min; /* auto thresholds, bytes */
   size_t ce_chunk_env;            /* SHMDDP_CUDA_CE_CHUNK: copy-engine chunk override (tuning) */
+  int ts_blocks;                  /* SHMDDP_CUDA_TS_BLOCKS: most blocks a two-shot all-reduce
+                                     takes (fewer leave SMs to overlapping compute) */
   cuda_ptr_attrs_fn ptr_attrs;
   cuda_own_t own[CUDA_OWN_MAX];
   int nown;
