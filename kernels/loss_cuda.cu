@@ -140,6 +140,21 @@ int ops_cuda_check_labels(const ops_t *o)
                   (int)(int32_t)(uint32_t)(*h & 0xffffffffu), *h >> 32);
 }
 
+int ops_cuda_check_labels_async(const ops_t *o, unsigned long long *pinned)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  OPC_CUDA(o, cudaMemcpyAsync(pinned, x->bad, sizeof *pinned, cudaMemcpyDeviceToHost, x->stream));
+  return 0;
+}
+
+int ops_cuda_labels_result(const ops_t *o, unsigned long long word)
+{
+  if (word == NO_BAD) return 0;
+  OPC_CUDA(o, cudaMemsetAsync(opc_ctx(o)->bad, 0xff, sizeof word, opc_ctx(o)->stream));
+  return opc_fail(o, "label %d at pixel %llu is outside [0, K) and is not the ignore index",
+                  (int)(int32_t)(uint32_t)(word & 0xffffffffu), word >> 32);
+}
+
 int opc_softmax_ce(const ops_t *o, const void *logits, const int32_t *labels, size_t P, int K,
                    int ignore_index, double scale, double norm_count, void *dlogits,
                    int32_t *pred, double *loss_sum, long *count)

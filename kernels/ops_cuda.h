@@ -48,6 +48,11 @@ int ops_cuda_softmax_ce_async(const ops_t *o, const void *logits, const int32_t 
 /* Waits for the stream and reports a label outside [0, K) seen by a softmax_ce call since the
  * last check (0: none). */
 int ops_cuda_check_labels(const ops_t *o);
+/* The same check without waiting: _async queues a copy of the bad-label word into *pinned (host
+ * memory the device can write, e.g. cudaMallocHost; capturable in a CUDA graph); once that copy
+ * is done, ops_cuda_labels_result(o, *pinned) gives 0, or -1 with the message. */
+int ops_cuda_check_labels_async(const ops_t *o, unsigned long long *pinned);
+int ops_cuda_labels_result(const ops_t *o, unsigned long long word);
 
 /* Allocator for arena_allocator_t (ctx unused; the calling thread's current device). Blocks
  * are cudaMalloc'ed (256-byte aligned) and NOT cleared. */

@@ -151,7 +151,7 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
     nalive++;
   }
 
-  int first_failed = -1;
+  int first_failed = -1, killed = -1, sent_kill = 0;
   int interrupted = 0;
   double kill_deadline = 0; /* 0: none */
   while (nalive > 0) {
@@ -162,6 +162,7 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
           fprintf(stderr, "%s: rank %d did not stop within %.1f s; killing it\n", label, r,
                   interrupted && first_failed < 0 ? o->stop_grace_s : o->grace_s);
       kill_all(pids, alive, o->nranks, SIGKILL);
+      sent_kill = 1;
       kill_deadline = 0;
     }
     double wait_s = 0.1;
@@ -182,6 +183,7 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
         if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
       } else {
         kill_all(pids, alive, o->nranks, SIGKILL);
+        sent_kill = 1;
       }
     }
     int ws;
@@ -198,21 +200,30 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
       shm_rank_info_t *ri = &seg.hdr->rank[r];
       atomic_store(&ri->exit_status, ws);
       atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
+      /* A rank killed by a signal (not the one the user sent) is the cause, even when a peer
+       * noticed its death and reported it before the launcher reaped it: name the signal. */
+      int by_signal = !ok && WIFSIGNALED(ws) && !sent_kill &&
+                      !(interrupted && WTERMSIG(ws) == interrupted);
+      char how[128];
+      describe_status(ws, how, sizeof how);
       if (!ok && first_failed < 0) {
         first_failed = r;
         /* A rank that fails on its own records the group's abort before exiting; one that is
          * killed cannot, so the launcher records it. The first record names the culprit. */
-        char how[128];
-        describe_status(ws, how, sizeof how);
         shm_abort(&seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
         char why[SHM_ABORT_MSG_BYTES];
         shm_abort_status(&seg, why, sizeof why);
+        if (by_signal) snprintf(why, sizeof why, "rank %d (pid %d) %s", r, (int)pid, how);
         snprintf(res->message, sizeof res->message, "%s", why);
         if (!o->quiet && !(interrupted && WIFSIGNALED(ws) && WTERMSIG(ws) == interrupted))
           fprintf(stderr, "%s: %s; stopping the other ranks\n", label, why);
         double dl = shm_now() + o->grace_s;
         if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
+      } else if (by_signal && killed < 0) {
+        snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s", r, (int)pid, how);
+        if (!o->quiet) fprintf(stderr, "%s: %s\n", label, res->message);
       }
+      if (by_signal && killed < 0) killed = r;
       shm_wake_all(&seg);
     }
   }
@@ -225,6 +236,7 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
     if (blamed >= 0 && blamed < o->nranks &&
         !(WIFEXITED(status[blamed]) && WEXITSTATUS(status[blamed]) == 0))
       first_failed = blamed;
+    if (killed >= 0) first_failed = killed; /* a signal outranks any report of it */
     res->failed_rank = first_failed;
     res->exit_code = status_exit_code(status[first_failed]);
     if (res->exit_code == 0) res->exit_code = 1;

@@ -77,17 +77,18 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
                      int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
                      size_t errlen);
 
-/* model_train_step in two halves. _queue does the work but, on a GPU, only queues it: the loss
- * stays on the device and nothing waits, so the call can be captured in a CUDA graph (after one
- * uncaptured step, which makes the backend's lazy allocations); model_step_loss waits for the
- * step (or the replay of its graph) and gives the unscaled loss. On the CPU the work is done by
- * _queue and model_step_loss only reports. */
+/* model_train_step in three parts. _queue does the work but, on a GPU, only queues it (the loss
+ * and the label check are copied to pinned host memory at the step's end) and nothing waits,
+ * so the call can be captured in a CUDA graph (after one uncaptured step, which makes the
+ * backend's lazy allocations). model_step_queued marks the end of the step on the stream: call
+ * it after _queue, or after launching a graph of it, outside any capture. model_step_loss waits
+ * for that mark only (work queued after it, such as the optimizer or the next upload, keeps
+ * running) and gives the unscaled loss. On the CPU _queue does the work; the others report. */
 int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int batch,
                            float loss_scale, int accumulate, const model_hooks_t *hooks,
                            char *err, size_t errlen);
+int model_step_queued(model_t *m, char *err, size_t errlen);
 int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen);
-/* Marks the loss on the device as new (a replayed graph of model_train_step_queue wrote it). */
-void model_step_replayed(model_t *m);
 
 /* Forward in eval mode (running statistics); writes the predicted class per pixel to pred
  * (batch*H*W i32, device memory) and the loss (if y is not NULL) to *loss_out. */

@@ -130,14 +130,13 @@ static int replay(step_graph_t *g, char *err, size_t errlen)
   CK(cudaGraphLaunch(g->exec, (cudaStream_t)model_stream(g->cfg.model)),
      "launching the step's CUDA graph");
   ddp_replayed(g->cfg.ddp);
-  model_step_replayed(g->cfg.model);
   g->replays++;
   return 0;
 }
 #endif
 
-int step_graph_run(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
-                   int accumulate, int last, int sync_bn, float *loss, char *err, size_t errlen)
+int step_graph_queue(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
+                     int accumulate, int last, int sync_bn, char *err, size_t errlen)
 {
   int rc;
   int match = g->cfg.enabled && n == g->cfg.full_batch && !accumulate && last;
@@ -156,5 +155,13 @@ int step_graph_run(step_graph_t *g, const float *x, const int32_t *y, int n, flo
     rc = eager(g, x, y, n, loss_scale, accumulate, last, sync_bn, err, errlen);
   (void)match;
   if (rc != 0) return -1;
+  return model_step_queued(g->cfg.model, err, errlen);
+}
+
+int step_graph_run(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
+                   int accumulate, int last, int sync_bn, float *loss, char *err, size_t errlen)
+{
+  if (step_graph_queue(g, x, y, n, loss_scale, accumulate, last, sync_bn, err, errlen) != 0)
+    return -1;
   return model_step_loss(g->cfg.model, loss, err, errlen);
 }

@@ -38,6 +38,11 @@ void step_graph_destroy(step_graph_t *g);
 int step_graph_run(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
                    int accumulate, int last, int sync_bn, float *loss, char *err, size_t errlen);
 
+/* step_graph_run without the wait: the step is queued (the loss is read later with
+ * model_step_loss), so the caller can queue more work behind it first. */
+int step_graph_queue(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
+                     int accumulate, int last, int sync_bn, char *err, size_t errlen);
+
 /* Steps replayed from the graph so far, and its number of nodes (0 before a capture). */
 long step_graph_replays(const step_graph_t *g);
 size_t step_graph_nodes(const step_graph_t *g);

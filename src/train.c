@@ -139,6 +139,27 @@ static void teardown(run_t *r)
   run_summary_destroy(r->obs);
 }
 
+/* The next training batch from the loader, uploaded to the model's device (queued). */
+static int next_batch(run_t *r, const loader_batch_t **b, const float **x, const int32_t **y,
+                      double *wait, char *err, size_t errlen)
+{
+  int tl = timeline_begin(TIMELINE_DATA_WAIT, NULL);
+  int got = loader_next(r->train_loader, b, err, errlen);
+  timeline_end(tl, NULL);
+  *wait += loader_last_wait_s(r->train_loader);
+  if (got != 1) {
+    if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
+    return -1;
+  }
+  const int S = r->cfg->image_size;
+  tl = r->dev ? timeline_begin(TIMELINE_UPLOAD, model_stream(r->model)) : -1;
+  timeline_args(tl, (double)(*b)->n * S * S * 16, 0); /* x f32, y i32 */
+  int rc = train_dev_upload(r->dev, *b, x, y, err, errlen);
+  timeline_end(tl, model_stream(r->model));
+  if (rc != 0) loader_release(r->train_loader, *b);
+  return rc;
+}
+
 /* Sharded validation: each rank evaluates its share (padding left out), then the loss sums,
  * pixel counts and confusion counts are summed over ranks in one call. */
 static int validate(run_t *r, double *loss, char *err, size_t errlen)
@@ -284,6 +305,9 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   }
   res->initial_loss = start.initial_loss;
   int stop = 0, epoch = 0, validated = 0, epochs_started = (int)start.epoch;
+  const loader_batch_t *prefetched = NULL; /* the next batch, already uploaded (GPU) */
+  const float *px = NULL;
+  const int32_t *py = NULL;
   for (epoch = (int)start.epoch; rc == 0 && epoch < c->epochs && step < total && !stop; epoch++) {
     size_t n = sampler_per_rank(&r.train_sampler);
     sampler_epoch(&r.train_sampler, epoch, r.indices, r.is_pad);
@@ -310,31 +334,43 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         break;
       }
       int tl_step = timeline_begin(TIMELINE_STEP, NULL), tl;
+      /* On a GPU without loss scaling or accumulation the optimizer does not wait for the
+       * agreement: it is queued right behind the step, then the next batch's upload behind it,
+       * and only then does the host wait, for the step's loss alone. The GPU is never idle while
+       * the host agrees with the other ranks and launches the next step. */
+      const int early = r.dev && !r.scaler.enabled && c->accum_steps == 1;
+      const double lr = optim_lr_at(&r.oc, step);
+      int applied = 0;
       while (rc == 0 && micro < c->accum_steps && taken < nbatches) {
-        const loader_batch_t *b;
-        tl = timeline_begin(TIMELINE_DATA_WAIT, NULL);
-        int got = loader_next(r.train_loader, &b, err, errlen);
-        timeline_end(tl, NULL);
-        wait += loader_last_wait_s(r.train_loader);
-        if (got != 1) {
-          if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
-          rc = -1;
-          break;
+        const loader_batch_t *b = prefetched;
+        const float *x = px;
+        const int32_t *y = py;
+        prefetched = NULL;
+        if (!b) {
+          rc = next_batch(&r, &b, &x, &y, &wait, err, errlen);
+          if (rc != 0) break;
         }
         taken++;
         int last = micro + 1 == c->accum_steps || taken == nbatches;
         float l = 0;
-        const float *x;
-        const int32_t *y;
-        tl = r.dev ? timeline_begin(TIMELINE_UPLOAD, model_stream(r.model)) : -1;
-        timeline_args(tl, (double)b->n * c->image_size * c->image_size * 16, 0); /* x f32, y i32 */
-        rc = train_dev_upload(r.dev, b, &x, &y, err, errlen);
-        timeline_end(tl, model_stream(r.model));
-        if (rc == 0)
-          rc = step_graph_run(r.graph, x, y, b->n, (float)amp_scaler_scale(&r.scaler), micro > 0,
-                              last, sync_bn, &l, err, errlen);
+        rc = step_graph_queue(r.graph, x, y, b->n, (float)amp_scaler_scale(&r.scaler), micro > 0,
+                              last, sync_bn, err, errlen);
+        if (rc == 0 && early && last) {
+          tl = timeline_begin(TIMELINE_OPTIMIZER, model_stream(r.model));
+          rc = optim_step(r.opt, model_params(r.model), model_grads(r.model), lr, 1.0,
+                          model_stream(r.model), err, errlen);
+          timeline_end(tl, model_stream(r.model));
+          applied = 1;
+          /* The same decision on every rank: it depends on positions and settings only. */
+          if (rc == 0 && taken < nbatches && step + 1 < total &&
+              !(c->stop_after > 0 && step + 1 >= c->stop_after))
+            rc = next_batch(&r, &prefetched, &px, &py, &wait, err, errlen);
+        }
+        if (rc == 0) rc = model_step_loss(r.model, &l, err, errlen);
         images += b->n;
-        if (rc == 0) rc = train_dev_fence(r.dev, err, errlen); /* before the buffer is reused */
+        /* b's upload came before its step, which is done once its loss is read. Without a
+         * prefetch behind it, the fence is that wait; with one, it must not wait for it. */
+        if (rc == 0 && !prefetched) rc = train_dev_fence(r.dev, err, errlen);
         loader_release(r.train_loader, b);
         syncbn_s += ddp_last_syncbn_s(r.ddp);
         if (last) comm_s = ddp_last_exposed_comm_s(r.ddp);
@@ -363,10 +399,10 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         rc = -1;
         break;
       }
-      double scale = amp_scaler_scale(&r.scaler), lr = optim_lr_at(&r.oc, step);
+      double scale = amp_scaler_scale(&r.scaler);
       int apply = amp_scaler_update(&r.scaler, agree[1] > 0);
-      tl = apply ? timeline_begin(TIMELINE_OPTIMIZER, model_stream(r.model)) : -1;
-      if (apply)
+      tl = apply && !applied ? timeline_begin(TIMELINE_OPTIMIZER, model_stream(r.model)) : -1;
+      if (apply && !applied)
         rc = optim_step(r.opt, model_params(r.model), model_grads(r.model), lr,
                         1.0 / (scale * micro), model_stream(r.model), err, errlen);
       timeline_end(tl, model_stream(r.model));
@@ -404,6 +440,11 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
           rc = -1;
         }
       }
+    }
+    if (prefetched) { /* stopped with the next batch uploaded: it was not trained on */
+      if (train_dev_fence(r.dev, err, errlen) != 0 && rc == 0) rc = -1; /* its copy is done */
+      loader_release(r.train_loader, prefetched);
+      prefetched = NULL;
     }
     if (rc != 0 || stop) break;
     double tv = now_s();

@@ -134,8 +134,17 @@ static int allocate(model_t *m, char *err, size_t errlen)
   size_t P0 = N * (size_t)c->height * c->width;
   plan_conv(&a, &m->head, &ws);
   m->logits = take(&a, P0 * c->classes * e, ARENA_ACTIVATIONS, "logits");
-  if (arena_device(m->arena) >= 0)
+  if (arena_device(m->arena) >= 0) {
     m->loss_dev = take(&a, 2 * sizeof(double), ARENA_WORKSPACE, "loss");
+#ifdef HAVE_CUDNN
+    cudaEvent_t ev;
+    if (cudaMallocHost((void **)&m->loss_host, 3 * sizeof(double)) != cudaSuccess ||
+        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
+      return unet_fail(err, errlen, "pinned memory and an event for the loss: %s",
+                       cudaGetErrorString(cudaGetLastError()));
+    m->loss_ready = ev;
+#endif
+  }
   if (P0 * c->classes > scratch) scratch = P0 * c->classes;
   m->g[0] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->g[1] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
@@ -248,6 +257,10 @@ void model_destroy(model_t *m)
   if (!m) return;
   free_plans(m);
   arena_destroy(m->arena); /* every tensor came from it */
+#ifdef HAVE_CUDNN
+  if (m->loss_ready) cudaEventDestroy((cudaEvent_t)m->loss_ready);
+  if (m->loss_host) cudaFreeHost(m->loss_host);
+#endif
   if (m->ops_ready) m->ops.destroy(&m->ops);
   free(m->params);
   free(m->signature);
@@ -270,7 +283,21 @@ void *model_stream(const model_t *m)
   return NULL;
 }
 double model_last_loss(const model_t *m) { return m->last_loss; }
-void model_step_replayed(model_t *m) { m->loss_pending = m->loss_dev != NULL; }
+int model_step_queued(model_t *m, char *err, size_t errlen)
+{
+#ifdef HAVE_CUDNN
+  if (m->loss_dev) {
+    cudaError_t ce = cudaEventRecord((cudaEvent_t)m->loss_ready, (cudaStream_t)model_stream(m));
+    if (ce != cudaSuccess)
+      return unet_fail(err, errlen, "queueing the training step: %s", cudaGetErrorString(ce));
+    m->loss_pending = 1;
+  }
+#endif
+  (void)m;
+  (void)err;
+  (void)errlen;
+  return 0;
+}
 int unet_num_tensors(const model_t *m) { return m->ntensors; }
 const layer_param_t *unet_tensor(const model_t *m, int i) { return &m->params[i]; }
 
@@ -439,10 +466,18 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
     OP(&c, ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
                                      m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
                                      m->loss_dev), "the loss");
-    m->loss_pending = 1;
     tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
     TRY(backward(m, &c, xin, head_in, batch));
     timeline_end(tl, model_stream(m));
+    /* The loss and the label check travel to pinned memory in the step itself (inside its CUDA
+     * graph too): model_step_loss then waits on an event, not on the stream, so work queued
+     * after the step (optimizer, next upload) keeps the GPU busy meanwhile. */
+    cudaError_t ce = cudaMemcpyAsync(m->loss_host, m->loss_dev, 2 * sizeof(double),
+                                     cudaMemcpyDeviceToHost, (cudaStream_t)model_stream(m));
+    if (ce != cudaSuccess)
+      return unet_fail(err, errlen, "copying the loss: %s", cudaGetErrorString(ce));
+    OP(&c, ops_cuda_check_labels_async(&m->ops, (unsigned long long *)(m->loss_host + 2)),
+       "the label check");
     return 0;
   }
 #endif
@@ -461,16 +496,17 @@ int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen)
 {
 #ifdef HAVE_CUDNN
   if (m->loss_dev && m->loss_pending) {
-    double h[2];
-    /* The model's stream is a blocking one: this copy waits for everything queued on it. */
-    cudaError_t ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
+    cudaError_t ce = cudaEventSynchronize((cudaEvent_t)m->loss_ready);
     if (ce != cudaSuccess)
       return unet_fail(err, errlen, "the training step failed on the GPU: %s",
                        cudaGetErrorString(ce));
-    if (ops_cuda_check_labels(&m->ops) != 0)
-      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
-    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
     m->loss_pending = 0;
+    unsigned long long bad;
+    memcpy(&bad, m->loss_host + 2, sizeof bad);
+    if (ops_cuda_labels_result(&m->ops, bad) != 0)
+      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+    double *h = m->loss_host;
+    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
   }
 #else
   (void)err;
@@ -485,6 +521,7 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
                      size_t errlen)
 {
   TRY(model_train_step_queue(m, x, y, batch, loss_scale, accumulate, hooks, err, errlen));
+  TRY(model_step_queued(m, err, errlen));
   return model_step_loss(m, loss_out, err, errlen);
 }
 

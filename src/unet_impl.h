@@ -42,6 +42,8 @@ struct model {
   void *x_work, *logits, *g[2];
   double *loss_dev; /* on a GPU: (loss sum, count) of the step, read by model_step_loss */
   int loss_pending; /* loss_dev holds a loss not yet read into last_loss */
+  double *loss_host; /* pinned: loss sum, count, bad-label word, copied at the end of a step */
+  void *loss_ready;  /* cudaEvent_t recorded after a queued step (model_step_queued) */
   /* Between model_forward_train and model_backward (DataParallel's split step): the input as
    * the layers saw it, the head's input and the batch. */
   const void *fwd_x, *fwd_head_in;
