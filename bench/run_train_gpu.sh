@@ -3,7 +3,7 @@
 # GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
 # Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
 # Environment: VARIANTS=1 adds rows (VARIANTS=comm only the DDP communication ones) for our switches (--cuda-graph off, --deterministic off,
-# SHMDDP_CONVT=gemm, and for DDP SHMDDP_CUDA_TS_BLOCKS=32|16 and the copy-engine all-reduce);
+# SHMDDP_CONVT=gemm, and for DDP SHMDDP_CUDA_TS_BLOCKS=32|128 and the copy-engine all-reduce);
 # TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60); WORKERS (loader threads, 8).
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
@@ -62,7 +62,7 @@ for p in $PRECS; do
     [ "${VARIANTS:-0}" = 1 ] && ours ddp "$ngpu" off "$p" graph-off --cuda-graph off
     if [ "${VARIANTS:-0}" = 1 ] || [ "${VARIANTS:-0}" = comm ]; then
       ours ddp "$ngpu" off "$p" ts-blocks-32 env SHMDDP_CUDA_TS_BLOCKS=32
-      ours ddp "$ngpu" off "$p" ts-blocks-16 env SHMDDP_CUDA_TS_BLOCKS=16
+      ours ddp "$ngpu" off "$p" ts-blocks-128 env SHMDDP_CUDA_TS_BLOCKS=128
       ours ddp "$ngpu" off "$p" copy-engines env SHMDDP_CUDA_CE_MIN=1M
     fi
     ours ddp "$ngpu" on "$p"

@@ -309,7 +309,8 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
   s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", SIZE_MAX);
   /* Every rank must use the same value (the environment is inherited from the launcher). */
-  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS", CUDA_DIRECT_MAXB);
+  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS",
+                                c.max_blocks > 0 ? (size_t)c.max_blocks : CUDA_DIRECT_MAXB);
   if (s->ts_blocks < 1 || s->ts_blocks > CUDA_DIRECT_MAXB) s->ts_blocks = CUDA_DIRECT_MAXB;
   shmddp_status_t st = init_device_memory(comm, s);
   if (st == SHMDDP_OK) {

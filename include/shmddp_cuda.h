@@ -42,9 +42,12 @@ typedef struct {
   int fail_p2p_check;    /* testing: make the P2P verification fail (fallback path) */
   int quiet;             /* no warning on stderr when falling back to host-staged */
   double timeout_s;      /* how long a kernel waits for a peer before giving up; 0: the group's */
+  int max_blocks;        /* most thread blocks a large all-reduce (two-shot) occupies; 0: all it
+                            can use (128). Fewer leave SMs to compute that overlaps it, as DDP's
+                            backward does. SHMDDP_CUDA_TS_BLOCKS overrides. Same on every rank. */
 } shmddp_cuda_config_t;
 
-#define SHMDDP_CUDA_CONFIG_INIT {-1, -1, 0, 0, 0.0}
+#define SHMDDP_CUDA_CONFIG_INIT {-1, -1, 0, 0, 0.0, 0}
 
 /* Collective: set the GPU, allocate and exchange the transport's buffers and flags, verify P2P
  * between every pair with a real IPC write and read-back (falling back to host-staged with a
