@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
@@ -117,7 +118,11 @@ static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, flo
     return -1;
   }
   g->graph = graph;
-  CK(cudaGraphInstantiateWithFlags(&g->exec, graph, 0), "instantiating the step's CUDA graph");
+  /* Node priorities as captured: the gradient buckets' kernels keep the communication stream's
+   * high priority inside the graph (without the flag every node runs at the launch stream's). */
+  const char *np = getenv("SHMDDP_GRAPH_PRIORITY");
+  unsigned long long flags = np && !strcmp(np, "0") ? 0 : cudaGraphInstantiateFlagUseNodePriority;
+  CK(cudaGraphInstantiateWithFlags(&g->exec, graph, flags), "instantiating the step's CUDA graph");
   size_t nodes = 0;
   if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess) g->nodes = nodes;
   g->sync_bn = sync_bn;

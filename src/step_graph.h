@@ -4,9 +4,10 @@
  * Why: the U-Net's step is some 250 kernels, many of them a few microseconds long; launched one
  * by one the GPU waits on the CPU between them (and on the other rank's CPU, through SyncBN).
  * A replayed graph is one launch per step. The graph bakes in pointers, shapes and scalars, so
- * it is used only for steps that match the captured one: the full batch, no loss scaling
- * (fp16's scale changes), no gradient accumulation, the same SyncBN setting, no timeline. Any
- * other step runs eagerly; the graph stays valid for the next matching one. */
+ * it is used only for steps that match the captured one: the full batch, no gradient
+ * accumulation, the same SyncBN setting and loss scale (fp16's dynamic scale: captured again,
+ * after one eager step, when it changes), no timeline. Any other step runs eagerly; the graph
+ * stays valid for the next matching one. */
 #ifndef SRC_STEP_GRAPH_H
 #define SRC_STEP_GRAPH_H
 

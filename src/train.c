@@ -71,11 +71,11 @@ static int setup(run_t *r, char *err, size_t errlen)
   if (ddp_create(&r->ddp, r->comm, r->model, &dc, err, errlen) != 0) return -1;
   if (ddp_sync_initial(r->ddp, err, errlen) != 0) return -1;
 
-  /* CUDA graphs bake in the loss scale and the batch: not with fp16's dynamic scale, gradient
+  /* CUDA graphs bake in the loss scale and the batch: fp16's dynamic scale is captured again
+   * whenever it changes (rarely: it grows every few thousand steps); not with gradient
    * accumulation, or a timeline (which times each op). */
   step_graph_config_t gc = {r->model, r->ddp,
-                            c->cuda_graph && c->precision != MODEL_FP16 && c->accum_steps == 1 &&
-                                c->timeline_steps == 0,
+                            c->cuda_graph && c->accum_steps == 1 && c->timeline_steps == 0,
                             c->batch_size};
   if (step_graph_create(&r->graph, &gc, err, errlen) != 0) return -1;
 

@@ -588,8 +588,9 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "                           cudnn.benchmark), results may differ in the last bits; default: on\n"
 "  --cuda-graph on|off      capture the training step (forward, loss, backward, gradient\n"
 "                           all-reduce) once and replay it as a CUDA graph: one launch per step\n"
-"                           instead of hundreds; used for full batches without loss scaling,\n"
-"                           accumulation or a timeline; default: on\n\n");
+"                           instead of hundreds; used for full batches without accumulation\n"
+"                           or a timeline (fp16: captured again when the loss scale changes);\n"
+"                           default: on\n\n");
   fprintf(f,
 "Output:\n"
 "  --out DIR                summary.json and the per-step log (log.jsonl); default: runs/latest\n"
