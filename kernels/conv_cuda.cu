@@ -14,10 +14,13 @@
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
- * for 3 channels are some 20x slower. 1x1 layers go to cuBLAS (conv_gemm_cuda.cu), and so do
- * transposed ones with SHMDDP_CONVT=gemm.
- * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn, SHMDDP_CONV_WS_MB (search workspace limit),
- * SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr), SHMDDP_CONVT=gemm. */
+ * for 3 channels are some 20x slower. 1x1 layers with few outputs (the head) run on own kernels
+ * (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS (conv_gemm_cuda.cu), and so do transposed
+ * ones with SHMDDP_CONVT=gemm.
+ * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice),
+ * SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only),
+ * SHMDDP_CONV_WS_MB (search workspace limit), SHMDDP_CONV_VERBOSE=1 (print each layer's
+ * algorithms to stderr), SHMDDP_CONVT=gemm. */
 #include "config.h"
 
 #include <stdio.h>
@@ -41,6 +44,7 @@ typedef struct {
 
 typedef struct {
   int gemm;                     /* a GEMM through cuBLAS: nothing below is used */
+  int skinny;                   /* a 1x1 with few outputs, own kernels: nothing below is used */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -278,6 +282,11 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   if (!pl) return opc_fail(o, "out of memory planning a convolution");
   c->plan = pl;
   *ws_bytes = 0;
+  if (opc_skinny_enabled(o, c)) {
+    pl->skinny = 1;
+    *ws_bytes = opc_skinny_ws(o, c);
+    return 0;
+  }
   if (opc_gemm_conv_enabled(o, c->kind)) {
     pl->gemm = 1;
     *ws_bytes = opc_gemm_conv_ws(o, c);
@@ -446,6 +455,7 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
 {
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
+  if (pl->skinny) return opc_skinny_fwd(o, c, n, x, w, b, y);
   if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
@@ -476,6 +486,7 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
 {
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
+  if (pl->skinny) return opc_skinny_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
@@ -521,6 +532,7 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
 {
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
+  if (pl->skinny) return opc_skinny_bwd_data(o, c, n, dy, w, dx);
   if (pl->gemm) return opc_gemm_bwd_data(o, c, n, dy, w, dx, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);

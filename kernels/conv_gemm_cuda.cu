@@ -28,7 +28,7 @@
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind)
 {
   const char *e1 = getenv("SHMDDP_CONV1X1"), *et = getenv("SHMDDP_CONVT");
-  if (kind == OPS_CONV1X1) return !(e1 && !strcmp(e1, "cudnn"));
+  if (kind == OPS_CONV1X1) return !(e1 && !strcmp(e1, "cudnn")); /* skinny ones: see above */
   if (kind == OPS_CONVT2X2) return et && !strcmp(et, "gemm");
   return 0;
 }

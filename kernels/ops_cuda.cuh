@@ -186,6 +186,16 @@ int opc_gemm_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_gemm_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
+/* 1x1 convolutions with few outputs (cout <= 8, cin <= 256; the U-Net's head) as own kernels
+ * (conv_skinny_cuda.cu), unless SHMDDP_CONV1X1=cudnn|gemm; ws as opc_skinny_ws says. */
+int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c);
+size_t opc_skinny_ws(const ops_t *o, const ops_conv_t *c);
+int opc_skinny_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                   const void *b, void *y);
+int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                          const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                        const void *w, void *dx);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,

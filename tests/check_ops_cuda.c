@@ -351,6 +351,14 @@ START_TEST(test_conv)
     conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 2); /* smaller batch than planned */
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer */
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
+    conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2); /* at its width: own kernels, many blocks */
+    conv_case(OPS_CONV1X1, 5, 7, 12, 3, 2, 1);   /* off the vector width, odd outputs */
+    conv_case(OPS_CONV1X1, 4, 4, 16, 8, 2, 2);   /* the most outputs the own kernels take */
+    conv_case(OPS_CONV1X1, 4, 4, 16, 12, 2, 2);  /* more: cuBLAS */
+    conv_case_at(OPS_CONV1X1, 8, 8, 16, 4, 2, 2, 2); /* misaligned weights, own kernels */
+    setenv("SHMDDP_CONV1X1", "gemm", 1);
+    conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2);
+    unsetenv("SHMDDP_CONV1X1");
     conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
     conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
     /* the alternatives behind the environment switches */

@@ -230,10 +230,16 @@ START_TEST(barrier_timeout_names_the_absent_rank)
 {
   shmddp_launch_result_t res = test_launch(3, 0.5, 0, rank_late, NULL);
   ck_assert_int_ne(res.exit_code, 0);
+  /* Whichever of ranks 0 and 2 times out first aborts the group; the other may see that abort
+   * (which carries the same reason) before its own deadline. Both must name rank 1. */
+  int timeouts = 0;
   for (int r = 0; r < 3; r += 2) {
-    ck_assert_int_eq(rep->status[r], SHMDDP_ERR_TIMEOUT);
+    ck_assert_msg(rep->status[r] == SHMDDP_ERR_TIMEOUT || rep->status[r] == SHMDDP_ERR_ABORTED,
+                  "rank %d: status %d", r, (int)rep->status[r]);
+    timeouts += rep->status[r] == SHMDDP_ERR_TIMEOUT;
     ck_assert_msg(strstr(rep->msg[r], "rank(s) 1") != NULL, "rank %d: %s", r, rep->msg[r]);
   }
+  ck_assert_int_ge(timeouts, 1);
 }
 END_TEST
 
