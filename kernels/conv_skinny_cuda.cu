@@ -9,8 +9,8 @@
  *   weight grad  dw[k][c] (+)= sum_p dy[p][k] x[p][c], db[k] (+)= sum_p dy[p][k]:
  *                block b sums a fixed range of pixels (thread = channel c and pixel lane),
  *                reduces its lanes in order and writes f32 partials to the workspace; a second
- *                kernel adds the blocks' partials in block order. The split depends only on
- *                the pixel count and the GPU, so results repeat bit for bit.
+ *                kernel adds the blocks' partials, a warp per output in a fixed order. The split
+ *                depends only on the pixel count and the GPU, so results repeat bit for bit.
  * Weights [cout][cin] (ops.h) sit in shared memory as f32; all sums are f32. */
 #include "config.h"
 
@@ -30,17 +30,20 @@ int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c)
   return c->kind == OPS_CONV1X1 && c->cout <= SK_MAX_COUT && c->cin <= SK_MAX_CIN;
 }
 
-/* Blocks of the weight-gradient reduction for P pixels: about 64 pixels per block at least,
- * at most two per multiprocessor. */
+/* Blocks of the weight-gradient reduction for P pixels: at least 64 pixels per block, at most
+ * eight blocks per multiprocessor (enough loads in flight: one per SM left each thread
+ * hundreds of dependent iterations, latency-bound at 0.18 ms for the head). */
+#define SK_WGRAD_BLOCKS_PER_SM 8
 static int wgrad_blocks(const ops_t *o, size_t P)
 {
-  size_t most = 2 * (size_t)opc_ctx(o)->sm_count, b = (P + 63) / 64;
+  size_t most = SK_WGRAD_BLOCKS_PER_SM * (size_t)opc_ctx(o)->sm_count, b = (P + 63) / 64;
   return (int)(b < 1 ? 1 : b > most ? most : b);
 }
 
 size_t opc_skinny_ws(const ops_t *o, const ops_conv_t *c)
 {
-  return 2 * (size_t)opc_ctx(o)->sm_count * c->cout * (c->cin + 1) * sizeof(float);
+  return SK_WGRAD_BLOCKS_PER_SM * (size_t)opc_ctx(o)->sm_count * c->cout * (c->cin + 1) *
+         sizeof(float);
 }
 
 /* ---- forward ---- */
@@ -162,8 +165,27 @@ __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T 
   float acc[SK_MAX_COUT], accb[SK_MAX_COUT];
 #pragma unroll
   for (int k = 0; k < SK_MAX_COUT; k++) acc[k] = accb[k] = 0.f;
-  if (lane < lanes)
-    for (size_t p = p0 + lane; p < p1; p += lanes) {
+  if (lane < lanes) {
+    /* Four pixels per iteration, their loads issued before their arithmetic. */
+    size_t p = p0 + lane;
+    for (; p + 3 * (size_t)lanes < p1; p += 4 * (size_t)lanes) {
+      float xv[4], d[4][SK_MAX_COUT];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        size_t q = p + (size_t)u * lanes;
+        xv[u] = opc_ld(x[q * cin + c]);
+#pragma unroll
+        for (int k = 0; k < SK_MAX_COUT; k++) d[u][k] = k < cout ? opc_ld(dy[q * cout + k]) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int k = 0; k < SK_MAX_COUT; k++) {
+          acc[k] += d[u][k] * xv[u];
+          accb[k] += d[u][k];
+        }
+    }
+    for (; p < p1; p += lanes) {
       float xv = opc_ld(x[p * cin + c]);
 #pragma unroll
       for (int k = 0; k < SK_MAX_COUT; k++)
@@ -173,6 +195,7 @@ __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T 
           accb[k] += d;
         }
     }
+  }
   if (lane < lanes) {
 #pragma unroll
     for (int k = 0; k < SK_MAX_COUT; k++)
@@ -189,14 +212,19 @@ __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T 
   }
 }
 
+/* One warp per output: lane l adds blocks l, l + 32, ... in order, then a fixed shuffle tree. */
 template <typename T>
 __global__ void sk_wgrad_final(const float *part, int nblocks, T *dw, T *db, int cin, int cout,
                                int accumulate)
 {
-  const int row = cin + 1, stride = cout * row;
-  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < stride; t += gridDim.x * blockDim.x) {
-    float s = 0.f;
-    for (int b = 0; b < nblocks; b++) s += part[(size_t)b * stride + t];
+  const int row = cin + 1, stride = cout * row, lane = threadIdx.x & 31;
+  const int t = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+  if (t >= stride) return; /* whole warps leave together: stride is per warp */
+  float s = 0.f;
+  for (int b = lane; b < nblocks; b += 32) s += part[(size_t)b * stride + t];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+  if (lane == 0) {
     int k = t / row, c = t % row;
     T *dst = c < cin ? dw + (size_t)k * cin + c : db + k;
     *dst = opc_st<T>(accumulate ? opc_ld(*dst) + s : s);
@@ -215,9 +243,9 @@ static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
   sk_wgrad_part<T><<<nb, lanes * c->cin, smem, st>>>((const T *)x, (const T *)dy, (float *)ws, P,
                                                      per, c->cin, c->cout);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (partial sums)");
-  int n = c->cout * (c->cin + 1);
-  sk_wgrad_final<T><<<(n + 255) / 256, 256, 0, st>>>((const float *)ws, nb, (T *)dw, (T *)db,
-                                                     c->cin, c->cout, acc);
+  int n = c->cout * (c->cin + 1); /* outputs, one warp each */
+  sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, st>>>((const float *)ws, nb, (T *)dw, (T *)db, c->cin,
+                                                 c->cout, acc);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (final sums)");
   return 0;
 }
