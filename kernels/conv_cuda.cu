@@ -14,7 +14,8 @@
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
- * for 3 channels are some 20x slower. 1x1 layers with few outputs (the head) run on own kernels
+ * for 3 channels are some 20x slower; its forward and weight gradient run on own direct kernels
+ * (conv_direct_cuda.cu; SHMDDP_CONV_DIRECT=0 keeps them on cuDNN too). 1x1 layers with few outputs (the head) run on own kernels
  * (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS (conv_gemm_cuda.cu), and so do transposed
  * ones with SHMDDP_CONVT=gemm.
  * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice),
@@ -45,6 +46,8 @@ typedef struct {
 typedef struct {
   int gemm;                     /* a GEMM through cuBLAS: nothing below is used */
   int skinny;                   /* a 1x1 with few outputs, own kernels: nothing below is used */
+  int direct;                   /* 3x3 with few inputs: forward and weight gradient on own
+                                   kernels (conv_direct_cuda.cu), input gradient on cuDNN */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -348,6 +351,8 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     pl->off_w = align256(pl->ws);
     *ws_bytes = pl->off_w + bytes_w;
   }
+  pl->direct = opc_direct_enabled(o, c);
+  if (pl->direct && opc_direct_ws(o, c) > *ws_bytes) *ws_bytes = opc_direct_ws(o, c);
   if (env_is("SHMDDP_CONV_VERBOSE", "1"))
     fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
             "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
@@ -456,6 +461,7 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_fwd(o, c, n, x, w, b, y);
+  if (pl->direct) return opc_direct_fwd(o, c, n, x, w, y);
   if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
@@ -487,6 +493,7 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
+  if (pl->direct) return opc_direct_bwd_filter(o, c, n, x, dy, dw, acc, ws);
   if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */

@@ -196,6 +196,15 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
                           const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
+/* 3x3 convolutions with few inputs (cin <= 4, cout a multiple of 8 up to 64: the RGB layer):
+ * forward and weight gradient as own kernels (conv_direct_cuda.cu) unless SHMDDP_CONV_DIRECT=0;
+ * the weight gradient uses opc_direct_ws bytes of the workspace. */
+int opc_direct_enabled(const ops_t *o, const ops_conv_t *c);
+size_t opc_direct_ws(const ops_t *o, const ops_conv_t *c);
+int opc_direct_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                   void *y);
+int opc_direct_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                          const void *dy, void *dw, int acc, void *ws);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,
