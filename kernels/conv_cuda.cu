@@ -14,8 +14,8 @@
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
- * for 3 channels are some 20x slower; its forward and weight gradient run on own direct kernels
- * (conv_direct_cuda.cu; SHMDDP_CONV_DIRECT=0 keeps them on cuDNN too). 1x1 layers with few outputs (the head) run on own kernels
+ * for 3 channels are some 20x slower (SHMDDP_CONV_DIRECT=1: own direct kernels for its forward
+ * and weight gradient, conv_direct_cuda.cu; not faster overall yet). 1x1 layers with few outputs (the head) run on own kernels
  * (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS (conv_gemm_cuda.cu), and so do transposed
  * ones with SHMDDP_CONVT=gemm.
  * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice),

@@ -1,5 +1,6 @@
 /* conv_direct_cuda.cu — the 3x3 convolution with very few input channels (the U-Net's RGB layer,
- * 3 -> 64 over 256x256 images) computed directly, forward and weight gradient. cuDNN needs the
+ * 3 -> 64 over 256x256 images) computed directly, forward and weight gradient. Opt-in with
+ * SHMDDP_CONV_DIRECT=1 (see opc_direct_enabled for why). cuDNN needs the
  * input padded to 8 channels for its tensor-core kernels and still ran this layer at 4.9 TFLOP/s
  * forward (0.28 ms) and 7.3 backward-filter (0.19 ms; ops_cuda_1xh200.txt, run 3), plus a
  * padding pass over the input each time. Here every output pixel needs only 27 inputs.
@@ -27,8 +28,13 @@
 
 int opc_direct_enabled(const ops_t *o, const ops_conv_t *c)
 {
-  const char *e = getenv("SHMDDP_CONV_DIRECT"); /* "0": cuDNN for this layer too */
-  if (e && !strcmp(e, "0")) return 0;
+  /* Opt-in (SHMDDP_CONV_DIRECT=1): measured on an H200 (commit 81124df), the forward fell from
+   * 0.28 to 0.11 ms but this weight gradient takes 0.23 ms against cuDNN's 0.19, and the
+   * trainer ran at 886.8 img/s with both against 908.3 without: not the default until the
+   * weight gradient beats cuDNN's (27 dependent patch loads per pixel and thread make it
+   * latency-bound; staging patches in shared memory is the next thing to try). */
+  const char *e = getenv("SHMDDP_CONV_DIRECT");
+  if (!e || strcmp(e, "1")) return 0;
   return c->kind == OPS_CONV3X3 && c->cin <= DC_MAX_CIN && c->cout % 8 == 0 && c->cout <= 64;
 }
 

@@ -197,7 +197,7 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
 /* 3x3 convolutions with few inputs (cin <= 4, cout a multiple of 8 up to 64: the RGB layer):
- * forward and weight gradient as own kernels (conv_direct_cuda.cu) unless SHMDDP_CONV_DIRECT=0;
+ * forward and weight gradient as own kernels (conv_direct_cuda.cu) with SHMDDP_CONV_DIRECT=1;
  * the weight gradient uses opc_direct_ws bytes of the workspace. */
 int opc_direct_enabled(const ops_t *o, const ops_conv_t *c);
 size_t opc_direct_ws(const ops_t *o, const ops_conv_t *c);

@@ -349,12 +349,12 @@ START_TEST(test_conv)
     use_dtype(d);
     conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 3);
     conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 2); /* smaller batch than planned */
-    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer */
-    conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2); /* at its width: direct kernels, many blocks */
+    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer (cuDNN, padded) */
+    setenv("SHMDDP_CONV_DIRECT", "1", 1);        /* the opt-in direct kernels */
+    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
+    conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2); /* at its width, many blocks */
     conv_case(OPS_CONV3X3, 6, 6, 1, 8, 2, 2);    /* one input channel */
     conv_case(OPS_CONV3X3, 7, 5, 4, 24, 3, 1);   /* four, odd sizes, a smaller batch */
-    setenv("SHMDDP_CONV_DIRECT", "0", 1);        /* the RGB layer on cuDNN (padded) */
-    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
     unsetenv("SHMDDP_CONV_DIRECT");
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
     conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2); /* at its width: own kernels, many blocks */
