@@ -11,18 +11,24 @@
 #include "src/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 
+/* The small U-Net of these tests: widths 8-16-32, 16x16, batch 2, on the CPU until changed. */
+static void small_config(model_config_t *cfg, model_norm_t norm)
+{
+  model_config_default(cfg);
+  cfg->levels = 3;
+  cfg->widths[0] = 8, cfg->widths[1] = 16, cfg->widths[2] = 32;
+  cfg->max_batch = 2;
+  cfg->height = cfg->width = 16;
+  cfg->norm = norm;
+  cfg->groups = 4;
+}
+
 static void model_case(model_norm_t norm, model_precision_t prec, double tol_loss,
                        double tol_grad)
 {
   char err[512];
   model_config_t cfg;
-  model_config_default(&cfg);
-  cfg.levels = 3;
-  cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
-  cfg.max_batch = 2;
-  cfg.height = cfg.width = 16;
-  cfg.norm = norm;
-  cfg.groups = 4;
+  small_config(&cfg, norm);
   model_t *mc = NULL, *mg = NULL;
   ck_assert_msg(model_create(&mc, &cfg, err, sizeof err) == 0, "%s", err);
   cfg.device = MODEL_DEVICE_CUDA;
@@ -95,13 +101,7 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
 {
   char err[512];
   model_config_t cfg;
-  model_config_default(&cfg);
-  cfg.levels = 3;
-  cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
-  cfg.max_batch = 2;
-  cfg.height = cfg.width = 16;
-  cfg.norm = norm;
-  cfg.groups = 4;
+  small_config(&cfg, norm);
   cfg.device = MODEL_DEVICE_CUDA;
   cfg.precision = prec;
   model_t *m = NULL;
@@ -152,16 +152,9 @@ static void graph_case(model_precision_t prec, model_norm_t norm)
   float *pg = graph_run(prec, norm, 1, lg, &r);
   ck_assert_msg(r == GRAPH_STEPS - 1, "%ld replays of %d steps, expected %d", r, GRAPH_STEPS,
                 GRAPH_STEPS - 1);
-  size_t np = 0;
-  {
-    model_config_t cfg;
-    model_config_default(&cfg);
-    cfg.levels = 3;
-    cfg.widths[0] = 8, cfg.widths[1] = 16, cfg.widths[2] = 32;
-    cfg.norm = norm;
-    cfg.groups = 4;
-    np = model_config_num_params(&cfg);
-  }
+  model_config_t cfg;
+  small_config(&cfg, norm);
+  size_t np = model_config_num_params(&cfg);
   for (int k = 0; k < GRAPH_STEPS; k++) {
     ck_assert_msg(le[k] == le2[k], "precision %d: two eager runs differ at step %d: loss %.9g vs "
                   "%.9g", (int)prec, k, le[k], le2[k]);
