@@ -65,16 +65,7 @@ static int setup(dprun_t *r, char *err, size_t errlen)
   dc.ndev = r->ndev;
   if (dp_create(&r->dp, &dc, err, errlen) != 0) return -1;
 
-  optim_config_default(&r->oc, c->optimizer);
-  r->oc.lr = c->lr;
-  r->oc.weight_decay = c->weight_decay;
-  if (c->optimizer == OPTIM_SGD) {
-    r->oc.momentum = c->momentum;
-    r->oc.nesterov = c->nesterov;
-  } else {
-    r->oc.beta1 = c->momentum;
-  }
-  r->oc.warmup_steps = c->warmup_steps;
+  train_config_optim(c, &r->oc);
   r->oc.total_steps = r->job->total_steps;
   if (optim_config_validate(&r->oc, err, errlen) != 0) return -1;
   model_t *m0 = dp_model(r->dp, 0);

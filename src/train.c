@@ -79,16 +79,7 @@ static int setup(run_t *r, char *err, size_t errlen)
                             c->batch_size};
   if (step_graph_create(&r->graph, &gc, err, errlen) != 0) return -1;
 
-  optim_config_default(&r->oc, c->optimizer);
-  r->oc.lr = c->lr;
-  r->oc.weight_decay = c->weight_decay;
-  if (c->optimizer == OPTIM_SGD) {
-    r->oc.momentum = c->momentum;
-    r->oc.nesterov = c->nesterov;
-  } else {
-    r->oc.beta1 = c->momentum;
-  }
-  r->oc.warmup_steps = c->warmup_steps;
+  train_config_optim(c, &r->oc);
   if (optim_config_validate(&r->oc, err, errlen) != 0) return -1;
   amp_scaler_init(&r->scaler, c->precision);
 

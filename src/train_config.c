@@ -497,6 +497,20 @@ void train_config_model(const train_config_t *c, int local_rank, model_config_t 
   mc->conv_benchmark = !c->deterministic;
 }
 
+void train_config_optim(const train_config_t *c, optim_config_t *oc)
+{
+  optim_config_default(oc, c->optimizer);
+  oc->lr = c->lr;
+  oc->weight_decay = c->weight_decay;
+  if (c->optimizer == OPTIM_SGD) {
+    oc->momentum = c->momentum;
+    oc->nesterov = c->nesterov;
+  } else {
+    oc->beta1 = c->momentum; /* --momentum is AdamW's beta1 */
+  }
+  oc->warmup_steps = c->warmup_steps;
+}
+
 void train_config_describe(const train_config_t *c, char *buf, size_t len)
 {
   snprintf(buf, len,

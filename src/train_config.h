@@ -82,6 +82,8 @@ int train_config_parse(train_config_t *cfg, int argc, char **argv, const train_m
 void train_config_usage(FILE *out, const train_machine_t *machine);
 
 /* The model configuration this training configuration implies (for rank `local_rank`). */
+/* The optimizer settings of the configuration (total_steps is the job's, set by the caller). */
+void train_config_optim(const train_config_t *c, optim_config_t *oc);
 void train_config_model(const train_config_t *cfg, int local_rank, model_config_t *mc);
 
 /* One line naming every setting (for the log and summary.json's config). */

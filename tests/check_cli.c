@@ -112,9 +112,20 @@ START_TEST(test_defaults_gpu)
   /* Without the CUDA backend, the default is the CPU. */
   ck_assert_int_eq(parse(&c, &nocuda_box, err, sizeof err, (char *)NULL), 0);
   ck_assert_int_eq(c.device, MODEL_DEVICE_CPU);
-  /* AdamW's own defaults. */
-  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--optimizer", "adamw", (char *)NULL), 0);
+  /* AdamW's own defaults; --momentum becomes its beta1. */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--optimizer", "adamw", "--momentum",
+                         "0.8", (char *)NULL), 0);
   ck_assert(c.lr < 0.01 && c.weight_decay == 0.01);
+  optim_config_t oc;
+  train_config_optim(&c, &oc);
+  ck_assert_int_eq(oc.kind, OPTIM_ADAMW);
+  ck_assert(oc.beta1 == 0.8 && oc.lr == c.lr && oc.weight_decay == 0.01);
+  /* SGD: momentum, Nesterov, warm-up carried over. */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--momentum", "0.5", "--nesterov",
+                         "--warmup-steps", "7", "--lr", "0.2", (char *)NULL), 0);
+  train_config_optim(&c, &oc);
+  ck_assert_int_eq(oc.kind, OPTIM_SGD);
+  ck_assert(oc.momentum == 0.5 && oc.nesterov == 1 && oc.warmup_steps == 7 && oc.lr == 0.2);
 }
 END_TEST
 
