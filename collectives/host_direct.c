@@ -96,119 +96,145 @@ void host_direct_release(shmddp_comm_t *comm)
   shm_wake_all(comm->seg);
 }
 
-shmddp_status_t host_direct_all_reduce(shmddp_comm_t *comm, const void *send, void *recv,
-                                       size_t count, shmddp_dtype_t dtype, shmddp_op_t op)
+/* The direct protocol over count elements, `piece` at a time: post() fills this rank's buffer
+ * with the piece's share [off, off + m), everyone exchanges, take() reads every rank's buffer.
+ * One loop for every host collective below; they differ only in what they post and take. */
+typedef struct {
+  const void *send;
+  void *recv;
+  size_t ds, total; /* element size; the per-rank count (reduce-scatter, all-gather) */
+  shmddp_dtype_t dtype;
+  shmddp_op_t op;
+  int root, rank, nranks;
+} piece_ctx_t;
+
+typedef void (*post_fn)(const piece_ctx_t *x, unsigned char *mine, size_t off, size_t m);
+typedef void (*take_fn)(const piece_ctx_t *x, const unsigned char *const *bufs, size_t off,
+                        size_t m);
+
+static shmddp_status_t direct_pieces(shmddp_comm_t *comm, size_t count, size_t piece,
+                                     const piece_ctx_t *x, post_fn post, take_fn take)
 {
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t piece = host_direct_capacity(comm) / ds;
   const unsigned char *bufs[SHMDDP_MAX_RANKS];
   for (size_t off = 0; off < count; off += piece) {
     size_t m = count - off < piece ? count - off : piece;
     unsigned char *mine;
     shmddp_status_t st = host_direct_acquire(comm, &mine);
     if (st != SHMDDP_OK) return st;
-    memcpy(mine, (const char *)send + off * ds, m * ds);
+    post(x, mine, off, m);
     st = host_direct_exchange(comm, bufs);
     if (st != SHMDDP_OK) return st;
-    reduce_cpu_multi((char *)recv + off * ds, (const void *const *)bufs, comm->nranks, m, dtype,
-                     op, comm->nranks);
+    take(x, bufs, off, m);
     host_direct_release(comm);
   }
   return SHMDDP_OK;
+}
+
+static piece_ctx_t piece_ctx(const shmddp_comm_t *comm, const void *send, void *recv,
+                             shmddp_dtype_t dtype, shmddp_op_t op, int root, size_t total)
+{
+  piece_ctx_t x = {send, recv, shmddp_dtype_size(dtype), total, dtype, op, root, comm->rank,
+                   comm->nranks};
+  return x;
+}
+
+/* This rank's elements [off, off + m) of send. */
+static void post_own(const piece_ctx_t *x, unsigned char *mine, size_t off, size_t m)
+{
+  memcpy(mine, (const char *)x->send + off * x->ds, m * x->ds);
+}
+
+static void take_reduce(const piece_ctx_t *x, const unsigned char *const *bufs, size_t off,
+                        size_t m)
+{
+  reduce_cpu_multi((char *)x->recv + off * x->ds, (const void *const *)bufs, x->nranks, m,
+                   x->dtype, x->op, x->nranks);
+}
+
+shmddp_status_t host_direct_all_reduce(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t count, shmddp_dtype_t dtype, shmddp_op_t op)
+{
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, op, -1, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / x.ds, &x, post_own,
+                       take_reduce);
+}
+
+/* Reduce-scatter: the piece of every rank's block, block b at b * m in this rank's buffer. */
+static void post_blocks(const piece_ctx_t *x, unsigned char *mine, size_t off, size_t m)
+{
+  for (int b = 0; b < x->nranks; b++)
+    memcpy(mine + (size_t)b * m * x->ds,
+           (const char *)x->send + ((size_t)b * x->total + off) * x->ds, m * x->ds);
+}
+
+static void take_my_block(const piece_ctx_t *x, const unsigned char *const *bufs, size_t off,
+                          size_t m)
+{
+  const void *srcs[SHMDDP_MAX_RANKS];
+  for (int r = 0; r < x->nranks; r++) srcs[r] = bufs[r] + (size_t)x->rank * m * x->ds;
+  reduce_cpu_multi((char *)x->recv + off * x->ds, srcs, x->nranks, m, x->dtype, x->op,
+                   x->nranks);
 }
 
 shmddp_status_t host_direct_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype,
                                            shmddp_op_t op)
 {
-  size_t ds = shmddp_dtype_size(dtype);
-  int n = comm->nranks;
-  size_t piece = host_direct_capacity(comm) / (ds * (size_t)n);
-  const unsigned char *bufs[SHMDDP_MAX_RANKS];
-  const void *srcs[SHMDDP_MAX_RANKS];
-  for (size_t off = 0; off < recvcount; off += piece) {
-    size_t m = recvcount - off < piece ? recvcount - off : piece;
-    unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
-    for (int b = 0; b < n; b++)
-      memcpy(mine + (size_t)b * m * ds, (const char *)send + ((size_t)b * recvcount + off) * ds,
-             m * ds);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
-    for (int r = 0; r < n; r++) srcs[r] = bufs[r] + (size_t)comm->rank * m * ds;
-    reduce_cpu_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n);
-    host_direct_release(comm);
-  }
-  return SHMDDP_OK;
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, op, -1, recvcount);
+  return direct_pieces(comm, recvcount, host_direct_capacity(comm) / (x.ds * (size_t)x.nranks),
+                       &x, post_blocks, take_my_block);
+}
+
+static void take_gather(const piece_ctx_t *x, const unsigned char *const *bufs, size_t off,
+                        size_t m)
+{
+  for (int r = 0; r < x->nranks; r++)
+    memcpy((char *)x->recv + ((size_t)r * x->total + off) * x->ds, bufs[r], m * x->ds);
 }
 
 shmddp_status_t host_all_gather(shmddp_comm_t *comm, const void *send, void *recv,
                                 size_t sendcount, shmddp_dtype_t dtype)
 {
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t piece = host_direct_capacity(comm) / ds;
-  const unsigned char *bufs[SHMDDP_MAX_RANKS];
-  for (size_t off = 0; off < sendcount; off += piece) {
-    size_t m = sendcount - off < piece ? sendcount - off : piece;
-    unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
-    memcpy(mine, (const char *)send + off * ds, m * ds);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
-    for (int r = 0; r < comm->nranks; r++)
-      memcpy((char *)recv + ((size_t)r * sendcount + off) * ds, bufs[r], m * ds);
-    host_direct_release(comm);
-  }
-  return SHMDDP_OK;
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, SHMDDP_SUM, -1, sendcount);
+  return direct_pieces(comm, sendcount, host_direct_capacity(comm) / x.ds, &x, post_own,
+                       take_gather);
+}
+
+static void post_if_root(const piece_ctx_t *x, unsigned char *mine, size_t off, size_t m)
+{
+  if (x->rank == x->root) post_own(x, mine, off, m);
+}
+
+static void take_broadcast(const piece_ctx_t *x, const unsigned char *const *bufs, size_t off,
+                           size_t m)
+{
+  char *dst = (char *)x->recv + off * x->ds;
+  if (x->rank != x->root)
+    memcpy(dst, bufs[x->root], m * x->ds);
+  else if (x->recv != x->send)
+    memmove(dst, (const char *)x->send + off * x->ds, m * x->ds);
 }
 
 shmddp_status_t host_broadcast(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                                shmddp_dtype_t dtype, int root)
 {
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t piece = host_direct_capacity(comm) / ds;
-  int is_root = comm->rank == root;
-  const unsigned char *bufs[SHMDDP_MAX_RANKS];
-  for (size_t off = 0; off < count; off += piece) {
-    size_t m = count - off < piece ? count - off : piece;
-    unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
-    if (is_root) memcpy(mine, (const char *)send + off * ds, m * ds);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
-    if (is_root) {
-      if (recv != send) memmove((char *)recv + off * ds, (const char *)send + off * ds, m * ds);
-    } else {
-      memcpy((char *)recv + off * ds, bufs[root], m * ds);
-    }
-    host_direct_release(comm);
-  }
-  return SHMDDP_OK;
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, SHMDDP_SUM, root, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / x.ds, &x, post_if_root,
+                       take_broadcast);
+}
+
+static void take_reduce_at_root(const piece_ctx_t *x, const unsigned char *const *bufs,
+                                size_t off, size_t m)
+{
+  if (x->rank == x->root) take_reduce(x, bufs, off, m);
 }
 
 shmddp_status_t host_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                             shmddp_dtype_t dtype, shmddp_op_t op, int root)
 {
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t piece = host_direct_capacity(comm) / ds;
-  const unsigned char *bufs[SHMDDP_MAX_RANKS];
-  for (size_t off = 0; off < count; off += piece) {
-    size_t m = count - off < piece ? count - off : piece;
-    unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
-    memcpy(mine, (const char *)send + off * ds, m * ds);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
-    if (comm->rank == root)
-      reduce_cpu_multi((char *)recv + off * ds, (const void *const *)bufs, comm->nranks, m,
-                       dtype, op, comm->nranks);
-    host_direct_release(comm);
-  }
-  return SHMDDP_OK;
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, op, root, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / x.ds, &x, post_own,
+                       take_reduce_at_root);
 }
 
 shmddp_status_t host_barrier(shmddp_comm_t *comm)
