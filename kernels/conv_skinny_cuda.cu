@@ -21,7 +21,7 @@
 
 #define SK_MAX_COUT 8
 #define SK_MAX_CIN 256
-#define SK_THREADS 256
+#define SK_THREADS OPC_THREADS /* opc_blocks sizes the per-pixel grids for it */
 
 int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c)
 {
@@ -79,12 +79,6 @@ __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, con
   }
 }
 
-static unsigned pass_blocks(const ops_t *o, size_t P)
-{
-  size_t b = (P + SK_THREADS - 1) / SK_THREADS, most = (size_t)opc_ctx(o)->sm_count * 8;
-  return (unsigned)(b < 1 ? 1 : b > most ? most : b);
-}
-
 template <typename T>
 static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
                  const void *b, void *y)
@@ -93,10 +87,10 @@ static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, c
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
   if (opc_vec_width(sizeof(T), c->cin, x) == V)
-    sk_fwd<T, V><<<pass_blocks(o, P), SK_THREADS, smem, st>>>(
+    sk_fwd<T, V><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
         (const T *)x, (const T *)w, (const T *)b, (T *)y, P, c->cin, c->cout);
   else
-    sk_fwd<T, 1><<<pass_blocks(o, P), SK_THREADS, smem, st>>>(
+    sk_fwd<T, 1><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
         (const T *)x, (const T *)w, (const T *)b, (T *)y, P, c->cin, c->cout);
   OPC_LAUNCHED(o, "1x1 convolution (few outputs)");
   return 0;
@@ -140,10 +134,10 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
   if (opc_vec_width(sizeof(T), c->cin, dx) == V)
-    sk_bwd_data<T, V><<<pass_blocks(o, P), SK_THREADS, smem, st>>>(
+    sk_bwd_data<T, V><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
         (const T *)dy, (const T *)w, (T *)dx, P, c->cin, c->cout);
   else
-    sk_bwd_data<T, 1><<<pass_blocks(o, P), SK_THREADS, smem, st>>>(
+    sk_bwd_data<T, 1><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
         (const T *)dy, (const T *)w, (T *)dx, P, c->cin, c->cout);
   OPC_LAUNCHED(o, "1x1 convolution input gradient (few outputs)");
   return 0;

@@ -131,13 +131,9 @@ int ops_cuda_check_labels(const ops_t *o)
 {
   opc_ctx_t *x = opc_ctx(o);
   unsigned long long *h = (unsigned long long *)(x->host + 2);
-  OPC_CUDA(o, cudaMemcpyAsync(h, x->bad, sizeof *h, cudaMemcpyDeviceToHost, x->stream));
+  if (ops_cuda_check_labels_async(o, h)) return -1;
   OPC_CUDA(o, cudaStreamSynchronize(x->stream));
-  if (*h == NO_BAD) return 0;
-  OPC_CUDA(o, cudaMemsetAsync(x->bad, 0xff, sizeof *h, x->stream));
-  /* The message names the first bad pixel; the memset above makes the next check clean. */
-  return opc_fail(o, "label %d at pixel %llu is outside [0, K) and is not the ignore index",
-                  (int)(int32_t)(uint32_t)(*h & 0xffffffffu), *h >> 32);
+  return ops_cuda_labels_result(o, *h);
 }
 
 int ops_cuda_check_labels_async(const ops_t *o, unsigned long long *pinned)

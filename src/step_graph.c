@@ -147,8 +147,8 @@ int step_graph_queue(step_graph_t *g, const float *x, const int32_t *y, int n, f
   int match = g->cfg.enabled && n == g->cfg.full_batch && !accumulate && last;
 #ifdef HAVE_CUDNN
   if (match && g->exec && (g->sync_bn != sync_bn || g->loss_scale != loss_scale)) {
-    drop(g); /* --sync-bn-from-epoch switched SyncBN on: one eager step (its exchanges set up
-                their buffers), then capture again */
+    drop(g); /* SyncBN switched on (--sync-bn-from-epoch) or fp16's loss scale moved: one
+                eager step (new exchanges set up their buffers), then capture again */
     g->seen = 0;
   }
   if (match && g->exec)

@@ -359,9 +359,8 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         }
         if (rc == 0) rc = model_step_loss(r.model, &l, err, errlen);
         images += b->n;
-        /* b's upload came before its step, which is done once its loss is read. Without a
-         * prefetch behind it, the fence is that wait; with one, it must not wait for it. */
-        if (rc == 0 && !prefetched) rc = train_dev_fence(r.dev, err, errlen);
+        /* b's upload came before its step, which is done once its loss is read: its buffer can
+         * go back to the loader (a prefetched upload behind it is not waited for). */
         loader_release(r.train_loader, b);
         syncbn_s += ddp_last_syncbn_s(r.ddp);
         if (last) comm_s = ddp_last_exposed_comm_s(r.ddp);

@@ -26,8 +26,7 @@ struct train_dev {
   size_t max_pixels; /* batch * pixels */
   void *copied[2];   /* cudaEvent_t: slot filled (on copy) */
   void *moved[2];    /* cudaEvent_t: slot moved into x, y (on the model's stream) */
-  int next;          /* slot of the next upload */
-  int last;          /* slot of the last upload, -1: none */
+  int next;          /* slot of the next upload (the last one used the other) */
   struct arena *arena;
 };
 
@@ -58,7 +57,6 @@ int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, ch
   d->stream = stream;
   d->arena = model_arena(m);
   d->max_pixels = (size_t)batch * pixels;
-  d->last = -1;
   size_t bx = d->max_pixels * 3 * sizeof(float), by = d->max_pixels * sizeof(int32_t);
   d->x = arena_alloc(d->arena, bx, ARENA_ACTIVATIONS, "input batch");
   d->y = arena_alloc(d->arena, by, ARENA_ACTIVATIONS, "input labels");
@@ -150,7 +148,6 @@ int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, c
   CK(cudaMemcpyAsync(d->x, d->sx[s], bx, cudaMemcpyDeviceToDevice, st));
   CK(cudaMemcpyAsync(d->y, d->sy[s], by, cudaMemcpyDeviceToDevice, st));
   CK(cudaEventRecord((cudaEvent_t)d->moved[s], st));
-  d->last = s;
   *x = d->x;
   *y = d->y;
   return 0;
@@ -165,7 +162,8 @@ int train_dev_fence(train_dev_t *d, char *err, size_t errlen)
 {
   if (!d) return 0;
 #ifdef HAVE_CUDNN
-  if (d->last >= 0) CK(cudaEventSynchronize((cudaEvent_t)d->copied[d->last]));
+  /* The last upload's slot; before any upload its event was never recorded and this returns. */
+  CK(cudaEventSynchronize((cudaEvent_t)d->copied[d->next ^ 1]));
 #endif
   (void)err;
   (void)errlen;
