@@ -111,6 +111,66 @@ shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn 
 /* Bytes of /dev/shm a group with this configuration needs. */
 size_t shmddp_segment_bytes(int nproc, size_t slot_bytes);
 
+/* ---- joining by a unique id (ranks started by any launcher, or threads of one process) ----
+ *
+ * One rank makes an id and hands it to the others (an environment variable, a file, MPI_Bcast,
+ * a TCP store); every rank then calls shmddp_comm_init_rank with it, in any order, within the
+ * timeout. The id names a shared-memory segment: the first rank to arrive creates it, the others
+ * join it, and once all have arrived its name is removed from /dev/shm, so no crash can leave it
+ * behind. Ranks must run on one machine and see the same /dev/shm and process ids.
+ *
+ * Peers watch each other without a supervisor: a rank that dies (SIGKILL included) before it
+ * called shmddp_comm_destroy makes every other rank's pending and later calls return
+ * SHMDDP_ERR_ABORTED within about a second, naming it. Any number of communicators may live in
+ * one process, over any ranks, and one process may hold several ranks of one communicator (one
+ * thread per rank). */
+
+typedef struct {
+  char internal[128];
+} shmddp_unique_id_t;
+
+/* Text form of an id: 256 hex digits and a NUL. */
+#define SHMDDP_UNIQUE_ID_STRLEN 257
+
+#define SHMDDP_DEVICE_NONE (-1)    /* host buffers only: no CUDA is touched */
+#define SHMDDP_DEVICE_CURRENT (-2) /* the calling thread's current CUDA device, when the build
+                                      has CUDA and a GPU is visible; host only otherwise */
+
+typedef struct {
+  double timeout_s;  /* how long init and any later wait may last; 0: SHMDDP_TIMEOUT or 300 s */
+  size_t slot_bytes; /* host staging bytes per rank; 0: SHMDDP_SLOT_MB or 4 MiB (every rank
+                        must ask for the same) */
+  int device;        /* SHMDDP_DEVICE_CURRENT, SHMDDP_DEVICE_NONE, or a GPU ordinal; every rank
+                        must choose host-only or a GPU alike */
+  int quiet;         /* no warnings on stderr */
+} shmddp_comm_config_t;
+
+#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0}
+
+/* A new id (random; made by one rank). */
+shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id);
+/* Collective over the nranks ranks that share id: returns when all have joined. On failure
+ * *comm is NULL and shmddp_last_error() says why: SHMDDP_ERR_TIMEOUT names the ranks that did
+ * not arrive; SHMDDP_ERR_INVALID (on every rank) for a rank outside 0..nranks-1, two ranks
+ * claiming one rank, ranks disagreeing on nranks, or an id from another machine. */
+shmddp_status_t shmddp_comm_init_rank(shmddp_comm_t **comm, int nranks, shmddp_unique_id_t id,
+                                      int rank);
+shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **comm, int nranks,
+                                             shmddp_unique_id_t id, int rank,
+                                             const shmddp_comm_config_t *config);
+/* Leave and free a communicator made by shmddp_comm_init_rank. Peers still waiting for this
+ * rank in a call get SHMDDP_ERR_ABORTED. */
+shmddp_status_t shmddp_comm_destroy(shmddp_comm_t *comm);
+/* From any thread: every pending and later call of this communicator, on every rank, returns
+ * SHMDDP_ERR_ABORTED (device kernels give up too). Does not free: call shmddp_comm_destroy once
+ * the calls in flight have returned. */
+shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm);
+shmddp_status_t shmddp_unique_id_to_string(const shmddp_unique_id_t *id, char *buf, size_t len);
+shmddp_status_t shmddp_unique_id_from_string(const char *s, shmddp_unique_id_t *id);
+/* The message of the calling thread's last failed call that had no communicator to keep it
+ * (shmddp_comm_init_rank, shmddp_get_unique_id, ...); "" if none. */
+const char *shmddp_last_error(void);
+
 /* ---- communicator ---- */
 
 int shmddp_comm_rank(const shmddp_comm_t *comm);
