@@ -69,7 +69,13 @@ struct shmddp_comm {
   char last_error[512];
   const struct coll_device_ops *dev_ops; /* device-buffer collectives (CUDA build), or NULL */
   void *dev;                             /* their state */
+  struct coll_joined *joined;            /* joined by id (collectives/join.c): what it owns */
 };
+
+/* The group settings the environment gives where the caller gave none (0): SHMDDP_SLOT_MB,
+ * SHMDDP_TIMEOUT (default 300 s); and SHMDDP_ALGO (AUTO when unset). */
+shmddp_status_t coll_env_settings(size_t *slot_bytes, double *timeout_s, shmddp_algo_t *algo,
+                                  char *err, size_t errlen);
 
 void coll_comm_init(shmddp_comm_t *comm, shm_segment_t *seg, int channel, int rank, int device,
                     double timeout_s);

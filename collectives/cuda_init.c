@@ -130,6 +130,21 @@ static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
   return SHMDDP_OK;
 }
 
+cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, uint64_t ptr,
+                           int peer_device, void **out)
+{
+  if (!s->peer_local[p])
+    return cudaIpcOpenMemHandle(out, handle, cudaIpcMemLazyEnablePeerAccess);
+  /* A rank of this process: its pointer is valid here; another GPU needs peer access on. */
+  if (peer_device != s->device) {
+    cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+    else if (e != cudaSuccess) return e;
+  }
+  *out = (void *)(uintptr_t)ptr;
+  return cudaSuccess;
+}
+
 static uint64_t verify_value(int32_t pid, int writer, int reader)
 {
   return 0x5eedULL << 48 | (uint64_t)(uint32_t)pid << 16 | (uint64_t)writer << 8 | (uint64_t)reader;
@@ -147,8 +162,8 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
   for (int p = 0; p < n && ok; p++) {
     if (p == me) continue;
     void *m = NULL;
-    cudaError_t e = cudaIpcOpenMemHandle(&m, cuda_xchg(comm, p)->ctrl_handle,
-                                         cudaIpcMemLazyEnablePeerAccess);
+    cudaError_t e = cuda_open_peer(s, p, cuda_xchg(comm, p)->ctrl_handle,
+                                   cuda_xchg(comm, p)->ctrl_ptr, cuda_xchg(comm, p)->device, &m);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       snprintf(why, len, "rank %d cannot open rank %d's memory (GPU %d -> GPU %d): %s", me, p,
@@ -206,7 +221,7 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
 static void free_state(cuda_state_t *s, int me)
 {
   for (int p = 0; p < CUDA_MAXR; p++)
-    if (p != me && s->ctrl_peer[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
+    if (p != me && s->ctrl_peer[p] && !s->peer_local[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
   cuda_reg_release(s);
   if (s->ctrl) cudaFree(s->ctrl);
   if (s->local) cudaFree(s->local);
@@ -334,6 +349,7 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
       st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cudaIpcGetMemHandle: %s", comm->rank,
                       cudaGetErrorString(e));
     }
+    x->ctrl_ptr = (uint64_t)(uintptr_t)s->ctrl;
     x->device = dev;
     x->pid = (int32_t)getpid();
     cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, dev);
@@ -348,6 +364,11 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     return st;
   }
   st = shmddp_barrier(comm);
+  s->all_local = 1;
+  for (int p = 0; p < comm->nranks; p++) {
+    s->peer_local[p] = p != comm->rank && cuda_xchg(comm, p)->pid == (int32_t)getpid();
+    if (p != comm->rank && !s->peer_local[p]) s->all_local = 0;
+  }
 
   int want_p2p = c.p2p != 0;
   const char *env = getenv("SHMDDP_CUDA_P2P");
@@ -434,4 +455,40 @@ shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
                       cudaGetErrorString(e));
   }
   return SHMDDP_OK;
+}
+
+int coll_device_resolve(int requested, char *err, size_t errlen)
+{
+  if (requested == SHMDDP_DEVICE_NONE) return -1;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    if (requested == SHMDDP_DEVICE_CURRENT) return -1; /* no GPU here: host buffers only */
+    snprintf(err, errlen, "shmddp_comm_init_rank: GPU %d was asked for, but no GPU is visible (%s)",
+             requested, e != cudaSuccess ? cudaGetErrorString(e) : "none");
+    return -2;
+  }
+  if (requested == SHMDDP_DEVICE_CURRENT) {
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+      (void)cudaGetLastError();
+      d = 0;
+    }
+    return d;
+  }
+  if (requested < 0 || requested >= count) {
+    snprintf(err, errlen, "shmddp_comm_init_rank: device %d is not a visible GPU (0 to %d, or "
+             "SHMDDP_DEVICE_CURRENT / SHMDDP_DEVICE_NONE)", requested, count - 1);
+    return -2;
+  }
+  return requested;
+}
+
+shmddp_status_t coll_device_attach(shmddp_comm_t *comm, int device, int quiet)
+{
+  shmddp_cuda_config_t c = SHMDDP_CUDA_CONFIG_INIT;
+  c.device = device;
+  c.quiet = quiet;
+  return shmddp_comm_init_cuda(comm, &c);
 }

@@ -40,6 +40,12 @@ static shmddp_status_t export_own(shmddp_comm_t *comm, cuda_state_t *s, const vo
                         "reuse buffers (e.g. one arena)", comm->rank, CUDA_OWN_MAX);
     o = &s->own[s->nown];
     cudaError_t e = cudaIpcGetMemHandle(&o->handle, (void *)(uintptr_t)base);
+    if (e != cudaSuccess && s->all_local) {
+      /* Peers in this process use the address; no handle needed (e.g. cudaMallocAsync). */
+      (void)cudaGetLastError();
+      memset(&o->handle, 0, sizeof o->handle);
+      e = cudaSuccess;
+    }
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       return coll_error(comm, SHMDDP_ERR_UNSUPPORTED,
@@ -53,6 +59,7 @@ static shmddp_status_t export_own(shmddp_comm_t *comm, cuda_state_t *s, const vo
     s->nown++;
   }
   out->handle = o->handle;
+  out->base = (uint64_t)o->base;
   out->bufid = o->bufid;
   out->offset = (uint64_t)((uintptr_t)ptr - o->base);
   out->present = 1;
@@ -63,6 +70,10 @@ static shmddp_status_t export_own(shmddp_comm_t *comm, cuda_state_t *s, const vo
 static shmddp_status_t map_peer(shmddp_comm_t *comm, cuda_state_t *s, int p, const cuda_xbuf_t *b,
                                 void **out)
 {
+  if (s->peer_local[p]) {
+    *out = (unsigned char *)(uintptr_t)b->base + b->offset;
+    return SHMDDP_OK;
+  }
   cuda_peer_map_t *m = NULL;
   for (int i = 0; i < s->npeer_map[p]; i++)
     if (s->peer_map[p][i].bufid == b->bufid) m = &s->peer_map[p][i];

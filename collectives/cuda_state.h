@@ -28,6 +28,7 @@ typedef struct {
   uint64_t bufid;   /* the allocation's process-wide id (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
   uint64_t offset;  /* of the buffer inside the allocation */
   uint64_t present; /* 0: this rank passes no buffer here (e.g. a non-root's recv) */
+  uint64_t base;    /* the allocation's address: used as it is by peers in the same process */
 } cuda_xbuf_t;
 
 typedef struct {
@@ -38,6 +39,7 @@ typedef struct {
 
 typedef struct {
   cudaIpcMemHandle_t ctrl_handle;
+  uint64_t ctrl_ptr; /* the ctrl allocation's address, for peers in the same process */
   int32_t device, pid;
   char pci_bus_id[32];
   char staged_name[64];
@@ -64,6 +66,9 @@ typedef struct {
   double timeout_s;
   unsigned char *ctrl;            /* own ctrl allocation */
   unsigned char *ctrl_peer[CUDA_MAXR]; /* every rank's, mapped ([rank] = ctrl) */
+  unsigned char peer_local[CUDA_MAXR]; /* 1: that rank lives in this process (threads as ranks):
+                                          its memory is used directly, CUDA IPC cannot open it */
+  int all_local;                  /* every peer is in this process */
   cuda_local_t *local;            /* device counters (device pointer) */
   cuda_local_t local_arrays;      /* host copy: the device pointers of its arrays */
   volatile uint32_t *err_host;    /* host view of the mapped error word */
@@ -110,6 +115,10 @@ static inline cuda_xchg_t *cuda_xchg(const shmddp_comm_t *comm, int rank)
                          (size_t)comm->channel * CUDA_XCHG_SHARE);
 }
 cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm);
+
+/* Map rank p's allocation: through CUDA IPC, or (a rank of this process) its pointer as it is. */
+cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, uint64_t ptr,
+                           int peer_device, void **out);
 
 /* cuda_reg.c: exchange this call's buffers; out[i][r] is rank r's buffer i mapped here (NULL
  * where rank r passed none). Waits for every peer to reach the same call on the host. */

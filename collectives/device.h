@@ -19,4 +19,12 @@ typedef struct coll_device_ops {
   void (*teardown)(shmddp_comm_t *);
 } coll_device_ops_t;
 
+/* For communicators joined by id (collectives/join.c). The CUDA build defines these in
+ * cuda_init.c; the CPU build in join.c (no GPU: -1, and attaching is unsupported).
+ * The GPU a joining rank drives for a shmddp_comm_config_t.device value (SHMDDP_DEVICE_CURRENT
+ * resolved; -1 for host only, also when no GPU is visible), or -2 with a message in err. */
+int coll_device_resolve(int requested, char *err, size_t errlen);
+/* Collective: set up the device transport on the communicator's GPU. */
+shmddp_status_t coll_device_attach(shmddp_comm_t *comm, int device, int quiet);
+
 #endif

@@ -54,6 +54,34 @@ size_t shmddp_segment_bytes(int nproc, size_t slot_bytes)
   return shm_segment_size(nproc, slot_bytes);
 }
 
+shmddp_status_t coll_env_settings(size_t *slot_bytes, double *timeout_s, shmddp_algo_t *algo,
+                                  char *err, size_t errlen)
+{
+  if (*slot_bytes == 0) {
+    double mb = env_number("SHMDDP_SLOT_MB", err, errlen);
+    if (mb < 0) return SHMDDP_ERR_INVALID;
+    *slot_bytes = mb > 0 ? (size_t)(mb * 1024 * 1024) : SHM_DEFAULT_SLOT_BYTES;
+  }
+  if (*timeout_s == 0) {
+    double t = env_number("SHMDDP_TIMEOUT", err, errlen);
+    if (t < 0) return SHMDDP_ERR_INVALID;
+    *timeout_s = t > 0 ? t : 300;
+  }
+  *algo = SHMDDP_ALGO_AUTO;
+  const char *v = getenv("SHMDDP_ALGO");
+  if (v && *v) {
+    int a = shmddp_algo_parse(v);
+    if (a < 0) {
+      snprintf(err, errlen,
+               "SHMDDP_ALGO=%s is not an algorithm (auto, direct, ring, twoshot, cering, staged)",
+               v);
+      return SHMDDP_ERR_INVALID;
+    }
+    *algo = (shmddp_algo_t)a;
+  }
+  return SHMDDP_OK;
+}
+
 shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
                               shmddp_launch_result_t *res)
 {
@@ -74,37 +102,20 @@ shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn 
     snprintf(res->message, sizeof res->message, "timeouts must not be negative");
     return SHMDDP_ERR_INVALID;
   }
-  shm_launch_opts_t o = {0};
-  o.nranks = cfg->nproc;
-  o.label = cfg->label;
-  o.quiet = cfg->quiet;
-  o.slot_bytes = cfg->slot_bytes;
-  if (o.slot_bytes == 0) {
-    double mb = env_number("SHMDDP_SLOT_MB", res->message, sizeof res->message);
-    if (mb < 0) return SHMDDP_ERR_INVALID;
-    o.slot_bytes = mb > 0 ? (size_t)(mb * 1024 * 1024) : SHM_DEFAULT_SLOT_BYTES;
-  }
-  o.timeout_s = cfg->timeout_s;
-  if (o.timeout_s == 0) {
-    double t = env_number("SHMDDP_TIMEOUT", res->message, sizeof res->message);
-    if (t < 0) return SHMDDP_ERR_INVALID;
-    o.timeout_s = t > 0 ? t : 300;
-  }
-  o.grace_s = cfg->grace_s > 0 ? cfg->grace_s : 2.0;
-  o.stop_grace_s = cfg->stop_grace_s > 0 ? cfg->stop_grace_s : 30.0;
-
-  launch_ctx_t ctx = {fn, arg, cfg->use_gpus, o.timeout_s, SHMDDP_ALGO_AUTO};
-  const char *algo = getenv("SHMDDP_ALGO");
-  if (algo && *algo) {
-    int a = shmddp_algo_parse(algo);
-    if (a < 0) {
-      snprintf(res->message, sizeof res->message,
-               "SHMDDP_ALGO=%s is not an algorithm (auto, direct, ring, twoshot, cering, staged)",
-               algo);
-      return SHMDDP_ERR_INVALID;
-    }
-    ctx.algo = (shmddp_algo_t)a;
-  }
+  shm_launch_opts_t o = {
+    .nranks = cfg->nproc,
+    .label = cfg->label,
+    .quiet = cfg->quiet,
+    .slot_bytes = cfg->slot_bytes,
+    .timeout_s = cfg->timeout_s,
+    .grace_s = cfg->grace_s > 0 ? cfg->grace_s : 2.0,
+    .stop_grace_s = cfg->stop_grace_s > 0 ? cfg->stop_grace_s : 30.0,
+  };
+  launch_ctx_t ctx = {.fn = fn, .arg = arg, .use_gpus = cfg->use_gpus};
+  shmddp_status_t st = coll_env_settings(&o.slot_bytes, &o.timeout_s, &ctx.algo, res->message,
+                                         sizeof res->message);
+  if (st != SHMDDP_OK) return st;
+  ctx.timeout_s = o.timeout_s;
   return shm_launch(&o, rank_main, &ctx, res);
 }
 

@@ -2,5 +2,5 @@
 libshmddp_a_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \
-	collectives/api.c collectives/launch.c collectives/device.h \
+	collectives/api.c collectives/launch.c collectives/join.c collectives/device.h \
 	collectives/host_direct.c collectives/host_ring.c collectives/host.h

@@ -7,4 +7,5 @@ libshmddp_a_SOURCES = \
 	shm/barrier.c shm/barrier.h \
 	shm/launcher.c shm/launcher.h \
 	shm/numa.c shm/numa.h \
+	shm/rendezvous.c shm/rendezvous.h shm/liveness.c shm/liveness.h \
 	shm/timeutil.h

@@ -75,10 +75,8 @@ static void random_name(char *buf, size_t len)
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
-shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_bytes,
-                                   double timeout_s, char *err, size_t errlen)
+static shmddp_status_t check_args(int nranks, size_t slot_bytes, char *err, size_t errlen)
 {
-  memset(seg, 0, sizeof *seg);
   if (nranks < 1 || nranks > SHMDDP_MAX_RANKS) {
     snprintf(err, errlen, "world size %d is out of range: use 1 to %d ranks", nranks,
              SHMDDP_MAX_RANKS);
@@ -89,6 +87,17 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
              slot_bytes, SHM_MIN_SLOT_BYTES >> 10);
     return SHMDDP_ERR_INVALID;
   }
+  return SHMDDP_OK;
+}
+
+/* Creates, sizes and maps a segment under a fresh random name (left in /dev/shm). */
+static shmddp_status_t create_mapped(shm_segment_t *seg, int nranks, size_t slot_bytes,
+                                     double timeout_s, const unsigned char *nonce, char *err,
+                                     size_t errlen)
+{
+  memset(seg, 0, sizeof *seg);
+  shmddp_status_t st = check_args(nranks, slot_bytes, err, errlen);
+  if (st != SHMDDP_OK) return st;
   slot_bytes = align_up(slot_bytes, 4096);
   size_t bytes = shm_segment_size(nranks, slot_bytes);
 
@@ -108,7 +117,7 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
   int fd = -1;
   for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
     random_name(seg->name, sizeof seg->name);
-    fd = shm_open(seg->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    fd = shm_open(seg->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -116,7 +125,6 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
              "mounted and writable?)", strerror(errno));
     return SHMDDP_ERR_SYSTEM;
   }
-  shmddp_status_t st = SHMDDP_OK;
   int rc = ftruncate(fd, (off_t)bytes);
   if (rc == 0) rc = posix_fallocate(fd, 0, (off_t)bytes);
   else rc = errno;
@@ -138,9 +146,8 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
   void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int map_errno = errno;
   close(fd);
-  /* Forked ranks inherit the mapping; the name is no longer needed. */
-  shm_unlink(seg->name);
   if (base == MAP_FAILED) {
+    shm_unlink(seg->name);
     snprintf(err, errlen, "cannot map the shared-memory segment (%.1f MiB): %s", mib(bytes),
              strerror(map_errno));
     return SHMDDP_ERR_SYSTEM;
@@ -152,13 +159,71 @@ shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_b
   seg->hdr = (shm_header_t *)base;
 
   shm_header_t *h = seg->hdr; /* fresh tmpfs pages are zero */
-  h->magic = SHM_MAGIC;
-  h->version = 1;
+  h->version = SHM_VERSION;
   h->nranks = nranks;
   h->bytes = bytes;
   h->slot_bytes = slot_bytes;
   h->timeout_s = timeout_s;
+  if (nonce) memcpy(h->nonce, nonce, sizeof h->nonce);
   atomic_store(&h->abort_rank, -1);
+  /* The magic last: a reader that sees it sees a complete header. */
+  atomic_thread_fence(memory_order_release);
+  h->magic = SHM_MAGIC;
+  return SHMDDP_OK;
+}
+
+shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_bytes,
+                                   double timeout_s, char *err, size_t errlen)
+{
+  shmddp_status_t st = create_mapped(seg, nranks, slot_bytes, timeout_s, NULL, err, errlen);
+  /* Forked ranks inherit the mapping; the name is no longer needed. */
+  if (st == SHMDDP_OK) shm_unlink(seg->name);
+  return st;
+}
+
+shmddp_status_t shm_segment_create_named(shm_segment_t *seg, int nranks, size_t slot_bytes,
+                                         double timeout_s, const unsigned char *nonce, char *err,
+                                         size_t errlen)
+{
+  return create_mapped(seg, nranks, slot_bytes, timeout_s, nonce, err, errlen);
+}
+
+shmddp_status_t shm_segment_map_fd(shm_segment_t *seg, int fd, char *err, size_t errlen)
+{
+  memset(seg, 0, sizeof *seg);
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    snprintf(err, errlen, "cannot stat the shared-memory segment: %s", strerror(errno));
+    return SHMDDP_ERR_SYSTEM;
+  }
+  if ((size_t)sb.st_size < sizeof(shm_header_t)) {
+    snprintf(err, errlen, "the shared-memory segment is %lld bytes, too small for a shmddp "
+             "segment", (long long)sb.st_size);
+    return SHMDDP_ERR_INVALID;
+  }
+  size_t bytes = (size_t)sb.st_size;
+  void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    snprintf(err, errlen, "cannot map the shared-memory segment (%.1f MiB): %s", mib(bytes),
+             strerror(errno));
+    return SHMDDP_ERR_SYSTEM;
+  }
+  shm_header_t *h = base;
+  int ok = h->magic == SHM_MAGIC;
+  atomic_thread_fence(memory_order_acquire);
+  ok = ok && h->version == SHM_VERSION && h->nranks >= 1 && h->nranks <= SHMDDP_MAX_RANKS &&
+       h->bytes == bytes && h->slot_bytes >= SHM_MIN_SLOT_BYTES &&
+       shm_segment_size(h->nranks, h->slot_bytes) == bytes;
+  if (!ok) {
+    munmap(base, bytes);
+    snprintf(err, errlen, "the shared-memory segment is not a shmddp segment of this version");
+    return SHMDDP_ERR_INVALID;
+  }
+  seg->base = base;
+  seg->bytes = bytes;
+  seg->nranks = h->nranks;
+  seg->slot_bytes = h->slot_bytes;
+  seg->hdr = h;
   return SHMDDP_OK;
 }
 

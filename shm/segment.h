@@ -9,8 +9,11 @@
  *                          SHM_AUX_SLOT_BYTES (at most slot_bytes) on the others
  * A channel carries one communicator (shmddp_comm_dup takes the next one), so independent
  * streams of collectives, e.g. gradient buckets and SyncBN statistics, never share counters.
- * The segment is created by the launcher before it forks; ranks inherit the mapping, so the name
- * is unlinked right after mapping and a crash of any process can never leave it in /dev/shm.
+ * The launcher creates the segment before it forks; ranks inherit the mapping, so the name is
+ * unlinked right after mapping and a crash of any process can never leave it in /dev/shm.
+ * Ranks that join by a unique id (shm/rendezvous.c) find the segment by a name derived from the
+ * id instead; it is published fully initialised (created under a private name, then linked to
+ * the id's name) and unlinked once every rank has arrived.
  */
 #ifndef SHM_SEGMENT_H
 #define SHM_SEGMENT_H
@@ -27,6 +30,7 @@
 #define SHM_CTRL_BYTES 4096
 #define SHM_XCHG_BYTES 65536
 #define SHM_MAGIC 0x73686d6464703031ULL /* "shmddp01" */
+#define SHM_VERSION 2              /* layout of shm_header_t; joiners refuse others */
 #define SHM_DEFAULT_SLOT_BYTES ((size_t)4 << 20)
 #define SHM_MIN_SLOT_BYTES ((size_t)64 << 10)
 #define SHM_ABORT_MSG_BYTES 400
@@ -45,6 +49,8 @@ typedef struct {
   _Atomic int32_t state;                       /* enum shm_rank_state */
   _Atomic int32_t pid;
   _Atomic int32_t exit_status;                 /* waitpid status, valid once not RUNNING */
+  _Atomic int32_t device_mode;                 /* joined ranks: 1 with a GPU, 0 host only */
+  _Atomic uint64_t pidns;                      /* joined ranks: inode of their PID namespace */
 } shm_rank_info_t;
 
 typedef struct {
@@ -61,6 +67,13 @@ typedef struct {
   _Atomic int32_t abort_rank;                       /* the rank blamed, or -1 */
   _Atomic uint32_t stop_signal;                     /* SIGINT/SIGTERM received by the launcher */
   char abort_msg[SHM_ABORT_MSG_BYTES];
+  /* Join by id (shm/rendezvous.c): the id's nonce, ranks that have claimed their place, and the
+   * word whose first setter removes the name from /dev/shm (exactly once per segment). */
+  _Alignas(SHM_LINE) unsigned char nonce[16];
+  _Atomic uint32_t joined;
+  _Atomic uint32_t seen;        /* bit r: rank r has come (joined, or found the group refused) */
+  _Atomic uint32_t unlinked;
+  _Atomic int32_t creator_pid;
   shm_rank_info_t rank[SHMDDP_MAX_RANKS];
 } shm_header_t;
 
@@ -78,6 +91,13 @@ size_t shm_segment_size(int nranks, size_t slot_bytes);
  * that says what to do (e.g. give a container more /dev/shm). */
 shmddp_status_t shm_segment_create(shm_segment_t *seg, int nranks, size_t slot_bytes,
                                    double timeout_s, char *err, size_t errlen);
+/* Create and map a new segment under a fresh private name, and keep the name (seg->name) for
+ * the caller to publish and unlink; nonce (16 bytes, may be NULL) goes into the header. */
+shmddp_status_t shm_segment_create_named(shm_segment_t *seg, int nranks, size_t slot_bytes,
+                                         double timeout_s, const unsigned char *nonce, char *err,
+                                         size_t errlen);
+/* Map an existing segment from an open descriptor; checks its header (magic, version, size). */
+shmddp_status_t shm_segment_map_fd(shm_segment_t *seg, int fd, char *err, size_t errlen);
 void shm_segment_destroy(shm_segment_t *seg);
 
 void *shm_rank_ctrl(const shm_segment_t *seg, int channel, int rank);

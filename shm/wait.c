@@ -50,6 +50,15 @@ void shm_wake_all(shm_segment_t *seg)
   if (atomic_load(&h->waiters) != 0) futex(&h->wake, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+void shm_sleep_on_wake(shm_segment_t *seg, uint32_t seen, double max_s)
+{
+  shm_header_t *h = seg->hdr;
+  struct timespec ts = shm_timespec(max_s);
+  atomic_fetch_add(&h->waiters, 1);
+  if (atomic_load(&h->wake) == seen) futex(&h->wake, FUTEX_WAIT, seen, &ts);
+  atomic_fetch_sub(&h->waiters, 1);
+}
+
 void shm_format_ranks(uint32_t mask, char *buf, size_t len)
 {
   size_t off = 0;

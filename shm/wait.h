@@ -27,6 +27,9 @@ struct shm_waiter {
 shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
                          char *err, size_t errlen);
 
+/* Sleep until something is published (hdr->wake moves from seen) or max_s passes. */
+void shm_sleep_on_wake(shm_segment_t *seg, uint32_t seen, double max_s);
+
 /* Call after publishing anything a peer may wait for: wakes sleeping waiters. */
 void shm_wake_all(shm_segment_t *seg);
 
