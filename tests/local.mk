@@ -24,3 +24,12 @@ TESTS += tests/no-check.sh
 endif
 EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
+
+# Communicators joined by a unique id: ranks as processes this suite starts itself, and threads.
+if HAVE_CHECK
+check_PROGRAMS += tests/check_join
+TESTS += tests/check_join
+tests_check_join_SOURCES = tests/check_join.c tools/coll_check.c tools/coll_check.h
+tests_check_join_CFLAGS = $(TEST_CFLAGS)
+tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+endif
