@@ -20,9 +20,13 @@ static const char *const status_names[SHMDDP_NUM_STATUS] = {
   [SHMDDP_ERR_INTERNAL] = "internal error",
 };
 
-static const char *const dtype_names[SHMDDP_NUM_DTYPES] = {"f32", "f64", "f16", "bf16", "i32",
-                                                           "i64"};
-static const size_t dtype_sizes[SHMDDP_NUM_DTYPES] = {4, 8, 2, 2, 4, 8};
+static const char *const dtype_names[SHMDDP_NUM_DTYPES] = {
+  [SHMDDP_F32] = "f32", [SHMDDP_F64] = "f64", [SHMDDP_F16] = "f16", [SHMDDP_BF16] = "bf16",
+  [SHMDDP_I32] = "i32", [SHMDDP_I64] = "i64", [SHMDDP_I8] = "i8", [SHMDDP_U8] = "u8",
+  [SHMDDP_U32] = "u32", [SHMDDP_U64] = "u64"};
+static const size_t dtype_sizes[SHMDDP_NUM_DTYPES] = {
+  [SHMDDP_F32] = 4, [SHMDDP_F64] = 8, [SHMDDP_F16] = 2, [SHMDDP_BF16] = 2, [SHMDDP_I32] = 4,
+  [SHMDDP_I64] = 8, [SHMDDP_I8] = 1, [SHMDDP_U8] = 1, [SHMDDP_U32] = 4, [SHMDDP_U64] = 8};
 static const char *const op_names[SHMDDP_NUM_OPS] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[SHMDDP_NUM_ALGOS] = {"auto", "direct", "ring", "twoshot",
                                                          "cering", "staged"};

@@ -48,12 +48,17 @@ typedef enum {
   SHMDDP_BF16, /* bfloat16; reduced in f32 */
   SHMDDP_I32,
   SHMDDP_I64,
+  SHMDDP_I8,   /* integers wrap around (two's complement) in their own width */
+  SHMDDP_U8,
+  SHMDDP_U32,
+  SHMDDP_U64,
   SHMDDP_NUM_DTYPES
 } shmddp_dtype_t;
 
 typedef enum {
   SHMDDP_SUM = 0,
-  SHMDDP_AVG, /* sum divided by the world size; integer types divide and truncate toward zero */
+  SHMDDP_AVG, /* sum divided by the world size; integer types divide the wrapped sum and truncate
+                toward zero */
   SHMDDP_MIN,
   SHMDDP_MAX,
   SHMDDP_PROD,

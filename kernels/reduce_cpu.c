@@ -13,8 +13,9 @@
 size_t reduce_acc_size(shmddp_dtype_t dtype)
 {
   switch (dtype) {
-  case SHMDDP_F32: case SHMDDP_F16: case SHMDDP_BF16: case SHMDDP_I32: return 4;
-  case SHMDDP_F64: case SHMDDP_I64: return 8;
+  case SHMDDP_I8: case SHMDDP_U8: return 1;
+  case SHMDDP_F32: case SHMDDP_F16: case SHMDDP_BF16: case SHMDDP_I32: case SHMDDP_U32: return 4;
+  case SHMDDP_F64: case SHMDDP_I64: case SHMDDP_U64: return 8;
   default: return 0;
   }
 }
@@ -35,12 +36,20 @@ size_t reduce_acc_size(shmddp_dtype_t dtype)
 #define LD_BF16(p, i) bf16_to_f32(((const uint16_t *)(p))[i])
 #define LD_I32(p, i) (((const int32_t *)(p))[i])
 #define LD_I64(p, i) (((const int64_t *)(p))[i])
+#define LD_I8(p, i) (((const int8_t *)(p))[i])
+#define LD_U8(p, i) (((const uint8_t *)(p))[i])
+#define LD_U32(p, i) (((const uint32_t *)(p))[i])
+#define LD_U64(p, i) (((const uint64_t *)(p))[i])
 #define ST_F32(p, i, v) (((float *)(p))[i] = (v))
 #define ST_F64(p, i, v) (((double *)(p))[i] = (v))
 #define ST_F16(p, i, v) (((uint16_t *)(p))[i] = f32_to_f16(v))
 #define ST_BF16(p, i, v) (((uint16_t *)(p))[i] = f32_to_bf16(v))
 #define ST_I32(p, i, v) (((int32_t *)(p))[i] = (v))
 #define ST_I64(p, i, v) (((int64_t *)(p))[i] = (v))
+#define ST_I8(p, i, v) (((int8_t *)(p))[i] = (v))
+#define ST_U8(p, i, v) (((uint8_t *)(p))[i] = (v))
+#define ST_U32(p, i, v) (((uint32_t *)(p))[i] = (v))
+#define ST_U64(p, i, v) (((uint64_t *)(p))[i] = (v))
 
 /* combine: out[i] = in[i] (op) LD(src, i) */
 #define DEF_COMBINE_F(NAME, ACC, LD)                                                          \
@@ -77,6 +86,10 @@ DEF_COMBINE_F(combine_f16, float, LD_F16)
 DEF_COMBINE_F(combine_bf16, float, LD_BF16)
 DEF_COMBINE_I(combine_i32, int32_t, uint32_t, LD_I32)
 DEF_COMBINE_I(combine_i64, int64_t, uint64_t, LD_I64)
+DEF_COMBINE_I(combine_i8, int8_t, uint8_t, LD_I8)
+DEF_COMBINE_I(combine_u8, uint8_t, uint8_t, LD_U8)
+DEF_COMBINE_I(combine_u32, uint32_t, uint32_t, LD_U32)
+DEF_COMBINE_I(combine_u64, uint64_t, uint64_t, LD_U64)
 
 #define DEF_LOAD(NAME, ACC, LD)                                                               \
   static void NAME(void *out_, const void *src, size_t n)                                     \
@@ -90,6 +103,10 @@ DEF_LOAD(load_f16, float, LD_F16)
 DEF_LOAD(load_bf16, float, LD_BF16)
 DEF_LOAD(load_i32, int32_t, LD_I32)
 DEF_LOAD(load_i64, int64_t, LD_I64)
+DEF_LOAD(load_i8, int8_t, LD_I8)
+DEF_LOAD(load_u8, uint8_t, LD_U8)
+DEF_LOAD(load_u32, uint32_t, LD_U32)
+DEF_LOAD(load_u64, uint64_t, LD_U64)
 
 /* store: dst[i] = final(acc[i]); AVG divides (in the accumulator type) by div. */
 #define DEF_STORE(NAME, ACC, ST)                                                              \
@@ -108,6 +125,10 @@ DEF_STORE(store_f16, float, ST_F16)
 DEF_STORE(store_bf16, float, ST_BF16)
 DEF_STORE(store_i32, int32_t, ST_I32)
 DEF_STORE(store_i64, int64_t, ST_I64)
+DEF_STORE(store_i8, int8_t, ST_I8)
+DEF_STORE(store_u8, uint8_t, ST_U8)
+DEF_STORE(store_u32, uint32_t, ST_U32)
+DEF_STORE(store_u64, uint64_t, ST_U64)
 
 typedef struct {
   void (*load)(void *, const void *, size_t);
@@ -123,6 +144,10 @@ static const dtype_ops_t ops_table[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_BF16] = {load_bf16, combine_bf16, store_bf16, 2},
   [SHMDDP_I32] = {load_i32, combine_i32, store_i32, 4},
   [SHMDDP_I64] = {load_i64, combine_i64, store_i64, 8},
+  [SHMDDP_I8] = {load_i8, combine_i8, store_i8, 1},
+  [SHMDDP_U8] = {load_u8, combine_u8, store_u8, 1},
+  [SHMDDP_U32] = {load_u32, combine_u32, store_u32, 4},
+  [SHMDDP_U64] = {load_u64, combine_u64, store_u64, 8},
 };
 
 void reduce_cpu_multi(void *dst, const void *const *srcs, int nsrc, size_t n,

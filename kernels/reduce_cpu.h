@@ -1,8 +1,8 @@
 /* reduce_cpu.h — element-wise reductions over the collective dtypes, on the host: the host
  * collectives' arithmetic and the CPU reference of the CUDA reduce kernels.
  *
- * Arithmetic happens in an accumulator type: f32 for f32/f16/bf16, f64 for f64, i32/i64 (with
- * wrap-around) for the integers. A reduction of n inputs rounds once, at the end. NaN propagates
+ * Arithmetic happens in an accumulator type: f32 for f32/f16/bf16, f64 for f64, every integer type
+ * itself (with wrap-around) for the integers. A reduction of n inputs rounds once, at the end. NaN propagates
  * through min and max. AVG is SUM followed by a division by the number of ranks (integers:
  * truncation toward zero). */
 #ifndef KERNELS_REDUCE_CPU_H

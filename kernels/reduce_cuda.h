@@ -88,6 +88,19 @@ template <> struct rc_traits<int64_t> {
   static __device__ __forceinline__ int64_t store(int64_t a) { return a; }
 };
 
+/* Integers accumulate in their own type (wrapping), as in reduce_cpu.c. */
+#define RC_INT_TRAITS(T)                                                                      \
+  template <> struct rc_traits<T> {                                                           \
+    typedef T acc;                                                                            \
+    static __device__ __forceinline__ T load(T v) { return v; }                               \
+    static __device__ __forceinline__ T store(T a) { return a; }                              \
+  };
+RC_INT_TRAITS(int8_t)
+RC_INT_TRAITS(uint8_t)
+RC_INT_TRAITS(uint32_t)
+RC_INT_TRAITS(uint64_t)
+#undef RC_INT_TRAITS
+
 /* The binary operators of reduce_cpu.c (OP_* for floats, IOP_* for integers). */
 template <typename A> struct rc_op {
   static __device__ __forceinline__ A apply(A a, A b, int op)
@@ -122,6 +135,25 @@ template <> struct rc_op<int64_t> {
     }
   }
 };
+
+/* Integers: +, * computed unsigned (wrap), compared in their own signedness. */
+#define RC_INT_OP(T, U)                                                                       \
+  template <> struct rc_op<T> {                                                               \
+    static __device__ __forceinline__ T apply(T a, T b, int op)                               \
+    {                                                                                         \
+      switch (op) {                                                                           \
+      case SHMDDP_PROD: return (T)((U)a * (U)b);                                              \
+      case SHMDDP_MIN: return a < b ? a : b;                                                  \
+      case SHMDDP_MAX: return a > b ? a : b;                                                  \
+      default: return (T)((U)a + (U)b);                                                       \
+      }                                                                                       \
+    }                                                                                         \
+  };
+RC_INT_OP(int8_t, uint32_t)
+RC_INT_OP(uint8_t, uint32_t)
+RC_INT_OP(uint32_t, uint32_t)
+RC_INT_OP(uint64_t, uint64_t)
+#undef RC_INT_OP
 
 template <typename T>
 __device__ __forceinline__ T rc_finish(typename rc_traits<T>::acc a, int op, int avg_div)
@@ -245,6 +277,10 @@ __device__ __forceinline__ void rc_copy_range(const void *src, void *const *dsts
     case SHMDDP_BF16: F<rc_bf16>(__VA_ARGS__); break;                                         \
     case SHMDDP_I32: F<int32_t>(__VA_ARGS__); break;                                          \
     case SHMDDP_I64: F<int64_t>(__VA_ARGS__); break;                                          \
+    case SHMDDP_I8: F<int8_t>(__VA_ARGS__); break;                                            \
+    case SHMDDP_U8: F<uint8_t>(__VA_ARGS__); break;                                           \
+    case SHMDDP_U32: F<uint32_t>(__VA_ARGS__); break;                                         \
+    case SHMDDP_U64: F<uint64_t>(__VA_ARGS__); break;                                         \
     default: break;                                                                           \
     }                                                                                         \
   } while (0)

@@ -7,8 +7,33 @@
 #include "tools/coll_check.h"
 
 #include <math.h>
+#include <stdint.h>
 
 #include "kernels/half.h"
+
+static int is_int(shmddp_dtype_t dtype)
+{
+  return dtype == SHMDDP_I32 || dtype == SHMDDP_I64 || dtype == SHMDDP_I8 || dtype == SHMDDP_U8 ||
+         dtype == SHMDDP_U32 || dtype == SHMDDP_U64;
+}
+
+static int is_unsigned(shmddp_dtype_t dtype)
+{
+  return dtype == SHMDDP_U8 || dtype == SHMDDP_U32 || dtype == SHMDDP_U64;
+}
+
+/* v as the integer type holds it: wrapped to its width (two's complement), as a double. */
+static double int_wrap(double v, shmddp_dtype_t dtype)
+{
+  int64_t x = (int64_t)v;
+  switch (dtype) {
+  case SHMDDP_I8: return (double)(int8_t)(uint8_t)x;
+  case SHMDDP_U8: return (double)(uint8_t)x;
+  case SHMDDP_I32: return (double)(int32_t)(uint32_t)x;
+  case SHMDDP_U32: return (double)(uint32_t)x;
+  default: return (double)x; /* 64-bit: the patterns never leave the exact range of a double */
+  }
+}
 
 double coll_pattern(int rank, size_t i, int iter, shmddp_dtype_t dtype, shmddp_op_t op)
 {
@@ -21,9 +46,15 @@ double coll_pattern(int rank, size_t i, int iter, shmddp_dtype_t dtype, shmddp_o
     /* 1, 2, -1, 0.5 ...: products of up to 8 stay exact in every dtype. */
     static const double v[4] = {1.0, 2.0, -1.0, 0.5};
     static const double vi[4] = {1.0, 2.0, -1.0, -2.0};
-    return (dtype == SHMDDP_I32 || dtype == SHMDDP_I64) ? vi[h & 3] : v[h & 3];
+    static const double vu[4] = {1.0, 2.0, 3.0, 1.0}; /* 8-bit products wrap: modelled */
+    if (is_unsigned(dtype)) return vu[h & 3];
+    return is_int(dtype) ? vi[h & 3] : v[h & 3];
   }
-  if (dtype == SHMDDP_I32 || dtype == SHMDDP_I64) return (double)((int64_t)(h % 2001) - 1000);
+  /* 8-bit: sums of 8 ranks stay in range for SUM (and wrap is modelled anyway) */
+  if (dtype == SHMDDP_I8) return (double)((int64_t)(h % 31) - 15);
+  if (dtype == SHMDDP_U8) return (double)(h % 31);
+  if (is_unsigned(dtype)) return (double)(h % 2001);
+  if (is_int(dtype)) return (double)((int64_t)(h % 2001) - 1000);
   /* multiples of 1/8 in [-8, 8): exact in bf16 (8 significant bits) */
   return (double)((int64_t)(h % 128) - 64) / 8.0;
 }
@@ -40,6 +71,10 @@ void coll_fill(void *buf, size_t n, size_t first, int rank, int iter, shmddp_dty
     case SHMDDP_BF16: ((uint16_t *)buf)[k] = f32_to_bf16((float)v); break;
     case SHMDDP_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
     case SHMDDP_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
+    case SHMDDP_I8: ((int8_t *)buf)[k] = (int8_t)v; break;
+    case SHMDDP_U8: ((uint8_t *)buf)[k] = (uint8_t)v; break;
+    case SHMDDP_U32: ((uint32_t *)buf)[k] = (uint32_t)v; break;
+    case SHMDDP_U64: ((uint64_t *)buf)[k] = (uint64_t)v; break;
     default: break;
     }
   }
@@ -54,6 +89,10 @@ double coll_load(const void *buf, size_t k, shmddp_dtype_t dtype)
   case SHMDDP_BF16: return bf16_to_f32(((const uint16_t *)buf)[k]);
   case SHMDDP_I32: return ((const int32_t *)buf)[k];
   case SHMDDP_I64: return (double)((const int64_t *)buf)[k];
+  case SHMDDP_I8: return ((const int8_t *)buf)[k];
+  case SHMDDP_U8: return ((const uint8_t *)buf)[k];
+  case SHMDDP_U32: return ((const uint32_t *)buf)[k];
+  case SHMDDP_U64: return (double)((const uint64_t *)buf)[k];
   default: return NAN;
   }
 }
@@ -64,8 +103,8 @@ double coll_round(double v, shmddp_dtype_t dtype)
   case SHMDDP_F32: return (float)v;
   case SHMDDP_F16: return f16_to_f32(f32_to_f16((float)v));
   case SHMDDP_BF16: return bf16_to_f32(f32_to_bf16((float)v));
-  case SHMDDP_I32: case SHMDDP_I64: return trunc(v);
-  default: return v;
+  default:
+    return is_int(dtype) ? int_wrap(trunc(v), dtype) : v;
   }
 }
 
@@ -75,8 +114,8 @@ double coll_expected(int nranks, size_t i, int iter, shmddp_dtype_t dtype, shmdd
   for (int r = 1; r < nranks; r++) {
     double x = coll_pattern(r, i, iter, dtype, op);
     switch (op) {
-    case SHMDDP_SUM: case SHMDDP_AVG: acc += x; break;
-    case SHMDDP_PROD: acc *= x; break;
+    case SHMDDP_SUM: case SHMDDP_AVG: acc = is_int(dtype) ? int_wrap(acc + x, dtype) : acc + x; break;
+    case SHMDDP_PROD: acc = is_int(dtype) ? int_wrap(acc * x, dtype) : acc * x; break;
     case SHMDDP_MIN: acc = x < acc ? x : acc; break;
     case SHMDDP_MAX: acc = x > acc ? x : acc; break;
     default: break;
