@@ -89,6 +89,35 @@ shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id)
   return SHMDDP_OK;
 }
 
+static shmddp_status_t check_id(const shmddp_unique_id_t *id, int check_boot);
+
+shmddp_status_t shmddp_unique_id_derive(const shmddp_unique_id_t *id, uint64_t tag,
+                                        shmddp_unique_id_t *out)
+{
+  if (!id || !out) return fail(SHMDDP_ERR_INVALID, "shmddp_unique_id_derive: NULL argument");
+  shmddp_status_t st = check_id(id, 0);
+  if (st != SHMDDP_OK) return st;
+  id_layout_t l;
+  memcpy(&l, id->internal, sizeof l);
+  /* Two rounds of a 64-bit mixer (splitmix64's finaliser) over (nonce half, tag, round). */
+  for (int half = 0; half < 2; half++) {
+    uint64_t x;
+    memcpy(&x, l.nonce + 8 * half, 8);
+    x ^= tag * 0x9e3779b97f4a7c15ULL + (uint64_t)(half + 1) * 0xd1b54a32d192ed03ULL;
+    for (int r = 0; r < 2; r++) {
+      x ^= x >> 30;
+      x *= 0xbf58476d1ce4e5b9ULL;
+      x ^= x >> 27;
+      x *= 0x94d049bb133111ebULL;
+      x ^= x >> 31;
+    }
+    memcpy(l.nonce + 8 * half, &x, 8);
+  }
+  memset(out, 0, sizeof *out);
+  memcpy(out->internal, &l, sizeof l);
+  return SHMDDP_OK;
+}
+
 shmddp_status_t shmddp_unique_id_to_string(const shmddp_unique_id_t *id, char *buf, size_t len)
 {
   if (!id || !buf) return fail(SHMDDP_ERR_INVALID, "shmddp_unique_id_to_string: NULL argument");

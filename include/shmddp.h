@@ -170,6 +170,10 @@ shmddp_status_t shmddp_comm_destroy(shmddp_comm_t *comm);
  * SHMDDP_ERR_ABORTED (device kernels give up too). Does not free: call shmddp_comm_destroy once
  * the calls in flight have returned. */
 shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm);
+/* An id every holder of id computes alike for the same tag: sub-groups of a group (a pair of
+ * ranks, say) meet without a collective over the whole group. Different tags give different ids. */
+shmddp_status_t shmddp_unique_id_derive(const shmddp_unique_id_t *id, uint64_t tag,
+                                        shmddp_unique_id_t *out);
 shmddp_status_t shmddp_unique_id_to_string(const shmddp_unique_id_t *id, char *buf, size_t len);
 shmddp_status_t shmddp_unique_id_from_string(const char *s, shmddp_unique_id_t *id);
 /* The message of the calling thread's last failed call that had no communicator to keep it

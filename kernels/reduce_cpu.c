@@ -5,6 +5,7 @@
 #include "kernels/reduce_cpu.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/half.h"
 
@@ -184,5 +185,21 @@ void reduce_cpu_finish(void *dst, const void *acc_in, const void *src, size_t n,
     size_t m = n - off < TILE ? n - off : TILE;
     t->combine(acc, (const char *)acc_in + off * as, (const char *)src + off * t->size, m, op);
     t->store((char *)dst + off * t->size, acc, m, op, avg_div);
+  }
+}
+
+void reduce_cpu_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar)
+{
+  const dtype_ops_t *t = &ops_table[dtype];
+  _Alignas(64) unsigned char acc[TILE * 8];
+  for (size_t off = 0; off < n; off += TILE) {
+    size_t m = n - off < TILE ? n - off : TILE;
+    char *p = (char *)buf + off * t->size;
+    t->load(acc, p, m);
+    /* acc * scalar, element by element: combine with a source that repeats the scalar */
+    _Alignas(64) unsigned char rep[TILE * 8];
+    for (size_t i = 0; i < m; i++) memcpy(rep + i * t->size, scalar, t->size);
+    t->combine(acc, acc, rep, m, SHMDDP_PROD);
+    t->store(p, acc, m, SHMDDP_PROD, 1);
   }
 }

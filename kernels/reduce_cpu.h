@@ -29,4 +29,7 @@ void reduce_cpu_combine(void *acc_out, const void *acc_in, const void *src, size
 void reduce_cpu_finish(void *dst, const void *acc_in, const void *src, size_t n,
                        shmddp_dtype_t dtype, shmddp_op_t op, int avg_div);
 
+/* buf[i] = buf[i] * (*scalar) in the accumulator type, rounded once (scalar: one dtype element). */
+void reduce_cpu_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar);
+
 #endif

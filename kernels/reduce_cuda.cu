@@ -3,6 +3,7 @@
 #include "kernels/reduce_cuda.h"
 
 #include <cuda_runtime.h>
+#include <string.h>
 
 struct rc_multi_args {
   const void *srcs[RC_MAXSRC];
@@ -56,5 +57,40 @@ extern "C" int reduce_cuda_multi(void *dst, const void *const *srcs, int nsrc, s
   if (blocks < 1) blocks = 1;
   if (blocks > 264) blocks = 264;
   RC_DISPATCH(dtype, rc_multi_launch, a, (int)blocks, (cudaStream_t)stream);
+  return (int)cudaGetLastError();
+}
+
+/* ---- scaling (pre-multiplied sums) ---- */
+
+template <typename T> struct rc_scalar { T v; };
+
+template <typename T>
+static __global__ void rc_scale_kernel(T *buf, size_t n, const T *dev_scalar, rc_scalar<T> host)
+{
+  typedef typename rc_traits<T>::acc A;
+  A s = rc_traits<T>::load(dev_scalar ? *dev_scalar : host.v);
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    buf[i] = rc_traits<T>::store(rc_op<A>::apply(rc_traits<T>::load(buf[i]), s, SHMDDP_PROD));
+}
+
+template <typename T>
+static void rc_scale_launch(void *buf, size_t n, const void *scalar, int on_device, cudaStream_t st)
+{
+  rc_scalar<T> host;
+  memset(&host, 0, sizeof host);
+  if (!on_device) memcpy(&host.v, scalar, sizeof(T));
+  size_t blocks = (n + 1023) / 1024;
+  if (blocks > 1056) blocks = 1056;
+  rc_scale_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((T *)buf, n,
+                                                       on_device ? (const T *)scalar : NULL, host);
+}
+
+extern "C" int reduce_cuda_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar,
+                                 int scalar_on_device, void *stream)
+{
+  if (n == 0) return 0;
+  if (shmddp_dtype_size(dtype) == 0 || !scalar) return (int)cudaErrorInvalidValue;
+  RC_DISPATCH(dtype, rc_scale_launch, buf, n, scalar, scalar_on_device, (cudaStream_t)stream);
   return (int)cudaGetLastError();
 }

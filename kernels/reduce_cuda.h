@@ -23,6 +23,12 @@ extern "C" {
  * Returns 0 or the cudaError_t of the launch. */
 int reduce_cuda_multi(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
                       shmddp_op_t op, int avg_div, void *stream);
+/* buf[i] *= scalar for i < n, in the accumulator type (f32 for f16/bf16; integers wrap), rounded
+ * once: the arithmetic of reduce_cpu_scale. scalar points to one dtype element, in device memory
+ * when scalar_on_device (read by the kernel, so it may change between graph replays), else on
+ * the host (read now). The NCCL front end's pre-multiplied sum. */
+int reduce_cuda_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar,
+                      int scalar_on_device, void *stream);
 
 #ifdef __cplusplus
 }

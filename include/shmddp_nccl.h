@@ -1,0 +1,194 @@
+/* shmddp_nccl.h — the NCCL C interface as libshmddp-nccl.so serves it.
+ *
+ * libshmddp-nccl.so exports the functions NCCL's clients call (PyTorch's ProcessGroupNCCL, CuPy,
+ * vLLM's pynccl, nccl-tests) and serves them with shmddp's collectives, so an unmodified program
+ * runs on shmddp when the library is preloaded:
+ *
+ *     LD_PRELOAD=/usr/local/lib/libshmddp-nccl.so torchrun --nproc-per-node 2 train.py
+ *
+ * or finds it under the name libnccl.so.2 (installed in $(libdir)/shmddp-nccl/). This header is
+ * written from the interface's published facts (enumerator values, struct layouts, function
+ * signatures): those are the binary interface and must match; nothing else is taken from NCCL.
+ * Programs written against shmddp itself use shmddp.h; this header exists for the library's own
+ * build and tests, and for C programs that want to call the interface without NCCL installed.
+ *
+ * What is served (see the README for the limits): unique ids, init (rank, config, all, split),
+ * finalize/destroy/abort, async errors, the queries, all-reduce, broadcast, reduce, all-gather,
+ * reduce-scatter, send/recv, groups, pre-multiplied sums, MemAlloc/Free; every integer and
+ * floating dtype except the 8-bit floats. Other entry points exist (a client that imports them
+ * loads) and return ncclInvalidUsage, saying once on stderr which call is not supported.
+ * SHMDDP_NCCL_DEBUG=1 prints one line per communicator when it is made. */
+#ifndef SHMDDP_NCCL_H
+#define SHMDDP_NCCL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version reported by ncclGetVersion: 2.28.9 (encoded major*10000 + minor*100 + patch),
+ * the release PyTorch 2.11 was built against. */
+#define SHMDDP_NCCL_VERSION_CODE 22809
+
+typedef struct CUstream_st *shmddp_nccl_stream_t; /* the same type as cudaStream_t */
+
+typedef struct ncclComm *ncclComm_t;
+
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6, /* a peer died or aborted: what shmddp's ABORTED and TIMEOUT become */
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5, /* values from here up are made by ncclRedOpCreatePreMulSum */
+  ncclMaxRedOp = 0x7fffffff
+} ncclRedOp_t;
+
+typedef enum {
+  ncclInt8 = 0,
+  ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2,
+  ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
+  ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10, /* refused: shmddp has no 8-bit floats */
+  ncclFloat8e5m2 = 11,
+  ncclNumTypes = 12
+} ncclDataType_t;
+
+typedef enum {
+  ncclScalarDevice = 0,        /* the scalar lives in device memory and is read when used */
+  ncclScalarHostImmediate = 1  /* the scalar is read from host memory when the op is made */
+} ncclScalarResidence_t;
+
+/* The configuration a client passes to ncclCommInitRankConfig / ncclCommSplit. It grew release
+ * by release; a client fills size and version for its own layout, and fields its version does
+ * not have count as unset. Only blocking matters here: shmddp's init always completes before it
+ * returns (a non-blocking client then sees ncclSuccess at once). */
+typedef struct {
+  size_t size;               /* @0  sizeof the client's struct */
+  unsigned int magic;        /* @8  SHMDDP_NCCL_CONFIG_MAGIC */
+  unsigned int version;      /* @12 the client's header version code */
+  int blocking;              /* @16 */
+  int cgaClusterSize;        /* @20 */
+  int minCTAs;               /* @24 */
+  int maxCTAs;               /* @28 */
+  const char *netName;       /* @32 */
+  int splitShare;            /* @40 */
+  int trafficClass;          /* @44 */
+  const char *commName;      /* @48 */
+  int collnetEnable;         /* @56 */
+  int CTAPolicy;             /* @60 */
+  int shrinkShare;           /* @64 */
+  int nvlsCTAs;              /* @68 */
+  int nChannelsPerNetPeer;   /* @72 */
+  int nvlinkCentricSched;    /* @76 */
+} ncclConfig_t;
+
+#define SHMDDP_NCCL_CONFIG_MAGIC 0xcafebeefu
+#define SHMDDP_NCCL_UNSET_INT (-2147483647 - 1)
+#define SHMDDP_NCCL_CONFIG_INIT                                                               \
+  {sizeof(ncclConfig_t), SHMDDP_NCCL_CONFIG_MAGIC, SHMDDP_NCCL_VERSION_CODE,                  \
+   SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT,                       \
+   SHMDDP_NCCL_UNSET_INT, NULL, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, NULL,           \
+   SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT,                       \
+   SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT}
+#define SHMDDP_NCCL_SPLIT_NOCOLOR (-1)
+
+/* ---- version, ids, errors ---- */
+ncclResult_t ncclGetVersion(int *version);
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
+const char *ncclGetErrorString(ncclResult_t result);
+const char *ncclGetLastError(ncclComm_t comm);
+
+/* ---- communicators ---- */
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config);
+/* nId ids, all equal here (a single machine needs one): the first is used. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config);
+/* ndev communicators of one group, one per device (devlist, or 0..ndev-1 when NULL). */
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+/* From any thread: pending and later calls of every rank end with ncclRemoteError, kernels
+ * waiting for a peer give up; then the communicator is freed once the calls in flight on it
+ * have returned. */
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
+ncclResult_t ncclCommCount(const ncclComm_t comm, int *count);
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device);
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
+
+/* ---- memory ---- */
+ncclResult_t ncclMemAlloc(void **ptr, size_t size);
+ncclResult_t ncclMemFree(void *ptr);
+/* Accepted and ignored: shmddp registers each allocation at its first use. */
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
+
+/* ---- reduction operators ---- */
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
+
+/* ---- collectives (device buffers, enqueued on stream) ---- */
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           shmddp_nccl_stream_t stream);
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           shmddp_nccl_stream_t stream);
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, shmddp_nccl_stream_t stream);
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        shmddp_nccl_stream_t stream);
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, shmddp_nccl_stream_t stream);
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               shmddp_nccl_stream_t stream);
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, shmddp_nccl_stream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, shmddp_nccl_stream_t stream);
+
+/* ---- groups: calls between start and end are issued together at the end (any number of
+ * communicators, one thread) ---- */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
