@@ -58,6 +58,16 @@ slibs=$($PKG_CONFIG "$@" --static --libs shmddp)
 say "pkg-config --cflags --libs shmddp: $cflags $libs"
 say "pkg-config --static --libs shmddp: $slibs"
 
+# ---- the CUDA build's header compiles with the pkg-config flags alone ----
+if [ -f "$iinc/shmddp_cuda.h" ]; then
+  printf '#include <shmddp.h>\n#include <shmddp_cuda.h>\nint main(void) { return 0; }\n' \
+    > "$out/cuda_header.c"
+  # shellcheck disable=SC2086
+  $CC -Wall -Wextra -Werror $cflags -c "$out/cuda_header.c" -o "$out/cuda_header.o" ||
+    fail "shmddp_cuda.h does not compile with pkg-config --cflags shmddp"
+  say "shmddp_cuda.h compiles with pkg-config --cflags shmddp"
+fi
+
 # ---- build the example both ways, run both ----
 # shellcheck disable=SC2086
 $CC -Wall -Wextra -Werror -pthread $cflags "$src" -o "$out/$name" $libs ||
