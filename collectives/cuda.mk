@@ -2,7 +2,7 @@
 # kernels/reduce_cuda.* (the GPU reductions the transport and its tests share) are listed here
 # too: they are part of the same feature and absent from the CPU-only build.
 if HAVE_CUDA
-libshmddp_a_SOURCES += \
+libshmddp_core_la_SOURCES += \
 	collectives/cuda_init.c collectives/cuda_reg.c collectives/cuda_ops.c \
 	collectives/cuda_state.h collectives/cuda_internal.h collectives/cuda_device.h \
 	collectives/cuda_kernels.cu collectives/cuda_staged.cu \

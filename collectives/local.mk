@@ -1,5 +1,5 @@
 # collectives/: the public API (argument checks, dispatch) and the host algorithms.
-libshmddp_a_SOURCES += \
+libshmddp_core_la_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \
 	collectives/api.c collectives/launch.c collectives/join.c collectives/device.h \

@@ -8,8 +8,6 @@ OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.c
 if HAVE_CUDNN
 noinst_LIBRARIES += libopscuda.a
 libopscuda_a_SOURCES = $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
-# The .cu suffix rule knows no header dependencies: name them.
-$(libopscuda_a_OBJECTS): $(OPSCUDA_HDRS) kernels/ops.h
 else
 EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
 endif

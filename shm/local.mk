@@ -1,6 +1,6 @@
 # shm/: segment lifecycle, launcher and supervisor, waits, barrier, abort, NUMA placement.
-noinst_LIBRARIES += libshmddp.a
-libshmddp_a_SOURCES = \
+# They go into libshmddp_core.la (Makefile.am), the code of the installed libshmddp.
+libshmddp_core_la_SOURCES += \
 	shm/segment.c shm/segment.h \
 	shm/wait.c shm/wait.h \
 	shm/abort.c shm/abort.h \

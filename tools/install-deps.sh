@@ -3,7 +3,7 @@
 # The CUDA toolkit (nvcc, cuBLAS) and cuDNN are not installed here: they come from NVIDIA's
 # packages or the machine's image; without them configure builds the CPU-only variant.
 set -eu
-pkgs="build-essential autoconf automake pkg-config check libnuma-dev libpng-dev zlib1g-dev"
+pkgs="build-essential autoconf automake libtool pkg-config check libnuma-dev libpng-dev zlib1g-dev"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "install-deps: run as root or install sudo" >&2; exit 1; }

@@ -1,16 +1,18 @@
-# tools/: allreduce_bench (nccl-tests style) and the dependency installer.
-bin_PROGRAMS += tools/allreduce_bench
-tools_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
+# tools/: allreduce_bench (nccl-tests style), doctor and the dependency installer. Installed as
+# shmddp-allreduce-bench and shmddp-doctor; tools/allreduce_bench and tools/doctor are links to
+# them in the build tree (Makefile.am).
+bin_PROGRAMS += shmddp-allreduce-bench
+shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
 	tools/coll_check.c tools/coll_check.h
-tools_allreduce_bench_LDADD = $(SHMDDP_LIBS)
+shmddp_allreduce_bench_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
-tools_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
+shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
 endif
-bin_PROGRAMS += tools/doctor
-tools_doctor_SOURCES = tools/doctor.c tools/doctor.h
-tools_doctor_LDADD = $(SHMDDP_LIBS)
+bin_PROGRAMS += shmddp-doctor
+shmddp_doctor_SOURCES = tools/doctor.c tools/doctor.h
+shmddp_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
-tools_doctor_SOURCES += tools/doctor_gpu.c
+shmddp_doctor_SOURCES += tools/doctor_gpu.c
 endif
 noinst_PROGRAMS += tools/torch_check
 tools_torch_check_SOURCES = tools/torch_check.c
