@@ -67,8 +67,10 @@ static __device__ __forceinline__ uint64_t ll_load_word(const void *buf, size_t 
     for (size_t i = 0; i < left; i += 2) *(uint16_t *)(o + i) = *(const uint16_t *)(p + i);
   else if (ds == 4)
     for (size_t i = 0; i < left; i += 4) *(uint32_t *)(o + i) = *(const uint32_t *)(p + i);
-  else
+  else if (ds == 8)
     v = *(const uint64_t *)p; /* 8-byte elements are 8-byte aligned */
+  else
+    for (size_t i = 0; i < left; i++) o[i] = p[i]; /* bytes: any alignment */
   return v;
 }
 

@@ -9,3 +9,15 @@ tests_check_cuda_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_cuda_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 endif
+
+# Communicators joined by id with device buffers (processes and threads; SKIP without a GPU).
+if HAVE_CHECK
+if HAVE_CUDA
+check_PROGRAMS += tests/check_join_cuda
+TESTS += tests/check_join_cuda
+tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tools/coll_check.c tools/coll_check.h
+tests_check_join_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_join_cuda_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+endif
+endif
+EXTRA_DIST += tests/check_join_cuda.c

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -249,6 +251,48 @@ static int bench_rank(shmddp_comm_t *comm, void *arg)
   return host_rank(comm, o);
 }
 
+/* --join: fork the ranks here (before any CUDA call) and let each join by id, as ranks started
+ * by torchrun or mpirun would; the table is the same as with shmddp_launch. */
+static int run_joined(const bench_opts_t *o)
+{
+  shmddp_unique_id_t id;
+  if (shmddp_get_unique_id(&id) != SHMDDP_OK) {
+    fprintf(stderr, "allreduce_bench: %s\n", shmddp_last_error());
+    return 2;
+  }
+  fflush(NULL);
+  pid_t pids[SHMDDP_MAX_RANKS];
+  for (int r = 0; r < o->nproc; r++) {
+    pids[r] = fork();
+    if (pids[r] < 0) {
+      perror("allreduce_bench: fork");
+      return 2;
+    }
+    if (pids[r] > 0) continue;
+    shmddp_comm_config_t cfg = SHMDDP_COMM_CONFIG_INIT;
+    cfg.device = o->device_cuda ? r : SHMDDP_DEVICE_NONE;
+#ifdef HAVE_CUDA
+    if (o->device_cuda) cfg.device = bench_cuda_device_of(r);
+#endif
+    shmddp_comm_t *comm = NULL;
+    if (shmddp_comm_init_rank_config(&comm, o->nproc, id, r, &cfg) != SHMDDP_OK) {
+      fprintf(stderr, "allreduce_bench: rank %d: %s\n", r, shmddp_last_error());
+      _exit(1);
+    }
+    int rc = bench_rank(comm, (void *)o);
+    shmddp_comm_destroy(comm);
+    fflush(NULL);
+    _exit(rc);
+  }
+  int rc = 0;
+  for (int r = 0; r < o->nproc; r++) {
+    int ws = 0;
+    waitpid(pids[r], &ws, 0);
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) rc = 1;
+  }
+  return rc;
+}
+
 static int parse_size(const char *s, size_t *out)
 {
   char *end;
@@ -289,6 +333,8 @@ static void usage(FILE *f)
           "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
           "  --graph             time CUDA-graph replays of the collective (cuda only)\n"
           "  --tsv FILE          also write the table as tab-separated values\n"
+          "  --join              ranks join by a unique id (shmddp_comm_init_rank) instead of\n"
+          "                      being forked by shmddp_launch: the path of other launchers\n"
           "  -h, --help\n");
 }
 
@@ -313,7 +359,8 @@ int main(int argc, char **argv)
     {"op", required_argument, 0, 'o'}, {"collective", required_argument, 0, 'C'},
     {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
     {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
-    {"tsv", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    {"tsv", required_argument, 0, 'T'}, {"join", no_argument, 0, 'J'},
+    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int c;
   char *end;
   while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Ih", longopts, NULL)) != -1) {
@@ -389,6 +436,7 @@ int main(int argc, char **argv)
       break;
     case 'G': o.graph = 1; break;
     case 'T': o.tsv_path = optarg; break;
+    case 'J': o.join = 1; break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -410,6 +458,7 @@ int main(int argc, char **argv)
   }
 #endif
   if (o.nproc == 0) o.nproc = 2;
+  if (o.join) return run_joined(&o);
   shmddp_launch_config_t cfg = {0};
   cfg.nproc = o.nproc;
   cfg.label = "allreduce_bench";

@@ -11,6 +11,7 @@ typedef enum { BENCH_ALL_REDUCE = 0, BENCH_REDUCE_SCATTER, BENCH_ALL_GATHER, BEN
 
 typedef struct {
   int device_cuda;       /* --device cuda */
+  int join;              /* --join: ranks join by id instead of shmddp_launch */
   int nproc;
   size_t min_bytes, max_bytes;
   double factor;         /* -f: multiply (>1) */
@@ -50,6 +51,8 @@ void bench_print_row(const bench_opts_t *o, const bench_row_t *row, FILE *tsv);
 
 #ifdef HAVE_CUDA
 /* The device benchmark, run by every rank (CUDA build only). Returns the rank's exit status. */
+/* The GPU rank r drives: r modulo the visible GPUs (queried in the calling process). */
+int bench_cuda_device_of(int rank);
 int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o);
 #endif
 

@@ -266,6 +266,13 @@ static int one_size(bctx_t *b, size_t bytes, FILE *tsv, long *errors)
   return 0;
 }
 
+int bench_cuda_device_of(int rank)
+{
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) return 0;
+  return rank % n;
+}
+
 int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
 {
   bctx_t bc, *b = &bc;
@@ -275,7 +282,8 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   b->rank = shmddp_comm_rank(comm);
   b->n = shmddp_comm_size(comm);
   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
-  if (shmddp_comm_init_cuda(comm, &cc) != SHMDDP_OK) {
+  /* A communicator that joined by id with a GPU has its device transport already. */
+  if (shmddp_cuda_p2p(comm) < 0 && shmddp_comm_init_cuda(comm, &cc) != SHMDDP_OK) {
     fprintf(stderr, "allreduce_bench: rank %d: %s\n", b->rank, shmddp_comm_last_error(comm));
     return 1;
   }
