@@ -12,6 +12,7 @@
 #include "shm/timeutil.h"
 #include "tests/testutil.h"
 #include "tools/coll_check.h"
+#include "tests/suite_main.h"
 
 typedef struct {
   long checks[SHMDDP_MAX_RANKS];
@@ -264,7 +265,7 @@ static int rank_dup(shmddp_comm_t *comm, void *arg)
   shmddp_comm_free(d[2]);
   FAIL_IF(shmddp_comm_dup(comm, &d[2]) != SHMDDP_OK, "dup after free: %s", shmddp_comm_last_error(comm));
   /* Two threads, two communicators, no ordering between them. */
-  stream_job_t a = {comm, 0, 0}, b = {d[0], 100, 0};
+  stream_job_t a = {.comm = comm, .tag = 0, .ok = 0}, b = {.comm = d[0], .tag = 100, .ok = 0};
   pthread_t ta, tb;
   pthread_create(&ta, NULL, stream_thread, &a);
   pthread_create(&tb, NULL, stream_thread, &b);
@@ -398,7 +399,7 @@ START_TEST(names_round_trip)
 }
 END_TEST
 
-static Suite *collectives_suite(void)
+static Suite *collectives_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("collectives");
   TCase *tc = tcase_create("matrix");
@@ -422,11 +423,4 @@ static Suite *collectives_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(collectives_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_collectives", collectives_suite, SUITE_CPU_ONLY)

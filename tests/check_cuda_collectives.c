@@ -5,9 +5,9 @@
  * one (the survivor errors out instead of hanging), the forced P2P-failure fallback to host
  * staging, and the GPU reduce kernel against the CPU reference bit for bit.
  *
- * Without a GPU the whole suite is skipped (exit 77) with a message. CUDA is never initialised in
- * main(): the GPU probe runs in a forked child, and every test initialises CUDA only inside its
- * own ranks (forked by shmddp_launch) or its own CK_FORK child. */
+ * Without a GPU the whole suite is skipped (exit 77) with a message (SUITE_MAIN). CUDA is never
+ * initialised in main(): the GPU probe runs in a forked child, and every test initialises CUDA
+ * only inside its own ranks (forked by shmddp_launch) or its own CK_FORK child. */
 #include "config.h"
 
 #include <check.h>
@@ -25,8 +25,7 @@
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tools/coll_check.h"
-
-static int g_ngpu;
+#include "tests/suite_main.h"
 
 #define RFAIL(...)                                                                            \
   do {                                                                                        \
@@ -162,7 +161,8 @@ static const shmddp_op_t main_ops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDD
 START_TEST(test_allreduce_matrix)
 {
   static const size_t counts[] = {1, 7, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {all_algos, 4, float_types, 4, main_ops, 4, counts, 5};
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = float_types, .ndtypes = 4,
+                .ops = main_ops, .nops = 4, .counts = counts, .ncounts = 5};
   shmddp_launch_result_t res;
   launch(2, matrix_rank, &m, 2, &res);
   ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
@@ -178,8 +178,10 @@ static int auto_rank(shmddp_comm_t *comm, void *arg)
   static const shmddp_op_t iops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDDP_MAX};
   static const shmddp_op_t fops[] = {SHMDDP_PROD};
   static const size_t counts[] = {3, 4096, 300001, (size_t)5 << 20};
-  matrix_t a = {algos, 1, itypes, 2, iops, 4, counts, 4};
-  matrix_t b = {algos, 1, ftypes, 2, fops, 1, counts, 4};
+  matrix_t a = {.algos = algos, .nalgos = 1, .dtypes = itypes, .ndtypes = 2, .ops = iops,
+                .nops = 4, .counts = counts, .ncounts = 4};
+  matrix_t b = {.algos = algos, .nalgos = 1, .dtypes = ftypes, .ndtypes = 2, .ops = fops,
+                .nops = 1, .counts = counts, .ncounts = 4};
   (void)arg;
   if (matrix_rank(comm, &a)) return 1;
   shmddp_comm_free_cuda(comm);
@@ -199,7 +201,8 @@ START_TEST(test_allreduce_256mib)
   static const shmddp_dtype_t types[] = {SHMDDP_F32};
   static const shmddp_op_t ops[] = {SHMDDP_SUM};
   static const size_t counts[] = {(size_t)64 << 20}; /* 256 MiB of f32 */
-  matrix_t m = {all_algos, 4, types, 1, ops, 1, counts, 1};
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 1, .ops = ops,
+                .nops = 1, .counts = counts, .ncounts = 1};
   shmddp_launch_result_t res;
   launch(2, matrix_rank, &m, 2, &res);
   ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
@@ -211,7 +214,8 @@ START_TEST(test_allreduce_three_ranks)
   static const shmddp_dtype_t types[] = {SHMDDP_F32, SHMDDP_BF16};
   static const shmddp_op_t ops[] = {SHMDDP_SUM, SHMDDP_MAX};
   static const size_t counts[] = {1, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {all_algos, 4, types, 2, ops, 2, counts, 4};
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 2, .ops = ops,
+                .nops = 2, .counts = counts, .ncounts = 4};
   shmddp_launch_result_t res;
   launch(3, matrix_rank, &m, 2, &res);
   ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
@@ -390,7 +394,10 @@ static int fail_rank(shmddp_comm_t *comm, void *arg)
   }
   if (rank == 1) {
     if (f->mode == 0) raise(SIGKILL);
-    sleep(8); /* absent: rank 0 must give up on its own (timeout 2 s) */
+    /* Absent: rank 0 must give up on its own (timeout 2 s). Rank 1 stays alive, never calling,
+     * until rank 0 has reported its outcome (were it to exit, rank 0 would see that instead of
+     * timing out); the 300 s only bound a hang of rank 0, which the test then reports. */
+    for (int i = 0; i < 30000 && *f->outcome == -1; i++) usleep(10000);
     return 0;
   }
   shmddp_status_t last = SHMDDP_OK;
@@ -409,7 +416,7 @@ static void run_failure(int mode, int algo_index)
   volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert(shared != MAP_FAILED);
   *shared = -1;
-  fail_t f = {all_algos[algo_index], mode, shared};
+  fail_t f = {.algo = all_algos[algo_index], .mode = mode, .outcome = shared};
   shmddp_launch_result_t res;
   launch(2, fail_rank, &f, 30, &res);
   int outcome = *shared;
@@ -611,8 +618,10 @@ START_TEST(test_reduce_kernel_matches_cpu)
 }
 END_TEST
 
-static Suite *make_cuda_collectives_suite(void)
+static Suite *make_cuda_collectives_suite(const suite_env_t *env)
 {
+  if (env->gpus < 2)
+    printf("check_cuda_collectives: %d GPU visible: ranks share it (correctness only)\n", env->gpus);
   Suite *s = suite_create("cuda_collectives");
   TCase *tc;
   tc = tcase_create("reduce_kernel");
@@ -644,33 +653,4 @@ static Suite *make_cuda_collectives_suite(void)
   return s;
 }
 
-/* GPUs visible, counted in a child so this process never initialises CUDA. */
-static int probe_gpus(void)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int ws = 0;
-  if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws)) return 0;
-  return WEXITSTATUS(ws);
-}
-
-int main(void)
-{
-  g_ngpu = probe_gpus();
-  if (g_ngpu == 0) {
-    printf("check_cuda_collectives: SKIP: no CUDA GPU visible; the CUDA collectives are tested on "
-           "a GPU machine\n");
-    return 77;
-  }
-  printf("check_cuda_collectives: %d GPU(s) visible%s\n", g_ngpu,
-         g_ngpu < 2 ? "; ranks share a GPU (correctness only)" : "");
-  SRunner *sr = srunner_create(make_cuda_collectives_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("check_cuda_collectives", make_cuda_collectives_suite, 1)

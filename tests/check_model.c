@@ -11,6 +11,7 @@
 #include "src/arena.h"
 #include "src/optim.h"
 #include "src/unet.h"
+#include "tests/suite_main.h"
 
 static char err[512];
 
@@ -433,7 +434,7 @@ START_TEST(bad_configs)
 }
 END_TEST
 
-static Suite *make_model_suite(void)
+static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("gradients");
@@ -457,11 +458,4 @@ static Suite *make_model_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_model_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_model", make_model_suite, SUITE_CPU_ONLY)

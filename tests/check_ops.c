@@ -11,6 +11,7 @@
 #include "kernels/gemm_cpu.h"
 #include "kernels/ops.h"
 #include "src/layers.h"
+#include "tests/suite_main.h"
 
 static ops_t o64, o32;
 
@@ -528,7 +529,7 @@ START_TEST(casts_round_trip)
 }
 END_TEST
 
-static Suite *make_ops_suite(void)
+static Suite *make_ops_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops");
   TCase *tc = tcase_create("gradients");
@@ -564,11 +565,4 @@ static Suite *make_ops_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_ops_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_ops", make_ops_suite, SUITE_CPU_ONLY)

@@ -10,6 +10,7 @@
 #include "kernels/half.h"
 #include "kernels/reduce_cpu.h"
 #include "tools/coll_check.h"
+#include "tests/suite_main.h"
 
 /* Round x to a binary float with `mant` explicit mantissa bits, minimum normal exponent emin
  * and overflow threshold max_finite, using rint (round to nearest even) on a scaled value:
@@ -168,7 +169,7 @@ START_TEST(integer_sum_wraps_and_avg_truncates)
 }
 END_TEST
 
-static Suite *reduce_suite(void)
+static Suite *reduce_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("reduce");
   TCase *tc = tcase_create("half");
@@ -186,11 +187,4 @@ static Suite *reduce_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(reduce_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_reduce", reduce_suite, SUITE_CPU_ONLY)

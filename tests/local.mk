@@ -22,5 +22,6 @@ tests_check_ddp_LDADD = libddp.a libmodel.a $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz
+EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz \
+	tests/suite_main.h tests/failures.h
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
