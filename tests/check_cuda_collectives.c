@@ -25,6 +25,7 @@
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tools/coll_check.h"
+#include "tests/failures.h"
 #include "tests/suite_main.h"
 
 #define RFAIL(...)                                                                            \
@@ -99,6 +100,30 @@ typedef struct {
   int ncounts;
 } matrix_t;
 
+/* Each rank's wrong results, in memory shared with the test (mapped before the launch). */
+static case_failures_t *g_fails;
+
+/* Launches nproc ranks running fn; fails once, listing every wrong result of every rank. */
+static void run_matrix(int nproc, shmddp_rank_fn fn, void *arg, const char *what)
+{
+  g_fails = mmap(NULL, SHMDDP_MAX_RANKS * sizeof *g_fails, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(g_fails != MAP_FAILED);
+  for (int r = 0; r < SHMDDP_MAX_RANKS; r++) cf_init(&g_fails[r]);
+  shmddp_launch_result_t res;
+  launch(nproc, fn, arg, 2, &res);
+  case_failures_t all;
+  cf_init(&all);
+  char prefix[32];
+  for (int r = 0; r < nproc; r++) {
+    snprintf(prefix, sizeof prefix, "rank %d: ", r);
+    cf_merge(&all, &g_fails[r], prefix);
+  }
+  munmap(g_fails, SHMDDP_MAX_RANKS * sizeof *g_fails);
+  CF_ASSERT_NONE(&all, what);
+  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+}
+
 static int matrix_rank(shmddp_comm_t *comm, void *arg)
 {
   const matrix_t *m = arg;
@@ -133,18 +158,20 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
           shmddp_algo_t used = shmddp_comm_last_algo(comm);
           RST(shmddp_cuda_sync(comm, (shmddp_stream_t)s));
           RCUDA(cudaMemcpy(h, rb, count * ds, cudaMemcpyDeviceToHost));
+          /* Wrong results are listed (every case runs); a failed call ends the rank. */
+          case_failures_t *f = &g_fails[rank];
           size_t first = 0, bad = coll_count_errors(h, count, 0, n, cs, dt, op, &first);
-          if (bad)
-            RFAIL("all_reduce %s %s %s count %zu%s: %zu wrong, first at %zu: got %g want %g",
-                  shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op), count,
-                  inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
-                  coll_expected(n, first, cs, dt, op));
-          if (!same_on_all_ranks(comm, h, count * ds))
-            RFAIL("all_reduce %s %s %s count %zu: ranks hold different bits",
-                  shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op), count);
+          CF_CHECK(f, bad == 0, "all_reduce %s %s %s count %zu%s: %zu wrong, first at %zu: got %g "
+                   "want %g", shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op),
+                   count, inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
+                   coll_expected(n, first, cs, dt, op));
+          CF_CHECK(f, same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
+                   "ranks hold different bits", shmddp_algo_name(used), shmddp_dtype_name(dt),
+                   shmddp_op_name(op), count);
           shmddp_algo_t want = shmddp_cuda_p2p(comm) ? m->algos[a] : SHMDDP_ALGO_STAGED;
-          if (want != SHMDDP_ALGO_AUTO && used != want)
-            RFAIL("forced %s but %s ran", shmddp_algo_name(want), shmddp_algo_name(used));
+          CF_CHECK(f, want == SHMDDP_ALGO_AUTO || used == want, "%s %s count %zu: forced %s but "
+                   "%s ran", shmddp_dtype_name(dt), shmddp_op_name(op), count,
+                   shmddp_algo_name(want), shmddp_algo_name(used));
         }
   }
   cudaFree(send);
@@ -163,9 +190,7 @@ START_TEST(test_allreduce_matrix)
   static const size_t counts[] = {1, 7, 1000, 65537, (1 << 20) + 3};
   matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = float_types, .ndtypes = 4,
                 .ops = main_ops, .nops = 4, .counts = counts, .ncounts = 5};
-  shmddp_launch_result_t res;
-  launch(2, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  run_matrix(2, matrix_rank, &m, "all_reduce matrix");
 }
 END_TEST
 
@@ -190,9 +215,7 @@ static int auto_rank(shmddp_comm_t *comm, void *arg)
 
 START_TEST(test_allreduce_auto_and_ints)
 {
-  shmddp_launch_result_t res;
-  launch(2, auto_rank, NULL, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  run_matrix(2, auto_rank, NULL, "all_reduce auto, integers, prod");
 }
 END_TEST
 
@@ -203,9 +226,7 @@ START_TEST(test_allreduce_256mib)
   static const size_t counts[] = {(size_t)64 << 20}; /* 256 MiB of f32 */
   matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 1, .ops = ops,
                 .nops = 1, .counts = counts, .ncounts = 1};
-  shmddp_launch_result_t res;
-  launch(2, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  run_matrix(2, matrix_rank, &m, "all_reduce 256 MiB");
 }
 END_TEST
 
@@ -216,9 +237,7 @@ START_TEST(test_allreduce_three_ranks)
   static const size_t counts[] = {1, 1000, 65537, (1 << 20) + 3};
   matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 2, .ops = ops,
                 .nops = 2, .counts = counts, .ncounts = 4};
-  shmddp_launch_result_t res;
-  launch(3, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  run_matrix(3, matrix_rank, &m, "all_reduce on 3 ranks");
 }
 END_TEST
 

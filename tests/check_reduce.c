@@ -10,6 +10,7 @@
 #include "kernels/half.h"
 #include "kernels/reduce_cpu.h"
 #include "tools/coll_check.h"
+#include "tests/failures.h"
 #include "tests/suite_main.h"
 
 /* Round x to a binary float with `mant` explicit mantissa bits, minimum normal exponent emin
@@ -92,10 +93,13 @@ START_TEST(bf16_rounding_matches_reference)
 }
 END_TEST
 
-/* reduce_cpu_multi over nsrc sources equals the f64 reference for every dtype and op. */
+/* reduce_cpu_multi over nsrc sources equals the f64 reference for every dtype and op (every
+ * failing combination is listed). */
 START_TEST(multi_matches_reference)
 {
   enum { N = 3001, MAXR = 8 };
+  case_failures_t fails;
+  cf_init(&fails);
   for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
     for (int op = 0; op < SHMDDP_NUM_OPS; op++) {
       for (int nsrc = 1; nsrc <= MAXR; nsrc += 3) {
@@ -109,15 +113,16 @@ START_TEST(multi_matches_reference)
         reduce_cpu_multi(dst, (const void *const *)src, nsrc, N, dt, op, nsrc);
         size_t first_bad = 0;
         size_t bad = coll_count_errors(dst, N, 0, nsrc, 5, dt, op, &first_bad);
-        ck_assert_msg(bad == 0, "%s %s over %d: %zu wrong, first at %zu (got %g want %g)",
-                      shmddp_dtype_name(dt), shmddp_op_name(op), nsrc, bad, first_bad,
-                      bad ? coll_load(dst, first_bad, dt) : 0.0,
-                      bad ? coll_expected(nsrc, first_bad, 5, dt, op) : 0.0);
+        CF_CHECK(&fails, bad == 0, "%s %s over %d: %zu wrong, first at %zu (got %g want %g)",
+                 shmddp_dtype_name(dt), shmddp_op_name(op), nsrc, bad, first_bad,
+                 bad ? coll_load(dst, first_bad, dt) : 0.0,
+                 bad ? coll_expected(nsrc, first_bad, 5, dt, op) : 0.0);
         free(dst);
         for (int r = 0; r < nsrc; r++) free(src[r]);
       }
     }
   }
+  CF_ASSERT_NONE(&fails, "reduce_cpu_multi against the f64 reference");
 }
 END_TEST
 
@@ -125,6 +130,8 @@ END_TEST
 START_TEST(chain_equals_multi)
 {
   enum { N = 2500, R = 5 };
+  case_failures_t fails;
+  cf_init(&fails);
   for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
     for (int op = 0; op < SHMDDP_NUM_OPS; op++) {
       size_t ds = shmddp_dtype_size(dt), as = reduce_acc_size(dt);
@@ -138,12 +145,13 @@ START_TEST(chain_equals_multi)
       for (int r = 1; r < R - 1; r++) reduce_cpu_combine(acc, acc, src[r], N, dt, op);
       reduce_cpu_finish(a, acc, src[R - 1], N, dt, op, R);
       reduce_cpu_multi(b, (const void *const *)src, R, N, dt, op, R);
-      ck_assert_msg(memcmp(a, b, N * ds) == 0, "%s %s: chain differs from multi",
-                    shmddp_dtype_name(dt), shmddp_op_name(op));
+      CF_CHECK(&fails, memcmp(a, b, N * ds) == 0, "%s %s: chain differs from multi",
+               shmddp_dtype_name(dt), shmddp_op_name(op));
       free(acc); free(a); free(b);
       for (int r = 0; r < R; r++) free(src[r]);
     }
   }
+  CF_ASSERT_NONE(&fails, "load/combine/finish chain against multi");
 }
 END_TEST
 
