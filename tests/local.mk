@@ -23,5 +23,5 @@ else
 TESTS += tests/no-check.sh
 endif
 EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz \
-	tests/suite_main.h tests/failures.h
+	tests/suite_main.h tests/failures.h tests/wait_lib.sh
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
