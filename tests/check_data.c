@@ -590,7 +590,7 @@ static Suite *data_suite(const suite_env_t *env)
   tcase_add_test(tc, test_synth_deterministic);
   tcase_add_loop_test(tc, test_synth_classes_and_variety, 2, 9);
   tcase_add_test(tc, test_synth_bad_config);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
   tc = tcase_create("png");
   tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
@@ -607,7 +607,7 @@ static Suite *data_suite(const suite_env_t *env)
   tc = tcase_create("pipeline");
   tcase_add_test(tc, test_augment);
   tcase_add_test(tc, test_loader_independent_of_workers);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
   return s;
 }

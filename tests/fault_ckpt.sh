@@ -35,8 +35,9 @@ resumes() {
     bad "$2: resumed from step $at, the final checkpoint differs from an uninterrupted run's"
 }
 
-has_ckpt() { [ -f "$1/checkpoint.ckpt" ]; }
-saving() { ls "$1" 2>/dev/null | grep -q '^checkpoint\.ckpt\.tmp\.'; }
+# (each also true once the run has ended, so that a missed event cannot hold the test up)
+has_ckpt() { [ -f "$1/checkpoint.ckpt" ] || ! alive "$launcher"; }
+saving() { ls "$1" 2>/dev/null | grep -q '^checkpoint\.ckpt\.tmp\.' || ! alive "$launcher"; }
 
 tracer=""
 command -v strace >/dev/null 2>&1 && strace -o /dev/null true 2>/dev/null && tracer=strace
@@ -59,7 +60,7 @@ for t in $(seq "$trials"); do
     # a save after the first one (there is a complete checkpoint to fall back to), seen in
     # progress: its temporary file exists (each of its fsyncs takes 400 ms under strace)
     k="a save in progress"
-    wait_for has_ckpt "$out" && wait_for saving "$out" ||
+    wait_for has_ckpt "$out" && wait_for saving "$out" && alive "$launcher" ||
       echo "trial $t: no save was seen in progress; the kill lands wherever the run is"
   else
     wait_step "$tmp/log" $k "$launcher" || echo "trial $t: the run ended before step $k"
