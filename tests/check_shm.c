@@ -28,6 +28,7 @@ typedef struct {
   char msg[SHMDDP_MAX_RANKS][512];
   double t_kill;                /* when the victim killed itself */
   _Atomic int done;             /* ranks that have reported */
+  _Atomic int passed;           /* ranks past the first barrier */
 } report_t;
 
 enum { NOT_REPORTED = -1 };
@@ -183,9 +184,9 @@ START_TEST(failed_rank_stops_the_others)
 END_TEST
 
 /* Rank 1 is SIGKILLed (by itself) while the other three are asleep inside an all-reduce that
- * cannot complete without it: it waits until the segment counts three ranks asleep in a wait
- * (they passed the barrier, so that is the all-reduce). Each must return SHMDDP_ERR_ABORTED on
- * its own, naming rank 1 and the signal.
+ * cannot complete without it: it waits until all three have passed the barrier and the segment
+ * counts three ranks asleep in a wait (which is then the all-reduce). Each must return
+ * SHMDDP_ERR_ABORTED on its own, naming rank 1 and the signal.
  *
  * Before, the peers looped on all-reduces and rank 1 died right after the first barrier: under
  * load a peer could still be inside that barrier when the abort was recorded, and a wait that
@@ -202,10 +203,12 @@ static int rank_killed(shmddp_comm_t *comm, void *arg)
     return 1;
   }
   if (r == 1) {
-    rep->ran[1] = WAIT_UNTIL(ranks_waiting(comm) >= n - 1, 60); /* 0: the peers never waited */
+    /* 0: the peers were never seen waiting inside the all-reduce */
+    rep->ran[1] = WAIT_UNTIL(atomic_load(&rep->passed) == n - 1 && ranks_waiting(comm) >= n - 1, 60);
     rep->t_kill = shm_now();
     kill(getpid(), SIGKILL);
   }
+  atomic_fetch_add(&rep->passed, 1);
   float x[1024] = {1};
   st = shmddp_all_reduce(comm, x, x, 1024, SHMDDP_F32, SHMDDP_MAX, SHMDDP_HOST);
   rep->t_done[r] = shm_now();
