@@ -109,7 +109,9 @@ typedef int (*shmddp_rank_fn)(shmddp_comm_t *comm, void *arg);
  * survive fork), run fn in each and supervise them. Returns SHMDDP_OK when the ranks ran (look at
  * result->exit_code for their outcome) or an error status with result->message when the group
  * could not be started (bad config, /dev/shm too small, fork failed). Must not be called from a
- * process that has already initialised CUDA. */
+ * process that has already initialised CUDA. SIGINT and SIGTERM ask the ranks to stop, except one
+ * that the process inherited as ignored (a script's background job starts with SIGINT ignored):
+ * that one stays ignored, by the launcher and the ranks. */
 shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
                               shmddp_launch_result_t *result);
 

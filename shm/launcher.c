@@ -11,6 +11,16 @@
  * rank sees that within its sleep bound (50 ms) and returns SHMDDP_ERR_ABORTED. Ranks still alive
  * after grace_s (default 2 s) are killed. The first SIGINT/SIGTERM is forwarded (ranks stop at a
  * step boundary, see shm_stop_requested); a second one, or stop_grace_s passing, kills them.
+ *
+ * A stop signal inherited as ignored stays ignored, by the launcher and by its ranks. That is the
+ * old Unix rule (`if (signal(SIGINT, SIG_IGN) != SIG_IGN) ...`) and what a POSIX shell relies
+ * on: it starts a script's background jobs (`./train ... &` in sh) with SIGINT and SIGQUIT
+ * ignored, so that a Ctrl-C meant for the script's foreground command does not reach them. Before
+ * this rule the launcher took SIGINT once it had blocked it, but a SIGINT arriving earlier was
+ * discarded: whether `kill -INT` stopped a background run depended on how far it had got. Now it
+ * never does; SIGTERM (never ignored by shells, not by nohup either) stops such a run the same
+ * way, with exit status 143. An interactive shell's background jobs (job control) and nohup keep
+ * SIGINT's default, so there both signals work.
  */
 #include "config.h"
 
@@ -67,8 +77,15 @@ static int status_exit_code(int status)
   return 1;
 }
 
+/* Whether sig was ignored when the launcher started (inherited SIG_IGN): then it stays so. */
+static int inherited_ignored(int sig)
+{
+  struct sigaction sa;
+  return sigaction(sig, NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_IGN;
+}
+
 static void run_child(shm_segment_t *seg, int rank, pid_t launcher, const sigset_t *oldmask,
-                      shm_rank_main fn, void *arg)
+                      const sigset_t *stop_sigs, shm_rank_main fn, void *arg)
 {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(127); /* the launcher died before prctl took effect */
@@ -78,8 +95,8 @@ static void run_child(shm_segment_t *seg, int rank, pid_t launcher, const sigset
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = child_on_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  if (sigismember(stop_sigs, SIGINT)) sigaction(SIGINT, &sa, NULL); /* else stays ignored */
+  if (sigismember(stop_sigs, SIGTERM)) sigaction(SIGTERM, &sa, NULL);
   signal(SIGCHLD, SIG_DFL);
   sigprocmask(SIG_SETMASK, oldmask, NULL);
 
@@ -121,12 +138,18 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
                                           res->message, sizeof res->message);
   if (st != SHMDDP_OK) return st;
 
-  sigset_t block, oldmask;
-  sigemptyset(&block);
+  /* The stop signals this run takes: SIGINT and SIGTERM, less any inherited as ignored (see the
+   * top of this file). Blocking an ignored signal would queue it instead of discarding it. */
+  sigset_t block, oldmask, stop_sigs;
+  sigemptyset(&stop_sigs);
+  if (!inherited_ignored(SIGINT)) sigaddset(&stop_sigs, SIGINT);
+  if (!inherited_ignored(SIGTERM)) sigaddset(&stop_sigs, SIGTERM);
+  block = stop_sigs;
   sigaddset(&block, SIGCHLD);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
   sigprocmask(SIG_BLOCK, &block, &oldmask);
+  if (!o->quiet && !sigismember(&stop_sigs, SIGINT))
+    fprintf(stderr, "%s: SIGINT was ignored when this started (a background job of a script?) "
+            "and stays ignored; stop the run with SIGTERM\n", label);
   fflush(NULL);
 
   pid_t self = getpid();
@@ -136,7 +159,7 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
   int nalive = 0;
   for (int r = 0; r < o->nranks; r++) {
     pid_t pid = fork();
-    if (pid == 0) run_child(&seg, r, self, &oldmask, fn, arg);
+    if (pid == 0) run_child(&seg, r, self, &oldmask, &stop_sigs, fn, arg);
     if (pid < 0) {
       snprintf(res->message, sizeof res->message, "cannot fork rank %d: %s", r, strerror(errno));
       shm_abort(&seg, SHMDDP_ERR_SYSTEM, -1, "%s", res->message);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "src/arena.h"
+#include "tests/suite_main.h"
 
 /* A backend allocator that counts live blocks and can be told to fail. */
 typedef struct {
@@ -88,7 +89,7 @@ START_TEST(failure_and_destroy)
 {
   char err[128];
   counting_t c = {0, 1 << 20};
-  arena_allocator_t al = {count_alloc, count_free, &c, -1};
+  arena_allocator_t al = {.alloc = count_alloc, .free = count_free, .ctx = &c, .device = -1};
   arena_t *a;
   ck_assert_int_eq(arena_create(&a, &al, "dev", err, sizeof err), 0);
   for (int i = 0; i < 100; i++) ck_assert_ptr_nonnull(arena_alloc(a, 100 + i, i % ARENA_NUM_CATEGORIES, "t"));
@@ -106,7 +107,7 @@ START_TEST(failure_and_destroy)
 }
 END_TEST
 
-static Suite *make_arena_suite(void)
+static Suite *make_arena_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("arena");
   TCase *tc = tcase_create("ledger");
@@ -116,11 +117,4 @@ static Suite *make_arena_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_arena_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_arena", make_arena_suite, SUITE_CPU_ONLY)

@@ -12,6 +12,7 @@
 
 #include "src/checkpoint.h"
 #include "tests/fuzz/ckpt_input.h"
+#include "tests/suite_main.h"
 
 #include <dirent.h>
 
@@ -39,9 +40,10 @@ static void teardown(void)
 
 static int write_good(const char *config)
 {
-  ckpt_tensor_t t[3] = {{"params", CKPT_F32, 1000, weights},
-                        {"optimizer.momentum", CKPT_F64, 77, moments},
-                        {"step", CKPT_I64, 3, counters}};
+  ckpt_tensor_t t[3] = {{.name = "params", .dtype = CKPT_F32, .count = 1000, .data = weights},
+                        {.name = "optimizer.momentum", .dtype = CKPT_F64, .count = 77,
+                         .data = moments},
+                        {.name = "step", .dtype = CKPT_I64, .count = 3, .data = counters}};
   char err[256];
   int rc = ckpt_write(path, config, t, 3, err, sizeof err);
   ck_assert_msg(rc == 0, "%s", err);
@@ -144,7 +146,7 @@ START_TEST(disk_full_keeps_previous)
     budget = start;
     ckpt_set_write_fn(limited_write);
     char err[256];
-    ckpt_tensor_t t = {"params", CKPT_F32, 1000, weights};
+    ckpt_tensor_t t = {.name = "params", .dtype = CKPT_F32, .count = 1000, .data = weights};
     int rc = ckpt_write(path, "second", &t, 1, err, sizeof err);
     ckpt_set_write_fn(NULL);
     if (rc == 0) continue; /* the budget sufficed for the smaller file */
@@ -167,15 +169,18 @@ END_TEST
 START_TEST(unwritable_directory_is_reported)
 {
   char err[256];
-  ckpt_tensor_t t = {"params", CKPT_F32, 10, weights};
+  ckpt_tensor_t t = {.name = "params", .dtype = CKPT_F32, .count = 10, .data = weights};
   /* A path through a regular file cannot be created, even by root. */
   write_good("x");
   char through[200];
   snprintf(through, sizeof through, "%s/sub.ckpt", path);
   ck_assert_int_ne(ckpt_write(through, "", &t, 1, err, sizeof err), 0);
   ck_assert_ptr_nonnull(strstr(err, "writable"));
-  ck_assert_int_ne(ckpt_write(path, "", (ckpt_tensor_t[]){{"", CKPT_F32, 1, weights}}, 1, err, sizeof err), 0);
-  ck_assert_int_ne(ckpt_write(path, "", (ckpt_tensor_t[]){{"a", CKPT_F32, 1, weights}, {"a", CKPT_F32, 1, weights}}, 2, err, sizeof err), 0);
+  const ckpt_tensor_t unnamed[] = {{.name = "", .dtype = CKPT_F32, .count = 1, .data = weights}};
+  const ckpt_tensor_t twice[] = {{.name = "a", .dtype = CKPT_F32, .count = 1, .data = weights},
+                                 {.name = "a", .dtype = CKPT_F32, .count = 1, .data = weights}};
+  ck_assert_int_ne(ckpt_write(path, "", unnamed, 1, err, sizeof err), 0);
+  ck_assert_int_ne(ckpt_write(path, "", twice, 2, err, sizeof err), 0);
   ck_assert_ptr_nonnull(strstr(err, "twice"));
 }
 END_TEST
@@ -221,12 +226,12 @@ START_TEST(fuzz_regressions)
 }
 END_TEST
 
-static Suite *checkpoint_suite(void)
+static Suite *checkpoint_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("checkpoint");
   TCase *tc = tcase_create("format");
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, round_trip);
   tcase_add_test(tc, corruption_is_refused);
   tcase_add_test(tc, truncation_is_refused);
@@ -237,11 +242,4 @@ static Suite *checkpoint_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(checkpoint_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_checkpoint", checkpoint_suite, SUITE_CPU_ONLY)

@@ -13,10 +13,14 @@
 #include <unistd.h>
 
 #include "src/train_config.h"
+#include "tests/suite_main.h"
 
-static const train_machine_t cpu_box = {0, 1, 2};   /* no GPU, CUDA build, 2 cores */
-static const train_machine_t gpu_box = {2, 1, 32};  /* 2 GPUs */
-static const train_machine_t nocuda_box = {2, 0, 4}; /* GPUs, but a --without-cuda build */
+/* no GPU, CUDA build, 2 cores */
+static const train_machine_t cpu_box = {.visible_gpus = 0, .cuda_built = 1, .online_cpus = 2};
+/* 2 GPUs */
+static const train_machine_t gpu_box = {.visible_gpus = 2, .cuda_built = 1, .online_cpus = 32};
+/* GPUs, but a --without-cuda build */
+static const train_machine_t nocuda_box = {.visible_gpus = 2, .cuda_built = 0, .online_cpus = 4};
 
 /* Parse a NULL-terminated list of arguments (after the program name). */
 static int parse(train_config_t *c, const train_machine_t *m, char *err, size_t errlen, ...)
@@ -70,7 +74,7 @@ START_TEST(test_defaults_cpu)
   ck_assert_int_eq(c.steps, 0);
   ck_assert(c.lr > 0 && c.momentum == 0.9);
   /* Single core: one CPU rank. */
-  train_machine_t one = {0, 1, 1};
+  train_machine_t one = {.visible_gpus = 0, .cuda_built = 1, .online_cpus = 1};
   ck_assert_int_eq(parse(&c, &one, err, sizeof err, (char *)NULL), 0);
   ck_assert_int_eq(c.nproc, 1);
 }
@@ -363,7 +367,7 @@ START_TEST(test_count_gpus)
 }
 END_TEST
 
-static Suite *cli_suite(void)
+static Suite *cli_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("defaults");
@@ -382,11 +386,4 @@ static Suite *cli_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(cli_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_cli", cli_suite, SUITE_CPU_ONLY)

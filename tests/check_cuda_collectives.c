@@ -5,9 +5,9 @@
  * one (the survivor errors out instead of hanging), the forced P2P-failure fallback to host
  * staging, and the GPU reduce kernel against the CPU reference bit for bit.
  *
- * Without a GPU the whole suite is skipped (exit 77) with a message. CUDA is never initialised in
- * main(): the GPU probe runs in a forked child, and every test initialises CUDA only inside its
- * own ranks (forked by shmddp_launch) or its own CK_FORK child. */
+ * Without a GPU the whole suite is skipped (exit 77) with a message (SUITE_MAIN). CUDA is never
+ * initialised in main(): the GPU probe runs in a forked child, and every test initialises CUDA
+ * only inside its own ranks (forked by shmddp_launch) or its own CK_FORK child. */
 #include "config.h"
 
 #include <check.h>
@@ -25,8 +25,8 @@
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tools/coll_check.h"
-
-static int g_ngpu;
+#include "tests/failures.h"
+#include "tests/suite_main.h"
 
 #define RFAIL(...)                                                                            \
   do {                                                                                        \
@@ -100,6 +100,30 @@ typedef struct {
   int ncounts;
 } matrix_t;
 
+/* Each rank's wrong results, in memory shared with the test (mapped before the launch). */
+static case_failures_t *g_fails;
+
+/* Launches nproc ranks running fn; fails once, listing every wrong result of every rank. */
+static void run_matrix(int nproc, shmddp_rank_fn fn, void *arg, const char *what)
+{
+  g_fails = mmap(NULL, SHMDDP_MAX_RANKS * sizeof *g_fails, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(g_fails != MAP_FAILED);
+  for (int r = 0; r < SHMDDP_MAX_RANKS; r++) cf_init(&g_fails[r]);
+  shmddp_launch_result_t res;
+  launch(nproc, fn, arg, 2, &res);
+  case_failures_t all;
+  cf_init(&all);
+  char prefix[32];
+  for (int r = 0; r < nproc; r++) {
+    snprintf(prefix, sizeof prefix, "rank %d: ", r);
+    cf_merge(&all, &g_fails[r], prefix);
+  }
+  munmap(g_fails, SHMDDP_MAX_RANKS * sizeof *g_fails);
+  CF_ASSERT_NONE(&all, what);
+  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+}
+
 static int matrix_rank(shmddp_comm_t *comm, void *arg)
 {
   const matrix_t *m = arg;
@@ -134,18 +158,20 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
           shmddp_algo_t used = shmddp_comm_last_algo(comm);
           RST(shmddp_cuda_sync(comm, (shmddp_stream_t)s));
           RCUDA(cudaMemcpy(h, rb, count * ds, cudaMemcpyDeviceToHost));
+          /* Wrong results are listed (every case runs); a failed call ends the rank. */
+          case_failures_t *f = &g_fails[rank];
           size_t first = 0, bad = coll_count_errors(h, count, 0, n, cs, dt, op, &first);
-          if (bad)
-            RFAIL("all_reduce %s %s %s count %zu%s: %zu wrong, first at %zu: got %g want %g",
-                  shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op), count,
-                  inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
-                  coll_expected(n, first, cs, dt, op));
-          if (!same_on_all_ranks(comm, h, count * ds))
-            RFAIL("all_reduce %s %s %s count %zu: ranks hold different bits",
-                  shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op), count);
+          CF_CHECK(f, bad == 0, "all_reduce %s %s %s count %zu%s: %zu wrong, first at %zu: got %g "
+                   "want %g", shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op),
+                   count, inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
+                   coll_expected(n, first, cs, dt, op));
+          CF_CHECK(f, same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
+                   "ranks hold different bits", shmddp_algo_name(used), shmddp_dtype_name(dt),
+                   shmddp_op_name(op), count);
           shmddp_algo_t want = shmddp_cuda_p2p(comm) ? m->algos[a] : SHMDDP_ALGO_STAGED;
-          if (want != SHMDDP_ALGO_AUTO && used != want)
-            RFAIL("forced %s but %s ran", shmddp_algo_name(want), shmddp_algo_name(used));
+          CF_CHECK(f, want == SHMDDP_ALGO_AUTO || used == want, "%s %s count %zu: forced %s but "
+                   "%s ran", shmddp_dtype_name(dt), shmddp_op_name(op), count,
+                   shmddp_algo_name(want), shmddp_algo_name(used));
         }
   }
   cudaFree(send);
@@ -162,10 +188,9 @@ static const shmddp_op_t main_ops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDD
 START_TEST(test_allreduce_matrix)
 {
   static const size_t counts[] = {1, 7, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {all_algos, 4, float_types, 4, main_ops, 4, counts, 5};
-  shmddp_launch_result_t res;
-  launch(2, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = float_types, .ndtypes = 4,
+                .ops = main_ops, .nops = 4, .counts = counts, .ncounts = 5};
+  run_matrix(2, matrix_rank, &m, "all_reduce matrix");
 }
 END_TEST
 
@@ -178,8 +203,10 @@ static int auto_rank(shmddp_comm_t *comm, void *arg)
   static const shmddp_op_t iops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDDP_MAX};
   static const shmddp_op_t fops[] = {SHMDDP_PROD};
   static const size_t counts[] = {3, 4096, 300001, (size_t)5 << 20};
-  matrix_t a = {algos, 1, itypes, 2, iops, 4, counts, 4};
-  matrix_t b = {algos, 1, ftypes, 2, fops, 1, counts, 4};
+  matrix_t a = {.algos = algos, .nalgos = 1, .dtypes = itypes, .ndtypes = 2, .ops = iops,
+                .nops = 4, .counts = counts, .ncounts = 4};
+  matrix_t b = {.algos = algos, .nalgos = 1, .dtypes = ftypes, .ndtypes = 2, .ops = fops,
+                .nops = 1, .counts = counts, .ncounts = 4};
   (void)arg;
   if (matrix_rank(comm, &a)) return 1;
   shmddp_comm_free_cuda(comm);
@@ -188,9 +215,7 @@ static int auto_rank(shmddp_comm_t *comm, void *arg)
 
 START_TEST(test_allreduce_auto_and_ints)
 {
-  shmddp_launch_result_t res;
-  launch(2, auto_rank, NULL, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  run_matrix(2, auto_rank, NULL, "all_reduce auto, integers, prod");
 }
 END_TEST
 
@@ -199,10 +224,9 @@ START_TEST(test_allreduce_256mib)
   static const shmddp_dtype_t types[] = {SHMDDP_F32};
   static const shmddp_op_t ops[] = {SHMDDP_SUM};
   static const size_t counts[] = {(size_t)64 << 20}; /* 256 MiB of f32 */
-  matrix_t m = {all_algos, 4, types, 1, ops, 1, counts, 1};
-  shmddp_launch_result_t res;
-  launch(2, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 1, .ops = ops,
+                .nops = 1, .counts = counts, .ncounts = 1};
+  run_matrix(2, matrix_rank, &m, "all_reduce 256 MiB");
 }
 END_TEST
 
@@ -211,10 +235,9 @@ START_TEST(test_allreduce_three_ranks)
   static const shmddp_dtype_t types[] = {SHMDDP_F32, SHMDDP_BF16};
   static const shmddp_op_t ops[] = {SHMDDP_SUM, SHMDDP_MAX};
   static const size_t counts[] = {1, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {all_algos, 4, types, 2, ops, 2, counts, 4};
-  shmddp_launch_result_t res;
-  launch(3, matrix_rank, &m, 2, &res);
-  ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
+  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 2, .ops = ops,
+                .nops = 2, .counts = counts, .ncounts = 4};
+  run_matrix(3, matrix_rank, &m, "all_reduce on 3 ranks");
 }
 END_TEST
 
@@ -390,7 +413,10 @@ static int fail_rank(shmddp_comm_t *comm, void *arg)
   }
   if (rank == 1) {
     if (f->mode == 0) raise(SIGKILL);
-    sleep(8); /* absent: rank 0 must give up on its own (timeout 2 s) */
+    /* Absent: rank 0 must give up on its own (timeout 2 s). Rank 1 stays alive, never calling,
+     * until rank 0 has reported its outcome (were it to exit, rank 0 would see that instead of
+     * timing out); the 300 s only bound a hang of rank 0, which the test then reports. */
+    for (int i = 0; i < 30000 && *f->outcome == -1; i++) usleep(10000);
     return 0;
   }
   shmddp_status_t last = SHMDDP_OK;
@@ -409,7 +435,7 @@ static void run_failure(int mode, int algo_index)
   volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert(shared != MAP_FAILED);
   *shared = -1;
-  fail_t f = {all_algos[algo_index], mode, shared};
+  fail_t f = {.algo = all_algos[algo_index], .mode = mode, .outcome = shared};
   shmddp_launch_result_t res;
   launch(2, fail_rank, &f, 30, &res);
   int outcome = *shared;
@@ -611,8 +637,10 @@ START_TEST(test_reduce_kernel_matches_cpu)
 }
 END_TEST
 
-static Suite *make_cuda_collectives_suite(void)
+static Suite *make_cuda_collectives_suite(const suite_env_t *env)
 {
+  if (env->gpus < 2)
+    printf("check_cuda_collectives: %d GPU visible: ranks share it (correctness only)\n", env->gpus);
   Suite *s = suite_create("cuda_collectives");
   TCase *tc;
   tc = tcase_create("reduce_kernel");
@@ -644,33 +672,4 @@ static Suite *make_cuda_collectives_suite(void)
   return s;
 }
 
-/* GPUs visible, counted in a child so this process never initialises CUDA. */
-static int probe_gpus(void)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int ws = 0;
-  if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws)) return 0;
-  return WEXITSTATUS(ws);
-}
-
-int main(void)
-{
-  g_ngpu = probe_gpus();
-  if (g_ngpu == 0) {
-    printf("check_cuda_collectives: SKIP: no CUDA GPU visible; the CUDA collectives are tested on "
-           "a GPU machine\n");
-    return 77;
-  }
-  printf("check_cuda_collectives: %d GPU(s) visible%s\n", g_ngpu,
-         g_ngpu < 2 ? "; ranks share a GPU (correctness only)" : "");
-  SRunner *sr = srunner_create(make_cuda_collectives_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("check_cuda_collectives", make_cuda_collectives_suite, 1)

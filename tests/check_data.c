@@ -17,12 +17,14 @@
 #include "src/augment.h"
 #include "src/data.h"
 #include "src/loader.h"
+#include "tests/suite_main.h"
 
 /* ---- synthetic ---- */
 
 static data_set_t *open_synth(uint64_t seed, size_t size, int classes, int s, data_split_t split)
 {
-  data_synth_config_t c = {seed, size, classes, s, split};
+  data_synth_config_t c = {.seed = seed, .size = size, .classes = classes, .image_size = s,
+                           .split = split};
   data_set_t *ds;
   char err[256];
   ck_assert_msg(data_open_synthetic(&ds, &c, err, sizeof err) == 0, "%s", err);
@@ -118,7 +120,8 @@ START_TEST(test_synth_bad_config)
 {
   data_set_t *ds;
   char err[256];
-  data_synth_config_t c = {1, 10, 9, 32, DATA_SPLIT_TRAIN};
+  data_synth_config_t c = {.seed = 1, .size = 10, .classes = 9, .image_size = 32,
+                           .split = DATA_SPLIT_TRAIN};
   ck_assert_int_ne(data_open_synthetic(&ds, &c, err, sizeof err), 0);
   ck_assert_ptr_nonnull(strstr(err, "classes"));
   c.classes = 4;
@@ -420,7 +423,7 @@ START_TEST(test_augment)
     for (int c = 0; c < 3; c++) rgb[3 * i + c] = (uint8_t)(i * 3 + c);
     mask[i] = (uint8_t)(i % 5); /* 3 classes: 3 and 4 become ignored */
   }
-  augment_config_t c = {S, 1, 77, 3, 255};
+  augment_config_t c = {.crop = S, .random = 1, .seed = 77, .classes = 3, .ignore_label = 255};
   float x[12 * 12 * 3];
   int32_t y[12 * 12];
   int flips = 0, offsets_x[9] = {0}, differs_by_epoch = 0;
@@ -451,12 +454,12 @@ START_TEST(test_augment)
   ck_assert_int_ge(used, 5);
   ck_assert_int_ge(differs_by_epoch, 30);
   /* Evaluation: centre crop, no flip, whatever the epoch. */
-  augment_config_t v = {S, 0, 77, 3, 255};
+  augment_config_t v = {.crop = S, .random = 0, .seed = 77, .classes = 3, .ignore_label = 255};
   int ox, oy, fl;
   augment_choice(&v, 5, 3, W, H, &ox, &oy, &fl);
   ck_assert(ox == (W - S) / 2 && oy == (H - S) / 2 && fl == 0);
   /* A sample smaller than the crop is centred and padded with ignored pixels. */
-  augment_config_t big = {24, 0, 77, 3, 255};
+  augment_config_t big = {.crop = 24, .random = 0, .seed = 77, .classes = 3, .ignore_label = 255};
   float xb[24 * 24 * 3];
   int32_t yb[24 * 24];
   augment_sample(&big, 0, 0, rgb, mask, W, H, xb, yb);
@@ -474,7 +477,8 @@ static void run_epoch(const data_set_t *ds, int workers, long epoch, const size_
                       const uint8_t *pad, size_t n, int drop, float *xs, int32_t *ys,
                       size_t *nbatches, int *valid)
 {
-  loader_config_t c = {ds, {16, 1, 5, 4, 255}, 3, workers, 0, NULL, NULL, NULL};
+  loader_config_t c = {.data = ds, .augment = {.crop = 16, .random = 1, .seed = 5, .classes = 4,
+                       .ignore_label = 255}, .batch_size = 3, .workers = workers, .depth = 0};
   loader_t *l;
   char err[256];
   ck_assert_msg(loader_create(&l, &c, err, sizeof err) == 0, "%s", err);
@@ -528,7 +532,7 @@ START_TEST(test_loader_independent_of_workers)
     ck_assert_mem_eq(y0, y1, per * sizeof(int32_t));
   }
   /* Each sample is the augmentation of its dataset sample, keyed by its index and epoch. */
-  augment_config_t ac = {16, 1, 5, 4, 255};
+  augment_config_t ac = {.crop = 16, .random = 1, .seed = 5, .classes = 4, .ignore_label = 255};
   uint8_t rgb[20 * 20 * 3], m[20 * 20];
   float xr[16 * 16 * 3];
   int32_t yr[16 * 16];
@@ -562,7 +566,8 @@ START_TEST(test_loader_reports_errors)
   char p[256];
   snprintf(p, sizeof p, "%s/images/b.png", root);
   ck_assert_int_eq(truncate(p, 40), 0);
-  loader_config_t c = {tr, {32, 1, 5, 2, 255}, 1, _i, 0, NULL, NULL, NULL};
+  loader_config_t c = {.data = tr, .augment = {.crop = 32, .random = 1, .seed = 5, .classes = 2,
+                       .ignore_label = 255}, .batch_size = 1, .workers = _i, .depth = 0};
   loader_t *l;
   ck_assert_int_eq(loader_create(&l, &c, err, sizeof err), 0);
   size_t idx[2] = {0, 1};
@@ -578,14 +583,14 @@ START_TEST(test_loader_reports_errors)
 }
 END_TEST
 
-static Suite *data_suite(void)
+static Suite *data_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("data");
   TCase *tc = tcase_create("synthetic");
   tcase_add_test(tc, test_synth_deterministic);
   tcase_add_loop_test(tc, test_synth_classes_and_variety, 2, 9);
   tcase_add_test(tc, test_synth_bad_config);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
   tc = tcase_create("png");
   tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
@@ -602,16 +607,9 @@ static Suite *data_suite(void)
   tc = tcase_create("pipeline");
   tcase_add_test(tc, test_augment);
   tcase_add_test(tc, test_loader_independent_of_workers);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(data_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_data", data_suite, SUITE_CPU_ONLY)

@@ -1,8 +1,13 @@
 /* check_ddp.c — data parallelism is exact: N ranks with b samples each end with the weights of
  * one rank trained on the N*b samples (GroupNorm: per-sample statistics; BatchNorm with SyncBN:
  * statistics over the global batch, running statistics included), every rank holds the same
- * bits, and gradient accumulation over K micro-batches equals one K-times batch. CPU ranks here;
- * the same test runs on GPUs when there are any (it skips that part otherwise). */
+ * bits, and gradient accumulation over K micro-batches equals one K-times batch. CPU ranks, and
+ * the same cases on GPUs where there is one: rank r drives GPU r modulo the visible GPUs, so on
+ * one GPU both ranks share it (the multi-process path of one GPU). Without a GPU the GPU cases
+ * are not registered and the log says so (tests/suite_main.h).
+ *
+ * The cases are tables with named fields; a table's test runs every case and then fails once,
+ * listing every case that failed (tests/failures.h). */
 #include "config.h"
 
 #include <check.h>
@@ -15,13 +20,23 @@
 #include "src/ddp.h"
 #include "src/model.h"
 #include "src/optim.h"
+#include "tests/failures.h"
 #include "tests/parallel_fixture.h"
+#include "tests/suite_main.h"
 #include "tests/testutil.h"
 
 enum { N_MAX = 4, B = 2, HW = PF_HW, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
 
+typedef enum { BATCH_NORM = 0, GROUP_NORM = 1 } norm_kind_t;
+typedef enum { ON_CPU = 0, ON_GPU = 1 } device_kind_t;
+
 typedef struct {
-  int world, norm, sync_bn, accum, device; /* device: 0 CPU, 1 CUDA */
+  int world;            /* ranks */
+  norm_kind_t norm;
+  int sync_bn;          /* BatchNorm statistics over the global batch */
+  int accum;            /* micro-batches per step */
+  device_kind_t device;
+  double tol;           /* largest weight difference from one rank, relative */
 } ddp_case_t;
 
 typedef struct {
@@ -47,7 +62,10 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
   int micro_n = count / c->accum;
   model_config_t mc;
   config(c, &mc, micro_n);
-  mc.cuda_device = comm ? shmddp_comm_device(comm) : 0;
+  if (c->device == ON_GPU) {
+    mc.cuda_device = pf_cuda_device(comm ? shmddp_comm_device(comm) : 0, err, errlen);
+    if (mc.cuda_device < 0) return -1;
+  }
   model_t *m = NULL;
   ddp_t *d = NULL;
   optim_t *o = NULL;
@@ -61,7 +79,8 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
          cudaMalloc(&yd, sizeof(int32_t) * (size_t)micro_n * HW * HW) != cudaSuccess;
 #endif
   }
-  ddp_config_t dc = {1, c->sync_bn, m ? model_stream(m) : NULL};
+  ddp_config_t dc = {.bucket_mb = 1, .sync_bn = c->sync_bn,
+                     .cuda_stream = m ? model_stream(m) : NULL};
   if (rc == 0) rc = ddp_create(&d, comm, m, &dc, err, errlen);
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
   optim_config_t oc;
@@ -118,118 +137,148 @@ static int rank_fn(shmddp_comm_t *comm, void *arg)
 }
 
 /* The single-rank reference on the whole global batch, in a child process (CUDA must not be
- * initialised in the process that forks the ranks). */
-static void reference(const ddp_case_t *c, float *params, float *buffers)
+ * initialised in the process that forks the ranks). 0, or -1 with the reason in why. */
+static int reference(const ddp_case_t *c, float *params, float *buffers, char *why, size_t len)
 {
   ddp_case_t one = *c;
   one.world = 1;
+  fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
     int rc = train(&one, NULL, 0, B * c->accum * c->world, res->params[N_MAX - 1],
                    res->buffers[N_MAX - 1], res->msg[N_MAX - 1], sizeof res->msg[N_MAX - 1]);
     _exit(rc ? 1 : 0);
   }
-  int ws;
-  waitpid(pid, &ws, 0);
-  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "reference failed: %s", res->msg[N_MAX - 1]);
+  int ws = 0;
+  if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+    snprintf(why, len, "the one-rank reference failed: %s", res->msg[N_MAX - 1]);
+    return -1;
+  }
   memcpy(params, res->params[N_MAX - 1], res->nparams * sizeof(float));
   memcpy(buffers, res->buffers[N_MAX - 1], res->nbuffers * sizeof(float));
+  return 0;
 }
 
-/* Returns the largest weight difference from the reference (relative to the largest weight). */
-static double run_case_diff(const ddp_case_t *c, double tol, int expect_equal);
-
-static void run_case(const ddp_case_t *c, double tol) { run_case_diff(c, tol, 1); }
-
-static double run_case_diff(const ddp_case_t *c, double tol, int expect_equal)
+static const char *case_name(const ddp_case_t *c, char *buf, size_t len)
 {
-  if (c->device) {
-#ifndef HAVE_CUDNN
-    printf("SKIP: CUDA model not built\n");
-    return 0;
-#else
-    if (!pf_have_gpus(1)) {
-      printf("SKIP: no GPU for the CUDA variant\n");
-      return 0;
-    }
-#endif
-  }
+  snprintf(buf, len, "%s world %d %s%s accum %d", c->device == ON_GPU ? "cuda" : "cpu", c->world,
+           c->norm == GROUP_NORM ? "GroupNorm" : "BatchNorm",
+           c->norm == GROUP_NORM ? "" : (c->sync_bn ? "+SyncBN" : " (local)"), c->accum);
+  return buf;
+}
+
+/* Trains case c on c->world ranks and alone on the whole batch. Every failed check goes into
+ * fails; *rel gets the largest weight difference from the reference (relative to the largest
+ * weight), or -1 when the runs did not finish. */
+static void run_case(const ddp_case_t *c, case_failures_t *fails, double *rel)
+{
+  char name[128];
+  case_name(c, name, sizeof name);
+  *rel = -1;
   res = test_shared_alloc(sizeof *res);
   float *ref_p = malloc(MAX_PARAMS * sizeof(float)), *ref_b = malloc(MAX_BUF * sizeof(float));
-  reference(c, ref_p, ref_b);
-  ck_assert_uint_le(res->nparams, MAX_PARAMS);
-  shmddp_launch_config_t cfg = {0};
-  cfg.nproc = c->world;
-  cfg.timeout_s = 60;
-  cfg.quiet = 1;
-  cfg.use_gpus = c->device && pf_have_gpus(c->world);
+  char why[700];
+  int ok = reference(c, ref_p, ref_b, why, sizeof why) == 0;
+  CF_CHECK(fails, ok, "%s: %s", name, why);
+  if (ok) CF_CHECK(fails, res->nparams <= MAX_PARAMS, "%s: %zu parameters", name, res->nparams);
+  shmddp_launch_config_t cfg = {.nproc = c->world, .timeout_s = 60, .quiet = 1,
+                                .use_gpus = c->device == ON_GPU};
   shmddp_launch_result_t lr;
-  ck_assert_int_eq(shmddp_launch(&cfg, rank_fn, (void *)c, &lr), SHMDDP_OK);
-  for (int r = 0; r < c->world; r++) ck_assert_msg(!res->failed[r], "rank %d: %s", r, res->msg[r]);
-  ck_assert_int_eq(lr.exit_code, 0);
-  /* every rank the same bits */
-  for (int r = 1; r < c->world; r++)
-    ck_assert_msg(memcmp(res->params[r], res->params[0], res->nparams * sizeof(float)) == 0,
-                  "rank %d's weights differ from rank 0's", r);
-  /* and the single-rank run's weights, to floating-point tolerance */
-  double worst = 0, scale = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < res->nparams; i++) {
-    double dd = fabs((double)res->params[0][i] - ref_p[i]);
-    if (dd > worst) { worst = dd; at = i; }
-    if (fabs(ref_p[i]) > scale) scale = fabs(ref_p[i]);
+  if (ok && res->nparams <= MAX_PARAMS) {
+    shmddp_status_t st = shmddp_launch(&cfg, rank_fn, (void *)c, &lr);
+    CF_CHECK(fails, st == SHMDDP_OK, "%s: launch failed: %s", name, lr.message);
+    ok = st == SHMDDP_OK;
+    for (int r = 0; ok && r < c->world; r++) {
+      CF_CHECK(fails, !res->failed[r], "%s: rank %d: %s", name, r, res->msg[r]);
+      ok = !res->failed[r];
+    }
+    if (ok) CF_CHECK(fails, lr.exit_code == 0, "%s: exit code %d: %s", name, lr.exit_code, lr.message);
+    ok = ok && lr.exit_code == 0;
+  } else {
+    ok = 0;
   }
-  double rel = worst / (scale > 1 ? scale : 1);
-  printf("%s world %d %s%s accum %d: weights after %d steps differ from one rank's by %.2e "
-         "(relative)\n", c->device ? "cuda" : "cpu", c->world, c->norm ? "GroupNorm" : "BatchNorm",
-         c->norm ? "" : (c->sync_bn ? "+SyncBN" : " (local)"), c->accum, STEPS, rel);
-  if (!expect_equal) {
-    free(ref_p);
-    free(ref_b);
-    munmap(res, sizeof *res);
-    return rel;
+  if (ok) {
+    /* every rank the same bits */
+    for (int r = 1; r < c->world; r++)
+      CF_CHECK(fails, memcmp(res->params[r], res->params[0], res->nparams * sizeof(float)) == 0,
+               "%s: rank %d's weights differ from rank 0's", name, r);
+    /* and the single-rank run's weights, to floating-point tolerance */
+    double worst = 0, scale = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < res->nparams; i++) {
+      double dd = fabs((double)res->params[0][i] - ref_p[i]);
+      if (dd > worst) { worst = dd; at = i; }
+      if (fabs(ref_p[i]) > scale) scale = fabs(ref_p[i]);
+    }
+    *rel = worst / (scale > 1 ? scale : 1);
+    printf("%s: weights after %d steps differ from one rank's by %.2e (relative)\n", name, STEPS,
+           *rel);
+    if (c->tol > 0) {
+      CF_CHECK(fails, *rel <= c->tol, "%s: weights differ by %.3g (relative; tolerance %g) at %zu: "
+               "%g vs %g", name, *rel, c->tol, at, res->params[0][at], ref_p[at]);
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < res->nbuffers; i++)
+        if (!(fabs(res->buffers[0][i] - ref_b[i]) <= c->tol * (1 + fabs(ref_b[i])) * 10) && !bad++)
+          first = i;
+      CF_CHECK(fails, bad == 0, "%s: %zu running statistics differ, first %zu: %g vs %g", name, bad,
+               first, bad ? res->buffers[0][first] : 0.0, bad ? ref_b[first] : 0.0);
+    }
   }
-  ck_assert_msg(rel <= tol, "weights differ by %g at %zu (%g vs %g)", worst, at,
-                res->params[0][at], ref_p[at]);
-  for (size_t i = 0; i < res->nbuffers; i++)
-    ck_assert_msg(fabs(res->buffers[0][i] - ref_b[i]) <= tol * (1 + fabs(ref_b[i])) * 10,
-                  "running statistic %zu: %g vs %g", i, res->buffers[0][i], ref_b[i]);
   free(ref_p);
   free(ref_b);
   munmap(res, sizeof *res);
-  return rel;
 }
 
-START_TEST(groupnorm_n_ranks_equal_one_big_batch)
+/* Runs every case of a table; fails once, naming every case that failed. */
+static void run_table(const ddp_case_t *cases, size_t n, const char *what)
 {
-  for (int n = 2; n <= 3; n++) run_case(&(ddp_case_t){n, 1, 0, 1, 0}, 2e-5);
+  case_failures_t fails;
+  cf_init(&fails);
+  for (size_t i = 0; i < n; i++) {
+    double rel;
+    run_case(&cases[i], &fails, &rel);
+  }
+  CF_ASSERT_NONE(&fails, what);
 }
-END_TEST
 
-START_TEST(syncbn_n_ranks_equal_one_big_batch)
+static const ddp_case_t cpu_cases[] = {
+  {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  {.world = 3, .norm = GROUP_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  {.world = 4, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  /* accumulation over 2 micro-batches equals the batch twice as large */
+  {.world = 2, .norm = GROUP_NORM, .accum = 2, .device = ON_CPU, .tol = 2e-5},
+};
+
+/* TF32 convolutions, and cuDNN's algorithms chosen per batch size: looser than on the CPU. */
+static const ddp_case_t gpu_cases[] = {
+  {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+  {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+};
+
+START_TEST(cpu_n_ranks_equal_one_big_batch)
 {
-  for (int n = 2; n <= 4; n += 2) run_case(&(ddp_case_t){n, 0, 1, 1, 0}, 2e-5);
+  run_table(cpu_cases, sizeof cpu_cases / sizeof cpu_cases[0], "cpu DDP against one rank");
 }
 END_TEST
 
 /* The tests above can fail: local BatchNorm statistics (no SyncBN) do change the result. */
 START_TEST(local_batchnorm_differs)
 {
-  double rel = run_case_diff(&(ddp_case_t){2, 0, 0, 1, 0}, 2e-5, 0);
+  const ddp_case_t c = {.world = 2, .norm = BATCH_NORM, .sync_bn = 0, .accum = 1,
+                        .device = ON_CPU, .tol = 0 /* not compared */};
+  case_failures_t fails;
+  cf_init(&fails);
+  double rel;
+  run_case(&c, &fails, &rel);
+  CF_ASSERT_NONE(&fails, "local BatchNorm");
   ck_assert_msg(rel > 1e-4, "local BN matched the global batch (difference %g)", rel);
 }
 END_TEST
 
-START_TEST(accumulation_equals_the_larger_batch)
+START_TEST(gpu_n_ranks_equal_one_big_batch)
 {
-  run_case(&(ddp_case_t){2, 1, 0, 2, 0}, 2e-5);
-}
-END_TEST
-
-START_TEST(gpu_syncbn_n_ranks_equal_one_big_batch)
-{
-  run_case(&(ddp_case_t){2, 0, 1, 1, 1}, 2e-3);
-  run_case(&(ddp_case_t){2, 1, 0, 1, 1}, 2e-3);
+  run_table(gpu_cases, sizeof gpu_cases / sizeof gpu_cases[0], "cuda DDP against one rank");
 }
 END_TEST
 
@@ -237,13 +286,13 @@ END_TEST
 static int rank_mismatch(shmddp_comm_t *comm, void *arg)
 {
   int r = shmddp_comm_rank(comm);
-  ddp_case_t c = {2, 1, 0, 1, 0};
+  const ddp_case_t c = {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_CPU};
   model_config_t mc;
   config(&c, &mc, B);
   if (r == 1) mc.widths[2] = 32; /* a different model on rank 1 */
   model_t *m = NULL;
   ddp_t *d = NULL;
-  ddp_config_t dc = {1, 0, NULL};
+  ddp_config_t dc = {.bucket_mb = 1, .sync_bn = 0, .cuda_stream = NULL};
   int rc = model_create(&m, &mc, res->msg[r], sizeof res->msg[r]);
   if (rc == 0) rc = ddp_create(&d, comm, m, &dc, res->msg[r], sizeof res->msg[r]);
   if (rc == 0) rc = ddp_sync_initial(d, res->msg[r], sizeof res->msg[r]);
@@ -266,26 +315,27 @@ START_TEST(mismatched_models_are_refused)
 }
 END_TEST
 
-static Suite *ddp_suite(void)
+static Suite *ddp_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ddp");
   TCase *tc = tcase_create("equivalence");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, groupnorm_n_ranks_equal_one_big_batch);
-  tcase_add_test(tc, syncbn_n_ranks_equal_one_big_batch);
-  tcase_add_test(tc, accumulation_equals_the_larger_batch);
+  tcase_set_timeout(tc, 600); /* bounds a hang only */
+  tcase_add_test(tc, cpu_n_ranks_equal_one_big_batch);
   tcase_add_test(tc, local_batchnorm_differs);
   tcase_add_test(tc, mismatched_models_are_refused);
-  tcase_add_test(tc, gpu_syncbn_n_ranks_equal_one_big_batch);
   suite_add_tcase(s, tc);
+#ifdef HAVE_CUDNN
+  const int built = 1;
+#else
+  const int built = 0;
+#endif
+  if (suite_gpu_cases(env, 1, built, "gpu_n_ranks_equal_one_big_batch")) {
+    tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, gpu_n_ranks_equal_one_big_batch);
+    suite_add_tcase(s, tc);
+  }
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(ddp_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_ddp", ddp_suite, SUITE_SOME_GPU)

@@ -3,9 +3,11 @@
  * ranks without SyncBN on the same data, gradient accumulation included; and device 0's ledger
  * holds what only DataParallel needs (gathered logits, the whole batch, gradient staging, the
  * optimizer) while the others hold none of it; and the two trainers (`train --mode dp` and
- * `--mode ddp --sync-bn off`) end with the same losses. CPU devices here; the GPU variant skips
- * without 2 GPUs. Every run happens in a child process: CUDA must not be initialised in a
- * process that forks ranks later. */
+ * `--mode ddp --sync-bn off`) end with the same losses. CPU devices, and GPUs where there are 2
+ * (DataParallel drives GPUs 0 and 1 from one process); with fewer the GPU cases are not
+ * registered and the log says so (tests/suite_main.h). Every run happens in a child process: CUDA
+ * must not be initialised in a process that forks ranks later. A table's test runs every case and
+ * fails once, naming every case that failed (tests/failures.h). */
 #include "config.h"
 
 #include <check.h>
@@ -25,13 +27,22 @@
 #include "src/model.h"
 #include "src/optim.h"
 #include "src/train.h"
+#include "tests/failures.h"
 #include "tests/parallel_fixture.h"
 #include "tests/testutil.h"
+#include "tests/suite_main.h"
 
 enum { N_MAX = 4, B = 2, HW = PF_HW, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
 
+typedef enum { BATCH_NORM = 0, GROUP_NORM = 1 } norm_kind_t;
+typedef enum { ON_CPU = 0, ON_GPU = 1 } device_kind_t;
+
 typedef struct {
-  int world, norm, accum, device; /* norm: 0 BatchNorm, 1 GroupNorm; device: 0 CPU, 1 CUDA */
+  int world;            /* devices (DataParallel) and ranks (DDP) */
+  norm_kind_t norm;     /* BatchNorm is local on both sides (no SyncBN) */
+  int accum;            /* micro-batches per step */
+  device_kind_t device;
+  double tol;           /* largest weight difference, relative */
 } dp_case_t;
 
 typedef struct {
@@ -72,7 +83,10 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
   size_t errlen = sizeof res->msg[r];
   model_config_t mc;
   config(c, &mc, B);
-  mc.cuda_device = shmddp_comm_device(comm);
+  if (c->device == ON_GPU && (mc.cuda_device = pf_cuda_device(shmddp_comm_device(comm), err, errlen)) < 0) {
+    res->failed[r] = 1;
+    return 1;
+  }
   model_t *m = NULL;
   ddp_t *d = NULL;
   optim_t *o = NULL;
@@ -84,7 +98,7 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
   if (rc == 0 && c->device)
     rc = cudaMalloc(&xd, sizeof x) != cudaSuccess || cudaMalloc(&yd, sizeof y) != cudaSuccess;
 #endif
-  ddp_config_t dc = {1, 0, m ? model_stream(m) : NULL};
+  ddp_config_t dc = {.bucket_mb = 1, .sync_bn = 0, .cuda_stream = m ? model_stream(m) : NULL};
   if (rc == 0) rc = ddp_create(&d, comm, m, &dc, err, errlen);
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
   optim_config_t oc;
@@ -180,31 +194,49 @@ static int dp_run(const dp_case_t *c, char *err, size_t errlen)
   return rc;
 }
 
-static void dp_in_child(const dp_case_t *c)
+/* DataParallel in a child process: 0, or -1 (the reason is in res->msg[N_MAX]). */
+static int dp_in_child(const dp_case_t *c)
 {
+  fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) _exit(dp_run(c, res->msg[N_MAX], sizeof res->msg[N_MAX]) ? 1 : 0);
-  int ws;
-  waitpid(pid, &ws, 0);
-  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "DataParallel run failed: %s",
-                res->msg[N_MAX]);
+  int ws = 0;
+  return pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : -1;
 }
 
-/* Runs both; returns the largest weight difference relative to the largest weight. */
-static double dp_vs_ddp(const dp_case_t *c, double tol)
+static const char *case_name(const dp_case_t *c, char *buf, size_t len)
 {
+  snprintf(buf, len, "%s %d devices %s accum %d", c->device == ON_GPU ? "cuda" : "cpu", c->world,
+           c->norm == GROUP_NORM ? "GroupNorm" : "BatchNorm (local)", c->accum);
+  return buf;
+}
+
+/* Runs both on case c; every failed check goes into fails. Returns 0 when both runs finished
+ * (res holds their results; the caller unmaps it), -1 when one did not. */
+static int dp_vs_ddp(const dp_case_t *c, case_failures_t *fails)
+{
+  char name[128];
+  case_name(c, name, sizeof name);
   res = test_shared_alloc(sizeof *res);
-  shmddp_launch_config_t lc = {0};
-  lc.nproc = c->world;
-  lc.timeout_s = 60;
-  lc.quiet = 1;
-  lc.use_gpus = c->device;
+  shmddp_launch_config_t lc = {.nproc = c->world, .timeout_s = 60, .quiet = 1,
+                               .use_gpus = c->device == ON_GPU};
   shmddp_launch_result_t lr;
-  ck_assert_int_eq(shmddp_launch(&lc, ddp_rank_fn, (void *)c, &lr), SHMDDP_OK);
-  for (int r = 0; r < c->world; r++) ck_assert_msg(!res->failed[r], "rank %d: %s", r, res->msg[r]);
-  ck_assert_int_eq(lr.exit_code, 0);
-  ck_assert_uint_le(res->nparams, MAX_PARAMS);
-  dp_in_child(c);
+  shmddp_status_t st = shmddp_launch(&lc, ddp_rank_fn, (void *)c, &lr);
+  int ok = st == SHMDDP_OK;
+  CF_CHECK(fails, ok, "%s: launch failed: %s", name, lr.message);
+  for (int r = 0; ok && r < c->world; r++) {
+    CF_CHECK(fails, !res->failed[r], "%s: DDP rank %d: %s", name, r, res->msg[r]);
+    ok = !res->failed[r];
+  }
+  if (ok) CF_CHECK(fails, lr.exit_code == 0, "%s: DDP exit code %d: %s", name, lr.exit_code, lr.message);
+  ok = ok && lr.exit_code == 0;
+  if (ok) CF_CHECK(fails, res->nparams <= MAX_PARAMS, "%s: %zu parameters", name, res->nparams);
+  ok = ok && res->nparams <= MAX_PARAMS;
+  if (ok) {
+    ok = dp_in_child(c) == 0;
+    CF_CHECK(fails, ok, "%s: DataParallel run failed: %s", name, res->msg[N_MAX]);
+  }
+  if (!ok) return -1;
   double worst = 0, scale = 0;
   size_t at = 0;
   for (size_t i = 0; i < res->nparams; i++) {
@@ -216,42 +248,58 @@ static double dp_vs_ddp(const dp_case_t *c, double tol)
     if (fabs(res->params[0][i]) > scale) scale = fabs(res->params[0][i]);
   }
   double rel = worst / (scale > 1 ? scale : 1);
-  printf("%s %d devices %s accum %d: DataParallel's weights after %d steps differ from DDP's "
-         "by %.2e (relative)\n", c->device ? "cuda" : "cpu", c->world,
-         c->norm ? "GroupNorm" : "BatchNorm (local)", c->accum, STEPS, rel);
-  ck_assert_msg(rel <= tol, "weights differ by %g at %zu (DP %g vs DDP %g)", worst, at,
-                res->params[N_MAX][at], res->params[0][at]);
+  printf("%s: DataParallel's weights after %d steps differ from DDP's by %.2e (relative)\n", name,
+         STEPS, rel);
+  CF_CHECK(fails, rel <= c->tol, "%s: weights differ by %.3g (relative; tolerance %g) at %zu (DP %g "
+           "vs DDP %g)", name, rel, c->tol, at, res->params[N_MAX][at], res->params[0][at]);
   /* Device 0's running statistics are rank 0's: both saw chunk 0 only. */
+  size_t bad = 0, first = 0;
   for (size_t i = 0; i < res->nbuffers; i++)
-    ck_assert_msg(fabs(res->buffers[N_MAX][i] - res->buffers[0][i]) <=
-                      10 * tol * (1 + fabs(res->buffers[0][i])),
-                  "running statistic %zu: DP %g vs DDP rank 0 %g", i, res->buffers[N_MAX][i],
-                  res->buffers[0][i]);
+    if (!(fabs(res->buffers[N_MAX][i] - res->buffers[0][i]) <=
+          10 * c->tol * (1 + fabs(res->buffers[0][i]))) && !bad++)
+      first = i;
+  CF_CHECK(fails, bad == 0, "%s: %zu running statistics differ, first %zu: DP %g vs DDP rank 0 %g",
+           name, bad, first, bad ? res->buffers[N_MAX][first] : 0.0,
+           bad ? res->buffers[0][first] : 0.0);
   /* ... and not rank 1's (local statistics do differ, so the comparison above means something) */
-  if (!c->norm && c->world > 1) {
+  if (c->norm == BATCH_NORM && c->world > 1) {
     double diff = 0;
     for (size_t i = 0; i < res->nbuffers; i++)
       diff += fabs(res->buffers[1][i] - res->buffers[0][i]);
-    ck_assert_msg(diff > 1e-4, "ranks 0 and 1 have the same running statistics");
+    CF_CHECK(fails, diff > 1e-4, "%s: ranks 0 and 1 have the same running statistics", name);
   }
-  return rel;
+  return 0;
 }
 
-START_TEST(dp_equals_ddp_local_batchnorm)
+/* Runs every case of a table; fails once, naming every case that failed. */
+static void run_table(const dp_case_t *cases, size_t n, const char *what)
 {
-  for (int n = 2; n <= 3; n++) dp_vs_ddp(&(dp_case_t){n, 0, 1, 0}, 2e-5);
+  case_failures_t fails;
+  cf_init(&fails);
+  for (size_t i = 0; i < n; i++) {
+    dp_vs_ddp(&cases[i], &fails);
+    munmap(res, sizeof *res);
+  }
+  CF_ASSERT_NONE(&fails, what);
 }
-END_TEST
 
-START_TEST(dp_equals_ddp_groupnorm)
-{
-  dp_vs_ddp(&(dp_case_t){2, 1, 1, 0}, 2e-5);
-}
-END_TEST
+static const dp_case_t cpu_cases[] = {
+  {.world = 2, .norm = BATCH_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  {.world = 3, .norm = BATCH_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5},
+  /* gradient accumulation over 2 micro-batches on both sides */
+  {.world = 2, .norm = BATCH_NORM, .accum = 2, .device = ON_CPU, .tol = 2e-5},
+};
 
-START_TEST(dp_accumulation_equals_ddp)
+/* TF32 convolutions: looser than on the CPU. */
+static const dp_case_t gpu_cases[] = {
+  {.world = 2, .norm = BATCH_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+  {.world = 2, .norm = GROUP_NORM, .accum = 2, .device = ON_GPU, .tol = 2e-3},
+};
+
+START_TEST(cpu_dp_equals_ddp)
 {
-  dp_vs_ddp(&(dp_case_t){2, 0, 2, 0}, 2e-5);
+  run_table(cpu_cases, sizeof cpu_cases / sizeof cpu_cases[0], "cpu DataParallel against DDP");
 }
 END_TEST
 
@@ -260,8 +308,12 @@ END_TEST
  * hold none of these. Sizes from the shapes, not from the code under test. */
 START_TEST(ledger_shows_device0_extras)
 {
-  dp_case_t c = {3, 0, 1, 0};
-  dp_vs_ddp(&c, 2e-5);
+  const dp_case_t c = {.world = 3, .norm = BATCH_NORM, .accum = 1, .device = ON_CPU, .tol = 2e-5};
+  case_failures_t fails;
+  cf_init(&fails);
+  int ran = dp_vs_ddp(&c, &fails) == 0;
+  CF_ASSERT_NONE(&fails, "DataParallel against DDP, 3 devices");
+  ck_assert(ran);
   size_t images = (size_t)c.world * B, px = HW * HW, np = res->nparams;
   size_t gather = images * px * 3 * 4 + images * px * 4 + 2 * images * px * PF_CLASSES * 4 +
                   (size_t)(c.world - 1) * np * 4;
@@ -275,6 +327,7 @@ START_TEST(ledger_shows_device0_extras)
     ck_assert_uint_eq(res->ledger[i][ARENA_GRADS], res->ledger[0][ARENA_GRADS]);
   }
   for (int i = 0; i < c.world; i++) ck_assert_uint_eq(res->ledger[i][ARENA_COMM], 0);
+  munmap(res, sizeof *res);
 }
 END_TEST
 
@@ -294,7 +347,7 @@ static void open_job(train_job_t *job, const char *mode, const char *out)
   if (strcmp(mode, "ddp") == 0)
     for (int i = 0; i < 2; i++) args[n++] = (char *)ddp_extra[i];
   args[n] = NULL;
-  train_machine_t m = {0, 0, 2};
+  train_machine_t m = {.visible_gpus = 0, .cuda_built = 0, .online_cpus = 2};
   train_config_t cfg;
   char err[1024];
   ck_assert_msg(train_config_parse(&cfg, n, args, &m, stderr, err, sizeof err) == 0, "parse: %s",
@@ -366,39 +419,31 @@ END_TEST
 
 START_TEST(gpu_dp_equals_ddp)
 {
-#ifndef HAVE_CUDNN
-  printf("SKIP: CUDA model not built\n");
-  return;
-#endif
-  if (!pf_have_gpus(2)) {
-    printf("SKIP: the GPU variant needs 2 GPUs\n");
-    return;
-  }
-  dp_vs_ddp(&(dp_case_t){2, 0, 1, 1}, 2e-3);
-  dp_vs_ddp(&(dp_case_t){2, 1, 2, 1}, 2e-3);
+  run_table(gpu_cases, sizeof gpu_cases / sizeof gpu_cases[0], "cuda DataParallel against DDP");
 }
 END_TEST
 
-static Suite *dp_suite(void)
+static Suite *dp_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("dp");
   TCase *tc = tcase_create("equivalence");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, dp_equals_ddp_local_batchnorm);
-  tcase_add_test(tc, dp_equals_ddp_groupnorm);
-  tcase_add_test(tc, dp_accumulation_equals_ddp);
+  tcase_set_timeout(tc, 600); /* bounds a hang only */
+  tcase_add_test(tc, cpu_dp_equals_ddp);
   tcase_add_test(tc, ledger_shows_device0_extras);
   tcase_add_test(tc, dp_trainer_equals_ddp_trainer);
-  tcase_add_test(tc, gpu_dp_equals_ddp);
   suite_add_tcase(s, tc);
+#ifdef HAVE_CUDNN
+  const int built = 1;
+#else
+  const int built = 0;
+#endif
+  if (suite_gpu_cases(env, 2, built, "gpu_dp_equals_ddp")) {
+    tc = tcase_create("gpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, gpu_dp_equals_ddp);
+    suite_add_tcase(s, tc);
+  }
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(dp_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_dp", dp_suite, SUITE_SOME_GPU)

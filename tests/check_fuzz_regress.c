@@ -13,6 +13,7 @@
 
 #include "tests/fuzz/cli_input.h"
 #include "tests/fuzz/png_input.h"
+#include "tests/suite_main.h"
 
 typedef int (*replay_fn)(const uint8_t *data, size_t size, void *ctx);
 
@@ -76,22 +77,15 @@ START_TEST(png_inputs)
 }
 END_TEST
 
-static Suite *fuzz_regress_suite(void)
+static Suite *fuzz_regress_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("fuzz_regress");
   TCase *tc = tcase_create("replay");
-  tcase_set_timeout(tc, 60); /* sanitizer builds decode slowly */
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, cli_inputs);
   tcase_add_test(tc, png_inputs);
   suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(fuzz_regress_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+SUITE_MAIN("check_fuzz_regress", fuzz_regress_suite, SUITE_CPU_ONLY)

@@ -8,6 +8,7 @@
 
 #include "src/data_rng.h"
 #include "src/metrics.h"
+#include "tests/suite_main.h"
 
 #define TOL 1e-12
 
@@ -125,7 +126,7 @@ START_TEST(test_random_against_reference)
 }
 END_TEST
 
-static Suite *metrics_suite(void)
+static Suite *metrics_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("metrics");
   TCase *tc = tcase_create("confusion");
@@ -136,11 +137,4 @@ static Suite *metrics_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(metrics_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_metrics", metrics_suite, SUITE_CPU_ONLY)

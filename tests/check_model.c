@@ -11,6 +11,7 @@
 #include "src/arena.h"
 #include "src/optim.h"
 #include "src/unet.h"
+#include "tests/suite_main.h"
 
 static char err[512];
 
@@ -433,16 +434,16 @@ START_TEST(bad_configs)
 }
 END_TEST
 
-static Suite *make_model_suite(void)
+static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("gradients");
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, unet_grad_batchnorm);
   tcase_add_test(tc, unet_grad_groupnorm);
   suite_add_tcase(s, tc);
   tc = tcase_create("structure");
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, same_seed_same_bits);
   tcase_add_test(tc, init_keyed_by_name);
   tcase_add_test(tc, param_count_formula);
@@ -457,11 +458,4 @@ static Suite *make_model_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_model_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_model", make_model_suite, SUITE_CPU_ONLY)

@@ -10,6 +10,7 @@
 #include "src/optim.h"
 #include "src/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
+#include "tests/suite_main.h"
 
 /* The small U-Net of these tests: widths 8-16-32, 16x16, batch 2, on the CPU until changed. */
 static void small_config(model_config_t *cfg, model_norm_t norm)
@@ -107,10 +108,10 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
   model_t *m = NULL;
   ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
   ddp_t *d = NULL;
-  ddp_config_t dc = {25, 0, model_stream(m)};
+  ddp_config_t dc = {.bucket_mb = 25, .sync_bn = 0, .cuda_stream = model_stream(m)};
   ck_assert_msg(ddp_create(&d, NULL, m, &dc, err, sizeof err) == 0, "%s", err);
   step_graph_t *g = NULL;
-  step_graph_config_t gc = {m, d, use_graph, 2};
+  step_graph_config_t gc = {.model = m, .ddp = d, .enabled = use_graph, .full_batch = 2};
   ck_assert_msg(step_graph_create(&g, &gc, err, sizeof err) == 0, "%s", err);
   optim_config_t oc;
   optim_config_default(&oc, OPTIM_SGD);
@@ -179,7 +180,7 @@ START_TEST(test_graph_step)
 }
 END_TEST
 
-static Suite *make_model_cuda_suite(void)
+static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
   TCase *tc = tcase_create("model");
@@ -191,4 +192,4 @@ static Suite *make_model_cuda_suite(void)
   return s;
 }
 
-int main(void) { return ops_cuda_test_main(make_model_cuda_suite, "check_model_cuda"); }
+SUITE_MAIN("check_model_cuda", make_model_cuda_suite, 1)

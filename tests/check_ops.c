@@ -11,6 +11,7 @@
 #include "kernels/gemm_cpu.h"
 #include "kernels/ops.h"
 #include "src/layers.h"
+#include "tests/suite_main.h"
 
 static ops_t o64, o32;
 
@@ -528,12 +529,12 @@ START_TEST(casts_round_trip)
 }
 END_TEST
 
-static Suite *make_ops_suite(void)
+static Suite *make_ops_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops");
   TCase *tc = tcase_create("gradients");
   tcase_add_checked_fixture(tc, setup, NULL);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, conv3x3_grad);
   tcase_add_test(tc, conv1x1_grad);
   tcase_add_test(tc, convt2x2_grad);
@@ -548,7 +549,7 @@ static Suite *make_ops_suite(void)
   suite_add_tcase(s, tc);
   tc = tcase_create("references");
   tcase_add_checked_fixture(tc, setup, NULL);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, gemm_f32_all_transposes);
   tcase_add_test(tc, conv_f32_matches_f64);
   tcase_add_test(tc, bn_large_mean);
@@ -564,11 +565,4 @@ static Suite *make_ops_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_ops_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_ops", make_ops_suite, SUITE_CPU_ONLY)

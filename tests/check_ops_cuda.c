@@ -6,6 +6,7 @@
 
 #include "kernels/optim_cpu.h"
 #include "tests/ops_cuda_testutil.h"
+#include "tests/suite_main.h"
 
 /* ---- element-wise and data movement ---- */
 
@@ -297,7 +298,7 @@ END_TEST
 static void conv_case_at(ops_conv_kind_t kind, int h, int w, int cin, int cout, int max_n, int n,
                          int woff)
 {
-  ops_conv_t cc = {kind, h, w, cin, cout, max_n, NULL}, gc = cc;
+  ops_conv_t cc = {.kind = kind, .h = h, .w = w, .cin = cin, .cout = cout, .max_n = max_n}, gc = cc;
   int k = kind == OPS_CONV3X3 ? 9 : kind == OPS_CONV1X1 ? 1 : 4;
   int up2 = kind == OPS_CONVT2X2 ? 4 : 1;
   size_t P = (size_t)n * h * w, nx = P * cin, ny = P * up2 * cout, nw = (size_t)k * cin * cout;
@@ -389,7 +390,7 @@ START_TEST(test_conv)
     conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
     conv_case(OPS_CONVT2X2, 3, 5, 12, 6, 2, 2); /* channels off the vector width */
     unsetenv("SHMDDP_CONVT");
-    ops_conv_t c = {OPS_CONV3X3, 4, 4, 8, 8, 2, NULL};
+    ops_conv_t c = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 8, .cout = 8, .max_n = 2};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));
   }
@@ -479,12 +480,12 @@ START_TEST(test_init_errors)
 }
 END_TEST
 
-static Suite *make_ops_cuda_suite(void)
+static Suite *make_ops_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops_cuda");
   TCase *tc = tcase_create("elementwise");
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, test_casts);
   tcase_add_test(tc, test_relu);
   tcase_add_test(tc, test_maxpool);
@@ -492,13 +493,13 @@ static Suite *make_ops_cuda_suite(void)
   suite_add_tcase(s, tc);
   tc = tcase_create("normalisation");
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, test_batchnorm);
   tcase_add_test(tc, test_groupnorm);
   suite_add_tcase(s, tc);
   tc = tcase_create("loss");
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, test_softmax_ce);
   suite_add_tcase(s, tc);
   tc = tcase_create("conv");
@@ -508,7 +509,7 @@ static Suite *make_ops_cuda_suite(void)
   suite_add_tcase(s, tc);
   tc = tcase_create("optimizer");
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, test_optim);
   tcase_add_test(tc, test_nonfinite);
   tcase_add_test(tc, test_init_errors);
@@ -519,4 +520,4 @@ static Suite *make_ops_cuda_suite(void)
 /* Probes for a GPU in a child process, so this process never initialises CUDA before the tests
  * fork. Returns the device count (0 on any error) and writes the reason when there is none. */
 
-int main(void) { return ops_cuda_test_main(make_ops_cuda_suite, "check_ops_cuda"); }
+SUITE_MAIN("check_ops_cuda", make_ops_cuda_suite, 1)

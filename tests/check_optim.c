@@ -10,6 +10,7 @@
 #include "src/amp.h"
 #include "src/arena.h"
 #include "src/optim.h"
+#include "tests/suite_main.h"
 
 enum { N = 257, STEPS = 7 };
 
@@ -228,7 +229,7 @@ START_TEST(nonfinite_check)
 }
 END_TEST
 
-static Suite *make_optim_suite(void)
+static Suite *make_optim_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("optim");
   TCase *tc = tcase_create("updates");
@@ -247,11 +248,4 @@ static Suite *make_optim_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(make_optim_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_optim", make_optim_suite, SUITE_CPU_ONLY)

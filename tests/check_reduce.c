@@ -10,6 +10,8 @@
 #include "kernels/half.h"
 #include "kernels/reduce_cpu.h"
 #include "tools/coll_check.h"
+#include "tests/failures.h"
+#include "tests/suite_main.h"
 
 /* Round x to a binary float with `mant` explicit mantissa bits, minimum normal exponent emin
  * and overflow threshold max_finite, using rint (round to nearest even) on a scaled value:
@@ -91,10 +93,13 @@ START_TEST(bf16_rounding_matches_reference)
 }
 END_TEST
 
-/* reduce_cpu_multi over nsrc sources equals the f64 reference for every dtype and op. */
+/* reduce_cpu_multi over nsrc sources equals the f64 reference for every dtype and op (every
+ * failing combination is listed). */
 START_TEST(multi_matches_reference)
 {
   enum { N = 3001, MAXR = 8 };
+  case_failures_t fails;
+  cf_init(&fails);
   for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
     for (int op = 0; op < SHMDDP_NUM_OPS; op++) {
       for (int nsrc = 1; nsrc <= MAXR; nsrc += 3) {
@@ -108,15 +113,16 @@ START_TEST(multi_matches_reference)
         reduce_cpu_multi(dst, (const void *const *)src, nsrc, N, dt, op, nsrc);
         size_t first_bad = 0;
         size_t bad = coll_count_errors(dst, N, 0, nsrc, 5, dt, op, &first_bad);
-        ck_assert_msg(bad == 0, "%s %s over %d: %zu wrong, first at %zu (got %g want %g)",
-                      shmddp_dtype_name(dt), shmddp_op_name(op), nsrc, bad, first_bad,
-                      bad ? coll_load(dst, first_bad, dt) : 0.0,
-                      bad ? coll_expected(nsrc, first_bad, 5, dt, op) : 0.0);
+        CF_CHECK(&fails, bad == 0, "%s %s over %d: %zu wrong, first at %zu (got %g want %g)",
+                 shmddp_dtype_name(dt), shmddp_op_name(op), nsrc, bad, first_bad,
+                 bad ? coll_load(dst, first_bad, dt) : 0.0,
+                 bad ? coll_expected(nsrc, first_bad, 5, dt, op) : 0.0);
         free(dst);
         for (int r = 0; r < nsrc; r++) free(src[r]);
       }
     }
   }
+  CF_ASSERT_NONE(&fails, "reduce_cpu_multi against the f64 reference");
 }
 END_TEST
 
@@ -124,6 +130,8 @@ END_TEST
 START_TEST(chain_equals_multi)
 {
   enum { N = 2500, R = 5 };
+  case_failures_t fails;
+  cf_init(&fails);
   for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
     for (int op = 0; op < SHMDDP_NUM_OPS; op++) {
       size_t ds = shmddp_dtype_size(dt), as = reduce_acc_size(dt);
@@ -137,12 +145,13 @@ START_TEST(chain_equals_multi)
       for (int r = 1; r < R - 1; r++) reduce_cpu_combine(acc, acc, src[r], N, dt, op);
       reduce_cpu_finish(a, acc, src[R - 1], N, dt, op, R);
       reduce_cpu_multi(b, (const void *const *)src, R, N, dt, op, R);
-      ck_assert_msg(memcmp(a, b, N * ds) == 0, "%s %s: chain differs from multi",
-                    shmddp_dtype_name(dt), shmddp_op_name(op));
+      CF_CHECK(&fails, memcmp(a, b, N * ds) == 0, "%s %s: chain differs from multi",
+               shmddp_dtype_name(dt), shmddp_op_name(op));
       free(acc); free(a); free(b);
       for (int r = 0; r < R; r++) free(src[r]);
     }
   }
+  CF_ASSERT_NONE(&fails, "load/combine/finish chain against multi");
 }
 END_TEST
 
@@ -168,7 +177,7 @@ START_TEST(integer_sum_wraps_and_avg_truncates)
 }
 END_TEST
 
-static Suite *reduce_suite(void)
+static Suite *reduce_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("reduce");
   TCase *tc = tcase_create("half");
@@ -177,7 +186,7 @@ static Suite *reduce_suite(void)
   tcase_add_test(tc, bf16_rounding_matches_reference);
   suite_add_tcase(s, tc);
   tc = tcase_create("reduce");
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, multi_matches_reference);
   tcase_add_test(tc, chain_equals_multi);
   tcase_add_test(tc, nan_propagates_through_min_max);
@@ -186,11 +195,4 @@ static Suite *reduce_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(reduce_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_reduce", reduce_suite, SUITE_CPU_ONLY)

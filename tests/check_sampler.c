@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "src/sampler.h"
+#include "tests/suite_main.h"
 
 static const size_t sizes[] = {1, 2, 7, 8, 13, 64, 101, 1000};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -21,7 +22,8 @@ static void collect(size_t n, int world, int drop_last, uint64_t seed, long epoc
   memset(counts, 0, n * sizeof *counts);
   *pads = *total = 0;
   for (int r = 0; r < world; r++) {
-    sampler_config_t c = {n, world, r, shuffle, drop_last, seed};
+    sampler_config_t c = {.dataset_size = n, .world = world, .rank = r, .shuffle = shuffle,
+                          .drop_last = drop_last, .seed = seed};
     size_t per = sampler_per_rank(&c);
     size_t *idx = malloc((per + 1) * sizeof *idx);
     uint8_t *pad = malloc(per + 1);
@@ -62,7 +64,8 @@ START_TEST(test_drop_last)
   int world = _i;
   for (size_t s = 0; s < NSIZES; s++) {
     size_t n = sizes[s];
-    sampler_config_t c = {n, world, 0, 1, 1, 42};
+    sampler_config_t c = {.dataset_size = n, .world = world, .rank = 0, .shuffle = 1,
+                          .drop_last = 1, .seed = 42};
     char err[256];
     if (n < (size_t)world) {
       ck_assert_int_ne(sampler_validate(&c, err, sizeof err), 0);
@@ -91,7 +94,8 @@ static void global_order(size_t n, int world, uint64_t seed, long epoch, size_t 
   size_t per = (n + (size_t)world - 1) / (size_t)world;
   size_t *idx = malloc(per * sizeof *idx);
   for (int r = 0; r < world; r++) {
-    sampler_config_t c = {n, world, r, 1, 0, seed};
+    sampler_config_t c = {.dataset_size = n, .world = world, .rank = r, .shuffle = 1,
+                          .drop_last = 0, .seed = seed};
     ck_assert_int_eq(sampler_epoch(&c, epoch, idx, NULL), 0);
     for (size_t k = 0; k < per; k++) order[k * (size_t)world + (size_t)r] = idx[k];
   }
@@ -132,7 +136,8 @@ END_TEST
 START_TEST(test_no_shuffle_and_validate)
 {
   /* Validation order: dataset order, strided, with the pad flagged. */
-  sampler_config_t c = {5, 2, 1, 0, 0, 1};
+  sampler_config_t c = {.dataset_size = 5, .world = 2, .rank = 1, .shuffle = 0, .drop_last = 0,
+                        .seed = 1};
   size_t idx[3];
   uint8_t pad[3];
   ck_assert_int_eq(sampler_per_rank(&c), 3);
@@ -142,19 +147,22 @@ START_TEST(test_no_shuffle_and_validate)
   ck_assert_uint_eq(idx[2], 0); /* position 5 wraps to sample 0 */
   ck_assert(!pad[0] && !pad[1] && pad[2]);
   char err[256];
-  sampler_config_t bad = {5, 2, 2, 0, 0, 1};
+  sampler_config_t bad = {.dataset_size = 5, .world = 2, .rank = 2, .shuffle = 0, .drop_last = 0,
+                          .seed = 1};
   ck_assert_int_ne(sampler_validate(&bad, err, sizeof err), 0);
   ck_assert_ptr_nonnull(strstr(err, "rank 2"));
-  sampler_config_t empty = {0, 1, 0, 1, 0, 1};
+  sampler_config_t empty = {.dataset_size = 0, .world = 1, .rank = 0, .shuffle = 1, .drop_last = 0,
+                            .seed = 1};
   ck_assert_int_ne(sampler_validate(&empty, err, sizeof err), 0);
   /* More ranks than samples with padding: every rank still gets one. */
-  sampler_config_t few = {2, 4, 3, 1, 0, 1};
+  sampler_config_t few = {.dataset_size = 2, .world = 4, .rank = 3, .shuffle = 1, .drop_last = 0,
+                          .seed = 1};
   ck_assert_int_eq(sampler_validate(&few, err, sizeof err), 0);
   ck_assert_uint_eq(sampler_per_rank(&few), 1);
 }
 END_TEST
 
-static Suite *sampler_suite(void)
+static Suite *sampler_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("sampler");
   TCase *tc = tcase_create("shards");
@@ -168,11 +176,4 @@ static Suite *sampler_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(sampler_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_sampler", sampler_suite, SUITE_CPU_ONLY)

@@ -19,6 +19,7 @@
 #include "src/timeline.h"
 #include "src/train.h"
 #include "tests/json_mini.h"
+#include "tests/suite_main.h"
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -153,7 +154,8 @@ START_TEST(test_off_is_a_no_op)
 {
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256];
   ck_assert_ptr_nonnull(mkdtemp(dir));
-  timeline_config_t cfg = {dir, 0, 1, "cpu0", -1, NULL, 1, 0};
+  timeline_config_t cfg = {.dir = dir, .rank = 0, .world = 1, .device_label = "cpu0",
+                           .cuda_device = -1, .stream = NULL, .first_step = 1, .steps = 0};
   ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
   for (long step = 1; step <= 3; step++) {
     ck_assert_int_eq(timeline_step(step, err, sizeof err), 0);
@@ -202,7 +204,8 @@ START_TEST(test_host_window)
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/timeline-rank3.json", dir);
-  timeline_config_t cfg = {dir, 3, 4, "cpu3", -1, NULL, 2, 2};
+  timeline_config_t cfg = {.dir = dir, .rank = 3, .world = 4, .device_label = "cpu3",
+                           .cuda_device = -1, .stream = NULL, .first_step = 2, .steps = 2};
   ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
   for (long step = 1; step <= 3; step++) fake_step(step);
   ck_assert_int_ne(access(path, F_OK), 0); /* the window is still open */
@@ -257,7 +260,8 @@ START_TEST(test_close_inside_window)
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/timeline-rank0.json", dir);
-  timeline_config_t cfg = {dir, 0, 1, "cpu0", -1, NULL, 1, 100};
+  timeline_config_t cfg = {.dir = dir, .rank = 0, .world = 1, .device_label = "cpu0",
+                           .cuda_device = -1, .stream = NULL, .first_step = 1, .steps = 100};
   ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
   fake_step(1);
   ck_assert_int_eq(timeline_step(2, err, sizeof err), 0);
@@ -279,16 +283,11 @@ START_TEST(test_close_inside_window)
 }
 END_TEST
 
-/* ---- CUDA events (skips without a GPU) ---- */
+/* ---- CUDA events (registered only where there is a GPU: tests/suite_main.h) ---- */
 
+#ifdef HAVE_CUDA
 START_TEST(test_cuda_events)
 {
-#ifdef HAVE_CUDA
-  int ngpu = 0;
-  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
-    fprintf(stderr, "check_timeline: no GPU, CUDA event timeline skipped\n");
-    return;
-  }
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/timeline-rank0.json", dir);
@@ -299,7 +298,8 @@ START_TEST(test_cuda_events)
   size_t bytes = (size_t)256 << 20;
   void *buf;
   ck_assert_int_eq(cudaMalloc(&buf, bytes), cudaSuccess);
-  timeline_config_t cfg = {dir, 0, 1, "cuda:0", 0, compute, 1, 3};
+  timeline_config_t cfg = {.dir = dir, .rank = 0, .world = 1, .device_label = "cuda:0",
+                           .cuda_device = 0, .stream = compute, .first_step = 1, .steps = 3};
   ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
   for (long step = 1; step <= 4; step++) {
     ck_assert_int_eq(timeline_step(step, err, sizeof err), 0);
@@ -341,9 +341,9 @@ START_TEST(test_cuda_events)
   jfree(&doc);
   free(text);
   rm_rf(dir);
-#endif
 }
 END_TEST
+#endif
 
 /* ---- run summary and NVML ---- */
 
@@ -442,7 +442,7 @@ static void train(const char *out, const char *const *extra, int nextra)
   for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) argv[argc++] = (char *)base[i];
   for (int i = 0; i < nextra; i++) argv[argc++] = (char *)extra[i];
   argv[argc] = NULL;
-  train_machine_t m = {0, 0, 2};
+  train_machine_t m = {.visible_gpus = 0, .cuda_built = 0, .online_cpus = 2};
   train_config_t cfg;
   char err[1024];
   ck_assert_msg(train_config_parse(&cfg, argc, argv, &m, stderr, err, sizeof err) == 0, "%s",
@@ -564,16 +564,25 @@ START_TEST(test_ddp_cpu_run_off)
 }
 END_TEST
 
-static Suite *timeline_suite(void)
+static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
   TCase *tc = tcase_create("module");
   tcase_add_test(tc, test_off_is_a_no_op);
   tcase_add_test(tc, test_host_window);
   tcase_add_test(tc, test_close_inside_window);
-  tcase_add_test(tc, test_cuda_events);
-  tcase_set_timeout(tc, 30);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
+#ifdef HAVE_CUDA
+  if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) {
+    tc = tcase_create("cuda");
+    tcase_add_test(tc, test_cuda_events);
+    tcase_set_timeout(tc, 120); /* bounds a hang only */
+    suite_add_tcase(s, tc);
+  }
+#else
+  suite_gpu_cases(env, 1, 0, "test_cuda_events");
+#endif
   tc = tcase_create("summary");
   tcase_add_test(tc, test_nvml_absent);
   tcase_add_test(tc, test_summary_gathers_ranks);
@@ -586,11 +595,4 @@ static Suite *timeline_suite(void)
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(timeline_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_timeline", timeline_suite, SUITE_SOME_GPU)

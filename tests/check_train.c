@@ -12,6 +12,7 @@
 
 #include "shmddp.h"
 #include "src/train.h"
+#include "tests/suite_main.h"
 
 /* Parse a command line (NULL-terminated), open the job and run it on nproc forked ranks. */
 static void run(const char *out, int nproc, const char **args, int nargs)
@@ -29,7 +30,7 @@ static void run(const char *out, int nproc, const char **args, int nargs)
   argv[argc++] = "--out";
   argv[argc++] = (char *)out;
   argv[argc] = NULL;
-  train_machine_t m = {0, 0, 2};
+  train_machine_t m = {.visible_gpus = 0, .cuda_built = 0, .online_cpus = 2};
   train_config_t cfg;
   char err[1024];
   int rc = train_config_parse(&cfg, argc, argv, &m, stderr, err, sizeof err);
@@ -154,22 +155,15 @@ START_TEST(test_same_run_whatever_the_workers)
 }
 END_TEST
 
-static Suite *train_suite(void)
+static Suite *train_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("train");
   TCase *tc = tcase_create("cpu");
   tcase_add_test(tc, test_same_run_whatever_the_workers);
   tcase_add_test(tc, test_two_ranks_learn);
-  tcase_set_timeout(tc, 180);
+  tcase_set_timeout(tc, 600); /* bounds a hang only */
   suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void)
-{
-  SRunner *sr = srunner_create(train_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+SUITE_MAIN("check_train", train_suite, SUITE_CPU_ONLY)

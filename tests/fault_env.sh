@@ -20,17 +20,23 @@ for trial in 1 2; do
   start "$tmp/stall.log" $RUN --timeout 1 --out "$tmp/stall"
   pids=$(ranks 2) || { bad "stall: ranks did not start"; kill -9 $launcher; continue; }
   r=$((trial - 1)) # rank 0, then rank 1
-  rand 400; sleep "0.$(printf %03d $R)"
+  rand 4; k=$((R + 1)) # stall after a random step (an event: rank 0 printed it)
+  wait_step "$tmp/stall.log" $k "$launcher" || { bad "stall $trial: step $k never came"; kill -9 $launcher; continue; }
   t0=$(now_ms)
   kill -STOP "$(echo $pids | cut -d' ' -f$((r + 1)))"
   wait "$launcher"; rc=$?
   ms=$(($(now_ms) - t0))
-  # Deadline: the 1 s timeout, then the launcher's 2 s grace for the stopped rank, + 2 s slack.
+  # The run ends because the other rank's wait times out (1 s after it began waiting, at most
+  # one step after the stop) and the launcher then kills the stopped rank after its 2 s grace,
+  # which it says. The bound allows that 3 s and 2 s more for the step in progress and for
+  # scheduling on a loaded machine; without the timeout the run would wait 300 s.
   f=$fails
   [ "$rc" -ne 0 ] || bad "stall $trial: exit status 0"
   [ "$ms" -lt 5000 ] || bad "stall $trial: the run took $ms ms to end (--timeout 1)"
   grep -q "timed out after 1 s: rank $((1 - r)) waited in .* for rank(s) $r, which did not arrive" \
     "$tmp/stall.log" || bad "stall $trial: the timeout does not name rank $r"
+  grep -q "rank $r did not stop within 2.0 s; killing it" "$tmp/stall.log" ||
+    bad "stall $trial: the launcher did not kill the stopped rank $r after its grace"
   gone $pids || bad "stall $trial: a rank is still there"
   no_segment "$launcher" || bad "stall $trial: a segment is left in /dev/shm"
   [ $f -eq $fails ] && ok "stall $trial: rank $r stopped; named by the timeout, run ended after $ms ms (exit $rc)"
@@ -89,20 +95,22 @@ cmp -s "$stale1" "$tmp/stale1.copy" || bad "stale segment: another run's file wa
 
 # --- another uid cannot attach ------------------------------------------------------------
 # The name exists only between shm_open and shm_unlink in the launcher; strace holds that
-# window open (every unlink is delayed 1.5 s) while uid nobody tries to open the segment.
+# window open (every unlink is delayed 3 s) while uid nobody tries to open the segment.
 if [ "$(id -u)" -ne 0 ] || [ -z "$tracer" ] || ! command -v setpriv >/dev/null 2>&1; then
   echo "skip: another uid attaching (needs root, strace and setpriv)"
 else
-  strace -qq -o /dev/null -e trace=unlink -e inject=unlink:delay_enter=1500000 \
+  strace -qq -o /dev/null -e trace=unlink -e inject=unlink:delay_enter=3000000 \
     "$train" $SHORT --nproc 2 --workers 0 --steps 4 --out "$tmp/uid" > "$tmp/uid.log" 2>&1 &
   tracer_pid=$!
   seg=""
-  for _ in $(seq 100); do
+  # Polled until the name shows or the run has ended (the 3 s window opens whenever start-up
+  # gets there, however slow; a poll takes milliseconds).
+  seen_or_ended() {
     child=$(pgrep -P $tracer_pid | head -1)
     [ -n "$child" ] && seg=$(ls /dev/shm 2>/dev/null | grep "^shmddp-$child-" | head -1)
-    [ -n "$seg" ] && break
-    sleep 0.02
-  done
+    [ -n "$seg" ] || ! alive $tracer_pid
+  }
+  wait_for seen_or_ended
   f=$fails
   if [ -z "$seg" ]; then
     bad "other uid: the segment of launcher ${child:-?} was not seen in /dev/shm"

@@ -2,8 +2,15 @@
 # SIGKILL of a random rank at a random point of a short CPU training run, FAULT_TRIALS times
 # (default 50): at a random moment (forward, backward, a bucket's all-reduce, validation),
 # inside a collective (the victim waits in one for a stopped peer), right after the fork, and
-# the launcher itself (its ranks die with it: PR_SET_PDEATHSIG). Every rank must exit within 2 s, the run non-zero with a message naming
-# the rank (and pid) that died, and nothing may be left in /dev/shm.
+# the launcher itself (its ranks die with it: PR_SET_PDEATHSIG). Every rank must exit within
+# 2 s, the run non-zero with a message naming the rank (and pid) that died, and nothing may be
+# left in /dev/shm.
+#
+# Moments are events, not delays (tests/fault_lib.sh): "a random moment" is right after rank 0
+# printed a random step (1-20; an epoch is 8 steps, so validation is among them), "inside a
+# collective" is once the victim is seen asleep in the segment's futex while its peer is stopped.
+# The 2 s are measured from the kill; the survivors leave by themselves (the launcher's own
+# 2 s grace kill would print "did not stop within", which fails the trial too).
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
 FAULT_SEED=${FAULT_SEED:-$(date +%s)}
@@ -23,13 +30,14 @@ for t in $(seq "$trials"); do
   rand $nproc; vi=$((R + 1))
   victim=$(echo $pids | cut -d' ' -f$vi)
   case $mode in
-    [0-4]) what="at a random moment"; [ "$FAULT_DEVICE" = cpu ] || first_step "$tmp/log"; rand 600; sleep "0.$(printf %03d $R)" ;;
+    [0-4]) rand 20; k=$((R + 1)); what="after step $k"
+      wait_step "$tmp/log" $k "$launcher" || { bad "trial $t: step $k never came"; tail -3 "$tmp/log"; kill -9 $launcher; continue; } ;;
     [5-7]) # the victim waits inside a collective for a stopped peer when it dies
-      what="inside a collective"
+      rand 10; k=$((R + 1)); what="inside a collective (after step $k)"
       peer=$(echo $pids | cut -d' ' -f$((vi % nproc + 1)))
-      [ "$FAULT_DEVICE" = cpu ] || first_step "$tmp/log"
-      rand 300; sleep "0.$(printf %03d $R)"
-      kill -STOP "$peer"; sleep 0.15 ;;
+      wait_step "$tmp/log" $k "$launcher" || { bad "trial $t: step $k never came"; tail -3 "$tmp/log"; kill -9 $launcher; continue; }
+      kill -STOP "$peer"
+      in_collective "$victim" || { bad "trial $t: the victim was never seen waiting in a collective"; kill -9 $launcher; continue; } ;;
     8) what="right after the fork" ;;
     9) what="(the launcher)"; victim=$launcher ;;
   esac
@@ -40,7 +48,7 @@ for t in $(seq "$trials"); do
   [ "$mode" -ge 5 ] && [ "$mode" -le 7 ] && kill -CONT "$peer"
   if [ "$mode" -eq 9 ]; then
     { wait "$launcher"; } 2>/dev/null; rc=$?
-    for _ in $(seq 40); do gone $pids && break; sleep 0.05; done
+    wait_for gone $pids
   else
     wait "$launcher"; rc=$?
   fi

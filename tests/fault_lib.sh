@@ -3,10 +3,14 @@
 # FAULT_SEED reproduces a run's random choices (each script prints the seed it used);
 # FAULT_DEVICE=cuda runs the ranks on GPUs (by hand on the GPU machine; CI uses CPU ranks),
 # FAULT_NPROC_MAX caps the world size (default 3; at most the GPUs there are).
+# Faults are placed by events (a step printed, a file written, a rank asleep in a collective:
+# tests/wait_lib.sh), never by time: runs print every step (--log-every 1), and a random moment
+# is a random step.
+. "${srcdir:-.}/tests/wait_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 FAULT_DEVICE=${FAULT_DEVICE:-cpu}
 FAULT_NPROC_MAX=${FAULT_NPROC_MAX:-3}
-SHORT="--device $FAULT_DEVICE --widths tiny --image-size 32 --train-size 64 --val-size 8 --batch-size 4"
+SHORT="--device $FAULT_DEVICE --widths tiny --image-size 32 --train-size 64 --val-size 8 --batch-size 4 --log-every 1"
 [ "$FAULT_DEVICE" = cpu ] || SHORT="$SHORT --precision fp32"
 fails=0
 # These scripts test how processes end, not leaks (the Check suites do that); under
@@ -15,7 +19,6 @@ ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 export ASAN_OPTIONS
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # rand N: sets R to a number 0..N-1 from the script's seeded stream (an LCG, so it is the same
 # on every platform; not printed, since $(...) would run it in a subshell and lose the state).
@@ -33,25 +36,29 @@ start() {
   launcher=$!
 }
 
-# first_step LOG: wait (up to 30 s) until the run has printed its first step: a GPU rank spends
-# its first second or so creating its CUDA context, which is not what a random kill should hit.
-first_step() {
-  for _ in $(seq 600); do grep -q "step " "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
-
-# ranks N: wait (up to 10 s) until the launcher has N children; prints their pids in rank
+# ranks N: wait until the launcher has N children (or has ended); prints their pids in rank
 # order (the order of the forks: ascending, unless the pids wrapped around pid_max in between).
+_have_ranks() { [ "$(pgrep -P "$launcher" | wc -l)" -ge "$1" ] || ! alive "$launcher"; }
 ranks() {
   pmax=$(cat /proc/sys/kernel/pid_max 2>/dev/null || echo 32768)
-  for _ in $(seq 200); do
-    r=$(pgrep -P "$launcher" | sort -n | awk -v h=$((pmax / 2)) '
-      { p[NR] = $1 } END { w = p[NR] - p[1] > h
-        for (i = 1; i <= NR; i++) if (!w || p[i] > h) printf "%s ", p[i]
-        if (w) for (i = 1; i <= NR; i++) if (p[i] <= h) printf "%s ", p[i] }')
-    [ "$(echo $r | wc -w)" -eq "$1" ] && { echo $r; return 0; }
-    sleep 0.05
-  done
+  wait_for _have_ranks "$1" || return 1
+  r=$(pgrep -P "$launcher" | sort -n | awk -v h=$((pmax / 2)) '
+    { p[NR] = $1 } END { w = p[NR] - p[1] > h
+      for (i = 1; i <= NR; i++) if (!w || p[i] > h) printf "%s ", p[i]
+      if (w) for (i = 1; i <= NR; i++) if (p[i] <= h) printf "%s ", p[i] }')
+  [ "$(echo $r | wc -w)" -eq "$1" ] || return 1
+  echo $r
+}
+
+# in_collective VICTIM: waits until VICTIM sleeps inside a collective (tests/wait_lib.sh);
+# says so when that cannot be seen here. 1 when it never did.
+in_collective() {
+  wait_in_shm_wait "$1"
+  case $? in
+    0) return 0 ;;
+    2) echo "note: /proc/$1/syscall is not readable: the kill cannot be placed inside a collective"
+       return 0 ;;
+  esac
   return 1
 }
 

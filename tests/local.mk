@@ -22,7 +22,11 @@ tests_check_ddp_LDADD = libddp.a libmodel.a $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz
+EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz \
+	tests/suite_main.h tests/failures.h tests/wait_lib.sh
+# PyTorch as the oracle of one CPU training step (SKIP where python3 cannot import torch).
+TESTS += tests/torch_oracle.sh
+EXTRA_DIST += tests/torch_oracle.sh
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
 
 # Communicators joined by a unique id: ranks as processes this suite starts itself, and threads.

@@ -1,7 +1,8 @@
 /* ops_cuda_testutil.h — what the CUDA Check suites share: random data rounded to the table's
  * dtype, device buffers poisoned with NaN and freed after each test, copies both ways,
- * relative-error checks, and the GPU probe that lets a suite skip (exit 77) where there is no
- * GPU without initialising CUDA in the suite's own process. */
+ * relative-error checks. Their main() is SUITE_MAIN (tests/suite_main.h), whose GPU probe lets
+ * them skip (exit 77) where there is no GPU without initialising CUDA in the suite's own
+ * process. */
 #ifndef TESTS_OPS_CUDA_TESTUTIL_H
 #define TESTS_OPS_CUDA_TESTUTIL_H
 
@@ -195,48 +196,6 @@ static inline void teardown(void)
   free_all();
   if (gpu.destroy) gpu.destroy(&gpu);
   memset(&gpu, 0, sizeof gpu);
-}
-
-
-static inline int probe_gpus(char *why, size_t len)
-{
-  int fd[2];
-  if (pipe(fd) != 0) return snprintf(why, len, "pipe failed"), 0;
-  pid_t pid = fork();
-  if (pid == 0) {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    char msg[200];
-    int m = snprintf(msg, sizeof msg, "%d %s", e == cudaSuccess ? count : 0,
-                     e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
-    if (write(fd[1], msg, (size_t)m) < 0) _exit(1);
-    _exit(0);
-  }
-  close(fd[1]);
-  char buf[200] = "";
-  ssize_t got = read(fd[0], buf, sizeof buf - 1);
-  close(fd[0]);
-  waitpid(pid, NULL, 0);
-  int count = 0, off = 0;
-  if (got <= 0 || sscanf(buf, "%d %n", &count, &off) < 1)
-    return snprintf(why, len, "probe failed"), 0;
-  snprintf(why, len, "%s", buf + off);
-  return count;
-}
-
-/* main() of a CUDA suite: SKIP (77) with the reason when there is no GPU. */
-static inline int ops_cuda_test_main(Suite *(*make)(void), const char *name)
-{
-  char why[200];
-  if (probe_gpus(why, sizeof why) < 1) {
-    printf("%s: SKIP: %s (the CUDA tests run on a machine with a GPU)\n", name, why);
-    return 77;
-  }
-  SRunner *sr = srunner_create(make());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
 }
 
 #endif

@@ -1,7 +1,7 @@
 /* parallel_fixture.h — what the data-parallel equivalence suites (check_ddp, check_dp) train:
  * a small U-Net and data that is a pure function of (step, sample), so every rank, device and
- * single-process reference sees the same images; plus host/device copies and a GPU probe that
- * does not initialise CUDA. */
+ * single-process reference sees the same images; plus host/device copies and the choice of a
+ * rank's GPU. Which GPU cases run is decided by the suites' main (tests/suite_main.h). */
 #ifndef TESTS_PARALLEL_FIXTURE_H
 #define TESTS_PARALLEL_FIXTURE_H
 
@@ -63,12 +63,24 @@ static inline int pf_copy(int cuda, void *dst, const void *src, size_t bytes, in
 #endif
 }
 
-/* At least n NVIDIA devices exist (without touching CUDA, which must not start before a fork). */
-static inline int pf_have_gpus(int n)
+/* The GPU a process that wants GPU `wanted` (its rank) drives: wanted modulo the visible GPUs,
+ * so that every rank of a group runs on a machine with fewer GPUs than ranks (ranks share a GPU;
+ * the multi-process path of one GPU, as in shmddp_comm_init_cuda). Call it in the rank, where
+ * CUDA may start; -1 and a message when there is no GPU. */
+static inline int pf_cuda_device(int wanted, char *err, size_t errlen)
 {
-  char dev[32];
-  snprintf(dev, sizeof dev, "/dev/nvidia%d", n - 1);
-  return access(dev, F_OK) == 0;
+#ifdef HAVE_CUDNN
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count < 1) {
+    snprintf(err, errlen, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none");
+    return -1;
+  }
+  return (wanted < 0 ? 0 : wanted) % count;
+#else
+  snprintf(err, errlen, "a build without the CUDA model (device %d)", wanted);
+  return -1;
+#endif
 }
 
 #endif

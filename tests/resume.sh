@@ -1,8 +1,11 @@
 #!/bin/sh
 # Checkpoints in training (CPU ranks): stopping and resuming gives bit-identical results; SIGINT
-# stops at a step boundary with a checkpoint and exit status 130; a checkpoint of other settings
-# or a damaged one is refused with a message, and the previous one stays usable.
+# stops at a step boundary with a checkpoint and exit status 130; a SIGINT that the run inherited
+# as ignored (a script's background job) stays ignored, and SIGTERM stops such a run (143); a
+# checkpoint of other settings or a damaged one is refused with a message, and the previous one
+# stays usable. Signals are sent once the run has printed a step (an event, not a delay).
 set -u
+. "${srcdir:-.}/tests/wait_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -32,16 +35,38 @@ printf 'garbage' | dd of="$tmp/bad.ckpt" bs=1 seek=200 conv=notrunc 2>/dev/null
 rc=$?
 check "damaged checkpoint refused with a message" '[ $rc -ne 0 ] && grep -q "not usable" "$tmp/bad.log"'
 
-# SIGINT: stop at a step boundary, checkpoint, exit 130
-"$train" $F --steps 100000 --epochs 100000 --train-size 256 --out "$tmp/int" > "$tmp/int.log" 2>&1 &
+L="--steps 100000 --epochs 100000 --train-size 256 --log-every 1"
+# SIGINT: stop at a step boundary, checkpoint, exit 130. A background job of this script starts
+# with SIGINT ignored, which train honours; env --default-signal=INT (coreutils 8.31+) starts it
+# with SIGINT's default instead, as a job of an interactive shell or a terminal's Ctrl-C has it.
+if env --default-signal=INT true 2>/dev/null; then
+  env --default-signal=INT "$train" $F $L --out "$tmp/int" > "$tmp/int.log" 2>&1 &
+  pid=$!
+  check "the run prints step 2" 'wait_step "$tmp/int.log" 2 $pid'
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  check "SIGINT exits 130" '[ $rc -eq 130 ]'
+  check "SIGINT wrote a checkpoint that loads" '[ -s "$tmp/int/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/int.log"'
+  check "nothing left in /dev/shm" '! ls /dev/shm | grep -q "^shmddp-$pid-"'
+else
+  echo "skip: SIGINT with its default disposition (this env has no --default-signal)"
+fi
+
+# SIGINT inherited as ignored: the run goes on (it prints 3 more steps after the signal and does
+# not report it); SIGTERM then stops it at a step boundary with a checkpoint, exit 143.
+"$train" $F $L --out "$tmp/ign" > "$tmp/ign.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "step" "$tmp/int.log" 2>/dev/null && break; sleep 0.1; done
-sleep 0.5
+check "the run prints step 2" 'wait_step "$tmp/ign.log" 2 $pid'
 kill -INT $pid
+n=$(grep -c "^epoch .* step " "$tmp/ign.log")
+check "an ignored SIGINT does not stop the run" 'wait_step "$tmp/ign.log" $((n + 3)) $pid && ! grep -q "received Interrupt" "$tmp/ign.log"'
+check "the run says SIGINT stays ignored" 'grep -q "SIGINT was ignored when this started" "$tmp/ign.log"'
+kill -TERM $pid
 wait $pid
 rc=$?
-check "SIGINT exits 130" '[ $rc -eq 130 ]'
-check "SIGINT wrote a checkpoint that loads" '[ -s "$tmp/int/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/int.log"'
+check "SIGTERM exits 143" '[ $rc -eq 143 ]'
+check "SIGTERM wrote a checkpoint" '[ -s "$tmp/ign/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/ign.log"'
 check "nothing left in /dev/shm" '! ls /dev/shm | grep -q "^shmddp-$pid-"'
 [ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -5 "$f"; done; }
 exit $fail
