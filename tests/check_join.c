@@ -26,6 +26,7 @@
 
 #include "shm/timeutil.h"
 #include "shmddp.h"
+#include "tests/suite_main.h"
 #include "tools/coll_check.h"
 
 #define HANG_BOUND_S 120.0 /* only bounds a hang; never reached when things work */
@@ -607,7 +608,7 @@ START_TEST(duplicates_of_a_joined_communicator)
 }
 END_TEST
 
-static Suite *join_suite(void)
+static Suite *join_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("join");
   TCase *tc = tcase_create("processes");
@@ -633,11 +634,8 @@ static Suite *join_suite(void)
 
 int main(void)
 {
+  /* Worker mode: this program started by a test as one rank (see spawn_rank). */
   const char *scenario = getenv("SHMDDP_TEST_WORKER");
   if (scenario) return worker_main(scenario);
-  SRunner *sr = srunner_create(join_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_main("check_join", join_suite, SUITE_CPU_ONLY);
 }

@@ -26,6 +26,7 @@
 #include "shm/timeutil.h"
 #include "shmddp.h"
 #include "shmddp_cuda.h"
+#include "tests/suite_main.h"
 #include "tools/coll_check.h"
 
 #define HANG_BOUND_S 180.0
@@ -416,40 +417,24 @@ START_TEST(abort_from_a_thread_ends_a_waiting_kernel)
 }
 END_TEST
 
-static int count_gpus(void)
+static Suite *join_cuda_suite(const suite_env_t *env)
 {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    _exit(n > 100 ? 100 : n);
-  }
-  int ws = 0;
-  waitpid(pid, &ws, 0);
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 0;
-}
-
-int main(void)
-{
-  const char *scenario = getenv("SHMDDP_TEST_WORKER");
-  if (scenario) return worker_main(scenario);
-  ngpus = count_gpus();
-  if (ngpus < 1) {
-    printf("SKIP: no GPU\n");
-    return 77;
-  }
+  ngpus = env->gpus;
   Suite *s = suite_create("join_cuda");
   TCase *tc = tcase_create("gpu");
   tcase_set_timeout(tc, 900);
   tcase_add_test(tc, processes_with_device_buffers);
   tcase_add_test(tc, sigkilled_rank_ends_a_waiting_kernel);
   tcase_add_test(tc, threads_on_one_gpu);
-  if (ngpus >= 2) tcase_add_test(tc, threads_one_gpu_each);
+  if (suite_gpu_cases(env, 2, 1, "threads_one_gpu_each")) tcase_add_test(tc, threads_one_gpu_each);
   tcase_add_test(tc, abort_from_a_thread_ends_a_waiting_kernel);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_VERBOSE);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return s;
+}
+
+int main(void)
+{
+  const char *scenario = getenv("SHMDDP_TEST_WORKER");
+  if (scenario) return worker_main(scenario);
+  return suite_main("check_join_cuda", join_cuda_suite, 1);
 }

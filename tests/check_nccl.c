@@ -16,6 +16,7 @@
 
 #include "nccl/internal.h"
 #include "shm/timeutil.h"
+#include "tests/suite_main.h"
 #include "tools/coll_check.h"
 
 /* ---- translations ---- */
@@ -400,7 +401,7 @@ START_TEST(bad_calls_are_refused)
 }
 END_TEST
 
-static Suite *nccl_suite(void)
+static Suite *nccl_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("nccl");
   TCase *tc = tcase_create("translations");
@@ -424,9 +425,5 @@ int main(void)
 {
   setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host-only communicators, before any CUDA call */
   setenv("SHMDDP_TIMEOUT", "60", 0);
-  SRunner *sr = srunner_create(nccl_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return suite_main("check_nccl", nccl_suite, SUITE_CPU_ONLY);
 }
