@@ -18,7 +18,7 @@ endif
 if HAVE_CUDNN
 noinst_PROGRAMS += bench/ops_cuda_bench
 bench_ops_cuda_bench_SOURCES = bench/ops_cuda_bench.c
-bench_ops_cuda_bench_LDADD = libopscuda.a libmodel.a $(CUDA_LIBS) -lm
+bench_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += bench/ops_cuda_bench.c
 endif

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train_config.h"
+#include "src/train/train_config.h"
 
 static const train_machine_t cpu_box = {0, 1, 2};   /* no GPU, CUDA build, 2 cores */
 static const train_machine_t gpu_box = {2, 1, 32};  /* 2 GPUs */

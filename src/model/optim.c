@@ -1,0 +1,181 @@
+/* optim.c — optimizer state and dispatch to the backend's fused update; the lr schedule. */
+#include "config.h"
+
+#include "src/model/optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/optim_cpu.h"
+#ifdef HAVE_CUDNN
+#include <cuda_runtime.h>
+
+#include "kernels/ops_cuda.h"
+#endif
+
+struct optim {
+  optim_config_t cfg;
+  size_t n;
+  arena_t *arena;
+  float *state; /* SGD: momentum (n); AdamW: m then v (2n) */
+  size_t state_count;
+  long updates;
+};
+
+void optim_config_default(optim_config_t *c, optim_kind_t kind)
+{
+  memset(c, 0, sizeof *c);
+  c->kind = kind;
+  if (kind == OPTIM_ADAMW) {
+    c->lr = 1e-3;
+    c->weight_decay = 0.01;
+  } else {
+    c->lr = 0.05;
+    c->weight_decay = 1e-4;
+  }
+  c->momentum = 0.9;
+  c->beta1 = 0.9;
+  c->beta2 = 0.999;
+  c->eps = 1e-8;
+}
+
+int optim_config_validate(const optim_config_t *c, char *err, size_t errlen)
+{
+  if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAMW)
+    return snprintf(err, errlen, "unknown optimizer %d: use sgd or adamw", (int)c->kind), -1;
+  if (!(c->lr > 0) || !isfinite(c->lr))
+    return snprintf(err, errlen, "learning rate %g: must be a positive number", c->lr), -1;
+  if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
+    return snprintf(err, errlen, "weight decay %g: must be >= 0", c->weight_decay), -1;
+  if (c->kind == OPTIM_SGD) {
+    if (!(c->momentum >= 0 && c->momentum < 1))
+      return snprintf(err, errlen, "momentum %g: must be in [0, 1)", c->momentum), -1;
+    if (c->nesterov && !(c->momentum > 0))
+      return snprintf(err, errlen, "nesterov needs a momentum > 0"), -1;
+  } else {
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+      return snprintf(err, errlen, "AdamW betas %g, %g: each must be in [0, 1)", c->beta1,
+                      c->beta2), -1;
+    if (!(c->eps > 0)) return snprintf(err, errlen, "AdamW eps %g: must be > 0", c->eps), -1;
+  }
+  if (c->warmup_steps < 0)
+    return snprintf(err, errlen, "warm-up steps %ld: must be >= 0", c->warmup_steps), -1;
+  if (c->total_steps > 0 && c->total_steps < c->warmup_steps)
+    return snprintf(err, errlen, "total steps %ld is less than the warm-up steps %ld",
+                    c->total_steps, c->warmup_steps), -1;
+  if (!(c->min_lr >= 0) || c->min_lr > c->lr)
+    return snprintf(err, errlen, "minimum learning rate %g: must be in [0, lr = %g]", c->min_lr,
+                    c->lr), -1;
+  return 0;
+}
+
+const char *optim_kind_name(optim_kind_t k) { return k == OPTIM_ADAMW ? "adamw" : "sgd"; }
+
+int optim_kind_parse(const char *s, optim_kind_t *out)
+{
+  if (strcmp(s, "sgd") == 0) *out = OPTIM_SGD;
+  else if (strcmp(s, "adamw") == 0) *out = OPTIM_ADAMW;
+  else return -1;
+  return 0;
+}
+
+double optim_lr_at(const optim_config_t *c, long step)
+{
+  if (step < 0) step = 0;
+  if (step < c->warmup_steps) return c->lr * (double)(step + 1) / (double)c->warmup_steps;
+  if (c->total_steps <= c->warmup_steps) return c->lr;
+  double t = (double)(step - c->warmup_steps) / (double)(c->total_steps - c->warmup_steps);
+  if (t > 1) t = 1;
+  return c->min_lr + (c->lr - c->min_lr) * 0.5 * (1 + cos(M_PI * t));
+}
+
+int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *arena, char *err,
+                 size_t errlen)
+{
+  *out = NULL;
+  if (optim_config_validate(cfg, err, errlen) != 0) return -1;
+#ifndef HAVE_CUDNN
+  if (arena_device(arena) >= 0) {
+    snprintf(err, errlen, "the optimizer's CUDA kernels are not in this build: use --device cpu");
+    return -1;
+  }
+#endif
+  optim_t *o = calloc(1, sizeof *o);
+  if (!o) return snprintf(err, errlen, "out of memory creating the optimizer"), -1;
+  o->cfg = *cfg;
+  o->n = n;
+  o->arena = arena;
+  o->state_count = cfg->kind == OPTIM_ADAMW ? 2 * n : (cfg->momentum > 0 ? n : 0);
+  if (o->state_count) {
+    o->state = arena_calloc(arena, o->state_count * sizeof(float), ARENA_OPTIM,
+                            "optimizer state");
+    if (!o->state) {
+      snprintf(err, errlen, "%s", arena_last_error(arena));
+      free(o);
+      return -1;
+    }
+#ifdef HAVE_CUDNN
+    /* device arenas do not clear their blocks */
+    cudaError_t e;
+    if (arena_device(arena) >= 0 &&
+        (e = cudaMemset(o->state, 0, o->state_count * sizeof(float))) != cudaSuccess) {
+      snprintf(err, errlen, "clearing the optimizer state: %s", cudaGetErrorString(e));
+      optim_destroy(o);
+      return -1;
+    }
+#endif
+  }
+  *out = o;
+  return 0;
+}
+
+void optim_destroy(optim_t *o)
+{
+  if (!o) return;
+  arena_free(o->arena, o->state);
+  free(o);
+}
+
+int optim_step(optim_t *o, float *params, const float *grads, double lr, double grad_scale,
+               void *stream, char *err, size_t errlen)
+{
+  const optim_config_t *c = &o->cfg;
+  if (!(lr >= 0) || !isfinite(grad_scale))
+    return snprintf(err, errlen, "optimizer step with lr %g, gradient scale %g", lr,
+                    grad_scale), -1;
+  o->updates++;
+#ifdef HAVE_CUDNN
+  if (arena_device(o->arena) >= 0) {
+    double bc1 = 1 - pow(c->beta1, (double)o->updates);
+    double bc2 = 1 - pow(c->beta2, (double)o->updates);
+    return c->kind == OPTIM_SGD
+               ? ops_cuda_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum,
+                              c->nesterov, grad_scale, NULL, OPS_F32, stream, err, errlen)
+               : ops_cuda_adamw(params, grads, o->state, o->state + o->n, o->n, lr, c->beta1,
+                                c->beta2, c->eps, c->weight_decay, bc1, bc2, grad_scale, NULL,
+                                OPS_F32, stream, err, errlen);
+  }
+#endif
+  if (c->kind == OPTIM_SGD) {
+    optim_cpu_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum, c->nesterov,
+                  grad_scale);
+  } else {
+    double bc1 = 1 - pow(c->beta1, (double)o->updates);
+    double bc2 = 1 - pow(c->beta2, (double)o->updates);
+    optim_cpu_adamw(params, grads, o->state, o->state + o->n, o->n, lr, c->beta1, c->beta2,
+                    c->eps, c->weight_decay, bc1, bc2, grad_scale);
+  }
+  return 0;
+}
+
+float *optim_state(optim_t *o, size_t *count)
+{
+  *count = o->state_count;
+  return o->state;
+}
+
+long optim_updates(const optim_t *o) { return o->updates; }
+void optim_set_updates(optim_t *o, long updates) { o->updates = updates; }
+const optim_config_t *optim_config(const optim_t *o) { return &o->cfg; }

@@ -1,0 +1,14 @@
+# src/obs/: what a run shows — the timeline, the per-step log, progress lines, the result line
+# and summary.json, every rank's ledger and GPU use (NVML) -> libobs.a.
+noinst_LIBRARIES += libobs.a
+libobs_a_SOURCES = \
+	src/obs/timeline.c src/obs/timeline.h \
+	src/obs/report_log.c src/obs/report_log.h \
+	src/obs/progress.c src/obs/progress.h \
+	src/obs/summary.c src/obs/summary.h \
+	src/obs/run_summary.c src/obs/run_summary.h \
+	src/obs/nvml_dl.c src/obs/nvml_dl.h
+EXTRA_DIST += src/obs/timeline_cuda.c src/obs/timeline_cuda.h
+if HAVE_CUDA
+libobs_a_SOURCES += src/obs/timeline_cuda.c src/obs/timeline_cuda.h
+endif
