@@ -5,13 +5,14 @@
 
 #include <stdio.h>
 
+#include "src/check.h"
+
 int data_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *mask, int *width,
              int *height, char *err, size_t errlen)
 {
   if (index >= ds->size) {
-    snprintf(err, errlen, "%s: sample %zu requested, the dataset has %zu", ds->name, index,
-             ds->size);
-    return -1;
+    return check_fail(err, errlen, "%s: sample %zu requested, the dataset has %zu", ds->name, index,
+                      ds->size);
   }
   return ds->ops->get(ds, index, rgb, mask, width, height, err, errlen);
 }

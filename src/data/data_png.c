@@ -15,6 +15,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "src/check.h"
+
 #define PNG_MAX_SIDE 16384
 
 typedef struct {
@@ -51,14 +53,13 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
 {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return -1;
+    return check_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   }
   unsigned char sig[8];
   if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
     fclose(f);
-    snprintf(err, errlen, "%s: not a PNG file (it does not start with the PNG signature)", path);
-    return -1;
+    return check_fail(err, errlen, "%s: not a PNG file (it does not start with the PNG signature)",
+                      path);
   }
   png_error_ctx_t ectx = {""};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &ectx, on_png_error,
@@ -67,16 +68,14 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
   if (!info) {
     png_destroy_read_struct(&png, NULL, NULL);
     fclose(f);
-    snprintf(err, errlen, "%s: out of memory starting libpng", path);
-    return -1;
+    return check_fail(err, errlen, "%s: out of memory starting libpng", path);
   }
   png_bytep *volatile rows = NULL;
   if (setjmp(png_jmpbuf(png))) {
     free(rows);
     png_destroy_read_struct(&png, &info, NULL);
     fclose(f);
-    snprintf(err, errlen, "%s: corrupt PNG (libpng: %s)", path, ectx.msg);
-    return -1;
+    return check_fail(err, errlen, "%s: corrupt PNG (libpng: %s)", path, ectx.msg);
   }
   png_init_io(png, f);
   png_set_sig_bytes(png, 8);
@@ -109,9 +108,8 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
   if (bad) {
     png_destroy_read_struct(&png, &info, NULL);
     fclose(f);
-    snprintf(err, errlen, "%s: %s (this file is %ux%u, %s, %d-bit)", path, bad, (unsigned)w,
-             (unsigned)h, color_type_name(type), depth);
-    return -1;
+    return check_fail(err, errlen, "%s: %s (this file is %ux%u, %s, %d-bit)", path, bad,
+                      (unsigned)w, (unsigned)h, color_type_name(type), depth);
   }
   size_t need = (size_t)w * h * want;
   if (need > *cap) {
@@ -119,8 +117,8 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
     if (!nb) {
       png_destroy_read_struct(&png, &info, NULL);
       fclose(f);
-      snprintf(err, errlen, "%s: out of memory for %ux%u pixels", path, (unsigned)w, (unsigned)h);
-      return -1;
+      return check_fail(err, errlen, "%s: out of memory for %ux%u pixels", path, (unsigned)w,
+                        (unsigned)h);
     }
     *buf = nb;
     *cap = need;
@@ -156,8 +154,7 @@ static int png_dir_get(const data_set_t *ds, size_t i, uint8_t *rgb, uint8_t *ma
   if (data_png_read(d->images[i], 0, &r, &rcap, width, height, err, errlen) != 0) return -1;
   if (data_png_read(d->masks[i], 1, &m, &mcap, &mw, &mh, err, errlen) != 0) return -1;
   if (r != rgb || m != mask || mw != *width || mh != *height) {
-    snprintf(err, errlen, "%s: changed since the dataset was opened", d->images[i]);
-    return -1;
+    return check_fail(err, errlen, "%s: changed since the dataset was opened", d->images[i]);
   }
   return 0;
 }
@@ -200,8 +197,7 @@ static int list_pngs(const char *dir, char ***out, size_t *count, char *err, siz
   *count = 0;
   DIR *d = opendir(dir);
   if (!d) {
-    snprintf(err, errlen, "%s: cannot open the folder: %s", dir, strerror(errno));
-    return -1;
+    return check_fail(err, errlen, "%s: cannot open the folder: %s", dir, strerror(errno));
   }
   char **names = NULL;
   size_t n = 0, capn = 0;
@@ -211,9 +207,10 @@ static int list_pngs(const char *dir, char ***out, size_t *count, char *err, siz
     if (e->d_name[0] == '.') continue;
     size_t len = strlen(e->d_name);
     if (len < 5 || strcasecmp(e->d_name + len - 4, ".png") != 0) {
-      snprintf(err, errlen, "%s/%s: not a PNG file name; this folder may hold only *.png files "
-               "(convert or move it)", dir, e->d_name);
-      rc = -1;
+      rc = check_fail(err, errlen,
+                      "%s/%s: not a PNG file name; this folder may hold only *.png files "
+                      "(convert or move it)",
+                      dir, e->d_name);
       break;
     }
     if (n == capn) {
@@ -235,8 +232,7 @@ static int list_pngs(const char *dir, char ***out, size_t *count, char *err, siz
   }
   closedir(d);
   if (rc == 0 && n == 0) {
-    snprintf(err, errlen, "%s: the folder holds no PNG images", dir);
-    rc = -1;
+    rc = check_fail(err, errlen, "%s: the folder holds no PNG images", dir);
   }
   if (rc != 0) {
     free_names(names, n);
@@ -274,8 +270,7 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
   if (!ds || !d || !d->images || !d->masks) {
     free(ds);
     png_dir_free(d);
-    snprintf(err, errlen, "out of memory opening %s", root);
-    return -1;
+    return check_fail(err, errlen, "out of memory opening %s", root);
   }
   ds->ops = &png_dir_ops;
   ds->impl = d;
@@ -291,15 +286,13 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
     d->masks[k] = join(mask_dir, name);
     d->n = k + 1;
     if (!d->images[k] || !d->masks[k]) {
-      snprintf(err, errlen, "out of memory opening %s", root);
-      rc = -1;
+      rc = check_fail(err, errlen, "out of memory opening %s", root);
       break;
     }
     struct stat st;
     if (stat(d->masks[k], &st) != 0) {
-      snprintf(err, errlen, "%s: missing: the image %s needs a mask of the same name",
-               d->masks[k], d->images[k]);
-      rc = -1;
+      rc = check_fail(err, errlen, "%s: missing: the image %s needs a mask of the same name",
+                      d->masks[k], d->images[k]);
       break;
     }
     int w, h, mw, mh;
@@ -309,24 +302,24 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
       break;
     }
     if (mw != w || mh != h) {
-      snprintf(err, errlen, "%s: size mismatch: the mask is %dx%d, its image %s is %dx%d",
-               d->masks[k], mw, mh, d->images[k], w, h);
-      rc = -1;
+      rc = check_fail(err, errlen, "%s: size mismatch: the mask is %dx%d, its image %s is %dx%d",
+                      d->masks[k], mw, mh, d->images[k], w, h);
       break;
     }
     if (w < min_size || h < min_size) {
-      snprintf(err, errlen, "%s: %dx%d is smaller than the crop size %d (--image-size); use "
-               "larger images or a smaller --image-size", d->images[k], w, h, min_size);
-      rc = -1;
+      rc = check_fail(err, errlen,
+                      "%s: %dx%d is smaller than the crop size %d (--image-size); use "
+                      "larger images or a smaller --image-size",
+                      d->images[k], w, h, min_size);
       break;
     }
     for (size_t p = 0; p < (size_t)w * h; p++) {
       if (mask[p] >= classes && mask[p] != DATA_IGNORE_LABEL) {
-        snprintf(err, errlen, "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
-                 "(--classes) labels are 0 to %d, and %d marks pixels to ignore",
-                 d->masks[k], mask[p], p % (size_t)w, p / (size_t)w, classes, classes - 1,
-                 DATA_IGNORE_LABEL);
-        rc = -1;
+        rc = check_fail(err, errlen,
+                        "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
+                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore",
+                        d->masks[k], mask[p], p % (size_t)w, p / (size_t)w, classes, classes - 1,
+                        DATA_IGNORE_LABEL);
         break;
       }
     }
@@ -361,9 +354,10 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
   for (int i = 0; i < 2; i++) {
     snprintf(path, sizeof path, "%s%s", dir, parts[i]);
     if (!is_dir(path)) {
-      snprintf(err, errlen, "%s: missing: a PNG dataset is a folder with images/*.png and "
-               "masks/*.png (same names; masks hold class indices)", path);
-      return -1;
+      return check_fail(err, errlen,
+                        "%s: missing: a PNG dataset is a folder with images/*.png and "
+                        "masks/*.png (same names; masks hold class indices)",
+                        path);
     }
   }
   char **names = NULL;
@@ -378,8 +372,8 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
     size_t vn = 0;
     snprintf(path, sizeof path, "%s/val/masks", dir);
     if (!is_dir(path)) {
-      snprintf(err, errlen, "%s: missing: %s/val/images needs val/masks beside it", path, dir);
-      rc = -1;
+      rc = check_fail(err, errlen, "%s: missing: %s/val/images needs val/masks beside it", path,
+                      dir);
     } else {
       snprintf(path, sizeof path, "%s/val/images", dir);
       rc = list_pngs(path, &vnames, &vn, err, errlen);
@@ -391,10 +385,12 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
   } else {
     size_t nval = val_size > 0 ? (size_t)val_size : (n + 9) / 10;
     if (nval >= n) {
-      snprintf(err, errlen, "%s: %zu image%s cannot be split into training and %zu for "
-               "validation; add images, give a smaller --val-size, or provide val/images and "
-               "val/masks", dir, n, n == 1 ? "" : "s", nval);
-      rc = -1;
+      rc =
+          check_fail(err, errlen,
+                     "%s: %zu image%s cannot be split into training and %zu for "
+                     "validation; add images, give a smaller --val-size, or provide val/images and "
+                     "val/masks",
+                     dir, n, n == 1 ? "" : "s", nval);
     } else {
       rc = open_split(train, dir, "", names, 0, n - nval, classes, min_size, "train", err, errlen);
       if (rc == 0)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
 #include "src/data/data_rng.h"
 
 #define SYNTH_MAX_SHAPES 4
@@ -184,23 +185,23 @@ int data_open_synthetic(data_set_t **out, const data_synth_config_t *cfg, char *
 {
   *out = NULL;
   if (cfg->classes < 2 || cfg->classes > DATA_SYNTH_MAX_CLASSES) {
-    snprintf(err, errlen, "synthetic shapes: %d classes requested; there are 2 to %d "
-             "(background and up to %d shapes)", cfg->classes, DATA_SYNTH_MAX_CLASSES,
-             DATA_SYNTH_MAX_CLASSES - 1);
-    return -1;
+    return check_fail(err, errlen,
+                      "synthetic shapes: %d classes requested; there are 2 to %d "
+                      "(background and up to %d shapes)",
+                      cfg->classes, DATA_SYNTH_MAX_CLASSES, DATA_SYNTH_MAX_CLASSES - 1);
   }
   if (cfg->image_size < 8 || cfg->size == 0) {
-    snprintf(err, errlen, "synthetic shapes: need at least one sample of at least 8x8 pixels "
-             "(asked for %zu of %dx%d)", cfg->size, cfg->image_size, cfg->image_size);
-    return -1;
+    return check_fail(err, errlen,
+                      "synthetic shapes: need at least one sample of at least 8x8 pixels "
+                      "(asked for %zu of %dx%d)",
+                      cfg->size, cfg->image_size, cfg->image_size);
   }
   data_set_t *ds = calloc(1, sizeof *ds);
   synth_t *s = calloc(1, sizeof *s);
   if (!ds || !s) {
     free(ds);
     free(s);
-    snprintf(err, errlen, "out of memory opening the synthetic dataset");
-    return -1;
+    return check_fail(err, errlen, "out of memory opening the synthetic dataset");
   }
   s->cfg = *cfg;
   ds->ops = &synth_ops;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/check.h"
+
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_TAKEN };
 
 typedef struct {
@@ -140,13 +142,12 @@ int loader_create(loader_t **out, const loader_config_t *cfg, char *err, size_t 
   *out = NULL;
   if (!cfg->data || cfg->batch_size < 1 || cfg->workers < 0 || cfg->depth < 0 ||
       cfg->augment.crop < 1) {
-    snprintf(err, errlen, "loader: needs a dataset, batch size >= 1, crop >= 1, workers >= 0");
-    return -1;
+    return check_fail(err, errlen,
+                      "loader: needs a dataset, batch size >= 1, crop >= 1, workers >= 0");
   }
   loader_t *l = calloc(1, sizeof *l);
   if (!l) {
-    snprintf(err, errlen, "loader: out of memory");
-    return -1;
+    return check_fail(err, errlen, "loader: out of memory");
   }
   l->cfg = *cfg;
   l->pixels = (size_t)cfg->augment.crop * cfg->augment.crop;
@@ -170,9 +171,9 @@ int loader_create(loader_t **out, const loader_config_t *cfg, char *err, size_t 
   }
   if (!ok) {
     loader_destroy(l);
-    snprintf(err, errlen, "loader: out of memory (or threads) for %d batches of %d at %dx%d",
-             cfg->workers + 1, cfg->batch_size, cfg->augment.crop, cfg->augment.crop);
-    return -1;
+    return check_fail(err, errlen,
+                      "loader: out of memory (or threads) for %d batches of %d at %dx%d",
+                      cfg->workers + 1, cfg->batch_size, cfg->augment.crop, cfg->augment.crop);
   }
   *out = l;
   return 0;
@@ -257,9 +258,8 @@ int loader_next(loader_t *l, const loader_batch_t **out, char *err, size_t errle
   if (l->nthreads == 0) {
     if (s->state != SLOT_FREE) {
       pthread_mutex_unlock(&l->mu);
-      snprintf(err, errlen, "loader: batch %zu asked for before batch %zu was released", b,
-               b >= (size_t)l->depth ? b - (size_t)l->depth : 0);
-      return -1;
+      return check_fail(err, errlen, "loader: batch %zu asked for before batch %zu was released", b,
+                        b >= (size_t)l->depth ? b - (size_t)l->depth : 0);
     }
     s->state = SLOT_FILLING;
     l->next_fill = b + 1;
@@ -274,8 +274,7 @@ int loader_next(loader_t *l, const loader_batch_t **out, char *err, size_t errle
   pthread_mutex_unlock(&l->mu);
   l->wait_s = now_s() - t0;
   if (s->failed) {
-    snprintf(err, errlen, "%s", s->err);
-    return -1;
+    return check_fail(err, errlen, "%s", s->err);
   }
   *out = &s->batch;
   return 1;

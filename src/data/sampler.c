@@ -7,22 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "src/check.h"
 #include "src/data/data_rng.h"
 
 int sampler_validate(const sampler_config_t *c, char *err, size_t errlen)
 {
   if (c->world < 1 || c->rank < 0 || c->rank >= c->world) {
-    snprintf(err, errlen, "sampler: rank %d of world %d is not a valid rank", c->rank, c->world);
-    return -1;
+    return check_fail(err, errlen, "sampler: rank %d of world %d is not a valid rank", c->rank,
+                      c->world);
   }
   if (c->dataset_size == 0) {
-    snprintf(err, errlen, "sampler: the dataset is empty");
-    return -1;
+    return check_fail(err, errlen, "sampler: the dataset is empty");
   }
   if (c->drop_last && c->dataset_size < (size_t)c->world) {
-    snprintf(err, errlen, "sampler: %zu samples over %d ranks with drop-last leaves every rank "
-             "without data; use more samples or leave --drop-last off", c->dataset_size, c->world);
-    return -1;
+    return check_fail(err, errlen,
+                      "sampler: %zu samples over %d ranks with drop-last leaves every rank "
+                      "without data; use more samples or leave --drop-last off",
+                      c->dataset_size, c->world);
   }
   return 0;
 }

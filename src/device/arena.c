@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
+
 typedef struct {
   void *ptr;
   size_t bytes;
@@ -48,8 +50,7 @@ int arena_create(arena_t **out, const arena_allocator_t *allocator, const char *
   *out = NULL;
   arena_t *a = calloc(1, sizeof *a);
   if (!a) {
-    snprintf(err, errlen, "out of memory creating the memory arena");
-    return -1;
+    return check_fail(err, errlen, "out of memory creating the memory arena");
   }
   if (allocator)
     a->alloc = *allocator;

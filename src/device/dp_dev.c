@@ -10,20 +10,13 @@
 #include <time.h>
 
 #include "kernels/reduce_cpu.h"
+#include "src/check.h"
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 
 #include "kernels/reduce_cuda.h"
 
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      snprintf(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                        \
-      return -1;                                                                              \
-    }                                                                                         \
-  } while (0)
 #endif
 
 struct dp_event {
@@ -37,8 +30,8 @@ struct dp_event {
 #ifndef HAVE_CUDNN
 static int no_cuda(char *err, size_t errlen)
 {
-  snprintf(err, errlen, "this build has no CUDA backend: DataParallel runs on CPU devices only");
-  return -1;
+  return check_fail(err, errlen,
+                    "this build has no CUDA backend: DataParallel runs on CPU devices only");
 }
 #endif
 
@@ -46,7 +39,7 @@ int dp_dev_select(int dev, char *err, size_t errlen)
 {
   if (dev == DP_DEV_HOST) return 0;
 #ifdef HAVE_CUDNN
-  CK(cudaSetDevice(dev));
+  CHECK_CUDA(cudaSetDevice(dev));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -62,23 +55,22 @@ int dp_dev_enable_peers(const int *devs, int n, int *direct, char *err, size_t e
     int pair[2][2] = {{devs[0], devs[i]}, {devs[i], devs[0]}};
     for (int k = 0; k < 2; k++) {
       int can = 0;
-      CK(cudaDeviceCanAccessPeer(&can, pair[k][0], pair[k][1]));
+      CHECK_CUDA(cudaDeviceCanAccessPeer(&can, pair[k][0], pair[k][1]));
       if (!can) {
         if (direct) *direct = 0;
         continue;
       }
-      CK(cudaSetDevice(pair[k][0]));
+      CHECK_CUDA(cudaSetDevice(pair[k][0]));
       cudaError_t e = cudaDeviceEnablePeerAccess(pair[k][1], 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) {
         cudaGetLastError(); /* not an error: clear it */
       } else if (e != cudaSuccess) {
-        snprintf(err, errlen, "enabling peer access from GPU %d to GPU %d: %s", pair[k][0],
-                 pair[k][1], cudaGetErrorString(e));
-        return -1;
+        return check_fail(err, errlen, "enabling peer access from GPU %d to GPU %d: %s", pair[k][0],
+                          pair[k][1], cudaGetErrorString(e));
       }
     }
   }
-  CK(cudaSetDevice(devs[0]));
+  CHECK_CUDA(cudaSetDevice(devs[0]));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -96,11 +88,12 @@ int dp_dev_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t byt
 #ifdef HAVE_CUDNN
   cudaStream_t st = (cudaStream_t)stream;
   if (dst_dev == DP_DEV_HOST || src_dev == DP_DEV_HOST)
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)); /* pinned host <-> device */
+    CHECK_CUDA(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st)); /* pinned host <-> device */
   else if (dst_dev == src_dev)
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st));
   else
-    CK(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, bytes, st));
+    CHECK_CUDA(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, bytes, st));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -112,13 +105,12 @@ int dp_event_create(dp_event_t **out, int dev, char *err, size_t errlen)
   dp_event_t *e = calloc(1, sizeof *e);
   *out = e;
   if (!e) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return check_fail(err, errlen, "out of memory");
   }
   e->dev = dev;
   if (dev == DP_DEV_HOST) return 0;
 #ifdef HAVE_CUDNN
-  CK(cudaEventCreate(&e->ev));
+  CHECK_CUDA(cudaEventCreate(&e->ev));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -148,7 +140,7 @@ int dp_event_record(dp_event_t *e, void *stream, char *err, size_t errlen)
     return 0;
   }
 #ifdef HAVE_CUDNN
-  CK(cudaEventRecord(e->ev, (cudaStream_t)stream));
+  CHECK_CUDA(cudaEventRecord(e->ev, (cudaStream_t)stream));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -159,7 +151,7 @@ int dp_event_wait(void *stream, dp_event_t *e, char *err, size_t errlen)
 {
   if (e->dev == DP_DEV_HOST) return 0; /* the CPU ran it already */
 #ifdef HAVE_CUDNN
-  CK(cudaStreamWaitEvent((cudaStream_t)stream, e->ev, 0));
+  CHECK_CUDA(cudaStreamWaitEvent((cudaStream_t)stream, e->ev, 0));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -185,7 +177,7 @@ int dp_dev_sync(void *stream, char *err, size_t errlen)
 {
   if (!stream) return 0;
 #ifdef HAVE_CUDNN
-  CK(cudaStreamSynchronize((cudaStream_t)stream));
+  CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
   return 0;
 #else
   return no_cuda(err, errlen);
@@ -196,8 +188,7 @@ int dp_dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int
                    void *stream, char *err, size_t errlen)
 {
   if (nsrc < 1 || nsrc > 8) {
-    snprintf(err, errlen, "summing %d gradient copies: 1 to 8 are supported", nsrc);
-    return -1;
+    return check_fail(err, errlen, "summing %d gradient copies: 1 to 8 are supported", nsrc);
   }
   if (dev == DP_DEV_HOST) {
     reduce_cpu_multi(dst, (const void *const *)srcs, nsrc, n, SHMDDP_F32, SHMDDP_SUM, 1);
@@ -207,9 +198,8 @@ int dp_dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int
   int rc = reduce_cuda_multi(dst, (const void *const *)srcs, nsrc, n, SHMDDP_F32, SHMDDP_SUM, 1,
                              stream);
   if (rc != 0) {
-    snprintf(err, errlen, "summing gradients on GPU %d: %s", dev,
-             cudaGetErrorString((cudaError_t)rc));
-    return -1;
+    return check_fail(err, errlen, "summing gradients on GPU %d: %s", dev,
+                      cudaGetErrorString((cudaError_t)rc));
   }
   return 0;
 #else

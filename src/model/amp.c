@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "src/check.h"
+
 #include "kernels/optim_cpu.h"
 #ifdef HAVE_CUDNN
 #include "kernels/ops_cuda.h"
@@ -66,8 +68,7 @@ int amp_check_nonfinite(const float *g, size_t n, int device, void *stream, int 
 #ifdef HAVE_CUDNN
     return ops_cuda_nonfinite(g, n, stream, found, err, errlen);
 #else
-    snprintf(err, errlen, "the non-finite check's CUDA kernel is not in this build");
-    return -1;
+    return check_fail(err, errlen, "the non-finite check's CUDA kernel is not in this build");
 #endif
   }
   *found = optim_cpu_nonfinite(g, n);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
+
 #include "kernels/optim_cpu.h"
 #ifdef HAVE_CUDNN
 #include <cuda_runtime.h>
@@ -44,30 +46,30 @@ void optim_config_default(optim_config_t *c, optim_kind_t kind)
 int optim_config_validate(const optim_config_t *c, char *err, size_t errlen)
 {
   if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAMW)
-    return snprintf(err, errlen, "unknown optimizer %d: use sgd or adamw", (int)c->kind), -1;
+    return check_fail(err, errlen, "unknown optimizer %d: use sgd or adamw", (int)c->kind);
   if (!(c->lr > 0) || !isfinite(c->lr))
-    return snprintf(err, errlen, "learning rate %g: must be a positive number", c->lr), -1;
+    return check_fail(err, errlen, "learning rate %g: must be a positive number", c->lr);
   if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-    return snprintf(err, errlen, "weight decay %g: must be >= 0", c->weight_decay), -1;
+    return check_fail(err, errlen, "weight decay %g: must be >= 0", c->weight_decay);
   if (c->kind == OPTIM_SGD) {
     if (!(c->momentum >= 0 && c->momentum < 1))
-      return snprintf(err, errlen, "momentum %g: must be in [0, 1)", c->momentum), -1;
+      return check_fail(err, errlen, "momentum %g: must be in [0, 1)", c->momentum);
     if (c->nesterov && !(c->momentum > 0))
-      return snprintf(err, errlen, "nesterov needs a momentum > 0"), -1;
+      return check_fail(err, errlen, "nesterov needs a momentum > 0");
   } else {
     if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
-      return snprintf(err, errlen, "AdamW betas %g, %g: each must be in [0, 1)", c->beta1,
-                      c->beta2), -1;
-    if (!(c->eps > 0)) return snprintf(err, errlen, "AdamW eps %g: must be > 0", c->eps), -1;
+      return check_fail(err, errlen, "AdamW betas %g, %g: each must be in [0, 1)", c->beta1,
+                        c->beta2);
+    if (!(c->eps > 0)) return check_fail(err, errlen, "AdamW eps %g: must be > 0", c->eps);
   }
   if (c->warmup_steps < 0)
-    return snprintf(err, errlen, "warm-up steps %ld: must be >= 0", c->warmup_steps), -1;
+    return check_fail(err, errlen, "warm-up steps %ld: must be >= 0", c->warmup_steps);
   if (c->total_steps > 0 && c->total_steps < c->warmup_steps)
-    return snprintf(err, errlen, "total steps %ld is less than the warm-up steps %ld",
-                    c->total_steps, c->warmup_steps), -1;
+    return check_fail(err, errlen, "total steps %ld is less than the warm-up steps %ld",
+                      c->total_steps, c->warmup_steps);
   if (!(c->min_lr >= 0) || c->min_lr > c->lr)
-    return snprintf(err, errlen, "minimum learning rate %g: must be in [0, lr = %g]", c->min_lr,
-                    c->lr), -1;
+    return check_fail(err, errlen, "minimum learning rate %g: must be in [0, lr = %g]", c->min_lr,
+                      c->lr);
   return 0;
 }
 
@@ -98,12 +100,12 @@ int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *ar
   if (optim_config_validate(cfg, err, errlen) != 0) return -1;
 #ifndef HAVE_CUDNN
   if (arena_device(arena) >= 0) {
-    snprintf(err, errlen, "the optimizer's CUDA kernels are not in this build: use --device cpu");
-    return -1;
+    return check_fail(err, errlen,
+                      "the optimizer's CUDA kernels are not in this build: use --device cpu");
   }
 #endif
   optim_t *o = calloc(1, sizeof *o);
-  if (!o) return snprintf(err, errlen, "out of memory creating the optimizer"), -1;
+  if (!o) return check_fail(err, errlen, "out of memory creating the optimizer");
   o->cfg = *cfg;
   o->n = n;
   o->arena = arena;
@@ -143,8 +145,7 @@ int optim_step(optim_t *o, float *params, const float *grads, double lr, double 
 {
   const optim_config_t *c = &o->cfg;
   if (!(lr >= 0) || !isfinite(grad_scale))
-    return snprintf(err, errlen, "optimizer step with lr %g, gradient scale %g", lr,
-                    grad_scale), -1;
+    return check_fail(err, errlen, "optimizer step with lr %g, gradient scale %g", lr, grad_scale);
   o->updates++;
 #ifdef HAVE_CUDNN
   if (arena_device(o->arena) >= 0) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
 #include "src/obs/timeline.h"
 #include "src/model/unet_impl.h"
 
@@ -104,7 +105,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   if (a.failed) return -1;
   if (arena_device(m->arena) >= 0) {
     a.hbuf = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
-    if (!a.hbuf) return unet_fail(err, errlen, "out of memory staging normalisation buffers");
+    if (!a.hbuf) return check_fail(err, errlen, "out of memory staging normalisation buffers");
   }
   float *running = a.hbuf ? a.hbuf : m->buffers;
   size_t ws = 0, scratch = 0;
@@ -140,8 +141,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
     cudaEvent_t ev;
     if (cudaMallocHost((void **)&m->loss_host, 3 * sizeof(double)) != cudaSuccess ||
         cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
-      return unet_fail(err, errlen, "pinned memory and an event for the loss: %s",
-                       cudaGetErrorString(cudaGetLastError()));
+      return check_fail(err, errlen, "pinned memory and an event for the loss: %s",
+                        cudaGetErrorString(cudaGetLastError()));
     m->loss_ready = ev;
 #endif
   }
@@ -154,8 +155,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   if (!a.failed && a.hbuf &&
       (ce = cudaMemcpy(m->buffers, a.hbuf, m->nbuffers * sizeof(float),
                        cudaMemcpyHostToDevice)) != cudaSuccess) {
-    unet_fail(err, errlen, "copying normalisation buffers to the GPU: %s",
-              cudaGetErrorString(ce));
+    check_fail(err, errlen, "copying normalisation buffers to the GPU: %s", cudaGetErrorString(ce));
     a.failed = 1;
   }
 #endif
@@ -172,14 +172,14 @@ static int init_params(model_t *m, char *err, size_t errlen)
   }
 #ifdef HAVE_CUDNN
   float *dev = m->pf32, *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
-  if (!host) return unet_fail(err, errlen, "out of memory initialising parameters");
+  if (!host) return check_fail(err, errlen, "out of memory initialising parameters");
   m->pf32 = host;
   unet_init_params(m);
   m->pf32 = dev;
   cudaError_t e = cudaMemcpy(dev, host, m->nparams * sizeof(float), cudaMemcpyHostToDevice);
   free(host);
   if (e != cudaSuccess)
-    return unet_fail(err, errlen, "copying parameters to the GPU: %s", cudaGetErrorString(e));
+    return check_fail(err, errlen, "copying parameters to the GPU: %s", cudaGetErrorString(e));
 #endif
   return 0;
 }
@@ -191,11 +191,11 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (model_config_validate(cfg, err, errlen) != 0) return -1;
 #ifndef HAVE_CUDNN
   if (cfg->device == MODEL_DEVICE_CUDA)
-    return unet_fail(err, errlen,
-                     "this build has no CUDA backend (it needs cuDNN): use --device cpu");
+    return check_fail(err, errlen,
+                      "this build has no CUDA backend (it needs cuDNN): use --device cpu");
 #endif
   model_t *m = calloc(1, sizeof *m);
-  if (!m) return unet_fail(err, errlen, "out of memory creating the model");
+  if (!m) return check_fail(err, errlen, "out of memory creating the model");
   m->cfg = *cfg;
   for (int i = cfg->levels; i < MODEL_MAX_LEVELS; i++) m->cfg.widths[i] = 0;
   if (cfg->device == MODEL_DEVICE_CUDA) {
@@ -216,13 +216,13 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
     if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
   }
   if (unet_register_params(m) != 0) {
-    unet_fail(err, errlen, "out of memory registering parameters");
+    check_fail(err, errlen, "out of memory registering parameters");
     goto fail;
   }
   if (allocate(m, err, errlen) != 0) goto fail;
   if (init_params(m, err, errlen) != 0) goto fail;
   if (unet_build_signature(m) != 0) {
-    unet_fail(err, errlen, "out of memory building the model signature");
+    check_fail(err, errlen, "out of memory building the model signature");
     goto fail;
   }
   *out = m;
@@ -289,7 +289,7 @@ int model_step_queued(model_t *m, char *err, size_t errlen)
   if (m->loss_dev) {
     cudaError_t ce = cudaEventRecord((cudaEvent_t)m->loss_ready, (cudaStream_t)model_stream(m));
     if (ce != cudaSuccess)
-      return unet_fail(err, errlen, "queueing the training step: %s", cudaGetErrorString(ce));
+      return check_fail(err, errlen, "queueing the training step: %s", cudaGetErrorString(ce));
     m->loss_pending = 1;
   }
 #endif
@@ -303,23 +303,9 @@ const layer_param_t *unet_tensor(const model_t *m, int i) { return &m->params[i]
 
 /* ---- forward and backward ---- */
 
-#define TRY(x)                                                                                 \
-  do {                                                                                         \
-    if ((x) != 0) return -1;                                                                   \
-  } while (0)
-
-#define OP(ctx, call, what)                                                                    \
-  do {                                                                                         \
-    if ((call) != 0) {                                                                         \
-      snprintf((ctx)->err, (ctx)->errlen, "%s failed: %s", what,                               \
-               (ctx)->ops->last_error((ctx)->ops));                                            \
-      return -1;                                                                               \
-    }                                                                                          \
-  } while (0)
-
 static int block_fwd(const layer_ctx_t *c, block_t *b, int n, size_t hw, const void *in)
 {
-  TRY(layer_conv_fwd(c, &b->conv, n, in, b->a));
+  CHECK(layer_conv_fwd(c, &b->conv, n, in, b->a));
   return layer_norm_fwd(c, &b->norm, n, hw, b->a, b->r);
 }
 
@@ -327,66 +313,71 @@ static int block_fwd(const layer_ctx_t *c, block_t *b, int n, size_t hw, const v
 static int block_bwd(const layer_ctx_t *c, block_t *b, int n, size_t hw, const void *in,
                      void *d, void *dx)
 {
-  TRY(layer_norm_bwd(c, &b->norm, n, hw, d, b->a, b->r));
+  CHECK(layer_norm_bwd(c, &b->norm, n, hw, d, b->a, b->r));
   return layer_conv_bwd(c, &b->conv, n, in, d, dx);
 }
 
-static const void *forward(model_t *m, const layer_ctx_t *c, const void *x, int n)
+/* Forward through the network; *head_in gets the head's input (backward starts from it). */
+static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, const void **head_in)
 {
+  char *err = c->err;
+  size_t errlen = c->errlen;
   const model_config_t *cf = &m->cfg;
   int L = cf->levels;
   const void *in = x;
   for (int i = 0; i < L; i++) {
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
     if (i > 0) {
-      if (m->ops.maxpool_fwd(&m->ops, m->enc[i - 1].b2.r, n, cf->height >> (i - 1),
-                             cf->width >> (i - 1), cf->widths[i - 1], m->enc[i].pooled,
-                             m->enc[i].arg) != 0) {
-        snprintf(c->err, c->errlen, "max-pool failed: %s", m->ops.last_error(&m->ops));
-        return NULL;
-      }
+      CHECK_OPS(&m->ops,
+                m->ops.maxpool_fwd(&m->ops, m->enc[i - 1].b2.r, n, cf->height >> (i - 1),
+                                   cf->width >> (i - 1), cf->widths[i - 1], m->enc[i].pooled,
+                                   m->enc[i].arg),
+                "max-pool");
       in = m->enc[i].pooled;
     }
-    if (block_fwd(c, &m->enc[i].b1, n, hw, in) || block_fwd(c, &m->enc[i].b2, n, hw, m->enc[i].b1.r))
-      return NULL;
+    CHECK(block_fwd(c, &m->enc[i].b1, n, hw, in));
+    CHECK(block_fwd(c, &m->enc[i].b2, n, hw, m->enc[i].b1.r));
     in = m->enc[i].b2.r;
   }
   for (int i = L - 2; i >= 0; i--) {
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
-    if (layer_conv_fwd(c, &m->dec[i].up, n, in, m->g[0]) != 0) return NULL;
-    if (m->ops.concat_fwd(&m->ops, m->enc[i].b2.r, cf->widths[i], m->g[0], cf->widths[i],
-                          (size_t)n * hw, m->dec[i].cat) != 0) {
-      snprintf(c->err, c->errlen, "concat failed: %s", m->ops.last_error(&m->ops));
-      return NULL;
-    }
-    if (block_fwd(c, &m->dec[i].b1, n, hw, m->dec[i].cat) ||
-        block_fwd(c, &m->dec[i].b2, n, hw, m->dec[i].b1.r))
-      return NULL;
+    CHECK(layer_conv_fwd(c, &m->dec[i].up, n, in, m->g[0]));
+    CHECK_OPS(&m->ops,
+              m->ops.concat_fwd(&m->ops, m->enc[i].b2.r, cf->widths[i], m->g[0], cf->widths[i],
+                                (size_t)n * hw, m->dec[i].cat),
+              "concat");
+    CHECK(block_fwd(c, &m->dec[i].b1, n, hw, m->dec[i].cat));
+    CHECK(block_fwd(c, &m->dec[i].b2, n, hw, m->dec[i].b1.r));
     in = m->dec[i].b2.r;
   }
-  if (layer_conv_fwd(c, &m->head, n, in, m->logits) != 0) return NULL;
-  return in; /* the head's input */
+  CHECK(layer_conv_fwd(c, &m->head, n, in, m->logits));
+  *head_in = in;
+  return 0;
 }
 
 static int backward(model_t *m, const layer_ctx_t *c, const void *x, const void *head_in, int n)
 {
+  char *err = c->err;
+  size_t errlen = c->errlen;
   const model_config_t *cf = &m->cfg;
   int L = cf->levels;
   /* g[0] holds dlogits; cur indexes the scratch buffer holding the running gradient. */
   int cur = 1;
-  TRY(layer_conv_bwd(c, &m->head, n, head_in, m->g[0], m->g[1]));
+  CHECK(layer_conv_bwd(c, &m->head, n, head_in, m->g[0], m->g[1]));
   for (int i = 0; i <= L - 2; i++) {
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
     dec_t *d = &m->dec[i];
-    TRY(block_bwd(c, &d->b2, n, hw, d->b1.r, m->g[cur], m->g[!cur]));
+    CHECK(block_bwd(c, &d->b2, n, hw, d->b1.r, m->g[cur], m->g[!cur]));
     cur = !cur;
-    TRY(block_bwd(c, &d->b1, n, hw, d->cat, m->g[cur], m->g[!cur]));
+    CHECK(block_bwd(c, &d->b1, n, hw, d->cat, m->g[cur], m->g[!cur]));
     cur = !cur;
-    OP(c, m->ops.concat_bwd(&m->ops, m->g[cur], cf->widths[i], cf->widths[i], (size_t)n * hw,
-                            m->enc[i].dskip, 0, m->g[!cur]), "concat backward");
+    CHECK_OPS(&m->ops,
+              m->ops.concat_bwd(&m->ops, m->g[cur], cf->widths[i], cf->widths[i], (size_t)n * hw,
+                                m->enc[i].dskip, 0, m->g[!cur]),
+              "concat backward");
     cur = !cur;
     const void *below = i == L - 2 ? m->enc[L - 1].b2.r : m->dec[i + 1].b2.r;
-    TRY(layer_conv_bwd(c, &d->up, n, below, m->g[cur], m->g[!cur]));
+    CHECK(layer_conv_bwd(c, &d->up, n, below, m->g[cur], m->g[!cur]));
     cur = !cur;
   }
   for (int i = L - 1; i >= 0; i--) {
@@ -395,15 +386,17 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, const void 
     void *d = m->g[cur];
     if (i < L - 1) {
       /* g[cur] is the gradient of the pooled input of level i+1: add it to the skip's. */
-      OP(c, m->ops.maxpool_bwd(&m->ops, m->g[cur], m->enc[i + 1].arg, n, cf->height >> i,
-                               cf->width >> i, cf->widths[i], e->dskip, 1), "max-pool backward");
+      CHECK_OPS(&m->ops,
+                m->ops.maxpool_bwd(&m->ops, m->g[cur], m->enc[i + 1].arg, n, cf->height >> i,
+                                   cf->width >> i, cf->widths[i], e->dskip, 1),
+                "max-pool backward");
       d = e->dskip;
     }
     void *free_buf = d == m->g[0] ? m->g[1] : m->g[0];
-    TRY(block_bwd(c, &e->b2, n, hw, e->b1.r, d, free_buf));
+    CHECK(block_bwd(c, &e->b2, n, hw, e->b1.r, d, free_buf));
     const void *in = i == 0 ? x : e->pooled;
     void *dx = i == 0 ? NULL : (free_buf == m->g[0] ? m->g[1] : m->g[0]);
-    TRY(block_bwd(c, &e->b1, n, hw, in, free_buf, dx));
+    CHECK(block_bwd(c, &e->b1, n, hw, in, free_buf, dx));
     if (dx) cur = dx == m->g[0] ? 0 : 1;
   }
   return 0;
@@ -412,9 +405,9 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, const void 
 static int check_batch(const model_t *m, const float *x, int batch, char *err, size_t errlen)
 {
   if (batch < 0 || batch > m->cfg.max_batch)
-    return unet_fail(err, errlen, "batch of %d images: the model was built for 0 to %d", batch,
-                m->cfg.max_batch);
-  if (batch > 0 && !x) return unet_fail(err, errlen, "no input images for a batch of %d", batch);
+    return check_fail(err, errlen, "batch of %d images: the model was built for 0 to %d", batch,
+                      m->cfg.max_batch);
+  if (batch > 0 && !x) return check_fail(err, errlen, "no input images for a batch of %d", batch);
   return 0;
 }
 
@@ -435,9 +428,10 @@ static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int tr
   m->fwd_head_in = NULL; /* this forward replaces what a split step saved */
   *xin = x;
   if (m->separate) {
-    OP(c, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams), "casting parameters");
+    CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams),
+              "casting parameters");
     size_t nx = (size_t)batch * m->cfg.height * m->cfg.width * m->cfg.in_channels;
-    if (nx) OP(c, m->ops.from_f32(&m->ops, x, nx, m->x_work), "casting the input");
+    if (nx) CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, x, nx, m->x_work), "casting the input");
     *xin = m->x_work;
   }
   return 0;
@@ -448,26 +442,29 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
                            char *err, size_t errlen)
 {
   if (check_batch(m, x, batch, err, errlen) != 0) return -1;
-  if (batch > 0 && !y) return unet_fail(err, errlen, "no labels for a training batch of %d", batch);
+  if (batch > 0 && !y)
+    return check_fail(err, errlen, "no labels for a training batch of %d", batch);
   if (!(loss_scale > 0) || !isfinite(loss_scale))
-    return unet_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
+    return check_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
   layer_ctx_t c;
   const void *xin;
-  TRY(prepare(m, &c, x, batch, 1, accumulate, hooks, &xin, err, errlen));
+  CHECK(prepare(m, &c, x, batch, 1, accumulate, hooks, &xin, err, errlen));
   int tl = timeline_begin(TIMELINE_FORWARD, model_stream(m)); /* the loss counts as forward */
-  const void *head_in = forward(m, &c, xin, batch);
-  if (!head_in) return -1;
+  const void *head_in;
+  CHECK(forward(m, &c, xin, batch, &head_in));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
 #ifdef HAVE_CUDNN
   if (m->loss_dev) {
     /* On a GPU the loss stays on the device (model_step_loss reads it): nothing here waits, so
      * the host never drains the GPU between forward and backward, and the whole step can be
      * captured in a CUDA graph. */
-    OP(&c, ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
-                                     m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
-                                     m->loss_dev), "the loss");
+    CHECK_OPS(&m->ops,
+              ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
+                                        m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
+                                        m->loss_dev),
+              "the loss");
     tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
-    TRY(backward(m, &c, xin, head_in, batch));
+    CHECK(backward(m, &c, xin, head_in, batch));
     timeline_end(tl, model_stream(m));
     /* The loss and the label check travel to pinned memory in the step itself (inside its CUDA
      * graph too): model_step_loss then waits on an event, not on the stream, so work queued
@@ -475,16 +472,19 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
     cudaError_t ce = cudaMemcpyAsync(m->loss_host, m->loss_dev, 2 * sizeof(double),
                                      cudaMemcpyDeviceToHost, (cudaStream_t)model_stream(m));
     if (ce != cudaSuccess)
-      return unet_fail(err, errlen, "copying the loss: %s", cudaGetErrorString(ce));
-    OP(&c, ops_cuda_check_labels_async(&m->ops, (unsigned long long *)(m->loss_host + 2)),
-       "the label check");
+      return check_fail(err, errlen, "copying the loss: %s", cudaGetErrorString(ce));
+    CHECK_OPS(&m->ops,
+              ops_cuda_check_labels_async(&m->ops, (unsigned long long *)(m->loss_host + 2)),
+              "the label check");
     return 0;
   }
 #endif
   double sum = 0;
   long count = 0;
-  OP(&c, m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
-                           loss_scale, 0, m->g[0], NULL, &sum, &count), "the loss");
+  CHECK_OPS(&m->ops,
+            m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
+                              loss_scale, 0, m->g[0], NULL, &sum, &count),
+            "the loss");
   m->last_loss = count ? sum / (double)count : 0;
   tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
   int rc = backward(m, &c, xin, head_in, batch);
@@ -498,13 +498,13 @@ int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen)
   if (m->loss_dev && m->loss_pending) {
     cudaError_t ce = cudaEventSynchronize((cudaEvent_t)m->loss_ready);
     if (ce != cudaSuccess)
-      return unet_fail(err, errlen, "the training step failed on the GPU: %s",
-                       cudaGetErrorString(ce));
+      return check_fail(err, errlen, "the training step failed on the GPU: %s",
+                        cudaGetErrorString(ce));
     m->loss_pending = 0;
     unsigned long long bad;
     memcpy(&bad, m->loss_host + 2, sizeof bad);
     if (ops_cuda_labels_result(&m->ops, bad) != 0)
-      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+      return check_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
     double *h = m->loss_host;
     m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
   }
@@ -520,8 +520,8 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
                      int accumulate, const model_hooks_t *hooks, float *loss_out, char *err,
                      size_t errlen)
 {
-  TRY(model_train_step_queue(m, x, y, batch, loss_scale, accumulate, hooks, err, errlen));
-  TRY(model_step_queued(m, err, errlen));
+  CHECK(model_train_step_queue(m, x, y, batch, loss_scale, accumulate, hooks, err, errlen));
+  CHECK(model_step_queued(m, err, errlen));
   return model_step_loss(m, loss_out, err, errlen);
 }
 
@@ -534,9 +534,9 @@ int model_forward_train(model_t *m, const float *x, int batch, const model_hooks
   if (check_batch(m, x, batch, err, errlen) != 0) return -1;
   layer_ctx_t c;
   const void *xin;
-  TRY(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
-  const void *head_in = forward(m, &c, xin, batch);
-  if (!head_in) return -1;
+  CHECK(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
+  const void *head_in;
+  CHECK(forward(m, &c, xin, batch, &head_in));
   m->fwd_x = xin;
   m->fwd_head_in = head_in;
   m->fwd_batch = batch;
@@ -550,21 +550,25 @@ int model_loss(model_t *m, const void *logits, const int32_t *y, size_t pixels,
                float loss_scale, void *dlogits, char *err, size_t errlen)
 {
   if (!(loss_scale > 0) || !isfinite(loss_scale))
-    return unet_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
+    return check_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
   layer_ctx_t c;
   ctx_init(m, &c, 1, 0, NULL, err, errlen);
 #ifdef HAVE_CUDNN
   if (m->loss_dev) {
-    OP(&c, ops_cuda_softmax_ce_async(&m->ops, logits, y, pixels, m->cfg.classes,
-                                     m->cfg.ignore_index, loss_scale, 0, dlogits, NULL,
-                                     m->loss_dev), "the loss");
+    CHECK_OPS(&m->ops,
+              ops_cuda_softmax_ce_async(&m->ops, logits, y, pixels, m->cfg.classes,
+                                        m->cfg.ignore_index, loss_scale, 0, dlogits, NULL,
+                                        m->loss_dev),
+              "the loss");
     return 0;
   }
 #endif
   double sum = 0;
   long count = 0;
-  OP(&c, m->ops.softmax_ce(&m->ops, logits, y, pixels, m->cfg.classes, m->cfg.ignore_index,
-                           loss_scale, 0, dlogits, NULL, &sum, &count), "the loss");
+  CHECK_OPS(&m->ops,
+            m->ops.softmax_ce(&m->ops, logits, y, pixels, m->cfg.classes, m->cfg.ignore_index,
+                              loss_scale, 0, dlogits, NULL, &sum, &count),
+            "the loss");
   m->last_loss = count ? sum / (double)count : 0;
   return 0;
 }
@@ -579,9 +583,9 @@ int model_loss_value(model_t *m, double *loss, char *err, size_t errlen)
     double h[2];
     if (ce == cudaSuccess) ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
     if (ce != cudaSuccess)
-      return unet_fail(err, errlen, "the loss on the GPU failed: %s", cudaGetErrorString(ce));
+      return check_fail(err, errlen, "the loss on the GPU failed: %s", cudaGetErrorString(ce));
     if (ops_cuda_check_labels(&m->ops) != 0)
-      return unet_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+      return check_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
     m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
   }
 #endif
@@ -593,7 +597,7 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
                    size_t errlen)
 {
   if (!m->fwd_head_in)
-    return unet_fail(err, errlen, "model_backward without a successful model_forward_train");
+    return check_fail(err, errlen, "model_backward without a successful model_forward_train");
   layer_ctx_t c;
   ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
   int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);
@@ -607,13 +611,16 @@ int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t 
   if (check_batch(m, x, batch, err, errlen) != 0) return -1;
   layer_ctx_t c;
   const void *xin;
-  TRY(prepare(m, &c, x, batch, 0, 0, NULL, &xin, err, errlen));
-  if (!forward(m, &c, xin, batch)) return -1;
+  CHECK(prepare(m, &c, x, batch, 0, 0, NULL, &xin, err, errlen));
+  const void *head_in;
+  CHECK(forward(m, &c, xin, batch, &head_in));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   double sum = 0;
   long count = 0;
-  OP(&c, m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index, 1, 0,
-                           NULL, pred, &sum, &count), "the loss");
+  CHECK_OPS(&m->ops,
+            m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index, 1, 0,
+                              NULL, pred, &sum, &count),
+            "the loss");
   m->last_loss = count ? sum / (double)count : 0;
   if (loss_out) *loss_out = (float)m->last_loss;
   return 0;

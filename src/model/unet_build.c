@@ -3,22 +3,13 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
 #include "src/model/rng.h"
 #include "src/model/unet_impl.h"
-
-int unet_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 void model_config_default(model_config_t *cfg)
 {
@@ -43,42 +34,47 @@ void model_config_default(model_config_t *cfg)
 int model_config_validate(const model_config_t *c, char *err, size_t errlen)
 {
   if (c->in_channels < 1 || c->in_channels > 4096)
-    return unet_fail(err, errlen, "input channels %d: must be between 1 and 4096", c->in_channels);
+    return check_fail(err, errlen, "input channels %d: must be between 1 and 4096", c->in_channels);
   if (c->classes < 2 || c->classes > 4096)
-    return unet_fail(err, errlen, "classes %d: must be between 2 and 4096", c->classes);
+    return check_fail(err, errlen, "classes %d: must be between 2 and 4096", c->classes);
   if (c->levels < 1 || c->levels > MODEL_MAX_LEVELS)
-    return unet_fail(err, errlen, "%d widths given: give between 1 and %d (e.g. 16,32,64,128)",
-                c->levels, MODEL_MAX_LEVELS);
+    return check_fail(err, errlen, "%d widths given: give between 1 and %d (e.g. 16,32,64,128)",
+                      c->levels, MODEL_MAX_LEVELS);
   for (int i = 0; i < c->levels; i++)
     if (c->widths[i] < 1 || c->widths[i] > 16384)
-      return unet_fail(err, errlen, "width %d (level %d): must be between 1 and 16384",
-                  c->widths[i], i);
+      return check_fail(err, errlen, "width %d (level %d): must be between 1 and 16384",
+                        c->widths[i], i);
   if (c->norm != MODEL_NORM_BATCH && c->norm != MODEL_NORM_GROUP)
-    return unet_fail(err, errlen, "normalisation %d: use batch or group", (int)c->norm);
+    return check_fail(err, errlen, "normalisation %d: use batch or group", (int)c->norm);
   if (c->norm == MODEL_NORM_GROUP) {
-    if (c->groups < 1) return unet_fail(err, errlen, "GroupNorm groups %d: must be >= 1", c->groups);
+    if (c->groups < 1)
+      return check_fail(err, errlen, "GroupNorm groups %d: must be >= 1", c->groups);
     for (int i = 0; i < c->levels; i++)
       if (c->widths[i] % c->groups)
-        return unet_fail(err, errlen, "GroupNorm with %d groups needs every width divisible by %d; "
-                    "width %d is not: change --widths or the group count", c->groups,
-                    c->groups, c->widths[i]);
+        return check_fail(err, errlen,
+                          "GroupNorm with %d groups needs every width divisible by %d; "
+                          "width %d is not: change --widths or the group count",
+                          c->groups, c->groups, c->widths[i]);
   }
   if (c->max_batch < 1 || c->max_batch > 65536)
-    return unet_fail(err, errlen, "batch size %d: must be between 1 and 65536", c->max_batch);
+    return check_fail(err, errlen, "batch size %d: must be between 1 and 65536", c->max_batch);
   int div = 1 << (c->levels - 1);
   if (c->height < div || c->width < div || c->height % div || c->width % div)
-    return unet_fail(err, errlen, "image size %dx%d: with %d levels both sides must be positive "
-                "multiples of %d (each level halves them)", c->height, c->width, c->levels, div);
+    return check_fail(err, errlen,
+                      "image size %dx%d: with %d levels both sides must be positive "
+                      "multiples of %d (each level halves them)",
+                      c->height, c->width, c->levels, div);
   if ((double)c->height * c->width * c->max_batch > 2e9)
-    return unet_fail(err, errlen, "batch %d of %dx%d images is too many pixels for one device",
-                c->max_batch, c->height, c->width);
+    return check_fail(err, errlen, "batch %d of %dx%d images is too many pixels for one device",
+                      c->max_batch, c->height, c->width);
   if (c->device == MODEL_DEVICE_CPU && c->precision != MODEL_FP32)
-    return unet_fail(err, errlen, "the CPU backend computes in fp32: use --precision fp32 with "
-                "--device cpu (bf16 and fp16 need --device cuda)");
+    return check_fail(err, errlen,
+                      "the CPU backend computes in fp32: use --precision fp32 with "
+                      "--device cpu (bf16 and fp16 need --device cuda)");
   if (c->device != MODEL_DEVICE_CPU && c->device != MODEL_DEVICE_CUDA)
-    return unet_fail(err, errlen, "device %d: use cpu or cuda", (int)c->device);
+    return check_fail(err, errlen, "device %d: use cpu or cuda", (int)c->device);
   if (c->device == MODEL_DEVICE_CUDA && c->cuda_device < 0)
-    return unet_fail(err, errlen, "CUDA device %d: must be >= 0", c->cuda_device);
+    return check_fail(err, errlen, "CUDA device %d: must be >= 0", c->cuda_device);
   return 0;
 }
 

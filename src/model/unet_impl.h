@@ -53,7 +53,6 @@ struct model {
   double last_loss;
 };
 
-int unet_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Registers every parameter tensor (forward order) and lays them out in reverse order. */
 int unet_register_params(model_t *m);
 /* Parameters from the seed: Kaiming normal for convolutions, norms 1 and 0, biases 0. */

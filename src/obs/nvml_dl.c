@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "src/check.h"
+
 typedef int nvml_return_t; /* NVML_SUCCESS = 0 */
 typedef void *nvml_device_t;
 typedef struct {
@@ -42,8 +44,7 @@ int nvml_open(nvml_dl_t **out, const char *lib, const char *pci_bus_id, char *er
   if (!lib) lib = "libnvidia-ml.so.1";
   nvml_dl_t *n = calloc(1, sizeof *n);
   if (!n) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return check_fail(err, errlen, "out of memory");
   }
   if (!(n->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
     snprintf(err, errlen, "NVML not available (%s): GPU utilisation is not reported", dlerror());

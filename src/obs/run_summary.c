@@ -4,6 +4,7 @@
  * slots and zeros elsewhere, so the f64 sum is an exact gather. */
 #include "config.h"
 
+#include "src/check.h"
 #include "src/obs/run_summary.h"
 
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
+
 #endif
 
 enum {
@@ -60,8 +62,7 @@ int run_summary_create(run_summary_t **out, int rank, int world, const arena_t *
   if (world < 1) world = 1;
   if (!s || !(s->last = calloc((size_t)world * RUN_SUMMARY_PER_RANK, sizeof *s->last))) {
     free(s);
-    snprintf(err, errlen, "out of memory for the run summary");
-    return -1;
+    return check_fail(err, errlen, "out of memory for the run summary");
   }
   s->rank = rank;
   s->world = world;

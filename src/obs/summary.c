@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "src/check.h"
 #include "src/obs/report_log.h"
 
 void summary_print_result(FILE *f, const train_result_t *r)
@@ -30,8 +31,7 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) {
-    snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-    return -1;
+    return check_fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
   }
   fprintf(f, "{\n  \"steps\": %ld,\n  \"epochs\": %ld,\n  \"world\": %d,\n", r->steps, r->epochs,
           r->world);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "src/check.h"
+
 struct timeline_cuda {
   cudaEvent_t *ev;
   size_t n;
@@ -32,8 +34,7 @@ int timeline_cuda_create(timeline_cuda_t **out, size_t nevents, char *err, size_
   timeline_cuda_t *t = calloc(1, sizeof *t);
   if (!t || !(t->ev = calloc(nevents, sizeof *t->ev))) {
     free(t);
-    snprintf(err, errlen, "timeline: out of memory for %zu CUDA events", nevents);
-    return -1;
+    return check_fail(err, errlen, "timeline: out of memory for %zu CUDA events", nevents);
   }
   cudaError_t e = cudaEventCreate(&t->anchor);
   for (size_t i = 0; e == cudaSuccess && i < nevents; i++, t->n++) e = cudaEventCreate(&t->ev[i]);
@@ -63,8 +64,7 @@ int timeline_cuda_anchor(timeline_cuda_t *t, void *stream, char *err, size_t err
     }
   t->anchor_us = host_us();
   if (e != cudaSuccess) {
-    snprintf(err, errlen, "timeline: anchoring CUDA events: %s", cudaGetErrorString(e));
-    return -1;
+    return check_fail(err, errlen, "timeline: anchoring CUDA events: %s", cudaGetErrorString(e));
   }
   return 0;
 }

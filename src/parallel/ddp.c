@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/check.h"
 #include "src/obs/timeline.h"
 
 #ifdef HAVE_CUDA
@@ -129,8 +130,7 @@ int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_confi
   *out = NULL;
   ddp_t *d = calloc(1, sizeof *d);
   if (!d) {
-    snprintf(err, errlen, "out of memory creating the DDP engine");
-    return -1;
+    return check_fail(err, errlen, "out of memory creating the DDP engine");
   }
   d->comm = comm;
   d->model = model;
@@ -163,8 +163,7 @@ int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_confi
     if (ddp_cuda_create(&d->cuda, comm, cfg->cuda_stream, d->nbuckets, err, errlen) != 0)
       return -1;
 #else
-    snprintf(err, errlen, "the DDP engine was built without CUDA");
-    return -1;
+    return check_fail(err, errlen, "the DDP engine was built without CUDA");
 #endif
   }
   return 0;
@@ -205,16 +204,16 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
   unsigned long long mine[2] = {len, 1469598103934665603ULL};
   for (size_t i = 0; i < len; i++) mine[1] = (mine[1] ^ (unsigned char)sig[i]) * 1099511628211ULL;
   unsigned long long all[2 * SHMDDP_MAX_RANKS];
-  if (shmddp_all_gather(d->comm, mine, all, 2, SHMDDP_I64, SHMDDP_HOST) != SHMDDP_OK) {
-    snprintf(err, errlen, "%s", shmddp_comm_last_error(d->comm));
-    return -1;
-  }
+  CHECK_COLL(d->comm, shmddp_all_gather(d->comm, mine, all, 2, SHMDDP_I64, SHMDDP_HOST),
+             "comparing the ranks' models");
   for (int r = 1; r < d->world; r++) {
     if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
-      snprintf(err, errlen, "rank %d built a different model than rank 0 (layer shapes or dtypes "
-               "differ): every rank must use the same --widths, --classes, --norm, --image-size "
-               "and --precision", r);
-      return -1;
+      return check_fail(
+          err, errlen,
+          "rank %d built a different model than rank 0 (layer shapes or dtypes "
+          "differ): every rank must use the same --widths, --classes, --norm, --image-size "
+          "and --precision",
+          r);
     }
   }
 #ifdef HAVE_CUDA
@@ -234,9 +233,8 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
     st = shmddp_broadcast(d->comm, model_buffers(d->model), model_buffers(d->model),
                           model_num_buffers(d->model), SHMDDP_F32, 0, SHMDDP_HOST);
   if (st != SHMDDP_OK) {
-    snprintf(err, errlen, "broadcasting the initial parameters failed: %s",
-             shmddp_comm_last_error(d->comm));
-    return -1;
+    return check_fail(err, errlen, "broadcasting the initial parameters failed: %s",
+                      shmddp_comm_last_error(d->comm));
   }
   return 0;
 }
@@ -248,11 +246,10 @@ int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen)
 #ifdef HAVE_CUDA
   if (d->cuda) return ddp_cuda_broadcast(d->cuda, model_buffers(d->model), n, err, errlen);
 #endif
-  if (shmddp_broadcast(d->comm, model_buffers(d->model), model_buffers(d->model), n, SHMDDP_F32,
-                       0, SHMDDP_HOST) != SHMDDP_OK) {
-    snprintf(err, errlen, "broadcasting BatchNorm statistics: %s", shmddp_comm_last_error(d->comm));
-    return -1;
-  }
+  CHECK_COLL(d->comm,
+             shmddp_broadcast(d->comm, model_buffers(d->model), model_buffers(d->model), n,
+                              SHMDDP_F32, 0, SHMDDP_HOST),
+             "broadcasting BatchNorm statistics");
   return 0;
 }
 
@@ -276,8 +273,7 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
 int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
 {
   if (d->failed) {
-    snprintf(err, errlen, "%s", d->err);
-    return -1;
+    return check_fail(err, errlen, "%s", d->err);
   }
   if (d->world == 1 || !d->communicate || d->no_allreduce) return 0;
   double t0 = now_s();
@@ -285,8 +281,7 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   /* Buckets whose gradients were never reported (a model that skips the hook) go now. */
   while (d->next_bucket < d->nbuckets) {
     if (reduce_bucket(d, d->next_bucket) != 0) {
-      snprintf(err, errlen, "%s", d->err);
-      return -1;
+      return check_fail(err, errlen, "%s", d->err);
     }
     d->next_bucket++;
   }
@@ -322,9 +317,8 @@ void ddp_replayed(ddp_t *d)
 int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen)
 {
   if (d->world == 1 || n == 0) return 0;
-  if (shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK) {
-    snprintf(err, errlen, "%s", shmddp_comm_last_error(d->comm));
-    return -1;
-  }
+  CHECK_COLL(d->comm,
+             shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST),
+             "summing over ranks");
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "shmddp_cuda.h"
+#include "src/check.h"
 #include "src/obs/timeline.h"
 
 #define DDP_CUDA_BUCKET_BLOCKS 16
@@ -43,29 +44,13 @@ static cudaError_t record_timing(const ddp_cuda_t *d, cudaEvent_t ev, cudaStream
                       : cudaEventRecord(ev, s);
 }
 
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      snprintf(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                        \
-      return -1;                                                                              \
-    }                                                                                         \
-  } while (0)
-
-static int coll_failed(shmddp_comm_t *comm, const char *what, char *err, size_t errlen)
-{
-  snprintf(err, errlen, "%s: %s", what, shmddp_comm_last_error(comm));
-  return -1;
-}
-
 int ddp_cuda_create(ddp_cuda_t **out, shmddp_comm_t *comm, void *compute_stream, size_t nbuckets,
                     char *err, size_t errlen)
 {
   *out = NULL;
   ddp_cuda_t *d = calloc(1, sizeof *d);
   if (!d) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return check_fail(err, errlen, "out of memory");
   }
   *out = d;
   d->comm = comm;
@@ -77,23 +62,21 @@ int ddp_cuda_create(ddp_cuda_t **out, shmddp_comm_t *comm, void *compute_stream,
    * takes to produce the next one, and leave the other SMs to the convolutions (2 x H200, bf16:
    * 1616 img/s against 1579 with all 128; bench/results/ddp_2xh200.tsv). */
   cc.max_blocks = DDP_CUDA_BUCKET_BLOCKS;
-  if (shmddp_comm_init_cuda(comm, &cc) != SHMDDP_OK)
-    return coll_failed(comm, "setting up the device transport", err, errlen);
-  if (shmddp_comm_dup(comm, &d->bn) != SHMDDP_OK)
-    return coll_failed(comm, "creating the SyncBN communicator", err, errlen);
+  CHECK_COLL(comm, shmddp_comm_init_cuda(comm, &cc), "setting up the device transport");
+  CHECK_COLL(comm, shmddp_comm_dup(comm, &d->bn), "creating the SyncBN communicator");
   cc.max_blocks = 0; /* SyncBN's exchanges are small and on the critical path */
-  if (shmddp_comm_init_cuda(d->bn, &cc) != SHMDDP_OK)
-    return coll_failed(d->bn, "setting up the SyncBN transport", err, errlen);
+  CHECK_COLL(d->bn, shmddp_comm_init_cuda(d->bn, &cc), "setting up the SyncBN transport");
   /* Higher priority than compute, so a ready bucket starts at once. */
   int lo, hi;
-  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-  CK(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, hi));
+  CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  CHECK_CUDA(cudaStreamCreateWithPriority(&d->comm_stream, cudaStreamNonBlocking, hi));
   d->ready = calloc(nbuckets ? nbuckets : 1, sizeof *d->ready);
-  for (size_t b = 0; b < nbuckets; b++) CK(cudaEventCreateWithFlags(&d->ready[b], cudaEventDisableTiming));
-  for (int i = 0; i < 2 * DDP_CUDA_MAX_BN; i++) CK(cudaEventCreate(&d->bn_ev[i]));
-  CK(cudaEventCreate(&d->bwd_done));
-  CK(cudaEventCreate(&d->comm_done));
-  CK(cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming));
+  for (size_t b = 0; b < nbuckets; b++)
+    CHECK_CUDA(cudaEventCreateWithFlags(&d->ready[b], cudaEventDisableTiming));
+  for (int i = 0; i < 2 * DDP_CUDA_MAX_BN; i++) CHECK_CUDA(cudaEventCreate(&d->bn_ev[i]));
+  CHECK_CUDA(cudaEventCreate(&d->bwd_done));
+  CHECK_CUDA(cudaEventCreate(&d->comm_done));
+  CHECK_CUDA(cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming));
   return 0;
 }
 
@@ -121,14 +104,15 @@ void ddp_cuda_begin_step(ddp_cuda_t *d)
 int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, char *err,
                           size_t errlen)
 {
-  CK(cudaEventRecord(d->ready[b], d->compute));
-  CK(cudaStreamWaitEvent(d->comm_stream, d->ready[b], 0));
+  CHECK_CUDA(cudaEventRecord(d->ready[b], d->compute));
+  CHECK_CUDA(cudaStreamWaitEvent(d->comm_stream, d->ready[b], 0));
   /* After the wait, so the span starts when the bucket can start. */
   int tl = timeline_begin(TIMELINE_ALLREDUCE, d->comm_stream);
   timeline_args(tl, (double)b, (double)(count * sizeof(float)));
-  if (shmddp_all_reduce(d->comm, grads, grads, count, SHMDDP_F32, SHMDDP_AVG,
-                        (shmddp_stream_t)d->comm_stream) != SHMDDP_OK)
-    return coll_failed(d->comm, "gradient all-reduce", err, errlen);
+  CHECK_COLL(d->comm,
+             shmddp_all_reduce(d->comm, grads, grads, count, SHMDDP_F32, SHMDDP_AVG,
+                               (shmddp_stream_t)d->comm_stream),
+             "gradient all-reduce");
   timeline_end(tl, d->comm_stream);
   d->queued++;
   return 0;
@@ -136,14 +120,13 @@ int ddp_cuda_bucket_ready(ddp_cuda_t *d, size_t b, float *grads, size_t count, c
 
 int ddp_cuda_finish_step(ddp_cuda_t *d, char *err, size_t errlen)
 {
-  CK(record_timing(d, d->bwd_done, d->compute));
-  CK(record_timing(d, d->comm_done, d->comm_stream));
+  CHECK_CUDA(record_timing(d, d->bwd_done, d->compute));
+  CHECK_CUDA(record_timing(d, d->comm_done, d->comm_stream));
   /* The join: in a capture this also brings the communication stream back into the graph. */
-  CK(cudaEventRecord(d->join, d->comm_stream));
-  CK(cudaStreamWaitEvent(d->compute, d->join, 0));
+  CHECK_CUDA(cudaEventRecord(d->join, d->comm_stream));
+  CHECK_CUDA(cudaStreamWaitEvent(d->compute, d->join, 0));
   d->measured = d->queued > 0;
-  if (shmddp_cuda_check(d->comm) != SHMDDP_OK)
-    return coll_failed(d->comm, "gradient all-reduce", err, errlen);
+  CHECK_COLL(d->comm, shmddp_cuda_check(d->comm), "gradient all-reduce");
   return 0;
 }
 
@@ -151,11 +134,11 @@ int ddp_cuda_sync_stats(ddp_cuda_t *d, void *buf, size_t count, shmddp_dtype_t d
                         void *stream, char *err, size_t errlen)
 {
   int timed = d->bn_used < DDP_CUDA_MAX_BN;
-  if (timed) CK(record_timing(d, d->bn_ev[2 * d->bn_used], (cudaStream_t)stream));
-  if (shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream) !=
-      SHMDDP_OK)
-    return coll_failed(d->bn, "SyncBN statistics all-reduce", err, errlen);
-  if (timed) CK(record_timing(d, d->bn_ev[2 * d->bn_used++ + 1], (cudaStream_t)stream));
+  if (timed) CHECK_CUDA(record_timing(d, d->bn_ev[2 * d->bn_used], (cudaStream_t)stream));
+  CHECK_COLL(d->bn,
+             shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream),
+             "SyncBN statistics all-reduce");
+  if (timed) CHECK_CUDA(record_timing(d, d->bn_ev[2 * d->bn_used++ + 1], (cudaStream_t)stream));
   return 0;
 }
 
@@ -176,10 +159,12 @@ void ddp_cuda_replayed(ddp_cuda_t *d)
 
 int ddp_cuda_broadcast(ddp_cuda_t *d, float *dev, size_t count, char *err, size_t errlen)
 {
-  if (shmddp_broadcast(d->comm, dev, dev, count, SHMDDP_F32, 0, (shmddp_stream_t)d->comm_stream) !=
-          SHMDDP_OK ||
-      shmddp_cuda_sync(d->comm, (shmddp_stream_t)d->comm_stream) != SHMDDP_OK)
-    return coll_failed(d->comm, "broadcasting the initial parameters", err, errlen);
+  CHECK_COLL(
+      d->comm,
+      shmddp_broadcast(d->comm, dev, dev, count, SHMDDP_F32, 0, (shmddp_stream_t)d->comm_stream),
+      "broadcasting the initial parameters");
+  CHECK_COLL(d->comm, shmddp_cuda_sync(d->comm, (shmddp_stream_t)d->comm_stream),
+             "broadcasting the initial parameters");
   return 0;
 }
 

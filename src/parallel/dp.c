@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
 #include "src/device/arena.h"
 #include "src/device/dp_dev.h"
 
@@ -44,23 +45,12 @@ struct dp {
   double compute_ms[DP_MAX_DEVICES], comm_ms[DP_MAX_DEVICES];
 };
 
-#define TRY(x)                                                                                 \
-  do {                                                                                         \
-    if ((x) != 0) return -1;                                                                   \
-  } while (0)
-
-static int fail(char *err, size_t errlen, const char *msg, const char *detail)
-{
-  snprintf(err, errlen, "%s%s%s", msg, detail ? ": " : "", detail ? detail : "");
-  return -1;
-}
-
 static void *take(dp_t *d, int i, size_t bytes, arena_category_t cat, const char *name,
                   char *err, size_t errlen)
 {
   arena_t *a = model_arena(d->m[i]);
   void *p = arena_alloc(a, bytes ? bytes : 1, cat, name);
-  if (!p) fail(err, errlen, "DataParallel buffers", arena_last_error(a));
+  if (!p) check_fail(err, errlen, "DataParallel buffers: %s", arena_last_error(a));
   return p;
 }
 
@@ -77,17 +67,17 @@ static int build(dp_t *d, const dp_config_t *cfg, char *err, size_t errlen)
   for (int i = 0; i < d->n; i++) {
     model_config_t mc = *mc0;
     mc.cuda_device = cuda ? i : -1;
-    TRY(dp_dev_select(d->dev[i], err, errlen));
-    TRY(model_create(&d->m[i], &mc, err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(model_create(&d->m[i], &mc, err, errlen));
     d->stream[i] = model_stream(d->m[i]);
-    for (int e = 0; e < EV_COUNT; e++) TRY(dp_event_create(&d->ev[i][e], d->dev[i], err, errlen));
+    for (int e = 0; e < EV_COUNT; e++) CHECK(dp_event_create(&d->ev[i][e], d->dev[i], err, errlen));
   }
   d->nparams = model_num_params(d->m[0]);
   d->nbuf = model_num_buffers(d->m[0]);
-  TRY(dp_dev_enable_peers(d->dev, d->n, &d->direct, err, errlen));
+  CHECK(dp_dev_enable_peers(d->dev, d->n, &d->direct, err, errlen));
   size_t N = (size_t)d->n * d->per, P = (size_t)d->per * d->px;
   for (int i = d->n - 1; i >= 0; i--) { /* device 0 last: it stays current */
-    TRY(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
     if (i > 0) {
       d->x[i] = take(d, i, P * 3 * sizeof(float), ARENA_ACTIVATIONS, "input batch", err, errlen);
       if (!d->x[i]) return -1;
@@ -119,12 +109,11 @@ int dp_create(dp_t **out, const dp_config_t *cfg, char *err, size_t errlen)
 {
   *out = NULL;
   if (cfg->ndev < 1 || cfg->ndev > DP_MAX_DEVICES) {
-    snprintf(err, errlen, "DataParallel over %d devices: 1 to %d are supported", cfg->ndev,
-             DP_MAX_DEVICES);
-    return -1;
+    return check_fail(err, errlen, "DataParallel over %d devices: 1 to %d are supported", cfg->ndev,
+                      DP_MAX_DEVICES);
   }
   dp_t *d = calloc(1, sizeof *d);
-  if (!d) return fail(err, errlen, "out of memory", NULL);
+  if (!d) return check_fail(err, errlen, "out of memory creating DataParallel");
   if (build(d, cfg, err, errlen) != 0) {
     dp_destroy(d);
     return -1;
@@ -151,13 +140,13 @@ int dp_num_devices(const dp_t *d) { return d->n; }
 model_t *dp_model(dp_t *d, int i) { return i >= 0 && i < d->n ? d->m[i] : NULL; }
 int dp_direct_peers(const dp_t *d) { return d->direct; }
 
-#define REC(i, e) TRY(dp_event_record(d->ev[i][e], d->stream[i], err, errlen))
+#define REC(i, e) CHECK(dp_event_record(d->ev[i][e], d->stream[i], err, errlen))
 
 /* Device 0's weights and BatchNorm buffers into replica i, on replica i's stream. */
 static int pull_weights(dp_t *d, int i, char *err, size_t errlen)
 {
-  TRY(dp_dev_copy(model_params(d->m[i]), d->dev[i], model_params(d->m[0]), d->dev[0],
-                  d->nparams * sizeof(float), d->stream[i], err, errlen));
+  CHECK(dp_dev_copy(model_params(d->m[i]), d->dev[i], model_params(d->m[0]), d->dev[0],
+                    d->nparams * sizeof(float), d->stream[i], err, errlen));
   return dp_dev_copy(model_buffers(d->m[i]), d->dev[i], model_buffers(d->m[0]), d->dev[0],
                      d->nbuf * sizeof(float), d->stream[i], err, errlen);
 }
@@ -182,94 +171,95 @@ static size_t first_image(const dp_t *d, int i)
 int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_scale,
                   int accumulate, char *err, size_t errlen)
 {
-  if (d->pending) return fail(err, errlen, "dp_train_step: the previous step is not finished", NULL);
+  if (d->pending)
+    return check_fail(err, errlen, "dp_train_step: the previous step is not finished");
   if (n < 1 || n > d->n * d->per) {
-    snprintf(err, errlen, "a DataParallel batch of %d images: the replicas take 1 to %d", n,
-             d->n * d->per);
-    return -1;
+    return check_fail(err, errlen, "a DataParallel batch of %d images: the replicas take 1 to %d",
+                      n, d->n * d->per);
   }
   split(d, n);
   size_t px = d->px, lbytes = px * d->classes * d->elem;
   int h = DP_DEV_HOST;
   /* The whole batch to device 0 (ordered after the previous step's optimizer update). */
-  TRY(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
   REC(0, EV_UP0);
-  TRY(dp_dev_copy(d->x0, d->dev[0], x, h, (size_t)n * px * 3 * sizeof(float), d->stream[0], err,
-                  errlen));
-  TRY(dp_dev_copy(d->y0, d->dev[0], y, h, (size_t)n * px * sizeof(int32_t), d->stream[0], err,
-                  errlen));
+  CHECK(dp_dev_copy(d->x0, d->dev[0], x, h, (size_t)n * px * 3 * sizeof(float), d->stream[0], err,
+                    errlen));
+  CHECK(dp_dev_copy(d->y0, d->dev[0], y, h, (size_t)n * px * sizeof(int32_t), d->stream[0], err,
+                    errlen));
   REC(0, EV_UP1);
   /* Replicate and scatter: each replica pulls weights, buffers and its chunk. */
   for (int i = 1; i < d->n && d->cnt[i]; i++) {
-    TRY(dp_dev_select(d->dev[i], err, errlen));
-    TRY(dp_event_wait(d->stream[i], d->ev[0][EV_UP1], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_event_wait(d->stream[i], d->ev[0][EV_UP1], err, errlen));
     REC(i, EV_REP0);
-    TRY(pull_weights(d, i, err, errlen));
-    TRY(dp_dev_copy(d->x[i], d->dev[i], d->x0 + first_image(d, i) * px * 3, d->dev[0],
-                    (size_t)d->cnt[i] * px * 3 * sizeof(float), d->stream[i], err, errlen));
+    CHECK(pull_weights(d, i, err, errlen));
+    CHECK(dp_dev_copy(d->x[i], d->dev[i], d->x0 + first_image(d, i) * px * 3, d->dev[0],
+                      (size_t)d->cnt[i] * px * 3 * sizeof(float), d->stream[i], err, errlen));
     REC(i, EV_REP1);
   }
   /* Forward everywhere. */
   void *logits[DP_MAX_DEVICES], *dlogits[DP_MAX_DEVICES];
   for (int i = 0; i < d->n && d->cnt[i]; i++) {
     size_t elem = 0;
-    TRY(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
     REC(i, EV_FWD0);
-    TRY(model_forward_train(d->m[i], d->x[i], d->cnt[i], NULL, &logits[i], &dlogits[i], &elem,
-                            err, errlen));
+    CHECK(model_forward_train(d->m[i], d->x[i], d->cnt[i], NULL, &logits[i], &dlogits[i], &elem,
+                              err, errlen));
     REC(i, EV_FWD1);
     if (elem != d->elem) {
-      snprintf(err, errlen, "DataParallel sized its buffers for %zu-byte logits; the model has "
-               "%zu", d->elem, elem);
-      return -1;
+      return check_fail(err, errlen,
+                        "DataParallel sized its buffers for %zu-byte logits; the model has "
+                        "%zu",
+                        d->elem, elem);
     }
   }
   /* Gather the logits on device 0 and compute the loss of the whole batch there. */
-  TRY(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
   for (int i = 1; i < d->n && d->cnt[i]; i++)
-    TRY(dp_event_wait(d->stream[0], d->ev[i][EV_FWD1], err, errlen));
+    CHECK(dp_event_wait(d->stream[0], d->ev[i][EV_FWD1], err, errlen));
   REC(0, EV_GA0);
   for (int i = 0; i < d->n && d->cnt[i]; i++)
-    TRY(dp_dev_copy(d->glog + first_image(d, i) * lbytes, d->dev[0], logits[i], d->dev[i],
-                    (size_t)d->cnt[i] * lbytes, d->stream[0], err, errlen));
+    CHECK(dp_dev_copy(d->glog + first_image(d, i) * lbytes, d->dev[0], logits[i], d->dev[i],
+                      (size_t)d->cnt[i] * lbytes, d->stream[0], err, errlen));
   REC(0, EV_GA1);
-  TRY(model_loss(d->m[0], d->glog, d->y0, (size_t)n * px, loss_scale, d->gdlog, err, errlen));
+  CHECK(model_loss(d->m[0], d->glog, d->y0, (size_t)n * px, loss_scale, d->gdlog, err, errlen));
   REC(0, EV_LOSS1);
   /* The logit gradients back to the replicas. */
   REC(0, EV_DL0);
-  TRY(dp_dev_copy(dlogits[0], d->dev[0], d->gdlog, d->dev[0], (size_t)d->cnt[0] * lbytes,
-                  d->stream[0], err, errlen));
+  CHECK(dp_dev_copy(dlogits[0], d->dev[0], d->gdlog, d->dev[0], (size_t)d->cnt[0] * lbytes,
+                    d->stream[0], err, errlen));
   REC(0, EV_DL1);
   for (int i = 1; i < d->n && d->cnt[i]; i++) {
-    TRY(dp_dev_select(d->dev[i], err, errlen));
-    TRY(dp_event_wait(d->stream[i], d->ev[0][EV_LOSS1], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_event_wait(d->stream[i], d->ev[0][EV_LOSS1], err, errlen));
     REC(i, EV_DL0);
-    TRY(dp_dev_copy(dlogits[i], d->dev[i], d->gdlog + first_image(d, i) * lbytes, d->dev[0],
-                    (size_t)d->cnt[i] * lbytes, d->stream[i], err, errlen));
+    CHECK(dp_dev_copy(dlogits[i], d->dev[i], d->gdlog + first_image(d, i) * lbytes, d->dev[0],
+                      (size_t)d->cnt[i] * lbytes, d->stream[i], err, errlen));
     REC(i, EV_DL1);
   }
   /* Backward everywhere; only device 0 accumulates (the others' gradients are summed in). */
   for (int i = 0; i < d->n && d->cnt[i]; i++) {
-    TRY(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
     REC(i, EV_BWD0);
-    TRY(model_backward(d->m[i], i == 0 ? accumulate : 0, NULL, err, errlen));
+    CHECK(model_backward(d->m[i], i == 0 ? accumulate : 0, NULL, err, errlen));
     REC(i, EV_BWD1);
   }
   /* Reduce: stage every replica's gradients on device 0, then one sum in device order. */
-  TRY(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
   for (int i = 1; i < d->n && d->cnt[i]; i++)
-    TRY(dp_event_wait(d->stream[0], d->ev[i][EV_BWD1], err, errlen));
+    CHECK(dp_event_wait(d->stream[0], d->ev[i][EV_BWD1], err, errlen));
   REC(0, EV_RED0);
   const float *srcs[DP_MAX_DEVICES];
   float *g0 = model_grads(d->m[0]);
   int k = 0;
   srcs[k++] = g0;
   for (int i = 1; i < d->n && d->cnt[i]; i++) {
-    TRY(dp_dev_copy(d->stage[i], d->dev[0], model_grads(d->m[i]), d->dev[i],
-                    d->nparams * sizeof(float), d->stream[0], err, errlen));
+    CHECK(dp_dev_copy(d->stage[i], d->dev[0], model_grads(d->m[i]), d->dev[i],
+                      d->nparams * sizeof(float), d->stream[0], err, errlen));
     srcs[k++] = d->stage[i];
   }
-  if (k > 1) TRY(dp_dev_sum_f32(g0, srcs, k, d->nparams, d->dev[0], d->stream[0], err, errlen));
+  if (k > 1) CHECK(dp_dev_sum_f32(g0, srcs, k, d->nparams, d->dev[0], d->stream[0], err, errlen));
   REC(0, EV_RED1);
   d->pending = 1;
   return 0;
@@ -277,13 +267,13 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
 
 int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen)
 {
-  if (!d->pending) return fail(err, errlen, "dp_finish_step without a step", NULL);
+  if (!d->pending) return check_fail(err, errlen, "dp_finish_step without a step");
   d->pending = 0;
   double l = 0;
-  TRY(dp_dev_select(d->dev[0], err, errlen));
-  TRY(model_loss_value(d->m[0], &l, err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(model_loss_value(d->m[0], &l, err, errlen));
   /* Device 0's stream waited for every replica's backward, so every event has completed. */
-  TRY(dp_dev_sync(d->stream[0], err, errlen));
+  CHECK(dp_dev_sync(d->stream[0], err, errlen));
   if (loss) *loss = l;
   for (int i = 0; i < d->n; i++) {
     dp_event_t **e = d->ev[i];
@@ -308,7 +298,7 @@ int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen)
 
 int dp_optim_begin(dp_t *d, char *err, size_t errlen)
 {
-  TRY(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
   REC(0, EV_OPT0);
   return 0;
 }
@@ -328,13 +318,13 @@ void dp_last_times(const dp_t *d, int i, double *compute_ms, double *comm_ms)
 
 int dp_replicate(dp_t *d, char *err, size_t errlen)
 {
-  TRY(dp_dev_select(d->dev[0], err, errlen));
-  TRY(dp_event_record(d->ev[0][EV_UP1], d->stream[0], err, errlen));
+  CHECK(dp_dev_select(d->dev[0], err, errlen));
+  CHECK(dp_event_record(d->ev[0][EV_UP1], d->stream[0], err, errlen));
   for (int i = 1; i < d->n; i++) {
-    TRY(dp_dev_select(d->dev[i], err, errlen));
-    TRY(dp_event_wait(d->stream[i], d->ev[0][EV_UP1], err, errlen));
-    TRY(pull_weights(d, i, err, errlen));
-    TRY(dp_dev_sync(d->stream[i], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_event_wait(d->stream[i], d->ev[0][EV_UP1], err, errlen));
+    CHECK(pull_weights(d, i, err, errlen));
+    CHECK(dp_dev_sync(d->stream[i], err, errlen));
   }
   return dp_dev_select(d->dev[0], err, errlen);
 }
@@ -343,9 +333,8 @@ int dp_eval(dp_t *d, const float *x, const int32_t *y, int n, int32_t *pred, dou
             char *err, size_t errlen)
 {
   if (n < 1 || n > d->n * d->per) {
-    snprintf(err, errlen, "a DataParallel evaluation batch of %d images: 1 to %d", n,
-             d->n * d->per);
-    return -1;
+    return check_fail(err, errlen, "a DataParallel evaluation batch of %d images: 1 to %d", n,
+                      d->n * d->per);
   }
   split(d, n);
   size_t px = d->px;
@@ -354,15 +343,15 @@ int dp_eval(dp_t *d, const float *x, const int32_t *y, int n, int32_t *pred, dou
   for (int i = 0; i < d->n && d->cnt[i]; i++) {
     size_t first = first_image(d, i), cnt = (size_t)d->cnt[i];
     float l = 0;
-    TRY(dp_dev_select(d->dev[i], err, errlen));
-    TRY(dp_dev_copy(d->x[i], d->dev[i], x + first * px * 3, h, cnt * px * 3 * sizeof(float),
-                    d->stream[i], err, errlen));
-    TRY(dp_dev_copy(d->y[i], d->dev[i], y + first * px, h, cnt * px * sizeof(int32_t),
-                    d->stream[i], err, errlen));
-    TRY(model_eval(d->m[i], d->x[i], d->y[i], d->cnt[i], d->pred[i], &l, err, errlen));
-    TRY(dp_dev_copy(pred + first * px, h, d->pred[i], d->dev[i], cnt * px * sizeof(int32_t),
-                    d->stream[i], err, errlen));
-    TRY(dp_dev_sync(d->stream[i], err, errlen));
+    CHECK(dp_dev_select(d->dev[i], err, errlen));
+    CHECK(dp_dev_copy(d->x[i], d->dev[i], x + first * px * 3, h, cnt * px * 3 * sizeof(float),
+                      d->stream[i], err, errlen));
+    CHECK(dp_dev_copy(d->y[i], d->dev[i], y + first * px, h, cnt * px * sizeof(int32_t),
+                      d->stream[i], err, errlen));
+    CHECK(model_eval(d->m[i], d->x[i], d->y[i], d->cnt[i], d->pred[i], &l, err, errlen));
+    CHECK(dp_dev_copy(pred + first * px, h, d->pred[i], d->dev[i], cnt * px * sizeof(int32_t),
+                      d->stream[i], err, errlen));
+    CHECK(dp_dev_sync(d->stream[i], err, errlen));
     double counted = 0;
     for (size_t p = first * px; p < (first + cnt) * px; p++)
       counted += y[p] >= 0 && (size_t)y[p] < d->classes;

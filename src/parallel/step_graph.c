@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/check.h"
+
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 #endif
@@ -38,8 +40,7 @@ int step_graph_create(step_graph_t **out, const step_graph_config_t *cfg, char *
 {
   step_graph_t *g = calloc(1, sizeof *g);
   if (!g) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return check_fail(err, errlen, "out of memory");
   }
   g->cfg = *cfg;
 #ifndef HAVE_CUDNN
@@ -85,15 +86,12 @@ static int eager(step_graph_t *g, const float *x, const int32_t *y, int n, float
 }
 
 #ifdef HAVE_CUDNN
-#define CK(call, what)                                                                        \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      snprintf(err, errlen, "%s: %s (train with --cuda-graph off to run without graphs)",    \
-               what, cudaGetErrorString(e_));                                                 \
-      return -1;                                                                              \
-    }                                                                                         \
-  } while (0)
+/* A CUDA graph call failed: what, why, and how to train without graphs. */
+static int graph_fail(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+  return check_fail(err, errlen, "%s: %s (train with --cuda-graph off to run without graphs)", what,
+                    cudaGetErrorString(e));
+}
 
 /* Captures one step (queued, not run) and instantiates it. */
 static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
@@ -102,27 +100,29 @@ static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, flo
   cudaStream_t st = (cudaStream_t)model_stream(g->cfg.model);
   drop(g);
   /* Thread-local: the loader's threads may touch CUDA (pinned memory) while this one captures. */
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "starting the graph capture");
+  cudaError_t ce = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+  if (ce != cudaSuccess) return graph_fail(ce, "starting the graph capture", err, errlen);
   ddp_set_capture(g->cfg.ddp, 1);
   char qerr[512] = "";
   int rc = eager(g, x, y, n, loss_scale, 0, 1, sync_bn, qerr, sizeof qerr);
   ddp_set_capture(g->cfg.ddp, 0);
   cudaGraph_t graph = NULL;
-  cudaError_t ce = cudaStreamEndCapture(st, &graph);
+  ce = cudaStreamEndCapture(st, &graph);
   if (rc != 0 || ce != cudaSuccess) {
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    snprintf(err, errlen, "capturing the training step in a CUDA graph failed: %s (train with "
-             "--cuda-graph off to run without graphs)",
-             rc != 0 ? qerr : cudaGetErrorString(ce));
-    return -1;
+    return check_fail(err, errlen,
+                      "capturing the training step in a CUDA graph failed: %s (train with "
+                      "--cuda-graph off to run without graphs)",
+                      rc != 0 ? qerr : cudaGetErrorString(ce));
   }
   g->graph = graph;
   /* Node priorities as captured: the gradient buckets' kernels keep the communication stream's
    * high priority inside the graph (without the flag every node runs at the launch stream's). */
   const char *np = getenv("SHMDDP_GRAPH_PRIORITY");
   unsigned long long flags = np && !strcmp(np, "0") ? 0 : cudaGraphInstantiateFlagUseNodePriority;
-  CK(cudaGraphInstantiateWithFlags(&g->exec, graph, flags), "instantiating the step's CUDA graph");
+  ce = cudaGraphInstantiateWithFlags(&g->exec, graph, flags);
+  if (ce != cudaSuccess) return graph_fail(ce, "instantiating the step's CUDA graph", err, errlen);
   size_t nodes = 0;
   if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess) g->nodes = nodes;
   g->sync_bn = sync_bn;
@@ -132,8 +132,8 @@ static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, flo
 
 static int replay(step_graph_t *g, char *err, size_t errlen)
 {
-  CK(cudaGraphLaunch(g->exec, (cudaStream_t)model_stream(g->cfg.model)),
-     "launching the step's CUDA graph");
+  cudaError_t ce = cudaGraphLaunch(g->exec, (cudaStream_t)model_stream(g->cfg.model));
+  if (ce != cudaSuccess) return graph_fail(ce, "launching the step's CUDA graph", err, errlen);
   ddp_replayed(g->cfg.ddp);
   g->replays++;
   return 0;

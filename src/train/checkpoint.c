@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "src/check.h"
+
 static const char head_magic[8] = {'S', 'H', 'M', 'D', 'D', 'P', 'C', 'K'};
 static const char tail_magic[8] = {'C', 'K', 'P', 'T', 'E', 'N', 'D', 0};
 
@@ -93,26 +95,22 @@ int ckpt_write(const char *path, const char *config, const ckpt_tensor_t *t, int
     size_t len = t[i].name ? strlen(t[i].name) : 0;
     if (len == 0 || len > CKPT_MAX_NAME || ckpt_dtype_size(t[i].dtype) == 0 ||
         (t[i].count && !t[i].data)) {
-      snprintf(err, errlen, "checkpoint tensor %d ('%s') has a bad name, dtype or buffer", i,
-               t[i].name ? t[i].name : "");
-      return -1;
+      return check_fail(err, errlen, "checkpoint tensor %d ('%s') has a bad name, dtype or buffer",
+                        i, t[i].name ? t[i].name : "");
     }
     for (int j = 0; j < i; j++)
       if (strcmp(t[i].name, t[j].name) == 0) {
-        snprintf(err, errlen, "checkpoint tensor name '%s' is used twice", t[i].name);
-        return -1;
+        return check_fail(err, errlen, "checkpoint tensor name '%s' is used twice", t[i].name);
       }
   }
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
-    snprintf(err, errlen, "checkpoint path is too long");
-    return -1;
+    return check_fail(err, errlen, "checkpoint path is too long");
   }
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    snprintf(err, errlen, "cannot create %s: %s (is the output directory writable?)", tmp,
-             strerror(errno));
-    return -1;
+    return check_fail(err, errlen, "cannot create %s: %s (is the output directory writable?)", tmp,
+                      strerror(errno));
   }
   sink_t s = {fd, crc32(0L, Z_NULL, 0), 0};
   const char *cfg = config ? config : "";
@@ -137,17 +135,18 @@ int ckpt_write(const char *path, const char *config, const ckpt_tensor_t *t, int
   if (close(fd) != 0 && !s.err) s.err = errno;
   if (s.err) {
     unlink(tmp);
-    snprintf(err, errlen, "writing checkpoint %s failed: %s%s; the previous checkpoint is "
-             "unchanged", path, strerror(s.err),
-             s.err == ENOSPC ? " (free disk space or choose another --out)" : "");
-    return -1;
+    return check_fail(err, errlen,
+                      "writing checkpoint %s failed: %s%s; the previous checkpoint is "
+                      "unchanged",
+                      path, strerror(s.err),
+                      s.err == ENOSPC ? " (free disk space or choose another --out)" : "");
   }
   if (rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
-    snprintf(err, errlen, "cannot rename %s to %s: %s; the previous checkpoint is unchanged",
-             tmp, path, strerror(e));
-    return -1;
+    return check_fail(err, errlen,
+                      "cannot rename %s to %s: %s; the previous checkpoint is unchanged", tmp, path,
+                      strerror(e));
   }
   /* Make the rename itself durable. */
   char dir[4096];
@@ -186,11 +185,11 @@ void ckpt_free(ckpt_t *c)
   free(c);
 }
 
-static int fail(ckpt_t *c, char *err, size_t errlen, const char *path, const char *what)
+/* A checkpoint being read is refused: free what was read so far, say why. */
+static int refuse(ckpt_t *c, char *err, size_t errlen, const char *path, const char *what)
 {
-  snprintf(err, errlen, "checkpoint %s is not usable: %s", path, what);
   ckpt_free(c);
-  return -1;
+  return check_fail(err, errlen, "checkpoint %s is not usable: %s", path, what);
 }
 
 int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
@@ -198,21 +197,19 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(err, errlen, "cannot open checkpoint %s: %s", path, strerror(errno));
-    return -1;
+    return check_fail(err, errlen, "cannot open checkpoint %s: %s", path, strerror(errno));
   }
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
     fclose(f);
-    snprintf(err, errlen, "checkpoint %s is not a regular file", path);
-    return -1;
+    return check_fail(err, errlen, "checkpoint %s is not a regular file", path);
   }
   ckpt_t *c = calloc(1, sizeof *c);
   size_t size = (size_t)sb.st_size;
   if (c) c->blob = malloc(size ? size : 1);
   if (!c || !c->blob || fread(c->blob, 1, size, f) != size) {
     fclose(f);
-    return fail(c, err, errlen, path, "cannot read it whole");
+    return refuse(c, err, errlen, path, "cannot read it whole");
   }
   fclose(f);
   cursor_t cur = {c->blob, (const unsigned char *)c->blob + size};
@@ -220,23 +217,23 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
   uint32_t version, n;
   uint64_t cfg_len;
   if (take(&cur, magic, 8) || memcmp(magic, head_magic, 8))
-    return fail(c, err, errlen, path, "not a shmddp checkpoint (bad magic)");
+    return refuse(c, err, errlen, path, "not a shmddp checkpoint (bad magic)");
   if (size < 8 + 12 || memcmp((const char *)c->blob + size - 12, tail_magic, 8))
-    return fail(c, err, errlen, path, "truncated (no end marker): the write did not finish");
+    return refuse(c, err, errlen, path, "truncated (no end marker): the write did not finish");
   uint32_t want_total;
   memcpy(&want_total, (const char *)c->blob + size - 4, 4);
   if ((uint32_t)crc_of(c->blob, size - 4) != want_total)
-    return fail(c, err, errlen, path, "corrupt (file checksum mismatch)");
+    return refuse(c, err, errlen, path, "corrupt (file checksum mismatch)");
   if (take(&cur, &version, 4) || take(&cur, &n, 4) || take(&cur, &cfg_len, 8))
-    return fail(c, err, errlen, path, "truncated header");
+    return refuse(c, err, errlen, path, "truncated header");
   if (version != CKPT_VERSION) {
     char what[96];
     snprintf(what, sizeof what, "format version %u, this build reads version %d", version,
              CKPT_VERSION);
-    return fail(c, err, errlen, path, what);
+    return refuse(c, err, errlen, path, what);
   }
   if (cfg_len > (uint64_t)(cur.end - cur.p) || n > 1000000)
-    return fail(c, err, errlen, path, "corrupt header");
+    return refuse(c, err, errlen, path, "corrupt header");
   c->config = malloc(cfg_len + 1);
   take(&cur, c->config, cfg_len);
   c->config[cfg_len] = 0;
@@ -246,23 +243,23 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
     uint32_t name_len, dtype, crc;
     uint64_t count;
     if (take(&cur, &name_len, 4) || name_len == 0 || name_len > CKPT_MAX_NAME)
-      return fail(c, err, errlen, path, "corrupt tensor header");
+      return refuse(c, err, errlen, path, "corrupt tensor header");
     c->names[i] = calloc(1, name_len + 1);
     c->n = (int)i + 1;
     if (take(&cur, c->names[i], name_len) || take(&cur, &dtype, 4) || take(&cur, &count, 8) ||
         take(&cur, &crc, 4) || ckpt_dtype_size((ckpt_dtype_t)dtype) == 0)
-      return fail(c, err, errlen, path, "corrupt tensor header");
+      return refuse(c, err, errlen, path, "corrupt tensor header");
     uint64_t bytes = count * ckpt_dtype_size((ckpt_dtype_t)dtype);
     if (count > (uint64_t)(cur.end - cur.p) || bytes > (uint64_t)(cur.end - cur.p)) {
       char what[160];
       snprintf(what, sizeof what, "tensor '%s' is cut short", c->names[i]);
-      return fail(c, err, errlen, path, what);
+      return refuse(c, err, errlen, path, what);
     }
     if ((uint32_t)crc_of(cur.p, bytes) != crc) {
       char what[160];
       snprintf(what, sizeof what, "tensor '%s' fails its CRC32 check (the file is corrupt)",
                c->names[i]);
-      return fail(c, err, errlen, path, what);
+      return refuse(c, err, errlen, path, what);
     }
     c->t[i].name = c->names[i];
     c->t[i].dtype = (ckpt_dtype_t)dtype;
@@ -271,7 +268,7 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
     cur.p += bytes;
   }
   if ((size_t)(cur.end - cur.p) != 12)
-    return fail(c, err, errlen, path, "unexpected bytes after the last tensor");
+    return refuse(c, err, errlen, path, "unexpected bytes after the last tensor");
   *out = c;
   return 0;
 }
@@ -292,15 +289,17 @@ int ckpt_get(const ckpt_t *c, const char *name, ckpt_dtype_t dtype, uint64_t cou
 {
   const ckpt_tensor_t *t = ckpt_find(c, name);
   if (!t) {
-    snprintf(err, errlen, "the checkpoint has no tensor '%s' (written by another version or "
-             "model?)", name);
-    return -1;
+    return check_fail(err, errlen,
+                      "the checkpoint has no tensor '%s' (written by another version or "
+                      "model?)",
+                      name);
   }
   if (t->dtype != dtype || t->count != count) {
-    snprintf(err, errlen, "checkpoint tensor '%s' holds %llu elements of type %d, but this run "
-             "needs %llu of type %d: resume with the same model configuration", name,
-             (unsigned long long)t->count, (int)t->dtype, (unsigned long long)count, (int)dtype);
-    return -1;
+    return check_fail(err, errlen,
+                      "checkpoint tensor '%s' holds %llu elements of type %d, but this run "
+                      "needs %llu of type %d: resume with the same model configuration",
+                      name, (unsigned long long)t->count, (int)t->dtype, (unsigned long long)count,
+                      (int)dtype);
   }
   memcpy(dst, t->data, count * ckpt_dtype_size(dtype));
   return 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/check.h"
 #include "src/model/amp.h"
 #include "src/device/arena.h"
 #include "src/parallel/dp.h"
@@ -51,12 +52,6 @@ static double now_s(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int oom(char *err, size_t errlen, const char *what)
-{
-  snprintf(err, errlen, "out of memory for %s", what);
-  return -1;
-}
-
 static int setup(dprun_t *r, char *err, size_t errlen)
 {
   const train_config_t *c = r->cfg;
@@ -88,7 +83,7 @@ static int setup(dprun_t *r, char *err, size_t errlen)
   r->pred = malloc((size_t)r->ndev * c->batch_size * px * sizeof *r->pred);
   if (!r->rank_idx || !r->global_idx || !r->val_idx || !r->pred ||
       metrics_init(&r->conf, c->classes) != 0)
-    return oom(err, errlen, "the sample lists and predictions");
+    return check_fail(err, errlen, "out of memory for the sample lists and predictions");
   for (size_t i = 0; i < nval; i++) r->val_idx[i] = i;
 
   loader_config_t lc = {r->job->train, {c->image_size, 1, c->seed, c->classes, c->ignore_index},
@@ -187,8 +182,7 @@ static int write_devices_json(dprun_t *r, char *err, size_t errlen)
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) {
-    snprintf(err, errlen, "%s: cannot create", tmp);
-    return -1;
+    return check_fail(err, errlen, "%s: cannot create", tmp);
   }
   double n = r->timed_steps > 0 ? (double)r->timed_steps : 1, step = r->step_ms / n;
   fprintf(f, "{\n  \"mode\": \"dp\",\n  \"devices\": %d,\n  \"direct_p2p\": %d,\n"
@@ -226,7 +220,7 @@ static int train_step(dprun_t *r, size_t nbatches, size_t *taken, double *loss_o
     int got = loader_next(r->train_loader, &b, err, errlen);
     wait += loader_last_wait_s(r->train_loader);
     if (got != 1) {
-      if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
+      if (got == 0) check_fail(err, errlen, "the loader ended the epoch early");
       return -1;
     }
     (*taken)++;
@@ -254,9 +248,10 @@ static int train_step(dprun_t *r, size_t nbatches, size_t *taken, double *loss_o
     return -1;
   *loss_out = loss_sum / micro;
   if (!isfinite(*loss_out) && !r->scaler.enabled) {
-    snprintf(err, errlen, "the loss became %g at step %ld: training diverged; lower --lr "
-             "(now %g) or raise --warmup-steps", *loss_out, step + 1, c->lr);
-    return -1;
+    return check_fail(err, errlen,
+                      "the loss became %g at step %ld: training diverged; lower --lr "
+                      "(now %g) or raise --warmup-steps",
+                      *loss_out, step + 1, c->lr);
   }
   *scale_out = amp_scaler_scale(&r->scaler);
   *lr_out = optim_lr_at(&r->oc, step);
@@ -319,8 +314,8 @@ int dp_train_run(const train_job_t *job, train_result_t *res, char *err, size_t 
     epoch_steps = 0;
     validated = 0;
     while (rc == 0 && taken < nbatches && step < total) {
-      double t0 = now_s(), loss, wait, lr, scale;
-      int images, applied;
+      double t0 = now_s(), loss = 0, wait = 0, lr = 0, scale = 1;
+      int images = 0, applied = 0;
       rc = train_step(&r, nbatches, &taken, &loss, &wait, &images, &applied, &lr, &scale, step,
                       err, errlen);
       if (rc != 0) break;
@@ -345,8 +340,7 @@ int dp_train_run(const train_job_t *job, train_result_t *res, char *err, size_t 
       report_step_t s = {step, epoch, loss, lr, scale, images / dt, dt * 1e3, wait * 1e3, comm0,
                          0, !applied};
       if (report_log_step(r.log, &s) != 0) {
-        snprintf(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
-        rc = -1;
+        rc = check_fail(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
       }
     }
     if (rc != 0) break;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/check.h"
 #include "src/model/amp.h"
 #include "src/device/arena.h"
 #include "src/parallel/ddp.h"
@@ -95,8 +96,7 @@ static int setup(run_t *r, char *err, size_t errlen)
   r->is_pad = malloc(most);
   r->pred = malloc((size_t)c->batch_size * c->image_size * c->image_size * sizeof *r->pred);
   if (!r->indices || !r->is_pad || !r->pred || metrics_init(&r->conf, c->classes) != 0) {
-    snprintf(err, errlen, "out of memory for the sample lists and predictions");
-    return -1;
+    return check_fail(err, errlen, "out of memory for the sample lists and predictions");
   }
   loader_config_t lc = {r->job->train, {c->image_size, 1, c->seed, c->classes, c->ignore_index},
                         c->batch_size, c->workers, 0, NULL, NULL, NULL};
@@ -139,7 +139,7 @@ static int next_batch(run_t *r, const loader_batch_t **b, const float **x, const
   timeline_end(tl, NULL);
   *wait += loader_last_wait_s(r->train_loader);
   if (got != 1) {
-    if (got == 0) snprintf(err, errlen, "the loader ended the epoch early");
+    if (got == 0) check_fail(err, errlen, "the loader ended the epoch early");
     return -1;
   }
   const int S = r->cfg->image_size;
@@ -162,8 +162,7 @@ static int validate(run_t *r, double *loss, char *err, size_t errlen)
   size_t n = sampler_per_rank(&r->val_sampler);
   if (sampler_epoch(&r->val_sampler, 0, r->indices, r->is_pad) != 0 ||
       loader_start(r->val_loader, 0, r->indices, r->is_pad, n, 0, err, errlen) != 0) {
-    snprintf(err, errlen, "out of memory starting validation");
-    return -1;
+    return check_fail(err, errlen, "out of memory starting validation");
   }
   metrics_reset(&r->conf);
   double loss_sum = 0, pixels = 0;
@@ -197,8 +196,7 @@ static int validate(run_t *r, double *loss, char *err, size_t errlen)
   size_t k2 = metrics_count_len(&r->conf);
   double *vals = malloc((k2 + 2) * sizeof *vals);
   if (!vals) {
-    snprintf(err, errlen, "out of memory for validation counts");
-    return -1;
+    return check_fail(err, errlen, "out of memory for validation counts");
   }
   vals[0] = loss_sum;
   vals[1] = pixels;
@@ -250,8 +248,8 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
   const train_config_t *c = r.cfg;
   FILE *out = job->out ? job->out : stdout;
   if (r.world != c->nproc) {
-    snprintf(err, errlen, "the job was planned for %d ranks but runs on %d", c->nproc, r.world);
-    return -1;
+    return check_fail(err, errlen, "the job was planned for %d ranks but runs on %d", c->nproc,
+                      r.world);
   }
   int rc = setup(&r, err, errlen);
 
@@ -384,9 +382,10 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
       if (rc != 0) break;
       double loss = agree[0] / r.world;
       if (!isfinite(loss) && !r.scaler.enabled) {
-        snprintf(err, errlen, "the loss became %g at step %ld: training diverged; lower --lr "
-                 "(now %g) or raise --warmup-steps", loss, step + 1, c->lr);
-        rc = -1;
+        rc = check_fail(err, errlen,
+                        "the loss became %g at step %ld: training diverged; lower --lr "
+                        "(now %g) or raise --warmup-steps",
+                        loss, step + 1, c->lr);
         break;
       }
       double scale = amp_scaler_scale(&r.scaler);
@@ -426,8 +425,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
         report_step_t s = {step, epoch, loss, lr, scale, agree[3] / dt, dt * 1e3, wait * 1e3,
                            comm_s * 1e3, syncbn_s * 1e3, !apply, run_summary_step_json(r.obs)};
         if (report_log_step(r.log, &s) != 0) {
-          snprintf(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
-          rc = -1;
+          rc = check_fail(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
         }
       }
     }

@@ -95,7 +95,8 @@ static const struct {
 
 #define SYNTH_MAX_CLASSES 8 /* background + the shape kinds the generator draws */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+/* A bad flag or value: the message, and 2 (train_config_parse's answer for it). */
+static int usage_error(char *err, size_t errlen, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -131,8 +132,8 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < lo || v > hi)
-    return fail(err, errlen, "%s: '%s' is not allowed: give an integer from %ld to %ld", flag, s,
-                lo, hi);
+    return usage_error(err, errlen, "%s: '%s' is not allowed: give an integer from %ld to %ld",
+                       flag, s, lo, hi);
   *out = v;
   return 0;
 }
@@ -154,8 +155,8 @@ static int parse_double(const char *flag, const char *s, double lo, int lo_open,
   errno = 0;
   double v = strtod(s, &end);
   if (errno || end == s || *end || !isfinite(v) || v < lo || (lo_open && v == lo) || v > hi)
-    return fail(err, errlen, "%s: '%s' is not allowed: give a number %s %g and <= %g", flag, s,
-                lo_open ? ">" : ">=", lo, hi);
+    return usage_error(err, errlen, "%s: '%s' is not allowed: give a number %s %g and <= %g", flag,
+                       s, lo_open ? ">" : ">=", lo, hi);
   *out = v;
   return 0;
 }
@@ -172,14 +173,15 @@ static int parse_choice(const char *flag, const char *s, const char *const *name
     strncat(allowed, i ? "|" : "", sizeof allowed - strlen(allowed) - 1);
     strncat(allowed, names[i], sizeof allowed - strlen(allowed) - 1);
   }
-  return fail(err, errlen, "%s: '%s' is not allowed: choose %s", flag, s, allowed);
+  return usage_error(err, errlen, "%s: '%s' is not allowed: choose %s", flag, s, allowed);
 }
 
 static int parse_path(const char *flag, const char *s, char *out, char *err, size_t errlen)
 {
-  if (!*s) return fail(err, errlen, "%s: the path is empty", flag);
+  if (!*s) return usage_error(err, errlen, "%s: the path is empty", flag);
   if (strlen(s) >= TRAIN_PATH_MAX)
-    return fail(err, errlen, "%s: the path is longer than %d bytes", flag, TRAIN_PATH_MAX - 1);
+    return usage_error(err, errlen, "%s: the path is longer than %d bytes", flag,
+                       TRAIN_PATH_MAX - 1);
   strcpy(out, s);
   return 0;
 }
@@ -201,15 +203,17 @@ static int parse_widths(const char *s, train_config_t *c, char *err, size_t errl
     errno = 0;
     long w = strtol(p, &end, 10);
     if (errno || end == p || (*end && *end != ',') || w < 1 || w > 4096 || n == MODEL_MAX_LEVELS)
-      return fail(err, errlen,
-                  "--widths: '%s' is not allowed: give tiny, small, reference, or 1 to %d "
-                  "comma-separated channel counts from 1 to 4096 (e.g. 32,64,128)",
-                  s, MODEL_MAX_LEVELS);
+      return usage_error(err, errlen,
+                         "--widths: '%s' is not allowed: give tiny, small, reference, or 1 to %d "
+                         "comma-separated channel counts from 1 to 4096 (e.g. 32,64,128)",
+                         s, MODEL_MAX_LEVELS);
     c->widths[n++] = (int)w;
     p = *end ? end + 1 : end;
-    if (*end && !*p) return fail(err, errlen, "--widths: '%s' ends with a comma", s);
+    if (*end && !*p) return usage_error(err, errlen, "--widths: '%s' ends with a comma", s);
   }
-  if (n == 0) return fail(err, errlen, "--widths: the list is empty: give tiny, small, reference or e.g. 32,64,128");
+  if (n == 0)
+    return usage_error(
+        err, errlen, "--widths: the list is empty: give tiny, small, reference or e.g. 32,64,128");
   c->levels = n;
   snprintf(c->widths_name, sizeof c->widths_name, "%s", s);
   return 0;
@@ -230,20 +234,25 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   if (!set[OPT_DEVICE]) c->device = default_device(m);
   if (c->device == MODEL_DEVICE_CUDA) {
     if (!m->cuda_built)
-      return fail(err, errlen, "--device cuda: this build has no CUDA backend (configured "
-                  "without CUDA); use --device cpu, or reconfigure with the CUDA toolkit");
+      return usage_error(err, errlen,
+                         "--device cuda: this build has no CUDA backend (configured "
+                         "without CUDA); use --device cpu, or reconfigure with the CUDA toolkit");
     if (m->visible_gpus == 0)
-      return fail(err, errlen, "--device cuda: no GPU is visible (no /proc/driver/nvidia/gpus "
-                  "entries or /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+      return usage_error(
+          err, errlen,
+          "--device cuda: no GPU is visible (no /proc/driver/nvidia/gpus "
+          "entries or /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
   }
   const device_defaults_t *dd = c->device == MODEL_DEVICE_CUDA ? &cuda_defaults : &cpu_defaults;
   if (!set[OPT_NPROC])
     c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
   if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
   if (c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
-    return fail(err, errlen, "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
-                "%d (rank r drives GPU r)", c->nproc, c->nproc, m->visible_gpus,
-                m->visible_gpus == 1 ? "is" : "are", m->visible_gpus);
+    return usage_error(err, errlen,
+                       "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
+                       "%d (rank r drives GPU r)",
+                       c->nproc, c->nproc, m->visible_gpus, m->visible_gpus == 1 ? "is" : "are",
+                       m->visible_gpus);
   if (!set[OPT_WIDTHS]) parse_widths(dd->widths, c, err, errlen);
   if (!set[OPT_IMAGE_SIZE]) c->image_size = dd->image_size;
   if (!set[OPT_BATCH]) c->batch_size = dd->batch_size;
@@ -261,17 +270,21 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
 
   int div = 1 << (c->levels - 1);
   if (c->image_size % div != 0)
-    return fail(err, errlen, "--image-size: %d is not divisible by %d, which %d levels of "
-                "2x2 pooling need; use a multiple of %d or fewer --widths", c->image_size, div,
-                c->levels, div);
+    return usage_error(err, errlen,
+                       "--image-size: %d is not divisible by %d, which %d levels of "
+                       "2x2 pooling need; use a multiple of %d or fewer --widths",
+                       c->image_size, div, c->levels, div);
   if (c->image_size / div < 2)
-    return fail(err, errlen, "--image-size: %d leaves the deepest of %d levels smaller than "
-                "2x2; use at least %d or fewer --widths", c->image_size, c->levels, 2 * div);
+    return usage_error(err, errlen,
+                       "--image-size: %d leaves the deepest of %d levels smaller than "
+                       "2x2; use at least %d or fewer --widths",
+                       c->image_size, c->levels, 2 * div);
 
   if (c->norm == MODEL_NORM_GROUP) {
     if (set[OPT_SYNC_BN] && c->sync_bn)
-      return fail(err, errlen, "--sync-bn on: GroupNorm has no batch statistics to exchange; "
-                  "use --norm batch with --sync-bn on, or --sync-bn off");
+      return usage_error(err, errlen,
+                         "--sync-bn on: GroupNorm has no batch statistics to exchange; "
+                         "use --norm batch with --sync-bn on, or --sync-bn off");
     c->sync_bn = 0;
     if (!set[OPT_GROUPS]) { /* the most groups (up to 8) that divide every width */
       c->groups = 8;
@@ -280,57 +293,68 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
     }
     for (int i = 0; i < c->levels; i++)
       if (c->widths[i] % c->groups)
-        return fail(err, errlen, "--groups: %d does not divide width %d; choose a divisor of "
-                    "every --widths entry", c->groups, c->widths[i]);
+        return usage_error(err, errlen,
+                           "--groups: %d does not divide width %d; choose a divisor of "
+                           "every --widths entry",
+                           c->groups, c->widths[i]);
   } else {
-    if (set[OPT_GROUPS])
-      return fail(err, errlen, "--groups: only used with --norm group");
+    if (set[OPT_GROUPS]) return usage_error(err, errlen, "--groups: only used with --norm group");
     if (!set[OPT_SYNC_BN]) c->sync_bn = 1;
   }
   if (c->mode == TRAIN_MODE_DP) { /* per-replica statistics, as torch.nn.DataParallel */
     if (set[OPT_SYNC_BN] && c->sync_bn)
-      return fail(err, errlen, "--sync-bn on: DataParallel keeps per-replica BatchNorm "
-                  "statistics (as PyTorch's does); use --mode ddp for SyncBN");
+      return usage_error(err, errlen,
+                         "--sync-bn on: DataParallel keeps per-replica BatchNorm "
+                         "statistics (as PyTorch's does); use --mode ddp for SyncBN");
     c->sync_bn = 0;
   }
   if (set[OPT_SYNC_BN_FROM] && !c->sync_bn)
-    return fail(err, errlen, "--sync-bn-from-epoch: needs --sync-bn on (and --norm batch)");
+    return usage_error(err, errlen, "--sync-bn-from-epoch: needs --sync-bn on (and --norm batch)");
   if (c->sync_bn_from_epoch >= c->epochs && set[OPT_SYNC_BN_FROM])
-    return fail(err, errlen, "--sync-bn-from-epoch: %d is not before the last epoch (%d epochs "
-                "run, numbered from 0); give 0 to %d", c->sync_bn_from_epoch, c->epochs,
-                c->epochs - 1);
+    return usage_error(err, errlen,
+                       "--sync-bn-from-epoch: %d is not before the last epoch (%d epochs "
+                       "run, numbered from 0); give 0 to %d",
+                       c->sync_bn_from_epoch, c->epochs, c->epochs - 1);
 
   if (!c->synthetic && (set[OPT_TRAIN_SIZE]))
-    return fail(err, errlen, "--train-size: only for --data synthetic (a directory's size is "
-                "the number of its images)");
+    return usage_error(err, errlen,
+                       "--train-size: only for --data synthetic (a directory's size is "
+                       "the number of its images)");
 
   if (c->nesterov && c->optimizer != OPTIM_SGD)
-    return fail(err, errlen, "--nesterov: only for --optimizer sgd");
+    return usage_error(err, errlen, "--nesterov: only for --optimizer sgd");
   if (c->nesterov && c->momentum == 0)
-    return fail(err, errlen, "--nesterov: needs --momentum > 0");
+    return usage_error(err, errlen, "--nesterov: needs --momentum > 0");
 
   if (c->mode == TRAIN_MODE_DP &&
       (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
-    return fail(err, errlen, "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
-                "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
+    return usage_error(
+        err, errlen,
+        "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
+        "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
 
   /* The model's own limits (e.g. the CPU backend computes in fp32 only). */
   model_config_t mc;
   train_config_model(c, 0, &mc);
   char merr[384];
-  if (model_config_validate(&mc, merr, sizeof merr) != 0) return fail(err, errlen, "%s", merr);
+  if (model_config_validate(&mc, merr, sizeof merr) != 0)
+    return usage_error(err, errlen, "%s", merr);
 
   struct stat st;
   if (!c->synthetic) {
     if (stat(c->data_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-      return fail(err, errlen, "--data: '%s' is not a directory; give synthetic or a directory "
-                  "holding images/*.png and masks/*.png", c->data_dir);
+      return usage_error(err, errlen,
+                         "--data: '%s' is not a directory; give synthetic or a directory "
+                         "holding images/*.png and masks/*.png",
+                         c->data_dir);
   }
   if (stat(c->out_dir, &st) == 0 && !S_ISDIR(st.st_mode))
-    return fail(err, errlen, "--out: '%s' exists and is not a directory; give a directory "
-                "(it is created if missing)", c->out_dir);
+    return usage_error(err, errlen,
+                       "--out: '%s' exists and is not a directory; give a directory "
+                       "(it is created if missing)",
+                       c->out_dir);
   if (c->resume[0] && (stat(c->resume, &st) != 0 || !S_ISREG(st.st_mode)))
-    return fail(err, errlen, "--resume: '%s' is not a readable checkpoint file", c->resume);
+    return usage_error(err, errlen, "--resume: '%s' is not a readable checkpoint file", c->resume);
   return 0;
 }
 
@@ -371,11 +395,13 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case 'h': train_config_usage(out, m); return 1;
     case '?':
       if (optopt >= OPT_DEVICE)
-        return fail(err, errlen, "option '%s' takes no value; run with --help", argv[optind - 1]);
-      return fail(err, errlen, "unknown option '%s'; run with --help for the list",
-                  argv[optind - 1]);
+        return usage_error(err, errlen, "option '%s' takes no value; run with --help",
+                           argv[optind - 1]);
+      return usage_error(err, errlen, "unknown option '%s'; run with --help for the list",
+                         argv[optind - 1]);
     case ':':
-      return fail(err, errlen, "option '%s' needs a value; run with --help", argv[optind - 1]);
+      return usage_error(err, errlen, "option '%s' needs a value; run with --help",
+                         argv[optind - 1]);
     case OPT_DEVICE:
       rc = parse_choice("--device", a, device_names, &v, err, errlen);
       c->device = v ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
@@ -436,8 +462,8 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       errno = 0;
       unsigned long long s = strtoull(a, &end, 0);
       if (errno || end == a || *end || a[0] == '-')
-        rc = fail(err, errlen, "--seed: '%s' is not allowed: give an integer from 0 to %llu", a,
-                  (unsigned long long)UINT64_MAX);
+        rc = usage_error(err, errlen, "--seed: '%s' is not allowed: give an integer from 0 to %llu",
+                         a, (unsigned long long)UINT64_MAX);
       c->seed = s;
       break;
     }
@@ -468,13 +494,15 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     case OPT_CUDA_GRAPH:
       rc = parse_choice("--cuda-graph", a, onoff_names, &c->cuda_graph, err, errlen);
       break;
-    default: return fail(err, errlen, "internal error: unhandled option %d", ch);
+    default:
+      return usage_error(err, errlen, "internal error: unhandled option %d", ch);
     }
   }
   if (rc) return rc;
   if (optind < argc)
-    return fail(err, errlen, "unexpected argument '%s': every setting is a --flag; run with --help",
-                argv[optind]);
+    return usage_error(err, errlen,
+                       "unexpected argument '%s': every setting is a --flag; run with --help",
+                       argv[optind]);
   return resolve(c, set, m, err, errlen);
 }
 

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "src/check.h"
+
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 
@@ -31,14 +33,6 @@ struct train_dev {
 };
 
 #ifdef HAVE_CUDNN
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      snprintf(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                        \
-      return -1;                                                                              \
-    }                                                                                         \
-  } while (0)
 #endif
 
 int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, char *err,
@@ -50,8 +44,7 @@ int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, ch
 #ifdef HAVE_CUDNN
   train_dev_t *d = calloc(1, sizeof *d);
   if (!d) {
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return check_fail(err, errlen, "out of memory");
   }
   *out = d;
   d->stream = stream;
@@ -66,23 +59,21 @@ int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, ch
     d->sy[i] = arena_alloc(d->arena, by, ARENA_ACTIVATIONS, "input staging");
   }
   if (!d->x || !d->y || !d->pred || !d->sx[0] || !d->sx[1] || !d->sy[0] || !d->sy[1]) {
-    snprintf(err, errlen, "input buffers on the GPU: %s", arena_last_error(d->arena));
-    return -1;
+    return check_fail(err, errlen, "input buffers on the GPU: %s", arena_last_error(d->arena));
   }
   cudaStream_t cs;
-  CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
   d->copy = cs;
   for (int i = 0; i < 2; i++) {
     cudaEvent_t a, b;
-    CK(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
     d->copied[i] = a;
-    CK(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
     d->moved[i] = b;
   }
   return 0;
 #else
-  snprintf(err, errlen, "this build has no CUDA backend");
-  return -1;
+  return check_fail(err, errlen, "this build has no CUDA backend");
 #endif
 }
 
@@ -140,14 +131,14 @@ int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, c
   d->next ^= 1;
   /* copy whole slots: a short batch just carries a stale tail */
   size_t bx = d->max_pixels * 3 * sizeof(float), by = d->max_pixels * sizeof(int32_t);
-  CK(cudaStreamWaitEvent(cs, (cudaEvent_t)d->moved[s], 0)); /* its last batch moved out */
-  CK(cudaMemcpyAsync(d->sx[s], b->x, bx, cudaMemcpyHostToDevice, cs));
-  CK(cudaMemcpyAsync(d->sy[s], b->y, by, cudaMemcpyHostToDevice, cs));
-  CK(cudaEventRecord((cudaEvent_t)d->copied[s], cs));
-  CK(cudaStreamWaitEvent(st, (cudaEvent_t)d->copied[s], 0));
-  CK(cudaMemcpyAsync(d->x, d->sx[s], bx, cudaMemcpyDeviceToDevice, st));
-  CK(cudaMemcpyAsync(d->y, d->sy[s], by, cudaMemcpyDeviceToDevice, st));
-  CK(cudaEventRecord((cudaEvent_t)d->moved[s], st));
+  CHECK_CUDA(cudaStreamWaitEvent(cs, (cudaEvent_t)d->moved[s], 0)); /* its last batch moved out */
+  CHECK_CUDA(cudaMemcpyAsync(d->sx[s], b->x, bx, cudaMemcpyHostToDevice, cs));
+  CHECK_CUDA(cudaMemcpyAsync(d->sy[s], b->y, by, cudaMemcpyHostToDevice, cs));
+  CHECK_CUDA(cudaEventRecord((cudaEvent_t)d->copied[s], cs));
+  CHECK_CUDA(cudaStreamWaitEvent(st, (cudaEvent_t)d->copied[s], 0));
+  CHECK_CUDA(cudaMemcpyAsync(d->x, d->sx[s], bx, cudaMemcpyDeviceToDevice, st));
+  CHECK_CUDA(cudaMemcpyAsync(d->y, d->sy[s], by, cudaMemcpyDeviceToDevice, st));
+  CHECK_CUDA(cudaEventRecord((cudaEvent_t)d->moved[s], st));
   *x = d->x;
   *y = d->y;
   return 0;
@@ -163,7 +154,7 @@ int train_dev_fence(train_dev_t *d, char *err, size_t errlen)
   if (!d) return 0;
 #ifdef HAVE_CUDNN
   /* The last upload's slot; before any upload its event was never recorded and this returns. */
-  CK(cudaEventSynchronize((cudaEvent_t)d->copied[d->next ^ 1]));
+  CHECK_CUDA(cudaEventSynchronize((cudaEvent_t)d->copied[d->next ^ 1]));
 #endif
   (void)err;
   (void)errlen;
@@ -176,9 +167,9 @@ int train_dev_fetch_pred(train_dev_t *d, int32_t *host, size_t n, char *err, siz
 {
   if (!d) return 0;
 #ifdef HAVE_CUDNN
-  CK(cudaMemcpyAsync(host, d->pred, n * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                     (cudaStream_t)d->stream));
-  CK(cudaStreamSynchronize((cudaStream_t)d->stream));
+  CHECK_CUDA(cudaMemcpyAsync(host, d->pred, n * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             (cudaStream_t)d->stream));
+  CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)d->stream));
 #endif
   (void)err;
   (void)errlen;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/check.h"
 #include "src/data/sampler.h"
 
 /* mkdir -p */
@@ -22,16 +23,14 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     *p = 0;
     struct stat st;
     if (stat(buf, &st) != 0 && mkdir(buf, 0777) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "--out: cannot create %s: %s", buf, strerror(errno));
-      return -1;
+      return check_fail(err, errlen, "--out: cannot create %s: %s", buf, strerror(errno));
     }
     *p = c;
     if (!c) break;
   }
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "--out: %s is not a directory", path);
-    return -1;
+    return check_fail(err, errlen, "--out: %s is not a directory", path);
   }
   return 0;
 }
@@ -61,10 +60,11 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     rc = sampler_validate(&sc, err, errlen);
     size_t per = rc == 0 ? sampler_per_rank(&sc) : 0;
     if (rc == 0 && cfg->drop_last && per < (size_t)cfg->batch_size) {
-      snprintf(err, errlen, "--batch-size: %d is more than the %zu training samples each of %d "
-               "ranks gets per epoch, and --drop-last drops incomplete batches; lower "
-               "--batch-size, use fewer ranks or more data", cfg->batch_size, per, cfg->nproc);
-      rc = -1;
+      rc = check_fail(err, errlen,
+                      "--batch-size: %d is more than the %zu training samples each of %d "
+                      "ranks gets per epoch, and --drop-last drops incomplete batches; lower "
+                      "--batch-size, use fewer ranks or more data",
+                      cfg->batch_size, per, cfg->nproc);
     }
     /* Batches are cut from each rank's share; accum_steps micro-batches make a step (the last
      * step of an epoch may have fewer). */
@@ -76,10 +76,10 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     if (rc == 0 && cfg->warmup_auto && job->cfg.warmup_steps > job->total_steps / 5)
       job->cfg.warmup_steps = job->total_steps / 5;
     if (rc == 0 && job->cfg.warmup_steps > job->total_steps) {
-      snprintf(err, errlen, "--warmup-steps: %ld is more than the %ld steps this run takes; "
-               "give at most %ld (or more --epochs)", cfg->warmup_steps, job->total_steps,
-               job->total_steps);
-      rc = -1;
+      rc = check_fail(err, errlen,
+                      "--warmup-steps: %ld is more than the %ld steps this run takes; "
+                      "give at most %ld (or more --epochs)",
+                      cfg->warmup_steps, job->total_steps, job->total_steps);
     }
   }
   if (rc == 0) rc = make_dirs(cfg->out_dir, err, errlen);
