@@ -144,6 +144,8 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   if (!x) return snprintf(err, errlen, "out of memory creating the CUDA ops context"), -1;
   x->device = device;
   x->deterministic = 1;
+  const char *tf32 = getenv("SHMDDP_TF32"); /* "0": plain f32 FMA, for cross-checks against f64 */
+  x->tf32 = !(tf32 && strcmp(tf32, "0") == 0);
   int count = 0;
   INIT_CUDA(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {

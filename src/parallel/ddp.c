@@ -33,7 +33,6 @@ struct ddp {
   size_t bucket_end[DDP_MAX_BUCKETS]; /* exclusive end offset of each bucket */
   size_t next_bucket;                 /* first bucket not yet reduced this step */
   int communicate, sync_bn;
-  int no_allreduce; /* SHMDDP_DDP_NO_ALLREDUCE=1: timing experiments only (ranks diverge) */
   int failed;
   char err[512];
   double exposed_s, syncbn_s;
@@ -151,13 +150,6 @@ int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_confi
     d->bucket_end[d->nbuckets++] = off;
   }
   *out = d;
-  /* A measuring aid: how fast would DDP be if the gradients cost nothing to average? The
-   * ranks then train apart, so this is for timing only, and it says so. */
-  const char *na = getenv("SHMDDP_DDP_NO_ALLREDUCE");
-  d->no_allreduce = na && !strcmp(na, "1") && d->world > 1;
-  if (d->no_allreduce && d->rank == 0)
-    fprintf(stderr, "ddp: SHMDDP_DDP_NO_ALLREDUCE=1: gradients are NOT averaged across ranks "
-            "(for timing experiments only; the ranks' models drift apart)\n");
   if (cfg->cuda_stream && d->world > 1) {
 #ifdef HAVE_CUDA
     if (ddp_cuda_create(&d->cuda, comm, cfg->cuda_stream, d->nbuckets, err, errlen) != 0)
@@ -265,7 +257,7 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
   if (d->cuda) ddp_cuda_begin_step(d->cuda);
 #endif
   d->hooks.ctx = d;
-  d->hooks.grads_ready = (d->world > 1 && communicate && !d->no_allreduce) ? hook_grads_ready : NULL;
+  d->hooks.grads_ready = (d->world > 1 && communicate) ? hook_grads_ready : NULL;
   d->hooks.sync_stats = (d->world > 1 && sync_bn) ? hook_sync_stats : NULL;
   return &d->hooks;
 }
@@ -275,7 +267,7 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   if (d->failed) {
     return check_fail(err, errlen, "%s", d->err);
   }
-  if (d->world == 1 || !d->communicate || d->no_allreduce) return 0;
+  if (d->world == 1 || !d->communicate) return 0;
   double t0 = now_s();
   int tl = timeline_begin(TIMELINE_GRAD_WAIT, d->cfg.cuda_stream);
   /* Buckets whose gradients were never reported (a model that skips the hook) go now. */

@@ -118,10 +118,10 @@ static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, flo
   }
   g->graph = graph;
   /* Node priorities as captured: the gradient buckets' kernels keep the communication stream's
-   * high priority inside the graph (without the flag every node runs at the launch stream's). */
-  const char *np = getenv("SHMDDP_GRAPH_PRIORITY");
-  unsigned long long flags = np && !strcmp(np, "0") ? 0 : cudaGraphInstantiateFlagUseNodePriority;
-  ce = cudaGraphInstantiateWithFlags(&g->exec, graph, flags);
+   * high priority inside the graph (without the flag every node runs at the launch stream's;
+   * on 2 x H200 the two are within noise, 1653 and 1648 img/s: bench/results/ddp_2xh200.tsv,
+   * call F). */
+  ce = cudaGraphInstantiateWithFlags(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   if (ce != cudaSuccess) return graph_fail(ce, "instantiating the step's CUDA graph", err, errlen);
   size_t nodes = 0;
   if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess) g->nodes = nodes;

@@ -9,7 +9,8 @@ libtrainer_a_SOURCES = \
 	src/train/train_device.c src/train/train_device.h \
 	src/train/train_ckpt.c src/train/train_ckpt.h \
 	src/train/checkpoint.c src/train/checkpoint.h \
-	src/train/metrics.c src/train/metrics.h
+	src/train/metrics.c src/train/metrics.h \
+	src/train/params.c src/train/params.h
 
 bin_PROGRAMS += shmddp-train
 shmddp_train_SOURCES = src/train/main.c

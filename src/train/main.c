@@ -4,9 +4,11 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "shmddp.h"
 #include "src/train/dp_train.h"
+#include "src/train/params.h"
 #include "src/train/train.h"
 
 int main(int argc, char **argv)
@@ -18,6 +20,10 @@ int main(int argc, char **argv)
   int rc = train_config_parse(&cfg, argc, argv, &machine, stdout, err, sizeof err);
   if (rc == 1) return 0; /* --help */
   if (rc != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  if (params_check_env(environ, stderr, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }

@@ -15,13 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/train/params.h"
+
 enum {
   OPT_DEVICE = 256, OPT_NPROC, OPT_MODE, OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN,
   OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
   OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
-  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_END
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -65,6 +67,7 @@ static const struct option long_opts[] = {
   {"deterministic", required_argument, 0, OPT_DETERMINISTIC},
   {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
   {"help", no_argument, 0, 'h'},
+  {"help-env", no_argument, 0, OPT_HELP_ENV},
   {0, 0, 0, 0}};
 
 /* Defaults per device: the GPU ones are the reference configuration of BENCHMARKS.md (4 epochs:
@@ -393,6 +396,7 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     if (ch >= OPT_DEVICE && ch < OPT_END) set[ch] = 1;
     switch (ch) {
     case 'h': train_config_usage(out, m); return 1;
+    case OPT_HELP_ENV: params_print(out); return 1;
     case '?':
       if (optopt >= OPT_DEVICE)
         return usage_error(err, errlen, "option '%s' takes no value; run with --help",
@@ -646,6 +650,7 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "                           SIGINT/SIGTERM or --stop-after; default: 0\n"
 "  --resume PATH            continue from a checkpoint, bit for bit, with the same settings\n"
 "  --stop-after N           stop after N steps with a checkpoint, as if interrupted; default: 0\n"
-"  --help                   this text (also -h)\n",
+"  --help                   this text (also -h)\n"
+"  --help-env               the environment variables shmddp reads, with their defaults\n",
           g->log_every, p->log_every);
 }

@@ -75,7 +75,7 @@ int train_count_gpus(const char *proc_dir, const char *dev_dir, const char *cuda
 void train_config_probe(train_machine_t *machine);
 
 /* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help
- * was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
+ * or --help-env was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
  * names the flag and what is allowed, is in err). Does no work beyond reading /proc and stat(). */
 int train_config_parse(train_config_t *cfg, int argc, char **argv, const train_machine_t *machine,
                        FILE *out, char *err, size_t errlen);
