@@ -204,5 +204,9 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->from_f32 = opc_from_f32;
   o->to_f32 = opc_to_f32;
   o->fill_zero = cuda_fill_zero;
+  o->softmax_ce_async = ops_cuda_softmax_ce_async;
+  o->labels_check_async = ops_cuda_check_labels_async;
+  o->labels_result = ops_cuda_labels_result;
+  o->labels_check = ops_cuda_check_labels;
   return 0;
 }

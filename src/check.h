@@ -37,6 +37,17 @@ static inline int check_fail(char *err, size_t errlen, const char *fmt, ...)
   return -1;
 }
 
+/* Context in front of the message a failed call wrote: "WHAT: <its message>"; returns -1. */
+static inline int check_prefix(char *err, size_t errlen, const char *what)
+{
+  if (err && errlen) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err);
+    snprintf(err, errlen, "%s: %s", what, msg);
+  }
+  return -1;
+}
+
 /* A call that follows this model failed: pass the -1 up (its message is already written). */
 #define CHECK(call)                                                                                \
   do {                                                                                             \

@@ -6,12 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/check.h"
-
-#include "kernels/optim_cpu.h"
-#ifdef HAVE_CUDNN
-#include "kernels/ops_cuda.h"
-#endif
+#include "src/device/device.h"
 
 const char *amp_precision_name(model_precision_t p)
 {
@@ -64,13 +59,5 @@ int amp_scaler_update(amp_scaler_t *s, int found_nonfinite)
 int amp_check_nonfinite(const float *g, size_t n, int device, void *stream, int *found,
                         char *err, size_t errlen)
 {
-  if (device >= 0) {
-#ifdef HAVE_CUDNN
-    return ops_cuda_nonfinite(g, n, stream, found, err, errlen);
-#else
-    return check_fail(err, errlen, "the non-finite check's CUDA kernel is not in this build");
-#endif
-  }
-  *found = optim_cpu_nonfinite(g, n);
-  return 0;
+  return dev_nonfinite(device, g, n, stream, found, err, errlen);
 }

@@ -34,8 +34,8 @@ double amp_scaler_scale(const amp_scaler_t *s);
  * the optimizer step must be applied, 0 if it is skipped (the scale has been backed off). */
 int amp_scaler_update(amp_scaler_t *s, int found_nonfinite);
 
-/* *found = 1 if any of g[0..n) is inf or NaN, else 0. g lives on device (-1: host, else the
- * CUDA ordinal; the CUDA build adds that path), stream is the backend's stream (NULL on host). */
+/* *found = 1 if any of g[0..n) is inf or NaN, else 0. g lives on device (DEV_HOST or the CUDA
+ * ordinal), stream is the backend's stream (NULL on the host). */
 int amp_check_nonfinite(const float *g, size_t n, int device, void *stream, int *found,
                         char *err, size_t errlen);
 

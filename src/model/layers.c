@@ -6,19 +6,10 @@
 #include <stdio.h>
 
 #include "src/check.h"
-
-#ifdef HAVE_CUDNN
-#include "kernels/ops_cuda.h"
-#endif
+#include "src/device/device.h"
 
 /* The stream the hooks are given: the CUDA backend's compute stream, NULL on the CPU. */
-static void *layer_stream(const layer_ctx_t *c)
-{
-#ifdef HAVE_CUDNN
-  if (c->ops->device >= 0) return ops_cuda_stream(c->ops);
-#endif
-  return NULL;
-}
+static void *layer_stream(const layer_ctx_t *c) { return dev_ops_stream(c->ops); }
 
 void *layer_wparam(const layer_ctx_t *c, int id)
 {

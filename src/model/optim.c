@@ -9,13 +9,7 @@
 #include <string.h>
 
 #include "src/check.h"
-
-#include "kernels/optim_cpu.h"
-#ifdef HAVE_CUDNN
-#include <cuda_runtime.h>
-
-#include "kernels/ops_cuda.h"
-#endif
+#include "src/device/device.h"
 
 struct optim {
   optim_config_t cfg;
@@ -98,12 +92,6 @@ int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *ar
 {
   *out = NULL;
   if (optim_config_validate(cfg, err, errlen) != 0) return -1;
-#ifndef HAVE_CUDNN
-  if (arena_device(arena) >= 0) {
-    return check_fail(err, errlen,
-                      "the optimizer's CUDA kernels are not in this build: use --device cpu");
-  }
-#endif
   optim_t *o = calloc(1, sizeof *o);
   if (!o) return check_fail(err, errlen, "out of memory creating the optimizer");
   o->cfg = *cfg;
@@ -118,16 +106,13 @@ int optim_create(optim_t **out, const optim_config_t *cfg, size_t n, arena_t *ar
       free(o);
       return -1;
     }
-#ifdef HAVE_CUDNN
     /* device arenas do not clear their blocks */
-    cudaError_t e;
-    if (arena_device(arena) >= 0 &&
-        (e = cudaMemset(o->state, 0, o->state_count * sizeof(float))) != cudaSuccess) {
-      snprintf(err, errlen, "clearing the optimizer state: %s", cudaGetErrorString(e));
+    if (arena_device(arena) != DEV_HOST &&
+        dev_memset_zero(o->state, arena_device(arena), o->state_count * sizeof(float), err,
+                        errlen) != 0) {
       optim_destroy(o);
-      return -1;
+      return check_prefix(err, errlen, "clearing the optimizer state");
     }
-#endif
   }
   *out = o;
   return 0;
@@ -147,28 +132,14 @@ int optim_step(optim_t *o, float *params, const float *grads, double lr, double 
   if (!(lr >= 0) || !isfinite(grad_scale))
     return check_fail(err, errlen, "optimizer step with lr %g, gradient scale %g", lr, grad_scale);
   o->updates++;
-#ifdef HAVE_CUDNN
-  if (arena_device(o->arena) >= 0) {
-    double bc1 = 1 - pow(c->beta1, (double)o->updates);
-    double bc2 = 1 - pow(c->beta2, (double)o->updates);
-    return c->kind == OPTIM_SGD
-               ? ops_cuda_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum,
-                              c->nesterov, grad_scale, NULL, OPS_F32, stream, err, errlen)
-               : ops_cuda_adamw(params, grads, o->state, o->state + o->n, o->n, lr, c->beta1,
-                                c->beta2, c->eps, c->weight_decay, bc1, bc2, grad_scale, NULL,
-                                OPS_F32, stream, err, errlen);
-  }
-#endif
-  if (c->kind == OPTIM_SGD) {
-    optim_cpu_sgd(params, grads, o->state, o->n, lr, c->weight_decay, c->momentum, c->nesterov,
-                  grad_scale);
-  } else {
-    double bc1 = 1 - pow(c->beta1, (double)o->updates);
-    double bc2 = 1 - pow(c->beta2, (double)o->updates);
-    optim_cpu_adamw(params, grads, o->state, o->state + o->n, o->n, lr, c->beta1, c->beta2,
-                    c->eps, c->weight_decay, bc1, bc2, grad_scale);
-  }
-  return 0;
+  int dev = arena_device(o->arena);
+  if (c->kind == OPTIM_SGD)
+    return dev_sgd(dev, params, grads, o->state, o->n, lr, c->weight_decay, c->momentum,
+                   c->nesterov, grad_scale, stream, err, errlen);
+  double bc1 = 1 - pow(c->beta1, (double)o->updates);
+  double bc2 = 1 - pow(c->beta2, (double)o->updates);
+  return dev_adamw(dev, params, grads, o->state, o->state + o->n, o->n, lr, c->beta1, c->beta2,
+                   c->eps, c->weight_decay, bc1, bc2, grad_scale, stream, err, errlen);
 }
 
 float *optim_state(optim_t *o, size_t *count)

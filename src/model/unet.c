@@ -12,14 +12,9 @@
 #include <string.h>
 
 #include "src/check.h"
-#include "src/obs/timeline.h"
+#include "src/device/device.h"
 #include "src/model/unet_impl.h"
-
-#ifdef HAVE_CUDNN
-#include <cuda_runtime.h>
-
-#include "kernels/ops_cuda.h"
-#endif
+#include "src/obs/timeline.h"
 
 /* ---- allocation ---- */
 
@@ -38,7 +33,7 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   if (!p) {
     snprintf(a->err, a->errlen, "%s", arena_last_error(a->m->arena));
     a->failed = 1;
-  } else if (arena_device(a->m->arena) >= 0 && a->m->ops.fill_zero(&a->m->ops, p, bytes) != 0) {
+  } else if (a->m->dev != DEV_HOST && a->m->ops.fill_zero(&a->m->ops, p, bytes) != 0) {
     snprintf(a->err, a->errlen, "clearing %s: %s", name, a->m->ops.last_error(&a->m->ops));
     a->failed = 1; /* device arenas do not clear their blocks */
   }
@@ -103,7 +98,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   m->buffers = take(&a, (m->nbuffers ? m->nbuffers : 1) * sizeof(float), ARENA_PARAMS,
                     "normalisation buffers");
   if (a.failed) return -1;
-  if (arena_device(m->arena) >= 0) {
+  if (m->dev != DEV_HOST) {
     a.hbuf = calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
     if (!a.hbuf) return check_fail(err, errlen, "out of memory staging normalisation buffers");
   }
@@ -135,30 +130,22 @@ static int allocate(model_t *m, char *err, size_t errlen)
   size_t P0 = N * (size_t)c->height * c->width;
   plan_conv(&a, &m->head, &ws);
   m->logits = take(&a, P0 * c->classes * e, ARENA_ACTIVATIONS, "logits");
-  if (arena_device(m->arena) >= 0) {
-    m->loss_dev = take(&a, 2 * sizeof(double), ARENA_WORKSPACE, "loss");
-#ifdef HAVE_CUDNN
-    cudaEvent_t ev;
-    if (cudaMallocHost((void **)&m->loss_host, 3 * sizeof(double)) != cudaSuccess ||
-        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
-      return check_fail(err, errlen, "pinned memory and an event for the loss: %s",
-                        cudaGetErrorString(cudaGetLastError()));
-    m->loss_ready = ev;
-#endif
-  }
+  /* The step's loss: (sum, count) where the device writes it, then copied within the step into
+   * host memory (sum, count, bad-label word) that model_step_loss reads after an event. On the
+   * host both are one buffer. */
+  if (m->dev != DEV_HOST) m->loss_dev = take(&a, 2 * sizeof(double), ARENA_WORKSPACE, "loss");
+  m->loss_host = dev_host_alloc(m->dev != DEV_HOST, 3 * sizeof(double));
+  if (!m->loss_host) return check_fail(err, errlen, "out of (pinned) host memory for the loss");
+  if (m->dev == DEV_HOST) m->loss_dev = m->loss_host;
+  CHECK(dev_event_create(&m->loss_ready, m->dev, DEV_EVENT_ORDER, err, errlen));
   if (P0 * c->classes > scratch) scratch = P0 * c->classes;
   m->g[0] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->g[1] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
   m->ws = take(&a, ws ? ws : 1, ARENA_WORKSPACE, "convolution workspace");
-#ifdef HAVE_CUDNN
-  cudaError_t ce;
   if (!a.failed && a.hbuf &&
-      (ce = cudaMemcpy(m->buffers, a.hbuf, m->nbuffers * sizeof(float),
-                       cudaMemcpyHostToDevice)) != cudaSuccess) {
-    check_fail(err, errlen, "copying normalisation buffers to the GPU: %s", cudaGetErrorString(ce));
+      dev_copy_now(m->buffers, m->dev, a.hbuf, DEV_HOST, m->nbuffers * sizeof(float), err,
+                   errlen) != 0)
     a.failed = 1;
-  }
-#endif
   free(a.hbuf);
   return a.failed ? -1 : 0;
 }
@@ -166,22 +153,18 @@ static int allocate(model_t *m, char *err, size_t errlen)
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
 {
-  if (arena_device(m->arena) < 0) {
+  if (m->dev == DEV_HOST) {
     unet_init_params(m);
     return 0;
   }
-#ifdef HAVE_CUDNN
   float *dev = m->pf32, *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
   if (!host) return check_fail(err, errlen, "out of memory initialising parameters");
   m->pf32 = host;
   unet_init_params(m);
   m->pf32 = dev;
-  cudaError_t e = cudaMemcpy(dev, host, m->nparams * sizeof(float), cudaMemcpyHostToDevice);
+  int rc = dev_copy_now(dev, m->dev, host, DEV_HOST, m->nparams * sizeof(float), err, errlen);
   free(host);
-  if (e != cudaSuccess)
-    return check_fail(err, errlen, "copying parameters to the GPU: %s", cudaGetErrorString(e));
-#endif
-  return 0;
+  return rc;
 }
 
 int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, char *err,
@@ -189,31 +172,22 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
 {
   *out = NULL;
   if (model_config_validate(cfg, err, errlen) != 0) return -1;
-#ifndef HAVE_CUDNN
-  if (cfg->device == MODEL_DEVICE_CUDA)
-    return check_fail(err, errlen,
-                      "this build has no CUDA backend (it needs cuDNN): use --device cpu");
-#endif
   model_t *m = calloc(1, sizeof *m);
   if (!m) return check_fail(err, errlen, "out of memory creating the model");
   m->cfg = *cfg;
   for (int i = cfg->levels; i < MODEL_MAX_LEVELS; i++) m->cfg.widths[i] = 0;
-  if (cfg->device == MODEL_DEVICE_CUDA) {
-#ifdef HAVE_CUDNN
-    if (ops_cuda_init(&m->ops, compute, cfg->cuda_device, NULL, err, errlen) != 0) goto fail;
-    m->ops_ready = 1;
-    ops_cuda_set_deterministic(&m->ops, !cfg->conv_benchmark);
-    arena_allocator_t dev = {ops_cuda_alloc, ops_cuda_free, NULL, cfg->cuda_device};
-    char label[32];
-    snprintf(label, sizeof label, "cuda:%d", cfg->cuda_device);
-    if (arena_create(&m->arena, &dev, label, err, errlen) != 0) goto fail;
-    /* the backend's own scratch (reduction partials, cuBLAS workspace) */
-    arena_charge(m->arena, ARENA_WORKSPACE, ops_cuda_scratch_bytes(&m->ops));
-#endif
-  } else {
-    if (ops_cpu_init(&m->ops, compute, err, errlen) != 0) goto fail;
-    m->ops_ready = 1;
+  m->dev = cfg->device == MODEL_DEVICE_CUDA ? cfg->cuda_device : DEV_HOST;
+  if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
+  m->ops_ready = 1;
+  if (m->dev == DEV_HOST) {
     if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
+  } else {
+    arena_allocator_t alloc = {dev_alloc, dev_free, NULL, m->dev};
+    char label[32];
+    snprintf(label, sizeof label, "cuda:%d", m->dev);
+    if (arena_create(&m->arena, &alloc, label, err, errlen) != 0) goto fail;
+    /* the backend's own scratch (reduction partials, cuBLAS workspace) */
+    arena_charge(m->arena, ARENA_WORKSPACE, dev_ops_scratch_bytes(&m->ops));
   }
   if (unet_register_params(m) != 0) {
     check_fail(err, errlen, "out of memory registering parameters");
@@ -257,10 +231,8 @@ void model_destroy(model_t *m)
   if (!m) return;
   free_plans(m);
   arena_destroy(m->arena); /* every tensor came from it */
-#ifdef HAVE_CUDNN
-  if (m->loss_ready) cudaEventDestroy((cudaEvent_t)m->loss_ready);
-  if (m->loss_host) cudaFreeHost(m->loss_host);
-#endif
+  dev_event_destroy(m->loss_ready);
+  dev_host_free(m->dev != DEV_HOST, m->loss_host);
   if (m->ops_ready) m->ops.destroy(&m->ops);
   free(m->params);
   free(m->signature);
@@ -275,27 +247,12 @@ float *model_buffers(model_t *m) { return m->buffers; }
 const char *model_signature(const model_t *m) { return m->signature; }
 struct arena *model_arena(model_t *m) { return m->arena; }
 
-void *model_stream(const model_t *m)
-{
-#ifdef HAVE_CUDNN
-  if (m->ops.device >= 0) return ops_cuda_stream(&m->ops);
-#endif
-  return NULL;
-}
+void *model_stream(const model_t *m) { return dev_ops_stream(&m->ops); }
 double model_last_loss(const model_t *m) { return m->last_loss; }
 int model_step_queued(model_t *m, char *err, size_t errlen)
 {
-#ifdef HAVE_CUDNN
-  if (m->loss_dev) {
-    cudaError_t ce = cudaEventRecord((cudaEvent_t)m->loss_ready, (cudaStream_t)model_stream(m));
-    if (ce != cudaSuccess)
-      return check_fail(err, errlen, "queueing the training step: %s", cudaGetErrorString(ce));
-    m->loss_pending = 1;
-  }
-#endif
-  (void)m;
-  (void)err;
-  (void)errlen;
+  CHECK(dev_event_record(m->loss_ready, model_stream(m), err, errlen));
+  m->loss_pending = 1;
   return 0;
 }
 int unet_num_tensors(const model_t *m) { return m->ntensors; }
@@ -453,65 +410,39 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
   const void *head_in;
   CHECK(forward(m, &c, xin, batch, &head_in));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
-#ifdef HAVE_CUDNN
-  if (m->loss_dev) {
-    /* On a GPU the loss stays on the device (model_step_loss reads it): nothing here waits, so
-     * the host never drains the GPU between forward and backward, and the whole step can be
-     * captured in a CUDA graph. */
-    CHECK_OPS(&m->ops,
-              ops_cuda_softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes,
-                                        m->cfg.ignore_index, loss_scale, 0, m->g[0], NULL,
-                                        m->loss_dev),
-              "the loss");
-    tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
-    CHECK(backward(m, &c, xin, head_in, batch));
-    timeline_end(tl, model_stream(m));
-    /* The loss and the label check travel to pinned memory in the step itself (inside its CUDA
-     * graph too): model_step_loss then waits on an event, not on the stream, so work queued
-     * after the step (optimizer, next upload) keeps the GPU busy meanwhile. */
-    cudaError_t ce = cudaMemcpyAsync(m->loss_host, m->loss_dev, 2 * sizeof(double),
-                                     cudaMemcpyDeviceToHost, (cudaStream_t)model_stream(m));
-    if (ce != cudaSuccess)
-      return check_fail(err, errlen, "copying the loss: %s", cudaGetErrorString(ce));
-    CHECK_OPS(&m->ops,
-              ops_cuda_check_labels_async(&m->ops, (unsigned long long *)(m->loss_host + 2)),
-              "the label check");
-    return 0;
-  }
-#endif
-  double sum = 0;
-  long count = 0;
+  /* The loss stays where the device wrote it (model_step_loss reads it): nothing here waits, so
+   * the host never drains the GPU between forward and backward, and the whole step can be
+   * captured in a CUDA graph. */
   CHECK_OPS(&m->ops,
-            m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
-                              loss_scale, 0, m->g[0], NULL, &sum, &count),
+            m->ops.softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
+                                    loss_scale, 0, m->g[0], NULL, m->loss_dev),
             "the loss");
-  m->last_loss = count ? sum / (double)count : 0;
   tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
-  int rc = backward(m, &c, xin, head_in, batch);
+  CHECK(backward(m, &c, xin, head_in, batch));
   timeline_end(tl, model_stream(m));
-  return rc;
+  /* The loss and the label check travel to host memory in the step itself (inside its CUDA
+   * graph too): model_step_loss then waits on an event, not on the stream, so work queued after
+   * the step (optimizer, next upload) keeps the GPU busy meanwhile. */
+  if (m->loss_dev != m->loss_host)
+    CHECK(dev_copy(m->loss_host, DEV_HOST, m->loss_dev, m->dev, 2 * sizeof(double),
+                   model_stream(m), err, errlen));
+  CHECK_OPS(&m->ops, m->ops.labels_check_async(&m->ops, (unsigned long long *)(m->loss_host + 2)),
+            "the label check");
+  return 0;
 }
 
 int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen)
 {
-#ifdef HAVE_CUDNN
-  if (m->loss_dev && m->loss_pending) {
-    cudaError_t ce = cudaEventSynchronize((cudaEvent_t)m->loss_ready);
-    if (ce != cudaSuccess)
-      return check_fail(err, errlen, "the training step failed on the GPU: %s",
-                        cudaGetErrorString(ce));
+  if (m->loss_pending) {
+    if (dev_event_sync(m->loss_ready, err, errlen) != 0)
+      return check_prefix(err, errlen, "the training step failed on the GPU");
     m->loss_pending = 0;
     unsigned long long bad;
     memcpy(&bad, m->loss_host + 2, sizeof bad);
-    if (ops_cuda_labels_result(&m->ops, bad) != 0)
-      return check_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
+    CHECK_OPS(&m->ops, m->ops.labels_result(&m->ops, bad), "the loss");
     double *h = m->loss_host;
     m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
   }
-#else
-  (void)err;
-  (void)errlen;
-#endif
   if (loss_out) *loss_out = (float)m->last_loss;
   return 0;
 }
@@ -551,44 +482,22 @@ int model_loss(model_t *m, const void *logits, const int32_t *y, size_t pixels,
 {
   if (!(loss_scale > 0) || !isfinite(loss_scale))
     return check_fail(err, errlen, "loss scale %g: must be a positive finite number", loss_scale);
-  layer_ctx_t c;
-  ctx_init(m, &c, 1, 0, NULL, err, errlen);
-#ifdef HAVE_CUDNN
-  if (m->loss_dev) {
-    CHECK_OPS(&m->ops,
-              ops_cuda_softmax_ce_async(&m->ops, logits, y, pixels, m->cfg.classes,
-                                        m->cfg.ignore_index, loss_scale, 0, dlogits, NULL,
-                                        m->loss_dev),
-              "the loss");
-    return 0;
-  }
-#endif
-  double sum = 0;
-  long count = 0;
   CHECK_OPS(&m->ops,
-            m->ops.softmax_ce(&m->ops, logits, y, pixels, m->cfg.classes, m->cfg.ignore_index,
-                              loss_scale, 0, dlogits, NULL, &sum, &count),
+            m->ops.softmax_ce_async(&m->ops, logits, y, pixels, m->cfg.classes,
+                                    m->cfg.ignore_index, loss_scale, 0, dlogits, NULL, m->loss_dev),
             "the loss");
-  m->last_loss = count ? sum / (double)count : 0;
   return 0;
 }
 
 int model_loss_value(model_t *m, double *loss, char *err, size_t errlen)
 {
-#ifdef HAVE_CUDNN
-  if (m->loss_dev) {
-    /* The stream first: a plain cudaMemcpy only orders against the current device's streams,
-     * and a DataParallel driver may have another device current. */
-    cudaError_t ce = cudaStreamSynchronize((cudaStream_t)model_stream(m));
-    double h[2];
-    if (ce == cudaSuccess) ce = cudaMemcpy(h, m->loss_dev, sizeof h, cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess)
-      return check_fail(err, errlen, "the loss on the GPU failed: %s", cudaGetErrorString(ce));
-    if (ops_cuda_check_labels(&m->ops) != 0)
-      return check_fail(err, errlen, "the loss failed: %s", m->ops.last_error(&m->ops));
-    m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
-  }
-#endif
+  /* The stream first: a plain copy only orders against the current device's streams, and a
+   * DataParallel driver may have another device current. */
+  double h[2];
+  CHECK(dev_stream_sync(model_stream(m), err, errlen));
+  CHECK(dev_copy_now(h, DEV_HOST, m->loss_dev, m->dev, sizeof h, err, errlen));
+  CHECK_OPS(&m->ops, m->ops.labels_check(&m->ops), "the loss");
+  m->last_loss = h[1] > 0 ? h[0] / h[1] : 0;
   *loss = m->last_loss;
   return 0;
 }

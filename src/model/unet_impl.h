@@ -4,6 +4,7 @@
 #define SRC_MODEL_UNET_IMPL_H
 
 #include "src/device/arena.h"
+#include "src/device/device.h"
 #include "src/model/unet.h"
 
 typedef struct {
@@ -27,6 +28,7 @@ typedef struct {
 
 struct model {
   model_config_t cfg;
+  int dev;     /* DEV_HOST or the CUDA ordinal */
   ops_t ops;
   int ops_ready;
   arena_t *arena;
@@ -40,10 +42,12 @@ struct model {
   dec_t dec[MODEL_MAX_LEVELS];
   layer_conv_t head;
   void *x_work, *logits, *g[2];
-  double *loss_dev; /* on a GPU: (loss sum, count) of the step, read by model_step_loss */
-  int loss_pending; /* loss_dev holds a loss not yet read into last_loss */
-  double *loss_host; /* pinned: loss sum, count, bad-label word, copied at the end of a step */
-  void *loss_ready;  /* cudaEvent_t recorded after a queued step (model_step_queued) */
+  double *loss_dev;  /* (loss sum, count) of the step where the device writes it (on the host:
+                        loss_host itself) */
+  double *loss_host; /* host memory (pinned on a GPU): loss sum, count, bad-label word, copied
+                        there at the end of a step */
+  int loss_pending;  /* a queued step's loss is not yet read into last_loss */
+  dev_event_t *loss_ready; /* recorded after a queued step (model_step_queued) */
   /* Between model_forward_train and model_backward (DataParallel's split step): the input as
    * the layers saw it, the head's input and the batch. */
   const void *fwd_x, *fwd_head_in;

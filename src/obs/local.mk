@@ -7,8 +7,5 @@ libobs_a_SOURCES = \
 	src/obs/progress.c src/obs/progress.h \
 	src/obs/summary.c src/obs/summary.h \
 	src/obs/run_summary.c src/obs/run_summary.h \
-	src/obs/nvml_dl.c src/obs/nvml_dl.h
-EXTRA_DIST += src/obs/timeline_cuda.c src/obs/timeline_cuda.h
-if HAVE_CUDA
-libobs_a_SOURCES += src/obs/timeline_cuda.c src/obs/timeline_cuda.h
-endif
+	src/obs/nvml_dl.c src/obs/nvml_dl.h \
+	src/obs/timeline_dev.c src/obs/timeline_dev.h

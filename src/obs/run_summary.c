@@ -4,7 +4,6 @@
  * slots and zeros elsewhere, so the f64 sum is an exact gather. */
 #include "config.h"
 
-#include "src/check.h"
 #include "src/obs/run_summary.h"
 
 #include <stdarg.h>
@@ -13,12 +12,10 @@
 #include <time.h>
 
 #include "shmddp.h"
+#include "src/check.h"
+#include "src/device/device.h"
 #include "src/obs/nvml_dl.h"
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#endif
 
 enum {
   SLOT_CURRENT = 0,
@@ -68,12 +65,9 @@ int run_summary_create(run_summary_t **out, int rank, int world, const arena_t *
   s->world = world;
   s->arena = arena;
   s->sampled_at = -1e9;
-#ifdef HAVE_CUDA
   char bus[32], why[256];
-  if (arena_device(arena) >= 0 &&
-      cudaDeviceGetPCIBusId(bus, sizeof bus, arena_device(arena)) == cudaSuccess)
+  if (dev_pci_bus_id(arena_device(arena), bus, sizeof bus) == 0)
     nvml_open(&s->nvml, NULL, bus, why, sizeof why); /* absent: fields left out */
-#endif
   *out = s;
   return 0;
 }

@@ -1,5 +1,5 @@
 /* timeline.c — span recording and the trace file. Spans live in one growing array in the order
- * they began; device spans hold event numbers (a ring of preallocated CUDA events) until the
+ * they began; device spans hold event numbers (a ring of preallocated device events) until the
  * step after next, when their work is certainly done and reading the events costs no wait. The
  * file is a Chrome trace: "X" (complete) events with ts/dur in microseconds, and "M" metadata
  * naming the process after the rank and the rows after the host thread and the streams. */
@@ -14,9 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#ifdef HAVE_CUDA
-#include "src/obs/timeline_cuda.h"
-#endif
+#include "src/obs/timeline_dev.h"
 
 /* Events in the ring: a U-Net step uses about 2 per span x (forward, backward, optimizer, a
  * few buckets, two SyncBN exchanges per BN layer) ~ 100; three steps must fit. */
@@ -61,9 +59,7 @@ static struct {
   size_t n, cap, timed; /* spans [0, timed) have their final times */
   long ev_next, ev_live; /* next event number; oldest one still to be read */
   size_t dropped;
-#ifdef HAVE_CUDA
-  timeline_cuda_t *cuda;
-#endif
+  timeline_dev_t *dev; /* the device clock (GPU ranks) */
 } tl;
 
 int timeline_recording_ = 0;
@@ -82,27 +78,15 @@ const char *timeline_kind_name(timeline_kind_t kind)
 
 const char *timeline_path(void) { return tl.done ? tl.path : ""; }
 
-static int has_device(void)
-{
-#ifdef HAVE_CUDA
-  return tl.cuda != NULL;
-#else
-  return 0;
-#endif
-}
+static int has_device(void) { return tl.dev != NULL; }
 
 static int record_event(long *ev, void *stream)
 {
-#ifdef HAVE_CUDA
+  if (!tl.dev) return -1;
   if (tl.ev_next - tl.ev_live >= TL_EVENTS) return -1; /* the ring is full: drop the span */
-  if (timeline_cuda_record(tl.cuda, (size_t)tl.ev_next, stream) != 0) return -1;
+  if (timeline_dev_record(tl.dev, (size_t)tl.ev_next, stream) != 0) return -1;
   *ev = tl.ev_next++;
   return 0;
-#else
-  (void)ev;
-  (void)stream;
-  return -1;
-#endif
 }
 
 int timeline_begin_(timeline_kind_t kind, void *stream)
@@ -170,13 +154,11 @@ static void resolve(long upto)
     }
     if (s->state != TL_ENDED) continue;
     s->state = TL_TIMED;
-#ifdef HAVE_CUDA
-    if (s->dev && (timeline_cuda_time_us(tl.cuda, (size_t)s->ev0, &s->t0) != 0 ||
-                   timeline_cuda_time_us(tl.cuda, (size_t)s->ev1, &s->t1) != 0)) {
+    if (s->dev && (timeline_dev_time_us(tl.dev, (size_t)s->ev0, &s->t0) != 0 ||
+                   timeline_dev_time_us(tl.dev, (size_t)s->ev1, &s->t1) != 0)) {
       s->state = TL_BAD;
       tl.dropped++;
     }
-#endif
   }
   /* Event numbers grow with the span index, so the oldest live one is the first device span
    * left (its end event, if any, is younger still). */
@@ -201,11 +183,9 @@ int timeline_open(const timeline_config_t *cfg, char *err, size_t errlen)
   snprintf(tl.label, sizeof tl.label, "%s", cfg->device_label ? cfg->device_label : "cpu");
   snprintf(tl.path, sizeof tl.path, "%s/timeline-rank%d.json", cfg->dir, cfg->rank);
   snprintf(tl.tmp, sizeof tl.tmp, "%s.tmp", tl.path);
-#ifdef HAVE_CUDA
   if (cfg->cuda_device >= 0 && cfg->stream &&
-      timeline_cuda_create(&tl.cuda, TL_EVENTS, err, errlen) != 0)
+      timeline_dev_create(&tl.dev, cfg->cuda_device, TL_EVENTS, err, errlen) != 0)
     return -1;
-#endif
   tl.open = 1;
   return 0;
 }
@@ -288,10 +268,8 @@ static int finish(char *err, size_t errlen)
   free(tl.spans);
   tl.spans = NULL;
   tl.n = tl.cap = tl.timed = 0;
-#ifdef HAVE_CUDA
-  timeline_cuda_destroy(tl.cuda);
-  tl.cuda = NULL;
-#endif
+  timeline_dev_destroy(tl.dev);
+  tl.dev = NULL;
   tl.open = 0;
   return rc;
 }
@@ -301,9 +279,7 @@ int timeline_step(long step, char *err, size_t errlen)
   tl.step = step;
   if (!tl.open) return 0;
   if (!timeline_recording_ && step >= tl.first && step <= tl.last) {
-#ifdef HAVE_CUDA
-    if (tl.cuda && timeline_cuda_anchor(tl.cuda, tl.stream, err, errlen) != 0) return -1;
-#endif
+    if (tl.dev && timeline_dev_anchor(tl.dev, tl.stream, err, errlen) != 0) return -1;
     timeline_recording_ = 1;
   }
   if (!timeline_recording_) return 0;
@@ -319,9 +295,7 @@ int timeline_close(char *err, size_t errlen)
   int rc = 0;
   if (tl.open && timeline_recording_) rc = finish(err, errlen);
   free(tl.spans);
-#ifdef HAVE_CUDA
-  timeline_cuda_destroy(tl.cuda);
-#endif
+  timeline_dev_destroy(tl.dev);
   int done = tl.done;
   char path[sizeof tl.path];
   memcpy(path, tl.path, sizeof path);

@@ -14,8 +14,8 @@ typedef struct ddp ddp_t;
 typedef struct {
   double bucket_mb;  /* gradient bucket size (the first bucket is smaller); default 25 */
   int sync_bn;       /* exchange BatchNorm statistics across ranks */
-  void *cuda_stream; /* the model's compute stream (a cudaStream_t) when it runs on a GPU;
-                        NULL for host memory */
+  void *cuda_stream; /* the model's compute stream (model_stream) when it runs on a GPU; NULL
+                        for host memory */
 } ddp_config_t;
 
 int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_config_t *cfg,

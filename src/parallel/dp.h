@@ -21,9 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shmddp.h"
 #include "src/model/model.h"
 
-#define DP_MAX_DEVICES 8
+#define DP_MAX_DEVICES SHMDDP_MAX_RANKS
 
 typedef struct {
   model_config_t model; /* one replica: max_batch = images per device; device: CPU or CUDA

@@ -6,7 +6,3 @@ libparallel_a_SOURCES = \
 	src/parallel/ddp.c src/parallel/ddp.h \
 	src/parallel/step_graph.c src/parallel/step_graph.h \
 	src/parallel/dp.c src/parallel/dp.h
-EXTRA_DIST += src/parallel/ddp_cuda.c src/parallel/ddp_cuda.h
-if HAVE_CUDA
-libparallel_a_SOURCES += src/parallel/ddp_cuda.c src/parallel/ddp_cuda.h
-endif

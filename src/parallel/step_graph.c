@@ -17,10 +17,7 @@
 #include <string.h>
 
 #include "src/check.h"
-
-#ifdef HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#endif
+#include "src/device/device.h"
 
 struct step_graph {
   step_graph_config_t cfg;
@@ -28,24 +25,15 @@ struct step_graph {
   int sync_bn;         /* the captured step's SyncBN setting */
   float loss_scale;    /* and its loss scale */
   long replays;
-  size_t nodes;
-#ifdef HAVE_CUDNN
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-#endif
+  dev_graph_t *graph;  /* the captured step, instantiated */
 };
 
 int step_graph_create(step_graph_t **out, const step_graph_config_t *cfg, char *err,
                       size_t errlen)
 {
   step_graph_t *g = calloc(1, sizeof *g);
-  if (!g) {
-    return check_fail(err, errlen, "out of memory");
-  }
+  if (!g) return check_fail(err, errlen, "out of memory");
   g->cfg = *cfg;
-#ifndef HAVE_CUDNN
-  g->cfg.enabled = 0;
-#endif
   if (!model_stream(cfg->model)) g->cfg.enabled = 0; /* CPU ranks: nothing to capture */
   *out = g;
   return 0;
@@ -53,28 +41,21 @@ int step_graph_create(step_graph_t **out, const step_graph_config_t *cfg, char *
 
 static void drop(step_graph_t *g)
 {
-#ifdef HAVE_CUDNN
-  if (g->exec) cudaGraphExecDestroy(g->exec);
-  if (g->graph) cudaGraphDestroy(g->graph);
-  g->exec = NULL;
+  dev_graph_destroy(g->graph);
   g->graph = NULL;
-#endif
-  g->nodes = 0;
 }
 
 void step_graph_destroy(step_graph_t *g)
 {
   if (!g) return;
-#ifdef HAVE_CUDNN
-  if (g->exec && model_stream(g->cfg.model))
-    cudaStreamSynchronize((cudaStream_t)model_stream(g->cfg.model));
-#endif
+  char err[256];
+  if (g->graph) dev_stream_sync(model_stream(g->cfg.model), err, sizeof err);
   drop(g);
   free(g);
 }
 
 long step_graph_replays(const step_graph_t *g) { return g ? g->replays : 0; }
-size_t step_graph_nodes(const step_graph_t *g) { return g ? g->nodes : 0; }
+size_t step_graph_nodes(const step_graph_t *g) { return g ? dev_graph_nodes(g->graph) : 0; }
 
 static int eager(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
                  int accumulate, int last, int sync_bn, char *err, size_t errlen)
@@ -85,46 +66,28 @@ static int eager(step_graph_t *g, const float *x, const int32_t *y, int n, float
   return last ? ddp_finish_step(g->cfg.ddp, err, errlen) : 0;
 }
 
-#ifdef HAVE_CUDNN
-/* A CUDA graph call failed: what, why, and how to train without graphs. */
-static int graph_fail(cudaError_t e, const char *what, char *err, size_t errlen)
+/* A failed graph call: what failed, and how to train without graphs. */
+static int graph_fail(char *err, size_t errlen, const char *what)
 {
-  return check_fail(err, errlen, "%s: %s (train with --cuda-graph off to run without graphs)", what,
-                    cudaGetErrorString(e));
+  check_prefix(err, errlen, what);
+  size_t len = strlen(err);
+  snprintf(err + len, errlen - len, " (train with --cuda-graph off to run without graphs)");
+  return -1;
 }
 
 /* Captures one step (queued, not run) and instantiates it. */
 static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
                    int sync_bn, char *err, size_t errlen)
 {
-  cudaStream_t st = (cudaStream_t)model_stream(g->cfg.model);
+  void *st = model_stream(g->cfg.model);
   drop(g);
-  /* Thread-local: the loader's threads may touch CUDA (pinned memory) while this one captures. */
-  cudaError_t ce = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
-  if (ce != cudaSuccess) return graph_fail(ce, "starting the graph capture", err, errlen);
+  if (dev_graph_begin(st, err, errlen) != 0)
+    return graph_fail(err, errlen, "starting the graph capture");
   ddp_set_capture(g->cfg.ddp, 1);
-  char qerr[512] = "";
-  int rc = eager(g, x, y, n, loss_scale, 0, 1, sync_bn, qerr, sizeof qerr);
+  int rc = eager(g, x, y, n, loss_scale, 0, 1, sync_bn, err, errlen);
   ddp_set_capture(g->cfg.ddp, 0);
-  cudaGraph_t graph = NULL;
-  ce = cudaStreamEndCapture(st, &graph);
-  if (rc != 0 || ce != cudaSuccess) {
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    return check_fail(err, errlen,
-                      "capturing the training step in a CUDA graph failed: %s (train with "
-                      "--cuda-graph off to run without graphs)",
-                      rc != 0 ? qerr : cudaGetErrorString(ce));
-  }
-  g->graph = graph;
-  /* Node priorities as captured: the gradient buckets' kernels keep the communication stream's
-   * high priority inside the graph (without the flag every node runs at the launch stream's;
-   * on 2 x H200 the two are within noise, 1653 and 1648 img/s: bench/results/ddp_2xh200.tsv,
-   * call F). */
-  ce = cudaGraphInstantiateWithFlags(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority);
-  if (ce != cudaSuccess) return graph_fail(ce, "instantiating the step's CUDA graph", err, errlen);
-  size_t nodes = 0;
-  if (cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess) g->nodes = nodes;
+  if (dev_graph_end(st, rc == 0, &g->graph, err, errlen) != 0)
+    return graph_fail(err, errlen, "capturing the training step in a CUDA graph failed");
   g->sync_bn = sync_bn;
   g->loss_scale = loss_scale;
   return 0;
@@ -132,33 +95,29 @@ static int capture(step_graph_t *g, const float *x, const int32_t *y, int n, flo
 
 static int replay(step_graph_t *g, char *err, size_t errlen)
 {
-  cudaError_t ce = cudaGraphLaunch(g->exec, (cudaStream_t)model_stream(g->cfg.model));
-  if (ce != cudaSuccess) return graph_fail(ce, "launching the step's CUDA graph", err, errlen);
+  if (dev_graph_launch(g->graph, model_stream(g->cfg.model), err, errlen) != 0)
+    return graph_fail(err, errlen, "launching the step's CUDA graph");
   ddp_replayed(g->cfg.ddp);
   g->replays++;
   return 0;
 }
-#endif
 
 int step_graph_queue(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,
                      int accumulate, int last, int sync_bn, char *err, size_t errlen)
 {
   int rc;
   int match = g->cfg.enabled && n == g->cfg.full_batch && !accumulate && last;
-#ifdef HAVE_CUDNN
-  if (match && g->exec && (g->sync_bn != sync_bn || g->loss_scale != loss_scale)) {
+  if (match && g->graph && (g->sync_bn != sync_bn || g->loss_scale != loss_scale)) {
     drop(g); /* SyncBN switched on (--sync-bn-from-epoch) or fp16's loss scale moved: one
                 eager step (new exchanges set up their buffers), then capture again */
     g->seen = 0;
   }
-  if (match && g->exec)
+  if (match && g->graph)
     rc = replay(g, err, errlen);
   else if (match && g->seen++ > 0)
     rc = capture(g, x, y, n, loss_scale, sync_bn, err, errlen) || replay(g, err, errlen);
   else
-#endif
     rc = eager(g, x, y, n, loss_scale, accumulate, last, sync_bn, err, errlen);
-  (void)match;
   if (rc != 0) return -1;
   return model_step_queued(g->cfg.model, err, errlen);
 }

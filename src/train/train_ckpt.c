@@ -9,33 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#endif
-
+#include "src/check.h"
 #include "src/device/arena.h"
+#include "src/device/device.h"
 #include "src/train/checkpoint.h"
 
 enum { ST_STEP, ST_EPOCH, ST_TAKEN, ST_EPOCH_LOSS, ST_EPOCH_STEPS, ST_INITIAL_LOSS, ST_UPDATES,
        ST_SCALE, ST_CLEAN, ST_SKIPPED, ST_TOTAL, ST_COUNT };
 
+/* Between the model's device and host memory (at once: checkpoints are not on the hot path). */
 static int copy(int device, void *dst, const void *src, size_t bytes, int to_host, char *err,
                 size_t errlen)
 {
-  if (bytes == 0) return 0;
-  if (device < 0) {
-    memcpy(dst, src, bytes);
-    return 0;
-  }
-#ifdef HAVE_CUDNN
-  cudaError_t e = cudaMemcpy(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice);
-  if (e == cudaSuccess) return 0;
-  snprintf(err, errlen, "copying checkpoint data %s the GPU: %s", to_host ? "from" : "to",
-           cudaGetErrorString(e));
-#else
-  snprintf(err, errlen, "checkpoint data on a GPU, but this build has no CUDA");
-#endif
-  return -1;
+  if (dev_copy_now(dst, to_host ? DEV_HOST : device, src, to_host ? device : DEV_HOST, bytes, err,
+                   errlen) != 0)
+    return check_prefix(err, errlen, to_host ? "copying checkpoint data from the GPU"
+                                             : "copying checkpoint data to the GPU");
+  return 0;
 }
 
 void train_ckpt_run_key(const char *describe, char *key, size_t len)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/device/device.h"
+
 static int count_entries(const char *dir, int nvidia_nodes)
 {
   DIR *d = opendir(dir);
@@ -67,11 +69,7 @@ void train_config_probe(train_machine_t *m)
 {
   m->visible_gpus = train_count_gpus("/proc/driver/nvidia/gpus", "/dev",
                                      getenv("CUDA_VISIBLE_DEVICES"));
-#ifdef HAVE_CUDA
-  m->cuda_built = 1;
-#else
-  m->cuda_built = 0;
-#endif
+  m->cuda_built = dev_gpus_built();
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   m->online_cpus = c > 0 ? (int)c : 1;
 }
