@@ -102,8 +102,8 @@ void *arena_alloc(arena_t *a, size_t bytes, arena_category_t cat, const char *na
     snprintf(a->err, sizeof a->err,
              "%s: cannot allocate %.1f MiB for %s (%s); %.1f MiB already in use, of which "
              "activations %.1f MiB: reduce --batch-size or --image-size",
-             a->label, bytes / 1048576.0, name ? name : "a tensor", arena_category_name(cat),
-             a->total / 1048576.0, a->current[ARENA_ACTIVATIONS] / 1048576.0);
+             a->label, bytes / ARENA_MIB, name ? name : "a tensor", arena_category_name(cat),
+             a->total / ARENA_MIB, a->current[ARENA_ACTIVATIONS] / ARENA_MIB);
     return NULL;
   }
   a->blocks[a->nblocks++] = (arena_block_t){p, bytes, cat};
@@ -169,10 +169,10 @@ void arena_print(const arena_t *a, FILE *f)
 {
   fprintf(f, "memory ledger %-10s %12s %12s\n", a->label, "current MiB", "peak MiB");
   for (int c = 0; c < ARENA_NUM_CATEGORIES; c++)
-    fprintf(f, "  %-22s %12.2f %12.2f\n", category_names[c], a->current[c] / 1048576.0,
-            a->peak[c] / 1048576.0);
-  fprintf(f, "  %-22s %12.2f %12.2f\n", "total", a->total / 1048576.0,
-          a->total_peak / 1048576.0);
+    fprintf(f, "  %-22s %12.2f %12.2f\n", category_names[c], a->current[c] / ARENA_MIB,
+            a->peak[c] / ARENA_MIB);
+  fprintf(f, "  %-22s %12.2f %12.2f\n", "total", a->total / ARENA_MIB,
+          a->total_peak / ARENA_MIB);
 }
 
 /* Appends to buf at *off, tracking truncation. */

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#define ARENA_MIB 1048576.0 /* bytes in a MiB: the ledger's printouts */
+
 typedef enum {
   ARENA_PARAMS = 0,   /* master weights (and low-precision working copies) */
   ARENA_GRADS,        /* gradients */

@@ -89,7 +89,7 @@ void run_summary_fill(run_summary_t *s, double *slots)
 {
   memset(slots, 0, run_summary_slots(s) * sizeof *slots);
   double *v = slots + (size_t)s->rank * RUN_SUMMARY_PER_RANK;
-  const double mib = 1.0 / 1048576.0;
+  const double mib = 1.0 / ARENA_MIB;
   for (int c = 0; c < ARENA_NUM_CATEGORIES; c++) {
     v[SLOT_CURRENT + c] = (double)arena_current(s->arena, (arena_category_t)c) * mib;
     v[SLOT_PEAK + c] = (double)arena_peak(s->arena, (arena_category_t)c) * mib;

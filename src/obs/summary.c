@@ -12,13 +12,27 @@
 #include "src/check.h"
 #include "src/obs/report_log.h"
 
+/* A number of the result line: "none" where there is none (no validation took place). */
+static void put(FILE *f, const char *key, const char *fmt, double v)
+{
+  fprintf(f, " %s=", key);
+  if (isfinite(v)) fprintf(f, fmt, v);
+  else fputs("none", f);
+}
+
 void summary_print_result(FILE *f, const train_result_t *r)
 {
-  fprintf(f, "result: steps=%ld images_per_s=%.2f train_loss=%.6f val_loss=%.6f val_miou=%.4f "
-          "val_acc=%.4f initial_loss=%.6f epochs=%ld world=%d skipped_steps=%ld wall_s=%.1f "
-          "peak_mib=", r->steps, r->images_per_s, r->train_loss, r->val_loss, r->val_miou,
-          r->val_acc, r->initial_loss, r->epochs, r->world, r->skipped_steps, r->wall_s);
-  for (int i = 0; i < r->world && i < 8; i++) fprintf(f, "%s%.0f", i ? "," : "", r->peak_mib[i]);
+  fprintf(f, "result: steps=%ld", r->steps);
+  put(f, "images_per_s", "%.2f", r->images_per_s);
+  put(f, "train_loss", "%.6f", r->train_loss);
+  put(f, "val_loss", "%.6f", r->val_loss);
+  put(f, "val_miou", "%.4f", r->val_miou);
+  put(f, "val_acc", "%.4f", r->val_acc);
+  put(f, "initial_loss", "%.6f", r->initial_loss);
+  fprintf(f, " epochs=%ld world=%d skipped_steps=%ld wall_s=%.1f peak_mib=", r->epochs, r->world,
+          r->skipped_steps, r->wall_s);
+  for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++)
+    fprintf(f, "%s%.0f", i ? "," : "", r->peak_mib[i]);
   fputc('\n', f);
   fflush(f);
 }
@@ -53,7 +67,7 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
     report_json_number(f, r->class_iou[c]);
   }
   fputs("],\n  \"peak_mib_per_rank\": [", f);
-  for (int i = 0; i < r->world && i < 8; i++) {
+  for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++) {
     if (i) fputs(", ", f);
     report_json_number(f, r->peak_mib[i]);
   }

@@ -43,6 +43,7 @@ struct dp {
   int cnt[DP_MAX_DEVICES];
   int pending, opt_pending;
   double compute_ms[DP_MAX_DEVICES], comm_ms[DP_MAX_DEVICES];
+  double exposed_ms;
 };
 
 static void *take(dp_t *d, int i, size_t bytes, arena_category_t cat, const char *name,
@@ -293,8 +294,11 @@ int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen)
     d->comm_ms[i] = comm;
   }
   d->opt_pending = 0;
+  d->exposed_ms = d->cnt[0] ? dev_event_ms(d->ev[0][EV_BWD1], d->ev[0][EV_RED1]) : 0;
   return 0;
 }
+
+double dp_last_exposed_ms(const dp_t *d) { return d->exposed_ms; }
 
 int dp_optim_begin(dp_t *d, char *err, size_t errlen)
 {

@@ -59,6 +59,11 @@ int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen);
 int dp_optim_begin(dp_t *d, char *err, size_t errlen);
 int dp_optim_end(dp_t *d, char *err, size_t errlen);
 
+/* Exposed communication of the last finished step, in ms: from the end of device 0's backward
+ * until the gradients were summed there (the replicas' backward, their copies and the sum), the
+ * same measure as DDP's from the end of backward to the last bucket. */
+double dp_last_exposed_ms(const dp_t *d);
+
 /* Device i's time in the last finished step, in ms: compute (forward, backward; on device 0
  * also the loss and the previous optimizer update) and communication (the copies: on the
  * others replication, scatter and logit gradients in; on device 0 the gather, the logit

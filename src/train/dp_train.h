@@ -7,13 +7,12 @@
 
 #include "src/train/train.h"
 
-/* The whole run: the same steps, data, schedule, logs (log.jsonl, summary.json, the result
- * line) as train_run, and in --out also dp_devices.json: per device its memory ledger and its
- * mean step split (compute, communication, idle, in ms). Step t's global batch is the
- * concatenation of what DDP rank r would train on at step t, in rank order, so a DP run and a
- * DDP run without SyncBN see the same images in the same chunks. In log.jsonl exposed_comm_ms
- * is device 0's copy time (gather, logit gradients, gradient reduction). Returns 0, or -1 with a
- * message. */
+/* The whole run, by the same loop as train_run (src/train/loop.c): the same steps, data,
+ * schedule, checkpoints, logs (log.jsonl, summary.json, the result line), and in --out also
+ * dp_devices.json: per device its memory ledger and its mean step split (compute,
+ * communication, idle, in ms). Step t's global batch is the concatenation of what DDP rank r
+ * would train on at step t, in rank order, so a DP run and a DDP run without SyncBN see the same
+ * images in the same chunks. Returns 0, or -1 with a message. */
 int dp_train_run(const train_job_t *job, train_result_t *res, char *err, size_t errlen);
 
 #endif

@@ -4,8 +4,9 @@ noinst_LIBRARIES += libtrainer.a
 libtrainer_a_CFLAGS = $(AM_CFLAGS) $(PNG_CFLAGS)
 libtrainer_a_SOURCES = \
 	src/train/train_config.c src/train/train_config.h src/train/train_machine.c \
-	src/train/train.c src/train/train.h src/train/train_job.c \
-	src/train/dp_train.c src/train/dp_train.h \
+	src/train/train.h src/train/train_job.c \
+	src/train/loop.c src/train/loop.h src/train/engine_ddp.c src/train/engine_dp.c \
+	src/train/dp_train.h \
 	src/train/train_device.c src/train/train_device.h \
 	src/train/train_ckpt.c src/train/train_ckpt.h \
 	src/train/checkpoint.c src/train/checkpoint.h \

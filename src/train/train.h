@@ -24,9 +24,10 @@ typedef struct {
 int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_t errlen);
 void train_job_close(train_job_t *job);
 
-/* The whole run on one rank (comm NULL: a single process, no group). Rank 0 prints progress
- * and the result line and writes summary.json and log.jsonl into --out. *result gets the same
- * numbers on every rank. Returns 0, or -1 with a message. */
+/* The whole run on one DDP rank (comm NULL: a single process, no group), by the training loop
+ * (src/train/loop.c). Rank 0 prints progress and the result line and writes summary.json and
+ * log.jsonl into --out. *result gets the same numbers on every rank. Returns 0, or -1 with a
+ * message. */
 int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *result, char *err,
               size_t errlen);
 

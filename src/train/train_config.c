@@ -649,7 +649,9 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "                           a crash never leaves a partial one); 0: only when stopped by\n"
 "                           SIGINT/SIGTERM or --stop-after; default: 0\n"
 "  --resume PATH            continue from a checkpoint, bit for bit, with the same settings\n"
-"  --stop-after N           stop after N steps with a checkpoint, as if interrupted; default: 0\n"
+"  --stop-after N           stop after step N with a checkpoint, as if interrupted; N counts\n"
+"                           from the start of training like the log's steps, so a resumed run\n"
+"                           needs an N past the step it resumes at; default: 0 (off)\n"
 "  --help                   this text (also -h)\n"
 "  --help-env               the environment variables shmddp reads, with their defaults\n",
           g->log_every, p->log_every);

@@ -54,7 +54,8 @@ typedef struct {
   double timeout_s;
   long log_every;
   long timing_warmup; /* steps left out of images/s */
-  long stop_after;    /* stop (with a checkpoint) after this many steps, as if interrupted */
+  long stop_after;    /* stop (with a checkpoint) after this step, as if interrupted; counted from
+                         the start of training (a resumed run's too); 0: off */
   long timeline_steps; /* steps traced after the timing warm-up (--timeline); 0: off */
   int ignore_index;         /* mask value the loss and metrics skip (255) */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
