@@ -12,7 +12,7 @@ include src/data/local.mk
 include src/parallel/local.mk
 include src/train/local.mk
 
-noinst_HEADERS += src/check.h
+noinst_HEADERS += src/check.h src/clock.h
 
 # What a program links to use a layer (archives before the ones they need).
 MODEL_LIBS = libmodel.a libobs.a libdevice.a

@@ -177,7 +177,7 @@ static void png_dir_destroy(data_set_t *ds)
   free(ds);
 }
 
-static const data_ops_t png_dir_ops = {png_dir_get, png_dir_destroy};
+static const data_ops_t png_dir_ops = {.get = png_dir_get, .destroy = png_dir_destroy};
 
 static int cmp_names(const void *a, const void *b)
 {

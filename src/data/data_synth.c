@@ -178,7 +178,7 @@ static void synth_destroy(data_set_t *ds)
   free(ds);
 }
 
-static const data_ops_t synth_ops = {synth_get, synth_destroy};
+static const data_ops_t synth_ops = {.get = synth_get, .destroy = synth_destroy};
 
 int data_open_synthetic(data_set_t **out, const data_synth_config_t *cfg, char *err,
                         size_t errlen)

@@ -5,6 +5,7 @@
  * locking. */
 #include "config.h"
 
+#include "src/clock.h"
 #include "src/data/loader.h"
 
 #include <pthread.h>
@@ -46,13 +47,6 @@ struct loader {
   size_t nbatches, next_fill, next_take;
   double wait_s;
 };
-
-static double now_s(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int scratch_init(scratch_t *s, const data_set_t *d)
 {
@@ -245,7 +239,7 @@ size_t loader_num_batches(const loader_t *l) { return l->nbatches; }
 
 int loader_next(loader_t *l, const loader_batch_t **out, char *err, size_t errlen)
 {
-  double t0 = now_s();
+  double t0 = clock_s();
   *out = NULL;
   pthread_mutex_lock(&l->mu);
   if (l->next_take >= l->nbatches) {
@@ -272,7 +266,7 @@ int loader_next(loader_t *l, const loader_batch_t **out, char *err, size_t errle
   s->state = SLOT_TAKEN;
   l->next_take = b + 1;
   pthread_mutex_unlock(&l->mu);
-  l->wait_s = now_s() - t0;
+  l->wait_s = clock_s() - t0;
   if (s->failed) {
     return check_fail(err, errlen, "%s", s->err);
   }

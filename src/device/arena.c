@@ -55,7 +55,7 @@ int arena_create(arena_t **out, const arena_allocator_t *allocator, const char *
   if (allocator)
     a->alloc = *allocator;
   else
-    a->alloc = (arena_allocator_t){host_alloc, host_free, NULL, -1};
+    a->alloc = (arena_allocator_t){.alloc = host_alloc, .free = host_free, .device = -1};
   snprintf(a->label, sizeof a->label, "%s", label ? label : "cpu");
   *out = a;
   return 0;

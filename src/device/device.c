@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "src/check.h"
+#include "src/clock.h"
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
@@ -252,13 +253,6 @@ int dev_copy_now(void *dst, int dst_dev, const void *src, int src_dev, size_t by
 
 /* ---- events ---- */
 
-static double host_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 int dev_event_create(dev_event_t **out, int dev, int flags, char *err, size_t errlen)
 {
   dev_event_t *e = calloc(1, sizeof *e);
@@ -296,7 +290,7 @@ int dev_event_record_timing(dev_event_t *e, void *stream, int in_capture, char *
                             size_t errlen)
 {
   if (e->dev == DEV_HOST) {
-    e->host_ms = host_ms();
+    e->host_ms = clock_ms();
     return 0;
   }
 #ifdef HAVE_CUDNN

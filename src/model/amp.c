@@ -29,12 +29,12 @@ int amp_precision_parse(const char *s, model_precision_t *out)
 
 void amp_scaler_init(amp_scaler_t *s, model_precision_t precision)
 {
-  memset(s, 0, sizeof *s);
-  s->enabled = precision == MODEL_FP16;
-  s->scale = s->enabled ? 65536.0 : 1.0;
-  s->growth_factor = 2.0;
-  s->backoff_factor = 0.5;
-  s->growth_interval = 2000;
+  int fp16 = precision == MODEL_FP16;
+  *s = (amp_scaler_t){.enabled = fp16,
+                      .scale = fp16 ? 65536.0 : 1.0,
+                      .growth_factor = 2.0,
+                      .backoff_factor = 0.5,
+                      .growth_interval = 2000};
 }
 
 double amp_scaler_scale(const amp_scaler_t *s) { return s->enabled ? s->scale : 1.0; }

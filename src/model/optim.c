@@ -22,19 +22,14 @@ struct optim {
 
 void optim_config_default(optim_config_t *c, optim_kind_t kind)
 {
-  memset(c, 0, sizeof *c);
-  c->kind = kind;
-  if (kind == OPTIM_ADAMW) {
-    c->lr = 1e-3;
-    c->weight_decay = 0.01;
-  } else {
-    c->lr = 0.05;
-    c->weight_decay = 1e-4;
-  }
-  c->momentum = 0.9;
-  c->beta1 = 0.9;
-  c->beta2 = 0.999;
-  c->eps = 1e-8;
+  int adamw = kind == OPTIM_ADAMW;
+  *c = (optim_config_t){.kind = kind,
+                        .lr = adamw ? 1e-3 : 0.05,
+                        .weight_decay = adamw ? 0.01 : 1e-4,
+                        .momentum = 0.9,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-8};
 }
 
 int optim_config_validate(const optim_config_t *c, char *err, size_t errlen)

@@ -80,7 +80,7 @@ static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *ws)
 static int allocate(model_t *m, char *err, size_t errlen)
 {
   const model_config_t *c = &m->cfg;
-  alloc_ctx_t a = {m, err, errlen, 0};
+  alloc_ctx_t a = {.m = m, .err = err, .errlen = errlen};
   size_t e = m->ops.elem, N = (size_t)c->max_batch;
   int L = c->levels;
   m->pf32 = take(&a, m->nparams * sizeof(float), ARENA_PARAMS, "parameters");
@@ -182,7 +182,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (m->dev == DEV_HOST) {
     if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
   } else {
-    arena_allocator_t alloc = {dev_alloc, dev_free, NULL, m->dev};
+    arena_allocator_t alloc = {.alloc = dev_alloc, .free = dev_free, .device = m->dev};
     char label[32];
     snprintf(label, sizeof label, "cuda:%d", m->dev);
     if (arena_create(&m->arena, &alloc, label, err, errlen) != 0) goto fail;

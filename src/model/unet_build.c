@@ -13,22 +13,19 @@
 
 void model_config_default(model_config_t *cfg)
 {
-  memset(cfg, 0, sizeof *cfg);
-  cfg->in_channels = 3;
-  cfg->classes = 4;
-  cfg->levels = 4;
-  cfg->widths[0] = 16;
-  cfg->widths[1] = 32;
-  cfg->widths[2] = 64;
-  cfg->widths[3] = 128;
-  cfg->norm = MODEL_NORM_BATCH;
-  cfg->groups = 8;
-  cfg->max_batch = 8;
-  cfg->height = cfg->width = 64;
-  cfg->ignore_index = -1;
-  cfg->precision = MODEL_FP32;
-  cfg->device = MODEL_DEVICE_CPU;
-  cfg->seed = 1;
+  *cfg = (model_config_t){.in_channels = 3,
+                          .classes = 4,
+                          .levels = 4,
+                          .widths = {16, 32, 64, 128},
+                          .norm = MODEL_NORM_BATCH,
+                          .groups = 8,
+                          .max_batch = 8,
+                          .height = 64,
+                          .width = 64,
+                          .ignore_index = -1,
+                          .precision = MODEL_FP32,
+                          .device = MODEL_DEVICE_CPU,
+                          .seed = 1};
 }
 
 int model_config_validate(const model_config_t *c, char *err, size_t errlen)

@@ -4,6 +4,7 @@
  * slots and zeros elsewhere, so the f64 sum is an exact gather. */
 #include "config.h"
 
+#include "src/clock.h"
 #include "src/obs/run_summary.h"
 
 #include <stdarg.h>
@@ -43,13 +44,6 @@ struct run_summary {
   long util_n[RS_MAX_RANKS];
   char json[RS_JSON_BYTES];
 };
-
-static double now_s(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int run_summary_create(run_summary_t **out, int rank, int world, const arena_t *arena,
                        char *err, size_t errlen)
@@ -98,7 +92,7 @@ void run_summary_fill(run_summary_t *s, double *slots)
   v[SLOT_TOTAL_PEAK] = (double)arena_total_peak(s->arena) * mib;
   /* The driver averages utilisation over 1/6 s to 1 s, so sampling more often than every
    * 100 ms adds cost (tens of us a call) and no information: steps in between repeat it. */
-  double t = now_s();
+  double t = clock_s();
   if (s->nvml && t - s->sampled_at >= 0.1) {
     s->have_sample = nvml_sample(s->nvml, &s->sample) == 0;
     s->sampled_at = t;

@@ -5,6 +5,7 @@
  * naming the process after the rank and the rows after the host thread and the streams. */
 #include "config.h"
 
+#include "src/clock.h"
 #include "src/obs/timeline.h"
 
 #include <errno.h>
@@ -64,13 +65,6 @@ static struct {
 
 int timeline_recording_ = 0;
 
-static double now_us(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
-
 const char *timeline_kind_name(timeline_kind_t kind)
 {
   return (unsigned)kind < TIMELINE_NUM_KINDS ? kinds[kind].name : "?";
@@ -113,7 +107,7 @@ int timeline_begin_(timeline_kind_t kind, void *stream)
       return -1;
     }
   } else {
-    s->t0 = now_us();
+    s->t0 = clock_us();
   }
   s->state = TL_OPEN;
   return (int)tl.n++;
@@ -130,7 +124,7 @@ void timeline_end_(int span, void *stream)
       return;
     }
   } else {
-    s->t1 = now_us();
+    s->t1 = clock_us();
   }
   s->state = TL_ENDED;
 }

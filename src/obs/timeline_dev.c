@@ -5,6 +5,7 @@
  * latency, a few us. */
 #include "config.h"
 
+#include "src/clock.h"
 #include "src/obs/timeline_dev.h"
 
 #include <stdio.h>
@@ -20,13 +21,6 @@ struct timeline_dev {
   dev_event_t *anchor;
   double anchor_us;
 };
-
-static double host_us(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
 
 int timeline_dev_create(timeline_dev_t **out, int dev, size_t nevents, char *err, size_t errlen)
 {
@@ -62,7 +56,7 @@ int timeline_dev_anchor(timeline_dev_t *t, void *stream, char *err, size_t errle
   if (rc == 0)
     while ((done = dev_event_done(t->anchor)) == 0) {
     }
-  t->anchor_us = host_us();
+  t->anchor_us = clock_us();
   if (rc != 0) return check_prefix(err, errlen, "timeline: anchoring device events");
   if (done < 0) return check_fail(err, errlen, "timeline: anchoring device events failed");
   return 0;

@@ -39,12 +39,11 @@ int main(int argc, char **argv)
     if (rc != 0) fprintf(stderr, "train: %s\n", err);
     return rc != 0;
   }
-  shmddp_launch_config_t lc = {0};
-  lc.nproc = cfg.nproc;
-  lc.timeout_s = cfg.timeout_s;
-  lc.use_gpus = cfg.device == MODEL_DEVICE_CUDA;
-  lc.bind_numa = lc.use_gpus;
-  lc.label = "train";
+  shmddp_launch_config_t lc = {.nproc = cfg.nproc,
+                               .timeout_s = cfg.timeout_s,
+                               .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
+                               .bind_numa = cfg.device == MODEL_DEVICE_CUDA,
+                               .label = "train"};
   shmddp_launch_result_t res;
   fflush(stdout); /* the ranks inherit stdio buffers: nothing may be pending at fork */
   shmddp_status_t st = shmddp_launch(&lc, train_rank, &job, &res);

@@ -80,11 +80,12 @@ int train_ckpt_save(const char *path, const char *run_key, model_t *m, optim_t *
   st[ST_CLEAN] = (double)s->clean_steps;
   st[ST_SKIPPED] = (double)s->skipped_steps;
   st[ST_TOTAL] = (double)s->total_steps;
-  ckpt_tensor_t t[4] = {{"params", CKPT_F32, np, hp},
-                        {"buffers", CKPT_F32, nb, hb},
-                        {"optimizer", CKPT_F32, no, ho},
-                        {"state", CKPT_F64, ST_COUNT, st}};
-  rc = ckpt_write(path, run_key, t, 4, err, errlen);
+  ckpt_tensor_t t[] = {
+      {.name = "params", .dtype = CKPT_F32, .count = np, .data = hp},
+      {.name = "buffers", .dtype = CKPT_F32, .count = nb, .data = hb},
+      {.name = "optimizer", .dtype = CKPT_F32, .count = no, .data = ho},
+      {.name = "state", .dtype = CKPT_F64, .count = ST_COUNT, .data = st}};
+  rc = ckpt_write(path, run_key, t, (int)(sizeof t / sizeof t[0]), err, errlen);
 out:
   free(hp);
   free(hb);

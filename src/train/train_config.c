@@ -81,19 +81,37 @@ typedef struct {
   model_precision_t precision;
 } device_defaults_t;
 
-static const device_defaults_t cpu_defaults = {"16,32,64", 0.3, 64, 8, 6, 1, 1536, 128, 30, 10,
-                                               MODEL_FP32};
-static const device_defaults_t cuda_defaults = {"reference", 0.1, 256, 6, 4, 8, 12000, 600, 200,
-                                                20, MODEL_BF16};
+static const device_defaults_t cpu_defaults = {.widths = "16,32,64",
+                                               .sgd_lr = 0.3,
+                                               .image_size = 64,
+                                               .batch_size = 8,
+                                               .epochs = 6,
+                                               .workers = 1,
+                                               .train_size = 1536,
+                                               .val_size = 128,
+                                               .warmup_steps = 30,
+                                               .log_every = 10,
+                                               .precision = MODEL_FP32};
+static const device_defaults_t cuda_defaults = {.widths = "reference",
+                                                .sgd_lr = 0.1,
+                                                .image_size = 256,
+                                                .batch_size = 6,
+                                                .epochs = 4,
+                                                .workers = 8,
+                                                .train_size = 12000,
+                                                .val_size = 600,
+                                                .warmup_steps = 200,
+                                                .log_every = 20,
+                                                .precision = MODEL_BF16};
 
 static const struct {
   const char *name;
   int levels;
   int widths[MODEL_MAX_LEVELS];
 } presets[] = {
-  {"tiny", 3, {8, 16, 32}},
-  {"small", 4, {16, 32, 64, 128}},
-  {"reference", 5, {64, 128, 256, 512, 1024}},
+  {.name = "tiny", .levels = 3, .widths = {8, 16, 32}},
+  {.name = "small", .levels = 4, .widths = {16, 32, 64, 128}},
+  {.name = "reference", .levels = 5, .widths = {64, 128, 256, 512, 1024}},
 };
 
 #define SYNTH_MAX_CLASSES 8 /* background + the shape kinds the generator draws */
@@ -363,23 +381,22 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
 
 static void set_defaults(train_config_t *c)
 {
-  memset(c, 0, sizeof *c);
-  c->mode = TRAIN_MODE_DDP;
-  strcpy(c->model, "unet");
-  c->norm = MODEL_NORM_BATCH;
-  c->groups = 8;
-  c->classes = 4;
-  c->optimizer = OPTIM_SGD;
-  c->momentum = 0.9;
-  c->synthetic = 1;
-  c->seed = 1;
-  strcpy(c->out_dir, "runs/latest");
-  c->bucket_mb = 25;
-  c->accum_steps = 1;
-  c->timeout_s = 300;
-  c->ignore_index = 255;
-  c->deterministic = 1;
-  c->cuda_graph = 1;
+  *c = (train_config_t){.mode = TRAIN_MODE_DDP,
+                        .model = "unet",
+                        .norm = MODEL_NORM_BATCH,
+                        .groups = 8,
+                        .classes = 4,
+                        .optimizer = OPTIM_SGD,
+                        .momentum = 0.9,
+                        .synthetic = 1,
+                        .seed = 1,
+                        .out_dir = "runs/latest",
+                        .bucket_mb = 25,
+                        .accum_steps = 1,
+                        .timeout_s = 300,
+                        .ignore_index = 255,
+                        .deterministic = 1,
+                        .cuda_graph = 1};
 }
 
 int train_config_parse(train_config_t *c, int argc, char **argv, const train_machine_t *m,
@@ -512,21 +529,21 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
 
 void train_config_model(const train_config_t *c, int local_rank, model_config_t *mc)
 {
-  memset(mc, 0, sizeof *mc);
-  mc->in_channels = 3;
-  mc->classes = c->classes;
-  mc->levels = c->levels;
+  *mc = (model_config_t){.in_channels = 3,
+                         .classes = c->classes,
+                         .levels = c->levels,
+                         .norm = c->norm,
+                         .groups = c->groups,
+                         .max_batch = c->batch_size,
+                         .height = c->image_size,
+                         .width = c->image_size,
+                         .ignore_index = c->ignore_index,
+                         .precision = c->precision,
+                         .device = c->device,
+                         .cuda_device = c->device == MODEL_DEVICE_CUDA ? local_rank : -1,
+                         .seed = c->seed,
+                         .conv_benchmark = !c->deterministic};
   memcpy(mc->widths, c->widths, sizeof mc->widths);
-  mc->norm = c->norm;
-  mc->groups = c->groups;
-  mc->max_batch = c->batch_size;
-  mc->height = mc->width = c->image_size;
-  mc->ignore_index = c->ignore_index;
-  mc->precision = c->precision;
-  mc->device = c->device;
-  mc->cuda_device = c->device == MODEL_DEVICE_CUDA ? local_rank : -1;
-  mc->seed = c->seed;
-  mc->conv_benchmark = !c->deterministic;
 }
 
 void train_config_optim(const train_config_t *c, optim_config_t *oc)

@@ -44,9 +44,13 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     /* The shapes have at most DATA_SYNTH_MAX_CLASSES labels; a wider head (many classes, the
      * DataParallel imbalance case) trains on those and never sees the rest. */
     int labels = cfg->classes < DATA_SYNTH_MAX_CLASSES ? cfg->classes : DATA_SYNTH_MAX_CLASSES;
-    data_synth_config_t sc = {cfg->seed, (size_t)cfg->train_size, labels,
-                              /* a margin around the crop, so random crops move the shapes */
-                              cfg->image_size + cfg->image_size / 8, DATA_SPLIT_TRAIN};
+    data_synth_config_t sc = {
+        .seed = cfg->seed,
+        .size = (size_t)cfg->train_size,
+        .classes = labels,
+        /* a margin around the crop, so random crops move the shapes */
+        .image_size = cfg->image_size + cfg->image_size / 8,
+        .split = DATA_SPLIT_TRAIN};
     rc = data_open_synthetic(&job->train, &sc, err, errlen);
     sc.size = (size_t)cfg->val_size;
     sc.split = DATA_SPLIT_VAL;
@@ -56,7 +60,12 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
                            cfg->val_size, err, errlen);
   }
   if (rc == 0) {
-    sampler_config_t sc = {job->train->size, cfg->nproc, 0, 1, cfg->drop_last, cfg->seed};
+    sampler_config_t sc = {.dataset_size = job->train->size,
+                           .world = cfg->nproc,
+                           .rank = 0,
+                           .shuffle = 1,
+                           .drop_last = cfg->drop_last,
+                           .seed = cfg->seed};
     rc = sampler_validate(&sc, err, errlen);
     size_t per = rc == 0 ? sampler_per_rank(&sc) : 0;
     if (rc == 0 && cfg->drop_last && per < (size_t)cfg->batch_size) {
