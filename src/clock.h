@@ -1,30 +1,14 @@
-/* clock.h — the one clock of the trainer: CLOCK_MONOTONIC, which every rank on the machine shares,
- * so host times of different ranks (the timeline's spans, step times) line up. */
+/* clock.h — the trainer's clock: the shared-memory library's monotonic clock (CLOCK_MONOTONIC),
+ * which every rank on the machine shares, so host times of different ranks (the timeline's spans,
+ * step times) line up. */
 #ifndef SRC_CLOCK_H
 #define SRC_CLOCK_H
 
-#include <time.h>
+#include "shm/timeutil.h"
 
 /* Seconds, milliseconds and microseconds since an arbitrary fixed point. */
-static inline double clock_s(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static inline double clock_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static inline double clock_us(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
+static inline double clock_s(void) { return shm_now(); }
+static inline double clock_ms(void) { return 1e3 * shm_now(); }
+static inline double clock_us(void) { return 1e6 * shm_now(); }
 
 #endif

@@ -61,24 +61,33 @@ static int finish(report_log_t *l)
   return fflush(l->f) == 0 ? 0 : -1;
 }
 
-static void field(FILE *f, const char *key, double v)
+typedef struct {
+  const char *key;
+  double v;
+} field_t;
+
+/* ", \"key\": value" for each of n fields, in order. */
+static void fields(FILE *f, const field_t *fl, size_t n)
 {
-  fprintf(f, ", \"%s\": ", key);
-  report_json_number(f, v);
+  for (size_t i = 0; i < n; i++) {
+    fprintf(f, ", \"%s\": ", fl[i].key);
+    report_json_number(f, fl[i].v);
+  }
 }
 
 int report_log_step(report_log_t *l, const report_step_t *s)
 {
   FILE *f = l->f;
   fprintf(f, "{\"type\": \"step\", \"step\": %ld, \"epoch\": %ld", s->step, s->epoch);
-  field(f, "loss", s->loss);
-  field(f, "lr", s->lr);
-  field(f, "loss_scale", s->loss_scale);
-  field(f, "images_per_s", s->images_per_s);
-  field(f, "step_ms", s->step_ms);
-  field(f, "data_wait_ms", s->data_wait_ms);
-  field(f, "exposed_comm_ms", s->exposed_comm_ms);
-  field(f, "syncbn_ms", s->syncbn_ms);
+  const field_t fl[] = {{"loss", s->loss},
+                        {"lr", s->lr},
+                        {"loss_scale", s->loss_scale},
+                        {"images_per_s", s->images_per_s},
+                        {"step_ms", s->step_ms},
+                        {"data_wait_ms", s->data_wait_ms},
+                        {"exposed_comm_ms", s->exposed_comm_ms},
+                        {"syncbn_ms", s->syncbn_ms}};
+  fields(f, fl, sizeof fl / sizeof fl[0]);
   fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
   if (s->extra && s->extra[0]) fprintf(f, ", %s", s->extra);
   return finish(l);
@@ -88,10 +97,9 @@ int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_js
 {
   FILE *f = l->f;
   fprintf(f, "{\"type\": \"val\", \"step\": %ld, \"epoch\": %ld", v->step, v->epoch);
-  field(f, "val_loss", v->loss);
-  field(f, "val_miou", v->miou);
-  field(f, "val_acc", v->acc);
-  field(f, "val_seconds", v->seconds);
+  const field_t fl[] = {
+      {"val_loss", v->loss}, {"val_miou", v->miou}, {"val_acc", v->acc}, {"val_seconds", v->seconds}};
+  fields(f, fl, sizeof fl / sizeof fl[0]);
   if (memory_json) fprintf(f, ", \"memory\": %s", memory_json);
   return finish(l);
 }

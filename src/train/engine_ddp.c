@@ -276,23 +276,9 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   d->pred = malloc((size_t)c->batch_size * c->image_size * c->image_size * sizeof *d->pred);
   if (!d->indices || !d->is_pad || !d->pred)
     return check_fail(err, errlen, "out of memory for the sample lists and predictions");
-  loader_config_t lc = {
-      .data = job->train,
-      .augment = {.crop = c->image_size,
-                  .random = 1,
-                  .seed = c->seed,
-                  .classes = c->classes,
-                  .ignore_label = c->ignore_index},
-      .batch_size = c->batch_size,
-      .workers = c->workers,
-      /* pinned on a GPU: the uploads are asynchronous */
-      .alloc = d->dev ? train_dev_host_alloc : NULL,
-      .free = d->dev ? train_dev_host_free : NULL};
-  CHECK(loader_create(&e->loader, &lc, err, errlen));
-  lc.data = job->val;
-  lc.augment.random = 0;
-  lc.workers = c->workers > 0 ? 1 : 0; /* validation is short; one thread keeps it fed */
-  CHECK(loader_create(&d->val_loader, &lc, err, errlen));
+  /* pinned on a GPU: the uploads are asynchronous */
+  CHECK(engine_loaders(e, job, c->batch_size, c->workers, d->dev != NULL, &d->val_loader, err,
+                       errlen));
   e->pipelined = d->dev != NULL;
   return run_summary_create(&d->obs, e->rank, e->world, model_arena(e->model), err, errlen);
 }
@@ -300,17 +286,9 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
 int engine_ddp_create(engine_t **out, shmddp_comm_t *comm, const train_job_t *job, char *err,
                       size_t errlen)
 {
-  *out = NULL;
-  engine_t *e = calloc(1, sizeof *e);
-  ddp_engine_t *d = calloc(1, sizeof *d);
-  if (!e || !d) {
-    free(e);
-    free(d);
-    return check_fail(err, errlen, "out of memory creating the DDP engine");
-  }
-  *out = e;
-  e->ops = &ddp_ops;
-  e->impl = d;
+  CHECK(engine_new(out, &ddp_ops, sizeof(ddp_engine_t), err, errlen));
+  engine_t *e = *out;
+  ddp_engine_t *d = impl(e);
   d->cfg = &job->cfg;
   d->comm = comm;
   e->rank = comm ? shmddp_comm_rank(comm) : 0;
@@ -327,13 +305,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
 {
   engine_t *e = NULL;
   int rc = engine_ddp_create(&e, comm, job, err, errlen);
-  if (rc == 0) {
-    rc = train_loop(e, job, res, err, errlen);
-  } else {
-    memset(res, 0, sizeof *res);
-  }
-  if (e) e->ops->destroy(e);
-  return rc;
+  return engine_train(e, rc, job, res, err, errlen);
 }
 
 int train_rank(shmddp_comm_t *comm, void *arg)

@@ -14,7 +14,6 @@
 #include "src/parallel/dp.h"
 #include "src/train/dp_train.h"
 #include "src/train/loop.h"
-#include "src/train/train_device.h"
 
 typedef struct {
   const train_config_t *cfg;
@@ -277,40 +276,18 @@ static int setup(engine_t *e, dp_engine_t *d, const train_job_t *job, char *err,
   if (!d->rank_idx || !d->global_idx || !d->val_idx || !d->pred)
     return check_fail(err, errlen, "out of memory for the sample lists and predictions");
   for (size_t i = 0; i < nval; i++) d->val_idx[i] = i;
-  int cuda = c->device == MODEL_DEVICE_CUDA;
-  loader_config_t lc = {
-      .data = job->train,
-      .augment = {.crop = c->image_size,
-                  .random = 1,
-                  .seed = c->seed,
-                  .classes = c->classes,
-                  .ignore_label = c->ignore_index},
-      .batch_size = d->ndev * c->batch_size,
-      /* One loader feeds every device: it gets the threads DDP's ranks would have together. */
-      .workers = c->workers * d->ndev > 64 ? 64 : c->workers * d->ndev,
-      /* pinned on GPUs: the copy to device 0 is asynchronous */
-      .alloc = cuda ? train_dev_host_alloc : NULL,
-      .free = cuda ? train_dev_host_free : NULL};
-  CHECK(loader_create(&e->loader, &lc, err, errlen));
-  lc.data = job->val;
-  lc.augment.random = 0;
-  lc.workers = c->workers > 0 ? 1 : 0;
-  return loader_create(&d->val_loader, &lc, err, errlen);
+  /* One loader feeds every device: it gets the threads DDP's ranks would have together; pinned
+   * on GPUs: the copy to device 0 is asynchronous. */
+  int workers = c->workers * d->ndev > 64 ? 64 : c->workers * d->ndev;
+  return engine_loaders(e, job, d->ndev * c->batch_size, workers,
+                        c->device == MODEL_DEVICE_CUDA, &d->val_loader, err, errlen);
 }
 
 int engine_dp_create(engine_t **out, const train_job_t *job, char *err, size_t errlen)
 {
-  *out = NULL;
-  engine_t *e = calloc(1, sizeof *e);
-  dp_engine_t *d = calloc(1, sizeof *d);
-  if (!e || !d) {
-    free(e);
-    free(d);
-    return check_fail(err, errlen, "out of memory creating the DataParallel engine");
-  }
-  *out = e;
-  e->ops = &dp_ops;
-  e->impl = d;
+  CHECK(engine_new(out, &dp_ops, sizeof(dp_engine_t), err, errlen));
+  engine_t *e = *out;
+  dp_engine_t *d = impl(e);
   d->cfg = &job->cfg;
   d->ndev = job->cfg.nproc;
   e->rank = 0;
@@ -323,11 +300,5 @@ int dp_train_run(const train_job_t *job, train_result_t *res, char *err, size_t 
 {
   engine_t *e = NULL;
   int rc = engine_dp_create(&e, job, err, errlen);
-  if (rc == 0) {
-    rc = train_loop(e, job, res, err, errlen);
-  } else {
-    memset(res, 0, sizeof *res);
-  }
-  if (e) e->ops->destroy(e);
-  return rc;
+  return engine_train(e, rc, job, res, err, errlen);
 }

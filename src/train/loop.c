@@ -21,6 +21,7 @@
 #include "src/obs/report_log.h"
 #include "src/obs/timeline.h"
 #include "src/train/train_ckpt.h"
+#include "src/train/train_device.h"
 
 /* The step's agreement: what every process contributes, summed over the processes in one call
  * (with the engine's per-process numbers behind it). */
@@ -436,5 +437,53 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
     }
   }
   teardown(&r);
+  return rc;
+}
+
+int engine_new(engine_t **out, const engine_ops_t *ops, size_t impl_bytes, char *err,
+               size_t errlen)
+{
+  *out = NULL;
+  engine_t *e = calloc(1, sizeof *e);
+  void *impl = calloc(1, impl_bytes);
+  if (!e || !impl) {
+    free(e);
+    free(impl);
+    return check_fail(err, errlen, "out of memory creating the engine");
+  }
+  e->ops = ops;
+  e->impl = impl;
+  *out = e;
+  return 0;
+}
+
+int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, int pinned,
+                   loader_t **val, char *err, size_t errlen)
+{
+  const train_config_t *c = &job->cfg;
+  loader_config_t lc = {.data = job->train,
+                        .augment = {.crop = c->image_size,
+                                    .random = 1,
+                                    .seed = c->seed,
+                                    .classes = c->classes,
+                                    .ignore_label = c->ignore_index},
+                        .batch_size = batch,
+                        .workers = workers,
+                        .alloc = pinned ? train_dev_host_alloc : NULL,
+                        .free = pinned ? train_dev_host_free : NULL};
+  CHECK(loader_create(&e->loader, &lc, err, errlen));
+  lc.data = job->val;
+  lc.augment.random = 0;
+  lc.workers = c->workers > 0 ? 1 : 0; /* validation is short; one thread keeps it fed */
+  return loader_create(val, &lc, err, errlen);
+}
+
+int engine_train(engine_t *e, int created_rc, const train_job_t *job, train_result_t *res,
+                 char *err, size_t errlen)
+{
+  int rc = created_rc;
+  if (rc == 0) rc = train_loop(e, job, res, err, errlen);
+  else memset(res, 0, sizeof *res);
+  if (e) e->ops->destroy(e);
   return rc;
 }

@@ -81,6 +81,19 @@ struct engine {
   void *impl;
 };
 
+/* For the engines: a zeroed engine with ops and impl_bytes of zeroed state in e->impl (*out is
+ * set, for ops->destroy, as soon as there is one). */
+int engine_new(engine_t **out, const engine_ops_t *ops, size_t impl_bytes, char *err,
+               size_t errlen);
+/* The run's loaders: e->loader (training batches of `batch` images, random crops and flips,
+ * `workers` threads) and *val (centre crops, one thread when there are any); host buffers
+ * pinned when pinned != 0 (a GPU copies them asynchronously). */
+int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, int pinned,
+                   loader_t **val, char *err, size_t errlen);
+/* train_loop on e when its creation succeeded (created_rc == 0), then e destroyed. */
+int engine_train(engine_t *e, int created_rc, const train_job_t *job, train_result_t *res,
+                 char *err, size_t errlen);
+
 /* The engines, ready to train (comm NULL: a single process without a group). */
 int engine_ddp_create(engine_t **out, shmddp_comm_t *comm, const train_job_t *job, char *err,
                       size_t errlen);

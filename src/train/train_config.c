@@ -81,28 +81,14 @@ typedef struct {
   model_precision_t precision;
 } device_defaults_t;
 
-static const device_defaults_t cpu_defaults = {.widths = "16,32,64",
-                                               .sgd_lr = 0.3,
-                                               .image_size = 64,
-                                               .batch_size = 8,
-                                               .epochs = 6,
-                                               .workers = 1,
-                                               .train_size = 1536,
-                                               .val_size = 128,
-                                               .warmup_steps = 30,
-                                               .log_every = 10,
-                                               .precision = MODEL_FP32};
-static const device_defaults_t cuda_defaults = {.widths = "reference",
-                                                .sgd_lr = 0.1,
-                                                .image_size = 256,
-                                                .batch_size = 6,
-                                                .epochs = 4,
-                                                .workers = 8,
-                                                .train_size = 12000,
-                                                .val_size = 600,
-                                                .warmup_steps = 200,
-                                                .log_every = 20,
-                                                .precision = MODEL_BF16};
+static const device_defaults_t cpu_defaults = {
+    .widths = "16,32,64", .sgd_lr = 0.3, .image_size = 64, .batch_size = 8, .epochs = 6,
+    .workers = 1, .train_size = 1536, .val_size = 128, .warmup_steps = 30, .log_every = 10,
+    .precision = MODEL_FP32};
+static const device_defaults_t cuda_defaults = {
+    .widths = "reference", .sgd_lr = 0.1, .image_size = 256, .batch_size = 6, .epochs = 4,
+    .workers = 8, .train_size = 12000, .val_size = 600, .warmup_steps = 200, .log_every = 20,
+    .precision = MODEL_BF16};
 
 static const struct {
   const char *name;
