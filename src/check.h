@@ -13,8 +13,8 @@
  *   CHECK_COLL   the collectives: a shmddp_status_t, and shmddp_comm_last_error(comm)
  *   CHECK_CUDA   the CUDA runtime: a cudaError_t (src/device/ only; nothing else calls CUDA)
  * The macros expect `err` and `errlen` in scope. The model's hooks (model.h) are callbacks with
- * no message buffer: a failing hook keeps its message and its owner returns it at the end of the
- * step (ddp_finish_step). */
+ * no message buffer: a failing hook keeps its message, and its owner puts it in front of the
+ * model's (ddp_hook_failure) or returns it at the end of the step (ddp_finish_step). */
 #ifndef SRC_CHECK_H
 #define SRC_CHECK_H
 
@@ -78,11 +78,11 @@ static inline int check_prefix(char *err, size_t errlen, const char *what)
   } while (0)
 
 /* A CUDA runtime call failed: "<the call>: <CUDA's message>" (after <cuda_runtime_api.h>). */
-#define CHECK_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess)                                                                         \
-      return check_fail(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                     \
+#define CHECK_CUDA(call)                                                                       \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess)                                                                     \
+      return check_fail(err, errlen, "%s: %s", #call, cudaGetErrorString(e_));                 \
   } while (0)
 
 #endif

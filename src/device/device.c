@@ -41,15 +41,6 @@ static int no_gpus(char *err, size_t errlen)
 }
 #endif
 
-int dev_gpus_built(void)
-{
-#ifdef HAVE_CUDNN
-  return 1;
-#else
-  return 0;
-#endif
-}
-
 int dev_select(int dev, char *err, size_t errlen)
 {
   if (dev == DEV_HOST) return 0;

@@ -19,8 +19,15 @@
 
 /* ---- the build and the devices ---- */
 
-/* 1 if this build can drive GPUs (the CUDA runtime is linked in). */
-int dev_gpus_built(void);
+/* 1 if this build can drive GPUs (the CUDA runtime and cuDNN are linked in). */
+static inline int dev_gpus_built(void)
+{
+#ifdef HAVE_CUDNN
+  return 1;
+#else
+  return 0;
+#endif
+}
 
 /* Make device `dev` current for the calling thread (no-op for DEV_HOST): kernels are launched,
  * events created and memory allocated on the current device. */

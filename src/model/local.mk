@@ -6,5 +6,5 @@ libmodel_a_SOURCES = \
 	src/model/unet.c src/model/unet.h src/model/unet_impl.h src/model/unet_build.c \
 	src/model/layers.c src/model/layers.h \
 	src/model/rng.c src/model/rng.h \
-	src/model/optim.c src/model/optim.h \
+	src/model/optim.c src/model/optim_config.c src/model/optim.h \
 	src/model/amp.c src/model/amp.h

@@ -97,8 +97,10 @@ int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_js
 {
   FILE *f = l->f;
   fprintf(f, "{\"type\": \"val\", \"step\": %ld, \"epoch\": %ld", v->step, v->epoch);
-  const field_t fl[] = {
-      {"val_loss", v->loss}, {"val_miou", v->miou}, {"val_acc", v->acc}, {"val_seconds", v->seconds}};
+  const field_t fl[] = {{"val_loss", v->loss},
+                        {"val_miou", v->miou},
+                        {"val_acc", v->acc},
+                        {"val_seconds", v->seconds}};
   fields(f, fl, sizeof fl / sizeof fl[0]);
   if (memory_json) fprintf(f, ", \"memory\": %s", memory_json);
   return finish(l);

@@ -277,6 +277,14 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
   return &d->hooks;
 }
 
+int ddp_hook_failure(const ddp_t *d, char *err, size_t errlen)
+{
+  if (!d->failed) return -1;
+  char what[512];
+  snprintf(what, sizeof what, "%s", err ? err : "");
+  return check_fail(err, errlen, "%s (%s)", d->err, what);
+}
+
 int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
 {
   if (d->failed) return check_fail(err, errlen, "%s", d->err);
@@ -316,7 +324,8 @@ void ddp_replayed(ddp_t *d)
 int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen)
 {
   if (d->world == 1 || n == 0) return 0;
-  CHECK_COLL(d->comm, shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST),
+  CHECK_COLL(d->comm,
+             shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST),
              "summing over ranks");
   return 0;
 }

@@ -34,6 +34,10 @@ int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen);
  * that must not all-reduce (no_sync); sync_bn may change per step (--sync-bn-from-epoch). */
 const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn);
 
+/* A model step failed: if one of this step's hooks did, put why in front of err (the model only
+ * knows that the hook failed). Returns -1. */
+int ddp_hook_failure(const ddp_t *d, char *err, size_t errlen);
+
 /* After model_train_step: wait until every bucket's all-reduce is done; gradients are then the
  * average over ranks. */
 int ddp_finish_step(ddp_t *d, char *err, size_t errlen);

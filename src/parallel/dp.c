@@ -71,7 +71,8 @@ static int build(dp_t *d, const dp_config_t *cfg, char *err, size_t errlen)
     CHECK(dev_select(d->dev[i], err, errlen));
     CHECK(model_create(&d->m[i], &mc, err, errlen));
     d->stream[i] = model_stream(d->m[i]);
-    for (int e = 0; e < EV_COUNT; e++) CHECK(dev_event_create(&d->ev[i][e], d->dev[i], DEV_EVENT_TIMING, err, errlen));
+    for (int e = 0; e < EV_COUNT; e++)
+      CHECK(dev_event_create(&d->ev[i][e], d->dev[i], DEV_EVENT_TIMING, err, errlen));
   }
   d->nparams = model_num_params(d->m[0]);
   d->nbuf = model_num_buffers(d->m[0]);

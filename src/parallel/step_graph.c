@@ -62,7 +62,7 @@ static int eager(step_graph_t *g, const float *x, const int32_t *y, int n, float
 {
   const model_hooks_t *hooks = ddp_step_hooks(g->cfg.ddp, last, sync_bn);
   if (model_train_step_queue(g->cfg.model, x, y, n, loss_scale, accumulate, hooks, err, errlen))
-    return -1;
+    return ddp_hook_failure(g->cfg.ddp, err, errlen);
   return last ? ddp_finish_step(g->cfg.ddp, err, errlen) : 0;
 }
 

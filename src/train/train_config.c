@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/data/data.h"
 #include "src/train/params.h"
 
 enum {
@@ -100,7 +101,6 @@ static const struct {
   {.name = "reference", .levels = 5, .widths = {64, 128, 256, 512, 1024}},
 };
 
-#define SYNTH_MAX_CLASSES 8 /* background + the shape kinds the generator draws */
 
 /* A bad flag or value: the message, and 2 (train_config_parse's answer for it). */
 static int usage_error(char *err, size_t errlen, const char *fmt, ...)
@@ -595,7 +595,7 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --classes K              2..255 (mask value 255 is ignored); default: 4; synthetic data\n"
 "                           draws labels 0..%d (more classes: a wider head, unused labels)\n"
 "  --precision fp32|bf16|fp16  default: %s (cuda), %s (cpu)\n\n",
-          g->widths, p->widths, SYNTH_MAX_CLASSES - 1, train_precision_name(g->precision),
+          g->widths, p->widths, DATA_SYNTH_MAX_CLASSES - 1, train_precision_name(g->precision),
           train_precision_name(p->precision));
   fprintf(f,
 "Data:\n"
