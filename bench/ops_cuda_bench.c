@@ -20,9 +20,9 @@
 
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
-#include "src/arena.h"
-#include "src/model.h"
-#include "src/optim.h"
+#include "src/device/arena.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
 
 #define MAXL 8
 #define MAXREC 1024

@@ -37,16 +37,11 @@ echo "bench f32 rc=$?"; summary "$out/bench_f32.txt"
   SHMDDP_CONV_PAD=0 SHMDDP_CONV1X1=cudnn timeout 60 $b -p bf16 -t 0
   echo "== f16"
   timeout 60 $b -p f16 -t 0
-  echo "== bf16, transposed convolutions through cuBLAS (SHMDDP_CONVT=gemm)"
-  SHMDDP_CONVT=gemm timeout 60 $b -p bf16 -t 25
-  echo "== f32, transposed convolutions through cuBLAS"
-  SHMDDP_CONVT=gemm timeout 60 $b -p f32 -t 0
 } > "$out/bench_variants.txt" 2>&1
 grep -E "^==|^step" "$out/bench_variants.txt"
 {
   echo "== model bf16"; timeout 60 $b -m -p bf16
   echo "== model f32"; timeout 60 $b -m -p f32
-  echo "== model bf16, SHMDDP_CONVT=gemm"; SHMDDP_CONVT=gemm timeout 60 $b -m -p bf16
 } > "$out/bench_model.txt" 2>&1
 echo "model bench rc=$?"; grep -E "^==|^model|ops_cuda_bench:" "$out/bench_model.txt"
 if command -v compute-sanitizer > /dev/null; then

@@ -3,7 +3,7 @@
 # GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
 # Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
 # Environment: VARIANTS=1 adds rows (VARIANTS=comm only the DDP communication ones) for our switches (--cuda-graph off, --deterministic off,
-# SHMDDP_CONVT=gemm, and for DDP SHMDDP_CUDA_TS_BLOCKS=32|128 and the copy-engine all-reduce);
+# and for DDP SHMDDP_CUDA_TS_BLOCKS=32|128 and the copy-engine all-reduce);
 # TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60); WORKERS (loader threads, 8).
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
@@ -55,7 +55,6 @@ for p in $PRECS; do
   if [ "${VARIANTS:-0}" = 1 ]; then
     ours single 1 off "$p" graph-off --cuda-graph off
     ours single 1 off "$p" timed-algos --deterministic off
-    ours single 1 off "$p" convT-gemm env SHMDDP_CONVT=gemm
   fi
   if [ "$ngpu" -ge 2 ]; then
     ours ddp "$ngpu" off "$p"

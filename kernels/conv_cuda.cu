@@ -14,14 +14,15 @@
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
- * for 3 channels are some 20x slower (SHMDDP_CONV_DIRECT=1: own direct kernels for its forward
- * and weight gradient, conv_direct_cuda.cu; not faster overall yet). 1x1 layers with few outputs (the head) run on own kernels
- * (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS (conv_gemm_cuda.cu), and so do transposed
- * ones with SHMDDP_CONVT=gemm.
- * Environment, for experiments: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice),
- * SHMDDP_CONV_PAD=0, SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only),
- * SHMDDP_CONV_WS_MB (search workspace limit), SHMDDP_CONV_VERBOSE=1 (print each layer's
- * algorithms to stderr), SHMDDP_CONVT=gemm. */
+ * for 3 channels are some 20x slower (own direct kernels for it were tried and lost: 886.8
+ * against 908.3 img/s, bench/results/ops_cuda_1xh200.txt, run 5). 1x1 layers with few outputs (the
+ * head) run on own kernels (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS
+ * (conv_gemm_cuda.cu).
+ * Environment (the table of every knob: shmddp-train --help-env), read when a layer is planned,
+ * never per call: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0,
+ * SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only), SHMDDP_CONV_WS_MB (search
+ * workspace limit), SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr); and
+ * SHMDDP_TF32=0, read once per ops table (ops_cuda_init). */
 #include "config.h"
 
 #include <stdio.h>
@@ -46,8 +47,6 @@ typedef struct {
 typedef struct {
   int gemm;                     /* a GEMM through cuBLAS: nothing below is used */
   int skinny;                   /* a 1x1 with few outputs, own kernels: nothing below is used */
-  int direct;                   /* 3x3 with few inputs: forward and weight gradient on own
-                                   kernels (conv_direct_cuda.cu), input gradient on cuDNN */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -292,7 +291,6 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
   }
   if (opc_gemm_conv_enabled(o, c->kind)) {
     pl->gemm = 1;
-    *ws_bytes = opc_gemm_conv_ws(o, c);
     return 0;
   }
   pl->by_n = (conv_algos_t *)calloc((size_t)c->max_n + 1, sizeof *pl->by_n);
@@ -316,8 +314,7 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   /* Tensor cores: TF32 for f32 (like PyTorch's allow_tf32 for convolutions), 16-bit otherwise.
    * SHMDDP_TF32=0 keeps f32 convolutions in plain f32 FMA (for cross-checks against f64). */
-  const char *tf32 = getenv("SHMDDP_TF32");
-  int no_tf32 = o->dtype == OPS_F32 && tf32 && strcmp(tf32, "0") == 0;
+  int no_tf32 = o->dtype == OPS_F32 && !opc_ctx(o)->tf32;
   OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, no_tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   pl->cur_n = -1;
   if (set_batch(o, c, pl, c->max_n)) return -1;
@@ -351,8 +348,6 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     pl->off_w = align256(pl->ws);
     *ws_bytes = pl->off_w + bytes_w;
   }
-  pl->direct = opc_direct_enabled(o, c);
-  if (pl->direct && opc_direct_ws(o, c) > *ws_bytes) *ws_bytes = opc_direct_ws(o, c);
   if (env_is("SHMDDP_CONV_VERBOSE", "1"))
     fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
             "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
@@ -461,7 +456,6 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_fwd(o, c, n, x, w, b, y);
-  if (pl->direct) return opc_direct_fwd(o, c, n, x, w, y);
   if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
@@ -493,7 +487,6 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   conv_plan_t *pl = plan_of(o, c, n);
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
-  if (pl->direct) return opc_direct_bwd_filter(o, c, n, x, dy, dw, acc, ws);
   if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */

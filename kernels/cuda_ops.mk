@@ -3,7 +3,7 @@
 # Programs that use it link libopscuda.a BEFORE libmodel.a, and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
-	kernels/conv_skinny_cuda.cu kernels/conv_direct_cuda.cu kernels/norm_cuda.cu \
+	kernels/conv_skinny_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN
 noinst_LIBRARIES += libopscuda.a
@@ -16,7 +16,7 @@ endif
 if HAVE_CUDNN
 noinst_PROGRAMS += bench/ops_cuda_bench
 bench_ops_cuda_bench_SOURCES = bench/ops_cuda_bench.c
-bench_ops_cuda_bench_LDADD = libopscuda.a libmodel.a $(CUDA_LIBS) -lm
+bench_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += bench/ops_cuda_bench.c
 endif

@@ -106,6 +106,18 @@ struct ops {
   int (*softmax_ce)(const ops_t *o, const void *logits, const int32_t *labels, size_t P, int K,
                     int ignore_index, double scale, double norm_count, void *dlogits,
                     int32_t *pred, double *loss_sum, long *count);
+  /* softmax_ce without the wait, for a step queued ahead or captured in a CUDA graph: the loss
+   * sum and the counted pixels (f64) go to dev_out[0..1] in the table's memory, and a label out of
+   * range is reported by the next labels check (the CPU reports it here, at once).
+   * labels_check_async queues a copy of the check's word into *host (host memory the device can
+   * write); once it has arrived, labels_result(o, *host) gives 0, or -1 with the message.
+   * labels_check waits for the table's work and reports a label seen since the last check. */
+  int (*softmax_ce_async)(const ops_t *o, const void *logits, const int32_t *labels, size_t P,
+                          int K, int ignore_index, double scale, double norm_count, void *dlogits,
+                          int32_t *pred, double *dev_out);
+  int (*labels_check_async)(const ops_t *o, unsigned long long *host);
+  int (*labels_result)(const ops_t *o, unsigned long long word);
+  int (*labels_check)(const ops_t *o);
 
   /* dst (table dtype) = src (f32), and dst (f32) = src (table dtype) (+ dst when acc). */
   int (*from_f32)(const ops_t *o, const float *src, size_t count, void *dst);

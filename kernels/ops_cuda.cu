@@ -144,6 +144,8 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   if (!x) return snprintf(err, errlen, "out of memory creating the CUDA ops context"), -1;
   x->device = device;
   x->deterministic = 1;
+  const char *tf32 = getenv("SHMDDP_TF32"); /* "0": plain f32 FMA, for cross-checks against f64 */
+  x->tf32 = !(tf32 && strcmp(tf32, "0") == 0);
   int count = 0;
   INIT_CUDA(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {
@@ -202,5 +204,9 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->from_f32 = opc_from_f32;
   o->to_f32 = opc_to_f32;
   o->fill_zero = cuda_fill_zero;
+  o->softmax_ce_async = ops_cuda_softmax_ce_async;
+  o->labels_check_async = ops_cuda_check_labels_async;
+  o->labels_result = ops_cuda_labels_result;
+  o->labels_check = ops_cuda_check_labels;
   return 0;
 }

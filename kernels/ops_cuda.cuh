@@ -32,6 +32,8 @@ typedef struct {
   double *host;                /* pinned, 2 doubles + 2 u64: softmax_ce's read-back */
   void *blas, *blas_ws;        /* cuBLAS handle and workspace (1x1 convolutions), lazily */
   int deterministic;           /* conv algorithms: cuDNN heuristics, deterministic ones only */
+  int tf32;                    /* f32 convolutions and GEMMs on TF32 tensor cores (SHMDDP_TF32,
+                                  read once when the table is made) */
   char err[384];
 } opc_ctx_t;
 
@@ -175,10 +177,9 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
-/* Convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu): 1x1 unless SHMDDP_CONV1X1=cudnn, the
- * transposed 2x2 when SHMDDP_CONVT=gemm; ws as opc_gemm_conv_ws says. */
+/* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
+ * no workspace. */
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind);
-size_t opc_gemm_conv_ws(const ops_t *o, const ops_conv_t *c);
 void opc_gemm_free(opc_ctx_t *x);
 int opc_gemm_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
                  const void *b, void *y, void *ws);
@@ -196,15 +197,6 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
                           const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
-/* 3x3 convolutions with few inputs (cin <= 4, cout a multiple of 8 up to 64: the RGB layer):
- * forward and weight gradient as own kernels (conv_direct_cuda.cu) with SHMDDP_CONV_DIRECT=1;
- * the weight gradient uses opc_direct_ws bytes of the workspace. */
-int opc_direct_enabled(const ops_t *o, const ops_conv_t *c);
-size_t opc_direct_ws(const ops_t *o, const ops_conv_t *c);
-int opc_direct_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
-                   void *y);
-int opc_direct_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
-                          const void *dy, void *dw, int acc, void *ws);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,

@@ -1,7 +1,9 @@
 /* ops_cuda.h — the CUDA backend of ops.h (cuDNN convolutions, own kernels for the rest), plus
  * the device-side pieces the trainer needs around it: an allocator for the arena, the fused
- * optimizer updates over the flat f32 buffers and the non-finite check for loss scaling.
- * Built only with cuDNN (HAVE_CUDNN); programs link libopscuda.a before libmodel.a. */
+ * optimizer updates over the flat f32 buffers and the non-finite check for loss scaling. The
+ * trainer reaches all of it through the ops table (the loss without a wait: softmax_ce_async and
+ * the label checks) and src/device/device.h (the rest), never directly.
+ * Built only with cuDNN (HAVE_CUDNN); programs link libopscuda.a before the trainer's archives. */
 #ifndef KERNELS_OPS_CUDA_H
 #define KERNELS_OPS_CUDA_H
 

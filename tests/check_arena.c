@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/arena.h"
+#include "src/device/arena.h"
 #include "tests/suite_main.h"
 
 /* A backend allocator that counts live blocks and can be told to fail. */

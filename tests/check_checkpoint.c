@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/checkpoint.h"
+#include "src/train/checkpoint.h"
 #include "tests/fuzz/ckpt_input.h"
 #include "tests/suite_main.h"
 

@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/augment.h"
-#include "src/data.h"
-#include "src/loader.h"
+#include "src/data/augment.h"
+#include "src/data/data.h"
+#include "src/data/loader.h"
 #include "tests/suite_main.h"
 
 /* ---- synthetic ---- */

@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "src/arena.h"
-#include "src/ddp.h"
-#include "src/model.h"
-#include "src/optim.h"
+#include "src/device/arena.h"
+#include "src/parallel/ddp.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
 #include "tests/failures.h"
 #include "tests/parallel_fixture.h"
 #include "tests/suite_main.h"

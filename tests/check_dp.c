@@ -20,13 +20,13 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "src/arena.h"
-#include "src/ddp.h"
-#include "src/dp.h"
-#include "src/dp_train.h"
-#include "src/model.h"
-#include "src/optim.h"
-#include "src/train.h"
+#include "src/device/arena.h"
+#include "src/parallel/ddp.h"
+#include "src/parallel/dp.h"
+#include "src/train/dp_train.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
+#include "src/train/train.h"
 #include "tests/failures.h"
 #include "tests/parallel_fixture.h"
 #include "tests/testutil.h"

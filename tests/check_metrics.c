@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "src/data_rng.h"
-#include "src/metrics.h"
+#include "src/data/data_rng.h"
+#include "src/train/metrics.h"
 #include "tests/suite_main.h"
 
 #define TOL 1e-12

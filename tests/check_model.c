@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/arena.h"
-#include "src/optim.h"
-#include "src/unet.h"
+#include "src/device/arena.h"
+#include "src/model/optim.h"
+#include "src/model/unet.h"
 #include "tests/suite_main.h"
 
 static char err[512];

@@ -4,11 +4,11 @@
  * second step learns. Exits 77 (SKIP) without a GPU, like check_ops_cuda. */
 #include "config.h"
 
-#include "src/amp.h"
-#include "src/ddp.h"
-#include "src/model.h"
-#include "src/optim.h"
-#include "src/step_graph.h"
+#include "src/model/amp.h"
+#include "src/parallel/ddp.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
+#include "src/parallel/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 #include "tests/suite_main.h"
 

@@ -10,7 +10,7 @@
 
 #include "kernels/gemm_cpu.h"
 #include "kernels/ops.h"
-#include "src/layers.h"
+#include "src/model/layers.h"
 #include "tests/suite_main.h"
 
 static ops_t o64, o32;

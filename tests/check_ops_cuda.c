@@ -351,12 +351,10 @@ START_TEST(test_conv)
     conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 3);
     conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 2); /* smaller batch than planned */
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer (cuDNN, padded) */
-    setenv("SHMDDP_CONV_DIRECT", "1", 1);        /* the opt-in direct kernels */
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
     conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2); /* at its width, many blocks */
     conv_case(OPS_CONV3X3, 6, 6, 1, 8, 2, 2);    /* one input channel */
     conv_case(OPS_CONV3X3, 7, 5, 4, 24, 3, 1);   /* four, odd sizes, a smaller batch */
-    unsetenv("SHMDDP_CONV_DIRECT");
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
     conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2); /* at its width: own kernels, many blocks */
     conv_case(OPS_CONV1X1, 5, 7, 12, 3, 2, 1);   /* off the vector width, odd outputs */
@@ -384,12 +382,10 @@ START_TEST(test_conv)
     setenv("SHMDDP_CONV1X1", "cudnn", 1);
     conv_case_at(OPS_CONV1X1, 8, 8, 16, 4, 2, 2, 2);
     unsetenv("SHMDDP_CONV1X1");
-    setenv("SHMDDP_CONVT", "gemm", 1); /* transposed convolutions through cuBLAS */
     conv_case_at(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2, 2);
     conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
     conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
     conv_case(OPS_CONVT2X2, 3, 5, 12, 6, 2, 2); /* channels off the vector width */
-    unsetenv("SHMDDP_CONVT");
     ops_conv_t c = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 8, .cout = 8, .max_n = 2};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));

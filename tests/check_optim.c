@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/amp.h"
-#include "src/arena.h"
-#include "src/optim.h"
+#include "src/model/amp.h"
+#include "src/device/arena.h"
+#include "src/model/optim.h"
 #include "tests/suite_main.h"
 
 enum { N = 257, STEPS = 7 };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/sampler.h"
+#include "src/data/sampler.h"
 #include "tests/suite_main.h"
 
 static const size_t sizes[] = {1, 2, 7, 8, 13, 64, 101, 1000};

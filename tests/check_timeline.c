@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "shmddp.h"
-#include "src/arena.h"
-#include "src/nvml_dl.h"
-#include "src/run_summary.h"
-#include "src/timeline.h"
-#include "src/train.h"
+#include "src/device/arena.h"
+#include "src/obs/nvml_dl.h"
+#include "src/obs/run_summary.h"
+#include "src/obs/timeline.h"
+#include "src/train/train.h"
 #include "tests/json_mini.h"
 #include "tests/suite_main.h"
 

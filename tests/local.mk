@@ -15,10 +15,10 @@ tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
 tests_check_checkpoint_CFLAGS = $(TEST_CFLAGS)
-tests_check_checkpoint_LDADD = libddp.a $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_checkpoint_LDADD = libtrainer.a $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_ddp_SOURCES = tests/check_ddp.c tests/parallel_fixture.h tests/testutil.h
 tests_check_ddp_CFLAGS = $(TEST_CFLAGS)
-tests_check_ddp_LDADD = libddp.a libmodel.a $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_ddp_LDADD = $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif

@@ -1,7 +1,7 @@
 # tests/model.mk: Check suites of the model, ops and optimizers.
 if HAVE_CHECK
-# libmodel needs only shmddp.h's types, not the library.
-MODEL_TEST_LIBS = libmodel.a $(CUDA_LIBS) -lm $(TEST_LIBS)
+# The model needs only shmddp.h's types, not the library.
+MODEL_TEST_LIBS = $(MODEL_LIBS) $(CUDA_LIBS) -lm $(TEST_LIBS)
 check_PROGRAMS += tests/check_ops tests/check_model tests/check_optim tests/check_arena
 TESTS += tests/check_ops tests/check_model tests/check_optim tests/check_arena
 tests_check_ops_SOURCES = tests/check_ops.c

@@ -13,7 +13,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "src/model.h"
+#include "src/model/model.h"
 
 enum { PF_HW = 16, PF_CLASSES = 3 };
 

@@ -1,6 +1,6 @@
 # tests/trainer.mk: Check suites of the trainer (CLI, data pipeline, sampler, metrics, training).
 if HAVE_CHECK
-TRAINER_TEST_LIBS = libtrainer.a libddp.a libmodel.a $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+TRAINER_TEST_LIBS = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics tests/check_train

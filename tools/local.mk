@@ -16,5 +16,19 @@ shmddp_doctor_SOURCES += tools/doctor_gpu.c
 endif
 noinst_PROGRAMS += tools/torch_check
 tools_torch_check_SOURCES = tools/torch_check.c
-tools_torch_check_LDADD = libmodel.a $(SHMDDP_LIBS)
+tools_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
 EXTRA_DIST += tools/torch_crosscheck.py
+
+# tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a
+# table and SVG charts.
+bin_PROGRAMS += shmddp-compare
+shmddp_compare_SOURCES = tools/compare.c tools/compare.h tools/compare_svg.c
+shmddp_compare_LDADD = -lm
+
+# tools/report: a python3 script (standard library only) that turns --out folders into
+# report.html. `make report` runs it on REPORT_DIRS.
+EXTRA_DIST += tools/report
+REPORT_DIRS ?= runs/latest
+.PHONY: report
+report:
+	python3 $(srcdir)/tools/report $(REPORT_DIRS)

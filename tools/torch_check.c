@@ -19,7 +19,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "src/unet.h"
+#include "src/model/unet.h"
 
 static int dump(const char *dir, const char *name, const void *p, size_t bytes)
 {

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "src/data.h"
+#include "src/data/data.h"
 
 /* An 8x8 RGB image and its 8x8 mask (classes 0..2), made by tests/fuzz/mkseeds_png.py. */
 static const unsigned char png_fuzz_good_image[265] = {

@@ -1,0 +1,69 @@
+/* data.h — segmentation datasets behind one interface: sample i is an 8-bit RGB image and an
+ * 8-bit class mask at the sample's own size. Two kinds: procedural shapes (a pure function of
+ * (seed, split, i)) and a directory of PNG images with PNG masks, validated when opened.
+ * data_get() is thread-safe: loader threads call it concurrently. */
+#ifndef SRC_DATA_DATA_H
+#define SRC_DATA_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATA_IGNORE_LABEL 255 /* mask value that marks pixels without a class */
+
+typedef struct data_set data_set_t;
+
+typedef struct {
+  /* rgb: h*w*3 bytes, mask: h*w bytes; both hold at least max_width*max_height pixels. */
+  int (*get)(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *mask, int *width,
+             int *height, char *err, size_t errlen);
+  void (*destroy)(data_set_t *ds);
+} data_ops_t;
+
+struct data_set {
+  const data_ops_t *ops;
+  size_t size;
+  int classes;
+  int max_width, max_height; /* the largest sample: the buffers get() needs */
+  int min_width, min_height; /* the smallest sample */
+  char name[64];             /* for messages: "synthetic train", "DIR (val)" */
+  void *impl;
+};
+
+typedef enum { DATA_SPLIT_TRAIN = 0, DATA_SPLIT_VAL } data_split_t;
+
+/* Procedural shapes: background plus up to 7 shape kinds (disc, square, triangle, ring, cross,
+ * ellipse, half-disc: classes-1 of them, in that order) on textured, noisy, colour-jittered
+ * backgrounds. The validation split is a separate stream: it does not depend on the size of
+ * the training split. */
+#define DATA_SYNTH_MAX_CLASSES 8
+typedef struct {
+  uint64_t seed;
+  size_t size;
+  int classes;    /* 2..DATA_SYNTH_MAX_CLASSES */
+  int image_size; /* samples are image_size x image_size */
+  data_split_t split;
+} data_synth_config_t;
+
+int data_open_synthetic(data_set_t **out, const data_synth_config_t *cfg, char *err,
+                        size_t errlen);
+const char *data_synth_class_name(int cls); /* "background", "disc", ... */
+
+/* DIR/images/NAME.png with DIR/masks/NAME.png (and, if present, DIR/val/images + DIR/val/masks
+ * as the validation split; otherwise the last val_size names in sorted order, 10 % when
+ * val_size is 0). Every file is decoded once here, so a missing mask, a size mismatch, a label
+ * >= classes (other than 255), a corrupt or non-PNG file, an image smaller than min_size or an
+ * empty folder is reported, naming the file, before training starts. */
+int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,
+                      int min_size, long val_size, char *err, size_t errlen);
+
+/* Decode one PNG: as 8-bit RGB (gray and palette expanded, alpha dropped, 16-bit reduced), or
+ * as a mask (8-bit gray or palette indices, unchanged). *buf is (re)allocated to fit. */
+int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int *width,
+                  int *height, char *err, size_t errlen);
+
+/* Sample index (< ds->size) into rgb and mask; its size into *width, *height. */
+int data_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *mask, int *width,
+             int *height, char *err, size_t errlen);
+void data_destroy(data_set_t *ds); /* NULL is fine */
+
+#endif

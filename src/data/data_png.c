@@ -1,0 +1,407 @@
+/* data_png.c — PNG decoding with libpng, and the directory dataset (DIR/images/NAME.png with
+ * DIR/masks/NAME.png). Every pair is decoded and checked when the dataset is opened, so broken
+ * data stops the run before any rank starts, with the file's name in the message. */
+#include "config.h"
+
+#include "src/data/data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "src/check.h"
+
+#define PNG_MAX_SIDE 16384
+
+typedef struct {
+  char msg[200];
+} png_error_ctx_t;
+
+static void on_png_error(png_structp png, png_const_charp msg)
+{
+  png_error_ctx_t *ctx = png_get_error_ptr(png);
+  snprintf(ctx->msg, sizeof ctx->msg, "%s", msg);
+  png_longjmp(png, 1);
+}
+
+static void on_png_warning(png_structp png, png_const_charp msg)
+{
+  (void)png;
+  (void)msg; /* warnings (e.g. a bad gamma chunk) do not stop training */
+}
+
+static const char *color_type_name(int t)
+{
+  switch (t) {
+  case PNG_COLOR_TYPE_GRAY: return "grayscale";
+  case PNG_COLOR_TYPE_GRAY_ALPHA: return "grayscale+alpha";
+  case PNG_COLOR_TYPE_PALETTE: return "palette";
+  case PNG_COLOR_TYPE_RGB: return "RGB";
+  case PNG_COLOR_TYPE_RGB_ALPHA: return "RGBA";
+  default: return "unknown";
+  }
+}
+
+int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int *width,
+                  int *height, char *err, size_t errlen)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    return check_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  }
+  unsigned char sig[8];
+  if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
+    fclose(f);
+    return check_fail(err, errlen, "%s: not a PNG file (it does not start with the PNG signature)",
+                      path);
+  }
+  png_error_ctx_t ectx = {""};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &ectx, on_png_error,
+                                           on_png_warning);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  if (!info) {
+    png_destroy_read_struct(&png, NULL, NULL);
+    fclose(f);
+    return check_fail(err, errlen, "%s: out of memory starting libpng", path);
+  }
+  png_bytep *volatile rows = NULL;
+  if (setjmp(png_jmpbuf(png))) {
+    free(rows);
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(f);
+    return check_fail(err, errlen, "%s: corrupt PNG (libpng: %s)", path, ectx.msg);
+  }
+  png_init_io(png, f);
+  png_set_sig_bytes(png, 8);
+  png_read_info(png, info);
+  png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+  int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
+  int want = as_mask ? 1 : 3;
+  const char *bad = NULL;
+  if (w > PNG_MAX_SIDE || h > PNG_MAX_SIDE) {
+    bad = "larger than 16384 pixels on a side";
+  } else if (as_mask) {
+    /* Class indices are used as stored: no palette lookup, no scaling of low bit depths. */
+    if ((type != PNG_COLOR_TYPE_GRAY && type != PNG_COLOR_TYPE_PALETTE) || depth > 8)
+      bad = "not a mask: a mask must be an 8-bit (or less) grayscale or palette PNG holding "
+            "class indices";
+    else if (depth < 8)
+      png_set_packing(png);
+  } else {
+    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    png_set_strip_alpha(png);
+  }
+  if (!bad) {
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != want || png_get_bit_depth(png, info) != 8)
+      bad = "an unsupported PNG layout";
+  }
+  if (bad) {
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(f);
+    return check_fail(err, errlen, "%s: %s (this file is %ux%u, %s, %d-bit)", path, bad,
+                      (unsigned)w, (unsigned)h, color_type_name(type), depth);
+  }
+  size_t need = (size_t)w * h * want;
+  if (need > *cap) {
+    uint8_t *nb = realloc(*buf, need);
+    if (!nb) {
+      png_destroy_read_struct(&png, &info, NULL);
+      fclose(f);
+      return check_fail(err, errlen, "%s: out of memory for %ux%u pixels", path, (unsigned)w,
+                        (unsigned)h);
+    }
+    *buf = nb;
+    *cap = need;
+  }
+  rows = malloc(h * sizeof *rows);
+  if (!rows) png_error(png, "out of memory for row pointers");
+  for (png_uint_32 y = 0; y < h; y++) rows[y] = *buf + (size_t)y * w * want;
+  png_read_image(png, rows);
+  png_read_end(png, NULL);
+  free(rows);
+  png_destroy_read_struct(&png, &info, NULL);
+  fclose(f);
+  *width = (int)w;
+  *height = (int)h;
+  return 0;
+}
+
+/* ---- the directory dataset ---- */
+
+typedef struct {
+  char **images, **masks; /* paths */
+  size_t n;
+} png_dir_t;
+
+static int png_dir_get(const data_set_t *ds, size_t i, uint8_t *rgb, uint8_t *mask, int *width,
+                       int *height, char *err, size_t errlen)
+{
+  const png_dir_t *d = ds->impl;
+  /* The caller's buffers hold max_width * max_height pixels: decode straight into them. */
+  size_t rcap = (size_t)ds->max_width * ds->max_height * 3, mcap = rcap / 3;
+  int mw, mh;
+  uint8_t *r = rgb, *m = mask;
+  if (data_png_read(d->images[i], 0, &r, &rcap, width, height, err, errlen) != 0) return -1;
+  if (data_png_read(d->masks[i], 1, &m, &mcap, &mw, &mh, err, errlen) != 0) return -1;
+  if (r != rgb || m != mask || mw != *width || mh != *height) {
+    return check_fail(err, errlen, "%s: changed since the dataset was opened", d->images[i]);
+  }
+  return 0;
+}
+
+static void png_dir_free(png_dir_t *d)
+{
+  if (!d) return;
+  for (size_t i = 0; i < d->n; i++) {
+    free(d->images[i]);
+    free(d->masks[i]);
+  }
+  free(d->images);
+  free(d->masks);
+  free(d);
+}
+
+static void png_dir_destroy(data_set_t *ds)
+{
+  png_dir_free(ds->impl);
+  free(ds);
+}
+
+static const data_ops_t png_dir_ops = {.get = png_dir_get, .destroy = png_dir_destroy};
+
+static int cmp_names(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_names(char **names, size_t n)
+{
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
+/* The *.png names in dir, sorted bytewise (not by locale: the split must not depend on it). */
+static int list_pngs(const char *dir, char ***out, size_t *count, char *err, size_t errlen)
+{
+  *out = NULL;
+  *count = 0;
+  DIR *d = opendir(dir);
+  if (!d) {
+    return check_fail(err, errlen, "%s: cannot open the folder: %s", dir, strerror(errno));
+  }
+  char **names = NULL;
+  size_t n = 0, capn = 0;
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcasecmp(e->d_name + len - 4, ".png") != 0) {
+      rc = check_fail(err, errlen,
+                      "%s/%s: not a PNG file name; this folder may hold only *.png files "
+                      "(convert or move it)",
+                      dir, e->d_name);
+      break;
+    }
+    if (n == capn) {
+      capn = capn ? 2 * capn : 64;
+      char **nn = realloc(names, capn * sizeof *nn);
+      if (!nn) {
+        rc = -1;
+        snprintf(err, errlen, "out of memory listing %s", dir);
+        break;
+      }
+      names = nn;
+    }
+    if (!(names[n] = strdup(e->d_name))) {
+      rc = -1;
+      snprintf(err, errlen, "out of memory listing %s", dir);
+      break;
+    }
+    n++;
+  }
+  closedir(d);
+  if (rc == 0 && n == 0) {
+    rc = check_fail(err, errlen, "%s: the folder holds no PNG images", dir);
+  }
+  if (rc != 0) {
+    free_names(names, n);
+    return -1;
+  }
+  qsort(names, n, sizeof *names, cmp_names);
+  *out = names;
+  *count = n;
+  return 0;
+}
+
+static char *join(const char *a, const char *b)
+{
+  size_t len = strlen(a) + strlen(b) + 2;
+  char *p = malloc(len);
+  if (p) snprintf(p, len, "%s/%s", a, b);
+  return p;
+}
+
+/* Decode and check every pair of names[first, first + n); then hand them to a data_set_t. */
+static int open_split(data_set_t **out, const char *root, const char *sub, char **names,
+                      size_t first, size_t n, int classes, int min_size, const char *label,
+                      char *err, size_t errlen)
+{
+  *out = NULL;
+  char img_dir[2048], mask_dir[2048];
+  snprintf(img_dir, sizeof img_dir, "%s%s/images", root, sub);
+  snprintf(mask_dir, sizeof mask_dir, "%s%s/masks", root, sub);
+  data_set_t *ds = calloc(1, sizeof *ds);
+  png_dir_t *d = calloc(1, sizeof *d);
+  if (d) {
+    d->images = calloc(n, sizeof *d->images);
+    d->masks = calloc(n, sizeof *d->masks);
+  }
+  if (!ds || !d || !d->images || !d->masks) {
+    free(ds);
+    png_dir_free(d);
+    return check_fail(err, errlen, "out of memory opening %s", root);
+  }
+  ds->ops = &png_dir_ops;
+  ds->impl = d;
+  ds->classes = classes;
+  ds->min_width = ds->min_height = PNG_MAX_SIDE;
+  snprintf(ds->name, sizeof ds->name, "%.40s (%s)", root, label);
+  uint8_t *rgb = NULL, *mask = NULL;
+  size_t rcap = 0, mcap = 0;
+  int rc = 0;
+  for (size_t k = 0; k < n && rc == 0; k++) {
+    const char *name = names[first + k];
+    d->images[k] = join(img_dir, name);
+    d->masks[k] = join(mask_dir, name);
+    d->n = k + 1;
+    if (!d->images[k] || !d->masks[k]) {
+      rc = check_fail(err, errlen, "out of memory opening %s", root);
+      break;
+    }
+    struct stat st;
+    if (stat(d->masks[k], &st) != 0) {
+      rc = check_fail(err, errlen, "%s: missing: the image %s needs a mask of the same name",
+                      d->masks[k], d->images[k]);
+      break;
+    }
+    int w, h, mw, mh;
+    if (data_png_read(d->images[k], 0, &rgb, &rcap, &w, &h, err, errlen) != 0 ||
+        data_png_read(d->masks[k], 1, &mask, &mcap, &mw, &mh, err, errlen) != 0) {
+      rc = -1;
+      break;
+    }
+    if (mw != w || mh != h) {
+      rc = check_fail(err, errlen, "%s: size mismatch: the mask is %dx%d, its image %s is %dx%d",
+                      d->masks[k], mw, mh, d->images[k], w, h);
+      break;
+    }
+    if (w < min_size || h < min_size) {
+      rc = check_fail(err, errlen,
+                      "%s: %dx%d is smaller than the crop size %d (--image-size); use "
+                      "larger images or a smaller --image-size",
+                      d->images[k], w, h, min_size);
+      break;
+    }
+    for (size_t p = 0; p < (size_t)w * h; p++) {
+      if (mask[p] >= classes && mask[p] != DATA_IGNORE_LABEL) {
+        rc = check_fail(err, errlen,
+                        "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
+                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore",
+                        d->masks[k], mask[p], p % (size_t)w, p / (size_t)w, classes, classes - 1,
+                        DATA_IGNORE_LABEL);
+        break;
+      }
+    }
+    if (w > ds->max_width) ds->max_width = w;
+    if (h > ds->max_height) ds->max_height = h;
+    if (w < ds->min_width) ds->min_width = w;
+    if (h < ds->min_height) ds->min_height = h;
+  }
+  free(rgb);
+  free(mask);
+  if (rc != 0) {
+    data_destroy(ds);
+    return -1;
+  }
+  ds->size = n;
+  *out = ds;
+  return 0;
+}
+
+static int is_dir(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,
+                      int min_size, long val_size, char *err, size_t errlen)
+{
+  *train = *val = NULL;
+  char path[2048];
+  const char *parts[] = {"/images", "/masks", "/val/images", "/val/masks"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s%s", dir, parts[i]);
+    if (!is_dir(path)) {
+      return check_fail(err, errlen,
+                        "%s: missing: a PNG dataset is a folder with images/*.png and "
+                        "masks/*.png (same names; masks hold class indices)",
+                        path);
+    }
+  }
+  char **names = NULL;
+  size_t n = 0;
+  if (list_pngs((snprintf(path, sizeof path, "%s/images", dir), path), &names, &n, err,
+                errlen) != 0)
+    return -1;
+  snprintf(path, sizeof path, "%s/val/images", dir);
+  int rc;
+  if (is_dir(path)) {
+    char **vnames = NULL;
+    size_t vn = 0;
+    snprintf(path, sizeof path, "%s/val/masks", dir);
+    if (!is_dir(path)) {
+      rc = check_fail(err, errlen, "%s: missing: %s/val/images needs val/masks beside it", path,
+                      dir);
+    } else {
+      snprintf(path, sizeof path, "%s/val/images", dir);
+      rc = list_pngs(path, &vnames, &vn, err, errlen);
+    }
+    if (rc == 0) rc = open_split(train, dir, "", names, 0, n, classes, min_size, "train", err, errlen);
+    if (rc == 0)
+      rc = open_split(val, dir, "/val", vnames, 0, vn, classes, min_size, "val", err, errlen);
+    free_names(vnames, vn);
+  } else {
+    size_t nval = val_size > 0 ? (size_t)val_size : (n + 9) / 10;
+    if (nval >= n) {
+      rc =
+          check_fail(err, errlen,
+                     "%s: %zu image%s cannot be split into training and %zu for "
+                     "validation; add images, give a smaller --val-size, or provide val/images and "
+                     "val/masks",
+                     dir, n, n == 1 ? "" : "s", nval);
+    } else {
+      rc = open_split(train, dir, "", names, 0, n - nval, classes, min_size, "train", err, errlen);
+      if (rc == 0)
+        rc = open_split(val, dir, "", names, n - nval, nval, classes, min_size, "val", err, errlen);
+    }
+  }
+  free_names(names, n);
+  if (rc != 0) {
+    data_destroy(*train);
+    data_destroy(*val);
+    *train = *val = NULL;
+  }
+  return rc;
+}

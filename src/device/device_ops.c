@@ -1,0 +1,107 @@
+/* device_ops.c — the ops backend of each device and the flat f32 arithmetic of the optimizer and
+ * loss scaling: the CPU reference (kernels/..._cpu.c) on the host, the CUDA backend
+ * (kernels/ops_cuda.h) on a GPU. Apart from device.c the only place that knows which backends
+ * this build has. */
+#include "config.h"
+
+#include "src/device/device.h"
+
+#include <stdio.h>
+
+#include "kernels/optim_cpu.h"
+#include "src/check.h"
+
+#ifdef HAVE_CUDNN
+#include "kernels/ops_cuda.h"
+#endif
+
+#ifndef HAVE_CUDNN
+static int no_gpu_ops(char *err, size_t errlen)
+{
+  return check_fail(err, errlen,
+                    "this build has no CUDA backend (it needs cuDNN): use --device cpu");
+}
+#endif
+
+int dev_ops_init(ops_t *o, ops_dtype_t dtype, int dev, int deterministic, char *err,
+                 size_t errlen)
+{
+  if (dev == DEV_HOST) return ops_cpu_init(o, dtype, err, errlen);
+#ifdef HAVE_CUDNN
+  CHECK(ops_cuda_init(o, dtype, dev, NULL, err, errlen));
+  ops_cuda_set_deterministic(o, deterministic);
+  return 0;
+#else
+  (void)o;
+  (void)dtype;
+  (void)deterministic;
+  return no_gpu_ops(err, errlen);
+#endif
+}
+
+void *dev_ops_stream(const ops_t *o)
+{
+#ifdef HAVE_CUDNN
+  if (o->device >= 0) return ops_cuda_stream(o);
+#endif
+  (void)o;
+  return NULL;
+}
+
+size_t dev_ops_scratch_bytes(const ops_t *o)
+{
+#ifdef HAVE_CUDNN
+  if (o->device >= 0) return ops_cuda_scratch_bytes(o);
+#endif
+  (void)o;
+  return 0;
+}
+
+int dev_sgd(int dev, float *p, const float *grad, float *mom, size_t n, double lr, double wd,
+            double momentum, int nesterov, double grad_scale, void *stream, char *err,
+            size_t errlen)
+{
+  if (dev == DEV_HOST) {
+    optim_cpu_sgd(p, grad, mom, n, lr, wd, momentum, nesterov, grad_scale);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  return ops_cuda_sgd(p, grad, mom, n, lr, wd, momentum, nesterov, grad_scale, NULL, OPS_F32,
+                      stream, err, errlen);
+#else
+  (void)stream;
+  return no_gpu_ops(err, errlen);
+#endif
+}
+
+int dev_adamw(int dev, float *p, const float *grad, float *m, float *v, size_t n, double lr,
+              double beta1, double beta2, double eps, double wd, double bc1, double bc2,
+              double grad_scale, void *stream, char *err, size_t errlen)
+{
+  if (dev == DEV_HOST) {
+    optim_cpu_adamw(p, grad, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  return ops_cuda_adamw(p, grad, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale, NULL,
+                        OPS_F32, stream, err, errlen);
+#else
+  (void)stream;
+  return no_gpu_ops(err, errlen);
+#endif
+}
+
+int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, char *err,
+                  size_t errlen)
+{
+  if (dev == DEV_HOST) {
+    *found = optim_cpu_nonfinite(g, n);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  return ops_cuda_nonfinite(g, n, stream, found, err, errlen);
+#else
+  (void)stream;
+  return no_gpu_ops(err, errlen);
+#endif
+}

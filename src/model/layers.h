@@ -1,0 +1,78 @@
+/* layers.h — the model's layers on top of the ops table: a convolution (3x3, 1x1, transposed
+ * 2x2) and a normalisation (BatchNorm or GroupNorm, ReLU fused) with their forward and
+ * backward, the parameter bookkeeping between compute-dtype working copies and the f32 flat
+ * buffers, and the data-parallel hooks (SyncBN statistics, gradients ready). */
+#ifndef SRC_MODEL_LAYERS_H
+#define SRC_MODEL_LAYERS_H
+
+#include <stddef.h>
+
+#include "kernels/ops.h"
+#include "src/model/model.h"
+
+/* One parameter tensor in the flat buffers. */
+typedef enum { LAYER_INIT_ZERO = 0, LAYER_INIT_ONE, LAYER_INIT_KAIMING_RELU, LAYER_INIT_KAIMING_LINEAR } layer_init_t;
+
+typedef struct {
+  char name[40];
+  char shape[40];
+  size_t offset, count;
+  layer_init_t init;
+  int fan_in;
+} layer_param_t;
+
+/* What every layer call needs. wparams/wgrads are the compute-dtype working copies; when the
+ * compute dtype is f32 they are the f32 flat buffers themselves. */
+typedef struct {
+  const ops_t *ops;
+  const layer_param_t *params;
+  void *wparams, *wgrads;
+  float *grads;
+  int separate;   /* working copies differ from the f32 buffers */
+  int accumulate; /* gradients add to the f32 buffer */
+  int train;
+  const model_hooks_t *hooks;
+  void *ws;       /* the convolutions' shared workspace */
+  char *err;
+  size_t errlen;
+} layer_ctx_t;
+
+typedef struct {
+  ops_conv_t desc;
+  int w_id, b_id; /* parameter ids; b_id -1 without bias */
+} layer_conv_t;
+
+typedef struct {
+  model_norm_t kind;
+  int C, G;
+  int gamma_id, beta_id;
+  float *running; /* BatchNorm: running mean (C) then running variance (C) */
+  double *stats;  /* BatchNorm: 2C+1 forward sums, then 2C backward sums */
+  double *saved;  /* BatchNorm: 2C+1 (mean, invstd, count); GroupNorm: 2*max_n*G */
+} layer_norm_t;
+
+#define LAYER_BN_MOMENTUM 0.1
+#define LAYER_NORM_EPS 1e-5
+
+/* Pointer to parameter id's working values / working gradients. */
+void *layer_wparam(const layer_ctx_t *c, int id);
+void *layer_wgrad(const layer_ctx_t *c, int id);
+/* Weight-gradient ops write (0) or add (1): add only when accumulating straight into f32. */
+int layer_grad_acc(const layer_ctx_t *c);
+/* Gradients of parameter ids (given in increasing offset order, -1 entries skipped) are final:
+ * fold working gradients into the f32 buffer and tell the grads_ready hook. */
+int layer_grads_done(const layer_ctx_t *c, int id0, int id1);
+
+int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x, void *y);
+/* dx may be NULL (the network's first layer needs no input gradient). */
+int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                   const void *dy, void *dx);
+
+/* y = relu(norm(x)); in training BatchNorm uses (and syncs) batch statistics. */
+int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                   void *y);
+/* d (in: gradient w.r.t. y; out: gradient w.r.t. x, in place), x and y from forward. */
+int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
+                   const void *x, const void *y);
+
+#endif

@@ -1,0 +1,236 @@
+/* unet_build.c — the U-Net's construction: configuration defaults and validation, the
+ * parameter registry (names, shapes, reverse-order offsets), initialisation, the signature. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/check.h"
+#include "src/model/rng.h"
+#include "src/model/unet_impl.h"
+
+void model_config_default(model_config_t *cfg)
+{
+  *cfg = (model_config_t){.in_channels = 3,
+                          .classes = 4,
+                          .levels = 4,
+                          .widths = {16, 32, 64, 128},
+                          .norm = MODEL_NORM_BATCH,
+                          .groups = 8,
+                          .max_batch = 8,
+                          .height = 64,
+                          .width = 64,
+                          .ignore_index = -1,
+                          .precision = MODEL_FP32,
+                          .device = MODEL_DEVICE_CPU,
+                          .seed = 1};
+}
+
+int model_config_validate(const model_config_t *c, char *err, size_t errlen)
+{
+  if (c->in_channels < 1 || c->in_channels > 4096)
+    return check_fail(err, errlen, "input channels %d: must be between 1 and 4096", c->in_channels);
+  if (c->classes < 2 || c->classes > 4096)
+    return check_fail(err, errlen, "classes %d: must be between 2 and 4096", c->classes);
+  if (c->levels < 1 || c->levels > MODEL_MAX_LEVELS)
+    return check_fail(err, errlen, "%d widths given: give between 1 and %d (e.g. 16,32,64,128)",
+                      c->levels, MODEL_MAX_LEVELS);
+  for (int i = 0; i < c->levels; i++)
+    if (c->widths[i] < 1 || c->widths[i] > 16384)
+      return check_fail(err, errlen, "width %d (level %d): must be between 1 and 16384",
+                        c->widths[i], i);
+  if (c->norm != MODEL_NORM_BATCH && c->norm != MODEL_NORM_GROUP)
+    return check_fail(err, errlen, "normalisation %d: use batch or group", (int)c->norm);
+  if (c->norm == MODEL_NORM_GROUP) {
+    if (c->groups < 1)
+      return check_fail(err, errlen, "GroupNorm groups %d: must be >= 1", c->groups);
+    for (int i = 0; i < c->levels; i++)
+      if (c->widths[i] % c->groups)
+        return check_fail(err, errlen,
+                          "GroupNorm with %d groups needs every width divisible by %d; "
+                          "width %d is not: change --widths or the group count",
+                          c->groups, c->groups, c->widths[i]);
+  }
+  if (c->max_batch < 1 || c->max_batch > 65536)
+    return check_fail(err, errlen, "batch size %d: must be between 1 and 65536", c->max_batch);
+  int div = 1 << (c->levels - 1);
+  if (c->height < div || c->width < div || c->height % div || c->width % div)
+    return check_fail(err, errlen,
+                      "image size %dx%d: with %d levels both sides must be positive "
+                      "multiples of %d (each level halves them)",
+                      c->height, c->width, c->levels, div);
+  if ((double)c->height * c->width * c->max_batch > 2e9)
+    return check_fail(err, errlen, "batch %d of %dx%d images is too many pixels for one device",
+                      c->max_batch, c->height, c->width);
+  if (c->device == MODEL_DEVICE_CPU && c->precision != MODEL_FP32)
+    return check_fail(err, errlen,
+                      "the CPU backend computes in fp32: use --precision fp32 with "
+                      "--device cpu (bf16 and fp16 need --device cuda)");
+  if (c->device != MODEL_DEVICE_CPU && c->device != MODEL_DEVICE_CUDA)
+    return check_fail(err, errlen, "device %d: use cpu or cuda", (int)c->device);
+  if (c->device == MODEL_DEVICE_CUDA && c->cuda_device < 0)
+    return check_fail(err, errlen, "CUDA device %d: must be >= 0", c->cuda_device);
+  return 0;
+}
+
+/* ---- parameter registry ---- */
+
+static int add_param(model_t *m, size_t count, layer_init_t init, int fan_in, const char *shape,
+                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int add_param(model_t *m, size_t count, layer_init_t init, int fan_in, const char *shape,
+                     const char *fmt, ...)
+{
+  if (m->ntensors == m->captensors) {
+    int cap = m->captensors ? 2 * m->captensors : 64;
+    layer_param_t *np = realloc(m->params, (size_t)cap * sizeof *np);
+    if (!np) return -1;
+    m->params = np;
+    m->captensors = cap;
+  }
+  layer_param_t *p = &m->params[m->ntensors];
+  memset(p, 0, sizeof *p);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->name, sizeof p->name, fmt, ap);
+  va_end(ap);
+  snprintf(p->shape, sizeof p->shape, "%s", shape);
+  p->count = count;
+  p->init = init;
+  p->fan_in = fan_in;
+  m->nparams += count;
+  return m->ntensors++;
+}
+
+static int reg_conv(model_t *m, layer_conv_t *l, ops_conv_kind_t kind, int h, int w, int cin,
+                    int cout, const char *prefix)
+{
+  char shape[40];
+  l->desc = (ops_conv_t){.kind = kind, .h = h, .w = w, .cin = cin, .cout = cout,
+                         .max_n = m->cfg.max_batch};
+  l->b_id = -1;
+  switch (kind) {
+  case OPS_CONV3X3:
+    snprintf(shape, sizeof shape, "%dx3x3x%d", cout, cin);
+    l->w_id = add_param(m, (size_t)cout * 9 * cin, LAYER_INIT_KAIMING_RELU, 9 * cin, shape,
+                        "%s.weight", prefix);
+    break;
+  case OPS_CONV1X1:
+    snprintf(shape, sizeof shape, "%dx%d", cout, cin);
+    l->w_id = add_param(m, (size_t)cout * cin, LAYER_INIT_KAIMING_LINEAR, cin, shape,
+                        "%s.weight", prefix);
+    break;
+  case OPS_CONVT2X2:
+    snprintf(shape, sizeof shape, "%dx2x2x%d", cin, cout);
+    /* each output pixel sees cin inputs through one tap */
+    l->w_id = add_param(m, (size_t)cin * 4 * cout, LAYER_INIT_KAIMING_LINEAR, cin, shape,
+                        "%s.weight", prefix);
+    break;
+  }
+  if (kind != OPS_CONV3X3) {
+    snprintf(shape, sizeof shape, "%d", cout);
+    l->b_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", prefix);
+  }
+  return (l->w_id < 0 || (kind != OPS_CONV3X3 && l->b_id < 0)) ? -1 : 0;
+}
+
+static int reg_block(model_t *m, block_t *b, int h, int w, int cin, int cout, const char *conv,
+                     const char *norm)
+{
+  char shape[16];
+  if (reg_conv(m, &b->conv, OPS_CONV3X3, h, w, cin, cout, conv) != 0) return -1;
+  snprintf(shape, sizeof shape, "%d", cout);
+  b->norm.kind = m->cfg.norm;
+  b->norm.C = cout;
+  b->norm.G = m->cfg.norm == MODEL_NORM_GROUP ? m->cfg.groups : 1;
+  b->norm.gamma_id = add_param(m, (size_t)cout, LAYER_INIT_ONE, 0, shape, "%s.weight", norm);
+  b->norm.beta_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", norm);
+  if (b->norm.gamma_id < 0 || b->norm.beta_id < 0) return -1;
+  if (m->cfg.norm == MODEL_NORM_BATCH) m->nbuffers += 2 * (size_t)cout;
+  return 0;
+}
+
+int unet_register_params(model_t *m)
+{
+  const model_config_t *c = &m->cfg;
+  int L = c->levels;
+  char a[32], b[32];
+  for (int i = 0; i < L; i++) {
+    int h = c->height >> i, w = c->width >> i;
+    int cin = i == 0 ? c->in_channels : c->widths[i - 1];
+    snprintf(a, sizeof a, "enc%d.conv1", i);
+    snprintf(b, sizeof b, "enc%d.norm1", i);
+    if (reg_block(m, &m->enc[i].b1, h, w, cin, c->widths[i], a, b) != 0) return -1;
+    snprintf(a, sizeof a, "enc%d.conv2", i);
+    snprintf(b, sizeof b, "enc%d.norm2", i);
+    if (reg_block(m, &m->enc[i].b2, h, w, c->widths[i], c->widths[i], a, b) != 0) return -1;
+  }
+  for (int i = L - 2; i >= 0; i--) {
+    int h = c->height >> i, w = c->width >> i;
+    snprintf(a, sizeof a, "dec%d.up", i);
+    if (reg_conv(m, &m->dec[i].up, OPS_CONVT2X2, h / 2, w / 2, c->widths[i + 1], c->widths[i],
+                 a) != 0)
+      return -1;
+    snprintf(a, sizeof a, "dec%d.conv1", i);
+    snprintf(b, sizeof b, "dec%d.norm1", i);
+    if (reg_block(m, &m->dec[i].b1, h, w, 2 * c->widths[i], c->widths[i], a, b) != 0) return -1;
+    snprintf(a, sizeof a, "dec%d.conv2", i);
+    snprintf(b, sizeof b, "dec%d.norm2", i);
+    if (reg_block(m, &m->dec[i].b2, h, w, c->widths[i], c->widths[i], a, b) != 0) return -1;
+  }
+  if (reg_conv(m, &m->head, OPS_CONV1X1, c->height, c->width, c->widths[0], c->classes,
+               "head") != 0)
+    return -1;
+  size_t off = 0;
+  for (int t = m->ntensors - 1; t >= 0; t--) {
+    m->params[t].offset = off;
+    off += m->params[t].count;
+  }
+  return 0;
+}
+
+size_t model_config_num_params(const model_config_t *cfg)
+{
+  char err[256];
+  if (model_config_validate(cfg, err, sizeof err) != 0) return 0;
+  model_t *m = calloc(1, sizeof *m);
+  if (!m) return 0;
+  m->cfg = *cfg;
+  size_t n = unet_register_params(m) == 0 ? m->nparams : 0;
+  free(m->params);
+  free(m);
+  return n;
+}
+
+void unet_init_params(model_t *m)
+{
+  for (int t = 0; t < m->ntensors; t++) {
+    const layer_param_t *p = &m->params[t];
+    float *v = m->pf32 + p->offset;
+    uint64_t key = rng_key(m->cfg.seed, p->name);
+    double std = p->init == LAYER_INIT_KAIMING_RELU ? sqrt(2.0 / p->fan_in)
+                 : p->init == LAYER_INIT_KAIMING_LINEAR ? sqrt(1.0 / p->fan_in) : 0;
+    for (size_t i = 0; i < p->count; i++)
+      v[i] = p->init == LAYER_INIT_ONE ? 1.0f
+             : p->init == LAYER_INIT_ZERO ? 0.0f : (float)(std * rng_normal(key, i));
+  }
+}
+
+int unet_build_signature(model_t *m)
+{
+  size_t cap = 256 + (size_t)m->ntensors * 128, off = 0;
+  m->signature = malloc(cap);
+  if (!m->signature) return -1;
+  const model_config_t *c = &m->cfg;
+  off += (size_t)snprintf(m->signature + off, cap - off,
+                          "unet in=%d classes=%d norm=%s groups=%d size=%dx%d compute=%s "
+                          "params=%zu buffers=%zu\n", c->in_channels, c->classes,
+                          c->norm == MODEL_NORM_GROUP ? "group" : "batch",
+                          c->norm == MODEL_NORM_GROUP ? c->groups : 0, c->height, c->width,
+                          ops_dtype_name(m->ops.dtype), m->nparams, m->nbuffers);
+  for (int t = 0; t < m->ntensors && off < cap; t++)
+    off += (size_t)snprintf(m->signature + off, cap - off, "%s %s @%zu\n", m->params[t].name,
+                            m->params[t].shape, m->params[t].offset);
+  return 0;
+}

@@ -1,0 +1,66 @@
+/* unet_impl.h — the U-Net's internal layout, shared by its construction (unet_build.c:
+ * configuration, parameter registry, initialisation) and its execution (unet.c). */
+#ifndef SRC_MODEL_UNET_IMPL_H
+#define SRC_MODEL_UNET_IMPL_H
+
+#include "src/device/arena.h"
+#include "src/device/device.h"
+#include "src/model/unet.h"
+
+typedef struct {
+  layer_conv_t conv;
+  layer_norm_t norm;
+  void *a, *r; /* conv output (norm input), norm+ReLU output */
+} block_t;
+
+typedef struct {
+  block_t b1, b2;
+  void *pooled;   /* input of levels > 0: max-pool of the level above */
+  uint8_t *arg;
+  void *dskip;    /* gradient of b2.r (skip and pool input), levels < L-1 */
+} enc_t;
+
+typedef struct {
+  layer_conv_t up;
+  block_t b1, b2;
+  void *cat;      /* [skip, up] */
+} dec_t;
+
+struct model {
+  model_config_t cfg;
+  int dev;     /* DEV_HOST or the CUDA ordinal */
+  ops_t ops;
+  int ops_ready;
+  arena_t *arena;
+  layer_param_t *params;
+  int ntensors, captensors;
+  size_t nparams, nbuffers;
+  float *pf32, *gf32, *buffers;
+  void *wparams, *wgrads;
+  int separate;
+  enc_t enc[MODEL_MAX_LEVELS];
+  dec_t dec[MODEL_MAX_LEVELS];
+  layer_conv_t head;
+  void *x_work, *logits, *g[2];
+  double *loss_dev;  /* (loss sum, count) of the step where the device writes it (on the host:
+                        loss_host itself) */
+  double *loss_host; /* host memory (pinned on a GPU): loss sum, count, bad-label word, copied
+                        there at the end of a step */
+  int loss_pending;  /* a queued step's loss is not yet read into last_loss */
+  dev_event_t *loss_ready; /* recorded after a queued step (model_step_queued) */
+  /* Between model_forward_train and model_backward (DataParallel's split step): the input as
+   * the layers saw it, the head's input and the batch. */
+  const void *fwd_x, *fwd_head_in;
+  int fwd_batch;
+  void *ws;
+  char *signature;
+  double last_loss;
+};
+
+/* Registers every parameter tensor (forward order) and lays them out in reverse order. */
+int unet_register_params(model_t *m);
+/* Parameters from the seed: Kaiming normal for convolutions, norms 1 and 0, biases 0. */
+void unet_init_params(model_t *m);
+int unet_build_signature(model_t *m);
+
+#endif

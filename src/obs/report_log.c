@@ -1,0 +1,107 @@
+/* report_log.c — JSON-lines writing. Numbers use %.9g (enough digits to tell steps apart, short
+ * enough to read); NaN and infinities are written as null, which JSON allows and NaN is not. */
+#include "config.h"
+
+#include "src/obs/report_log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct report_log {
+  FILE *f;
+};
+
+void report_json_string(FILE *f, const char *s)
+{
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c == '\n') fputs("\\n", f);
+    else if (c == '\t') fputs("\\t", f);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void report_json_number(FILE *f, double v)
+{
+  if (isfinite(v)) fprintf(f, "%.9g", v);
+  else fputs("null", f);
+}
+
+int report_log_open(report_log_t **out, const char *dir, char *err, size_t errlen)
+{
+  *out = NULL;
+  char path[2048];
+  snprintf(path, sizeof path, "%s/log.jsonl", dir);
+  report_log_t *l = calloc(1, sizeof *l);
+  if (!l || !(l->f = fopen(path, "w"))) {
+    snprintf(err, errlen, "%s: cannot create the log: %s", path, strerror(errno));
+    free(l);
+    return -1;
+  }
+  *out = l;
+  return 0;
+}
+
+void report_log_close(report_log_t *l)
+{
+  if (!l) return;
+  fclose(l->f);
+  free(l);
+}
+
+static int finish(report_log_t *l)
+{
+  fputs("}\n", l->f);
+  return fflush(l->f) == 0 ? 0 : -1;
+}
+
+typedef struct {
+  const char *key;
+  double v;
+} field_t;
+
+/* ", \"key\": value" for each of n fields, in order. */
+static void fields(FILE *f, const field_t *fl, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    fprintf(f, ", \"%s\": ", fl[i].key);
+    report_json_number(f, fl[i].v);
+  }
+}
+
+int report_log_step(report_log_t *l, const report_step_t *s)
+{
+  FILE *f = l->f;
+  fprintf(f, "{\"type\": \"step\", \"step\": %ld, \"epoch\": %ld", s->step, s->epoch);
+  const field_t fl[] = {{"loss", s->loss},
+                        {"lr", s->lr},
+                        {"loss_scale", s->loss_scale},
+                        {"images_per_s", s->images_per_s},
+                        {"step_ms", s->step_ms},
+                        {"data_wait_ms", s->data_wait_ms},
+                        {"exposed_comm_ms", s->exposed_comm_ms},
+                        {"syncbn_ms", s->syncbn_ms}};
+  fields(f, fl, sizeof fl / sizeof fl[0]);
+  fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
+  if (s->extra && s->extra[0]) fprintf(f, ", %s", s->extra);
+  return finish(l);
+}
+
+int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_json)
+{
+  FILE *f = l->f;
+  fprintf(f, "{\"type\": \"val\", \"step\": %ld, \"epoch\": %ld", v->step, v->epoch);
+  const field_t fl[] = {{"val_loss", v->loss},
+                        {"val_miou", v->miou},
+                        {"val_acc", v->acc},
+                        {"val_seconds", v->seconds}};
+  fields(f, fl, sizeof fl / sizeof fl[0]);
+  if (memory_json) fprintf(f, ", \"memory\": %s", memory_json);
+  return finish(l);
+}

@@ -1,0 +1,85 @@
+/* summary.c — the result line and summary.json. The line is what scripts grep for, so its keys
+ * only ever get added to, never renamed. */
+#include "config.h"
+
+#include "src/obs/summary.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/check.h"
+#include "src/obs/report_log.h"
+
+/* A number of the result line: "none" where there is none (no validation took place). */
+static void put(FILE *f, const char *key, const char *fmt, double v)
+{
+  fprintf(f, " %s=", key);
+  if (isfinite(v)) fprintf(f, fmt, v);
+  else fputs("none", f);
+}
+
+void summary_print_result(FILE *f, const train_result_t *r)
+{
+  fprintf(f, "result: steps=%ld", r->steps);
+  put(f, "images_per_s", "%.2f", r->images_per_s);
+  put(f, "train_loss", "%.6f", r->train_loss);
+  put(f, "val_loss", "%.6f", r->val_loss);
+  put(f, "val_miou", "%.4f", r->val_miou);
+  put(f, "val_acc", "%.4f", r->val_acc);
+  put(f, "initial_loss", "%.6f", r->initial_loss);
+  fprintf(f, " epochs=%ld world=%d skipped_steps=%ld wall_s=%.1f peak_mib=", r->epochs, r->world,
+          r->skipped_steps, r->wall_s);
+  for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++)
+    fprintf(f, "%s%.0f", i ? "," : "", r->peak_mib[i]);
+  fputc('\n', f);
+  fflush(f);
+}
+
+int summary_write_json(const char *dir, const train_result_t *r, const char *config,
+                       const char *memory_json, char *err, size_t errlen)
+{
+  char path[2048], tmp[2100];
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    return check_fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+  }
+  fprintf(f, "{\n  \"steps\": %ld,\n  \"epochs\": %ld,\n  \"world\": %d,\n", r->steps, r->epochs,
+          r->world);
+  const struct {
+    const char *key;
+    double v;
+  } nums[] = {{"images_per_s", r->images_per_s}, {"train_loss", r->train_loss},
+              {"val_loss", r->val_loss},         {"val_miou", r->val_miou},
+              {"val_acc", r->val_acc},           {"initial_loss", r->initial_loss},
+              {"wall_s", r->wall_s}};
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+    fprintf(f, "  \"%s\": ", nums[i].key);
+    report_json_number(f, nums[i].v);
+    fputs(",\n", f);
+  }
+  fprintf(f, "  \"skipped_steps\": %ld,\n  \"class_iou\": [", r->skipped_steps);
+  for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++) {
+    if (c) fputs(", ", f);
+    report_json_number(f, r->class_iou[c]);
+  }
+  fputs("],\n  \"peak_mib_per_rank\": [", f);
+  for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++) {
+    if (i) fputs(", ", f);
+    report_json_number(f, r->peak_mib[i]);
+  }
+  fputs("],\n  \"config\": ", f);
+  report_json_string(f, config ? config : "");
+  if (memory_json) fprintf(f, ",\n  \"memory\": %s", memory_json);
+  fputs("\n}\n", f);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    remove(tmp);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,331 @@
+/* ddp.c — the data-parallel engine, one path for host and device buffers over the stream-aware
+ * collectives. Gradients are cut into buckets (contiguous ranges of the flat gradient buffer,
+ * which the model lays out in reverse layer order, so buckets complete in order during backward);
+ * a bucket is all-reduced (averaged) as soon as its last gradient is reported final. The first
+ * bucket is small so communication starts early.
+ *
+ * On a GPU a bucket's all-reduce is queued on a communication stream: an event recorded on the
+ * compute stream orders it after the gradients it reads, and backward goes on while NVLink moves
+ * the bucket. The optimizer waits on one event after the last bucket, so only the communication
+ * that outlasts backward is exposed; it is measured from "backward done" to "last bucket done".
+ * SyncBN statistics travel on the compute stream over a duplicate communicator: its calls are
+ * ordered independently of the buckets', so a BN exchange never queues behind a gradient bucket.
+ * On the host the streams are NULL: every collective runs when it is called (a bucket between
+ * the backward of two layers), events are host times, and the same code measures the same
+ * things. */
+#include "config.h"
+
+#include "src/parallel/ddp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/check.h"
+#include "src/device/arena.h"
+#include "src/device/device.h"
+#include "src/obs/timeline.h"
+
+#define DDP_MAX_BUCKETS 1024
+#define DDP_FIRST_BUCKET_BYTES ((size_t)1 << 20)
+/* Buckets run beside backward: 16 blocks move a 25 MB bucket in about the time backward takes to
+ * produce the next one, and leave the other SMs to the convolutions (2 x H200, bf16: 1616 img/s
+ * against 1579 with all 128; bench/results/ddp_2xh200.tsv). */
+#define DDP_BUCKET_BLOCKS 16
+#define DDP_MAX_BN 256 /* timed SyncBN exchanges per step (U-Net: 2 per BN layer) */
+
+struct ddp {
+  shmddp_comm_t *comm;   /* buckets, on comm_stream */
+  shmddp_comm_t *bn;     /* SyncBN statistics, on the compute stream (a duplicate on a GPU) */
+  model_t *model;
+  ddp_config_t cfg;
+  int rank, world, dev;
+  void *compute, *comm_stream; /* NULL on the host */
+  size_t nparams;
+  size_t nbuckets;
+  size_t bucket_end[DDP_MAX_BUCKETS]; /* exclusive end offset of each bucket */
+  size_t next_bucket;                 /* first bucket not yet reduced this step */
+  int communicate, sync_bn;
+  dev_event_t *ready[DDP_MAX_BUCKETS]; /* per bucket, on compute */
+  dev_event_t *bwd_done, *comm_done;   /* around the exposed communication */
+  dev_event_t *join;                   /* comm stream -> compute stream at the end of a step */
+  dev_event_t *bn_ev[2 * DDP_MAX_BN];  /* start/end pairs around each SyncBN exchange */
+  int bn_used;
+  int queued;    /* buckets queued this step */
+  int measured;  /* events of a finished step exist */
+  int capturing; /* the compute stream is being captured into a CUDA graph */
+  int graph_bn_used, graph_measured; /* what the captured step records, for its replays */
+  int failed;    /* a hook failed: err says why, ddp_finish_step returns it */
+  char err[512];
+  model_hooks_t hooks;
+};
+
+/* A timing event: in a graph capture the record must become a node of the graph, so every
+ * replay records it and the step stays measurable. */
+static int record_timing(ddp_t *d, dev_event_t *e, void *stream, char *err, size_t errlen)
+{
+  return dev_event_record_timing(e, stream, d->capturing, err, errlen);
+}
+
+/* Bucket b is final on the compute stream: average it across ranks on the communication stream,
+ * after the compute stream's work so far. */
+static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
+{
+  size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
+  float *g = model_grads(d->model) + begin;
+  CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
+  CHECK(dev_event_wait(d->comm_stream, d->ready[b], err, errlen));
+  /* After the wait, so the span starts when the bucket can start. */
+  int tl = timeline_begin(TIMELINE_ALLREDUCE, d->comm_stream);
+  timeline_args(tl, (double)b, (double)(count * sizeof(float)));
+  CHECK_COLL(d->comm,
+             shmddp_all_reduce(d->comm, g, g, count, SHMDDP_F32, SHMDDP_AVG,
+                               (shmddp_stream_t)d->comm_stream),
+             "gradient all-reduce");
+  timeline_end(tl, d->comm_stream);
+  d->queued++;
+  return 0;
+}
+
+static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream)
+{
+  ddp_t *d = ctx;
+  (void)stream;
+  if (d->failed) return -1;
+  size_t end = offset + count;
+  while (d->next_bucket < d->nbuckets && d->bucket_end[d->next_bucket] <= end) {
+    if (reduce_bucket(d, d->next_bucket, d->err, sizeof d->err) != 0) {
+      d->failed = 1;
+      return -1;
+    }
+    d->next_bucket++;
+  }
+  return 0;
+}
+
+/* SyncBN: sum buf over ranks, in place, in order on the given (compute) stream. */
+static int sync_stats(ddp_t *d, void *buf, size_t count, shmddp_dtype_t dtype, void *stream,
+                      char *err, size_t errlen)
+{
+  int timed = d->bn_used < DDP_MAX_BN;
+  if (timed) CHECK(record_timing(d, d->bn_ev[2 * d->bn_used], stream, err, errlen));
+  CHECK_COLL(d->bn,
+             shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream),
+             "SyncBN statistics all-reduce");
+  if (timed) CHECK(record_timing(d, d->bn_ev[2 * d->bn_used++ + 1], stream, err, errlen));
+  return 0;
+}
+
+static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+{
+  ddp_t *d = ctx;
+  int tl = timeline_begin(TIMELINE_SYNCBN, stream);
+  timeline_args(tl, (double)count, 0);
+  int rc = sync_stats(d, buf, count, dtype, stream, d->err, sizeof d->err);
+  timeline_end(tl, stream);
+  if (rc != 0) d->failed = 1;
+  return rc;
+}
+
+/* The communication set-up of a group of more than one rank (collective). */
+static int setup_comm(ddp_t *d, char *err, size_t errlen)
+{
+  d->bn = d->comm;
+  if (d->dev != DEV_HOST) {
+    CHECK(dev_comm_attach(d->comm, d->dev, DDP_BUCKET_BLOCKS, err, errlen));
+    CHECK_COLL(d->comm, shmddp_comm_dup(d->comm, &d->bn), "creating the SyncBN communicator");
+    /* SyncBN's exchanges are small and on the critical path: every block they can use */
+    CHECK(dev_comm_attach(d->bn, d->dev, 0, err, errlen));
+    CHECK(dev_stream_create(&d->comm_stream, d->dev, 1, err, errlen));
+  }
+  for (size_t b = 0; b < d->nbuckets; b++)
+    CHECK(dev_event_create(&d->ready[b], d->dev, DEV_EVENT_ORDER, err, errlen));
+  for (int i = 0; i < 2 * DDP_MAX_BN; i++)
+    CHECK(dev_event_create(&d->bn_ev[i], d->dev, DEV_EVENT_TIMING, err, errlen));
+  CHECK(dev_event_create(&d->bwd_done, d->dev, DEV_EVENT_TIMING, err, errlen));
+  CHECK(dev_event_create(&d->comm_done, d->dev, DEV_EVENT_TIMING, err, errlen));
+  return dev_event_create(&d->join, d->dev, DEV_EVENT_ORDER, err, errlen);
+}
+
+int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_config_t *cfg,
+               char *err, size_t errlen)
+{
+  *out = NULL;
+  ddp_t *d = calloc(1, sizeof *d);
+  if (!d) return check_fail(err, errlen, "out of memory creating the DDP engine");
+  *out = d;
+  d->comm = comm;
+  d->model = model;
+  d->cfg = *cfg;
+  if (d->cfg.bucket_mb <= 0) d->cfg.bucket_mb = 25;
+  d->rank = comm ? shmddp_comm_rank(comm) : 0;
+  d->world = comm ? shmddp_comm_size(comm) : 1;
+  d->dev = cfg->cuda_stream ? arena_device(model_arena(model)) : DEV_HOST;
+  d->compute = cfg->cuda_stream;
+  d->nparams = model_num_params(model);
+  size_t bucket = (size_t)(d->cfg.bucket_mb * 1024 * 1024) / sizeof(float);
+  size_t first = DDP_FIRST_BUCKET_BYTES / sizeof(float);
+  if (bucket < 1) bucket = 1;
+  if (first > bucket) first = bucket;
+  size_t off = 0;
+  while (off < d->nparams) {
+    size_t len = d->nbuckets == 0 ? first : bucket;
+    if (d->nbuckets == DDP_MAX_BUCKETS - 1 || off + len > d->nparams) len = d->nparams - off;
+    off += len;
+    d->bucket_end[d->nbuckets++] = off;
+  }
+  return d->world > 1 ? setup_comm(d, err, errlen) : 0;
+}
+
+void ddp_destroy(ddp_t *d)
+{
+  if (!d) return;
+  for (size_t b = 0; b < d->nbuckets; b++) dev_event_destroy(d->ready[b]);
+  for (int i = 0; i < 2 * DDP_MAX_BN; i++) dev_event_destroy(d->bn_ev[i]);
+  dev_event_destroy(d->bwd_done);
+  dev_event_destroy(d->comm_done);
+  dev_event_destroy(d->join);
+  dev_stream_destroy(d->comm_stream);
+  if (d->bn && d->bn != d->comm) shmddp_comm_free(d->bn);
+  free(d);
+}
+
+int ddp_rank(const ddp_t *d) { return d->rank; }
+int ddp_world(const ddp_t *d) { return d->world; }
+
+double ddp_last_exposed_comm_s(const ddp_t *d)
+{
+  char err[256];
+  double ms = 0;
+  if (!d->measured || dev_event_sync(d->comm_done, err, sizeof err) != 0 ||
+      dev_event_elapsed(d->bwd_done, d->comm_done, &ms) != 0)
+    return 0;
+  return ms > 0 ? ms * 1e-3 : 0;
+}
+
+double ddp_last_syncbn_s(const ddp_t *d)
+{
+  char err[256];
+  double total = 0;
+  if (d->bn_used == 0 || dev_event_sync(d->bn_ev[2 * d->bn_used - 1], err, sizeof err) != 0)
+    return 0;
+  for (int i = 0; i < d->bn_used; i++) total += dev_event_ms(d->bn_ev[2 * i], d->bn_ev[2 * i + 1]);
+  return total * 1e-3;
+}
+
+/* Broadcast count f32 at p (on the model's device) from rank 0, finished when it returns. */
+static int broadcast(ddp_t *d, float *p, size_t count, const char *what, char *err,
+                     size_t errlen)
+{
+  CHECK_COLL(d->comm,
+             shmddp_broadcast(d->comm, p, p, count, SHMDDP_F32, 0,
+                              (shmddp_stream_t)d->comm_stream),
+             what);
+  if (dev_comm_sync(d->comm, d->dev, d->comm_stream, err, errlen) != 0)
+    return check_prefix(err, errlen, what);
+  return 0;
+}
+
+int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
+{
+  if (d->world == 1) return 0;
+  /* Signatures: gather a fixed-size digest of every rank's and compare with rank 0's. */
+  const char *sig = model_signature(d->model);
+  size_t len = strlen(sig);
+  unsigned long long mine[2] = {len, 1469598103934665603ULL};
+  for (size_t i = 0; i < len; i++) mine[1] = (mine[1] ^ (unsigned char)sig[i]) * 1099511628211ULL;
+  unsigned long long all[2 * SHMDDP_MAX_RANKS];
+  CHECK_COLL(d->comm, shmddp_all_gather(d->comm, mine, all, 2, SHMDDP_I64, SHMDDP_HOST),
+             "comparing the ranks' models");
+  for (int r = 1; r < d->world; r++) {
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
+      return check_fail(
+          err, errlen,
+          "rank %d built a different model than rank 0 (layer shapes or dtypes "
+          "differ): every rank must use the same --widths, --classes, --norm, --image-size "
+          "and --precision",
+          r);
+    }
+  }
+  CHECK(broadcast(d, model_params(d->model), d->nparams, "broadcasting the initial parameters",
+                  err, errlen));
+  if (model_num_buffers(d->model) > 0)
+    CHECK(broadcast(d, model_buffers(d->model), model_num_buffers(d->model),
+                    "broadcasting the initial parameters", err, errlen));
+  return 0;
+}
+
+int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen)
+{
+  size_t n = model_num_buffers(d->model);
+  if (d->world == 1 || n == 0) return 0;
+  return broadcast(d, model_buffers(d->model), n, "broadcasting BatchNorm statistics", err,
+                   errlen);
+}
+
+const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
+{
+  d->communicate = communicate;
+  d->sync_bn = sync_bn;
+  d->next_bucket = 0;
+  d->failed = 0;
+  d->queued = 0;
+  d->bn_used = 0;
+  d->hooks.ctx = d;
+  d->hooks.grads_ready = (d->world > 1 && communicate) ? hook_grads_ready : NULL;
+  d->hooks.sync_stats = (d->world > 1 && sync_bn) ? hook_sync_stats : NULL;
+  return &d->hooks;
+}
+
+int ddp_hook_failure(const ddp_t *d, char *err, size_t errlen)
+{
+  if (!d->failed) return -1;
+  char what[512];
+  snprintf(what, sizeof what, "%s", err ? err : "");
+  return check_fail(err, errlen, "%s (%s)", d->err, what);
+}
+
+int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
+{
+  if (d->failed) return check_fail(err, errlen, "%s", d->err);
+  if (d->world == 1 || !d->communicate) return 0;
+  int tl = timeline_begin(TIMELINE_GRAD_WAIT, d->compute);
+  /* Buckets whose gradients were never reported (a model that skips the hook) go now. */
+  while (d->next_bucket < d->nbuckets) {
+    CHECK(reduce_bucket(d, d->next_bucket, err, errlen));
+    d->next_bucket++;
+  }
+  CHECK(record_timing(d, d->bwd_done, d->compute, err, errlen));
+  CHECK(record_timing(d, d->comm_done, d->comm_stream, err, errlen));
+  /* The join: in a capture this also brings the communication stream back into the graph. */
+  CHECK(dev_event_record(d->join, d->comm_stream, err, errlen));
+  CHECK(dev_event_wait(d->compute, d->join, err, errlen));
+  d->measured = d->queued > 0;
+  int rc = dev_comm_check(d->comm, d->dev, err, errlen);
+  timeline_end(tl, d->compute);
+  return rc;
+}
+
+void ddp_set_capture(ddp_t *d, int on)
+{
+  if (d->capturing && !on) { /* the capture ended: its replays record what it recorded */
+    d->graph_bn_used = d->bn_used;
+    d->graph_measured = d->measured;
+  }
+  d->capturing = on != 0;
+}
+
+void ddp_replayed(ddp_t *d)
+{
+  d->bn_used = d->graph_bn_used;
+  d->measured = d->graph_measured;
+}
+
+int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen)
+{
+  if (d->world == 1 || n == 0) return 0;
+  CHECK_COLL(d->comm,
+             shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST),
+             "summing over ranks");
+  return 0;
+}

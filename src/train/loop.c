@@ -1,0 +1,489 @@
+/* loop.c — the training loop (see loop.h), for DDP and DataParallel alike: per optimizer step up to
+ * accum_steps micro-batches of forward and backward (gradients reduced on the last), the loss
+ * scaler's check, the optimizer update on the learning-rate schedule; validation after each
+ * epoch; checkpoints, the log and the progress. Every decision that must be the same on all ranks
+ * (skip a step, stop, the loss that is logged) comes out of one small agreement per step
+ * (step_agreement_t), so ranks never diverge. */
+#include "config.h"
+
+#include "src/train/loop.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/check.h"
+#include "src/clock.h"
+#include "src/device/arena.h"
+#include "src/model/amp.h"
+#include "src/model/optim.h"
+#include "src/obs/progress.h"
+#include "src/obs/report_log.h"
+#include "src/obs/timeline.h"
+#include "src/train/train_ckpt.h"
+#include "src/train/train_device.h"
+
+/* The step's agreement: what every process contributes, summed over the processes in one call
+ * (with the engine's per-process numbers behind it). */
+typedef struct {
+  double loss;      /* each process's mean loss over its micro-batches (summed: / processes) */
+  double nonfinite; /* processes that found an inf or NaN gradient */
+  double stop;      /* processes asked to stop (SIGINT, SIGTERM) */
+  double images;    /* images trained on in the step */
+} step_agreement_t;
+
+enum { AGREE_LOSS, AGREE_NONFINITE, AGREE_STOP, AGREE_IMAGES, AGREE_FIELDS };
+
+/* One optimizer step, as taken and measured. */
+typedef struct {
+  double loss;     /* agreed: the mean over processes */
+  double lr, loss_scale;
+  double seconds, wait_s, comm_s, syncbn_s;
+  double images;   /* over every process */
+  int skipped;     /* fp16: non-finite gradients, the update was skipped */
+  int stop;        /* a stop request or --stop-after: the run stops after this step */
+} step_t;
+
+typedef struct {
+  engine_t *e;
+  const train_job_t *job;
+  const train_config_t *cfg;
+  optim_t *opt;
+  optim_config_t oc;
+  amp_scaler_t scaler;
+  metrics_t conf;
+  progress_t progress;
+  report_log_t *log;
+  long step; /* optimizer steps taken (from the start of training, a resumed run's included) */
+  const loader_batch_t *prefetched; /* the next batch, already uploaded (pipelined engines) */
+  const float *px;
+  const int32_t *py;
+  double *agree; /* AGREE_FIELDS, then the engine's slots */
+  size_t nagree;
+  char memory_json[2048];
+} run_t;
+
+/* --stop-after N: the run stops (with a checkpoint, as if interrupted) once step N (counted from
+ * the start of training, like every step number in the log) is done. The one place that says so;
+ * every rank computes the same answer from the same numbers. */
+static int stop_after_reached(const train_config_t *c, long step)
+{
+  return c->stop_after > 0 && step >= c->stop_after;
+}
+
+/* Whether step `step` is the last one by plan (the run's steps, or --stop-after): after it no
+ * batch is needed. */
+static int last_by_plan(const run_t *r, long step)
+{
+  return step >= r->job->total_steps || stop_after_reached(r->cfg, step);
+}
+
+/* The next training batch from the loader, uploaded to the engine's device (queued). */
+static int next_batch(run_t *r, const loader_batch_t **b, const float **x, const int32_t **y,
+                      double *wait, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  int tl = timeline_begin(TIMELINE_DATA_WAIT, NULL);
+  int got = loader_next(e->loader, b, err, errlen);
+  timeline_end(tl, NULL);
+  *wait += loader_last_wait_s(e->loader);
+  if (got != 1) {
+    if (got == 0) check_fail(err, errlen, "the loader ended the epoch early");
+    return -1;
+  }
+  if (e->ops->upload(e, *b, x, y, err, errlen) != 0) {
+    loader_release(e->loader, *b);
+    return -1;
+  }
+  return 0;
+}
+
+/* One optimizer step: up to accum_steps micro-batches of the epoch's nbatches (*taken so far),
+ * the agreement, the loss scaler and the update. */
+static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, step_t *s,
+                      char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const train_config_t *c = r->cfg;
+  model_t *m = e->model;
+  void *stream = model_stream(m);
+  double t0 = clock_s(), wait = 0, loss_sum = 0, comm_s = 0, syncbn_s = 0;
+  int micro = 0, images = 0, tl;
+  CHECK(timeline_step(r->step + 1, err, errlen));
+  int tl_step = timeline_begin(TIMELINE_STEP, NULL);
+  /* A pipelined engine (a GPU) without loss scaling or accumulation does not wait for the
+   * agreement: the optimizer is queued right behind the step, then the next batch's upload behind
+   * it, and only then does the host wait, for the step's loss alone. The GPU is never idle while
+   * the host agrees with the other ranks and launches the next step. */
+  const int early = e->pipelined && !r->scaler.enabled && c->accum_steps == 1;
+  const double lr = optim_lr_at(&r->oc, r->step);
+  int applied = 0;
+  while (micro < c->accum_steps && *taken < nbatches) {
+    const loader_batch_t *b = r->prefetched;
+    const float *x = r->px;
+    const int32_t *y = r->py;
+    r->prefetched = NULL;
+    if (!b) CHECK(next_batch(r, &b, &x, &y, &wait, err, errlen));
+    (*taken)++;
+    int last = micro + 1 == c->accum_steps || *taken == nbatches;
+    engine_micro_t mb = {0};
+    int rc = e->ops->queue(e, x, y, b->n, (float)amp_scaler_scale(&r->scaler), micro > 0, last,
+                           sync_bn, err, errlen);
+    if (rc == 0 && early && last) {
+      tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
+      rc = optim_step(r->opt, model_params(m), model_grads(m), lr, 1.0, stream, err, errlen);
+      timeline_end(tl, stream);
+      applied = 1;
+      if (rc == 0 && *taken < nbatches && !last_by_plan(r, r->step + 1))
+        rc = next_batch(r, &r->prefetched, &r->px, &r->py, &wait, err, errlen);
+    }
+    if (rc == 0) rc = e->ops->finish(e, last, &mb, err, errlen);
+    images += b->n;
+    /* b's upload came before its step, which is done once its loss is read: its buffer can go
+     * back to the loader (a prefetched upload behind it is not waited for). */
+    loader_release(e->loader, b);
+    if (rc != 0) return -1;
+    syncbn_s += mb.syncbn_s;
+    comm_s += mb.comm_s;
+    loss_sum += mb.loss;
+    micro++;
+  }
+  int nonfinite = 0;
+  if (r->scaler.enabled)
+    CHECK(amp_check_nonfinite(model_grads(m), model_num_params(m), arena_device(model_arena(m)),
+                              stream, &nonfinite, err, errlen));
+  step_agreement_t a = {.loss = loss_sum / micro,
+                        .nonfinite = nonfinite,
+                        .stop = e->ops->stop_requested(e),
+                        .images = images};
+  r->agree[AGREE_LOSS] = a.loss;
+  r->agree[AGREE_NONFINITE] = a.nonfinite;
+  r->agree[AGREE_STOP] = a.stop;
+  r->agree[AGREE_IMAGES] = a.images;
+  if (e->ops->extra_fill) e->ops->extra_fill(e, r->agree + AGREE_FIELDS);
+  tl = timeline_begin(TIMELINE_AGREE, NULL);
+  int rc = e->ops->sum(e, r->agree, r->nagree, err, errlen);
+  timeline_end(tl, NULL);
+  if (rc != 0) return -1;
+  a = (step_agreement_t){.loss = r->agree[AGREE_LOSS],
+                         .nonfinite = r->agree[AGREE_NONFINITE],
+                         .stop = r->agree[AGREE_STOP],
+                         .images = r->agree[AGREE_IMAGES]};
+  double loss = a.loss / e->ranks;
+  if (!isfinite(loss) && !r->scaler.enabled)
+    return check_fail(err, errlen,
+                      "the loss became %g at step %ld: training diverged; lower --lr (now %g) or "
+                      "raise --warmup-steps",
+                      loss, r->step + 1, c->lr);
+  double scale = amp_scaler_scale(&r->scaler);
+  int apply = amp_scaler_update(&r->scaler, a.nonfinite > 0);
+  if (apply && !applied) {
+    tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
+    rc = e->ops->optim_begin(e, err, errlen);
+    if (rc == 0)
+      rc = optim_step(r->opt, model_params(m), model_grads(m), lr, 1.0 / (scale * micro), stream,
+                      err, errlen);
+    if (rc == 0) rc = e->ops->optim_end(e, err, errlen);
+    timeline_end(tl, stream);
+    if (rc != 0) return -1;
+  }
+  timeline_end(tl_step, NULL);
+  r->step++;
+  *s = (step_t){.loss = loss,
+                .lr = lr,
+                .loss_scale = scale,
+                .seconds = clock_s() - t0,
+                .wait_s = wait,
+                .comm_s = comm_s,
+                .syncbn_s = syncbn_s,
+                .images = a.images,
+                .skipped = !apply,
+                .stop = a.stop > 0 || stop_after_reached(c, r->step)};
+  return 0;
+}
+
+/* Rank 0 writes the checkpoint; the others go on (the next step's agreement orders them). */
+static int save_checkpoint(run_t *r, const train_progress_t *p, char *err, size_t errlen)
+{
+  if (r->e->rank != 0) return 0;
+  char path[TRAIN_PATH_MAX + 32], desc[1024], key[1024];
+  snprintf(path, sizeof path, "%s/checkpoint.ckpt", r->cfg->out_dir);
+  train_config_describe(r->cfg, desc, sizeof desc);
+  train_ckpt_run_key(desc, key, sizeof key);
+  return train_ckpt_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
+}
+
+static int setup(run_t *r, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const train_config_t *c = r->cfg;
+  train_config_optim(c, &r->oc);
+  r->oc.total_steps = r->job->total_steps;
+  CHECK(optim_config_validate(&r->oc, err, errlen));
+  amp_scaler_init(&r->scaler, c->precision);
+  if (metrics_init(&r->conf, c->classes) != 0)
+    return check_fail(err, errlen, "out of memory for the confusion counts");
+  r->nagree = AGREE_FIELDS + (e->ops->extra_slots ? e->ops->extra_slots(e) : 0);
+  r->agree = calloc(r->nagree, sizeof *r->agree);
+  if (!r->agree) return check_fail(err, errlen, "out of memory for the step's agreement");
+  model_t *m = e->model;
+  /* The optimizer state exists once per process, with the master weights (DataParallel: on
+   * device 0, ARENA_OPTIM of its ledger). */
+  return optim_create(&r->opt, &r->oc, model_num_params(m), model_arena(m), err, errlen);
+}
+
+static void teardown(run_t *r)
+{
+  char err[256];
+  timeline_close(err, sizeof err); /* while its streams exist; a failed run keeps its trace */
+  if (r->opt) optim_destroy(r->opt);
+  metrics_free(&r->conf);
+  free(r->agree);
+  report_log_close(r->log);
+}
+
+/* Validation after `epoch` (rank 0 reports it). */
+static int validate(run_t *r, long epoch, double *val_loss, double *seconds, char *err,
+                    size_t errlen)
+{
+  double tv = clock_s();
+  CHECK(r->e->ops->validate(r->e, r->job, &r->conf, val_loss, err, errlen));
+  *seconds = clock_s() - tv;
+  if (r->e->rank != 0) return 0;
+  arena_format_json(model_arena(r->e->model), r->memory_json, sizeof r->memory_json);
+  return 0;
+}
+
+int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *err,
+               size_t errlen)
+{
+  double t_start = clock_s();
+  run_t r = {.e = e, .job = job, .cfg = &job->cfg};
+  memset(res, 0, sizeof *res);
+  const train_config_t *c = r.cfg;
+  FILE *out = job->out ? job->out : stdout;
+  int rc = setup(&r, err, errlen);
+
+  long spe = job->steps_per_epoch, total = job->total_steps;
+  if (rc == 0 && e->rank == 0) {
+    progress_init(&r.progress, out, total, (int)((total + spe - 1) / spe), c->log_every);
+    rc = report_log_open(&r.log, c->out_dir, err, errlen);
+    if (rc == 0 && !job->quiet) {
+      char who[256], desc[1024];
+      e->ops->describe(e, job, who, sizeof who);
+      train_config_describe(c, desc, sizeof desc);
+      progress_print(&r.progress, "train: %s, %zu parameters, %zu training / %zu validation "
+                     "samples, %ld steps\n  %s", who, model_num_params(e->model),
+                     job->train->size, job->val->size, total, desc);
+    }
+  }
+  res->world = e->world;
+  res->initial_loss = res->train_loss = res->val_loss = NAN;
+  res->val_miou = res->val_acc = NAN; /* "none" until a validation says otherwise */
+  /* Where training starts: the beginning, or where a checkpoint left off. */
+  train_progress_t start = {.initial_loss = NAN};
+  if (rc == 0 && c->resume[0]) {
+    char desc[1024], key[1024];
+    train_config_describe(c, desc, sizeof desc);
+    train_ckpt_run_key(desc, key, sizeof key);
+    rc = train_ckpt_load(c->resume, key, e->model, r.opt, &r.scaler, &start, err, errlen);
+    if (rc == 0 && c->stop_after > 0 && c->stop_after <= start.step)
+      rc = check_fail(err, errlen,
+                      "--stop-after %ld: %s resumes after step %ld, past it; --stop-after counts "
+                      "steps from the start of training (the log's step numbers): give a step "
+                      "after %ld",
+                      c->stop_after, c->resume, start.step, start.step);
+    if (rc == 0 && e->rank == 0 && !job->quiet)
+      progress_print(&r.progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)",
+                     c->resume, start.step, start.epoch + 1, start.batches_taken);
+  }
+  double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = start.epoch_loss;
+  long epoch_steps = start.epoch_steps, images_timed = 0;
+  r.step = start.step;
+  long timing_from = r.step + c->timing_warmup;
+  if (rc == 0 && e->timeline) {
+    arena_t *a = model_arena(e->model);
+    timeline_config_t tc = {.dir = c->out_dir,
+                            .rank = e->rank,
+                            .world = e->world,
+                            .device_label = arena_label(a),
+                            .cuda_device = arena_device(a),
+                            .stream = model_stream(e->model),
+                            .first_step = timing_from + 1,
+                            .steps = c->timeline_steps};
+    rc = timeline_open(&tc, err, errlen);
+  }
+  res->initial_loss = start.initial_loss;
+  int stop = 0, epoch = 0, validated = 0, validated_ever = 0, epochs_started = (int)start.epoch;
+  for (epoch = (int)start.epoch; rc == 0 && epoch < c->epochs && r.step < total && !stop;
+       epoch++) {
+    /* A resumed epoch restarts at its next batch: batches are runs of the epoch's sample list. */
+    size_t taken_before = epoch == start.epoch ? (size_t)start.batches_taken : 0;
+    rc = e->ops->epoch_start(e, epoch, taken_before, err, errlen);
+    size_t nbatches = loader_num_batches(e->loader), taken = 0;
+    int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
+    epochs_started = epoch + 1;
+    if (epoch != start.epoch) {
+      epoch_loss = 0;
+      epoch_steps = 0;
+    }
+    validated = 0;
+    while (rc == 0 && taken < nbatches && r.step < total && !stop) {
+      step_t s = {0};
+      rc = train_step(&r, nbatches, &taken, sync_bn, &s, err, errlen);
+      if (rc != 0) break;
+      stop = s.stop;
+      long step = r.step;
+      int timed = step > timing_from; /* early steps pay for first touches of memory */
+      if (timed) {
+        train_time += s.seconds;
+        images_timed += (long)s.images;
+      }
+      if (step == 1) res->initial_loss = s.loss;
+      epoch_loss += s.loss;
+      epoch_steps++;
+      int final = stop || step >= total || (taken == nbatches && epoch + 1 >= c->epochs);
+      if ((c->save_every > 0 && (step % c->save_every == 0 || final)) || stop) {
+        train_progress_t here = {.step = step,
+                                 .epoch = epoch,
+                                 .batches_taken = (long)(taken_before + taken),
+                                 .epoch_loss = epoch_loss,
+                                 .epoch_steps = epoch_steps,
+                                 .initial_loss = res->initial_loss};
+        rc = save_checkpoint(&r, &here, err, errlen);
+        if (rc != 0) break;
+      }
+      if (e->ops->step_done) e->ops->step_done(e, timed, s.seconds);
+      if (e->rank == 0) {
+        double ips = train_time > 0 ? images_timed / train_time : s.images / s.seconds;
+        double per_step = train_time > 0 ? train_time / (double)(step - timing_from) : s.seconds;
+        double eta = (double)(total - step) * per_step +
+                     last_val_s * (double)((total - step + spe - 1) / spe);
+        if (!job->quiet) progress_step(&r.progress, step, epoch, s.loss, s.lr, ips, eta);
+        if (e->ops->extra_step)
+          e->ops->extra_step(e, timed, r.agree + AGREE_FIELDS, s.seconds * 1e3, s.wait_s * 1e3,
+                             s.comm_s * 1e3, s.syncbn_s * 1e3);
+        report_step_t rec = {.step = step,
+                             .epoch = epoch,
+                             .loss = s.loss,
+                             .lr = s.lr,
+                             .loss_scale = s.loss_scale,
+                             .images_per_s = s.images / s.seconds,
+                             .step_ms = s.seconds * 1e3,
+                             .data_wait_ms = s.wait_s * 1e3,
+                             .exposed_comm_ms = s.comm_s * 1e3,
+                             .syncbn_ms = s.syncbn_s * 1e3,
+                             .skipped = s.skipped,
+                             .extra = e->ops->extra_json ? e->ops->extra_json(e) : NULL};
+        if (report_log_step(r.log, &rec) != 0)
+          rc = check_fail(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
+      }
+    }
+    if (r.prefetched) { /* stopped with the next batch uploaded: it was not trained on */
+      if (e->ops->fence(e, err, errlen) != 0 && rc == 0) rc = -1; /* its copy is done */
+      loader_release(e->loader, r.prefetched);
+      r.prefetched = NULL;
+    }
+    if (rc != 0 || stop) break;
+    rc = validate(&r, epoch, &val_loss, &last_val_s, err, errlen);
+    validated = validated_ever = 1;
+    if (rc == 0 && e->rank == 0) {
+      if (!job->quiet)
+        progress_val(&r.progress, epoch, r.step, val_loss, metrics_miou(&r.conf),
+                     metrics_pixel_accuracy(&r.conf), last_val_s);
+      report_val_t v = {.step = r.step,
+                        .epoch = epoch,
+                        .loss = val_loss,
+                        .miou = metrics_miou(&r.conf),
+                        .acc = metrics_pixel_accuracy(&r.conf),
+                        .seconds = last_val_s};
+      report_log_val(r.log, &v, r.memory_json);
+    }
+  }
+  if (rc == 0 && !validated && !stop && r.step > 0) {
+    double seconds;
+    rc = validate(&r, epoch, &val_loss, &seconds, err, errlen);
+    validated_ever = 1;
+  }
+  if (rc == 0) rc = e->ops->peaks(e, res->peak_mib, err, errlen);
+  if (rc == 0) rc = timeline_close(err, errlen); /* a run shorter than the window writes now */
+  if (rc == 0) {
+    res->steps = r.step;
+    res->epochs = epochs_started;
+    res->images_per_s = train_time > 0 ? images_timed / train_time : 0;
+    res->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : NAN;
+    res->val_loss = val_loss;
+    if (validated_ever) {
+      res->val_miou = metrics_miou(&r.conf);
+      res->val_acc = metrics_pixel_accuracy(&r.conf);
+    }
+    res->classes = c->classes;
+    for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
+      res->class_iou[k] = validated_ever ? metrics_iou(&r.conf, k) : NAN;
+    res->skipped_steps = r.scaler.skipped_steps;
+    res->wall_s = clock_s() - t_start;
+    if (e->rank == 0) {
+      if (!job->quiet) progress_end(&r.progress);
+      if (stop)
+        fprintf(out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
+                "--resume)\n", r.step, c->out_dir);
+      rc = e->ops->report(e, job, out, res, r.step - start.step, err, errlen);
+      summary_print_result(out, res);
+      char desc[1024];
+      train_config_describe(c, desc, sizeof desc);
+      if (rc == 0)
+        rc = summary_write_json(c->out_dir, res, desc, r.memory_json[0] ? r.memory_json : NULL,
+                                err, errlen);
+    }
+  }
+  teardown(&r);
+  return rc;
+}
+
+int engine_new(engine_t **out, const engine_ops_t *ops, size_t impl_bytes, char *err,
+               size_t errlen)
+{
+  *out = NULL;
+  engine_t *e = calloc(1, sizeof *e);
+  void *impl = calloc(1, impl_bytes);
+  if (!e || !impl) {
+    free(e);
+    free(impl);
+    return check_fail(err, errlen, "out of memory creating the engine");
+  }
+  e->ops = ops;
+  e->impl = impl;
+  *out = e;
+  return 0;
+}
+
+int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, int pinned,
+                   loader_t **val, char *err, size_t errlen)
+{
+  const train_config_t *c = &job->cfg;
+  loader_config_t lc = {.data = job->train,
+                        .augment = {.crop = c->image_size,
+                                    .random = 1,
+                                    .seed = c->seed,
+                                    .classes = c->classes,
+                                    .ignore_label = c->ignore_index},
+                        .batch_size = batch,
+                        .workers = workers,
+                        .alloc = pinned ? train_dev_host_alloc : NULL,
+                        .free = pinned ? train_dev_host_free : NULL};
+  CHECK(loader_create(&e->loader, &lc, err, errlen));
+  lc.data = job->val;
+  lc.augment.random = 0;
+  lc.workers = c->workers > 0 ? 1 : 0; /* validation is short; one thread keeps it fed */
+  return loader_create(val, &lc, err, errlen);
+}
+
+int engine_train(engine_t *e, int created_rc, const train_job_t *job, train_result_t *res,
+                 char *err, size_t errlen)
+{
+  int rc = created_rc;
+  if (rc == 0) rc = train_loop(e, job, res, err, errlen);
+  else memset(res, 0, sizeof *res);
+  if (e) e->ops->destroy(e);
+  return rc;
+}

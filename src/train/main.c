@@ -1,0 +1,56 @@
+/* main.c — the `train` program: parse and validate every setting, open the datasets and the
+ * output folder, then fork one rank per device (before anything touches CUDA) and exit with the
+ * group's status. Exit status 2: bad flags or data, nothing was started. */
+#include "config.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "shmddp.h"
+#include "src/train/dp_train.h"
+#include "src/train/params.h"
+#include "src/train/train.h"
+
+int main(int argc, char **argv)
+{
+  train_machine_t machine;
+  train_config_probe(&machine);
+  train_config_t cfg;
+  char err[1024];
+  int rc = train_config_parse(&cfg, argc, argv, &machine, stdout, err, sizeof err);
+  if (rc == 1) return 0; /* --help */
+  if (rc != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  if (params_check_env(environ, stderr, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  train_job_t job;
+  if (train_job_open(&job, &cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return 2;
+  }
+  if (cfg.mode == TRAIN_MODE_DP) { /* one process drives every device: nothing is forked */
+    train_result_t dres;
+    rc = dp_train_run(&job, &dres, err, sizeof err);
+    train_job_close(&job);
+    if (rc != 0) fprintf(stderr, "train: %s\n", err);
+    return rc != 0;
+  }
+  shmddp_launch_config_t lc = {.nproc = cfg.nproc,
+                               .timeout_s = cfg.timeout_s,
+                               .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
+                               .bind_numa = cfg.device == MODEL_DEVICE_CUDA,
+                               .label = "train"};
+  shmddp_launch_result_t res;
+  fflush(stdout); /* the ranks inherit stdio buffers: nothing may be pending at fork */
+  shmddp_status_t st = shmddp_launch(&lc, train_rank, &job, &res);
+  train_job_close(&job);
+  if (st != SHMDDP_OK) {
+    fprintf(stderr, "train: %s\n", res.message);
+    return 1;
+  }
+  return res.exit_code;
+}

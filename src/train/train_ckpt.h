@@ -1,0 +1,36 @@
+/* train_ckpt.h — the training state a checkpoint holds (weights, BatchNorm statistics,
+ * optimizer state, loss scaler, position in the data) and how the loop saves and restores it.
+ * Resuming continues bit for bit: batches are a pure function of (seed, epoch, position), so
+ * the position is all the data pipeline needs. */
+#ifndef SRC_TRAIN_TRAIN_CKPT_H
+#define SRC_TRAIN_TRAIN_CKPT_H
+
+#include <stddef.h>
+
+#include "src/model/amp.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
+
+typedef struct {
+  long step;          /* optimizer steps done */
+  long epoch;         /* the epoch in progress */
+  long batches_taken; /* batches of that epoch already trained */
+  double epoch_loss;  /* sum of this epoch's step losses so far (for the reported mean) */
+  long epoch_steps;
+  double initial_loss;
+} train_progress_t;
+
+/* Write path atomically. run_key: the settings a resumed run must share (see
+ * train_ckpt_run_key). Device buffers are staged through host memory. */
+int train_ckpt_save(const char *path, const char *run_key, model_t *m, optim_t *o,
+                    const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen);
+
+/* Restore everything train_ckpt_save wrote; refuses a checkpoint of another configuration,
+ * naming the setting that differs. */
+int train_ckpt_load(const char *path, const char *run_key, model_t *m, optim_t *o,
+                    amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen);
+
+/* The settings line minus those a resumed run may change (workers, validation size). */
+void train_ckpt_run_key(const char *describe, char *key, size_t len);
+
+#endif
