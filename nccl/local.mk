@@ -4,8 +4,9 @@
 # both and only the nccl* entry points exported (nccl/libshmddp-nccl.map), plus a libnccl.so.2
 # link to it in $(libdir)/shmddp-nccl/ for clients that load NCCL by name.
 NCCL_SRCS = nccl/internal.h nccl/map.c nccl/comm.c nccl/coll.c nccl/group.c nccl/stubs.c
-EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map include/shmddp_nccl.h tests/nccl_exports.sh
+EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh
 if HAVE_CUDA
+include_HEADERS += include/shmddp_nccl.h
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)
 lib_LTLIBRARIES += libshmddp-nccl.la
@@ -23,7 +24,7 @@ tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 else
-EXTRA_DIST += $(NCCL_SRCS) tests/check_nccl.c
+EXTRA_DIST += $(NCCL_SRCS) tests/check_nccl.c include/shmddp_nccl.h
 endif
 
 # The libnccl.so.2 name (empty NCCL_LINK: nothing to do in a CPU-only build).
