@@ -25,35 +25,13 @@
 #include <unistd.h>
 
 #include "shm/timeutil.h"
+#include "tests/join_harness.h"
 #include "shmddp.h"
 #include "tests/suite_main.h"
 #include "tools/coll_check.h"
 
-#define HANG_BOUND_S 120.0 /* only bounds a hang; never reached when things work */
-
 /* ---------------------------------------------------------------------------------------------
  * The collectives matrix one rank runs; every failing case is listed in fails. */
-
-typedef struct {
-  long checks, failures;
-  char fails[1024];
-} tally_t;
-
-static void record(tally_t *t, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void record(tally_t *t, int bad, const char *fmt, ...)
-{
-  t->checks++;
-  if (!bad) return;
-  t->failures++;
-  size_t off = strlen(t->fails);
-  if (off + 2 >= sizeof t->fails) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t->fails + off, sizeof t->fails - off, fmt, ap);
-  va_end(ap);
-  off = strlen(t->fails);
-  if (off + 2 < sizeof t->fails) strcat(t->fails, "; ");
-}
 
 static void run_matrix(shmddp_comm_t *comm, tally_t *t)
 {
@@ -117,25 +95,14 @@ static void run_matrix(shmddp_comm_t *comm, tally_t *t)
 /* ---------------------------------------------------------------------------------------------
  * Worker mode: this program started by the harness as one rank (SHMDDP_TEST_WORKER=scenario). */
 
-static void write_file(const char *dir, int rank, const char *suffix, const char *text)
-{
-  char path[512], tmp[520];
-  snprintf(path, sizeof path, "%s/rank%d.%s", dir, rank, suffix);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-  rename(tmp, path); /* the harness sees whole files only */
-}
-
 static int worker_main(const char *scenario)
 {
-  const char *dir = getenv("SHMDDP_TEST_DIR");
-  int rank = atoi(getenv("SHMDDP_TEST_RANK"));
-  int nranks = atoi(getenv("SHMDDP_TEST_NRANKS"));
-  shmddp_unique_id_t id;
-  if (shmddp_unique_id_from_string(getenv("SHMDDP_TEST_ID"), &id) != SHMDDP_OK) {
+  worker_env_t w;
+  int bad_id = worker_env(&w);
+  const char *dir = w.dir;
+  int rank = w.rank, nranks = w.nranks;
+  shmddp_unique_id_t id = w.id;
+  if (bad_id) {
     write_file(dir, rank, "result", shmddp_last_error());
     return 90;
   }
@@ -179,91 +146,6 @@ static int worker_main(const char *scenario)
 
 /* ---------------------------------------------------------------------------------------------
  * Harness side. */
-
-typedef struct {
-  char dir[256];
-  char id[SHMDDP_UNIQUE_ID_STRLEN];
-  char seg_name[128]; /* /dev/shm/shmddp-id-<nonce> */
-} group_t;
-
-static void group_new(group_t *g)
-{
-  snprintf(g->dir, sizeof g->dir, "/tmp/shmddp-join-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(g->dir));
-  shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
-  ck_assert_int_eq(shmddp_unique_id_to_string(&id, g->id, sizeof g->id), SHMDDP_OK);
-  /* The nonce is bytes 16..31 of the id: its text is the segment's name. */
-  snprintf(g->seg_name, sizeof g->seg_name, "/dev/shm/shmddp-id-%.32s", g->id + 32);
-}
-
-static pid_t spawn_rank(const group_t *g, const char *scenario, int nranks, int rank,
-                        const char *timeout)
-{
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    char buf[32];
-    setenv("SHMDDP_TEST_WORKER", scenario, 1);
-    setenv("SHMDDP_TEST_DIR", g->dir, 1);
-    setenv("SHMDDP_TEST_ID", g->id, 1);
-    snprintf(buf, sizeof buf, "%d", rank);
-    setenv("SHMDDP_TEST_RANK", buf, 1);
-    snprintf(buf, sizeof buf, "%d", nranks);
-    setenv("SHMDDP_TEST_NRANKS", buf, 1);
-    if (timeout) setenv("SHMDDP_TIMEOUT", timeout, 1);
-    char *argv[] = {"check_join-worker", NULL};
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-/* Wait for a worker's file; returns its text (static buffer) or fails the test. */
-static const char *wait_file(const group_t *g, int rank, const char *suffix)
-{
-  static char text[2048];
-  char path[512];
-  snprintf(path, sizeof path, "%s/rank%d.%s", g->dir, rank, suffix);
-  double deadline = shm_now() + HANG_BOUND_S;
-  for (;;) {
-    FILE *f = fopen(path, "r");
-    if (f) {
-      size_t n = fread(text, 1, sizeof text - 1, f);
-      text[n] = 0;
-      fclose(f);
-      return text;
-    }
-    ck_assert_msg(shm_now() < deadline, "rank %d never wrote %s", rank, suffix);
-    shm_sleep(0.002);
-  }
-}
-
-static int wait_exit(pid_t pid)
-{
-  int ws = 0;
-  double deadline = shm_now() + HANG_BOUND_S;
-  for (;;) {
-    pid_t r = waitpid(pid, &ws, WNOHANG);
-    if (r == pid) return ws;
-    if (shm_now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &ws, 0);
-      ck_abort_msg("worker %d did not exit", (int)pid);
-    }
-    shm_sleep(0.002);
-  }
-}
-
-static void group_done(const group_t *g)
-{
-  struct stat sb;
-  ck_assert_msg(stat(g->seg_name, &sb) != 0 && errno == ENOENT, "%s was left behind",
-                g->seg_name);
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", g->dir);
-  ck_assert_int_eq(system(cmd), 0);
-}
 
 static void check_process_matrix(int n)
 {

@@ -24,35 +24,13 @@
 #include <unistd.h>
 
 #include "shm/timeutil.h"
+#include "tests/join_harness.h"
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tests/suite_main.h"
 #include "tools/coll_check.h"
 
-#define HANG_BOUND_S 180.0
-
 static int ngpus;
-
-typedef struct {
-  long checks, failures;
-  char fails[1536];
-} tally_t;
-
-static void record(tally_t *t, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void record(tally_t *t, int bad, const char *fmt, ...)
-{
-  t->checks++;
-  if (!bad) return;
-  t->failures++;
-  size_t off = strlen(t->fails);
-  if (off + 2 >= sizeof t->fails) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t->fails + off, sizeof t->fails - off, fmt, ap);
-  va_end(ap);
-  off = strlen(t->fails);
-  if (off + 2 < sizeof t->fails) strcat(t->fails, "; ");
-}
 
 /* Device buffers and their host copies; every call is checked after a sync. */
 static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
@@ -151,24 +129,13 @@ static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
 
 /* ---- worker mode ---- */
 
-static void write_file(const char *dir, int rank, const char *suffix, const char *text)
-{
-  char path[512], tmp[520];
-  snprintf(path, sizeof path, "%s/rank%d.%s", dir, rank, suffix);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-  rename(tmp, path);
-}
-
 static int worker_main(const char *scenario)
 {
-  const char *dir = getenv("SHMDDP_TEST_DIR");
-  int rank = atoi(getenv("SHMDDP_TEST_RANK")), nranks = atoi(getenv("SHMDDP_TEST_NRANKS"));
-  shmddp_unique_id_t id;
-  shmddp_unique_id_from_string(getenv("SHMDDP_TEST_ID"), &id);
+  worker_env_t w;
+  if (worker_env(&w) != 0) return 90;
+  const char *dir = w.dir;
+  int rank = w.rank, nranks = w.nranks;
+  shmddp_unique_id_t id = w.id;
   int count = 0;
   cudaGetDeviceCount(&count);
   cudaSetDevice(rank % (count > 0 ? count : 1));
@@ -213,80 +180,11 @@ static int worker_main(const char *scenario)
 
 /* ---- harness ---- */
 
-typedef struct {
-  char dir[256];
-  char id[SHMDDP_UNIQUE_ID_STRLEN];
-} group_t;
-
-static void group_new(group_t *g)
-{
-  snprintf(g->dir, sizeof g->dir, "/tmp/shmddp-joincuda-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(g->dir));
-  shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
-  shmddp_unique_id_to_string(&id, g->id, sizeof g->id);
-}
-
-static pid_t spawn_rank(const group_t *g, const char *scenario, int nranks, int rank)
-{
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    char buf[32];
-    setenv("SHMDDP_TEST_WORKER", scenario, 1);
-    setenv("SHMDDP_TEST_DIR", g->dir, 1);
-    setenv("SHMDDP_TEST_ID", g->id, 1);
-    snprintf(buf, sizeof buf, "%d", rank);
-    setenv("SHMDDP_TEST_RANK", buf, 1);
-    snprintf(buf, sizeof buf, "%d", nranks);
-    setenv("SHMDDP_TEST_NRANKS", buf, 1);
-    setenv("SHMDDP_TIMEOUT", "120", 1);
-    char *argv[] = {"check_join_cuda-worker", NULL};
-    execv("/proc/self/exe", argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-static const char *wait_file(const group_t *g, int rank, const char *suffix)
-{
-  static char text[2048];
-  char path[512];
-  snprintf(path, sizeof path, "%s/rank%d.%s", g->dir, rank, suffix);
-  double deadline = shm_now() + HANG_BOUND_S;
-  for (;;) {
-    FILE *f = fopen(path, "r");
-    if (f) {
-      size_t n = fread(text, 1, sizeof text - 1, f);
-      text[n] = 0;
-      fclose(f);
-      return text;
-    }
-    ck_assert_msg(shm_now() < deadline, "rank %d never wrote %s", rank, suffix);
-    shm_sleep(0.002);
-  }
-}
-
-static int wait_exit(pid_t pid)
-{
-  int ws = 0;
-  double deadline = shm_now() + HANG_BOUND_S;
-  while (waitpid(pid, &ws, WNOHANG) != pid) {
-    if (shm_now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &ws, 0);
-      ck_abort_msg("worker %d did not exit", (int)pid);
-    }
-    shm_sleep(0.002);
-  }
-  return ws;
-}
-
 START_TEST(processes_with_device_buffers)
 {
   group_t g;
   group_new(&g);
-  pid_t p[2] = {spawn_rank(&g, "matrix", 2, 0), spawn_rank(&g, "matrix", 2, 1)};
+  pid_t p[2] = {spawn_rank(&g, "matrix", 2, 0, "120"), spawn_rank(&g, "matrix", 2, 1, "120")};
   for (int r = 0; r < 2; r++) {
     int ws = wait_exit(p[r]);
     const char *res = wait_file(&g, r, "result");
@@ -295,6 +193,7 @@ START_TEST(processes_with_device_buffers)
     printf("processes, rank %d: %s\n", r, res);
     ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && failures == 0, "rank %d: %s", r, res);
   }
+  group_done(&g);
 }
 END_TEST
 
@@ -302,8 +201,8 @@ START_TEST(sigkilled_rank_ends_a_waiting_kernel)
 {
   group_t g;
   group_new(&g);
-  pid_t s0 = spawn_rank(&g, "survivor", 2, 0);
-  pid_t v = spawn_rank(&g, "victim", 2, 1);
+  pid_t s0 = spawn_rank(&g, "survivor", 2, 0, "120");
+  pid_t v = spawn_rank(&g, "victim", 2, 1, "120");
   wait_file(&g, 1, "joined");
   wait_file(&g, 0, "calling");
   double t_kill = shm_now();
@@ -317,6 +216,7 @@ START_TEST(sigkilled_rank_ends_a_waiting_kernel)
   printf("survivor: %s (%.3f s after the kill)\n", res, t_ret - t_kill);
   ck_assert_msg(st == SHMDDP_ERR_ABORTED && strstr(res, "rank 1"), "%s", res);
   ck_assert_msg(t_ret - t_kill < 2.0, "returned %.2f s after the kill", t_ret - t_kill);
+  group_done(&g);
 }
 END_TEST
 

@@ -15,7 +15,7 @@ if HAVE_CHECK
 if HAVE_CUDA
 check_PROGRAMS += tests/check_join_cuda
 TESTS += tests/check_join_cuda
-tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tools/coll_check.c tools/coll_check.h
+tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
 tests_check_join_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_cuda_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif

@@ -33,7 +33,7 @@ AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export to
 if HAVE_CHECK
 check_PROGRAMS += tests/check_join
 TESTS += tests/check_join
-tests_check_join_SOURCES = tests/check_join.c tools/coll_check.c tools/coll_check.h
+tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
 tests_check_join_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
