@@ -13,30 +13,19 @@ busbw = 2 (n-1)/n * bytes / time, the nccl-tests convention. Prints a table and
 `RESULT {json}` (rank 0); exit status 1 when a checked result is wrong.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
+
 SIZES = [4, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20,
          1 << 30]
-
-
-def nccl_provider():
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    for p in filter(None, os.environ.get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(p) in maps and "nccl" in os.path.basename(p):
-            return "shmddp" if "shmddp" in p else os.path.basename(p)
-    return "nccl" if "libnccl" in maps else "none"
 
 
 def iterations(nbytes):
@@ -70,12 +59,8 @@ def main():
     args = ap.parse_args()
     t_start = time.time()
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device("cuda", local_rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev, timeout=timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    provider = nccl_provider()
+    dev, rank, world = common.init_process_group(args.timeout)
+    provider = common.nccl_provider()
     if rank == 0:
         print(f"allreduce_timing: world {world}, NCCL API served by {provider}", flush=True)
         print(f"{'bytes':>10} {'iters':>5} {'median_us':>10} {'mean_us':>10} {'algbw_GB/s':>10} "
@@ -139,10 +124,7 @@ def main():
               "failures": failures, "elapsed_s": round(time.time() - t_start, 1),
               "torch": torch.__version__}
     if rank == 0:
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(result, f, indent=1)
-        print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+        common.report(result, args.out)
     dist.destroy_process_group()
     sys.exit(1 if failures else 0)
 

@@ -32,7 +32,6 @@ Prints progress and the first 20 failures in detail, then one line `RESULT {json
 Exit status 1 when any check failed on any rank.
 """
 import argparse
-import ctypes
 import hashlib
 import json
 import os
@@ -41,10 +40,12 @@ import struct
 import sys
 import time
 import traceback
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
 
 DTYPES = ["int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -58,19 +59,6 @@ PREMUL_DEVICE_FACTOR = 0.5
 MAX_DETAILS = 20
 
 
-def nccl_provider():
-    """Which library serves ncclAllReduce here: the preloaded one when it is mapped, else NCCL."""
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    for p in filter(None, os.environ.get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(p) in maps and "nccl" in os.path.basename(p):
-            return "shmddp" if "shmddp" in p else os.path.basename(p)
-    return "nccl" if "libnccl" in maps else "none"
-
-
 def tolerance(dtype, world):
     """(rtol, atol) for float results; data are O(1), so atol = rtol still sees a 1/8 error."""
     rtol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2,
@@ -80,14 +68,7 @@ def tolerance(dtype, world):
 
 def sha256(t):
     """SHA-256 of a tensor's bytes (moved to the CPU), without needing numpy."""
-    t = t.detach().contiguous().cpu()
-    nbytes = t.numel() * t.element_size()
-    if nbytes == 0:
-        return hashlib.sha256(b"").hexdigest()
-    buf = (ctypes.c_ubyte * nbytes).from_address(t.data_ptr())
-    digest = hashlib.sha256(buf).hexdigest()
-    del buf
-    return digest
+    return common.hash_tensor(hashlib.sha256(), t).hexdigest()
 
 
 def wrap_int(v, dtype):
@@ -541,14 +522,6 @@ def write_json(path, obj):
     os.replace(tmp, path)
 
 
-def load_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def merge(out, world, meta):
     """Rank 0: combine the per-rank files into one hash file for compare.py."""
     entries, ranks = {}, []
@@ -596,15 +569,11 @@ def main():
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
     t_start = time.time()
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device("cuda", local_rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
     # torchrun sets OMP_NUM_THREADS=1; the CPU references of the 64Mi-element tests want more.
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     torch.set_num_threads(max(1, min(8, (os.cpu_count() or 2) // local_world)))
-    dist.init_process_group("nccl", device_id=dev, timeout=timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    provider = nccl_provider()
+    dev, rank, world = common.init_process_group(args.timeout)
+    provider = common.nccl_provider()
     if rank == 0:
         print(f"collectives: world {world}, device cuda:{dev.index} of "
               f"{torch.cuda.device_count()}, "
@@ -670,7 +639,7 @@ def main():
     summary = dict(meta, checks=suite.checks, failures=suite.failures, elapsed_s=round(elapsed, 1))
     if rank == 0:
         if args.out:
-            merged = load_json(args.out) or {}
+            merged = common.load_json(args.out) or {}
             summary.update(checks=merged.get("checks", suite.checks),
                            failures=merged.get("failures", suite.failures))
         bf16_notes = sorted(set(suite.notes.values()))
@@ -681,7 +650,7 @@ def main():
             print(f"  skipped: {s}")
         print(f"collectives: {summary['checks']} checks, {summary['failures']} failures, "
               f"{elapsed:.1f} s", flush=True)
-        print("RESULT " + json.dumps(summary, sort_keys=True), flush=True)
+        common.print_result(summary)
     try:
         dist.destroy_process_group()
     except Exception as e:  # noqa: BLE001 - teardown errors are reported, not fatal

@@ -14,13 +14,8 @@ import json
 import os
 import sys
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
 
 
 # ---------------------------------------------------------------- hash files
@@ -56,17 +51,17 @@ def diff_hashes(a, b, mode):
 
 
 def cmd_hashes(args):
-    a, b = load(args.a), load(args.b)
+    a, b = common.load_json(args.a), common.load_json(args.b)
     if a is None or b is None:
         print(f"cannot read {args.a if a is None else args.b}")
         return 1
     failures, warnings, infos, lines = diff_hashes(a, b, args.mode)
-    common = len(set(a.get("entries", {})) & set(b.get("entries", {})))
+    in_both = len(set(a.get("entries", {})) & set(b.get("entries", {})))
     for line in lines[:200]:
         print(line)
-    print(f"compare ({args.mode}): {common} results in both, {len(failures)} failures, "
+    print(f"compare ({args.mode}): {in_both} results in both, {len(failures)} failures, "
           f"{len(warnings)} warnings, {len(infos)} informational")
-    print("RESULT " + json.dumps({"test": "compare", "mode": args.mode, "common": common,
+    print("RESULT " + json.dumps({"test": "compare", "mode": args.mode, "common": in_both,
                                   "failures": len(failures), "warnings": len(warnings),
                                   "infos": len(infos)}))
     return 1 if failures else 0
@@ -129,12 +124,26 @@ def step_status(steps, name):
     return None if st["rc"] == 0 else f"exit status {st['rc']}"
 
 
-def summary_imports(out, steps):
-    row = Row("imports")
-    st = steps.get("imports")
-    if st is None:
+def no_result(steps, name):
+    """What a row shows for a step that left no JSON file."""
+    return f"no result ({step_status(steps, name) or 'no file'})"
+
+
+def part_row(out, steps, name, first_step, fill, *extra, mildest="PASS"):
+    """The row of one part of the suite: SKIP when its first step is not in steps.tsv (the part
+    was not run), else filled in by fill(row, out, steps, *extra), with `mildest` as the verdict
+    when fill found nothing worse."""
+    row = Row(name)
+    if first_step not in steps:
         row.verdict = "SKIP"
         return row
+    fill(row, out, steps, *extra)
+    row.worst(mildest)
+    return row
+
+
+def summary_imports(row, out, steps):
+    st = steps["imports"]
     try:
         text = open(os.path.join(out, "imports.txt")).read()
     except OSError:
@@ -145,21 +154,17 @@ def summary_imports(out, steps):
     if missing:
         row.notes.append("missing: " + " ".join(missing))
     row.worst("FAIL" if st["rc"] != 0 or missing else "PASS")
-    return row
 
 
-def summary_collectives(out, steps):
-    row = Row("collectives")
-    runs = {k: load(os.path.join(out, f"coll_{k}.json")) for k in ("ours1", "ours2", "nccl")}
-    if "coll_ours1" not in steps:
-        row.verdict = "SKIP"
-        return row
+def summary_collectives(row, out, steps):
+    runs = {k: common.load_json(os.path.join(out, f"coll_{k}.json"))
+            for k in ("ours1", "ours2", "nccl")}
 
     def desc(k):
         r = runs[k]
-        bad = step_status(steps, f"coll_{k}")
         if r is None:
-            return f"no result ({bad or 'no file'})"
+            return no_result(steps, f"coll_{k}")
+        bad = step_status(steps, f"coll_{k}")
         s = f"{r['checks']} checks, {r['failures']} failed"
         return s + (f" ({bad})" if bad else "")
 
@@ -193,8 +198,6 @@ def summary_collectives(out, steps):
                 row.worst("FAIL")
             elif w:
                 row.worst("WARN")
-    row.worst("PASS")
-    return row
 
 
 def write_lines(out, name, lines):
@@ -202,19 +205,15 @@ def write_lines(out, name, lines):
         f.write("\n".join(lines) + ("\n" if lines else ""))
 
 
-def summary_ddp(out, steps, tag):
-    row = Row("ddp" + ("+syncbn" if tag else ""))
+def summary_ddp(row, out, steps, tag):
     names = {k: f"ddp{tag}_{k}" for k in ("ours", "nccl")}
-    if names["ours"] not in steps:
-        row.verdict = "SKIP"
-        return row
-    res = {k: load(os.path.join(out, n + ".json")) for k, n in names.items()}
+    res = {k: common.load_json(os.path.join(out, n + ".json")) for k, n in names.items()}
 
     def desc(k):
         r = res[k]
-        bad = step_status(steps, names[k])
         if r is None:
-            return f"no result ({bad or 'no file'})"
+            return no_result(steps, names[k])
+        bad = step_status(steps, names[k])
         return (f"{r['img_s']:.1f} img/s, loss {r['loss'][0]:.4f}->{r['loss'][-1]:.4f}, "
                 f"params equal {r['params_equal']}" + (f" ({bad})" if bad else ""))
 
@@ -238,18 +237,12 @@ def summary_ddp(out, steps, tag):
             # Both runs pick cuDNN algorithms by timing, so curves drift apart a little.
             if last_rel > 0.05:
                 row.worst("WARN")
-    row.worst("PASS")
-    return row
 
 
-def summary_kill(out, steps):
-    row = Row("kill worker")
-    if "kill_ours" not in steps:
-        row.verdict = "SKIP"
-        return row
-    ro, rn = load(os.path.join(out, "kill_ours.json")), load(os.path.join(out, "kill_nccl.json"))
-    row.ours = ro["summary"] if ro else \
-        f"no result ({step_status(steps, 'kill_ours') or 'no file'})"
+def summary_kill(row, out, steps):
+    ro = common.load_json(os.path.join(out, "kill_ours.json"))
+    rn = common.load_json(os.path.join(out, "kill_nccl.json"))
+    row.ours = ro["summary"] if ro else no_result(steps, "kill_ours")
     lib_check(row, ro, "shmddp")
     if ro is None or ro["outcome"] not in ("error", "watchdog"):
         row.worst("FAIL")
@@ -257,39 +250,26 @@ def summary_kill(out, steps):
         row.worst("WARN")
         row.notes.append("ours noticed the dead peer only through the watchdog timeout")
     if "kill_nccl" in steps:
-        row.nccl = rn["summary"] if rn else \
-            f"no result ({step_status(steps, 'kill_nccl') or 'no file'})"
+        row.nccl = rn["summary"] if rn else no_result(steps, "kill_nccl")
         lib_check(row, rn, "nccl")
-    row.worst("PASS")
-    return row
 
 
-def summary_cupy(out, steps):
-    row = Row("cupy")
-    if "cupy_ours" not in steps:
-        row.verdict = "SKIP"
-        return row
+def summary_cupy(row, out, steps):
     for k in ("ours", "nccl"):
         name = f"cupy_{k}"
         if name not in steps:
             continue
-        r = load(os.path.join(out, name + ".json"))
+        r = common.load_json(os.path.join(out, name + ".json"))
         text = (f"{r['checks']} checks, {r['failures']} failed, version {r['version']}"
-                if r else f"no result ({step_status(steps, name) or 'no file'})")
+                if r else no_result(steps, name))
         setattr(row, k, text)
         lib_check(row, r, "shmddp" if k == "ours" else "nccl")
         if k == "ours" and (r is None or not r.get("ok")):
             row.worst("FAIL")
-    row.worst("PASS")
-    return row
 
 
-def summary_timing(out, steps):
-    row = Row("allreduce timing")
-    if "timing_ours" not in steps:
-        row.verdict = "SKIP"
-        return row
-    res = {k: load(os.path.join(out, f"timing_{k}.json")) for k in ("ours", "nccl")}
+def summary_timing(row, out, steps):
+    res = {k: common.load_json(os.path.join(out, f"timing_{k}.json")) for k in ("ours", "nccl")}
 
     def pick(r, nbytes):
         return next((x for x in r["rows"] if x["bytes"] == nbytes), None) if r else None
@@ -297,7 +277,7 @@ def summary_timing(out, steps):
     def desc(k):
         r = res[k]
         if r is None:
-            return f"no result ({step_status(steps, 'timing_' + k) or 'no file'})"
+            return no_result(steps, "timing_" + k)
         parts = []
         small = pick(r, 4)
         if small:
@@ -325,16 +305,19 @@ def summary_timing(out, steps):
                     ratios.append(f"{x['bytes']}:{y['median_us'] / x['median_us']:.2f}")
             row.notes.append("speed ours/NCCL per size (bytes:ratio, >1 = ours faster): " +
                              " ".join(ratios))
-    row.worst("INFO")
-    return row
 
 
 def cmd_summary(args):
     out = args.out
     steps = read_steps(out)
-    rows = [summary_imports(out, steps), summary_collectives(out, steps),
-            summary_ddp(out, steps, ""), summary_ddp(out, steps, "_syncbn"),
-            summary_kill(out, steps), summary_cupy(out, steps), summary_timing(out, steps)]
+    rows = [part_row(out, steps, "imports", "imports", summary_imports),
+            part_row(out, steps, "collectives", "coll_ours1", summary_collectives),
+            part_row(out, steps, "ddp", "ddp_ours", summary_ddp, ""),
+            part_row(out, steps, "ddp+syncbn", "ddp_syncbn_ours", summary_ddp, "_syncbn"),
+            part_row(out, steps, "kill worker", "kill_ours", summary_kill),
+            part_row(out, steps, "cupy", "cupy_ours", summary_cupy),
+            part_row(out, steps, "allreduce timing", "timing_ours", summary_timing,
+                     mildest="INFO")]
     # Say why a failed step failed, next to its row (collectives does its own).
     by_prefix = [("ddp_syncbn_", rows[3]), ("ddp_", rows[2]), ("kill_", rows[4]),
                  ("cupy_", rows[5]), ("timing_", rows[6])]
@@ -368,8 +351,7 @@ def cmd_summary(args):
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"verdicts": verdicts, "steps": steps,
                    "rows": [vars(r) for r in rows]}, f, indent=1)
-    print("RESULT " + json.dumps({"test": "summary", "verdicts": verdicts,
-                                  "total_s": round(total, 1)}, sort_keys=True))
+    common.print_result({"test": "summary", "verdicts": verdicts, "total_s": round(total, 1)})
     return 1 if "FAIL" in verdicts.values() else 0
 
 

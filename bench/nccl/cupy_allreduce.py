@@ -12,26 +12,16 @@ nccl.get_version() and the build version. Prints `RESULT {json}`; exit status 0 
 check passed.
 """
 import argparse
-import json
 import multiprocessing as mp
 import os
 import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
+
 N = 1 << 20
-
-
-def nccl_provider():
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    for p in filter(None, os.environ.get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(p) in maps and "nccl" in os.path.basename(p):
-            return "shmddp" if "shmddp" in p else os.path.basename(p)
-    return "nccl" if "libnccl" in maps else "none"
 
 
 def worker(rank, world, conns, results):
@@ -50,7 +40,7 @@ def worker(rank, world, conns, results):
         dev = rank % cp.cuda.runtime.getDeviceCount()
         cp.cuda.Device(dev).use()
         out["info"].update(version=nccl.get_version(), build_version=nccl.get_build_version(),
-                           device=dev, lib=nccl_provider(), cupy=cp.__version__)
+                           device=dev, lib=common.nccl_provider(), cupy=cp.__version__)
         if rank == 0:
             uid = nccl.get_unique_id()
             for c in conns[1:]:
@@ -195,10 +185,7 @@ def main():
     for o in outs.values():
         if "traceback" in o:
             print(o["traceback"])
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(result, failure_details=failures[:20]), f, indent=1)
-    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+    common.report(result, args.out, saved=dict(result, failure_details=failures[:20]))
     sys.exit(0 if not failures else 1)
 
 

@@ -15,13 +15,10 @@ receive the same all-reduced gradients). Prints `RESULT {json}` (rank 0); exit s
 the loss is not finite, does not fall, or the ranks' parameters differ.
 """
 import argparse
-import ctypes
 import hashlib
-import json
 import os
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -30,19 +27,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from torch_unet import UNet  # noqa: E402 - the reference model, shared with bench/torch_unet.py
-
-
-def nccl_provider():
-    """Which library serves ncclAllReduce here: the preloaded one when it is mapped, else NCCL."""
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    for p in filter(None, os.environ.get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(p) in maps and "nccl" in os.path.basename(p):
-            return "shmddp" if "shmddp" in p else os.path.basename(p)
-    return "nccl" if "libnccl" in maps else "none"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
 
 
 def param_digest(model):
@@ -50,10 +36,7 @@ def param_digest(model):
     running statistics are local unless SyncBN)."""
     h = hashlib.sha256()
     for p in model.parameters():
-        t = p.detach().contiguous().cpu()
-        nbytes = t.numel() * t.element_size()
-        if nbytes:
-            h.update((ctypes.c_ubyte * nbytes).from_address(t.data_ptr()))
+        common.hash_tensor(h, p)
     return h.digest()
 
 
@@ -73,12 +56,8 @@ def main():
     args = ap.parse_args()
     t_start = time.time()
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device("cuda", local_rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev, timeout=timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    provider = nccl_provider()
+    dev, rank, world = common.init_process_group(args.timeout)
+    provider = common.nccl_provider()
 
     # The settings of torch_unet.py, so the figures compare with its DDP rows.
     torch.backends.cudnn.benchmark = True
@@ -163,10 +142,7 @@ def main():
         if not ok:
             print(f"FAIL: finite {finite}, loss fell {fell}, params equal {params_equal}",
                   flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(dict(result, loss=curve), f, indent=1)
-        print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+        common.report(result, args.out, saved=dict(result, loss=curve))
     dist.destroy_process_group()
     sys.exit(0 if ok else 1)
 

@@ -28,22 +28,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402 - bench/nccl/common.py, found next to this script
+
 
 def log_event(f, event, **kw):
     f.write(json.dumps(dict(t=time.time(), event=event, **kw)) + "\n")
     f.flush()
-
-
-def nccl_provider():
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    for p in filter(None, os.environ.get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(p) in maps and "nccl" in os.path.basename(p):
-            return "shmddp" if "shmddp" in p else os.path.basename(p)
-    return "nccl" if "libnccl" in maps else "none"
 
 
 # ---------------------------------------------------------------- worker (one rank)
@@ -60,7 +51,7 @@ def worker(args):
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
                             timeout=timedelta(seconds=args.timeout))
-    log_event(ev, "init", lib=nccl_provider(), device=dev.index)
+    log_event(ev, "init", lib=common.nccl_provider(), device=dev.index)
     x = torch.empty(args.mib * 2**20 // 4, dtype=torch.float32, device=dev)
 
     for step in range(args.steps):
@@ -268,10 +259,7 @@ def launch(args):
     print("  rank 0 log tail:")
     for l in log0[-12:]:
         print(f"    {l[:300]}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+    common.report(result, args.out)
     return 0 if result["outcome"] in ("error", "watchdog") else 1
 
 
