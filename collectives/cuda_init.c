@@ -369,16 +369,6 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     s->peer_local[p] = p != comm->rank && cuda_xchg(comm, p)->pid == (int32_t)getpid();
     if (p != comm->rank && !s->peer_local[p]) s->all_local = 0;
   }
-  /* Several ranks of this process on this one GPU (correctness runs only): the one-shot kernel
-   * gave wrong results there beyond two blocks (bench/results/join_gpu_1xh200.txt: 300 KB of
-   * 8/16-bit data; the same sizes are right between processes and with SHMDDP_CUDA_DIRECT_MAX=64K),
-   * so auto keeps it to sizes one launch of two blocks covers, and the two-shot takes the rest.
-   * Open: why concurrent one-shot kernels of one context disagree. */
-  int one_gpu = s->all_local;
-  for (int p = 0; p < comm->nranks; p++)
-    if (p != comm->rank && cuda_xchg(comm, p)->device != dev) one_gpu = 0;
-  if (one_gpu && comm->nranks > 1 && s->direct_max > CUDA_LL_ONE_GPU_MAX)
-    s->direct_max = CUDA_LL_ONE_GPU_MAX;
 
   int want_p2p = c.p2p != 0;
   const char *env = getenv("SHMDDP_CUDA_P2P");

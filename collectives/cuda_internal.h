@@ -30,8 +30,6 @@
 #define CUDA_LL_THREADS 256
 #define CUDA_LL_MAX_BYTES ((size_t)1 << 20) /* payload of one one-shot launch */
 #define CUDA_LL_WORDS (CUDA_LL_MAX_BYTES / 8)  /* 8 payload bytes per 16-byte packet */
-/* one-shot limit when every rank is a thread of one process on one GPU (see cuda_init.c) */
-#define CUDA_LL_ONE_GPU_MAX ((size_t)2 * CUDA_LL_THREADS * 16)
 
 #define CUDA_DIRECT_MAXB 128
 #define CUDA_DIRECT_THREADS 512

@@ -32,6 +32,14 @@
 
 static int ngpus;
 
+/* A pageable cudaMemcpy to the device may return before the data has landed, and nothing
+ * orders it before a kernel on a non-blocking stream: copy on the collective's stream. */
+static void upload(void *dst, const void *src, size_t bytes, cudaStream_t st)
+{
+  cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
+  cudaStreamSynchronize(st);
+}
+
 /* Device buffers and their host copies; every call is checked after a sync. */
 static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
 {
@@ -60,7 +68,7 @@ static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
         if (count > 1000 && op != SHMDDP_SUM && op != SHMDDP_MAX) continue; /* time */
         iter++;
         coll_fill(hs, count * (size_t)n, 0, rank, iter, dt, op);
-        cudaMemcpy(ds, hs, count * (size_t)n * dsz, cudaMemcpyHostToDevice);
+        upload(ds, hs, count * (size_t)n * dsz, st);
         shmddp_status_t e = shmddp_all_reduce(comm, ds, dr, count, dt, op, s);
         if (e == SHMDDP_OK) e = shmddp_cuda_sync(comm, s);
         cudaMemcpy(hr, dr, count * dsz, cudaMemcpyDeviceToHost);
@@ -85,7 +93,7 @@ static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
       size_t count = counts[c];
       iter++;
       coll_fill(hs, count, 0, rank, iter, dt, SHMDDP_SUM);
-      cudaMemcpy(ds, hs, count * dsz, cudaMemcpyHostToDevice);
+      upload(ds, hs, count * dsz, st);
       shmddp_status_t e = shmddp_all_gather(comm, ds, dr, count, dt, s);
       if (e == SHMDDP_OK) e = shmddp_cuda_sync(comm, s);
       cudaMemcpy(hr, dr, count * (size_t)n * dsz, cudaMemcpyDeviceToHost);
@@ -112,7 +120,7 @@ static void run_matrix(shmddp_comm_t *comm, tally_t *t, int big)
       shmddp_dtype_t dt = bytes_types[b];
       iter++;
       coll_fill(hs, count, 0, rank, iter, dt, SHMDDP_SUM);
-      cudaMemcpy((char *)ds + 1, hs, count, cudaMemcpyHostToDevice);
+      upload((char *)ds + 1, hs, count, st);
       shmddp_status_t e = shmddp_all_reduce(comm, (char *)ds + 1, (char *)dr + 1, count, dt, SHMDDP_SUM, s);
       if (e == SHMDDP_OK) e = shmddp_cuda_sync(comm, s);
       cudaMemcpy(hr, (char *)dr + 1, count, cudaMemcpyDeviceToHost);
