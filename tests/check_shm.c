@@ -42,12 +42,15 @@ static void setup(void)
 }
 
 /* Polls cond every millisecond until it holds or `limit` seconds pass (a bound on a hang, never
- * a synchronisation: every caller waits for an event). Returns whether cond held. */
+ * a synchronisation: every caller waits for an event). Returns whether cond held, as seen by the
+ * last poll: it is not evaluated again, since a transient state (a rank asleep between two of its
+ * 50 ms futex sleeps) could have passed by then. */
 #define WAIT_UNTIL(cond, limit)                                                               \
   ({                                                                                          \
     double t0_ = shm_now();                                                                   \
-    while (!(cond) && shm_now() - t0_ < (limit)) shm_sleep(0.001);                            \
-    (cond) ? 1 : 0;                                                                           \
+    int ok_;                                                                                  \
+    while (!(ok_ = (cond)) && shm_now() - t0_ < (limit)) shm_sleep(0.001);                    \
+    ok_;                                                                                      \
   })
 
 /* Ranks of comm's group asleep in a wait of the segment (inside a collective or a barrier). */

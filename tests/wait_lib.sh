@@ -68,10 +68,17 @@ in_shm_wait() {
 
 # wait_in_shm_wait PID: waits until PID sleeps in a wait of its group (in_shm_wait). Returns 0
 # when seen, 2 when it cannot be seen here (no access to /proc/PID/syscall: the caller goes on
-# without the proof and says so), 1 when PID ended or the limit passed.
+# without the proof and says so), 1 when PID ended or the limit passed. The sighting is kept, not
+# checked again: between two of its bounded futex sleeps (50 ms) a waiting rank is briefly
+# "running", and a second look could fall there.
 wait_in_shm_wait() {
   in_shm_wait "$1"
-  [ $? -eq 2 ] && return 2
-  wait_for _shm_wait_or_end "$1" && in_shm_wait "$1"
+  _seen=$?
+  [ $_seen -eq 1 ] || return $_seen
+  wait_for _shm_wait_or_end "$1"
+  return $_seen
 }
-_shm_wait_or_end() { in_shm_wait "$1" || ! alive "$1"; }
+_shm_wait_or_end() {
+  in_shm_wait "$1" && { _seen=0; return 0; }
+  ! alive "$1"
+}
