@@ -567,8 +567,9 @@ static void random_fill(void *buf, size_t n, shmddp_dtype_t dt)
       break;
     }
     case SHMDDP_F16: case SHMDDP_BF16: ((uint16_t *)buf)[i] = (uint16_t)(r >> 20); break;
-    case SHMDDP_I32: ((int32_t *)buf)[i] = (int32_t)(r >> 17); break;
-    default: ((int64_t *)buf)[i] = (int64_t)(r * 3); break;
+    case SHMDDP_I32: case SHMDDP_U32: ((uint32_t *)buf)[i] = (uint32_t)(r >> 17); break;
+    case SHMDDP_I8: case SHMDDP_U8: ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); break;
+    default: ((uint64_t *)buf)[i] = r * 3; break; /* i64, u64 */
     }
   }
 }
