@@ -291,14 +291,25 @@ static void block_fwd(blk_t *b, int n, const void *in)
      O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
 }
 
+/* The model keeps only a block's conv output and makes its norm+ReLU output again where
+ * backward (or the skip) needs it: one more elementwise pass (src/model/unet.c). */
+static void recompute(blk_t *b, int n)
+{
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  OP("bn recompute", b->conv.name, 0, 2 * PC * E,
+     O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
+}
+
 static void block_bwd(blk_t *b, int n, const void *in, void *d, void *dx)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
-  OP("bn bwd reduce", b->conv.name, 0, 3 * PC * E,
-     O.bn_bwd_reduce(&O, d, b->r, b->a, P, b->C, b->saved, b->stats, wg_at(b->g_off),
+  /* the ReLU's mask recomputed from the BN input, as the model runs it (no read of r) */
+  ops_relu_t mask = {.gamma = wp_at(b->g_off), .beta = wp_at(b->g_off + b->C)};
+  OP("bn bwd reduce", b->conv.name, 0, 2 * PC * E,
+     O.bn_bwd_reduce(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wg_at(b->g_off),
                      wg_at(b->g_off + b->C), 0));
-  OP("bn bwd apply", b->conv.name, 0, 5 * PC * E,
-     O.bn_bwd_apply(&O, d, b->r, b->a, P, b->C, b->saved, b->stats, wp_at(b->g_off), d));
+  OP("bn bwd apply", b->conv.name, 0, 3 * PC * E,
+     O.bn_bwd_apply(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wp_at(b->g_off), d));
   grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
   conv_bwd(&b->conv, n, in, d, dx);
 }
@@ -324,6 +335,7 @@ static void step(int n)
   for (int i = N.L - 2; i >= 0; i--) {
     size_t P = P0 >> (2 * i);
     conv_fwd(&N.up[i], n, in, N.g[0]);
+    recompute(&N.enc2[i], n); /* the skip */
     OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
        O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
     block_fwd(&N.dec1[i], n, N.cat[i]);
@@ -339,13 +351,19 @@ static void step(int n)
   conv_bwd(&N.head, n, head_in, N.g[0], N.g[1]);
   for (int i = 0; i <= N.L - 2; i++) {
     size_t P = P0 >> (2 * i);
+    recompute(&N.dec1[i], n);
     block_bwd(&N.dec2[i], n, N.dec1[i].r, N.g[cur], N.g[!cur]);
     cur = !cur;
+    recompute(&N.enc2[i], n); /* the concat again (the model keeps the up-conv output; here a
+                                  buffer of its size stands in, for the time of the pass) */
+    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
+       O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     block_bwd(&N.dec1[i], n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
     OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
        O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
     cur = !cur;
+    recompute(i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1], n);
     const void *below = i == N.L - 2 ? N.enc2[N.L - 1].r : N.dec2[i + 1].r;
     conv_bwd(&N.up[i], n, below, N.g[cur], N.g[!cur]);
     cur = !cur;
@@ -360,6 +378,7 @@ static void step(int n)
       d = N.dskip[i];
     }
     void *fb = d == N.g[0] ? N.g[1] : N.g[0];
+    recompute(&N.enc1[i], n);
     block_bwd(&N.enc2[i], n, N.enc1[i].r, d, fb);
     void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
     block_bwd(&N.enc1[i], n, i == 0 ? N.x : N.pooled[i], fb, dx);

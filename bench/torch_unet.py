@@ -3,6 +3,8 @@
 64..1024, conv3x3 no bias + BN + ReLU x2 per level, 2x2 max-pool, 2x2 stride-2 transposed conv,
 skip concat, 1x1 head, per-pixel softmax cross-entropy), SGD momentum 0.9, batch per GPU, random
 inputs. Prints one line per configuration:  torch <mode> gpus=N syncbn=0|1 prec=... img_s=... peak_mib=...
+(max_memory_allocated) reserved_mib=... (max_memory_reserved) device_used_mib=... (the device's used
+memory at the end, CUDA context included, as NVML counts it)
 Modes: single GPU, DDP over N GPUs (NCCL), DDP + SyncBatchNorm. Run it in the same machine call as
 shmddp's own benchmark and report ratios."""
 import argparse, os, sys, time
@@ -95,7 +97,9 @@ def run(rank, world, args, results):
     torch.cuda.synchronize()
     ms = t0.elapsed_time(t1)
     peak = torch.cuda.max_memory_allocated() / 2**20
-    results[rank] = (ms, peak)
+    reserved = torch.cuda.max_memory_reserved() / 2**20
+    free, total = torch.cuda.mem_get_info()  # the device as NVML sees it, CUDA context included
+    results[rank] = (ms, peak, reserved, (total - free) / 2**20)
     if world > 1:
         dist.destroy_process_group()
 
@@ -127,7 +131,9 @@ def main():
     mode = "single" if world == 1 else ("ddp-syncbn" if args.syncbn else "ddp")
     print(f"torch {mode} gpus={world} syncbn={args.syncbn} prec={args.precision} "
           f"channels_last={args.channels_last} img_s={img_s:.1f} step_ms={ms / args.steps:.2f} "
-          f"peak_mib={','.join(f'{p:.0f}' for p in peaks)}", flush=True)
+          f"peak_mib={','.join(f'{p:.0f}' for p in peaks)} "
+          f"reserved_mib={','.join(f'{res[r][2]:.0f}' for r in sorted(res.keys()))} "
+          f"device_used_mib={','.join(f'{res[r][3]:.0f}' for r in sorted(res.keys()))}", flush=True)
 
 
 if __name__ == "__main__":

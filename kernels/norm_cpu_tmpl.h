@@ -3,10 +3,51 @@
 #define NCAT(a, b) NCAT_(a, b)
 #define FN(name) NCAT(name, SFX)
 
-/* The upstream gradient with the fused ReLU's mask applied. */
-static inline T FN(masked)(const T *dy, const T *mask_y, size_t i)
+/* BatchNorm's per-channel affine as the forward applies it: y = x * ab[c] + ab[C + c]. The
+ * backward's recomputed ReLU decision (ops_relu_t without y) uses the same numbers. */
+static T *FN(bn_affine)(int C, const double *saved, const T *gamma, const T *beta)
 {
-  return (mask_y && !(mask_y[i] > 0)) ? (T)0 : dy[i];
+  T *ab = malloc(sizeof(T) * 2 * (size_t)C);
+  if (!ab) return NULL;
+  for (int c = 0; c < C; c++) {
+    double a = (double)gamma[c] * saved[C + c];
+    ab[c] = (T)a;
+    ab[C + c] = (T)((double)beta[c] - saved[c] * a);
+  }
+  return ab;
+}
+
+static inline T FN(bn_affine_at)(const T *x, const T *ab, int C, size_t i, int c)
+{
+  return x[i] * ab[c] + ab[C + c];
+}
+
+/* The upstream gradient at element i (channel c) with the fused ReLU applied (ops_relu_t):
+ * from the kept output y, or from x and the forward's affine ab. */
+static inline T FN(bn_masked)(const T *dy, const ops_relu_t *r, const T *x, const T *ab, int C,
+                              size_t i, int c)
+{
+  if (!r) return dy[i];
+  if (r->y) return ((const T *)r->y)[i] > 0 ? dy[i] : (T)0;
+  return FN(bn_affine_at)(x, ab, C, i, c) > 0 ? dy[i] : (T)0;
+}
+
+/* GroupNorm's output before the ReLU, as the forward computes it. */
+static inline T FN(gn_affine_at)(const T *x, size_t i, double mean, double inv, T gamma, T beta)
+{
+  return (T)(((double)x[i] - mean) * inv * (double)gamma + (double)beta);
+}
+
+/* The forward's affine for the recomputed decision, when one is needed: *ab NULL otherwise.
+ * Returns -1 (message set) when out of memory. */
+static int FN(bn_mask_affine)(const ops_relu_t *r, int C, const double *saved, T **ab)
+{
+  *ab = NULL;
+  if (!r || r->y) return 0;
+  if (!r->gamma || !r->beta)
+    return ops_cpu_fail("BatchNorm backward: a ReLU mask without y needs gamma and beta");
+  *ab = FN(bn_affine)(C, saved, r->gamma, r->beta);
+  return *ab ? 0 : ops_cpu_fail("out of memory in BatchNorm backward (%d channels)", C);
 }
 
 int FN(cpu_bn_stats)(const ops_t *o, const void *xv, size_t P, int C, double *stats)
@@ -29,33 +70,29 @@ int FN(cpu_bn_apply)(const ops_t *o, const void *xv, size_t P, int C, const doub
 {
   const T *x = xv, *gamma = gv, *beta = bv;
   T *y = yv;
-  T *ab = malloc(sizeof(T) * 2 * (size_t)C);
+  T *ab = FN(bn_affine)(C, saved, gamma, beta);
   if (!ab) return ops_cpu_fail("out of memory in BatchNorm (%d channels)", C);
-  for (int c = 0; c < C; c++) {
-    double a = (double)gamma[c] * saved[C + c];
-    ab[c] = (T)a;
-    ab[C + c] = (T)((double)beta[c] - saved[c] * a);
-  }
   for (size_t p = 0; p < P; p++, x += C, y += C)
     for (int c = 0; c < C; c++) {
-      T v = x[c] * ab[c] + ab[C + c];
+      T v = FN(bn_affine_at)(x, ab, C, (size_t)c, c);
       y[c] = (relu && !(v > 0)) ? (T)0 : v;
     }
   free(ab);
   return 0;
 }
 
-int FN(cpu_bn_bwd_reduce)(const ops_t *o, const void *dyv, const void *mv, const void *xv,
-                          size_t P, int C, const double *saved, double *sums, void *dgv,
-                          void *dbv, int acc)
+int FN(cpu_bn_bwd_reduce)(const ops_t *o, const void *dyv, const ops_relu_t *relu,
+                          const void *xv, size_t P, int C, const double *saved, double *sums,
+                          void *dgv, void *dbv, int acc)
 {
-  const T *dy = dyv, *mask = mv, *x = xv;
-  T *dgamma = dgv, *dbeta = dbv;
+  const T *dy = dyv, *x = xv;
+  T *dgamma = dgv, *dbeta = dbv, *ab;
+  if (FN(bn_mask_affine)(relu, C, saved, &ab) != 0) return -1;
   memset(sums, 0, sizeof(double) * 2 * (size_t)C);
   for (size_t p = 0; p < P; p++) {
     size_t base = p * C;
     for (int c = 0; c < C; c++) {
-      double g = FN(masked)(dy, mask, base + c);
+      double g = FN(bn_masked)(dy, relu, x, ab, C, base + c, c);
       double xhat = ((double)x[base + c] - saved[c]) * saved[C + c];
       sums[c] += g;
       sums[C + c] += g * xhat;
@@ -65,21 +102,26 @@ int FN(cpu_bn_bwd_reduce)(const ops_t *o, const void *dyv, const void *mv, const
     dbeta[c] = (T)((acc ? (double)dbeta[c] : 0.0) + sums[c]);
     dgamma[c] = (T)((acc ? (double)dgamma[c] : 0.0) + sums[C + c]);
   }
+  free(ab);
   return 0;
 }
 
-int FN(cpu_bn_bwd_apply)(const ops_t *o, const void *dyv, const void *mv, const void *xv,
-                         size_t P, int C, const double *saved, const double *sums,
+int FN(cpu_bn_bwd_apply)(const ops_t *o, const void *dyv, const ops_relu_t *relu,
+                         const void *xv, size_t P, int C, const double *saved, const double *sums,
                          const void *gv, void *dxv)
 {
-  const T *dy = dyv, *mask = mv, *x = xv, *gamma = gv;
-  T *dx = dxv;
+  const T *dy = dyv, *x = xv, *gamma = gv;
+  T *dx = dxv, *ab;
   double n = saved[2 * C];
   if (P == 0) return 0;
   if (!(n > 0)) return ops_cpu_fail("BatchNorm backward: the forward count is %g", n);
   /* dx = k * (g - m1 - xhat * m2) with per-channel k, m1, m2 */
   T *k = malloc(sizeof(T) * 4 * (size_t)C);
   if (!k) return ops_cpu_fail("out of memory in BatchNorm backward (%d channels)", C);
+  if (FN(bn_mask_affine)(relu, C, saved, &ab) != 0) {
+    free(k);
+    return -1;
+  }
   T *m1 = k + C, *m2 = k + 2 * C, *mean = k + 3 * C;
   for (int c = 0; c < C; c++) {
     k[c] = (T)((double)gamma[c] * saved[C + c]);
@@ -90,11 +132,12 @@ int FN(cpu_bn_bwd_apply)(const ops_t *o, const void *dyv, const void *mv, const 
   for (size_t p = 0; p < P; p++) {
     size_t base = p * C;
     for (int c = 0; c < C; c++) {
-      T g = FN(masked)(dy, mask, base + c);
+      T g = FN(bn_masked)(dy, relu, x, ab, C, base + c, c);
       T xhat = (x[base + c] - mean[c]) * (T)saved[C + c];
       dx[base + c] = k[c] * (g - m1[c] - xhat * m2[c]);
     }
   }
+  free(ab);
   free(k);
   return 0;
 }
@@ -125,18 +168,30 @@ int FN(cpu_gn_fwd)(const ops_t *o, const void *xv, int n, size_t hw, int C, int 
       for (size_t p = 0; p < hw; p++)
         for (int c = 0; c < cg; c++) {
           int ch = g * cg + c;
-          T v = (T)(((double)xs[p * C + c] - mean) * inv * (double)gamma[ch] + (double)beta[ch]);
+          T v = FN(gn_affine_at)(xs, p * C + c, mean, inv, gamma[ch], beta[ch]);
           ys[p * C + c] = (relu && !(v > 0)) ? (T)0 : v;
         }
     }
   return 0;
 }
 
-int FN(cpu_gn_bwd)(const ops_t *o, const void *dyv, const void *mv, const void *xv, int n,
+/* The upstream gradient at element i of channel ch with GroupNorm's fused ReLU (ops_relu_t). */
+static inline T FN(gn_masked)(const T *dy, const ops_relu_t *r, const T *x, size_t i, int ch,
+                              double mean, double inv)
+{
+  if (!r) return dy[i];
+  if (r->y) return ((const T *)r->y)[i] > 0 ? dy[i] : (T)0;
+  const T *gamma = r->gamma, *beta = r->beta;
+  return FN(gn_affine_at)(x, i, mean, inv, gamma[ch], beta[ch]) > 0 ? dy[i] : (T)0;
+}
+
+int FN(cpu_gn_bwd)(const ops_t *o, const void *dyv, const ops_relu_t *relu, const void *xv, int n,
                    size_t hw, int C, int G, const double *saved, const void *gv, void *dxv,
                    void *dgv, void *dbv, int acc)
 {
-  const T *dy = dyv, *mask = mv, *x = xv, *gamma = gv;
+  const T *dy = dyv, *x = xv, *gamma = gv;
+  if (relu && !relu->y && (!relu->gamma || !relu->beta))
+    return ops_cpu_fail("GroupNorm backward: a ReLU mask without y needs gamma and beta");
   T *dx = dxv, *dgamma = dgv, *dbeta = dbv;
   int cg = C / G;
   double m = (double)hw * cg;
@@ -151,7 +206,7 @@ int FN(cpu_gn_bwd)(const ops_t *o, const void *dyv, const void *mv, const void *
         for (int c = 0; c < cg; c++) {
           size_t i = off + p * C + c;
           int ch = g * cg + c;
-          double gr = FN(masked)(dy, mask, i);
+          double gr = FN(gn_masked)(dy, relu, x, i, ch, mean, inv);
           double xhat = ((double)x[i] - mean) * inv;
           pg[ch] += gr * xhat;
           pg[C + ch] += gr;
@@ -164,7 +219,7 @@ int FN(cpu_gn_bwd)(const ops_t *o, const void *dyv, const void *mv, const void *
         for (int c = 0; c < cg; c++) {
           size_t i = off + p * C + c;
           int ch = g * cg + c;
-          double gr = FN(masked)(dy, mask, i);
+          double gr = FN(gn_masked)(dy, relu, x, i, ch, mean, inv);
           double xhat = ((double)x[i] - mean) * inv;
           dx[i] = (T)(inv * (gr * gamma[ch] - a1 - xhat * a2));
         }

@@ -58,22 +58,50 @@ __global__ void __launch_bounds__(OPC_THREADS)
   opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
 }
 
-/* g = dy masked by (y > 0) for the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. */
+/* The fused ReLU in backward (ops_relu_t on the device): dy passes where y > 0, or, without y
+ * and with gamma/beta, where the forward's affine of x is positive — computed as affine_kernel
+ * computes it, fmaf(x - mean, (float)(gamma invstd), beta), so the decision is the forward's. */
+template <typename T>
+struct relu_mask {
+  const T *y, *gamma, *beta;
+};
+
+template <typename T>
+static relu_mask<T> mask_of(const ops_relu_t *r)
+{
+  relu_mask<T> m = {NULL, NULL, NULL};
+  if (r && r->y) m.y = (const T *)r->y;
+  else if (r) m.gamma = (const T *)r->gamma, m.beta = (const T *)r->beta;
+  return m;
+}
+
+template <typename T>
+static int mask_check(const ops_t *o, const ops_relu_t *r, const char *what)
+{
+  if (r && !r->y && (!r->gamma || !r->beta))
+    return opc_fail(o, "%s backward: a ReLU mask without y needs gamma and beta", what);
+  return 0;
+}
+
+/* g = dy masked by the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. */
 template <typename T, int N>
 __global__ void __launch_bounds__(OPC_THREADS)
-    bwd_stats_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C, int gb, int r,
+    bwd_stats_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C, int gb, int r,
                      const double *mean, const double *inv, int gs, int cg, double *part)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int valid = g * N < C;
   const size_t z = blockIdx.z;
+  const T *mask = mk.y;
   double a[N], b[N];
-  float m[N], s[N];
+  float m[N], s[N], ma[N], mb[N];
   for (int k = 0; k < N; k++) {
     a[k] = b[k] = 0;
     int c = valid ? g * N + k : 0;
     m[k] = (float)mean[z * gs + c / cg];
     s[k] = (float)inv[z * gs + c / cg];
+    ma[k] = mk.gamma ? (float)((double)opc_ld(mk.gamma[c]) * inv[z * gs + c / cg]) : 0.f;
+    mb[k] = mk.gamma ? opc_ld(mk.beta[c]) : 0.f;
   }
   const size_t off = z * rows * C + (size_t)g * N;
   const size_t step = (size_t)gridDim.y * r;
@@ -95,8 +123,11 @@ __global__ void __launch_bounds__(OPC_THREADS)
         }
 #pragma unroll
         for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
-          gr[j][k] = q >= rows || (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
-          xh[j][k] = q < rows ? (opc_ld(v.v[k]) - m[k]) * s[k] : 0.f;
+          float xm = opc_ld(v.v[k]) - m[k];
+          int off = q >= rows || (mask && !(opc_ld(y.v[k]) > 0.f)) ||
+                    (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+          gr[j][k] = off ? 0.f : opc_ld(d.v[k]);
+          xh[j][k] = q < rows ? xm * s[k] : 0.f;
         }
       }
 #pragma unroll
@@ -116,11 +147,12 @@ __global__ void __launch_bounds__(OPC_THREADS)
 /* Launches the statistics kernel for (x) or, with dy given, the backward one; returns the
  * number of row splits (the partials' layout) or -1. */
 template <typename T>
-static int launch_stats(const ops_t *o, const T *dy, const T *mask, const T *x, size_t rows,
+static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows,
                         int C, int nz, const double *mean, const double *inv, int gs, int cg,
                         size_t reserve)
 {
   opc_ctx_t *ctx = opc_ctx(o);
+  const T *mask = mk.y;
   const int V = 4; /* launch_stats: 4 channels per access */
   int N = C % V || ((uintptr_t)x | (uintptr_t)dy | (uintptr_t)mask) % (V * sizeof(T)) ? 1 : V;
   size_t per_split = (size_t)nz * 2 * C;
@@ -134,10 +166,10 @@ static int launch_stats(const ops_t *o, const T *dy, const T *mask, const T *x, 
     if (N == V) stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
     else stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
   } else if (N == V) {
-    bwd_stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+    bwd_stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
                                                        inv, gs, cg, part);
   } else {
-    bwd_stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+    bwd_stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
                                                        inv, gs, cg, part);
   }
   OPC_LAUNCHED(o, dy ? "normalisation backward statistics" : "normalisation statistics");
@@ -280,7 +312,7 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
  *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
  *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
 template <typename T, int N>
-__global__ void bwd_apply_kernel(const T *dy, const T *mask, const T *x, size_t rows, int C,
+__global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                                  int gb, int r, const double *mean, const double *inv, int gs,
                                  int cg, const T *gamma, const double *sums, const double *count,
                                  const double *a12, int nzg, T *dx)
@@ -288,13 +320,16 @@ __global__ void bwd_apply_kernel(const T *dy, const T *mask, const T *x, size_t 
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   if (g * N >= C) return;
   const size_t z = blockIdx.z;
-  float m[N], al[N], be[N], ga[N];
+  const T *mask = mk.y;
+  float m[N], al[N], be[N], ga[N], ma[N], mb[N];
   for (int k = 0; k < N; k++) {
     int c = g * N + k;
     size_t j = z * gs + c / cg;
     double s = inv[j], alpha = (double)opc_ld(gamma[c]) * s;
     m[k] = (float)mean[j];
     al[k] = (float)alpha;
+    ma[k] = mk.gamma ? (float)((double)opc_ld(mk.gamma[c]) * s) : 0.f;
+    mb[k] = mk.gamma ? opc_ld(mk.beta[c]) : 0.f;
     if (a12) {
       be[k] = (float)(-s * a12[j]);
       ga[k] = (float)(-s * s * a12[nzg + j]);
@@ -311,8 +346,10 @@ __global__ void bwd_apply_kernel(const T *dy, const T *mask, const T *x, size_t 
     opc_pack<T, N> y;
     if (mask) y = opc_load<T, N>(mask + off + p * C);
     for (int k = 0; k < N; k++) {
-      float gr = (mask && !(opc_ld(y.v[k]) > 0.f)) ? 0.f : opc_ld(d.v[k]);
-      out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], opc_ld(v.v[k]) - m[k], be[k])));
+      float xm = opc_ld(v.v[k]) - m[k];
+      int off = (mask && !(opc_ld(y.v[k]) > 0.f)) || (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+      float gr = off ? 0.f : opc_ld(d.v[k]);
+      out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], xm, be[k])));
     }
     opc_store<T, N>(dx + off + p * C, out);
   }
@@ -355,22 +392,23 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
 }
 
 template <typename T>
-static int bwd_apply(const ops_t *o, const T *dy, const T *mask, const T *x, size_t rows, int C,
+static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                      int nz, const double *mean, const double *inv, int gs, int cg,
                      const T *gamma, const double *sums, const double *count,
                      const double *a12, int nzg, T *dx)
 {
   const int V = 16 / sizeof(T);
+  const T *mask = mk.y;
   int N = opc_vec_width(sizeof(T), C, dy, mask, x, dx);
   opc_geo_t g = OPC_PASS_GEO(o, rows, C, N, nz);
   g.grid.y = g.grid.y * 2 > 65535 ? 65535 : g.grid.y * 2;
   cudaStream_t st = opc_ctx(o)->stream;
   if (N == V)
-    bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+    bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
                                                        inv, gs, cg, gamma, sums, count, a12, nzg,
                                                        dx);
   else
-    bwd_apply_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mask, x, rows, C, g.gb, g.r, mean,
+    bwd_apply_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
                                                        inv, gs, cg, gamma, sums, count, a12, nzg,
                                                        dx);
   OPC_LAUNCHED(o, "normalisation backward apply");
@@ -382,7 +420,7 @@ static int bwd_apply(const ops_t *o, const T *dy, const T *mask, const T *x, siz
 template <typename T>
 static int bn_stats_t(const ops_t *o, const void *x, size_t P, int C, double *stats)
 {
-  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, P, C, 1, NULL, NULL, 0, 1, 0);
+  int splits = launch_stats<T>(o, NULL, mask_of<T>(NULL), (const T *)x, P, C, 1, NULL, NULL, 0, 1, 0);
   if (splits < 0) return -1;
   return reduce_final<T>(o, 1, splits, C, (double)P, stats, NULL, NULL, 0, 0, NULL, 0, 0, NULL);
 }
@@ -458,41 +496,43 @@ int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *s
 }
 
 template <typename T>
-static int bn_bwd_reduce_t(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+static int bn_bwd_reduce_t(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                            size_t P, int C, const double *saved, double *sums, void *dgamma,
                            void *dbeta, int acc)
 {
-  int splits = launch_stats<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, P, C, 1, saved,
+  if (mask_check<T>(o, relu, "BatchNorm")) return -1;
+  int splits = launch_stats<T>(o, (const T *)dy, mask_of<T>(relu), (const T *)x, P, C, 1, saved,
                                saved + C, 0, 1, 0);
   if (splits < 0) return -1;
   return reduce_final<T>(o, 1, splits, C, -1, sums, (T *)dbeta, (T *)dgamma, acc, 0, NULL, 0, 0,
                          NULL);
 }
 
-int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, double *sums, void *dgamma,
                       void *dbeta, int acc)
 {
-  OPC_DISPATCH(o, bn_bwd_reduce_t, o, dy, mask_y, x, P, C, saved, sums, dgamma, dbeta, acc);
+  OPC_DISPATCH(o, bn_bwd_reduce_t, o, dy, relu, x, P, C, saved, sums, dgamma, dbeta, acc);
 }
 
 template <typename T>
-static int bn_bwd_apply_t(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+static int bn_bwd_apply_t(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                           size_t P, int C, const double *saved, const double *sums,
                           const void *gamma, void *dx)
 {
+  if (mask_check<T>(o, relu, "BatchNorm")) return -1;
   /* A zero forward count (CPU: an error) gives non-finite dx here: checking it would need a
    * read-back, and the count is only zero when P is zero on every rank. */
   if (P == 0) return 0;
-  return bwd_apply<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, P, C, 1, saved,
+  return bwd_apply<T>(o, (const T *)dy, mask_of<T>(relu), (const T *)x, P, C, 1, saved,
                       saved + C, 0, 1, (const T *)gamma, sums, saved + 2 * C, NULL, 0, (T *)dx);
 }
 
-int opc_bn_bwd_apply(const ops_t *o, const void *dy, const void *mask_y, const void *x, size_t P,
-                     int C, const double *saved, const double *sums, const void *gamma,
+int opc_bn_bwd_apply(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
+                     size_t P, int C, const double *saved, const double *sums, const void *gamma,
                      void *dx)
 {
-  OPC_DISPATCH(o, bn_bwd_apply_t, o, dy, mask_y, x, P, C, saved, sums, gamma, dx);
+  OPC_DISPATCH(o, bn_bwd_apply_t, o, dy, relu, x, P, C, saved, sums, gamma, dx);
 }
 
 /* ---- GroupNorm: the same kernels with one statistic per (sample, group) ---- */
@@ -503,7 +543,7 @@ static int gn_fwd_t(const ops_t *o, const void *x, int n, size_t hw, int C, int 
 {
   if (n == 0) return 0;
   const int cg = C / G;
-  int splits = launch_stats<T>(o, NULL, NULL, (const T *)x, hw, C, n, NULL, NULL, 0, 1,
+  int splits = launch_stats<T>(o, NULL, mask_of<T>(NULL), (const T *)x, hw, C, n, NULL, NULL, 0, 1,
                                2 * (size_t)n * (C + G));
   if (splits < 0) return -1;
   /* saved = [means (n*G)][invstds (n*G)]: the final pass writes it directly */
@@ -523,10 +563,11 @@ int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, do
 }
 
 template <typename T>
-static int gn_bwd_t(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+static int gn_bwd_t(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n,
                     size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
                     void *dgamma, void *dbeta, int acc)
 {
+  if (mask_check<T>(o, relu, "GroupNorm")) return -1;
   const int cg = C / G;
   const size_t ng = (size_t)n * G;
   if (n == 0) {
@@ -539,23 +580,23 @@ static int gn_bwd_t(const ops_t *o, const void *dy, const void *mask_y, const vo
   if (2 * ng + 2 * (size_t)n * C >= OPC_SCRATCH_DOUBLES / 2)
     return opc_fail(o, "GroupNorm backward: %d samples x %d channels exceed the scratch", n, C);
   double *a12 = opc_ctx(o)->scratch + OPC_SCRATCH_DOUBLES - 2 * ng; /* after the totals */
-  int splits = launch_stats<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, hw, C, n, saved,
+  int splits = launch_stats<T>(o, (const T *)dy, mask_of<T>(relu), (const T *)x, hw, C, n, saved,
                                saved + ng, G, cg, 2 * ng + 2 * (size_t)n * C);
   if (splits < 0) return -1;
   if (reduce_final<T>(o, n, splits, C, -1, NULL, (T *)dbeta, (T *)dgamma, acc, G,
                       (const T *)gamma, (double)hw * cg, 0, a12))
     return -1;
-  return bwd_apply<T>(o, (const T *)dy, (const T *)mask_y, (const T *)x, hw, C, n, saved,
+  return bwd_apply<T>(o, (const T *)dy, mask_of<T>(relu), (const T *)x, hw, C, n, saved,
                       saved + ng, G, cg, (const T *)gamma, NULL, NULL, a12, (int)ng, (T *)dx);
 }
 
-int opc_gn_bwd(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+int opc_gn_bwd(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n,
                size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
                void *dgamma, void *dbeta, int acc)
 {
   if (G <= 0 || C % G)
     return opc_fail(o, "GroupNorm: %d channels do not split into %d groups", C, G);
-  OPC_DISPATCH(o, gn_bwd_t, o, dy, mask_y, x, n, hw, C, G, saved, gamma, dx, dgamma, dbeta, acc);
+  OPC_DISPATCH(o, gn_bwd_t, o, dy, relu, x, n, hw, C, G, saved, gamma, dx, dgamma, dbeta, acc);
 }
 
 /* ---- convolution biases ---- */
@@ -563,7 +604,7 @@ int opc_gn_bwd(const ops_t *o, const void *dy, const void *mask_y, const void *x
 template <typename T>
 static int channel_sum_t(const ops_t *o, const void *dy, size_t P, int C, void *db, int acc)
 {
-  int splits = launch_stats<T>(o, NULL, NULL, (const T *)dy, P, C, 1, NULL, NULL, 0, 1, 0);
+  int splits = launch_stats<T>(o, NULL, mask_of<T>(NULL), (const T *)dy, P, C, 1, NULL, NULL, 0, 1, 0);
   if (splits < 0) return -1;
   return reduce_final<T>(o, 1, splits, C, -1, NULL, (T *)db, NULL, acc, 0, NULL, 0, 0, NULL);
 }

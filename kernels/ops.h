@@ -27,6 +27,16 @@ typedef struct {
   void *plan;
 } ops_conv_t;
 
+/* The fused ReLU of a normalisation, as its backward sees it: dy passes where the forward's
+ * output was positive. With y, that is y > 0 (y: the forward's output, kept); without y, the
+ * decision is recomputed from the normalisation's input x with gamma, beta and the saved
+ * statistics, by the same arithmetic as the forward's apply (so the backward needs no copy of
+ * the output: the model stores only x). */
+typedef struct {
+  const void *y;
+  const void *gamma, *beta;
+} ops_relu_t;
+
 typedef struct ops ops_t;
 struct ops {
   const char *name;    /* "cpu-f32", "cuda-bf16", ... */
@@ -56,7 +66,7 @@ struct ops {
    *                running stats (f32) move by momentum toward mean and the unbiased var
    *                (skipped when the count is 0; running may be NULL)
    *   bn_apply:    y = gamma * (x - mean) * invstd + beta, then ReLU when relu != 0
-   * Backward, with dy masked by (y > 0) when mask_y is not NULL (the fused ReLU):
+   * Backward, with dy masked by the fused ReLU when relu (ops_relu_t, below) is not NULL:
    *   bn_bwd_reduce: sums[0..C) = Σdy, sums[C..2C) = Σdy·x̂ (local), and dgamma/dbeta from them
    *   (sync_stats hook sums `sums`)
    *   bn_bwd_apply:  dx = gamma * invstd * (dy - Σdy/count - x̂ Σdy·x̂/count) */
@@ -68,10 +78,10 @@ struct ops {
                                const float *running_var, int C, double eps, double *saved);
   int (*bn_apply)(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                   const void *gamma, const void *beta, int relu, void *y);
-  int (*bn_bwd_reduce)(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+  int (*bn_bwd_reduce)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                        size_t P, int C, const double *saved, double *sums, void *dgamma,
                        void *dbeta, int acc);
-  int (*bn_bwd_apply)(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+  int (*bn_bwd_apply)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, const double *sums,
                       const void *gamma, void *dx);
 
@@ -79,7 +89,7 @@ struct ops {
    * invstds (f64). ReLU fused as for BN. */
   int (*gn_fwd)(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
                 const void *gamma, const void *beta, int relu, void *y, double *saved);
-  int (*gn_bwd)(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+  int (*gn_bwd)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n,
                 size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
                 void *dgamma, void *dbeta, int acc);
 

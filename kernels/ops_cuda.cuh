@@ -213,15 +213,15 @@ int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,
                               const float *running_var, int C, double eps, double *saved);
 int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                  const void *gamma, const void *beta, int relu, void *y);
-int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const void *mask_y, const void *x,
+int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, double *sums, void *dgamma,
                       void *dbeta, int acc);
-int opc_bn_bwd_apply(const ops_t *o, const void *dy, const void *mask_y, const void *x, size_t P,
+int opc_bn_bwd_apply(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, size_t P,
                      int C, const double *saved, const double *sums, const void *gamma,
                      void *dx);
 int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
                const void *gamma, const void *beta, int relu, void *y, double *saved);
-int opc_gn_bwd(const ops_t *o, const void *dy, const void *mask_y, const void *x, int n,
+int opc_gn_bwd(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n,
                size_t hw, int C, int G, const double *saved, const void *gamma, void *dx,
                void *dgamma, void *dbeta, int acc);
 

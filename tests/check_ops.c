@@ -210,6 +210,30 @@ static double norm_loss(void *p)
   return dot(t->y, t->wout, t->nx);
 }
 
+/* relu: 0 none, 1 the ReLU's mask from the kept output y, 2 recomputed from x (ops_relu_t
+ * without y), which must give the same gradients bit for bit. */
+static void norm_bwd_run(norm_case_t *t, int relu, double *dx, double *dg, double *db)
+{
+  size_t P = (size_t)t->n * t->hw;
+  ops_relu_t keep = {.y = t->y}, again = {.gamma = t->gamma, .beta = t->beta};
+  const ops_relu_t *mask = relu == 1 ? &keep : relu == 2 ? &again : NULL;
+  double *d = malloc(t->nx * sizeof *d);
+  memcpy(d, t->wout, t->nx * sizeof *d);
+  if (t->group) {
+    ck_assert_int_eq(o64.gn_bwd(&o64, d, mask, t->x, t->n, t->hw, t->C, t->G, t->saved, t->gamma,
+                                dx, dg, db, 0), 0);
+  } else {
+    double sums[16];
+    ck_assert_int_eq(o64.bn_bwd_reduce(&o64, d, mask, t->x, P, t->C, t->saved, sums, dg, db, 0),
+                     0);
+    /* in place, as the model runs it */
+    ck_assert_int_eq(o64.bn_bwd_apply(&o64, d, mask, t->x, P, t->C, t->saved, sums, t->gamma, d),
+                     0);
+    memcpy(dx, d, t->nx * sizeof *d);
+  }
+  free(d);
+}
+
 static void norm_case(int group, int relu, double offset)
 {
   norm_case_t t = {.n = 3, .hw = 5, .C = 4, .G = group ? 2 : 1, .relu = relu, .group = group};
@@ -223,24 +247,24 @@ static void norm_case(int group, int relu, double offset)
   t.stats = rvec(2 * t.C + 1, 0, 0);
   t.saved = rvec(2 * t.C + 2 * t.n * t.G + 1, 0, 0);
   double *dx = rvec(t.nx, 0, 0), *dg = rvec(t.C, 0, 0), *db = rvec(t.C, 0, 0);
-  double *d = malloc(t.nx * sizeof *d);
-  memcpy(d, t.wout, t.nx * sizeof *d);
   norm_loss(&t);
-  const double *mask = relu ? t.y : NULL;
-  if (group) {
-    ck_assert_int_eq(o64.gn_bwd(&o64, d, mask, t.x, t.n, t.hw, t.C, t.G, t.saved, t.gamma, dx, dg,
-                                db, 0), 0);
-  } else {
-    double sums[16];
-    ck_assert_int_eq(o64.bn_bwd_reduce(&o64, d, mask, t.x, P, t.C, t.saved, sums, dg, db, 0), 0);
-    /* in place, as the model runs it */
-    ck_assert_int_eq(o64.bn_bwd_apply(&o64, d, mask, t.x, P, t.C, t.saved, sums, t.gamma, d), 0);
-    memcpy(dx, d, t.nx * sizeof *d);
+  norm_bwd_run(&t, relu, dx, dg, db);
+  if (relu) {
+    /* the recomputed mask: the same numbers as the kept output's, and it does mask something */
+    double *dx2 = rvec(t.nx, 0, 0), *dg2 = rvec(t.C, 0, 0), *db2 = rvec(t.C, 0, 0);
+    norm_bwd_run(&t, 2, dx2, dg2, db2);
+    ck_assert_mem_eq(dx2, dx, t.nx * sizeof *dx);
+    ck_assert_mem_eq(dg2, dg, t.C * sizeof *dg);
+    ck_assert_mem_eq(db2, db, t.C * sizeof *db);
+    size_t off = 0;
+    for (size_t i = 0; i < t.nx; i++) off += t.y[i] == 0;
+    ck_assert_msg(off > 0 && off < t.nx, "the case clips %zu of %zu values", off, t.nx);
+    free(dx2), free(dg2), free(db2);
   }
   fd_check(norm_loss, &t, t.x, t.nx, dx, "dx");
   fd_check(norm_loss, &t, t.gamma, t.C, dg, "dgamma");
   fd_check(norm_loss, &t, t.beta, t.C, db, "dbeta");
-  free(dx), free(dg), free(db), free(d);
+  free(dx), free(dg), free(db);
   free(t.x), free(t.gamma), free(t.beta), free(t.y), free(t.wout), free(t.stats), free(t.saved);
 }
 
@@ -355,9 +379,10 @@ static void syncbn_split(int P, int na)
   ck_assert_msg(layer_norm_fwd(&b->c, &b->l, nb, 1, xb, y2 + (size_t)na * C) == 0, "%s", b->err);
   /* each rank's local backward sums, computed with the (now global) saved statistics */
   double g1[C], g2[C];
-  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy, y2, xa, na, C, a->saved, sa, g1, g2, 0), 0);
-  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy + (size_t)na * C, y2 + (size_t)na * C, xb, nb, C,
-                                     b->saved, sb, g1, g2, 0), 0);
+  ops_relu_t ra = {.y = y2}, rb = {.y = y2 + (size_t)na * C};
+  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy, &ra, xa, na, C, a->saved, sa, g1, g2, 0), 0);
+  ck_assert_int_eq(o64.bn_bwd_reduce(&o64, dy + (size_t)na * C, &rb, xb, nb, C, b->saved, sb, g1,
+                                     g2, 0), 0);
   memcpy(d2, dy, (size_t)P * C * sizeof *d2);
   ck_assert_msg(layer_norm_bwd(&a->c, &a->l, na, 1, d2, xa, y2) == 0, "%s", a->err);
   ck_assert_msg(layer_norm_bwd(&b->c, &b->l, nb, 1, d2 + (size_t)na * C, xb,

@@ -124,6 +124,44 @@ START_TEST(test_concat)
 }
 END_TEST
 
+/* The ReLU's mask recomputed from x (ops_relu_t without y, what the model runs) against the mask
+ * of the GPU's own forward output y: the same bits in dx, dgamma, dbeta (and the BN sums). rows:
+ * pixels per sample (BN: all of them, n = 1). */
+static void same_with_recomputed_mask(int group, size_t rows, int C, int n, int G, void *gdy,
+                                      void *gy, void *gx, double *gsaved, void *gg, void *gb)
+{
+  size_t cnt = rows * (size_t)n * C;
+  ops_relu_t keep = {.y = gy}, again = {.gamma = gg, .beta = gb};
+  const ops_relu_t *masks[2] = {&keep, &again};
+  void *dx[2], *dg[2], *db[2];
+  double *sums[2];
+  for (int k = 0; k < 2; k++) {
+    dx[k] = dalloc(cnt * gpu.elem), dg[k] = dalloc(C * gpu.elem), db[k] = dalloc(C * gpu.elem);
+    sums[k] = dalloc(2 * (size_t)C * 8);
+    if (group) {
+      GPU_OK(gpu.gn_bwd(&gpu, gdy, masks[k], gx, n, rows, C, G, gsaved, gg, dx[k], dg[k], db[k],
+                        0));
+    } else {
+      GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, masks[k], gx, rows, C, gsaved, sums[k], dg[k], db[k], 0));
+      GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, masks[k], gx, rows, C, gsaved, sums[k], gg, dx[k]));
+    }
+  }
+  ck_assert_msg(memcmp(down_raw(dx[0], cnt * gpu.elem), down_raw(dx[1], cnt * gpu.elem),
+                       cnt * gpu.elem) == 0,
+                "%s %s: dx differs with the recomputed ReLU mask", gpu.name, group ? "GN" : "BN");
+  ck_assert(memcmp(down_raw(dg[0], C * gpu.elem), down_raw(dg[1], C * gpu.elem), C * gpu.elem) == 0);
+  ck_assert(memcmp(down_raw(db[0], C * gpu.elem), down_raw(db[1], C * gpu.elem), C * gpu.elem) == 0);
+  if (!group)
+    ck_assert(memcmp(down_raw(sums[0], 2 * (size_t)C * 8), down_raw(sums[1], 2 * (size_t)C * 8),
+                     2 * (size_t)C * 8) == 0);
+  ops_relu_t bad = {.gamma = gg};
+  ck_assert_int_ne(group ? gpu.gn_bwd(&gpu, gdy, &bad, gx, n, rows, C, G, gsaved, gg, dx[0], dg[0],
+                                      db[0], 0)
+                         : gpu.bn_bwd_apply(&gpu, gdy, &bad, gx, rows, C, gsaved, sums[0], gg,
+                                            dx[0]),
+                   0);
+}
+
 /* ---- BatchNorm: each GPU op is fed the CPU's inputs, so every op is checked on its own ---- */
 
 static void bn_case(size_t P, int C, float offset)
@@ -141,11 +179,13 @@ static void bn_case(size_t P, int C, float offset)
   CPU_OK(cpu.bn_finalize(&cpu, stats, C, 1e-5, 0.1, rm, rv, saved));
   CPU_OK(cpu.bn_apply(&cpu, x, P, C, saved, gamma, beta, 1, y));
   for (size_t i = 0; i < n; i++) y[i] = to_dt(y[i]); /* the mask the GPU will see */
-  CPU_OK(cpu.bn_bwd_reduce(&cpu, dy, y, x, P, C, saved, sums, dg, db, 0));
-  CPU_OK(cpu.bn_bwd_apply(&cpu, dy, y, x, P, C, saved, sums, gamma, dx));
+  ops_relu_t cmask = {.y = y};
+  CPU_OK(cpu.bn_bwd_reduce(&cpu, dy, &cmask, x, P, C, saved, sums, dg, db, 0));
+  CPU_OK(cpu.bn_bwd_apply(&cpu, dy, &cmask, x, P, C, saved, sums, gamma, dx));
 
   void *gx = up(x, n), *gg = up(gamma, C), *gb = up(beta, C), *gdy = up(dy, n);
-  void *gy = dalloc(n * gpu.elem), *gdx = dalloc(n * gpu.elem), *gmask = up(y, n);
+  void *gy = dalloc(n * gpu.elem), *gdx = dalloc(n * gpu.elem);
+  ops_relu_t gmask = {.y = up(y, n)};
   void *gdg = dalloc(C * gpu.elem), *gdb = dalloc(C * gpu.elem);
   double *gstats = dalloc((2 * C + 1) * 8), *gsums = dalloc(2 * C * 8);
   double *gsaved = up_raw(saved, (2 * C + 1) * 8), *gsaved2 = dalloc((2 * C + 1) * 8);
@@ -163,17 +203,18 @@ static void bn_case(size_t P, int C, float offset)
   CLOSE((float *)down_raw(grv, C * 4), rv, C, 1e-6, "BN running var");
   GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gb, 1, gy));
   CLOSE(down(gy, n), y, n, tol_elem() * 4, "BN apply + ReLU");
-  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, gmask, gx, P, C, gsaved, gsums, gdg, gdb, 0));
+  same_with_recomputed_mask(0, P, C, 1, 1, gdy, gy, gx, gsaved, gg, gb);
+  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, &gmask, gx, P, C, gsaved, gsums, gdg, gdb, 0));
   double *hsum = down_raw(gsums, 2 * C * 8);
   ck_assert_msg(rel_err64(hsum, sums, 2 * C) < 1e-5, "%s BN backward sums: relative error %g",
                 gpu.name, rel_err64(hsum, sums, 2 * C));
   CLOSE(down(gdg, C), dg, C, tol_elem() + 1e-5, "BN dgamma");
   CLOSE(down(gdb, C), db, C, tol_elem() + 1e-5, "BN dbeta");
-  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, gmask, gx, P, C, gsaved, gsums, gdg, gdb, 1));
+  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, &gmask, gx, P, C, gsaved, gsums, gdg, gdb, 1));
   for (int c = 0; c < C; c++) dg[c] *= 2, db[c] *= 2;
   CLOSE(down(gdg, C), dg, C, 2 * tol_elem() + 1e-5, "BN dgamma (accumulate)");
   double *gsums_cpu = up_raw(sums, 2 * C * 8);
-  GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, gmask, gx, P, C, gsaved, gsums_cpu, gg, gdx));
+  GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, &gmask, gx, P, C, gsaved, gsums_cpu, gg, gdx));
   CLOSE(down(gdx, n), dx, n, tol_elem() * 8 + 1e-5, "BN backward dx");
   /* without the fused ReLU */
   CPU_OK(cpu.bn_apply(&cpu, x, P, C, saved, gamma, beta, 0, y));
@@ -212,9 +253,11 @@ static void gn_case(int n, size_t hw, int C, int G)
   keep(saved);
   CPU_OK(cpu.gn_fwd(&cpu, x, n, hw, C, G, 1e-5, gamma, beta, 1, y, saved));
   for (size_t i = 0; i < cnt; i++) y[i] = to_dt(y[i]);
-  CPU_OK(cpu.gn_bwd(&cpu, dy, y, x, n, hw, C, G, saved, gamma, dx, dg, db, 0));
+  ops_relu_t cmask = {.y = y};
+  CPU_OK(cpu.gn_bwd(&cpu, dy, &cmask, x, n, hw, C, G, saved, gamma, dx, dg, db, 0));
   void *gx = up(x, cnt), *gg = up(gamma, C), *gb = up(beta, C), *gdy = up(dy, cnt);
-  void *gy = dalloc(cnt * gpu.elem), *gdx = dalloc(cnt * gpu.elem), *gmask = up(y, cnt);
+  void *gy = dalloc(cnt * gpu.elem), *gdx = dalloc(cnt * gpu.elem);
+  ops_relu_t gmask = {.y = up(y, cnt)};
   void *gdg = dalloc(C * gpu.elem), *gdb = dalloc(C * gpu.elem);
   double *gsaved = dalloc(2 * (size_t)n * G * 8);
   GPU_OK(gpu.gn_fwd(&gpu, gx, n, hw, C, G, 1e-5, gg, gb, 1, gy, gsaved));
@@ -223,7 +266,8 @@ static void gn_case(int n, size_t hw, int C, int G)
                 gpu.name, rel_err64(hs, saved, 2 * (size_t)n * G));
   CLOSE(down(gy, cnt), y, cnt, tol_elem() * 4, "GN forward + ReLU");
   double *gsaved_cpu = up_raw(saved, 2 * (size_t)n * G * 8);
-  GPU_OK(gpu.gn_bwd(&gpu, gdy, gmask, gx, n, hw, C, G, gsaved_cpu, gg, gdx, gdg, gdb, 0));
+  GPU_OK(gpu.gn_bwd(&gpu, gdy, &gmask, gx, n, hw, C, G, gsaved_cpu, gg, gdx, gdg, gdb, 0));
+  same_with_recomputed_mask(1, hw, C, n, G, gdy, gy, gx, gsaved, gg, gb);
   CLOSE(down(gdx, cnt), dx, cnt, tol_elem() * 8 + 1e-5, "GN backward dx");
   CLOSE(down(gdg, C), dg, C, tol_elem() + 1e-5, "GN dgamma");
   CLOSE(down(gdb, C), db, C, tol_elem() + 1e-5, "GN dbeta");

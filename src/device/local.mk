@@ -8,7 +8,7 @@ noinst_LIBRARIES += libdevice.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libdevice_a_CFLAGS = $(AM_CFLAGS) -O3
 libdevice_a_SOURCES = \
-	src/device/arena.c src/device/arena.h \
+	src/device/arena.c src/device/arena.h src/device/plan.c src/device/plan.h \
 	src/device/device.c src/device/device.h src/device/device_ops.c \
 	src/device/device_sum.c src/device/device_comm.c \
 	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h \

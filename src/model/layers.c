@@ -23,17 +23,40 @@ void *layer_wgrad(const layer_ctx_t *c, int id)
 
 int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate; }
 
-static int grads_done_one(const layer_ctx_t *c, int id)
+size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
+{
+  return (id0 >= 0 ? params[id0].count : 0) + (id1 >= 0 ? params[id1].count : 0);
+}
+
+/* A layer's parameters are adjacent in the flat buffers; staged, they keep their order from the
+ * lower offset (base). */
+static size_t layer_base(const layer_ctx_t *c, int id0, int id1)
+{
+  size_t b = c->params[id0].offset;
+  if (id1 >= 0 && c->params[id1].offset < b) b = c->params[id1].offset;
+  return b;
+}
+
+/* Where the weight-gradient op writes parameter id's gradient. */
+static void *grad_out(const layer_ctx_t *c, int id, size_t base)
+{
+  if (id < 0) return NULL;
+  if (c->separate && c->gstage)
+    return (char *)c->gstage + (c->params[id].offset - base) * c->ops->elem;
+  return layer_wgrad(c, id);
+}
+
+static int grads_done_one(const layer_ctx_t *c, int id, size_t base)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
   if (id < 0) return 0;
   const layer_param_t *p = &c->params[id];
   if (c->separate)
-    CHECK_OPS(
-        c->ops,
-        c->ops->to_f32(c->ops, layer_wgrad(c, id), p->count, c->grads + p->offset, c->accumulate),
-        "folding gradients into f32");
+    CHECK_OPS(c->ops,
+              c->ops->to_f32(c->ops, grad_out(c, id, base), p->count, c->grads + p->offset,
+                             c->accumulate),
+              "folding gradients into f32");
   if (c->hooks && c->hooks->grads_ready &&
       c->hooks->grads_ready(c->hooks->ctx, p->offset, p->count, layer_stream(c)) != 0) {
     return check_fail(err, errlen, "the grads_ready hook failed for %s", p->name);
@@ -41,10 +64,12 @@ static int grads_done_one(const layer_ctx_t *c, int id)
   return 0;
 }
 
-int layer_grads_done(const layer_ctx_t *c, int id0, int id1)
+/* Gradients of parameter ids (increasing offset order, -1 entries skipped) are final: fold
+ * working gradients into the f32 buffer and tell the grads_ready hook. */
+static int grads_done(const layer_ctx_t *c, int id0, int id1, size_t base)
 {
-  if (grads_done_one(c, id0) != 0) return -1;
-  return grads_done_one(c, id1);
+  if (grads_done_one(c, id0, base) != 0) return -1;
+  return grads_done_one(c, id1, base);
 }
 
 int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x, void *y)
@@ -57,24 +82,37 @@ int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const voi
   return 0;
 }
 
-int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
-                   const void *dy, void *dx)
+int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                          const void *dy)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  void *db = l->b_id >= 0 ? layer_wgrad(c, l->b_id) : NULL;
-  /* Weight gradients first, so data parallelism can start reducing them during bwd_data. */
+  size_t base = layer_base(c, l->w_id, l->b_id);
   CHECK_OPS(c->ops,
-            c->ops->conv_bwd_filter(c->ops, &l->desc, n, x, dy, layer_wgrad(c, l->w_id), db,
-                                    layer_grad_acc(c), c->ws),
+            c->ops->conv_bwd_filter(c->ops, &l->desc, n, x, dy, grad_out(c, l->w_id, base),
+                                    grad_out(c, l->b_id, base), layer_grad_acc(c), c->ws),
             c->params[l->w_id].name);
   /* The bias precedes the weight in the flat buffer (reverse layer order within the layer). */
-  if (layer_grads_done(c, l->b_id, l->w_id) != 0) return -1;
-  if (dx)
-    CHECK_OPS(c->ops,
-              c->ops->conv_bwd_data(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), dx, c->ws),
-              c->params[l->w_id].name);
+  return grads_done(c, l->b_id, l->w_id, base);
+}
+
+int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
+                        void *dx)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  CHECK_OPS(c->ops,
+            c->ops->conv_bwd_data(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), dx, c->ws),
+            c->params[l->w_id].name);
   return 0;
+}
+
+int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                   const void *dy, void *dx)
+{
+  /* Weight gradients first, so data parallelism can start reducing them during bwd_data. */
+  CHECK(layer_conv_bwd_filter(c, l, n, x, dy));
+  return dx ? layer_conv_bwd_data(c, l, n, dy, dx) : 0;
 }
 
 static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const char *name)
@@ -120,6 +158,23 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
   return 0;
 }
 
+int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                         void *y)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const ops_t *o = c->ops;
+  const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
+  const char *name = c->params[l->gamma_id].name;
+  if (l->kind == MODEL_NORM_GROUP)
+    CHECK_OPS(c->ops,
+              o->gn_fwd(o, x, n, hw, l->C, l->G, LAYER_NORM_EPS, gamma, beta, 1, y, l->saved),
+              name);
+  else
+    CHECK_OPS(c->ops, o->bn_apply(o, x, (size_t)n * hw, l->C, l->saved, gamma, beta, 1, y), name);
+  return 0;
+}
+
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
                    const void *x, const void *y)
 {
@@ -127,22 +182,26 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
   size_t errlen = c->errlen;
   const ops_t *o = c->ops;
   const void *gamma = layer_wparam(c, l->gamma_id);
-  void *dgamma = layer_wgrad(c, l->gamma_id), *dbeta = layer_wgrad(c, l->beta_id);
+  size_t base = layer_base(c, l->gamma_id, l->beta_id);
+  void *dgamma = grad_out(c, l->gamma_id, base), *dbeta = grad_out(c, l->beta_id, base);
   const char *name = c->params[l->gamma_id].name;
   int acc = layer_grad_acc(c);
+  ops_relu_t relu = {.y = y, .gamma = gamma, .beta = layer_wparam(c, l->beta_id)};
   if (l->kind == MODEL_NORM_GROUP) {
     CHECK_OPS(c->ops,
-              o->gn_bwd(o, d, y, x, n, hw, l->C, l->G, l->saved, gamma, d, dgamma, dbeta, acc),
+              o->gn_bwd(o, d, &relu, x, n, hw, l->C, l->G, l->saved, gamma, d, dgamma, dbeta, acc),
               name);
   } else {
     size_t P = (size_t)n * hw;
     /* dgamma/dbeta are this rank's sums (data parallelism averages them like any gradient);
      * dx needs the sums over every rank's pixels. */
-    CHECK_OPS(c->ops, o->bn_bwd_reduce(o, d, y, x, P, l->C, l->saved, l->stats, dgamma, dbeta, acc),
+    CHECK_OPS(c->ops,
+              o->bn_bwd_reduce(o, d, &relu, x, P, l->C, l->saved, l->stats, dgamma, dbeta, acc),
               name);
     if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
-    CHECK_OPS(c->ops, o->bn_bwd_apply(o, d, y, x, P, l->C, l->saved, l->stats, gamma, d), name);
+    CHECK_OPS(c->ops, o->bn_bwd_apply(o, d, &relu, x, P, l->C, l->saved, l->stats, gamma, d),
+              name);
   }
   /* beta follows gamma in forward order, so it comes first in the flat buffer. */
-  return layer_grads_done(c, l->beta_id, l->gamma_id);
+  return grads_done(c, l->beta_id, l->gamma_id, base);
 }

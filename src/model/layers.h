@@ -22,11 +22,15 @@ typedef struct {
 } layer_param_t;
 
 /* What every layer call needs. wparams/wgrads are the compute-dtype working copies; when the
- * compute dtype is f32 they are the f32 flat buffers themselves. */
+ * compute dtype is f32 they are the f32 flat buffers themselves. With gstage (separate copies
+ * only), a layer's working gradients are staged there instead of in wgrads: one layer's worth,
+ * folded into the f32 buffer as soon as the layer's weight gradients are done, so no full-size
+ * low-precision gradient buffer exists (wgrads may then be NULL). */
 typedef struct {
   const ops_t *ops;
   const layer_param_t *params;
   void *wparams, *wgrads;
+  void *gstage;
   float *grads;
   int separate;   /* working copies differ from the f32 buffers */
   int accumulate; /* gradients add to the f32 buffer */
@@ -54,24 +58,33 @@ typedef struct {
 #define LAYER_BN_MOMENTUM 0.1
 #define LAYER_NORM_EPS 1e-5
 
-/* Pointer to parameter id's working values / working gradients. */
+/* Pointer to parameter id's working values / working gradients (not staged). */
 void *layer_wparam(const layer_ctx_t *c, int id);
 void *layer_wgrad(const layer_ctx_t *c, int id);
+/* Elements of gstage a layer with parameters id0, id1 (id1 may be -1) needs. */
+size_t layer_stage_elems(const layer_param_t *params, int id0, int id1);
 /* Weight-gradient ops write (0) or add (1): add only when accumulating straight into f32. */
 int layer_grad_acc(const layer_ctx_t *c);
-/* Gradients of parameter ids (given in increasing offset order, -1 entries skipped) are final:
- * fold working gradients into the f32 buffer and tell the grads_ready hook. */
-int layer_grads_done(const layer_ctx_t *c, int id0, int id1);
-
 int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x, void *y);
-/* dx may be NULL (the network's first layer needs no input gradient). */
+/* Weight (and bias) gradients from x and dy, folded and reported final. */
+int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                          const void *dy);
+/* The input gradient dx from dy (does not read x: dx may take x's memory). */
+int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
+                        void *dx);
+/* Both; dx may be NULL (the network's first layer needs no input gradient). */
 int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
                    const void *dy, void *dx);
 
 /* y = relu(norm(x)); in training BatchNorm uses (and syncs) batch statistics. */
 int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
                    void *y);
-/* d (in: gradient w.r.t. y; out: gradient w.r.t. x, in place), x and y from forward. */
+/* y = relu(norm(x)) again, after layer_norm_fwd on the same x: the same values, from the saved
+ * statistics (BatchNorm; no exchange) or recomputed ones (GroupNorm, per sample). */
+int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                         void *y);
+/* d (in: gradient w.r.t. y; out: gradient w.r.t. x, in place), x from forward. y, the forward's
+ * output, may be NULL: the ReLU's mask is then recomputed from x (ops_relu_t). */
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
                    const void *x, const void *y);
 

@@ -108,6 +108,9 @@ size_t model_config_num_params(const model_config_t *cfg);
 /* The memory arena (and ledger) of the model's device: optimizers and the DDP engine allocate
  * from it so everything on one device is in one ledger. */
 struct arena *model_arena(model_t *m);
+/* The activations' memory plan in one line: tensors, the planned block, what they would take
+ * each on its own, and the most alive at one time (the bound no layout can beat). */
+void model_plan_describe(const model_t *m, char *buf, size_t len);
 /* The compute stream (a cudaStream_t) every op of a GPU model is queued on; NULL on the CPU.
  * Inputs copied to the device on this stream are ordered before the step that reads them. */
 void *model_stream(const model_t *m);

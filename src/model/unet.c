@@ -2,8 +2,15 @@
  * transposed-conv up with skip concat, a 1x1 head and softmax cross-entropy; its buffers and
  * the forward/backward schedule (construction is in unet_build.c).
  *
- * Backward reuses two scratch gradient buffers (ping-pong) plus one buffer per skip level,
- * which holds the skip's gradient from the decoder until the encoder adds the pool's to it. */
+ * Memory: forward keeps, for backward, only what cannot be recomputed cheaply: each block's
+ * convolution output (the norm's input), the transposed convolutions' outputs, the pooled
+ * inputs and pooling indices. Everything else — the norm+ReLU outputs (the next convolution's
+ * input), the skips, the concats — is made again in backward from a kept tensor by one
+ * elementwise pass, right before the convolution whose weight gradient needs it; the norms'
+ * backward recompute the ReLU's mask from their input. Every activation and gradient is a
+ * tensor of one memory plan (src/device/plan.h): a dry pass of this schedule records when each
+ * is alive, and tensors that are never alive together share memory (a gradient takes the place
+ * of the activation that died before it was born). The peak is what is alive at once, no more. */
 #include "config.h"
 
 #include <math.h>
@@ -13,6 +20,7 @@
 
 #include "src/check.h"
 #include "src/device/device.h"
+#include "src/device/plan.h"
 #include "src/model/unet_impl.h"
 #include "src/obs/timeline.h"
 
@@ -40,12 +48,14 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   return p;
 }
 
-static void alloc_block(alloc_ctx_t *a, block_t *b, size_t P, float **running, size_t *ws)
+static void alloc_block(alloc_ctx_t *a, block_t *b, size_t *stage, float **running, size_t *ws)
 {
   model_t *m = a->m;
-  size_t e = m->ops.elem, C = (size_t)b->norm.C;
-  b->a = take(a, P * C * e, ARENA_ACTIVATIONS, "conv output");
-  b->r = take(a, P * C * e, ARENA_ACTIVATIONS, "norm output");
+  size_t C = (size_t)b->norm.C;
+  size_t st = layer_stage_elems(m->params, b->norm.gamma_id, b->norm.beta_id);
+  if (st > *stage) *stage = st;
+  st = layer_stage_elems(m->params, b->conv.w_id, b->conv.b_id);
+  if (st > *stage) *stage = st;
   b->norm.stats = take(a, (2 * C + 1) * sizeof(double), ARENA_WORKSPACE, "norm statistics");
   size_t saved = m->cfg.norm == MODEL_NORM_GROUP ? 2 * (size_t)m->cfg.max_batch * b->norm.G
                                                  : 2 * C + 1;
@@ -65,10 +75,11 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, size_t P, float **running, s
   if (need > *ws) *ws = need;
 }
 
-static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *ws)
+static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *stage, size_t *ws)
 {
   model_t *m = a->m;
-  size_t need = 0;
+  size_t need = 0, st = layer_stage_elems(m->params, l->w_id, l->b_id);
+  if (st > *stage) *stage = st;
   if (!a->failed && m->ops.conv_plan(&m->ops, &l->desc, &need) != 0) {
     snprintf(a->err, a->errlen, "planning %s: %s", m->params[l->w_id].name,
              m->ops.last_error(&m->ops));
@@ -88,7 +99,6 @@ static int allocate(model_t *m, char *err, size_t errlen)
   m->separate = m->ops.dtype != OPS_F32;
   if (m->separate) {
     m->wparams = take(&a, m->nparams * e, ARENA_PARAMS, "working parameters");
-    m->wgrads = take(&a, m->nparams * e, ARENA_GRADS, "working gradients");
     m->x_work = take(&a, N * c->height * c->width * c->in_channels * e, ARENA_ACTIVATIONS,
                      "input");
   } else {
@@ -103,44 +113,34 @@ static int allocate(model_t *m, char *err, size_t errlen)
     if (!a.hbuf) return check_fail(err, errlen, "out of memory staging normalisation buffers");
   }
   float *running = a.hbuf ? a.hbuf : m->buffers;
-  size_t ws = 0, scratch = 0;
+  size_t ws = 0, stage = 0;
   for (int i = 0; i < L; i++) {
-    size_t P = N * (size_t)(c->height >> i) * (size_t)(c->width >> i);
-    size_t wi = (size_t)c->widths[i];
-    if (i > 0) {
-      size_t wp = (size_t)c->widths[i - 1];
-      m->enc[i].pooled = take(&a, P * wp * e, ARENA_ACTIVATIONS, "pooled");
-      m->enc[i].arg = take(&a, P * wp, ARENA_ACTIVATIONS, "pool indices");
-      if (P * wp > scratch) scratch = P * wp;
-    }
-    alloc_block(&a, &m->enc[i].b1, P, &running, &ws);
-    alloc_block(&a, &m->enc[i].b2, P, &running, &ws);
-    if (i < L - 1) m->enc[i].dskip = take(&a, P * wi * e, ARENA_ACTIVATIONS, "skip gradient");
-    if (P * wi > scratch) scratch = P * wi;
+    alloc_block(&a, &m->enc[i].b1, &stage, &running, &ws);
+    alloc_block(&a, &m->enc[i].b2, &stage, &running, &ws);
   }
   for (int i = L - 2; i >= 0; i--) {
-    size_t P = N * (size_t)(c->height >> i) * (size_t)(c->width >> i);
-    size_t wi = (size_t)c->widths[i];
-    plan_conv(&a, &m->dec[i].up, &ws);
-    m->dec[i].cat = take(&a, P * 2 * wi * e, ARENA_ACTIVATIONS, "concat");
-    alloc_block(&a, &m->dec[i].b1, P, &running, &ws);
-    alloc_block(&a, &m->dec[i].b2, P, &running, &ws);
-    if (P * 2 * wi > scratch) scratch = P * 2 * wi;
+    plan_conv(&a, &m->dec[i].up, &stage, &ws);
+    alloc_block(&a, &m->dec[i].b1, &stage, &running, &ws);
+    alloc_block(&a, &m->dec[i].b2, &stage, &running, &ws);
   }
-  size_t P0 = N * (size_t)c->height * c->width;
-  plan_conv(&a, &m->head, &ws);
-  m->logits = take(&a, P0 * c->classes * e, ARENA_ACTIVATIONS, "logits");
+  plan_conv(&a, &m->head, &stage, &ws);
+  /* With low-precision working copies, weight gradients are staged one layer at a time (the
+   * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
+  if (m->separate) m->gstage = take(&a, stage * e, ARENA_GRADS, "gradient staging (one layer)");
   /* The step's loss: (sum, count) where the device writes it, then copied within the step into
    * host memory (sum, count, bad-label word) that model_step_loss reads after an event. On the
    * host both are one buffer. */
   if (m->dev != DEV_HOST) m->loss_dev = take(&a, 2 * sizeof(double), ARENA_WORKSPACE, "loss");
   m->loss_host = dev_host_alloc(m->dev != DEV_HOST, 3 * sizeof(double));
-  if (!m->loss_host) return check_fail(err, errlen, "out of (pinned) host memory for the loss");
+  if (!m->loss_host) {
+    free(a.hbuf);
+    return check_fail(err, errlen, "out of (pinned) host memory for the loss");
+  }
   if (m->dev == DEV_HOST) m->loss_dev = m->loss_host;
-  CHECK(dev_event_create(&m->loss_ready, m->dev, DEV_EVENT_ORDER, err, errlen));
-  if (P0 * c->classes > scratch) scratch = P0 * c->classes;
-  m->g[0] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
-  m->g[1] = take(&a, scratch * e, ARENA_ACTIVATIONS, "gradient scratch");
+  if (dev_event_create(&m->loss_ready, m->dev, DEV_EVENT_ORDER, err, errlen) != 0) {
+    free(a.hbuf);
+    return -1;
+  }
   m->ws = take(&a, ws ? ws : 1, ARENA_WORKSPACE, "convolution workspace");
   if (!a.failed && a.hbuf &&
       dev_copy_now(m->buffers, m->dev, a.hbuf, DEV_HOST, m->nbuffers * sizeof(float), err,
@@ -149,6 +149,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
   free(a.hbuf);
   return a.failed ? -1 : 0;
 }
+
+static int plan_activations(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -175,6 +177,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   model_t *m = calloc(1, sizeof *m);
   if (!m) return check_fail(err, errlen, "out of memory creating the model");
   m->cfg = *cfg;
+  m->fwd_head_in = -1;
   for (int i = cfg->levels; i < MODEL_MAX_LEVELS; i++) m->cfg.widths[i] = 0;
   m->dev = cfg->device == MODEL_DEVICE_CUDA ? cfg->cuda_device : DEV_HOST;
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
@@ -194,6 +197,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
     goto fail;
   }
   if (allocate(m, err, errlen) != 0) goto fail;
+  if (plan_activations(m, err, errlen) != 0) goto fail;
   if (init_params(m, err, errlen) != 0) goto fail;
   if (unet_build_signature(m) != 0) {
     check_fail(err, errlen, "out of memory building the model signature");
@@ -231,6 +235,7 @@ void model_destroy(model_t *m)
   if (!m) return;
   free_plans(m);
   arena_destroy(m->arena); /* every tensor came from it */
+  plan_destroy(m->plan);
   dev_event_destroy(m->loss_ready);
   dev_host_free(m->dev != DEV_HOST, m->loss_host);
   if (m->ops_ready) m->ops.destroy(&m->ops);
@@ -247,6 +252,15 @@ float *model_buffers(model_t *m) { return m->buffers; }
 const char *model_signature(const model_t *m) { return m->signature; }
 struct arena *model_arena(model_t *m) { return m->arena; }
 
+void model_plan_describe(const model_t *m, char *buf, size_t len)
+{
+  snprintf(buf, len,
+           "activations: %zu tensors planned into %.1f MiB (%.1f MiB one buffer each; at most "
+           "%.1f MiB alive at once)",
+           plan_count(m->plan), plan_bytes(m->plan) / ARENA_MIB, plan_sum_bytes(m->plan) / ARENA_MIB,
+           plan_live_peak(m->plan) / ARENA_MIB);
+}
+
 void *model_stream(const model_t *m) { return dev_ops_stream(&m->ops); }
 double model_last_loss(const model_t *m) { return m->last_loss; }
 int model_step_queued(model_t *m, char *err, size_t errlen)
@@ -258,104 +272,281 @@ int model_step_queued(model_t *m, char *err, size_t errlen)
 int unet_num_tensors(const model_t *m) { return m->ntensors; }
 const layer_param_t *unet_tensor(const model_t *m, int i) { return &m->params[i]; }
 
-/* ---- forward and backward ---- */
+/* ---- the schedule: forward, loss and backward over the plan's tensors ----
+ *
+ * The same code makes the plan (m->planning: tensors declared and used, no op runs) and runs
+ * the step. Its discipline, which keeps the recorded lifetimes true: tensors are handled by
+ * plan id between operations; an operation's pointers are fetched (PT) in its own braces, just
+ * before it runs (RUN), so no pointer outlives the tick it was recorded in; a tensor is
+ * declared right before the operation that first writes it. */
 
-static int block_fwd(const layer_ctx_t *c, block_t *b, int n, size_t hw, const void *in)
+#define PT(id) plan_ptr(m->plan, (id))
+/* One operation of the schedule: run it (not while planning), then the plan's next tick. */
+#define RUN(call)                                                                                  \
+  do {                                                                                             \
+    if (!m->planning) CHECK(call);                                                                 \
+    plan_tick(m->plan);                                                                            \
+  } while (0)
+#define RUN_OPS(call, what)                                                                        \
+  do {                                                                                             \
+    if (!m->planning) CHECK_OPS(&m->ops, call, what);                                              \
+    plan_tick(m->plan);                                                                            \
+  } while (0)
+
+/* Pixels of level i at the model's largest batch: tensors are planned for it. */
+static size_t level_pixels(const model_t *m, int i)
 {
-  CHECK(layer_conv_fwd(c, &b->conv, n, in, b->a));
-  return layer_norm_fwd(c, &b->norm, n, hw, b->a, b->r);
+  return (size_t)m->cfg.max_batch * (size_t)(m->cfg.height >> i) * (size_t)(m->cfg.width >> i);
 }
 
-/* d holds the gradient w.r.t. b->r and is overwritten; the input gradient goes to dx. */
-static int block_bwd(const layer_ctx_t *c, block_t *b, int n, size_t hw, const void *in,
-                     void *d, void *dx)
+static int declare(model_t *m, int *id, size_t elems, size_t elem_bytes, const char *name,
+                   char *err, size_t errlen)
 {
-  CHECK(layer_norm_bwd(c, &b->norm, n, hw, d, b->a, b->r));
-  return layer_conv_bwd(c, &b->conv, n, in, d, dx);
+  *id = plan_tensor(m->plan, elems * elem_bytes, name, err, errlen);
+  return *id < 0 ? -1 : 0;
 }
 
-/* Forward through the network; *head_in gets the head's input (backward starts from it). */
-static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, const void **head_in)
+/* conv (input `in`, or x when in < 0) then norm+ReLU; the block keeps its conv output, *out
+ * is the norm output (a new tensor). */
+static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level, int in,
+                     const void *x, int *out)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, P = level_pixels(m, level), e = m->ops.elem;
+  size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  CHECK(declare(m, &b->a, P * b->norm.C, e, "conv output", err, errlen));
+  {
+    const void *src = in < 0 ? x : PT(in);
+    void *a = PT(b->a);
+    RUN(layer_conv_fwd(c, &b->conv, n, src, a));
+  }
+  CHECK(declare(m, out, P * b->norm.C, e, "norm output", err, errlen));
+  {
+    const void *a = PT(b->a);
+    void *r = PT(*out);
+    RUN(layer_norm_fwd(c, &b->norm, n, hw, a, r));
+  }
+  return 0;
+}
+
+/* The norm+ReLU output of block b (at `level`) again, from its kept conv output: *out. */
+static int recompute(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level, int *out,
+                     const char *name)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
+  size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  CHECK(declare(m, out, level_pixels(m, level) * b->norm.C, m->ops.elem, name, err, errlen));
+  const void *a = PT(b->a);
+  void *r = PT(*out);
+  RUN(layer_norm_recompute(c, &b->norm, n, hw, a, r));
+  return 0;
+}
+
+/* The skip of level i ([recomputed encoder output, up-conv output]) into a new tensor *cat. */
+static int concat(model_t *m, const layer_ctx_t *c, int i, int n, int *cat)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, P = level_pixels(m, i);
+  size_t hw = (size_t)(m->cfg.height >> i) * (size_t)(m->cfg.width >> i);
+  int wi = m->cfg.widths[i], skip;
+  CHECK(recompute(m, c, &m->enc[i].b2, n, i, &skip, "skip"));
+  CHECK(declare(m, cat, P * 2 * wi, m->ops.elem, "concat", err, errlen));
+  const void *sk = PT(skip), *up = PT(m->dec[i].up_out);
+  void *y = PT(*cat);
+  RUN_OPS(m->ops.concat_fwd(&m->ops, sk, wi, up, wi, (size_t)n * hw, y), "concat");
+  return 0;
+}
+
+/* Forward through the network; *head_in gets the head's input (backward starts from it). The
+ * logits and their gradient are m->logits and m->dlogits. */
+static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *head_in)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, e = m->ops.elem;
   const model_config_t *cf = &m->cfg;
   int L = cf->levels;
-  const void *in = x;
+  plan_begin(m->plan);
+  int in = -1; /* the next layer's input: a tensor, or x */
   for (int i = 0; i < L; i++) {
-    size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
+    enc_t *en = &m->enc[i];
     if (i > 0) {
-      CHECK_OPS(&m->ops,
-                m->ops.maxpool_fwd(&m->ops, m->enc[i - 1].b2.r, n, cf->height >> (i - 1),
-                                   cf->width >> (i - 1), cf->widths[i - 1], m->enc[i].pooled,
-                                   m->enc[i].arg),
+      int wp = cf->widths[i - 1];
+      CHECK(declare(m, &en->pooled, level_pixels(m, i) * wp, e, "pooled", err, errlen));
+      CHECK(declare(m, &en->arg, level_pixels(m, i) * wp, 1, "pool indices", err, errlen));
+      {
+        const void *src = PT(in);
+        void *y = PT(en->pooled);
+        uint8_t *arg = PT(en->arg);
+        RUN_OPS(m->ops.maxpool_fwd(&m->ops, src, n, cf->height >> (i - 1), cf->width >> (i - 1),
+                                   wp, y, arg),
                 "max-pool");
-      in = m->enc[i].pooled;
+      }
+      in = en->pooled;
     }
-    CHECK(block_fwd(c, &m->enc[i].b1, n, hw, in));
-    CHECK(block_fwd(c, &m->enc[i].b2, n, hw, m->enc[i].b1.r));
-    in = m->enc[i].b2.r;
+    int r1, r2;
+    CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1));
+    CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2));
+    in = r2;
   }
   for (int i = L - 2; i >= 0; i--) {
-    size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
-    CHECK(layer_conv_fwd(c, &m->dec[i].up, n, in, m->g[0]));
-    CHECK_OPS(&m->ops,
-              m->ops.concat_fwd(&m->ops, m->enc[i].b2.r, cf->widths[i], m->g[0], cf->widths[i],
-                                (size_t)n * hw, m->dec[i].cat),
-              "concat");
-    CHECK(block_fwd(c, &m->dec[i].b1, n, hw, m->dec[i].cat));
-    CHECK(block_fwd(c, &m->dec[i].b2, n, hw, m->dec[i].b1.r));
-    in = m->dec[i].b2.r;
+    dec_t *d = &m->dec[i];
+    CHECK(declare(m, &d->up_out, level_pixels(m, i) * cf->widths[i], e, "up-conv output", err,
+                  errlen));
+    {
+      const void *src = PT(in);
+      void *y = PT(d->up_out);
+      RUN(layer_conv_fwd(c, &d->up, n, src, y));
+    }
+    int cat, r1, r2;
+    CHECK(concat(m, c, i, n, &cat));
+    CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1));
+    CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2));
+    in = r2;
   }
-  CHECK(layer_conv_fwd(c, &m->head, n, in, m->logits));
+  size_t P0 = level_pixels(m, 0) * cf->classes;
+  CHECK(declare(m, &m->logits, P0, e, "logits", err, errlen));
+  {
+    const void *src = PT(in);
+    void *y = PT(m->logits);
+    RUN(layer_conv_fwd(c, &m->head, n, src, y));
+  }
+  CHECK(declare(m, &m->dlogits, P0, e, "logits gradient", err, errlen));
   *head_in = in;
   return 0;
 }
 
-static int backward(model_t *m, const layer_ctx_t *c, const void *x, const void *head_in, int n)
+/* The norm's backward in place on the gradient d, from the block's kept conv output. */
+static int norm_bwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level, int d)
+{
+  size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  void *g = PT(d);
+  const void *a = PT(b->a);
+  RUN(layer_norm_bwd(c, &b->norm, n, hw, g, a, NULL));
+  return 0;
+}
+
+/* A convolution's backward: weight gradients from its input `in` (x when in < 0) and dy, then
+ * (dx not NULL) the input gradient of dx_elems into a new tensor *dx, which may take the place
+ * of `in`: the data gradient does not read it. */
+static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int n, int in,
+                    const void *x, int dy, size_t dx_elems, int *dx)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
+  {
+    const void *src = in < 0 ? x : PT(in);
+    const void *g = PT(dy);
+    RUN(layer_conv_bwd_filter(c, l, n, src, g));
+  }
+  if (!dx) return 0;
+  CHECK(declare(m, dx, dx_elems, m->ops.elem, "gradient", err, errlen));
+  const void *g = PT(dy);
+  void *o = PT(*dx);
+  RUN(layer_conv_bwd_data(c, l, n, g, o));
+  return 0;
+}
+
+static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in, int n)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, e = m->ops.elem;
   const model_config_t *cf = &m->cfg;
   int L = cf->levels;
-  /* g[0] holds dlogits; cur indexes the scratch buffer holding the running gradient. */
-  int cur = 1;
-  CHECK(layer_conv_bwd(c, &m->head, n, head_in, m->g[0], m->g[1]));
+  int d; /* the gradient flowing down: w.r.t. the output of the block being undone */
+  int dskip[MODEL_MAX_LEVELS];
+  CHECK(conv_bwd(m, c, &m->head, n, head_in, x, m->dlogits, level_pixels(m, 0) * cf->widths[0],
+                 &d));
   for (int i = 0; i <= L - 2; i++) {
+    dec_t *dc = &m->dec[i];
+    size_t P = level_pixels(m, i), wi = (size_t)cf->widths[i];
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
-    dec_t *d = &m->dec[i];
-    CHECK(block_bwd(c, &d->b2, n, hw, d->b1.r, m->g[cur], m->g[!cur]));
-    cur = !cur;
-    CHECK(block_bwd(c, &d->b1, n, hw, d->cat, m->g[cur], m->g[!cur]));
-    cur = !cur;
-    CHECK_OPS(&m->ops,
-              m->ops.concat_bwd(&m->ops, m->g[cur], cf->widths[i], cf->widths[i], (size_t)n * hw,
-                                m->enc[i].dskip, 0, m->g[!cur]),
+    int r, dx, cat, dcat, dup, below;
+    CHECK(norm_bwd(m, c, &dc->b2, n, i, d));
+    CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
+    CHECK(conv_bwd(m, c, &dc->b2.conv, n, r, x, d, P * wi, &dx));
+    CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
+    CHECK(concat(m, c, i, n, &cat));
+    CHECK(conv_bwd(m, c, &dc->b1.conv, n, cat, x, dx, P * 2 * wi, &dcat));
+    /* the skip's gradient waits in dskip[i] for the encoder, which adds the pool's */
+    CHECK(declare(m, &dskip[i], P * wi, e, "skip gradient", err, errlen));
+    CHECK(declare(m, &dup, P * wi, e, "gradient", err, errlen));
+    {
+      const void *g = PT(dcat);
+      void *gs = PT(dskip[i]), *gu = PT(dup);
+      RUN_OPS(m->ops.concat_bwd(&m->ops, g, (int)wi, (int)wi, (size_t)n * hw, gs, 0, gu),
               "concat backward");
-    cur = !cur;
-    const void *below = i == L - 2 ? m->enc[L - 1].b2.r : m->dec[i + 1].b2.r;
-    CHECK(layer_conv_bwd(c, &d->up, n, below, m->g[cur], m->g[!cur]));
-    cur = !cur;
+    }
+    block_t *src = i == L - 2 ? &m->enc[L - 1].b2 : &m->dec[i + 1].b2;
+    CHECK(recompute(m, c, src, n, i + 1, &below, "norm output"));
+    CHECK(conv_bwd(m, c, &dc->up, n, below, x, dup, level_pixels(m, i + 1) * cf->widths[i + 1],
+                   &d));
   }
   for (int i = L - 1; i >= 0; i--) {
-    size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
-    enc_t *e = &m->enc[i];
-    void *d = m->g[cur];
+    enc_t *en = &m->enc[i];
+    size_t P = level_pixels(m, i), wi = (size_t)cf->widths[i];
     if (i < L - 1) {
-      /* g[cur] is the gradient of the pooled input of level i+1: add it to the skip's. */
-      CHECK_OPS(&m->ops,
-                m->ops.maxpool_bwd(&m->ops, m->g[cur], m->enc[i + 1].arg, n, cf->height >> i,
-                                   cf->width >> i, cf->widths[i], e->dskip, 1),
+      /* d is the gradient of level i+1's pooled input: add it to the skip's */
+      {
+        const void *g = PT(d);
+        const uint8_t *arg = PT(m->enc[i + 1].arg);
+        void *gs = PT(dskip[i]);
+        RUN_OPS(m->ops.maxpool_bwd(&m->ops, g, arg, n, cf->height >> i, cf->width >> i,
+                                   (int)wi, gs, 1),
                 "max-pool backward");
-      d = e->dskip;
+      }
+      d = dskip[i];
     }
-    void *free_buf = d == m->g[0] ? m->g[1] : m->g[0];
-    CHECK(block_bwd(c, &e->b2, n, hw, e->b1.r, d, free_buf));
-    const void *in = i == 0 ? x : e->pooled;
-    void *dx = i == 0 ? NULL : (free_buf == m->g[0] ? m->g[1] : m->g[0]);
-    CHECK(block_bwd(c, &e->b1, n, hw, in, free_buf, dx));
-    if (dx) cur = dx == m->g[0] ? 0 : 1;
+    int r, dx;
+    CHECK(norm_bwd(m, c, &en->b2, n, i, d));
+    CHECK(recompute(m, c, &en->b1, n, i, &r, "norm output"));
+    CHECK(conv_bwd(m, c, &en->b2.conv, n, r, x, d, P * wi, &dx));
+    CHECK(norm_bwd(m, c, &en->b1, n, i, dx));
+    if (i > 0)
+      CHECK(conv_bwd(m, c, &en->b1.conv, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
+    else
+      CHECK(conv_bwd(m, c, &en->b1.conv, n, -1, x, dx, 0, NULL));
   }
+  return 0;
+}
+
+/* The loss over the logits into their gradient: one operation of the schedule. */
+static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, char *err,
+                   size_t errlen)
+{
+  size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
+  const void *lg = PT(m->logits);
+  void *dl = PT(m->dlogits);
+  RUN_OPS(m->ops.softmax_ce_async(&m->ops, lg, y, P, m->cfg.classes, m->cfg.ignore_index,
+                                  loss_scale, 0, dl, NULL, m->loss_dev),
+          "the loss");
+  return 0;
+}
+
+/* The dry pass of a training step at the largest batch, the layout, and its block. */
+static int plan_activations(model_t *m, char *err, size_t errlen)
+{
+  CHECK(plan_create(&m->plan, err, errlen));
+  layer_ctx_t c = {.ops = &m->ops, .params = m->params, .err = err, .errlen = errlen};
+  int head_in, n = m->cfg.max_batch;
+  m->planning = 1;
+  int rc = forward(m, &c, NULL, n, &head_in);
+  if (rc == 0) rc = loss_op(m, NULL, n, 1.0f, err, errlen);
+  if (rc == 0) rc = backward(m, &c, NULL, head_in, n);
+  m->planning = 0;
+  CHECK(rc);
+  /* SHMDDP_MEM_PLAN=separate (src/train/params.c): no tensor shares memory with another */
+  const char *mode = getenv("SHMDDP_MEM_PLAN");
+  if (mode && *mode && strcmp(mode, "shared") != 0) {
+    if (strcmp(mode, "separate") != 0)
+      return check_fail(err, errlen, "SHMDDP_MEM_PLAN=%s: use shared or separate", mode);
+    plan_set_separate(m->plan, 1);
+  }
+  size_t bytes;
+  CHECK(plan_finish(m->plan, &bytes, err, errlen));
+  m->act = arena_alloc(m->arena, bytes ? bytes : 1, ARENA_ACTIVATIONS, "activations (planned)");
+  if (!m->act) return check_fail(err, errlen, "%s", arena_last_error(m->arena));
+  plan_set_base(m->plan, m->act);
   return 0;
 }
 
@@ -372,7 +563,8 @@ static void ctx_init(model_t *m, layer_ctx_t *c, int train, int accumulate,
                      const model_hooks_t *hooks, char *err, size_t errlen)
 {
   *c = (layer_ctx_t){.ops = &m->ops, .params = m->params, .wparams = m->wparams,
-                     .wgrads = m->wgrads, .grads = m->gf32, .separate = m->separate,
+                     .wgrads = m->wgrads, .gstage = m->gstage, .grads = m->gf32,
+                     .separate = m->separate,
                      .accumulate = accumulate, .train = train, .hooks = hooks, .ws = m->ws,
                      .err = err, .errlen = errlen};
 }
@@ -382,7 +574,7 @@ static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int tr
                    size_t errlen)
 {
   ctx_init(m, c, train, accumulate, hooks, err, errlen);
-  m->fwd_head_in = NULL; /* this forward replaces what a split step saved */
+  m->fwd_head_in = -1; /* this forward replaces what a split step saved */
   *xin = x;
   if (m->separate) {
     CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams),
@@ -407,16 +599,12 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
   const void *xin;
   CHECK(prepare(m, &c, x, batch, 1, accumulate, hooks, &xin, err, errlen));
   int tl = timeline_begin(TIMELINE_FORWARD, model_stream(m)); /* the loss counts as forward */
-  const void *head_in;
+  int head_in;
   CHECK(forward(m, &c, xin, batch, &head_in));
-  size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   /* The loss stays where the device wrote it (model_step_loss reads it): nothing here waits, so
    * the host never drains the GPU between forward and backward, and the whole step can be
    * captured in a CUDA graph. */
-  CHECK_OPS(&m->ops,
-            m->ops.softmax_ce_async(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index,
-                                    loss_scale, 0, m->g[0], NULL, m->loss_dev),
-            "the loss");
+  CHECK(loss_op(m, y, batch, loss_scale, err, errlen));
   tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
   CHECK(backward(m, &c, xin, head_in, batch));
   timeline_end(tl, model_stream(m));
@@ -461,18 +649,18 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
 int model_forward_train(model_t *m, const float *x, int batch, const model_hooks_t *hooks,
                         void **logits, void **dlogits, size_t *elem, char *err, size_t errlen)
 {
-  m->fwd_head_in = NULL;
+  m->fwd_head_in = -1;
   if (check_batch(m, x, batch, err, errlen) != 0) return -1;
   layer_ctx_t c;
   const void *xin;
   CHECK(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
-  const void *head_in;
+  int head_in;
   CHECK(forward(m, &c, xin, batch, &head_in));
   m->fwd_x = xin;
   m->fwd_head_in = head_in;
   m->fwd_batch = batch;
-  *logits = m->logits;
-  *dlogits = m->g[0]; /* backward() starts from g[0] */
+  *logits = plan_ptr(m->plan, m->logits);
+  *dlogits = plan_ptr(m->plan, m->dlogits); /* backward() starts from it */
   *elem = m->ops.elem;
   return 0;
 }
@@ -505,12 +693,12 @@ int model_loss_value(model_t *m, double *loss, char *err, size_t errlen)
 int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char *err,
                    size_t errlen)
 {
-  if (!m->fwd_head_in)
+  if (m->fwd_head_in < 0)
     return check_fail(err, errlen, "model_backward without a successful model_forward_train");
   layer_ctx_t c;
   ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
   int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);
-  m->fwd_head_in = NULL; /* the saved activations belong to one backward */
+  m->fwd_head_in = -1; /* the saved activations belong to one backward */
   return rc;
 }
 
@@ -521,13 +709,13 @@ int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t 
   layer_ctx_t c;
   const void *xin;
   CHECK(prepare(m, &c, x, batch, 0, 0, NULL, &xin, err, errlen));
-  const void *head_in;
+  int head_in;
   CHECK(forward(m, &c, xin, batch, &head_in));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   double sum = 0;
   long count = 0;
   CHECK_OPS(&m->ops,
-            m->ops.softmax_ce(&m->ops, m->logits, y, P, m->cfg.classes, m->cfg.ignore_index, 1, 0,
+            m->ops.softmax_ce(&m->ops, plan_ptr(m->plan, m->logits), y, P, m->cfg.classes, m->cfg.ignore_index, 1, 0,
                               NULL, pred, &sum, &count),
             "the loss");
   m->last_loss = count ? sum / (double)count : 0;

@@ -7,23 +7,24 @@
 #include "src/device/device.h"
 #include "src/model/unet.h"
 
+/* Activations are tensors of the memory plan (src/device/plan.h): the ids below name them
+ * during one pass of the schedule (unet.c), and the plan says where they live. */
 typedef struct {
   layer_conv_t conv;
   layer_norm_t norm;
-  void *a, *r; /* conv output (norm input), norm+ReLU output */
+  int a; /* the conv output (norm input): the one tensor a block keeps for backward, which
+            recomputes the norm+ReLU output from it where it needs it */
 } block_t;
 
 typedef struct {
   block_t b1, b2;
-  void *pooled;   /* input of levels > 0: max-pool of the level above */
-  uint8_t *arg;
-  void *dskip;    /* gradient of b2.r (skip and pool input), levels < L-1 */
+  int pooled, arg; /* levels > 0: max-pool of the level above, and which input won */
 } enc_t;
 
 typedef struct {
   layer_conv_t up;
   block_t b1, b2;
-  void *cat;      /* [skip, up] */
+  int up_out; /* the transposed convolution's output, the concat's second half */
 } dec_t;
 
 struct model {
@@ -41,7 +42,12 @@ struct model {
   enc_t enc[MODEL_MAX_LEVELS];
   dec_t dec[MODEL_MAX_LEVELS];
   layer_conv_t head;
-  void *x_work, *logits, *g[2];
+  void *x_work;
+  struct plan *plan; /* the activations' layout, made by one dry pass of the schedule */
+  void *act;         /* its block */
+  int planning;      /* the dry pass: tensors are declared and used, no op runs */
+  int logits, dlogits; /* plan tensors of the pass */
+  void *gstage;      /* one layer's low-precision weight gradients (layers.h) */
   double *loss_dev;  /* (loss sum, count) of the step where the device writes it (on the host:
                         loss_host itself) */
   double *loss_host; /* host memory (pinned on a GPU): loss sum, count, bad-label word, copied
@@ -50,7 +56,8 @@ struct model {
   dev_event_t *loss_ready; /* recorded after a queued step (model_step_queued) */
   /* Between model_forward_train and model_backward (DataParallel's split step): the input as
    * the layers saw it, the head's input and the batch. */
-  const void *fwd_x, *fwd_head_in;
+  const void *fwd_x;
+  int fwd_head_in; /* plan tensor, -1 when no forward is pending */
   int fwd_batch;
   void *ws;
   char *signature;

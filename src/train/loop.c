@@ -272,9 +272,11 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
       char who[256], desc[1024];
       e->ops->describe(e, job, who, sizeof who);
       train_config_describe(c, desc, sizeof desc);
+      char plan[256];
+      model_plan_describe(e->model, plan, sizeof plan);
       progress_print(&r.progress, "train: %s, %zu parameters, %zu training / %zu validation "
-                     "samples, %ld steps\n  %s", who, model_num_params(e->model),
-                     job->train->size, job->val->size, total, desc);
+                     "samples, %ld steps\n  %s\n  %s", who, model_num_params(e->model),
+                     job->train->size, job->val->size, total, desc, plan);
     }
   }
   res->world = e->world;

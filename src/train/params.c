@@ -94,6 +94,14 @@ static const param_t table[] = {
      .dflt = "0",
      .reader = "kernels, when a convolution is planned",
      .meaning = "1: print each layer's chosen algorithms and workspace to stderr"},
+    /* the model (src/model/unet.c) */
+    {.name = "SHMDDP_MEM_PLAN",
+     .kind = PARAM_CHOICE,
+     .choices = "shared|separate",
+     .dflt = "shared",
+     .reader = "the model, when it is built",
+     .meaning = "separate: every activation and gradient in its own memory, none shared between "
+                "tensors that are never alive together (checks the memory plan; costs memory)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK",
      .kind = PARAM_SET,

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Memory of the training step on one GPU, ours beside PyTorch in the same call: the trainer's
+# ledger by category (the way PyTorch's max_memory_allocated counts: every tensor the step
+# holds, at its peak) and the device's used memory (NVML; CUDA context, cuDNN and cuBLAS
+# included), for the shared memory plan and for SHMDDP_MEM_PLAN=separate (every activation in
+# its own memory), in bf16 and fp32. PyTorch: max_memory_allocated, max_memory_reserved and
+# the device's used memory (bench/torch_unet.py).
+# Usage: bench/run_memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (default "bf16 fp32")
+# Writes OUT_DIR/memory.tsv and OUT_DIR/memory.log. Configuration as bench/run_train_gpu.sh.
+set -u
+B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
+mkdir -p "$O"
+log="$O/memory.log"; tsv="$O/memory.tsv"
+{
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  nvidia-smi -L | sed 's/^/# /'
+  echo "# reference U-Net 64..1024, batch 6, 3x256x256, 4 classes, SGD momentum 0.9, 1 GPU, ${STEPS:-30} timed steps"
+  printf 'impl\tprecision\tvariant\timages_per_s\tpeak_mib\tparameters\tgradients\toptimizer\tactivations\tworkspace\tdevice_used_mib\treserved_mib\n'
+} > "$tsv"
+common="--device cuda --nproc 1 --widths reference --batch-size 6 --image-size 256 --classes 4 \
+--optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-30} + 8)) --timing-warmup 8 \
+--train-size 600 --val-size 12 --workers 8 --log-every 10 --timeout 60"
+row() { # label in the ledger
+  grep -E "^  $1 " "$O/last.log" | tail -1 | awk '{print $(NF)}'
+}
+for p in $PRECS; do
+  for plan in shared separate; do
+    cmd="SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
+    echo "+ $cmd" >> "$log"
+    timeout -s KILL 150 sh -c "$cmd" > "$O/last.log" 2>&1
+    rc=$?
+    cat "$O/last.log" >> "$log"
+    ips=$(grep -o 'images_per_s=[0-9.]*' "$O/last.log" | tail -1 | cut -d= -f2)
+    [ $rc -eq 0 ] || ips="failed($rc)"
+    peak=$(grep -o 'peak_mib=[0-9,]*' "$O/last.log" | tail -1 | cut -d= -f2)
+    nvml=$(grep -E "device memory used \(NVML\)" "$O/last.log" | tail -1 | awk '{print $NF}')
+    printf 'shmddp\t%s\tplan=%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$p" "$plan" "${ips:--}" \
+      "${peak:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
+      "$(row workspace)" "${nvml:--}" >> "$tsv"
+  done
+  cmd="python3 bench/torch_unet.py --gpus 1 --precision $p --channels-last 1 --steps ${STEPS:-30}"
+  echo "+ $cmd" >> "$log"
+  line=$(timeout -s KILL 150 $cmd 2>>"$log" | tail -1)
+  echo "$line" >> "$log"
+  get() { echo "$line" | grep -o "$1=[0-9.,]*" | cut -d= -f2; }
+  printf 'torch\t%s\tchannels-last\t%s\t%s\t-\t-\t-\t-\t-\t%s\t%s\n' "$p" "$(get img_s)" \
+    "$(get peak_mib)" "$(get device_used_mib)" "$(get reserved_mib)" >> "$tsv"
+done
+cat "$tsv"

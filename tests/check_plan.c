@@ -1,0 +1,275 @@
+/* check_plan.c — the activations' memory plan (src/device/plan.h): layouts checked pair by pair
+ * by an independent loop, sharing where lifetimes allow and never where they meet, replay
+ * errors, and the U-Net's planned step against the same step with every tensor in its own
+ * memory (SHMDDP_MEM_PLAN=separate): the same bits in the loss, the gradients and the
+ * predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/device/plan.h"
+#include "src/model/unet.h"
+#include "src/model/unet_impl.h"
+#include "tests/suite_main.h"
+
+static char err[512];
+
+/* The test's own check of a finished plan: no two tensors alive together overlap, all inside
+ * the block, aligned. Returns how many bytes the layout saved against one buffer each. */
+static size_t check_layout(const plan_t *p)
+{
+  size_t n = plan_count(p), sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *ni;
+    size_t bi, oi;
+    int fi, li;
+    plan_tensor_info(p, i, &ni, &bi, &oi, &fi, &li);
+    ck_assert_uint_eq(oi % PLAN_ALIGN, 0);
+    ck_assert_uint_le(oi + bi, plan_bytes(p));
+    ck_assert_int_le(fi, li);
+    sum += bi;
+    for (size_t j = 0; j < i; j++) {
+      const char *nj;
+      size_t bj, oj;
+      int fj, lj;
+      plan_tensor_info(p, j, &nj, &bj, &oj, &fj, &lj);
+      int alive_together = fi <= lj && fj <= li;
+      int overlap = bi && bj && oi < oj + bj && oj < oi + bi;
+      ck_assert_msg(!(alive_together && overlap), "%s [%d,%d] and %s [%d,%d] overlap", ni, fi, li,
+                    nj, fj, lj);
+    }
+  }
+  ck_assert_uint_eq(sum, plan_sum_bytes(p));
+  ck_assert_uint_ge(plan_bytes(p), plan_live_peak(p));
+  return sum - plan_bytes(p) < sum ? sum - plan_bytes(p) : 0;
+}
+
+START_TEST(shares_only_what_never_meets)
+{
+  plan_t *p;
+  ck_assert_int_eq(plan_create(&p, err, sizeof err), 0);
+  plan_begin(p);
+  /* tick 0: a; tick 1: a -> b (an op reading a, writing b); tick 2: b -> c; tick 3: c */
+  int a = plan_tensor(p, 1000, "a", err, sizeof err);
+  plan_ptr(p, a);
+  plan_tick(p);
+  int b = plan_tensor(p, 1000, "b", err, sizeof err);
+  plan_ptr(p, a), plan_ptr(p, b);
+  plan_tick(p);
+  int c = plan_tensor(p, 1000, "c", err, sizeof err);
+  plan_ptr(p, b), plan_ptr(p, c);
+  plan_tick(p);
+  plan_ptr(p, c);
+  size_t bytes;
+  ck_assert_msg(plan_finish(p, &bytes, err, sizeof err) == 0, "%s", err);
+  /* a and c never meet: two buffers are enough, and a (dead) gives c its place */
+  ck_assert_uint_eq(bytes, 2 * 1024);
+  ck_assert_uint_eq(plan_live_peak(p), 2000);
+  size_t oa, ob, oc;
+  plan_tensor_info(p, (size_t)a, NULL, NULL, &oa, NULL, NULL);
+  plan_tensor_info(p, (size_t)b, NULL, NULL, &ob, NULL, NULL);
+  plan_tensor_info(p, (size_t)c, NULL, NULL, &oc, NULL, NULL);
+  ck_assert_uint_ne(oa, ob);
+  ck_assert_uint_ne(ob, oc);
+  ck_assert_uint_eq(oa, oc);
+  check_layout(p);
+
+  /* replay: the same declarations give the planned places */
+  char *block = malloc(bytes);
+  plan_set_base(p, block);
+  plan_begin(p);
+  ck_assert_int_eq(plan_tensor(p, 1000, "a", err, sizeof err), a);
+  ck_assert_ptr_eq(plan_ptr(p, a), block + oa);
+  ck_assert_int_eq(plan_tensor(p, 1000, "b", err, sizeof err), b);
+  /* a declaration the record does not have is refused, never placed anywhere */
+  ck_assert_int_eq(plan_tensor(p, 2000, "c", err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "schedule changed"));
+  plan_begin(p);
+  ck_assert_int_eq(plan_tensor(p, 1000, "z", err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "planned as a"));
+  plan_begin(p);
+  for (int i = 0; i < 3; i++) plan_tensor(p, 1000, i == 0 ? "a" : i == 1 ? "b" : "c", err, sizeof err);
+  ck_assert_int_eq(plan_tensor(p, 8, "extra", err, sizeof err), -1);
+  free(block);
+  plan_destroy(p);
+}
+END_TEST
+
+/* Random schedules: the layout holds, is never larger than one buffer each nor smaller than the
+ * most alive at once, and the separate layout shares nothing. */
+START_TEST(random_schedules)
+{
+  unsigned s = 12345;
+  for (int round = 0; round < 40; round++) {
+    for (int sep = 0; sep < 2; sep++) {
+      plan_t *p;
+      ck_assert_int_eq(plan_create(&p, err, sizeof err), 0);
+      plan_set_separate(p, sep);
+      plan_begin(p);
+      int n = 1 + round * 5, live[256], nlive = 0;
+      for (int k = 0; k < n; k++) {
+        s = s * 1103515245u + 12345u;
+        size_t bytes = (s >> 8) % 5000 + (k % 7 == 0 ? 0 : 1);
+        char name[16];
+        snprintf(name, sizeof name, "t%d", k);
+        int id = plan_tensor(p, bytes, name, err, sizeof err);
+        ck_assert_int_ge(id, 0);
+        live[nlive++] = id;
+        /* use a few earlier tensors at this tick, then let some die by never using them again */
+        for (int u = 0; u < nlive; u++)
+          if ((s >> (u % 24)) & 1) plan_ptr(p, live[u]);
+        if (nlive > 8) {
+          int victim = (int)((s >> 4) % (unsigned)nlive);
+          nlive--;
+          live[victim] = live[nlive];
+        }
+        plan_tick(p);
+      }
+      size_t bytes;
+      ck_assert_msg(plan_finish(p, &bytes, err, sizeof err) == 0, "%s", err);
+      ck_assert_int_eq(plan_verify(p, err, sizeof err), 0);
+      check_layout(p);
+      if (sep) {
+        size_t aligned = 0;
+        for (size_t i = 0; i < plan_count(p); i++) {
+          size_t b;
+          plan_tensor_info(p, i, NULL, &b, NULL, NULL, NULL);
+          aligned += (b + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        }
+        ck_assert_uint_eq(bytes, aligned);
+      }
+      plan_destroy(p);
+    }
+  }
+}
+END_TEST
+
+/* ---- the U-Net's plan ---- */
+
+static void small_cfg(model_config_t *c, model_norm_t norm)
+{
+  model_config_default(c);
+  c->levels = 3;
+  c->widths[0] = 4;
+  c->widths[1] = 6;
+  c->widths[2] = 8;
+  c->height = 8;
+  c->width = 12;
+  c->max_batch = 3;
+  c->classes = 3;
+  c->norm = norm;
+  c->groups = 2;
+  c->seed = 7;
+}
+
+static void make_batch(const model_config_t *c, int n, unsigned salt, float *x, int32_t *y)
+{
+  size_t P = (size_t)n * c->height * c->width;
+  for (size_t i = 0; i < P * c->in_channels; i++)
+    x[i] = (float)(sin(0.41 * i + salt) + 0.2 * cos(1.7 * i * (salt + 1)));
+  for (size_t p = 0; p < P; p++) y[p] = (int32_t)((p / 5 + salt) % c->classes);
+}
+
+typedef struct {
+  double loss[3];
+  float *grads;
+  int32_t *pred;
+  size_t plan_bytes, plan_sum;
+} step_out_t;
+
+/* Three steps (full batch, a short one, an accumulated one) and an eval. */
+static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, step_out_t *o)
+{
+  model_config_t c;
+  small_cfg(&c, norm);
+  setenv("SHMDDP_MEM_PLAN", mode, 1);
+  model_t *m = NULL;
+  ck_assert_msg(unet_create(&m, &c, dt, err, sizeof err) == 0, "%s", err);
+  unsetenv("SHMDDP_MEM_PLAN");
+  /* NaN everywhere: a tensor read before the schedule wrote it would show in every result */
+  memset(m->act, 0xff, plan_bytes(m->plan));
+  o->plan_bytes = plan_bytes(m->plan);
+  o->plan_sum = plan_sum_bytes(m->plan);
+  check_layout(m->plan);
+  size_t P = (size_t)c.max_batch * c.height * c.width;
+  float *x = malloc(P * c.in_channels * sizeof *x);
+  int32_t *y = malloc(P * sizeof *y);
+  int batches[3] = {3, 2, 3};
+  for (int k = 0; k < 3; k++) {
+    make_batch(&c, batches[k], (unsigned)k, x, y);
+    float loss;
+    ck_assert_msg(model_train_step(m, x, y, batches[k], 1.0f, k == 2, NULL, &loss, err,
+                                   sizeof err) == 0,
+                  "%s", err);
+    o->loss[k] = model_last_loss(m);
+  }
+  size_t np = model_num_params(m);
+  o->grads = malloc(np * sizeof *o->grads);
+  memcpy(o->grads, model_grads(m), np * sizeof *o->grads);
+  o->pred = malloc(P * sizeof *o->pred);
+  make_batch(&c, 3, 9, x, y);
+  float loss;
+  ck_assert_msg(model_eval(m, x, y, 3, o->pred, &loss, err, sizeof err) == 0, "%s", err);
+  free(x), free(y);
+  model_destroy(m);
+}
+
+static void same_bits(model_norm_t norm, ops_dtype_t dt)
+{
+  step_out_t a, b;
+  run_model(norm, dt, "shared", &a);
+  run_model(norm, dt, "separate", &b);
+  model_config_t c;
+  small_cfg(&c, norm);
+  size_t np = model_config_num_params(&c), P = (size_t)c.max_batch * c.height * c.width;
+  for (int k = 0; k < 3; k++) ck_assert_msg(a.loss[k] == b.loss[k], "step %d loss", k);
+  ck_assert_msg(memcmp(a.grads, b.grads, np * sizeof *a.grads) == 0, "gradients differ");
+  ck_assert_msg(memcmp(a.pred, b.pred, P * sizeof *a.pred) == 0, "predictions differ");
+  /* the plan shares: under two thirds of one buffer each, while the separate layout is that */
+  ck_assert_uint_lt(3 * a.plan_bytes, 2 * a.plan_sum);
+  ck_assert_uint_ge(b.plan_bytes, b.plan_sum);
+  free(a.grads), free(a.pred), free(b.grads), free(b.pred);
+}
+
+START_TEST(unet_batchnorm_f32) { same_bits(MODEL_NORM_BATCH, OPS_F32); }
+END_TEST
+START_TEST(unet_groupnorm_f32) { same_bits(MODEL_NORM_GROUP, OPS_F32); }
+END_TEST
+START_TEST(unet_batchnorm_f64_staged) { same_bits(MODEL_NORM_BATCH, OPS_F64); }
+END_TEST
+
+START_TEST(bad_mode_refused)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  setenv("SHMDDP_MEM_PLAN", "sometimes", 1);
+  model_t *m = NULL;
+  ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+  unsetenv("SHMDDP_MEM_PLAN");
+  ck_assert_ptr_null(m);
+  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_MEM_PLAN"));
+}
+END_TEST
+
+static Suite *make_plan_suite(const suite_env_t *env)
+{
+  (void)env;
+  Suite *s = suite_create("plan");
+  TCase *tc = tcase_create("planner");
+  tcase_add_test(tc, shares_only_what_never_meets);
+  tcase_add_test(tc, random_schedules);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("unet");
+  tcase_add_test(tc, unet_batchnorm_f32);
+  tcase_add_test(tc, unet_groupnorm_f32);
+  tcase_add_test(tc, unet_batchnorm_f64_staged);
+  tcase_add_test(tc, bad_mode_refused);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+SUITE_MAIN("check_plan", make_plan_suite, SUITE_CPU_ONLY)
