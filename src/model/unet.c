@@ -6,7 +6,8 @@
  * convolution output (the norm's input), the transposed convolutions' outputs, the pooled
  * inputs and pooling indices. Everything else — the norm+ReLU outputs (the next convolution's
  * input), the skips, the concats — is made again in backward from a kept tensor by one
- * elementwise pass, right before the convolution whose weight gradient needs it; the norms'
+ * elementwise pass, right before the convolution whose weight gradient needs it (the skips
+ * live through forward instead: its peak is below backward's); the norms'
  * backward recompute the ReLU's mask from their input. Every activation and gradient is a
  * tensor of one memory plan (src/device/plan.h): a dry pass of this schedule records when each
  * is alive, and tensors that are never alive together share memory (a gradient takes the place
@@ -343,14 +344,15 @@ static int recompute(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
   return 0;
 }
 
-/* The skip of level i ([recomputed encoder output, up-conv output]) into a new tensor *cat. */
-static int concat(model_t *m, const layer_ctx_t *c, int i, int n, int *cat)
+/* The concat of level i, [encoder output, up-conv output], into a new tensor *cat. skip: the
+ * encoder output when it is still alive (forward), or -1 to recompute it (backward). */
+static int concat(model_t *m, const layer_ctx_t *c, int i, int n, int skip, int *cat)
 {
   char *err = c->err;
   size_t errlen = c->errlen, P = level_pixels(m, i);
   size_t hw = (size_t)(m->cfg.height >> i) * (size_t)(m->cfg.width >> i);
-  int wi = m->cfg.widths[i], skip;
-  CHECK(recompute(m, c, &m->enc[i].b2, n, i, &skip, "skip"));
+  int wi = m->cfg.widths[i];
+  if (skip < 0) CHECK(recompute(m, c, &m->enc[i].b2, n, i, &skip, "skip"));
   CHECK(declare(m, cat, P * 2 * wi, m->ops.elem, "concat", err, errlen));
   const void *sk = PT(skip), *up = PT(m->dec[i].up_out);
   void *y = PT(*cat);
@@ -368,6 +370,9 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
   int L = cf->levels;
   plan_begin(m->plan);
   int in = -1; /* the next layer's input: a tensor, or x */
+  /* The encoder outputs stay alive until their concat: forward's peak is below backward's, so
+   * keeping them costs no memory at the peak and saves recomputing them. */
+  int skip[MODEL_MAX_LEVELS];
   for (int i = 0; i < L; i++) {
     enc_t *en = &m->enc[i];
     if (i > 0) {
@@ -387,7 +392,7 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
     int r1, r2;
     CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1));
     CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2));
-    in = r2;
+    in = skip[i] = r2;
   }
   for (int i = L - 2; i >= 0; i--) {
     dec_t *d = &m->dec[i];
@@ -399,7 +404,7 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
       RUN(layer_conv_fwd(c, &d->up, n, src, y));
     }
     int cat, r1, r2;
-    CHECK(concat(m, c, i, n, &cat));
+    CHECK(concat(m, c, i, n, skip[i], &cat));
     CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1));
     CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2));
     in = r2;
@@ -466,7 +471,7 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
     CHECK(conv_bwd(m, c, &dc->b2.conv, n, r, x, d, P * wi, &dx));
     CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
-    CHECK(concat(m, c, i, n, &cat));
+    CHECK(concat(m, c, i, n, -1, &cat));
     CHECK(conv_bwd(m, c, &dc->b1.conv, n, cat, x, dx, P * 2 * wi, &dcat));
     /* the skip's gradient waits in dskip[i] for the encoder, which adds the pool's */
     CHECK(declare(m, &dskip[i], P * wi, e, "skip gradient", err, errlen));
