@@ -7,6 +7,8 @@
 # the device's used memory (bench/torch_unet.py).
 # Usage: bench/run_memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (default "bf16 fp32")
 # Writes OUT_DIR/memory.tsv and OUT_DIR/memory.log. Configuration as bench/run_train_gpu.sh.
+# Environment: STEPS (timed steps, default 30); PLANS (default "shared separate"); TORCH=0 leaves
+# PyTorch out (e.g. for a second build in the same call).
 set -u
 B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
 mkdir -p "$O"
@@ -25,7 +27,7 @@ row() { # label in the ledger
   grep -E "^  $1 " "$O/last.log" | tail -1 | awk '{print $(NF)}'
 }
 for p in $PRECS; do
-  for plan in shared separate; do
+  for plan in ${PLANS:-shared separate}; do
     cmd="SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
     echo "+ $cmd" >> "$log"
     timeout -s KILL 150 sh -c "$cmd" > "$O/last.log" 2>&1
@@ -39,6 +41,7 @@ for p in $PRECS; do
       "${peak:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
       "$(row workspace)" "${nvml:--}" >> "$tsv"
   done
+  [ "${TORCH:-1}" = 1 ] || continue
   cmd="python3 bench/torch_unet.py --gpus 1 --precision $p --channels-last 1 --steps ${STEPS:-30}"
   echo "+ $cmd" >> "$log"
   line=$(timeout -s KILL 150 $cmd 2>>"$log" | tail -1)
