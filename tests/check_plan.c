@@ -1,8 +1,8 @@
 /* check_plan.c — the activations' memory plan (src/device/plan.h): layouts checked pair by pair
  * by an independent loop, sharing where lifetimes allow and never where they meet, replay
  * errors, and the U-Net's planned step against the same step with every tensor in its own
- * memory (SHMDDP_MEM_PLAN=separate): the same bits in the loss, the gradients and the
- * predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
+ * memory (SHMDDP_MEM_PLAN=separate) and with forward's outputs kept instead of recomputed
+ * (SHMDDP_RECOMPUTE=0): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
 #include "config.h"
 
 #include <check.h>
@@ -182,14 +182,17 @@ typedef struct {
 } step_out_t;
 
 /* Three steps (full batch, a short one, an accumulated one) and an eval. */
-static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, step_out_t *o)
+static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
+                      step_out_t *o)
 {
   model_config_t c;
   small_cfg(&c, norm);
   setenv("SHMDDP_MEM_PLAN", mode, 1);
+  setenv("SHMDDP_RECOMPUTE", recompute, 1);
   model_t *m = NULL;
   ck_assert_msg(unet_create(&m, &c, dt, err, sizeof err) == 0, "%s", err);
   unsetenv("SHMDDP_MEM_PLAN");
+  unsetenv("SHMDDP_RECOMPUTE");
   /* NaN everywhere: a tensor read before the schedule wrote it would show in every result */
   memset(m->act, 0xff, plan_bytes(m->plan));
   o->plan_bytes = plan_bytes(m->plan);
@@ -220,9 +223,11 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, step_
 
 static void same_bits(model_norm_t norm, ops_dtype_t dt)
 {
-  step_out_t a, b;
-  run_model(norm, dt, "shared", &a);
-  run_model(norm, dt, "separate", &b);
+  step_out_t a, b, k;
+  run_model(norm, dt, "shared", "1", &a);
+  run_model(norm, dt, "separate", "1", &b);
+  /* keeping forward's outputs instead of recomputing them: the same numbers, more memory */
+  run_model(norm, dt, "shared", "0", &k);
   model_config_t c;
   small_cfg(&c, norm);
   size_t np = model_config_num_params(&c), P = (size_t)c.max_batch * c.height * c.width;
@@ -232,7 +237,11 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
   /* the plan shares: under two thirds of one buffer each, while the separate layout is that */
   ck_assert_uint_lt(3 * a.plan_bytes, 2 * a.plan_sum);
   ck_assert_uint_ge(b.plan_bytes, b.plan_sum);
-  free(a.grads), free(a.pred), free(b.grads), free(b.pred);
+  for (int i = 0; i < 3; i++) ck_assert_msg(a.loss[i] == k.loss[i], "step %d loss (kept)", i);
+  ck_assert_msg(memcmp(a.grads, k.grads, np * sizeof *a.grads) == 0, "gradients differ (kept)");
+  ck_assert_msg(memcmp(a.pred, k.pred, P * sizeof *a.pred) == 0, "predictions differ (kept)");
+  ck_assert_uint_gt(k.plan_bytes, a.plan_bytes);
+  free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
 }
 
 START_TEST(unet_batchnorm_f32) { same_bits(MODEL_NORM_BATCH, OPS_F32); }
@@ -252,6 +261,10 @@ START_TEST(bad_mode_refused)
   unsetenv("SHMDDP_MEM_PLAN");
   ck_assert_ptr_null(m);
   ck_assert_ptr_nonnull(strstr(err, "SHMDDP_MEM_PLAN"));
+  setenv("SHMDDP_RECOMPUTE", "no", 1);
+  ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+  unsetenv("SHMDDP_RECOMPUTE");
+  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_RECOMPUTE"));
 }
 END_TEST
 

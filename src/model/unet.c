@@ -322,6 +322,7 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
     RUN(layer_conv_fwd(c, &b->conv, n, src, a));
   }
   CHECK(declare(m, out, P * b->norm.C, e, "norm output", err, errlen));
+  b->r = *out;
   {
     const void *a = PT(b->a);
     void *r = PT(*out);
@@ -337,6 +338,10 @@ static int recompute(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
   char *err = c->err;
   size_t errlen = c->errlen;
   size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  if (m->keep) { /* forward's output, alive until now */
+    *out = b->r;
+    return 0;
+  }
   CHECK(declare(m, out, level_pixels(m, level) * b->norm.C, m->ops.elem, name, err, errlen));
   const void *a = PT(b->a);
   void *r = PT(*out);
@@ -405,6 +410,7 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
     }
     int cat, r1, r2;
     CHECK(concat(m, c, i, n, skip[i], &cat));
+    d->cat = cat;
     CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1));
     CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2));
     in = r2;
@@ -471,7 +477,10 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
     CHECK(conv_bwd(m, c, &dc->b2.conv, n, r, x, d, P * wi, &dx));
     CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
-    CHECK(concat(m, c, i, n, -1, &cat));
+    if (m->keep)
+      cat = dc->cat;
+    else
+      CHECK(concat(m, c, i, n, -1, &cat));
     CHECK(conv_bwd(m, c, &dc->b1.conv, n, cat, x, dx, P * 2 * wi, &dcat));
     /* the skip's gradient waits in dskip[i] for the encoder, which adds the pool's */
     CHECK(declare(m, &dskip[i], P * wi, e, "skip gradient", err, errlen));
@@ -534,6 +543,13 @@ static int plan_activations(model_t *m, char *err, size_t errlen)
   CHECK(plan_create(&m->plan, err, errlen));
   layer_ctx_t c = {.ops = &m->ops, .params = m->params, .err = err, .errlen = errlen};
   int head_in, n = m->cfg.max_batch;
+  /* SHMDDP_RECOMPUTE=0 (src/train/params.c): keep what backward would recompute */
+  const char *rc_env = getenv("SHMDDP_RECOMPUTE");
+  if (rc_env && *rc_env) {
+    if (strcmp(rc_env, "0") != 0 && strcmp(rc_env, "1") != 0)
+      return check_fail(err, errlen, "SHMDDP_RECOMPUTE=%s: use 1 (recompute) or 0 (keep)", rc_env);
+    m->keep = strcmp(rc_env, "0") == 0;
+  }
   m->planning = 1;
   int rc = forward(m, &c, NULL, n, &head_in);
   if (rc == 0) rc = loss_op(m, NULL, n, 1.0f, err, errlen);

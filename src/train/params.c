@@ -102,6 +102,13 @@ static const param_t table[] = {
      .reader = "the model, when it is built",
      .meaning = "separate: every activation and gradient in its own memory, none shared between "
                 "tensors that are never alive together (checks the memory plan; costs memory)"},
+    {.name = "SHMDDP_RECOMPUTE",
+     .kind = PARAM_FLAG,
+     .dflt = "1",
+     .reader = "the model, when it is built",
+     .meaning = "0: keep every norm+ReLU output and concat from forward for backward instead of "
+                "recomputing them (reference U-Net on one H200, bf16: 5% faster, 1.6x the "
+                "memory)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK",
      .kind = PARAM_SET,
