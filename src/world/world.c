@@ -173,7 +173,14 @@ void world_destroy(world_t *w)
 
 int world_attach(world_t *w, int dev, int max_blocks, char *err, size_t errlen)
 {
+  if (w->attached) {
+    if (dev == w->dev) return 0;
+    return check_fail(err, errlen, "the world's collectives were set up for %s %d, not %s %d",
+                      w->dev == DEV_HOST ? "host" : "GPU", w->dev,
+                      dev == DEV_HOST ? "host" : "GPU", dev);
+  }
   w->dev = dev;
+  w->attached = 1;
   return w->size > 1 ? w->ops->attach(w, dev, max_blocks, err, errlen) : 0;
 }
 
@@ -181,6 +188,7 @@ int world_dup(world_t *w, world_t **out, char *err, size_t errlen)
 {
   CHECK(w->ops->dup(w, out, err, errlen));
   (*out)->dev = DEV_HOST;
+  (*out)->attached = 0;
   return 0;
 }
 

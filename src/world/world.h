@@ -43,6 +43,7 @@ struct world {
   int device;     /* the GPU this rank drives, or -1 */
   int capturable; /* the bucket and SyncBN collectives can be captured in a CUDA graph */
   int dev;        /* after world_attach: DEV_HOST or the GPU its buffers are on */
+  int attached;
 };
 
 /* One machine: the ranks of comm (not owned; NULL: a world of one rank). */
@@ -58,7 +59,8 @@ static inline int world_capturable(const world_t *w) { return w->capturable; }
 
 /* Prepare the collectives for buffers on dev (DEV_HOST, or the rank's GPU): the device
  * transport, a communication stream; max_blocks > 0 caps the blocks of the bucket all-reduces.
- * Collective; once, before any other call but dup. */
+ * Collective; before any other call but dup (a second call with the same dev does nothing:
+ * several engines may train over one world, one after the other). */
 int world_attach(world_t *w, int dev, int max_blocks, char *err, size_t errlen);
 /* A second world over the same ranks whose all_reduce calls are ordered independently of w's
  * buckets (SyncBN on the compute stream beside the buckets on theirs); attached like w. */

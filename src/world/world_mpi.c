@@ -87,6 +87,7 @@ static int hier_all_reduce(world_t *w, shmddp_comm_t *intra, inter_t *x, void *b
                            size_t errlen)
 {
   hier_t *h = H(w);
+  if (!x) return check_fail(err, errlen, "a collective before world_attach");
   const size_t ds = shmddp_dtype_size(dtype);
   const int L = h->L, l = h->local;
   shmddp_stream_t st = (shmddp_stream_t)stream;
