@@ -267,14 +267,16 @@ int main(int argc, char **argv)
           if (fabs(rp[i]) > scale) scale = fabs(rp[i]);
         }
         double rel = worst / (scale > 1 ? scale : 1);
+        /* check_ddp's GPU tolerance: TF32 convolutions, cuDNN's algorithms chosen per batch */
+        const double tol = gpu_mode ? 2e-3 : c->tol;
         for (size_t i = 0; i < nb; i++)
-          bad_buf += !(fabs(b[0][i] - rb[i]) <= c->tol * (1 + fabs(rb[i])) * 10);
-        int pass = rel <= c->tol && bad_buf == 0 && same && rerun_all;
+          bad_buf += !(fabs(b[0][i] - rb[i]) <= tol * (1 + fabs(rb[i])) * 10);
+        int pass = rel <= tol && bad_buf == 0 && same && rerun_all;
         printf("%s %s: %d ranks (%d nodes x %d) against one rank on the %d-sample batch: weights "
                "differ by %.2e (relative; tolerance %g; worst at %zu: %g vs %g), %zu running "
                "statistics off, every rank the same bits: %s, rerun bit-identical: %s\n",
                pass ? "PASS" : "FAIL", c->name, size, info.nodes, info.per_node,
-               B * c->accum * size, rel, c->tol, at, p[0][at], rp[at], bad_buf,
+               B * c->accum * size, rel, tol, at, p[0][at], rp[at], bad_buf,
                same ? "yes" : "NO", rerun_all ? "yes" : "NO");
         fails += !pass;
       }
