@@ -51,6 +51,7 @@ typedef struct {
   void *stream, *async_stream; /* broadcasts; buckets (NULL on the host) */
   dev_event_t *join;
   /* the progress thread */
+  int aware; /* hand MPI device pointers */
   int threaded, started, quit;
   pthread_t thread;
   pthread_mutex_t mu;
@@ -242,11 +243,7 @@ static int h_attach(world_t *w, int dev, int max_blocks, char *err, size_t errle
     CHECK(dev_stream_create(&h->async_stream, dev, 1, err, errlen));
   }
   CHECK(dev_event_create(&h->join, dev, DEV_EVENT_ORDER, err, errlen));
-  int aware = 0;
-#if defined(MPIX_CUDA_AWARE_SUPPORT)
-  aware = dev != DEV_HOST && MPIX_Query_cuda_support() == 1;
-#endif
-  inter_config_t ic = {.comm = h->inter, .dev = dev, .cuda_aware = aware};
+  inter_config_t ic = {.comm = h->inter, .dev = dev, .cuda_aware = dev != DEV_HOST && h->aware};
   CHECK(inter_create(&h->x, &ic, err, errlen));
   ic.comm = h->inter_async;
   CHECK(inter_create(&h->x_async, &ic, err, errlen));
@@ -331,6 +328,21 @@ static const world_ops_t hier_ops = {
     .abort = h_abort,
     .destroy = h_destroy,
 };
+
+/* Whether MPI takes device pointers: what the library says (Open MPI's MPIX_Query_cuda_support),
+ * unless SHMDDP_MPI_CUDA_AWARE says 0 (or 1: trust it; the table in src/train/params.c). Read
+ * once, at set-up. */
+static int cuda_aware(void)
+{
+  int lib = 0;
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  lib = MPIX_Query_cuda_support() == 1;
+#endif
+  const char *v = getenv("SHMDDP_MPI_CUDA_AWARE");
+  if (v && strcmp(v, "0") == 0) return 0;
+  if (v && strcmp(v, "1") == 0) return 1;
+  return lib;
+}
 
 /* The node's ranks: by host, or r / K. Every node must have as many. */
 static int group(hier_t *h, const world_mpi_config_t *cfg, world_mpi_info_t *in, char *err,
@@ -434,9 +446,8 @@ int world_mpi_create(world_t **out, const world_mpi_config_t *cfg, world_mpi_inf
     return rc;
   }
   in->threaded = provided == MPI_THREAD_MULTIPLE;
-#if defined(MPIX_CUDA_AWARE_SUPPORT)
-  in->cuda_aware = MPIX_Query_cuda_support() == 1;
-#endif
+  in->cuda_aware = cuda_aware();
+  h->aware = in->cuda_aware;
   h->threaded = in->threaded;
   int c = MPI_Comm_dup(h->inter, &h->inter_async);
   if (c != MPI_SUCCESS) rc = inter_mpi_fail(c, "MPI_Comm_dup", err, errlen);
