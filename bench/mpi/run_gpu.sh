@@ -18,6 +18,9 @@ B=${2:-}
 [ -n "$B" ] || { [ -x b/shmddp-train ] && B=b || B=.; }
 [ -x "$B/shmddp-train" ] || { echo "run_gpu.sh: no shmddp-train in $B (build first)"; exit 2; }
 [ -x "$B/tools/mpi_allreduce_bench" ] || { echo "run_gpu.sh: $B was configured without MPI (configure --with-mpi)"; exit 2; }
+# tests/mpi_ddp is a check program: built here if `make` alone built the tree
+[ -x "$B/tests/mpi_ddp" ] || make -s -C "$B" tests/mpi_ddp > /dev/null 2>&1 ||
+  echo "run_gpu.sh: could not build $B/tests/mpi_ddp; its part is left out"
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 S="$O/summary.txt"
@@ -65,7 +68,7 @@ else
   say "weights: a checkpoint is missing (a run failed)"
 fi
 say "-- tests/mpi_ddp --gpu: the engine over 2 nodes x 1 GPU against one GPU on the whole batch"
-timeout -s KILL 300 $MPIRUN "$B/tests/mpi_ddp" --gpu --ranks-per-node 1 2>&1 | tee -a "$S"
+[ -x "$B/tests/mpi_ddp" ] && timeout -s KILL 300 $MPIRUN "$B/tests/mpi_ddp" --gpu --ranks-per-node 1 2>&1 | tee -a "$S"
 say "== (b) the inter-node all-reduce between the 2 ranks (f32 sum; busbw = algbw for 2 ranks)"
 say "-- device buffers through the world (the path the gradient buckets take)"
 timeout -s KILL 300 $MPIRUN "$B/tools/mpi_allreduce_bench" --device cuda --ranks-per-node 1 \
