@@ -76,7 +76,7 @@ static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
   float *g = model_grads(d->model) + begin;
   CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
-  CHECK(world_bucket_start(d->world, g, count, d->ready[b], err, errlen));
+  CHECK(world_bucket_start(d->world, b, g, count, d->ready[b], err, errlen));
   d->queued++;
   return 0;
 }

@@ -188,8 +188,8 @@ static void *progress(void *arg)
   return NULL;
 }
 
-static int h_bucket_start(world_t *w, float *buf, size_t count, dev_event_t *ready, char *err,
-                          size_t errlen)
+static int h_bucket_start(world_t *w, size_t index, float *buf, size_t count,
+                          dev_event_t *ready, char *err, size_t errlen)
 {
   hier_t *h = H(w);
   job_t j = {.buf = buf, .count = count, .ready = ready};
