@@ -1,6 +1,7 @@
 # src/: the trainer, one folder (and one archive) per layer; a layer uses only the ones below it:
 #   train/     the program, its configuration, the training loop, checkpoints, metrics
 #   parallel/  the data-parallel engines: DDP (one process per device) and DataParallel
+#   world/     every rank of a job: one machine's shmddp group, or shmddp + MPI across machines
 #   data/      datasets, augmentation, the distributed sampler, the loader threads
 #   model/     the U-Net, its layers, optimizers and mixed precision, over kernels/' ops
 #   obs/       what a run shows: timeline, per-step log, progress, summary, NVML
@@ -9,6 +10,7 @@ include src/device/local.mk
 include src/obs/local.mk
 include src/model/local.mk
 include src/data/local.mk
+include src/world/local.mk
 include src/parallel/local.mk
 include src/train/local.mk
 
@@ -16,5 +18,9 @@ noinst_HEADERS += src/check.h src/clock.h
 
 # What a program links to use a layer (archives before the ones they need).
 MODEL_LIBS = libmodel.a libobs.a libdevice.a
-PARALLEL_LIBS = libparallel.a $(MODEL_LIBS)
-TRAINER_LIBS = libtrainer.a libparallel.a libdata.a $(MODEL_LIBS)
+PARALLEL_LIBS = libparallel.a libworld.a $(MODEL_LIBS)
+TRAINER_LIBS = libtrainer.a libparallel.a libworld.a libdata.a $(MODEL_LIBS)
+# The same for the programs that run across machines (with MPI: shmddp-train, tests/mpi_ddp).
+if HAVE_MPI
+WORLD_MPI_LIBS = libworld_mpi.a
+endif

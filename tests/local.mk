@@ -37,3 +37,14 @@ tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h tools/coll_ch
 tests_check_join_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
+
+# Across nodes over MPI (tests/mpi.sh; SKIP in a build without MPI): tests/mpi_ddp, an MPI
+# program, runs the DDP engine over the hierarchical world under mpirun.
+TESTS += tests/mpi.sh
+EXTRA_DIST += tests/mpi.sh
+if HAVE_MPI
+check_PROGRAMS += tests/mpi_ddp
+tests_mpi_ddp_SOURCES = tests/mpi_ddp.c tests/parallel_fixture.h
+tests_mpi_ddp_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tests_mpi_ddp_LDADD = libworld_mpi.a $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
+endif

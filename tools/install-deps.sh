@@ -3,7 +3,10 @@
 # The CUDA toolkit (nvcc, cuBLAS) and cuDNN are not installed here: they come from NVIDIA's
 # packages or the machine's image; without them configure builds the CPU-only variant.
 set -eu
-pkgs="build-essential autoconf automake libtool pkg-config check libnuma-dev libpng-dev zlib1g-dev"
+# openmpi-bin and libopenmpi-dev: the trainer across machines (configure finds mpicc; the MPI tests
+# run 4 ranks on this machine as 2 simulated nodes).
+pkgs="build-essential autoconf automake libtool pkg-config check libnuma-dev libpng-dev zlib1g-dev
+  openmpi-bin libopenmpi-dev"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "install-deps: run as root or install sudo" >&2; exit 1; }

@@ -32,3 +32,12 @@ REPORT_DIRS ?= runs/latest
 .PHONY: report
 report:
 	python3 $(srcdir)/tools/report $(REPORT_DIRS)
+
+# tools/mpi_allreduce_bench (with MPI, not installed): the world's all-reduce across nodes under
+# mpirun, in nccl-tests' columns; with --mpi-native also MPI_Allreduce beside it.
+if HAVE_MPI
+noinst_PROGRAMS += tools/mpi_allreduce_bench
+tools_mpi_allreduce_bench_SOURCES = tools/mpi_allreduce_bench.c
+tools_mpi_allreduce_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+tools_mpi_allreduce_bench_LDADD = libworld_mpi.a libworld.a $(MODEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
+endif

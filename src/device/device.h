@@ -145,6 +145,12 @@ int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, c
 int dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int dev,
                 void *stream, char *err, size_t errlen);
 
+/* dst = reduce(srcs[0], ..., srcs[nsrc-1]) element-wise in that order, in dtype's accumulator
+ * type, rounded once; op AVG divides by avg_div (kernels/reduce_cpu.h's arithmetic, the same
+ * bits on the GPU); dst may alias a source; 1 <= nsrc <= SHMDDP_MAX_RANKS. Queued on stream. */
+int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
+               shmddp_op_t op, int avg_div, int dev, void *stream, char *err, size_t errlen);
+
 /* ---- collectives on a device's buffers ---- */
 
 /* Prepare comm for buffers on GPU dev (the device transport; collective: every rank calls it);

@@ -18,7 +18,7 @@ int dev_comm_attach(shmddp_comm_t *comm, int dev, int max_blocks, char *err, siz
   if (dev == DEV_HOST) return 0;
 #ifdef HAVE_CUDNN
   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
-  cc.device = shmddp_comm_device(comm);
+  cc.device = dev; /* the launcher's rank-th GPU, or the one a joined rank chose */
   cc.max_blocks = max_blocks;
   CHECK_COLL(comm, shmddp_comm_init_cuda(comm, &cc), "setting up the device transport");
   return 0;

@@ -1,5 +1,7 @@
-/* device_sum.c — DataParallel's gradient sum over replicas (the collectives' reduction kernels:
- * kernels/reduce_*). A file of its own: it needs the shmddp library, which the model does not. */
+/* device_sum.c — element-wise reductions of buffers on one device, with the collectives'
+ * reduction kernels (kernels/reduce_*): DataParallel's gradient sum over replicas, and the
+ * inter-node all-reduce's combining step (src/world/). A file of its own: it needs the shmddp
+ * library, which the model does not. */
 #include "config.h"
 
 #include "src/device/device.h"
@@ -30,6 +32,28 @@ int dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int de
                              stream);
   if (rc != 0)
     return check_fail(err, errlen, "summing gradients on GPU %d: %s", dev,
+                      cudaGetErrorString((cudaError_t)rc));
+  return 0;
+#else
+  (void)stream;
+  return check_fail(err, errlen, "this build has no GPU support: use --device cpu");
+#endif
+}
+
+int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
+               shmddp_op_t op, int avg_div, int dev, void *stream, char *err, size_t errlen)
+{
+  if (nsrc < 1 || nsrc > SHMDDP_MAX_RANKS)
+    return check_fail(err, errlen, "reducing %d buffers: 1 to %d are supported", nsrc,
+                      SHMDDP_MAX_RANKS);
+  if (dev == DEV_HOST) {
+    reduce_cpu_multi(dst, srcs, nsrc, n, dtype, op, avg_div);
+    return 0;
+  }
+#ifdef HAVE_CUDNN
+  int rc = reduce_cuda_multi(dst, srcs, nsrc, n, dtype, op, avg_div, stream);
+  if (rc != 0)
+    return check_fail(err, errlen, "reducing buffers on GPU %d: %s", dev,
                       cudaGetErrorString((cudaError_t)rc));
   return 0;
 #else

@@ -1,18 +1,19 @@
-/* ddp.c — the data-parallel engine, one path for host and device buffers over the stream-aware
- * collectives. Gradients are cut into buckets (contiguous ranges of the flat gradient buffer,
- * which the model lays out in reverse layer order, so buckets complete in order during backward);
- * a bucket is all-reduced (averaged) as soon as its last gradient is reported final. The first
- * bucket is small so communication starts early.
+/* ddp.c — the data-parallel engine, one path for host and device buffers over the world's
+ * collectives (src/world/: one machine's shmddp group, or shmddp inside nodes and MPI between
+ * them). Gradients are cut into buckets (contiguous ranges of the flat gradient buffer, which the
+ * model lays out in reverse layer order, so buckets complete in order during backward); a bucket
+ * is all-reduced (averaged) as soon as its last gradient is reported final. The first bucket is
+ * small so communication starts early.
  *
- * On a GPU a bucket's all-reduce is queued on a communication stream: an event recorded on the
- * compute stream orders it after the gradients it reads, and backward goes on while NVLink moves
- * the bucket. The optimizer waits on one event after the last bucket, so only the communication
- * that outlasts backward is exposed; it is measured from "backward done" to "last bucket done".
- * SyncBN statistics travel on the compute stream over a duplicate communicator: its calls are
- * ordered independently of the buckets', so a BN exchange never queues behind a gradient bucket.
- * On the host the streams are NULL: every collective runs when it is called (a bucket between
- * the backward of two layers), events are host times, and the same code measures the same
- * things. */
+ * On a GPU a bucket's all-reduce starts once an event recorded on the compute stream says its
+ * gradients are written, and backward goes on while the world moves the bucket (one machine: on
+ * a communication stream over NVLink; several: a progress thread through the nodes). The
+ * optimizer waits only for the join of the buckets, so only the communication that outlasts
+ * backward is exposed; it is measured from "backward done" to "last bucket done". SyncBN
+ * statistics travel on the compute stream over a duplicate world: its calls are ordered
+ * independently of the buckets', so a BN exchange never queues behind a gradient bucket. On the
+ * host the streams are NULL: every collective runs when it is called (a bucket between the
+ * backward of two layers), events are host times, and the same code measures the same things. */
 #include "config.h"
 
 #include "src/parallel/ddp.h"
@@ -25,6 +26,7 @@
 #include "src/device/arena.h"
 #include "src/device/device.h"
 #include "src/obs/timeline.h"
+#include "src/world/world.h"
 
 #define DDP_MAX_BUCKETS 1024
 #define DDP_FIRST_BUCKET_BYTES ((size_t)1 << 20)
@@ -35,12 +37,13 @@
 #define DDP_MAX_BN 256 /* timed SyncBN exchanges per step (U-Net: 2 per BN layer) */
 
 struct ddp {
-  shmddp_comm_t *comm;   /* buckets, on comm_stream */
-  shmddp_comm_t *bn;     /* SyncBN statistics, on the compute stream (a duplicate on a GPU) */
+  world_t *world;        /* buckets */
+  world_t *own_world;    /* made by ddp_create from a communicator */
+  world_t *bn;           /* SyncBN statistics, on the compute stream (a duplicate on a GPU) */
   model_t *model;
   ddp_config_t cfg;
-  int rank, world, dev;
-  void *compute, *comm_stream; /* NULL on the host */
+  int rank, world_size, dev;
+  void *compute;                /* NULL on the host */
   size_t nparams;
   size_t nbuckets;
   size_t bucket_end[DDP_MAX_BUCKETS]; /* exclusive end offset of each bucket */
@@ -48,7 +51,6 @@ struct ddp {
   int communicate, sync_bn;
   dev_event_t *ready[DDP_MAX_BUCKETS]; /* per bucket, on compute */
   dev_event_t *bwd_done, *comm_done;   /* around the exposed communication */
-  dev_event_t *join;                   /* comm stream -> compute stream at the end of a step */
   dev_event_t *bn_ev[2 * DDP_MAX_BN];  /* start/end pairs around each SyncBN exchange */
   int bn_used;
   int queued;    /* buckets queued this step */
@@ -67,22 +69,14 @@ static int record_timing(ddp_t *d, dev_event_t *e, void *stream, char *err, size
   return dev_event_record_timing(e, stream, d->capturing, err, errlen);
 }
 
-/* Bucket b is final on the compute stream: average it across ranks on the communication stream,
- * after the compute stream's work so far. */
+/* Bucket b is final on the compute stream: average it across ranks, after the compute stream's
+ * work so far. */
 static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
 {
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
   float *g = model_grads(d->model) + begin;
   CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
-  CHECK(dev_event_wait(d->comm_stream, d->ready[b], err, errlen));
-  /* After the wait, so the span starts when the bucket can start. */
-  int tl = timeline_begin(TIMELINE_ALLREDUCE, d->comm_stream);
-  timeline_args(tl, (double)b, (double)(count * sizeof(float)));
-  CHECK_COLL(d->comm,
-             shmddp_all_reduce(d->comm, g, g, count, SHMDDP_F32, SHMDDP_AVG,
-                               (shmddp_stream_t)d->comm_stream),
-             "gradient all-reduce");
-  timeline_end(tl, d->comm_stream);
+  CHECK(world_bucket_start(d->world, b, g, count, d->ready[b], err, errlen));
   d->queued++;
   return 0;
 }
@@ -109,9 +103,8 @@ static int sync_stats(ddp_t *d, void *buf, size_t count, shmddp_dtype_t dtype, v
 {
   int timed = d->bn_used < DDP_MAX_BN;
   if (timed) CHECK(record_timing(d, d->bn_ev[2 * d->bn_used], stream, err, errlen));
-  CHECK_COLL(d->bn,
-             shmddp_all_reduce(d->bn, buf, buf, count, dtype, SHMDDP_SUM, (shmddp_stream_t)stream),
-             "SyncBN statistics all-reduce");
+  if (world_all_reduce(d->bn, buf, count, dtype, SHMDDP_SUM, stream, err, errlen) != 0)
+    return check_prefix(err, errlen, "SyncBN statistics all-reduce");
   if (timed) CHECK(record_timing(d, d->bn_ev[2 * d->bn_used++ + 1], stream, err, errlen));
   return 0;
 }
@@ -130,36 +123,46 @@ static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dt
 /* The communication set-up of a group of more than one rank (collective). */
 static int setup_comm(ddp_t *d, char *err, size_t errlen)
 {
-  d->bn = d->comm;
+  d->bn = d->world;
+  CHECK(world_attach(d->world, d->dev, DDP_BUCKET_BLOCKS, err, errlen));
   if (d->dev != DEV_HOST) {
-    CHECK(dev_comm_attach(d->comm, d->dev, DDP_BUCKET_BLOCKS, err, errlen));
-    CHECK_COLL(d->comm, shmddp_comm_dup(d->comm, &d->bn), "creating the SyncBN communicator");
+    CHECK(world_dup(d->world, &d->bn, err, errlen));
     /* SyncBN's exchanges are small and on the critical path: every block they can use */
-    CHECK(dev_comm_attach(d->bn, d->dev, 0, err, errlen));
-    CHECK(dev_stream_create(&d->comm_stream, d->dev, 1, err, errlen));
+    CHECK(world_attach(d->bn, d->dev, 0, err, errlen));
   }
   for (size_t b = 0; b < d->nbuckets; b++)
     CHECK(dev_event_create(&d->ready[b], d->dev, DEV_EVENT_ORDER, err, errlen));
   for (int i = 0; i < 2 * DDP_MAX_BN; i++)
     CHECK(dev_event_create(&d->bn_ev[i], d->dev, DEV_EVENT_TIMING, err, errlen));
   CHECK(dev_event_create(&d->bwd_done, d->dev, DEV_EVENT_TIMING, err, errlen));
-  CHECK(dev_event_create(&d->comm_done, d->dev, DEV_EVENT_TIMING, err, errlen));
-  return dev_event_create(&d->join, d->dev, DEV_EVENT_ORDER, err, errlen);
+  return dev_event_create(&d->comm_done, d->dev, DEV_EVENT_TIMING, err, errlen);
 }
 
 int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_config_t *cfg,
                char *err, size_t errlen)
 {
   *out = NULL;
+  world_t *w = NULL;
+  CHECK(world_from_comm(&w, comm, err, errlen));
+  int rc = ddp_create_world(out, w, model, cfg, err, errlen);
+  if (*out) (*out)->own_world = w;
+  else world_destroy(w);
+  return rc;
+}
+
+int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_config_t *cfg,
+                     char *err, size_t errlen)
+{
+  *out = NULL;
   ddp_t *d = calloc(1, sizeof *d);
   if (!d) return check_fail(err, errlen, "out of memory creating the DDP engine");
   *out = d;
-  d->comm = comm;
+  d->world = world;
   d->model = model;
   d->cfg = *cfg;
   if (d->cfg.bucket_mb <= 0) d->cfg.bucket_mb = 25;
-  d->rank = comm ? shmddp_comm_rank(comm) : 0;
-  d->world = comm ? shmddp_comm_size(comm) : 1;
+  d->rank = world_rank(world);
+  d->world_size = world_size(world);
   d->dev = cfg->cuda_stream ? arena_device(model_arena(model)) : DEV_HOST;
   d->compute = cfg->cuda_stream;
   d->nparams = model_num_params(model);
@@ -174,7 +177,7 @@ int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_confi
     off += len;
     d->bucket_end[d->nbuckets++] = off;
   }
-  return d->world > 1 ? setup_comm(d, err, errlen) : 0;
+  return d->world_size > 1 ? setup_comm(d, err, errlen) : 0;
 }
 
 void ddp_destroy(ddp_t *d)
@@ -184,14 +187,13 @@ void ddp_destroy(ddp_t *d)
   for (int i = 0; i < 2 * DDP_MAX_BN; i++) dev_event_destroy(d->bn_ev[i]);
   dev_event_destroy(d->bwd_done);
   dev_event_destroy(d->comm_done);
-  dev_event_destroy(d->join);
-  dev_stream_destroy(d->comm_stream);
-  if (d->bn && d->bn != d->comm) shmddp_comm_free(d->bn);
+  if (d->bn && d->bn != d->world) world_destroy(d->bn);
+  world_destroy(d->own_world);
   free(d);
 }
 
 int ddp_rank(const ddp_t *d) { return d->rank; }
-int ddp_world(const ddp_t *d) { return d->world; }
+int ddp_world(const ddp_t *d) { return d->world_size; }
 
 double ddp_last_exposed_comm_s(const ddp_t *d)
 {
@@ -217,28 +219,28 @@ double ddp_last_syncbn_s(const ddp_t *d)
 static int broadcast(ddp_t *d, float *p, size_t count, const char *what, char *err,
                      size_t errlen)
 {
-  CHECK_COLL(d->comm,
-             shmddp_broadcast(d->comm, p, p, count, SHMDDP_F32, 0,
-                              (shmddp_stream_t)d->comm_stream),
-             what);
-  if (dev_comm_sync(d->comm, d->dev, d->comm_stream, err, errlen) != 0)
+  if (world_broadcast(d->world, p, count, SHMDDP_F32, err, errlen) != 0)
     return check_prefix(err, errlen, what);
   return 0;
 }
 
 int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
 {
-  if (d->world == 1) return 0;
+  if (d->world_size == 1) return 0;
   /* Signatures: gather a fixed-size digest of every rank's and compare with rank 0's. */
   const char *sig = model_signature(d->model);
   size_t len = strlen(sig);
   unsigned long long mine[2] = {len, 1469598103934665603ULL};
   for (size_t i = 0; i < len; i++) mine[1] = (mine[1] ^ (unsigned char)sig[i]) * 1099511628211ULL;
-  unsigned long long all[2 * SHMDDP_MAX_RANKS];
-  CHECK_COLL(d->comm, shmddp_all_gather(d->comm, mine, all, 2, SHMDDP_I64, SHMDDP_HOST),
-             "comparing the ranks' models");
-  for (int r = 1; r < d->world; r++) {
+  unsigned long long *all = malloc(2 * sizeof *all * (size_t)d->world_size);
+  if (!all) return check_fail(err, errlen, "out of memory comparing the ranks' models");
+  if (world_all_gather(d->world, mine, all, 2, SHMDDP_I64, err, errlen) != 0) {
+    free(all);
+    return check_prefix(err, errlen, "comparing the ranks' models");
+  }
+  for (int r = 1; r < d->world_size; r++) {
     if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
+      free(all);
       return check_fail(
           err, errlen,
           "rank %d built a different model than rank 0 (layer shapes or dtypes "
@@ -247,6 +249,7 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
           r);
     }
   }
+  free(all);
   CHECK(broadcast(d, model_params(d->model), d->nparams, "broadcasting the initial parameters",
                   err, errlen));
   if (model_num_buffers(d->model) > 0)
@@ -258,7 +261,7 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
 int ddp_broadcast_buffers(ddp_t *d, char *err, size_t errlen)
 {
   size_t n = model_num_buffers(d->model);
-  if (d->world == 1 || n == 0) return 0;
+  if (d->world_size == 1 || n == 0) return 0;
   return broadcast(d, model_buffers(d->model), n, "broadcasting BatchNorm statistics", err,
                    errlen);
 }
@@ -272,8 +275,8 @@ const model_hooks_t *ddp_step_hooks(ddp_t *d, int communicate, int sync_bn)
   d->queued = 0;
   d->bn_used = 0;
   d->hooks.ctx = d;
-  d->hooks.grads_ready = (d->world > 1 && communicate) ? hook_grads_ready : NULL;
-  d->hooks.sync_stats = (d->world > 1 && sync_bn) ? hook_sync_stats : NULL;
+  d->hooks.grads_ready = (d->world_size > 1 && communicate) ? hook_grads_ready : NULL;
+  d->hooks.sync_stats = (d->world_size > 1 && sync_bn) ? hook_sync_stats : NULL;
   return &d->hooks;
 }
 
@@ -288,7 +291,7 @@ int ddp_hook_failure(const ddp_t *d, char *err, size_t errlen)
 int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
 {
   if (d->failed) return check_fail(err, errlen, "%s", d->err);
-  if (d->world == 1 || !d->communicate) return 0;
+  if (d->world_size == 1 || !d->communicate) return 0;
   int tl = timeline_begin(TIMELINE_GRAD_WAIT, d->compute);
   /* Buckets whose gradients were never reported (a model that skips the hook) go now. */
   while (d->next_bucket < d->nbuckets) {
@@ -296,12 +299,8 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
     d->next_bucket++;
   }
   CHECK(record_timing(d, d->bwd_done, d->compute, err, errlen));
-  CHECK(record_timing(d, d->comm_done, d->comm_stream, err, errlen));
-  /* The join: in a capture this also brings the communication stream back into the graph. */
-  CHECK(dev_event_record(d->join, d->comm_stream, err, errlen));
-  CHECK(dev_event_wait(d->compute, d->join, err, errlen));
-  d->measured = d->queued > 0;
-  int rc = dev_comm_check(d->comm, d->dev, err, errlen);
+  int rc = world_bucket_join(d->world, d->compute, d->comm_done, d->capturing, err, errlen);
+  d->measured = rc == 0 && d->queued > 0;
   timeline_end(tl, d->compute);
   return rc;
 }
@@ -323,9 +322,8 @@ void ddp_replayed(ddp_t *d)
 
 int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen)
 {
-  if (d->world == 1 || n == 0) return 0;
-  CHECK_COLL(d->comm,
-             shmddp_all_reduce(d->comm, vals, vals, n, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST),
-             "summing over ranks");
+  if (d->world_size == 1 || n == 0) return 0;
+  if (world_all_reduce(d->world, vals, n, SHMDDP_F64, SHMDDP_SUM, NULL, err, errlen) != 0)
+    return check_prefix(err, errlen, "summing over ranks");
   return 0;
 }

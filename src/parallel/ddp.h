@@ -8,6 +8,7 @@
 
 #include "shmddp.h"
 #include "src/model/model.h"
+#include "src/world/world.h"
 
 typedef struct ddp ddp_t;
 
@@ -18,8 +19,12 @@ typedef struct {
                         for host memory */
 } ddp_config_t;
 
+/* Over the ranks of one machine's communicator (NULL: alone). */
 int ddp_create(ddp_t **out, shmddp_comm_t *comm, model_t *model, const ddp_config_t *cfg,
                char *err, size_t errlen);
+/* Over any world (src/world/world.h; not owned: destroy it after the engine). */
+int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_config_t *cfg,
+                     char *err, size_t errlen);
 void ddp_destroy(ddp_t *d);
 
 /* Compare model signatures across ranks (clear error on mismatch), then broadcast parameters

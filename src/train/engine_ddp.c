@@ -21,7 +21,7 @@
 
 typedef struct {
   const train_config_t *cfg;
-  shmddp_comm_t *comm;
+  world_t *world;
   train_dev_t *dev; /* batches to the GPU (NULL on the CPU) */
   ddp_t *ddp;
   step_graph_t *graph; /* the training step, eagerly or as a replayed CUDA graph */
@@ -37,7 +37,8 @@ static ddp_engine_t *impl(engine_t *e) { return e->impl; }
 
 static void describe(engine_t *e, const train_job_t *job, char *buf, size_t len)
 {
-  snprintf(buf, len, "%d rank%s", e->world, e->world == 1 ? "" : "s");
+  snprintf(buf, len, "%d rank%s%s%s", e->world, e->world == 1 ? "" : "s",
+           job->world_desc ? ": " : "", job->world_desc ? job->world_desc : "");
 }
 
 static int epoch_start(engine_t *e, long epoch, size_t skip, char *err, size_t errlen)
@@ -95,8 +96,7 @@ static int sum(engine_t *e, double *vals, size_t n, char *err, size_t errlen)
 
 static int stop_requested(engine_t *e)
 {
-  ddp_engine_t *d = impl(e);
-  return d->comm && shmddp_stop_requested(d->comm);
+  return world_stop_requested(impl(e)->world);
 }
 
 static int no_op(engine_t *e, char *err, size_t errlen) { return 0; }
@@ -237,13 +237,13 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
 {
   const train_config_t *c = d->cfg;
   model_config_t mc;
-  train_config_model(c, d->comm ? shmddp_comm_device(d->comm) : 0, &mc);
+  train_config_model(c, world_device(d->world) >= 0 ? world_device(d->world) : 0, &mc);
   CHECK(model_create(&e->model, &mc, err, errlen));
   CHECK(train_dev_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
                          err, errlen));
   ddp_config_t dc = {
       .bucket_mb = c->bucket_mb, .sync_bn = c->sync_bn, .cuda_stream = model_stream(e->model)};
-  CHECK(ddp_create(&d->ddp, d->comm, e->model, &dc, err, errlen));
+  CHECK(ddp_create_world(&d->ddp, d->world, e->model, &dc, err, errlen));
   CHECK(ddp_sync_initial(d->ddp, err, errlen));
   /* CUDA graphs bake in the loss scale and the batch: fp16's dynamic scale is captured again
    * whenever it changes (rarely: it grows every few thousand steps); not with gradient
@@ -251,7 +251,8 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   step_graph_config_t gc = {
       .model = e->model,
       .ddp = d->ddp,
-      .enabled = c->cuda_graph && c->accum_steps == 1 && c->timeline_steps == 0,
+      .enabled = c->cuda_graph && c->accum_steps == 1 && c->timeline_steps == 0 &&
+                 world_capturable(d->world),
       .full_batch = c->batch_size};
   CHECK(step_graph_create(&d->graph, &gc, err, errlen));
 
@@ -283,16 +284,16 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   return run_summary_create(&d->obs, e->rank, e->world, model_arena(e->model), err, errlen);
 }
 
-int engine_ddp_create(engine_t **out, shmddp_comm_t *comm, const train_job_t *job, char *err,
+int engine_ddp_create(engine_t **out, world_t *world, const train_job_t *job, char *err,
                       size_t errlen)
 {
   CHECK(engine_new(out, &ddp_ops, sizeof(ddp_engine_t), err, errlen));
   engine_t *e = *out;
   ddp_engine_t *d = impl(e);
   d->cfg = &job->cfg;
-  d->comm = comm;
-  e->rank = comm ? shmddp_comm_rank(comm) : 0;
-  e->world = e->ranks = comm ? shmddp_comm_size(comm) : 1;
+  d->world = world;
+  e->rank = world_rank(world);
+  e->world = e->ranks = world_size(world);
   e->timeline = 1;
   if (e->world != job->cfg.nproc)
     return check_fail(err, errlen, "the job was planned for %d ranks but runs on %d",
@@ -300,12 +301,25 @@ int engine_ddp_create(engine_t **out, shmddp_comm_t *comm, const train_job_t *jo
   return setup(e, d, job, err, errlen);
 }
 
+int train_run_world(world_t *world, const train_job_t *job, train_result_t *res, char *err,
+                    size_t errlen)
+{
+  engine_t *e = NULL;
+  int rc = engine_ddp_create(&e, world, job, err, errlen);
+  return engine_train(e, rc, job, res, err, errlen);
+}
+
 int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, char *err,
               size_t errlen)
 {
-  engine_t *e = NULL;
-  int rc = engine_ddp_create(&e, comm, job, err, errlen);
-  return engine_train(e, rc, job, res, err, errlen);
+  world_t *w = NULL;
+  if (world_from_comm(&w, comm, err, errlen) != 0) {
+    memset(res, 0, sizeof *res);
+    return -1;
+  }
+  int rc = train_run_world(w, job, res, err, errlen);
+  world_destroy(w);
+  return rc;
 }
 
 int train_rank(shmddp_comm_t *comm, void *arg)

@@ -14,5 +14,9 @@ libtrainer_a_SOURCES = \
 	src/train/params.c src/train/params.h
 
 bin_PROGRAMS += shmddp-train
-shmddp_train_SOURCES = src/train/main.c
-shmddp_train_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS)
+# train_mpi.c (the program under mpirun) is the one part of the trainer that calls MPI: it is
+# here rather than in libtrainer.a, so the test programs do not link MPI.
+shmddp_train_SOURCES = src/train/main.c src/train/train_mpi.c src/train/train_mpi.h
+shmddp_train_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+shmddp_train_LDADD = $(WORLD_MPI_LIBS) $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) \
+	$(MPI_LIBS)

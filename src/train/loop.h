@@ -95,7 +95,7 @@ int engine_train(engine_t *e, int created_rc, const train_job_t *job, train_resu
                  char *err, size_t errlen);
 
 /* The engines, ready to train (comm NULL: a single process without a group). */
-int engine_ddp_create(engine_t **out, shmddp_comm_t *comm, const train_job_t *job, char *err,
+int engine_ddp_create(engine_t **out, world_t *world, const train_job_t *job, char *err,
                       size_t errlen);
 int engine_dp_create(engine_t **out, const train_job_t *job, char *err, size_t errlen);
 

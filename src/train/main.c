@@ -1,6 +1,7 @@
 /* main.c — the `train` program: parse and validate every setting, open the datasets and the
  * output folder, then fork one rank per device (before anything touches CUDA) and exit with the
- * group's status. Exit status 2: bad flags or data, nothing was started. */
+ * group's status. Under mpirun every process is one rank instead (train_mpi.c). Exit status 2:
+ * bad flags or data, nothing was started. */
 #include "config.h"
 
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "src/train/dp_train.h"
 #include "src/train/params.h"
 #include "src/train/train.h"
+#include "src/train/train_mpi.h"
 
 int main(int argc, char **argv)
 {
@@ -27,6 +29,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
+  if (machine.mpi_ranks > 0) return train_mpi_main(&cfg, &machine, &argc, &argv);
   train_job_t job;
   if (train_job_open(&job, &cfg, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);

@@ -34,6 +34,12 @@ static const param_t table[] = {
      .dflt = "1",
      .reader = "collectives, device transport set-up",
      .meaning = "0: no peer-to-peer access; device collectives go through pinned host memory"},
+    {.name = "SHMDDP_MPI_CUDA_AWARE",
+     .kind = PARAM_FLAG,
+     .dflt = "what MPIX_Query_cuda_support says",
+     .reader = "shmddp-train under mpirun, world set-up",
+     .meaning = "0: device buffers cross nodes through pinned host memory even where MPI is "
+                "CUDA-aware; 1: hand MPI device pointers (only with a CUDA-aware MPI)"},
     {.name = "SHMDDP_CUDA_DIRECT_MAX",
      .kind = PARAM_BYTES,
      .dflt = "1m",

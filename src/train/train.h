@@ -9,6 +9,7 @@
 #include "src/data/data.h"
 #include "src/obs/summary.h"
 #include "src/train/train_config.h"
+#include "src/world/world.h"
 
 typedef struct {
   train_config_t cfg;
@@ -16,6 +17,7 @@ typedef struct {
   long steps_per_epoch, total_steps;
   FILE *out;  /* rank 0's progress and result line; NULL: stdout */
   int quiet;  /* no progress lines (the result line and files are still written) */
+  const char *world_desc; /* how the ranks are spread (MPI: nodes), for the first line; or NULL */
 } train_job_t;
 
 /* In the launcher, before any rank exists: open and check the datasets, work out the steps
@@ -30,6 +32,10 @@ void train_job_close(train_job_t *job);
  * message. */
 int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *result, char *err,
               size_t errlen);
+
+/* The same over any world (src/world/: several machines over MPI). */
+int train_run_world(world_t *world, const train_job_t *job, train_result_t *result, char *err,
+                    size_t errlen);
 
 /* shmddp_rank_fn for shmddp_launch (arg: a train_job_t): train_run, and on failure the rank's
  * message on stderr and the group aborted, so the other ranks stop at once. */

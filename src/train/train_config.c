@@ -24,12 +24,13 @@ enum {
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
   OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
-  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_END
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_END
 };
 
 static const struct option long_opts[] = {
   {"device", required_argument, 0, OPT_DEVICE},
   {"nproc", required_argument, 0, OPT_NPROC},
+  {"ranks-per-node", required_argument, 0, OPT_RANKS_PER_NODE},
   {"mode", required_argument, 0, OPT_MODE},
   {"model", required_argument, 0, OPT_MODEL},
   {"widths", required_argument, 0, OPT_WIDTHS},
@@ -251,10 +252,30 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
           "entries or /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
   }
   const device_defaults_t *dd = c->device == MODEL_DEVICE_CUDA ? &cuda_defaults : &cpu_defaults;
-  if (!set[OPT_NPROC])
-    c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
-  if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
-  if (c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
+  if (m->mpi_ranks > 0) { /* every MPI process is one rank; the nodes share out the GPUs */
+    if (!m->mpi_built)
+      return usage_error(err, errlen,
+                         "started by mpirun (%d processes), but this shmddp-train was built "
+                         "without MPI: reconfigure with --with-mpi (Open MPI installed), or run "
+                         "it without mpirun on one machine", m->mpi_ranks);
+    if (set[OPT_NPROC] && c->nproc != m->mpi_ranks)
+      return usage_error(err, errlen,
+                         "--nproc %d: under mpirun every MPI process is one rank (%d here); "
+                         "leave --nproc out, or give mpirun -np %d",
+                         c->nproc, m->mpi_ranks, c->nproc);
+    if (c->mode == TRAIN_MODE_DP)
+      return usage_error(err, errlen, "--mode dp drives the devices of one process: it does "
+                         "not run under mpirun");
+    c->nproc = m->mpi_ranks;
+  } else {
+    if (set[OPT_RANKS_PER_NODE])
+      return usage_error(err, errlen, "--ranks-per-node: only under mpirun (mpirun -np N "
+                         "shmddp-train --ranks-per-node K ...)");
+    if (!set[OPT_NPROC])
+      c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
+    if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
+  }
+  if (m->mpi_ranks == 0 && c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
     return usage_error(err, errlen,
                        "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
                        "%d (rank r drives GPU r)",
@@ -414,6 +435,9 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       c->device = v ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
       break;
     case OPT_NPROC: rc = parse_int("--nproc", a, 1, SHMDDP_MAX_RANKS, &c->nproc, err, errlen); break;
+    case OPT_RANKS_PER_NODE:
+      rc = parse_int("--ranks-per-node", a, 1, SHMDDP_MAX_RANKS, &c->ranks_per_node, err, errlen);
+      break;
     case OPT_MODE:
       rc = parse_choice("--mode", a, mode_names, &v, err, errlen);
       c->mode = v ? TRAIN_MODE_DP : TRAIN_MODE_DDP;
@@ -576,6 +600,9 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --device cpu|cuda        default: %s on this machine (%d GPU%s visible%s)\n"
 "  --nproc N                ranks, 1..%d; default: every visible GPU (cuda), %d here for cpu\n"
 "                           (2 CPU ranks, one per core, so the default job runs the DDP path)\n"
+"  --ranks-per-node K       under mpirun (every MPI process is one rank): ranks r/K form a\n"
+"                           node (one shmddp group; MPI between nodes), so one machine can\n"
+"                           stand in for several; default: the ranks of one host\n"
 "  --mode ddp|dp            default: ddp (dp: one process drives every device, as PyTorch's\n"
 "                           DataParallel: gathers on device 0, per-replica BatchNorm)\n"
 "  --timeout S              seconds any collective may wait for a peer; default: 300\n\n",

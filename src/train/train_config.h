@@ -18,6 +18,7 @@ typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
 typedef struct {
   model_device_t device;
   int nproc;
+  int ranks_per_node; /* under MPI: ranks r/K form a node (0: the ranks of one host) */
   train_mode_t mode;
   char model[16];           /* "unet" */
   int levels;
@@ -67,6 +68,9 @@ typedef struct {
   int visible_gpus;   /* GPUs this process may use (after CUDA_VISIBLE_DEVICES) */
   int cuda_built;     /* this binary has the CUDA backend */
   int online_cpus;
+  int mpi_ranks;      /* started by mpirun (or another MPI launcher): its number of processes;
+                         0: not under MPI */
+  int mpi_built;      /* this binary can run across machines over MPI (--with-mpi) */
 } train_machine_t;
 
 /* Count GPUs without initialising CUDA (a CUDA context does not survive fork): the entries of

@@ -1,5 +1,6 @@
 /* train_machine.c — what the trainer's defaults depend on: the GPUs this process may use, found
- * without initialising CUDA (a CUDA context does not survive the launcher's fork), and the CPUs. */
+ * without initialising CUDA (a CUDA context does not survive the launcher's fork), the CPUs, and
+ * whether an MPI launcher started this process. */
 #include "config.h"
 
 #include "src/train/train_config.h"
@@ -65,6 +66,18 @@ int train_count_gpus(const char *proc_dir, const char *dev_dir, const char *cuda
   return visible < n ? visible : n;
 }
 
+/* The number of processes of the MPI job that started this one (Open MPI's mpirun, or a
+ * PMI launcher: MPICH's, srun), read from the environment before MPI_Init; 0 outside MPI. */
+static int mpi_ranks(void)
+{
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return atoi(v) > 0 ? atoi(v) : 0;
+  }
+  return 0;
+}
+
 void train_config_probe(train_machine_t *m)
 {
   m->visible_gpus = train_count_gpus("/proc/driver/nvidia/gpus", "/dev",
@@ -72,5 +85,11 @@ void train_config_probe(train_machine_t *m)
   m->cuda_built = dev_gpus_built();
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   m->online_cpus = c > 0 ? (int)c : 1;
+  m->mpi_ranks = mpi_ranks();
+#ifdef HAVE_MPI
+  m->mpi_built = 1;
+#else
+  m->mpi_built = 0;
+#endif
 }
 
