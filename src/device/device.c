@@ -236,6 +236,12 @@ int dev_copy_now(void *dst, int dst_dev, const void *src, int src_dev, size_t by
                              : src_dev == DEV_HOST ? cudaMemcpyHostToDevice
                                                    : cudaMemcpyDefault;
   CHECK_CUDA(cudaMemcpy(dst, src, bytes, kind));
+  /* From pageable host memory cudaMemcpy may return once the data is staged, before the DMA
+   * lands; work queued next on a non-blocking stream is not ordered behind it. "Now" means
+   * done: wait for the legacy stream the copy ran on (seen as a wrong first all-reduce in
+   * tools/mpi_allreduce_bench on the H200, device call C of 2026-12-02). */
+  if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault)
+    CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
   return 0;
 #else
   return no_gpus(err, errlen);
