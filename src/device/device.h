@@ -140,11 +140,6 @@ int dev_adamw(int dev, float *p, const float *grad, float *m, float *v, size_t n
 /* *found = 1 if any of g[0..n) is inf or NaN, else 0; waits for stream. */
 int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, char *err,
                   size_t errlen);
-/* dst[i] = srcs[0][i] + ... + srcs[nsrc-1][i] (summed in that order, rounded once) on stream;
- * dst may alias srcs[0]; 1 <= nsrc <= SHMDDP_MAX_RANKS. The sources live on dst's device. */
-int dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int dev,
-                void *stream, char *err, size_t errlen);
-
 /* dst = reduce(srcs[0], ..., srcs[nsrc-1]) element-wise in that order, in dtype's accumulator
  * type, rounded once; op AVG divides by avg_div (kernels/reduce_cpu.h's arithmetic, the same
  * bits on the GPU); dst may alias a source; 1 <= nsrc <= SHMDDP_MAX_RANKS. Queued on stream. */

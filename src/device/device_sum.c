@@ -1,5 +1,5 @@
 /* device_sum.c — element-wise reductions of buffers on one device, with the collectives'
- * reduction kernels (kernels/reduce_*): DataParallel's gradient sum over replicas, and the
+ * reduction kernels (kernels/reduce_*): DataParallel's gradient sum over replicas and the
  * inter-node all-reduce's combining step (src/world/). A file of its own: it needs the shmddp
  * library, which the model does not. */
 #include "config.h"
@@ -16,29 +16,6 @@
 
 #include "kernels/reduce_cuda.h"
 #endif
-
-int dev_sum_f32(float *dst, const float *const *srcs, int nsrc, size_t n, int dev,
-                void *stream, char *err, size_t errlen)
-{
-  if (nsrc < 1 || nsrc > SHMDDP_MAX_RANKS)
-    return check_fail(err, errlen, "summing %d gradient copies: 1 to %d are supported", nsrc,
-                      SHMDDP_MAX_RANKS);
-  if (dev == DEV_HOST) {
-    reduce_cpu_multi(dst, (const void *const *)srcs, nsrc, n, SHMDDP_F32, SHMDDP_SUM, 1);
-    return 0;
-  }
-#ifdef HAVE_CUDNN
-  int rc = reduce_cuda_multi(dst, (const void *const *)srcs, nsrc, n, SHMDDP_F32, SHMDDP_SUM, 1,
-                             stream);
-  if (rc != 0)
-    return check_fail(err, errlen, "summing gradients on GPU %d: %s", dev,
-                      cudaGetErrorString((cudaError_t)rc));
-  return 0;
-#else
-  (void)stream;
-  return check_fail(err, errlen, "this build has no GPU support: use --device cpu");
-#endif
-}
 
 int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
                shmddp_op_t op, int avg_div, int dev, void *stream, char *err, size_t errlen)

@@ -252,7 +252,7 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
   for (int i = 1; i < d->n && d->cnt[i]; i++)
     CHECK(dev_event_wait(d->stream[0], d->ev[i][EV_BWD1], err, errlen));
   REC(0, EV_RED0);
-  const float *srcs[DP_MAX_DEVICES];
+  const void *srcs[DP_MAX_DEVICES];
   float *g0 = model_grads(d->m[0]);
   int k = 0;
   srcs[k++] = g0;
@@ -261,7 +261,9 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
                       d->nparams * sizeof(float), d->stream[0], err, errlen));
     srcs[k++] = d->stage[i];
   }
-  if (k > 1) CHECK(dev_sum_f32(g0, srcs, k, d->nparams, d->dev[0], d->stream[0], err, errlen));
+  if (k > 1)
+    CHECK(dev_reduce(g0, srcs, k, d->nparams, SHMDDP_F32, SHMDDP_SUM, 1, d->dev[0], d->stream[0],
+                     err, errlen));
   REC(0, EV_RED1);
   d->pending = 1;
   return 0;
