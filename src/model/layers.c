@@ -132,30 +132,22 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
   char *err = c->err;
   size_t errlen = c->errlen;
   const ops_t *o = c->ops;
-  const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
   const char *name = c->params[l->gamma_id].name;
-  if (l->kind == MODEL_NORM_GROUP) {
-    CHECK_OPS(c->ops,
-              o->gn_fwd(o, x, n, hw, l->C, l->G, LAYER_NORM_EPS, gamma, beta, 1, y, l->saved),
-              name);
-    return 0;
-  }
-  size_t P = (size_t)n * hw;
-  if (c->train) {
-    CHECK_OPS(c->ops, o->bn_stats(o, x, P, l->C, l->stats), name);
+  /* BatchNorm's saved statistics first (GroupNorm's come with its apply) */
+  if (l->kind == MODEL_NORM_BATCH && c->train) {
+    CHECK_OPS(c->ops, o->bn_stats(o, x, (size_t)n * hw, l->C, l->stats), name);
     if (sync_stats(c, l->stats, 2 * (size_t)l->C + 1, name) != 0) return -1;
     CHECK_OPS(c->ops,
               o->bn_finalize(o, l->stats, l->C, LAYER_NORM_EPS, LAYER_BN_MOMENTUM, l->running,
                              l->running + l->C, l->saved),
               name);
-  } else {
+  } else if (l->kind == MODEL_NORM_BATCH) {
     CHECK_OPS(
         c->ops,
         o->bn_saved_from_running(o, l->running, l->running + l->C, l->C, LAYER_NORM_EPS, l->saved),
         name);
   }
-  CHECK_OPS(c->ops, o->bn_apply(o, x, P, l->C, l->saved, gamma, beta, 1, y), name);
-  return 0;
+  return layer_norm_recompute(c, l, n, hw, x, y);
 }
 
 int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
