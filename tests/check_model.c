@@ -12,36 +12,17 @@
 #include "src/model/optim.h"
 #include "src/model/unet.h"
 #include "tests/suite_main.h"
+#include "tests/unet_fixture.h"
 
 static char err[512];
 
-static void small_cfg(model_config_t *c, model_norm_t norm)
-{
-  model_config_default(c);
-  c->levels = 3;
-  c->widths[0] = 4;
-  c->widths[1] = 6;
-  c->widths[2] = 8;
-  c->height = 8;
-  c->width = 12;
-  c->max_batch = 3;
-  c->classes = 3;
-  c->ignore_index = 5;
-  c->norm = norm;
-  c->groups = 2;
-  c->seed = 42;
-}
-
-/* Non-trivial inputs and labels (some pixels ignored). */
+/* Non-trivial inputs and labels (some pixels ignored), allocated. */
 static void make_batch(const model_config_t *c, int n, unsigned salt, float **x, int32_t **y)
 {
   size_t P = (size_t)n * c->height * c->width;
   *x = malloc((P * c->in_channels + 1) * sizeof **x);
   *y = malloc((P + 1) * sizeof **y);
-  for (size_t i = 0; i < P * c->in_channels; i++)
-    (*x)[i] = (float)(sin(0.37 * i + salt) + 0.3 * cos(1.3 * i * (salt + 1)));
-  for (size_t p = 0; p < P; p++)
-    (*y)[p] = (p * 7 + salt) % 11 == 3 ? c->ignore_index : (int32_t)((p / 3 + salt) % c->classes);
+  fill_batch(c, n, salt, *x, *y);
 }
 
 static model_t *build(const model_config_t *c, ops_dtype_t dt)

@@ -15,6 +15,7 @@
 #include "src/model/unet.h"
 #include "src/model/unet_impl.h"
 #include "tests/suite_main.h"
+#include "tests/unet_fixture.h"
 
 static char err[512];
 
@@ -150,30 +151,6 @@ END_TEST
 
 /* ---- the U-Net's plan ---- */
 
-static void small_cfg(model_config_t *c, model_norm_t norm)
-{
-  model_config_default(c);
-  c->levels = 3;
-  c->widths[0] = 4;
-  c->widths[1] = 6;
-  c->widths[2] = 8;
-  c->height = 8;
-  c->width = 12;
-  c->max_batch = 3;
-  c->classes = 3;
-  c->norm = norm;
-  c->groups = 2;
-  c->seed = 7;
-}
-
-static void make_batch(const model_config_t *c, int n, unsigned salt, float *x, int32_t *y)
-{
-  size_t P = (size_t)n * c->height * c->width;
-  for (size_t i = 0; i < P * c->in_channels; i++)
-    x[i] = (float)(sin(0.41 * i + salt) + 0.2 * cos(1.7 * i * (salt + 1)));
-  for (size_t p = 0; p < P; p++) y[p] = (int32_t)((p / 5 + salt) % c->classes);
-}
-
 typedef struct {
   double loss[3];
   float *grads;
@@ -203,7 +180,7 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const
   int32_t *y = malloc(P * sizeof *y);
   int batches[3] = {3, 2, 3};
   for (int k = 0; k < 3; k++) {
-    make_batch(&c, batches[k], (unsigned)k, x, y);
+    fill_batch(&c, batches[k], (unsigned)k, x, y);
     float loss;
     ck_assert_msg(model_train_step(m, x, y, batches[k], 1.0f, k == 2, NULL, &loss, err,
                                    sizeof err) == 0,
@@ -214,7 +191,7 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const
   o->grads = malloc(np * sizeof *o->grads);
   memcpy(o->grads, model_grads(m), np * sizeof *o->grads);
   o->pred = malloc(P * sizeof *o->pred);
-  make_batch(&c, 3, 9, x, y);
+  fill_batch(&c, 3, 9, x, y);
   float loss;
   ck_assert_msg(model_eval(m, x, y, 3, o->pred, &loss, err, sizeof err) == 0, "%s", err);
   free(x), free(y);

@@ -7,7 +7,7 @@ TESTS += tests/check_ops tests/check_model tests/check_optim tests/check_arena t
 tests_check_ops_SOURCES = tests/check_ops.c
 tests_check_ops_CFLAGS = $(TEST_CFLAGS)
 tests_check_ops_LDADD = $(MODEL_TEST_LIBS)
-tests_check_model_SOURCES = tests/check_model.c
+tests_check_model_SOURCES = tests/check_model.c tests/unet_fixture.h
 tests_check_model_CFLAGS = $(TEST_CFLAGS)
 tests_check_model_LDADD = $(MODEL_TEST_LIBS)
 tests_check_optim_SOURCES = tests/check_optim.c
@@ -16,7 +16,7 @@ tests_check_optim_LDADD = $(MODEL_TEST_LIBS)
 tests_check_arena_SOURCES = tests/check_arena.c
 tests_check_arena_CFLAGS = $(TEST_CFLAGS)
 tests_check_arena_LDADD = $(MODEL_TEST_LIBS)
-tests_check_plan_SOURCES = tests/check_plan.c
+tests_check_plan_SOURCES = tests/check_plan.c tests/unet_fixture.h
 tests_check_plan_CFLAGS = $(TEST_CFLAGS)
 tests_check_plan_LDADD = $(MODEL_TEST_LIBS)
 endif
