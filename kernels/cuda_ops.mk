@@ -2,7 +2,7 @@
 # normalisation, element-wise ops, loss and optimizers) -> libopscuda.a, cuDNN builds only.
 # Programs that use it link libopscuda.a BEFORE libmodel.a, and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
-OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
+OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_graph_cuda.cu kernels/conv_gemm_cuda.cu \
 	kernels/conv_skinny_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN
@@ -21,3 +21,14 @@ else
 EXTRA_DIST += bench/ops_cuda_bench.c
 endif
 EXTRA_DIST += bench/ops_cuda_run.sh
+
+# cuDNN's graph API against its legacy API, layer by layer, and the fused convolution graphs
+# (the measurements behind conv_graph_cuda.cu; run it on the GPU machine).
+if HAVE_CUDNN
+noinst_PROGRAMS += tools/dnn_graph_bench
+tools_dnn_graph_bench_SOURCES = tools/dnn_graph_bench.c
+tools_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tools_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
+else
+EXTRA_DIST += tools/dnn_graph_bench.c
+endif
