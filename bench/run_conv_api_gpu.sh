@@ -28,7 +28,7 @@ if has train; then
 --optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-60} + 8)) --timing-warmup 8 \
 --train-size 1200 --val-size 12 --workers 8 --log-every 10 --timeout 60 --nproc 1"
   for row in "bf16 SHMDDP_CONV_API=legacy" "fp32 SHMDDP_CONV_API=legacy" \
-             "bf16 SHMDDP_RECOMPUTE=0" "bf16 SHMDDP_CONV_API=legacy SHMDDP_RECOMPUTE=0"; do
+             "bf16 SHMDDP_RECOMPUTE=0"; do
     set -- $row
     p=$1; shift
     env "$@" timeout -s KILL 150 "$B/train" $common --precision "$p" --out "$O/tr/x" > "$O/last.log" 2>&1
