@@ -12,6 +12,7 @@
  * A numerical check compares the fused graph with the host's f64 on a small layer.
  *
  * Usage: dnn_graph_bench [-p bf16|f32] [-n batch] [-r reps] [-c max_configs] [-F] [-v]
+ *   -l I: only layer I of the table (0: the RGB layer)
  *   -F: also the fused forward graphs (each needs runtime compilation: minutes in all)
  * Build: cc -O2 -I$CUDA/include tools/dnn_graph_bench.c -L$CUDA/lib64 -lcudnn -lcudart -lm */
 #include <cuda_runtime.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
@@ -389,7 +391,14 @@ static int graph_best(const shape_t *s, int dir, int fuse, int maxcfg, int reps,
       for (int j = 0; j < nseen; j++) dup |= seen[j] == r.engine && mi == 1;
       if (dup) continue;
       seen[nseen++] = r.engine;
-      if (make_plan(cfg[i], &plan, &r.ws) || r.ws > dws_size) continue;
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      int bad = make_plan(cfg[i], &plan, &r.ws);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if (verbose)
+        fprintf(stderr, "  engine %ld: plan %s in %.1f ms\n", (long)r.engine, bad ? "failed" : "built",
+                (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+      if (bad || r.ws > dws_size) continue;
       if (variant_pack(&vp, dir, fuse)) continue;
       exec_t e = {plan, vp};
       r.ms = time_it(run_plan, &e, reps);
@@ -602,7 +611,7 @@ static int check_fused(cudnnDataType_t dt)
 
 int main(int argc, char **argv)
 {
-  int n = 6, reps = 20, maxcfg = 24, fused = 0;
+  int n = 6, reps = 20, maxcfg = 24, fused = 0, only = -1;
   cudnnDataType_t dt = CUDNN_DATA_BFLOAT16;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-p") && i + 1 < argc) {
@@ -616,6 +625,8 @@ int main(int argc, char **argv)
       maxcfg = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-v"))
       verbose = 1;
+    else if (!strcmp(argv[i], "-l") && i + 1 < argc)
+      only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-F"))
       fused = 1;
     else {
@@ -651,6 +662,7 @@ int main(int argc, char **argv)
   for (size_t li = 0; li < sizeof L / sizeof L[0]; li++) {
     shape_t s = {n, L[li][0], L[li][1], L[li][2], L[li][2], 3, dt};
     int cnt = L[li][3];
+    if (only >= 0 && (int)li != only) continue;
     char name[32];
     snprintf(name, sizeof name, "%d->%d@%d", s.c, s.k, s.h);
     alloc_for(&s);
