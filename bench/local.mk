@@ -1,4 +1,3 @@
 # bench/: benchmark scripts and recorded results.
 EXTRA_DIST += bench/run_host_collectives.sh bench/run_collectives_gpu.sh bench/run_train_gpu.sh bench/run_memory_gpu.sh \
-	bench/run_conv_api_gpu.sh \
 	bench/torch_unet.py bench/results

@@ -54,6 +54,7 @@ typedef struct {
 static rec_t recs[MAXREC];
 static cudaEvent_t evs[MAXREC + 1], ends[MAXREC];
 static int nrec, profiling, nprofiled;
+static const char *skip_cat; /* ablation: this category's ops are not issued */
 
 /* Closes the op in progress (profiling only). */
 static void op_end(void)
@@ -77,6 +78,7 @@ static void op_begin(const char *cat, const char *name, double flops, double byt
 
 #define OP(cat, name, flops, bytes, call)                                                      \
   do {                                                                                         \
+    if (skip_cat && !strcmp(skip_cat, (cat))) break;                                           \
     op_begin((cat), (name), (flops), (bytes));                                                 \
     if ((call) != 0) DIE("%s (%s): %s", (name), #call, O.last_error(&O));                      \
   } while (0)
@@ -616,6 +618,40 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
   nprofiled = nsteps;
+  /* Ablation in the CUDA graph: the step replayed without one category's ops; the difference
+   * is what the category costs inside the real step (overlap, caches and launch gaps as they
+   * are), which the ops-alone figures above overstate for short kernels. The skipped ops'
+   * outputs keep the previous step's values: timings of these ops do not depend on values. */
+  if (ge == cudaSuccess) {
+    const char *cats[32];
+    int nc = 0;
+    for (int i = 0; i < nrec; i++) {
+      int c = 0;
+      while (c < nc && strcmp(cats[c], recs[i].cat)) c++;
+      if (c == nc && nc < 32) cats[nc++] = recs[i].cat;
+    }
+    double gms = time_steps(iters, exec), sum = 0;
+    printf("\nin the CUDA graph (step %.3f ms): the step without each category, %d replays each\n"
+           "%-16s %9s %9s %6s\n", gms, iters, "category", "without", "costs ms", "%");
+    for (int c = 0; c < nc; c++) {
+      cudaGraph_t g2;
+      cudaGraphExec_t e2;
+      skip_cat = cats[c];
+      CU(cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed));
+      step(N.N);
+      CU(cudaStreamEndCapture(S, &g2));
+      skip_cat = NULL;
+      CU(cudaGraphInstantiate(&e2, g2, 0));
+      for (int i = 0; i < 3; i++) CU(cudaGraphLaunch(e2, S));
+      double w = time_steps(iters, e2);
+      printf("%-16s %9.3f %9.3f %5.1f%%\n", cats[c], w, gms - w, 100 * (gms - w) / gms);
+      sum += gms - w;
+      CU(cudaGraphExecDestroy(e2));
+      CU(cudaGraphDestroy(g2));
+    }
+    printf("%-16s %9s %9.3f %5.1f%% (the rest: launch gaps and what no category removes alone)\n",
+           "sum", "", sum, 100 * sum / gms);
+  }
   report(ms, top);
   if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
   double loss[2];

@@ -12,12 +12,6 @@
  * backward-data, its input gradient is F's forward, and its filter gradient is F's
  * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu).
  *
- * F itself runs on cuDNN's graph API (conv_graph_cuda.cu) wherever it offers an engine: on Hopper
- * its engines are 2.5-4x faster than the legacy cudnnConvolution* algorithms for these layers.
- * The legacy algorithms are still chosen for every layer and run where the graph API has no
- * engine, for batches first seen during a CUDA-graph capture, with SHMDDP_TF32=0 and with
- * SHMDDP_CONV_API=legacy.
- *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
  * for 3 channels are some 20x slower (own direct kernels for it were tried and lost: 886.8
@@ -26,8 +20,7 @@
  * (conv_gemm_cuda.cu).
  * Environment (the table of every knob: shmddp-train --help-env), read when a layer is planned,
  * never per call: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0,
- * SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only), SHMDDP_CONV_API=graph|legacy
- * (cuDNN's graph API where it can, or the legacy API only), SHMDDP_CONV_WS_MB (search
+ * SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only), SHMDDP_CONV_WS_MB (search
  * workspace limit), SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr); and
  * SHMDDP_TF32=0, read once per ops table (ops_cuda_init). */
 #include "config.h"
@@ -58,16 +51,12 @@ typedef struct {
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
   int cur_n;
-  int cur_max;                  /* the planned max_n (the graph arrays' last index) */
   int cinp;                     /* input channels as cuDNN sees them (padded), 3x3 only */
   size_t ws;                    /* cuDNN's workspace: the first ws bytes of the caller's */
   size_t off_x, off_w, off_g;   /* padded x, w, and dw or dx in the caller's workspace */
   size_t wbytes;                /* the (unpadded) weights' bytes */
   conv_algos_t *by_n;           /* [0..max_n]: max_n from the search, others by heuristics */
   int deterministic;            /* heuristics keep only deterministic algorithms */
-  int use_graph;                /* the graph API where it has an engine (SHMDDP_CONV_API) */
-  opc_graph_t **graph;          /* [0..max_n]: graph-API plans, NULL where none (legacy) */
-  signed char *graph_state;     /* [0..max_n]: 0 not tried yet, 1 made, -1 none */
 } conv_plan_t;
 
 static int env_is(const char *name, const char *value)
@@ -105,10 +94,6 @@ static void plan_destroy(conv_plan_t *pl)
   if (pl->b) cudnnDestroyTensorDescriptor(pl->b);
   if (pl->w) cudnnDestroyFilterDescriptor(pl->w);
   if (pl->conv) cudnnDestroyConvolutionDescriptor(pl->conv);
-  if (pl->graph)
-    for (int n = 0; n <= pl->cur_max; n++) opc_graph_free(pl->graph[n]);
-  free(pl->graph);
-  free(pl->graph_state);
   free(pl->by_n);
   free(pl);
 }
@@ -285,24 +270,6 @@ static int heuristic(const ops_t *o, conv_plan_t *pl, size_t limit, conv_algos_t
   return 0;
 }
 
-/* F's shape for the graph API at batch n. */
-static opc_graph_shape_t graph_shape(const ops_t *o, const ops_conv_t *c, const conv_plan_t *pl,
-                                     int n)
-{
-  opc_graph_shape_t s;
-  s.n = n, s.dt = dnn_type(o->dtype);
-  if (c->kind == OPS_CONVT2X2) {
-    s.ca = c->cout, s.ha = 2 * c->h, s.wa = 2 * c->w;
-    s.cb = c->cin, s.hb = c->h, s.wb = c->w;
-    s.k = 2, s.pad = 0, s.stride = 2;
-  } else {
-    s.ca = pl->cinp, s.ha = c->h, s.wa = c->w;
-    s.cb = c->cout, s.hb = c->h, s.wb = c->w;
-    s.k = c->kind == OPS_CONV3X3 ? 3 : 1, s.pad = c->kind == OPS_CONV3X3, s.stride = 1;
-  }
-  return s;
-}
-
 static size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
 int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
@@ -370,25 +337,6 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     return -1;
   }
   if (algos_ws(o, pl, best, &pl->ws)) return -1;
-  /* The graph API (default) where it has an engine for F; the legacy algorithms above stay for
-   * batches it has none for. f32 without TF32 stays on the legacy API, whose math type pins
-   * plain FMA. */
-  pl->cur_max = c->max_n;
-  pl->use_graph = !env_is("SHMDDP_CONV_API", "legacy") && !no_tf32;
-  if (pl->use_graph) {
-    pl->graph = (opc_graph_t **)calloc((size_t)c->max_n + 1, sizeof *pl->graph);
-    pl->graph_state = (signed char *)calloc((size_t)c->max_n + 1, 1);
-    if (!pl->graph || !pl->graph_state) return opc_fail(o, "out of memory planning a convolution");
-    opc_graph_shape_t s = graph_shape(o, c, pl, c->max_n);
-    size_t gws = 0;
-    if (opc_graph_make(o, &s, pl->deterministic, !use_heuristic, ws_limit(), &pl->graph[c->max_n],
-                       &gws) == 0) {
-      pl->graph_state[c->max_n] = 1;
-      if (gws > pl->ws) pl->ws = gws;
-    } else {
-      pl->graph_state[c->max_n] = -1;
-    }
-  }
   *ws_bytes = pl->ws;
   pl->wbytes = (size_t)c->cin * c->cout * k * k * o->elem;
   if (pl->cinp != c->cin) { /* padded input, weights, and their gradients after cuDNN's part */
@@ -400,16 +348,13 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     pl->off_w = align256(pl->ws);
     *ws_bytes = pl->off_w + bytes_w;
   }
-  if (env_is("SHMDDP_CONV_VERBOSE", "1")) {
-    char gd[160] = "legacy API";
-    if (pl->use_graph && pl->graph[c->max_n]) opc_graph_describe(pl->graph[c->max_n], gd, sizeof gd);
-    fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: %s; legacy fwd algo %d math %d "
-            "%.3f ms, bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms; workspace %zu\n",
-            (int)c->kind, c->h, c->w, c->cin, pl->cinp, c->cout, c->max_n, o->name, gd,
+  if (env_is("SHMDDP_CONV_VERBOSE", "1"))
+    fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
+            "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
+            (int)c->kind, c->h, c->w, c->cin, pl->cinp, c->cout, c->max_n, o->name,
             (int)best->fwd, (int)best->fwd_math, best->ms[0], (int)best->bwf,
             (int)best->bwf_math, best->ms[1], (int)best->bwd, (int)best->bwd_math, best->ms[2],
             *ws_bytes);
-  }
   return 0;
 }
 
@@ -440,34 +385,11 @@ static conv_plan_t *plan_of(const ops_t *o, const ops_conv_t *c, int n)
   return (conv_plan_t *)c->plan;
 }
 
-/* The graph-API plans for batch n, NULL for the legacy API. A batch other than max_n gets the
- * heuristics' choice within the planned workspace, made the first time it is seen, but never
- * while the stream is being captured into a CUDA graph (building a plan is not a stream
- * operation; that batch then runs on the legacy API). */
-static const opc_graph_t *graph_for(const ops_t *o, const ops_conv_t *c, conv_plan_t *pl, int n)
-{
-  if (!pl->use_graph || n > pl->cur_max) return NULL;
-  if (pl->graph_state[n] == 0) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(opc_ctx(o)->stream, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone) {
-      cudaGetLastError();
-      return NULL;
-    }
-    opc_graph_shape_t s = graph_shape(o, c, pl, n);
-    size_t ws = 0;
-    pl->graph_state[n] =
-        opc_graph_make(o, &s, pl->deterministic, 0, pl->ws, &pl->graph[n], &ws) ? -1 : 1;
-  }
-  return pl->graph[n];
-}
-
 /* The three primitive directions of F. */
-static int f_forward(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
-                     const opc_graph_t *g, const void *a, const void *w, void *b, void *ws)
+static int f_forward(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al, const void *a,
+                     const void *w, void *b, void *ws)
 {
   const float one = 1, zero = 0;
-  if (g) return opc_graph_fwd(o, g, a, w, b, ws);
   OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->fwd_math));
   OPC_DNN(o, cudnnConvolutionForward(opc_ctx(o)->dnn, &one, pl->a, a, pl->w, w, pl->conv,
                                      al->fwd, ws, pl->ws, &zero, pl->b, b));
@@ -475,10 +397,9 @@ static int f_forward(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
 }
 
 static int f_backward_data(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
-                           const opc_graph_t *g, const void *w, const void *b, void *a, void *ws)
+                           const void *w, const void *b, void *a, void *ws)
 {
   const float one = 1, zero = 0;
-  if (g) return opc_graph_bwd_data(o, g, w, b, a, ws);
   OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwd_math));
   OPC_DNN(o, cudnnConvolutionBackwardData(opc_ctx(o)->dnn, &one, pl->w, w, pl->b, b, pl->conv,
                                           al->bwd, ws, pl->ws, &zero, pl->a, a));
@@ -486,11 +407,9 @@ static int f_backward_data(const ops_t *o, conv_plan_t *pl, const conv_algos_t *
 }
 
 static int f_backward_filter(const ops_t *o, conv_plan_t *pl, const conv_algos_t *al,
-                             const opc_graph_t *g, const void *a, const void *b, void *dw, int acc,
-                             void *ws)
+                             const void *a, const void *b, void *dw, int acc, void *ws)
 {
   const float one = 1, beta = acc ? 1.f : 0.f;
-  if (g) return opc_graph_bwd_filter(o, g, a, b, dw, acc, ws);
   OPC_DNN(o, cudnnSetConvolutionMathType(pl->conv, al->bwf_math));
   OPC_DNN(o, cudnnConvolutionBackwardFilter(opc_ctx(o)->dnn, &one, pl->a, a, pl->b, b, pl->conv,
                                             al->bwf, ws, pl->ws, &beta, pl->w, dw));
@@ -541,7 +460,6 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
-  const opc_graph_t *g = graph_for(o, c, pl, n);
   size_t P = (size_t)n * c->h * c->w;
   int rc = 0;
   if (pl->cinp == c->cin) w = aligned_weights(o, pl, w, ws, &rc);
@@ -550,14 +468,14 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   case OPS_CONV3X3:
     if (pl->cinp != c->cin) {
       if (pad_input(o, c, pl, n, x, ws) || pad_weights(o, c, pl, w, ws)) return -1;
-      return f_forward(o, pl, al, g, ws_at(ws, pl->off_x), ws_at(ws, pl->off_w), y, ws);
+      return f_forward(o, pl, al, ws_at(ws, pl->off_x), ws_at(ws, pl->off_w), y, ws);
     }
-    return f_forward(o, pl, al, g, x, w, y, ws);
+    return f_forward(o, pl, al, x, w, y, ws);
   case OPS_CONV1X1:
-    if (f_forward(o, pl, al, g, x, w, y, ws)) return -1;
+    if (f_forward(o, pl, al, x, w, y, ws)) return -1;
     return opc_bias_add(o, y, P, c->cout, b);
   case OPS_CONVT2X2:
-    if (f_backward_data(o, pl, al, g, w, x, y, ws)) return -1;
+    if (f_backward_data(o, pl, al, w, x, y, ws)) return -1;
     return opc_bias_add(o, y, 4 * P, c->cout, b);
   }
   return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
@@ -580,7 +498,6 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   }
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
-  const opc_graph_t *g = graph_for(o, c, pl, n);
   size_t P = (size_t)n * c->h * c->w;
   if (pl->cinp == c->cin && misaligned(dw)) { /* into an aligned buffer, then (+)= into dw */
     void *dwa = ws_at(ws, pl->off_w);
@@ -594,18 +511,17 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   case OPS_CONV3X3:
     if (pl->cinp != c->cin) { /* dw of the padded layer, then its real channels (+)= into dw */
       if (pad_input(o, c, pl, n, x, ws) ||
-          f_backward_filter(o, pl, al, g, ws_at(ws, pl->off_x), dy, ws_at(ws, pl->off_g), 0,
-                            ws))
+          f_backward_filter(o, pl, al, ws_at(ws, pl->off_x), dy, ws_at(ws, pl->off_g), 0, ws))
         return -1;
       return opc_repack_channels(o, ws_at(ws, pl->off_g), pl->cinp, dw, c->cin,
                                  (size_t)c->cout * 9, acc);
     }
-    return f_backward_filter(o, pl, al, g, x, dy, dw, acc, ws);
+    return f_backward_filter(o, pl, al, x, dy, dw, acc, ws);
   case OPS_CONV1X1: /* db NULL: the caller sums it (the misaligned-dw path above) */
-    if (f_backward_filter(o, pl, al, g, x, dy, dw, acc, ws)) return -1;
+    if (f_backward_filter(o, pl, al, x, dy, dw, acc, ws)) return -1;
     return db ? opc_channel_sum(o, dy, P, c->cout, db, acc) : 0;
   case OPS_CONVT2X2:
-    if (f_backward_filter(o, pl, al, g, dy, x, dw, acc, ws)) return -1;
+    if (f_backward_filter(o, pl, al, dy, x, dw, acc, ws)) return -1;
     return db ? opc_channel_sum(o, dy, 4 * P, c->cout, db, acc) : 0;
   }
   return opc_fail(o, "unknown convolution kind %d", (int)c->kind);
@@ -621,27 +537,16 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
-  const opc_graph_t *g = graph_for(o, c, pl, n);
   int rc = 0;
   if (pl->cinp == c->cin) w = aligned_weights(o, pl, w, ws, &rc);
   if (rc) return -1;
-  if (c->kind == OPS_CONVT2X2) return f_forward(o, pl, al, g, dy, w, dx, ws);
+  if (c->kind == OPS_CONVT2X2) return f_forward(o, pl, al, dy, w, dx, ws);
   if (pl->cinp != c->cin) {
     if (pad_weights(o, c, pl, w, ws) ||
-        f_backward_data(o, pl, al, g, ws_at(ws, pl->off_w), dy, ws_at(ws, pl->off_g), ws))
+        f_backward_data(o, pl, al, ws_at(ws, pl->off_w), dy, ws_at(ws, pl->off_g), ws))
       return -1;
     return opc_repack_channels(o, ws_at(ws, pl->off_g), pl->cinp, dx, c->cin,
                                (size_t)n * c->h * c->w, 0);
   }
-  return f_backward_data(o, pl, al, g, w, dy, dx, ws);
-}
-
-const char *ops_cuda_conv_api(const ops_t *o, const ops_conv_t *c, int n)
-{
-  conv_plan_t *pl = (conv_plan_t *)c->plan;
-  if (!pl || n < 0 || n > c->max_n) return NULL;
-  if (pl->skinny) return "skinny";
-  if (pl->gemm) return "gemm";
-  if (pl->use_graph && pl->graph_state[n] == 0) graph_for(o, c, pl, n);
-  return pl->use_graph && pl->graph[n] ? "graph" : "legacy";
+  return f_backward_data(o, pl, al, w, dy, dx, ws);
 }

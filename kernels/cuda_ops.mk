@@ -2,7 +2,7 @@
 # normalisation, element-wise ops, loss and optimizers) -> libopscuda.a, cuDNN builds only.
 # Programs that use it link libopscuda.a BEFORE libmodel.a, and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
-OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_graph_cuda.cu kernels/conv_gemm_cuda.cu \
+OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
 	kernels/conv_skinny_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN

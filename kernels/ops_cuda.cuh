@@ -179,27 +179,6 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
                       void *dx, void *ws);
 /* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
  * no workspace. */
-/* conv_graph_cuda.cu: one cuDNN convolution F through the graph API, a plan per direction for
- * one batch size. F maps a (n, ha, wa, ca) to b (n, hb, wb, cb), NHWC, filter [cb][k][k][ca]. */
-typedef struct {
-  int n, ca, ha, wa, cb, hb, wb, k, pad, stride;
-  cudnnDataType_t dt;
-} opc_graph_shape_t;
-enum { OPC_G_FWD, OPC_G_DGRAD, OPC_G_WGRAD, OPC_G_WGRAD_ACC, OPC_G_DIRS };
-typedef struct opc_graph opc_graph_t;
-/* -1 without a message when cuDNN has no qualifying engine (the caller falls back), -1 with one
- * for real failures; *ws: the workspace the four plans need. */
-int opc_graph_make(const ops_t *o, const opc_graph_shape_t *s, int deterministic, int timed,
-                   size_t ws_limit, opc_graph_t **out, size_t *ws);
-void opc_graph_free(opc_graph_t *g);
-int opc_graph_fwd(const ops_t *o, const opc_graph_t *g, const void *a, const void *w, void *b,
-                  void *ws);
-int opc_graph_bwd_data(const ops_t *o, const opc_graph_t *g, const void *w, const void *b, void *a,
-                       void *ws);
-int opc_graph_bwd_filter(const ops_t *o, const opc_graph_t *g, const void *a, const void *b,
-                         void *dw, int acc, void *ws);
-void opc_graph_describe(const opc_graph_t *g, char *buf, size_t len);
-
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind);
 void opc_gemm_free(opc_ctx_t *x);
 int opc_gemm_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,

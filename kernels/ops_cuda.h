@@ -37,11 +37,6 @@ void ops_cuda_set_deterministic(ops_t *o, int on);
 /* The compute stream (cudaStream_t) of a CUDA ops table, for hooks and the optimizer. */
 void *ops_cuda_stream(const ops_t *o);
 
-/* Which implementation runs convolution c (planned by o) at batch n: "graph" (cuDNN's graph
- * API), "legacy" (the legacy cuDNN API), "gemm" (cuBLAS) or "skinny" (own kernels); NULL when
- * c is not planned. For tests and reports; a batch not seen yet reports what it would get. */
-const char *ops_cuda_conv_api(const ops_t *o, const ops_conv_t *c, int n);
-
 /* Device memory the backend holds besides the conv workspaces (reduction partials, result
  * slots), for the memory ledger's workspace category. */
 size_t ops_cuda_scratch_bytes(const ops_t *o);

@@ -353,16 +353,6 @@ static void conv_case_at(ops_conv_kind_t kind, int h, int w, int cin, int cout, 
   size_t cws = 0, gws = 0;
   CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
   GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
-  { /* the implementation the switches ask for (cuDNN layers: the graph API by default) */
-    const char *api = ops_cuda_conv_api(&gpu, &gc, n), *e1 = getenv("SHMDDP_CONV1X1");
-    const char *want = getenv("SHMDDP_CONV_API") ? "legacy" : "graph";
-    ck_assert_ptr_nonnull(api);
-    if (kind == OPS_CONV1X1 && !(e1 && !strcmp(e1, "cudnn"))) /* own kernels or cuBLAS */
-      ck_assert_msg(!strcmp(api, "skinny") || !strcmp(api, "gemm"), "1x1 conv runs on %s", api);
-    else
-      ck_assert_msg(!strcmp(api, want), "conv kind %d %d->%d n=%d/%d runs on %s, not %s",
-                    (int)kind, cin, cout, n, max_n, api, want);
-  }
   float *ws = malloc(cws + 16);
   keep(ws);
   CPU_OK(cpu.conv_fwd(&cpu, &cc, n, x, wt, b, y, ws));
@@ -440,17 +430,6 @@ START_TEST(test_conv)
     conv_case(OPS_CONVT2X2, 4, 4, 32, 16, 2, 2);
     conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
     conv_case(OPS_CONVT2X2, 3, 5, 12, 6, 2, 2); /* channels off the vector width */
-    /* the legacy cuDNN API, which SHMDDP_CONV_API=legacy, SHMDDP_TF32=0 and shapes without a
-     * graph-API engine run on */
-    setenv("SHMDDP_CONV_API", "legacy", 1);
-    conv_case(OPS_CONV3X3, 8, 8, 16, 32, 3, 2);
-    conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
-    conv_case_at(OPS_CONV3X3, 8, 8, 16, 32, 2, 2, 2);
-    conv_case(OPS_CONVT2X2, 4, 6, 32, 16, 3, 1);
-    setenv("SHMDDP_CONV1X1", "cudnn", 1);
-    conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);
-    unsetenv("SHMDDP_CONV1X1");
-    unsetenv("SHMDDP_CONV_API");
     ops_conv_t c = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 8, .cout = 8, .max_n = 2};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));

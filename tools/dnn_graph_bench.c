@@ -4,7 +4,7 @@
  * sum of squares of the output produced by the epilogue (GenStats). Issue 17's first direction.
  *
  * For every layer shape and direction (forward, backward-data, backward-filter) it times:
- *   legacy   the fastest algorithm of cudnnFind*AlgorithmEx (what SHMDDP_CONV_SEARCH=timed picks)
+ *   legacy   cudnnFind*AlgorithmEx's fastest algorithm (any / deterministic), timed as below
  *   graph    every engine configuration the graph heuristics (mode A, then FALLBACK) offer,
  *            each timed; the best one, and the best deterministic one
  * and for the forward also the fused graphs (prologue, epilogue, both). Times are CUDA events
@@ -14,7 +14,13 @@
  * Usage: dnn_graph_bench [-p bf16|f32] [-n batch] [-r reps] [-c max_configs] [-F] [-v]
  *   -l I: only layer I of the table (0: the RGB layer)
  *   -F: also the fused forward graphs (each needs runtime compilation: minutes in all)
- * Build: cc -O2 -I$CUDA/include tools/dnn_graph_bench.c -L$CUDA/lib64 -lcudnn -lcudart -lm */
+ * Built by make in cuDNN builds (tools/dnn_graph_bench, not installed).
+ *
+ * What it found on one H200 (bench/results/dnn_graph_1xh200.txt): the graph API's first
+ * choices for these layers are the engines the legacy API already runs (the trainer gave
+ * bit-identical losses over 8000 steps on either API, at the same speed), and the fused graphs
+ * run only on the runtime-compiled engine, 2-6x slower than the plain convolution, more than
+ * the BatchNorm passes they would save. Neither was kept. */
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <math.h>
@@ -415,61 +421,85 @@ static int graph_best(const shape_t *s, int dir, int fuse, int maxcfg, int reps,
   return ran;
 }
 
-/* The legacy API's fastest algorithm (cudnnFind*Ex), in ms; -1 if none. */
-static float legacy_best(const shape_t *s, int dir, int det_only)
-{
+/* The legacy API: cudnnFind*Ex's fastest (deterministic, if det_only) algorithm, then timed
+ * like the graph plans (events around back-to-back launches). cudnnFind's own times are single
+ * launches and overstate short kernels 2-3x (the first run of this tool compared against them
+ * and was wrong: bench/results/dnn_graph_1xh200.txt). In ms; -1 if none. */
+typedef struct {
+  const shape_t *s;
+  int dir, algo;
   cudnnTensorDescriptor_t a, b;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t c;
-  cudnnCreateTensorDescriptor(&a);
-  cudnnCreateTensorDescriptor(&b);
-  cudnnCreateFilterDescriptor(&w);
-  cudnnCreateConvolutionDescriptor(&c);
-  cudnnSetTensor4dDescriptor(a, CUDNN_TENSOR_NHWC, s->dt, s->n, s->c, s->h, s->w);
-  cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NHWC, s->dt, s->n, s->k, s->h, s->w);
-  cudnnSetFilter4dDescriptor(w, s->dt, CUDNN_TENSOR_NHWC, s->k, s->c, s->r, s->r);
-  cudnnSetConvolution2dDescriptor(c, s->r / 2, s->r / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+} legacy_t;
+
+static int run_legacy(void *arg)
+{
+  legacy_t *l = arg;
+  const float one = 1, zero = 0;
+  if (l->dir == DIR_FWD)
+    CK(cudnnConvolutionForward(H, &one, l->a, buf[U_X], l->w, buf[U_W], l->c,
+                               (cudnnConvolutionFwdAlgo_t)l->algo, dws, dws_size, &zero, l->b,
+                               buf[U_Y]));
+  else if (l->dir == DIR_DGRAD)
+    CK(cudnnConvolutionBackwardData(H, &one, l->w, buf[U_W], l->b, buf[U_Y], l->c,
+                                    (cudnnConvolutionBwdDataAlgo_t)l->algo, dws, dws_size, &zero,
+                                    l->a, buf[U_X]));
+  else
+    CK(cudnnConvolutionBackwardFilter(H, &one, l->a, buf[U_X], l->b, buf[U_Y], l->c,
+                                      (cudnnConvolutionBwdFilterAlgo_t)l->algo, dws, dws_size,
+                                      &zero, l->w, buf[U_W]));
+  return 0;
+}
+
+static float legacy_best(const shape_t *s, int dir, int det_only, int reps)
+{
+  legacy_t l = {s, dir, -1, NULL, NULL, NULL, NULL};
+  cudnnCreateTensorDescriptor(&l.a);
+  cudnnCreateTensorDescriptor(&l.b);
+  cudnnCreateFilterDescriptor(&l.w);
+  cudnnCreateConvolutionDescriptor(&l.c);
+  cudnnSetTensor4dDescriptor(l.a, CUDNN_TENSOR_NHWC, s->dt, s->n, s->c, s->h, s->w);
+  cudnnSetTensor4dDescriptor(l.b, CUDNN_TENSOR_NHWC, s->dt, s->n, s->k, s->h, s->w);
+  cudnnSetFilter4dDescriptor(l.w, s->dt, CUDNN_TENSOR_NHWC, s->k, s->c, s->r, s->r);
+  cudnnSetConvolution2dDescriptor(l.c, s->r / 2, s->r / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                   CUDNN_DATA_FLOAT);
-  cudnnSetConvolutionMathType(c, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+  cudnnSetConvolutionMathType(l.c, CUDNN_TENSOR_OP_MATH);
   float best = -1;
   int got = 0;
+#define PICK(p)                                                                                 \
+  for (int i = 0; i < got; i++)                                                                 \
+    if (p[i].status == CUDNN_STATUS_SUCCESS &&                                                  \
+        (!det_only || p[i].determinism == CUDNN_DETERMINISTIC) && (best < 0 || p[i].time < best)) \
+      best = p[i].time, l.algo = (int)p[i].algo;
   if (dir == DIR_FWD) {
     cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (cudnnFindConvolutionForwardAlgorithmEx(H, a, buf[U_X], w, buf[U_W], c, b, buf[U_Y],
+    if (cudnnFindConvolutionForwardAlgorithmEx(H, l.a, buf[U_X], l.w, buf[U_W], l.c, l.b, buf[U_Y],
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, p, dws,
                                                dws_size) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < got; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS &&
-            (!det_only || p[i].determinism == CUDNN_DETERMINISTIC) &&
-            (best < 0 || p[i].time < best))
-          best = p[i].time;
+      PICK(p)
   } else if (dir == DIR_DGRAD) {
     cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if (cudnnFindConvolutionBackwardDataAlgorithmEx(H, w, buf[U_W], b, buf[U_Y], c, a, buf[U_X],
-                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p,
-                                                    dws, dws_size) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < got; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS &&
-            (!det_only || p[i].determinism == CUDNN_DETERMINISTIC) &&
-            (best < 0 || p[i].time < best))
-          best = p[i].time;
+    if (cudnnFindConvolutionBackwardDataAlgorithmEx(H, l.w, buf[U_W], l.b, buf[U_Y], l.c, l.a,
+                                                    buf[U_X], CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                    &got, p, dws, dws_size) == CUDNN_STATUS_SUCCESS)
+      PICK(p)
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (cudnnFindConvolutionBackwardFilterAlgorithmEx(H, a, buf[U_X], b, buf[U_Y], c, w, buf[U_W],
+    if (cudnnFindConvolutionBackwardFilterAlgorithmEx(H, l.a, buf[U_X], l.b, buf[U_Y], l.c, l.w,
+                                                      buf[U_W],
                                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                       &got, p, dws,
                                                       dws_size) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < got; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS &&
-            (!det_only || p[i].determinism == CUDNN_DETERMINISTIC) &&
-            (best < 0 || p[i].time < best))
-          best = p[i].time;
+      PICK(p)
   }
-  cudnnDestroyTensorDescriptor(a);
-  cudnnDestroyTensorDescriptor(b);
-  cudnnDestroyFilterDescriptor(w);
-  cudnnDestroyConvolutionDescriptor(c);
-  return best;
+#undef PICK
+  float ms = l.algo >= 0 ? time_it(run_legacy, &l, reps) : -1;
+  cudnnDestroyTensorDescriptor(l.a);
+  cudnnDestroyTensorDescriptor(l.b);
+  cudnnDestroyFilterDescriptor(l.w);
+  cudnnDestroyConvolutionDescriptor(l.c);
+  return ms;
 }
 
 /* ---- host data ---- */
@@ -668,7 +698,7 @@ int main(int argc, char **argv)
     alloc_for(&s);
     for (int d = 0; d < 3; d++) {
       if (d == DIR_DGRAD && s.c == 8) continue; /* the RGB layer has no input gradient */
-      float leg = legacy_best(&s, d, 0), legd = legacy_best(&s, d, 1);
+      float leg = legacy_best(&s, d, 0, reps), legd = legacy_best(&s, d, 1, reps);
       result_t b, bd, f;
       int ran = graph_best(&s, d, FUSE_NONE, maxcfg, reps, &b, &bd, &f);
       printf("%-16s %-6s %9.4f %9.4f %9.4f %9.4f %8ld %.4f (engine %ld)  [%d configs]\n", name,

@@ -78,13 +78,6 @@ static const param_t table[] = {
      .dflt = "--deterministic decides (on: heuristic)",
      .reader = "kernels, when a convolution is planned",
      .meaning = "how cuDNN's algorithms are chosen: deterministic heuristics, or timing them all"},
-    {.name = "SHMDDP_CONV_API",
-     .kind = PARAM_CHOICE,
-     .choices = "graph|legacy",
-     .dflt = "graph",
-     .reader = "kernels, when a convolution is planned",
-     .meaning = "graph: cuDNN's graph API wherever it has an engine (2.5-4x faster on H200), the "
-                "legacy API elsewhere; legacy: the legacy API only"},
     {.name = "SHMDDP_CONV_PAD",
      .kind = PARAM_FLAG,
      .dflt = "1",
