@@ -2,6 +2,9 @@
  * U-Net's forward, loss, backward and SGD update through the CUDA ops table in the order
  * src/unet.c does, on random data; times every op with CUDA events after warm-up (TFLOP/s for
  * convolutions, GB/s for the memory-bound ops), and the whole step with and without a CUDA graph.
+ * Then what each category costs inside the graph-replayed step: the step captured again without
+ * that category's ops, replayed and timed (ablation; the ops-alone figures overstate short
+ * kernels by their launch and ramp-up).
  *
  * With -m it instead times the model itself (src/unet.c on the CUDA backend: model_train_step
  * plus optim_step, as the trainer calls them) and prints its memory ledger.
@@ -618,6 +621,10 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
   nprofiled = nsteps;
+  /* the loss of the full step, before the ablation below leaves the buffers in any state */
+  if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
+  double loss[2];
+  CU(cudaMemcpy(loss, N.loss, sizeof loss, cudaMemcpyDeviceToHost));
   /* Ablation in the CUDA graph: the step replayed without one category's ops; the difference
    * is what the category costs inside the real step (overlap, caches and launch gaps as they
    * are), which the ops-alone figures above overstate for short kernels. The skipped ops'
@@ -653,9 +660,6 @@ int main(int argc, char **argv)
            "sum", "", sum, 100 * sum / gms);
   }
   report(ms, top);
-  if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
-  double loss[2];
-  CU(cudaMemcpy(loss, N.loss, sizeof loss, cudaMemcpyDeviceToHost));
   printf("\nlast loss %.4f over %.0f pixels (finite: %s)\n", loss[0] / loss[1], loss[1],
          isfinite(loss[0]) ? "yes" : "NO");
   return isfinite(loss[0]) ? 0 : 1;
