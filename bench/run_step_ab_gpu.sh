@@ -6,6 +6,9 @@
 # A B A B) and the default job (./train's defaults, 8000 steps) with its per-step losses compared;
 # B's GPU test suites first. Issue 17's "measure each, keep what wins" in one device call (~5 min).
 # Usage: bench/run_step_ab_gpu.sh PATCH OUT_DIR     (bench/ab/ holds changes waiting for this)
+# On the device: run(carry [".device"]) `source .device/env.sh && sh bench/run_step_ab_gpu.sh
+# bench/ab/X.patch $OUT/ab` (the two builds run side by side, -j8 each). Tried on the CPU machine
+# up to the GPU parts (patch, both builds, B's CPU-runnable suite).
 # Environment: PARTS (default
 # "tests ops train default"), CONFIGURE_FLAGS (default --with-cuda-arch=90).
 # Writes OUT_DIR/ab.txt (the summary) and OUT_DIR/{A,B}_* logs.
