@@ -16,10 +16,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "src/device/arena.h"
 #include "src/parallel/ddp.h"
 #include "src/model/model.h"
-#include "src/model/optim.h"
 #include "tests/failures.h"
 #include "tests/parallel_fixture.h"
 #include "tests/suite_main.h"
@@ -68,42 +66,14 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
   }
   model_t *m = NULL;
   ddp_t *d = NULL;
-  optim_t *o = NULL;
-  float *x = malloc(sizeof(float) * (size_t)micro_n * HW * HW * 3);
-  int32_t *y = malloc(sizeof(int32_t) * (size_t)micro_n * HW * HW);
-  void *xd = x, *yd = y;
   int rc = model_create(&m, &mc, err, errlen);
-  if (rc == 0 && c->device) {
-#ifdef HAVE_CUDNN
-    rc = cudaMalloc(&xd, sizeof(float) * (size_t)micro_n * HW * HW * 3) != cudaSuccess ||
-         cudaMalloc(&yd, sizeof(int32_t) * (size_t)micro_n * HW * HW) != cudaSuccess;
-#endif
-  }
   ddp_config_t dc = {.bucket_mb = 1, .sync_bn = c->sync_bn,
                      .cuda_stream = m ? model_stream(m) : NULL};
   if (rc == 0) rc = ddp_create(&d, comm, m, &dc, err, errlen);
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
-  optim_config_t oc;
-  optim_config_default(&oc, OPTIM_SGD);
-  oc.lr = 0.05;
-  oc.momentum = 0.9;
-  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
-  for (int t = 0; rc == 0 && t < STEPS; t++) {
-    for (int k = 0; rc == 0 && k < c->accum; k++) {
-      for (int s = 0; s < micro_n; s++)
-        pf_sample(t, first + k * micro_n + s, x + (size_t)s * HW * HW * 3, y + (size_t)s * HW * HW);
-      rc = pf_copy(c->device, xd, x, sizeof(float) * (size_t)micro_n * HW * HW * 3, 1) ||
-           pf_copy(c->device, yd, y, sizeof(int32_t) * (size_t)micro_n * HW * HW, 1);
-      int last = k == c->accum - 1;
-      const model_hooks_t *h = ddp_step_hooks(d, last, c->sync_bn);
-      float loss;
-      if (rc == 0) rc = model_train_step(m, xd, yd, micro_n, 1.0f, k > 0, h, &loss, err, errlen);
-      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
-    }
-    if (rc == 0)
-      rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / c->accum,
-                      model_stream(m), err, errlen);
-  }
+  if (rc == 0)
+    rc = pf_ddp_train(m, d, c->device == ON_GPU, STEPS, first, micro_n, c->accum, c->sync_bn,
+                      err, errlen);
   if (rc == 0) {
     rc = pf_copy(c->device, out_p, model_params(m), model_num_params(m) * sizeof(float), 0);
     if (rc == 0 && model_num_buffers(m))
@@ -112,17 +82,8 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
     res->nbuffers = model_num_buffers(m);
     if (rc) snprintf(err, errlen, "copying the weights back failed");
   }
-  if (o) optim_destroy(o);
   if (d) ddp_destroy(d);
   if (m) model_destroy(m);
-  free(x);
-  free(y);
-#ifdef HAVE_CUDNN
-  if (c->device) {
-    cudaFree(xd);
-    cudaFree(yd);
-  }
-#endif
   return rc;
 }
 

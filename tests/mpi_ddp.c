@@ -21,9 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/device/arena.h"
 #include "src/model/model.h"
-#include "src/model/optim.h"
 #include "src/parallel/ddp.h"
 #include "src/world/world_mpi.h"
 #include "tests/parallel_fixture.h"
@@ -61,43 +59,15 @@ static int train(const mpi_case_t *c, world_t *w, int device, int first, int cou
   }
   model_t *m = NULL;
   ddp_t *d = NULL;
-  optim_t *o = NULL;
-  size_t xb = sizeof(float) * (size_t)micro_n * HW * HW * 3, yb = sizeof(int32_t) * (size_t)micro_n * HW * HW;
-  float *x = malloc(xb);
-  int32_t *y = malloc(yb);
-  void *xd = x, *yd = y;
   int rc = model_create(&m, &mc, err, errlen);
-#ifdef HAVE_CUDNN
-  if (rc == 0 && gpu_mode)
-    rc = cudaMalloc(&xd, xb) != cudaSuccess || cudaMalloc(&yd, yb) != cudaSuccess;
-#endif
   ddp_config_t dc = {.bucket_mb = 0.05, .sync_bn = c->sync_bn,
                      .cuda_stream = m ? model_stream(m) : NULL};
   world_t *alone = NULL;
   if (rc == 0 && !w) rc = world_from_comm(&alone, NULL, err, errlen);
   if (rc == 0) rc = ddp_create_world(&d, w ? w : alone, m, &dc, err, errlen);
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
-  optim_config_t oc;
-  optim_config_default(&oc, OPTIM_SGD);
-  oc.lr = 0.05;
-  oc.momentum = 0.9;
-  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
-  for (int t = 0; rc == 0 && t < STEPS; t++) {
-    for (int k = 0; rc == 0 && k < c->accum; k++) {
-      for (int s = 0; s < micro_n; s++)
-        pf_sample(t, first + k * micro_n + s, x + (size_t)s * HW * HW * 3, y + (size_t)s * HW * HW);
-      rc = pf_copy(gpu_mode, xd, x, xb, 1) || pf_copy(gpu_mode, yd, y, yb, 1);
-      int last = k == c->accum - 1;
-      const model_hooks_t *h = ddp_step_hooks(d, last, c->sync_bn);
-      float loss;
-      if (rc == 0) rc = model_train_step(m, xd, yd, micro_n, 1.0f, k > 0, h, &loss, err, errlen);
-      if (rc != 0) ddp_hook_failure(d, err, errlen);
-      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
-    }
-    if (rc == 0)
-      rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / c->accum,
-                      model_stream(m), err, errlen);
-  }
+  if (rc == 0)
+    rc = pf_ddp_train(m, d, gpu_mode, STEPS, first, micro_n, c->accum, c->sync_bn, err, errlen);
   if (rc == 0) {
     *np = model_num_params(m);
     *nb = model_num_buffers(m);
@@ -107,18 +77,9 @@ static int train(const mpi_case_t *c, world_t *w, int device, int first, int cou
          (*nb && pf_copy(gpu_mode, *out_b, model_buffers(m), *nb * sizeof(float), 0));
     if (rc) snprintf(err, errlen, "copying the weights back failed");
   }
-  if (o) optim_destroy(o);
   if (d) ddp_destroy(d);
   world_destroy(alone);
   if (m) model_destroy(m);
-  free(x);
-  free(y);
-#ifdef HAVE_CUDNN
-  if (gpu_mode) {
-    cudaFree(xd);
-    cudaFree(yd);
-  }
-#endif
   return rc;
 }
 

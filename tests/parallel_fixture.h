@@ -1,11 +1,14 @@
-/* parallel_fixture.h — what the data-parallel equivalence suites (check_ddp, check_dp) train:
- * a small U-Net and data that is a pure function of (step, sample), so every rank, device and
- * single-process reference sees the same images; plus host/device copies and the choice of a
- * rank's GPU. Which GPU cases run is decided by the suites' main (tests/suite_main.h). */
+/* parallel_fixture.h — what the data-parallel equivalence suites (check_ddp, check_dp, and
+ * mpi_ddp across nodes) train: a small U-Net and data that is a pure function of (step, sample),
+ * so every rank, device and single-process reference sees the same images; host/device copies,
+ * the choice of a rank's GPU, and the DDP training loop itself. Which GPU cases run is decided
+ * by the suites' main (tests/suite_main.h). */
 #ifndef TESTS_PARALLEL_FIXTURE_H
 #define TESTS_PARALLEL_FIXTURE_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +17,8 @@
 #endif
 
 #include "src/model/model.h"
+#include "src/model/optim.h"
+#include "src/parallel/ddp.h"
 
 enum { PF_HW = 16, PF_CLASSES = 3 };
 
@@ -81,6 +86,63 @@ static inline int pf_cuda_device(int wanted, char *err, size_t errlen)
   snprintf(err, errlen, "a build without the CUDA model (device %d)", wanted);
   return -1;
 #endif
+}
+
+/* Trains model m with the DDP engine d for `steps` steps of SGD (lr 0.05, momentum 0.9): every
+ * step `accum` micro-batches of micro_n samples, samples [first, first + accum * micro_n) of
+ * that step (pf_sample), the gradients averaged over d's ranks after the last micro-batch. cuda:
+ * m is a GPU model (the batches are uploaded). 0, or -1 with the reason in err. */
+static inline int pf_ddp_train(model_t *m, ddp_t *d, int cuda, int steps, int first, int micro_n,
+                               int accum, int sync_bn, char *err, size_t errlen)
+{
+  size_t xb = sizeof(float) * (size_t)micro_n * PF_HW * PF_HW * 3;
+  size_t yb = sizeof(int32_t) * (size_t)micro_n * PF_HW * PF_HW;
+  float *x = malloc(xb);
+  int32_t *y = malloc(yb);
+  void *xd = x, *yd = y;
+  optim_t *o = NULL;
+  int rc = x && y ? 0 : -1;
+  if (rc) snprintf(err, errlen, "out of memory for the batches");
+#ifdef HAVE_CUDNN
+  if (rc == 0 && cuda && (cudaMalloc(&xd, xb) != cudaSuccess || cudaMalloc(&yd, yb) != cudaSuccess))
+    rc = -1, snprintf(err, errlen, "no device memory for the batches");
+#endif
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  oc.lr = 0.05;
+  oc.momentum = 0.9;
+  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
+  for (int t = 0; rc == 0 && t < steps; t++) {
+    for (int k = 0; rc == 0 && k < accum; k++) {
+      for (int s = 0; s < micro_n; s++)
+        pf_sample(t, first + k * micro_n + s, x + (size_t)s * PF_HW * PF_HW * 3,
+                  y + (size_t)s * PF_HW * PF_HW);
+      if (pf_copy(cuda, xd, x, xb, 1) || pf_copy(cuda, yd, y, yb, 1)) {
+        snprintf(err, errlen, "uploading a batch failed");
+        rc = -1;
+        break;
+      }
+      int last = k == accum - 1;
+      const model_hooks_t *h = ddp_step_hooks(d, last, sync_bn);
+      float loss;
+      rc = model_train_step(m, xd, yd, micro_n, 1.0f, k > 0, h, &loss, err, errlen);
+      if (rc != 0) ddp_hook_failure(d, err, errlen);
+      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
+    }
+    if (rc == 0)
+      rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / accum,
+                      model_stream(m), err, errlen);
+  }
+  if (o) optim_destroy(o);
+#ifdef HAVE_CUDNN
+  if (cuda) {
+    if (xd != x) cudaFree(xd);
+    if (yd != y) cudaFree(yd);
+  }
+#endif
+  free(x);
+  free(y);
+  return rc;
 }
 
 #endif
