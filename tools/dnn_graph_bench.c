@@ -426,7 +426,6 @@ static int graph_best(const shape_t *s, int dir, int fuse, int maxcfg, int reps,
  * launches and overstate short kernels 2-3x (the first run of this tool compared against them
  * and was wrong: bench/results/dnn_graph_1xh200.txt). In ms; -1 if none. */
 typedef struct {
-  const shape_t *s;
   int dir, algo;
   cudnnTensorDescriptor_t a, b;
   cudnnFilterDescriptor_t w;
@@ -454,7 +453,7 @@ static int run_legacy(void *arg)
 
 static float legacy_best(const shape_t *s, int dir, int det_only, int reps)
 {
-  legacy_t l = {s, dir, -1, NULL, NULL, NULL, NULL};
+  legacy_t l = {dir, -1, NULL, NULL, NULL, NULL};
   cudnnCreateTensorDescriptor(&l.a);
   cudnnCreateTensorDescriptor(&l.b);
   cudnnCreateFilterDescriptor(&l.w);
@@ -575,14 +574,12 @@ static int check_fused(cudnnDataType_t dt)
   fill(buf[U_W], nw, dt, 0.1f, hw);
   fill(buf[U_S], s.c, CUDNN_DATA_FLOAT, 1.f, hs);
   fill(buf[U_B], s.c, CUDNN_DATA_FLOAT, 0.5f, hb);
-  result_t b, bd, f;
   bd_t g, cfg[MAXCFG], plan, vp;
   if (build_graph(&g, &s, DIR_FWD, FUSE_PRO | FUSE_STATS)) {
     printf("check: the fused graph does not build\n");
     return 1;
   }
   int n = heuristics(g, CUDNN_HEUR_MODE_A, cfg, 8), ok = 0;
-  (void)b, (void)bd, (void)f;
   for (int i = 0; i < n && !ok; i++) {
     size_t ws;
     if (make_plan(cfg[i], &plan, &ws) || ws > dws_size || variant_pack(&vp, DIR_FWD, 3)) continue;

@@ -1,5 +1,5 @@
 /* train_mpi.c — one MPI rank of shmddp-train (see train_mpi.h). Only this file and world_mpi.c
- * call MPI; a build without MPI keeps the stub at the end, which says how to get it.
+ * call MPI; a build without MPI gets the version at the end, which refuses and says how to get MPI.
  *
  * Failures: a rank whose training fails prints why, marks its node's shmddp group failed (its
  * node's ranks stop at once) and calls MPI_Abort, which makes mpirun end every rank on every
