@@ -301,7 +301,7 @@ START_TEST(barrier_timeout_names_the_absent_rank)
   int timeouts = 0;
   for (int r = 0; r < 3; r += 2) {
     ck_assert_msg(rep->status[r] == SHMDDP_ERR_TIMEOUT || rep->status[r] == SHMDDP_ERR_ABORTED,
-                  "rank %d: status %d", r, (int)rep->status[r]);
+                  "rank %d: status %d: %s", r, (int)rep->status[r], rep->msg[r]);
     timeouts += rep->status[r] == SHMDDP_ERR_TIMEOUT;
     ck_assert_msg(strstr(rep->msg[r], "rank(s) 1") != NULL, "rank %d: %s", r, rep->msg[r]);
   }
