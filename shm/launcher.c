@@ -220,9 +220,6 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
       status[r] = ws;
       nalive--;
       int ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-      shm_rank_info_t *ri = &seg.hdr->rank[r];
-      atomic_store(&ri->exit_status, ws);
-      atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
       /* A rank killed by a signal (not the one the user sent) is the cause, even when a peer
        * noticed its death and reported it before the launcher reaped it: name the signal. */
       int by_signal = !ok && WIFSIGNALED(ws) && !sent_kill &&
@@ -247,6 +244,11 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
         if (!o->quiet) fprintf(stderr, "%s: %s\n", label, res->message);
       }
       if (by_signal && killed < 0) killed = r;
+      /* The state last: a peer that sees the rank failed (shm_wait) records an abort of its own
+       * unless one is there already, and it must find the one above, which names the signal. */
+      shm_rank_info_t *ri = &seg.hdr->rank[r];
+      atomic_store(&ri->exit_status, ws);
+      atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
       shm_wake_all(&seg);
     }
   }
