@@ -10,14 +10,18 @@
 #include "kernels/ops_cuda.cuh"
 
 /* ---- statistics: partials of (Σx, Σx²), or of (Σg, Σg·x̂) for backward ----
- * A thread loads 4 rows at a time (all loads in flight before the arithmetic), sums up to 32
- * rows in f32 and folds that into f64; blocks and splits are summed in f64. So a Σ of f32
- * terms runs over at most 32 of them (relative error ~1e-7), FP64 work stays off the
- * bandwidth-bound loop, and registers stay low enough for 3 blocks per multiprocessor.
- * 16-bit tensors move 8 bytes (4 channels) per access here, f32 16. */
+ * A thread loads 8 rows at a time (all loads in flight before the arithmetic, kept packed until
+ * used), sums up to 32 rows in f32 and folds that into f64; blocks and splits are summed in
+ * f64. So a Σ of f32 terms runs over at most 32 of them (relative error ~1e-7) and FP64 work
+ * stays off the bandwidth-bound loop. 16-bit tensors move 8 bytes (4 channels) per access here,
+ * f32 16. (4 rows at a time, the loaded values converted to f32 arrays at once, ran at 0.9 TB/s
+ * inside the step on an H200, bench/results/ops_cuda_1xh200.txt run 6: too few bytes in flight.
+ * The rows, their order and the f32 chunks are the same, so the sums are the same bits.) */
 
-#define RED_BATCH 4   /* rows loaded together */
-#define RED_CHUNK 8   /* batches per f32 partial: 32 rows */
+#define RED_BATCH 8   /* rows loaded together (forward statistics) */
+#define RED_CHUNK 4   /* batches per f32 partial: 32 rows */
+#define BRED_BATCH 4  /* the same for backward (2-3 tensors: 8 rows needed 168 registers) */
+#define BRED_CHUNK 8
 
 template <typename T, int N>
 __global__ void __launch_bounds__(OPC_THREADS)
@@ -35,21 +39,17 @@ __global__ void __launch_bounds__(OPC_THREADS)
     for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
 #pragma unroll 1
     for (int it = 0; it < RED_CHUNK && p < rows; it++, p += RED_BATCH * step) {
-      float f[RED_BATCH][N];
+      opc_pack<T, N> v[RED_BATCH];
 #pragma unroll
-      for (int j = 0; j < RED_BATCH; j++) {
-        size_t q = p + j * step;
-        opc_pack<T, N> v;
-        if (q < rows) v = opc_load<T, N>(xz + q * C);
-#pragma unroll
-        for (int k = 0; k < N; k++) f[j][k] = q < rows ? opc_ld(v.v[k]) : 0.f;
-      }
+      for (int j = 0; j < RED_BATCH; j++)
+        if (p + j * step < rows) v[j] = opc_load<T, N>(xz + (p + j * step) * C);
 #pragma unroll
       for (int j = 0; j < RED_BATCH; j++)
 #pragma unroll
         for (int k = 0; k < N; k++) {
-          fa[k] += f[j][k];
-          fb[k] = fmaf(f[j][k], f[j][k], fb[k]);
+          float f = p + j * step < rows ? opc_ld(v[j].v[k]) : 0.f;
+          fa[k] += f;
+          fb[k] = fmaf(f, f, fb[k]);
         }
     }
     for (int k = 0; k < N; k++) a[k] += fa[k], b[k] += fb[k];
@@ -110,38 +110,44 @@ __global__ void __launch_bounds__(OPC_THREADS)
     float fa[N], fb[N];
     for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
 #pragma unroll 1
-    for (int it = 0; it < RED_CHUNK && p < rows; it++, p += RED_BATCH * step) {
-      float gr[RED_BATCH][N], xh[RED_BATCH][N];
+    for (int it = 0; it < BRED_CHUNK && p < rows; it++, p += BRED_BATCH * step) {
+      opc_pack<T, N> d[BRED_BATCH], v[BRED_BATCH], y[BRED_BATCH];
 #pragma unroll
-      for (int j = 0; j < RED_BATCH; j++) {
+      for (int j = 0; j < BRED_BATCH; j++) {
         size_t q = p + j * step;
-        opc_pack<T, N> d, v, y;
         if (q < rows) {
-          d = opc_load<T, N>(dy + off + q * C);
-          v = opc_load<T, N>(x + off + q * C);
-          if (mask) y = opc_load<T, N>(mask + off + q * C);
-        }
-#pragma unroll
-        for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
-          float xm = opc_ld(v.v[k]) - m[k];
-          int off = q >= rows || (mask && !(opc_ld(y.v[k]) > 0.f)) ||
-                    (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
-          gr[j][k] = off ? 0.f : opc_ld(d.v[k]);
-          xh[j][k] = q < rows ? xm * s[k] : 0.f;
+          d[j] = opc_load<T, N>(dy + off + q * C);
+          v[j] = opc_load<T, N>(x + off + q * C);
+          if (mask) y[j] = opc_load<T, N>(mask + off + q * C);
         }
       }
 #pragma unroll
-      for (int j = 0; j < RED_BATCH; j++)
+      for (int j = 0; j < BRED_BATCH; j++) {
+        size_t q = p + j * step;
 #pragma unroll
-        for (int k = 0; k < N; k++) {
-          fa[k] += gr[j][k];
-          fb[k] = fmaf(gr[j][k], xh[j][k], fb[k]);
+        for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
+          float xm = q < rows ? opc_ld(v[j].v[k]) - m[k] : 0.f;
+          int off = q >= rows || (mask && !(opc_ld(y[j].v[k]) > 0.f)) ||
+                    (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+          float gr = off ? 0.f : opc_ld(d[j].v[k]);
+          fa[k] += gr;
+          fb[k] = fmaf(gr, xm * s[k], fb[k]);
         }
+      }
     }
     for (int k = 0; k < N; k++) a[k] += fa[k], b[k] += fb[k];
   }
   double *out = part + (z * gridDim.y + blockIdx.y) * 2 * C + (size_t)g * N;
   opc_block_colsum<N>(a, b, gb, r, gi, row, valid, out, out + C);
+}
+
+/* Blocks of kernel K that fit on a multiprocessor, asked once per kernel (a thread-safe local
+ * static; every GPU of a process is taken to be of one architecture). */
+template <auto K>
+static int fit_blocks()
+{
+  static const int fit = opc_fit_blocks((const void *)K);
+  return fit;
 }
 
 /* Launches the statistics kernel for (x) or, with dy given, the backward one; returns the
@@ -281,6 +287,9 @@ static int reduce_final(const ops_t *o, int nz, int splits, int C, double count,
 
 /* ---- element passes: y = (x - mean) * gamma * invstd + beta (+ ReLU), and backward ---- */
 
+#define PASS_BATCH 4 /* rows whose loads a thread has in flight together */
+#define BWD_BATCH 2  /* the same in the backward pass (2-3 tensors; 4 needed 170 registers) */
+
 template <typename T, int N>
 __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, const double *mean,
                               const double *inv, int gs, int cg, const T *gamma, const T *beta,
@@ -296,15 +305,28 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
     a[k] = (float)((double)opc_ld(gamma[c]) * inv[z * gs + c / cg]);
     b[k] = opc_ld(beta[c]);
   }
-  const size_t off = z * rows * C + (size_t)g * N;
-#pragma unroll 4
-  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
-    opc_pack<T, N> v = opc_load<T, N>(x + off + p * C), out;
-    for (int k = 0; k < N; k++) {
-      float t = fmaf(opc_ld(v.v[k]) - m[k], a[k], b[k]);
-      out.v[k] = opc_st<T>((relu && !(t > 0.f)) ? 0.f : t);
-    }
-    opc_store<T, N>(y + off + p * C, out);
+  const size_t off = z * rows * C + (size_t)g * N, step = (size_t)gridDim.y * r;
+  size_t p = (size_t)blockIdx.y * r + row;
+  /* PASS_BATCH rows' loads in flight before their stores (the compiler may not hoist a load
+   * above a store to a y that may alias x: one load in flight per thread ran at 1.8 TB/s), the
+   * last rows one by one. Each element's arithmetic is unchanged: same bits. */
+  while (p < rows) {
+    const int nb = p + (PASS_BATCH - 1) * step < rows ? PASS_BATCH : 1;
+    opc_pack<T, N> v[PASS_BATCH];
+#pragma unroll
+    for (int u = 0; u < PASS_BATCH; u++)
+      if (u < nb) v[u] = opc_load<T, N>(x + off + (p + u * step) * C);
+#pragma unroll
+    for (int u = 0; u < PASS_BATCH; u++)
+      if (u < nb) {
+        opc_pack<T, N> out;
+        for (int k = 0; k < N; k++) {
+          float t = fmaf(opc_ld(v[u].v[k]) - m[k], a[k], b[k]);
+          out.v[k] = opc_st<T>((relu && !(t > 0.f)) ? 0.f : t);
+        }
+        opc_store<T, N>(y + off + (p + u * step) * C, out);
+      }
+    p += nb * step;
   }
 }
 
@@ -339,19 +361,34 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
       ga[k] = (float)(-alpha * s * sums[C + c] / n);
     }
   }
-  const size_t off = z * rows * C + (size_t)g * N;
-#pragma unroll 2
-  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
-    opc_pack<T, N> d = opc_load<T, N>(dy + off + p * C), v = opc_load<T, N>(x + off + p * C), out;
-    opc_pack<T, N> y;
-    if (mask) y = opc_load<T, N>(mask + off + p * C);
-    for (int k = 0; k < N; k++) {
-      float xm = opc_ld(v.v[k]) - m[k];
-      int off = (mask && !(opc_ld(y.v[k]) > 0.f)) || (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
-      float gr = off ? 0.f : opc_ld(d.v[k]);
-      out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], xm, be[k])));
-    }
-    opc_store<T, N>(dx + off + p * C, out);
+  const size_t off = z * rows * C + (size_t)g * N, step = (size_t)gridDim.y * r;
+  size_t p = (size_t)blockIdx.y * r + row;
+  /* BWD_BATCH rows at a time, every load before the stores (see affine_kernel); the last
+   * rows one by one */
+  while (p < rows) {
+    const int nb = p + (BWD_BATCH - 1) * step < rows ? BWD_BATCH : 1;
+    opc_pack<T, N> d[BWD_BATCH], v[BWD_BATCH], y[BWD_BATCH];
+#pragma unroll
+    for (int u = 0; u < BWD_BATCH; u++)
+      if (u < nb) {
+        d[u] = opc_load<T, N>(dy + off + (p + u * step) * C);
+        v[u] = opc_load<T, N>(x + off + (p + u * step) * C);
+        if (mask) y[u] = opc_load<T, N>(mask + off + (p + u * step) * C);
+      }
+#pragma unroll
+    for (int u = 0; u < BWD_BATCH; u++)
+      if (u < nb) {
+        opc_pack<T, N> out;
+        for (int k = 0; k < N; k++) {
+          float xm = opc_ld(v[u].v[k]) - m[k];
+          int dead = (mask && !(opc_ld(y[u].v[k]) > 0.f)) ||
+                     (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+          float gr = dead ? 0.f : opc_ld(d[u].v[k]);
+          out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], xm, be[k])));
+        }
+        opc_store<T, N>(dx + off + (p + u * step) * C, out);
+      }
+    p += nb * step;
   }
 }
 
@@ -378,8 +415,8 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
 {
   const int V = 16 / sizeof(T);
   int N = opc_vec_width(sizeof(T), C, x, y);
-  opc_geo_t g = OPC_PASS_GEO(o, rows, C, N, nz);
-  g.grid.y = g.grid.y * 2 > 65535 ? 65535 : g.grid.y * 2;
+  int fit = N == V ? fit_blocks<affine_kernel<T, V>>() : fit_blocks<affine_kernel<T, 1>>();
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1, fit);
   cudaStream_t st = opc_ctx(o)->stream;
   if (N == V)
     affine_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, mean, inv, gs, cg,
@@ -400,8 +437,8 @@ static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, s
   const int V = 16 / sizeof(T);
   const T *mask = mk.y;
   int N = opc_vec_width(sizeof(T), C, dy, mask, x, dx);
-  opc_geo_t g = OPC_PASS_GEO(o, rows, C, N, nz);
-  g.grid.y = g.grid.y * 2 > 65535 ? 65535 : g.grid.y * 2;
+  int fit = N == V ? fit_blocks<bwd_apply_kernel<T, V>>() : fit_blocks<bwd_apply_kernel<T, 1>>();
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1, fit);
   cudaStream_t st = opc_ctx(o)->stream;
   if (N == V)
     bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,

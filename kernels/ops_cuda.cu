@@ -65,7 +65,7 @@ static int cuda_fill_zero(const ops_t *o, void *dst, size_t bytes)
 }
 
 opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
-                       int target_rows_per_thread, size_t max_splits)
+                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm)
 {
   opc_geo_t g;
   g.N = N;
@@ -73,8 +73,10 @@ opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
   g.gb = g.G < 1 ? 1 : g.G < OPC_THREADS ? g.G : OPC_THREADS; /* C = 0: launch nothing useful */
   g.r = OPC_THREADS / g.gb;
   int gx = (g.G + g.gb - 1) / g.gb;
-  /* Enough blocks for 4 per multiprocessor, but each thread walks at least the target rows. */
-  size_t want = (size_t)opc_ctx(o)->sm_count * 4 / ((size_t)gx * (nz > 0 ? nz : 1));
+  /* Enough blocks for blocks_per_sm per multiprocessor, but each thread walks at least the
+   * target rows. */
+  size_t want = (size_t)opc_ctx(o)->sm_count * (blocks_per_sm > 0 ? blocks_per_sm : 1) /
+                ((size_t)gx * (nz > 0 ? nz : 1));
   size_t most = (rows + (size_t)g.r * target_rows_per_thread - 1) /
                 ((size_t)g.r * target_rows_per_thread);
   size_t splits = want < most ? want : most;

@@ -127,10 +127,23 @@ typedef struct {
 /* rows: rows per z; target_rows_per_thread bounds the row splits from below (reductions keep
  * a thread busy for many rows to amortise their block reduction); max_splits from scratch. */
 opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
-                       int target_rows_per_thread, size_t max_splits);
+                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm = 4);
 
 /* Element passes: >= 4 rows per thread (more blocks than a reduction would take). */
 #define OPC_PASS_GEO(o, rows, C, N, nz) opc_geometry((o), (rows), (C), (N), (nz), 4, (size_t)-1)
+
+/* Blocks of OPC_THREADS threads of `kernel` that fit on one multiprocessor at once (>= 1). A
+ * grid of exactly that many per multiprocessor runs in one wave: 4 asked for where 3 fit ran
+ * 1.33 waves, the last a third full. */
+static inline int opc_fit_blocks(const void *kernel)
+{
+  int b = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, OPC_THREADS, 0) != cudaSuccess) {
+    cudaGetLastError();
+    b = 0;
+  }
+  return b < 1 ? 1 : b;
+}
 
 /* Blocks for a grid-stride pass over n items: up to 8 per multiprocessor. */
 static inline unsigned opc_blocks(const ops_t *o, size_t n)
