@@ -278,8 +278,8 @@ static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
   OP("conv bwd filter", cv->name, conv_flops(cv, n), 0,
      O.conv_bwd_filter(&O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL,
                        0, N.ws));
-  if (bias) grads_done(cv->b_off, cv->c.cout, cv->name);
-  grads_done(cv->w_off, cv->nw, cv->name);
+  /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
+  grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
   if (dx)
     OP("conv bwd data", cv->name, conv_flops(cv, n), 0,
        O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
@@ -289,9 +289,10 @@ static void block_fwd(blk_t *b, int n, const void *in)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
   conv_fwd(&b->conv, n, in, b->a);
-  OP("bn stats", b->conv.name, 0, PC * E, O.bn_stats(&O, b->a, P, b->C, b->stats));
-  OP("bn finalize", b->conv.name, 0, 0,
-     O.bn_finalize(&O, b->stats, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->saved));
+  /* statistics and finalisation in one (the model without SyncBN) */
+  OP("bn stats", b->conv.name, 0, PC * E,
+     O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->stats,
+                         b->saved));
   OP("bn apply+relu", b->conv.name, 0, 2 * PC * E,
      O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
 }

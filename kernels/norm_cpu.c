@@ -34,6 +34,15 @@ int cpu_bn_finalize(const ops_t *o, const double *stats, int C, double eps, doub
   return 0;
 }
 
+/* The two steps, composed: the reference the CUDA backend's fused version is checked against. */
+int cpu_bn_stats_finalize(const ops_t *o, const void *x, size_t P, int C, double eps,
+                          double momentum, float *running_mean, float *running_var,
+                          double *stats, double *saved)
+{
+  if (o->bn_stats(o, x, P, C, stats) != 0) return -1;
+  return cpu_bn_finalize(o, stats, C, eps, momentum, running_mean, running_var, saved);
+}
+
 int cpu_bn_saved_from_running(const ops_t *o, const float *running_mean,
                               const float *running_var, int C, double eps, double *saved)
 {

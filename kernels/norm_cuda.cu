@@ -190,9 +190,36 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
  *   else the per-(z, c) totals to tot[z][2C] for group_final_kernel. */
 #define SPLIT_LANES 16
 
+/* BatchNorm's finalisation of one channel from its sums (s1 = Σx, s2 = Σx², n = count): saved
+ * mean and invstd, running statistics moved by momentum. One function for bn_finalize_kernel and
+ * the fused final sum, so both compute the same bits. */
+struct bn_fin_t {
+  double eps, momentum;
+  float *rm, *rv;
+  double *saved; /* NULL: no finalisation */
+};
+
+static __device__ __forceinline__ void bn_finalize_one(int c, int C, double n, double s1,
+                                                       double s2, const bn_fin_t &f)
+{
+  double mean = 0, var = 0;
+  if (n > 0) {
+    mean = s1 / n;
+    var = s2 / n - mean * mean;
+    if (var < 0) var = 0;
+  }
+  f.saved[c] = mean;
+  f.saved[C + c] = 1.0 / sqrt(var + f.eps);
+  if (n > 0 && f.rm && f.rv) {
+    double unbiased = n > 1 ? var * n / (n - 1) : var; /* PyTorch's running variance */
+    f.rm[c] = (float)((1 - f.momentum) * f.rm[c] + f.momentum * mean);
+    f.rv[c] = (float)((1 - f.momentum) * f.rv[c] + f.momentum * unbiased);
+  }
+}
+
 template <typename T>
 __global__ void split_sum_kernel(const double *part, int splits, int C, double count, double *s12,
-                                 T *t1, T *t2, int acc, double *tot)
+                                 T *t1, T *t2, int acc, double *tot, bn_fin_t fin)
 {
   __shared__ double sh[2][SPLIT_LANES][33];
   const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx, z = blockIdx.y;
@@ -219,6 +246,10 @@ __global__ void split_sum_kernel(const double *part, int splits, int C, double c
     s12[c] = u;
     s12[C + c] = v;
     if (c == 0 && count >= 0) s12[2 * C] = count;
+  }
+  if (fin.saved) {
+    if (c == 0) fin.saved[2 * C] = count;
+    bn_finalize_one(c, C, count, u, v, fin);
   }
   if (t1) t1[c] = opc_st<T>((float)((acc ? (double)opc_ld(t1[c]) : 0.0) + u));
   if (t2) t2[c] = opc_st<T>((float)((acc ? (double)opc_ld(t2[c]) : 0.0) + v));
@@ -270,12 +301,12 @@ static double *tot_area(const ops_t *o, int nz, int C, int G)
 template <typename T>
 static int reduce_final(const ops_t *o, int nz, int splits, int C, double count, double *s12,
                         T *t1, T *t2, int acc, int G, const T *w, double m, double eps,
-                        double *a12)
+                        double *a12, bn_fin_t fin = bn_fin_t{0, 0, NULL, NULL, NULL})
 {
   cudaStream_t st = opc_ctx(o)->stream;
   double *tot = a12 ? tot_area(o, nz, C, G) : NULL; /* no a12: one sample (BN, biases) */
   split_sum_kernel<T><<<dim3((C + 31) / 32, a12 ? nz : 1), dim3(32, SPLIT_LANES), 0, st>>>(
-      opc_ctx(o)->scratch, splits, C, count, s12, t1, t2, acc, tot);
+      opc_ctx(o)->scratch, splits, C, count, s12, t1, t2, acc, tot, fin);
   OPC_LAUNCHED(o, "the statistics' final sum");
   if (!a12) return 0;
   int total = C + nz * G;
@@ -455,16 +486,25 @@ static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, s
 /* ---- BatchNorm ---- */
 
 template <typename T>
-static int bn_stats_t(const ops_t *o, const void *x, size_t P, int C, double *stats)
+static int bn_stats_t(const ops_t *o, const void *x, size_t P, int C, double *stats, bn_fin_t fin)
 {
   int splits = launch_stats<T>(o, NULL, mask_of<T>(NULL), (const T *)x, P, C, 1, NULL, NULL, 0, 1, 0);
   if (splits < 0) return -1;
-  return reduce_final<T>(o, 1, splits, C, (double)P, stats, NULL, NULL, 0, 0, NULL, 0, 0, NULL);
+  return reduce_final<T>(o, 1, splits, C, (double)P, stats, NULL, NULL, 0, 0, NULL, 0, 0, NULL,
+                         fin);
 }
 
 int opc_bn_stats(const ops_t *o, const void *x, size_t P, int C, double *stats)
 {
-  OPC_DISPATCH(o, bn_stats_t, o, x, P, C, stats);
+  OPC_DISPATCH(o, bn_stats_t, o, x, P, C, stats, bn_fin_t{0, 0, NULL, NULL, NULL});
+}
+
+int opc_bn_stats_finalize(const ops_t *o, const void *x, size_t P, int C, double eps,
+                          double momentum, float *running_mean, float *running_var,
+                          double *stats, double *saved)
+{
+  OPC_DISPATCH(o, bn_stats_t, o, x, P, C, stats,
+               bn_fin_t{eps, momentum, running_mean, running_var, saved});
 }
 
 __global__ void bn_finalize_kernel(const double *stats, int C, double eps, double momentum,
@@ -474,19 +514,7 @@ __global__ void bn_finalize_kernel(const double *stats, int C, double eps, doubl
   double n = stats[2 * C];
   if (c == 0) saved[2 * C] = n;
   if (c >= C) return;
-  double mean = 0, var = 0;
-  if (n > 0) {
-    mean = stats[c] / n;
-    var = stats[C + c] / n - mean * mean;
-    if (var < 0) var = 0;
-  }
-  saved[c] = mean;
-  saved[C + c] = 1.0 / sqrt(var + eps);
-  if (n > 0 && rm && rv) {
-    double unbiased = n > 1 ? var * n / (n - 1) : var; /* PyTorch's running variance */
-    rm[c] = (float)((1 - momentum) * rm[c] + momentum * mean);
-    rv[c] = (float)((1 - momentum) * rv[c] + momentum * unbiased);
-  }
+  bn_finalize_one(c, C, n, stats[c], stats[C + c], bn_fin_t{eps, momentum, rm, rv, saved});
 }
 
 int opc_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,

@@ -73,6 +73,11 @@ struct ops {
   int (*bn_stats)(const ops_t *o, const void *x, size_t P, int C, double *stats);
   int (*bn_finalize)(const ops_t *o, const double *stats, int C, double eps, double momentum,
                      float *running_mean, float *running_var, double *saved);
+  /* bn_stats then bn_finalize with nothing between (no SyncBN): the same stats, saved and
+   * running statistics, in one step (the CUDA backend finalises in the statistics' last pass). */
+  int (*bn_stats_finalize)(const ops_t *o, const void *x, size_t P, int C, double eps,
+                           double momentum, float *running_mean, float *running_var,
+                           double *stats, double *saved);
   /* Eval mode: saved from the running statistics. */
   int (*bn_saved_from_running)(const ops_t *o, const float *running_mean,
                                const float *running_var, int C, double eps, double *saved);

@@ -53,6 +53,9 @@ OPS_CPU_DECLARE(f64)
 /* dtype-independent (statistics are f64 everywhere) */
 int cpu_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,
                     float *running_mean, float *running_var, double *saved);
+int cpu_bn_stats_finalize(const ops_t *o, const void *x, size_t P, int C, double eps,
+                          double momentum, float *running_mean, float *running_var,
+                          double *stats, double *saved);
 int cpu_bn_saved_from_running(const ops_t *o, const float *running_mean,
                               const float *running_var, int C, double eps, double *saved);
 

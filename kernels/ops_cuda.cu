@@ -190,6 +190,7 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->conv_bwd_data = opc_conv_bwd_data;
   o->bn_stats = opc_bn_stats;
   o->bn_finalize = opc_bn_finalize;
+  o->bn_stats_finalize = opc_bn_stats_finalize;
   o->bn_saved_from_running = opc_bn_saved_from_running;
   o->bn_apply = opc_bn_apply;
   o->bn_bwd_reduce = opc_bn_bwd_reduce;

@@ -220,6 +220,9 @@ int opc_channel_sum(const ops_t *o, const void *dy, size_t P, int C, void *db, i
 int opc_bias_add(const ops_t *o, void *y, size_t P, int C, const void *b);
 
 int opc_bn_stats(const ops_t *o, const void *x, size_t P, int C, double *stats);
+int opc_bn_stats_finalize(const ops_t *o, const void *x, size_t P, int C, double eps,
+                          double momentum, float *running_mean, float *running_var,
+                          double *stats, double *saved);
 int opc_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,
                     float *running_mean, float *running_var, double *saved);
 int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,

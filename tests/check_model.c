@@ -217,6 +217,7 @@ END_TEST
 typedef struct {
   size_t next, calls, fwd_stats, bwd_stats;
   int out_of_order;
+  size_t ends[256]; /* where each reported range ends */
 } hook_log_t;
 
 static int log_ready(void *ctx, size_t offset, size_t count, void *stream)
@@ -224,6 +225,7 @@ static int log_ready(void *ctx, size_t offset, size_t count, void *stream)
   hook_log_t *h = ctx;
   if (offset != h->next || count == 0) h->out_of_order = 1;
   h->next = offset + count;
+  if (h->calls < 256) h->ends[h->calls] = h->next;
   h->calls++;
   return 0;
 }
@@ -255,7 +257,22 @@ static void hooks_case(int batch)
                 "%s", err);
   ck_assert_int_eq(h.out_of_order, 0);
   ck_assert_uint_eq(h.next, model_num_params(m));
-  ck_assert_uint_eq(h.calls, (size_t)unet_num_tensors(m));
+  /* one range per layer with parameters (a layer's tensors are adjacent), each ending where a
+   * tensor ends */
+  int layers = 0;
+  for (int i = 0; i < unet_num_tensors(m); i++) {
+    const char *a = unet_tensor(m, i)->name, *dot = strrchr(a, '.');
+    const char *b = i ? unet_tensor(m, i - 1)->name : "";
+    layers += !(i && strncmp(a, b, (size_t)(dot - a) + 1) == 0);
+  }
+  ck_assert_int_lt(layers, unet_num_tensors(m));
+  ck_assert_uint_eq(h.calls, (size_t)layers);
+  for (size_t k = 0; k < h.calls && k < 256; k++) {
+    int at_boundary = h.ends[k] == model_num_params(m);
+    for (int i = 0; i < unet_num_tensors(m); i++)
+      at_boundary |= unet_tensor(m, i)->offset == h.ends[k];
+    ck_assert_msg(at_boundary, "range %zu ends at %zu, inside a tensor", k, h.ends[k]);
+  }
   size_t norms = 4 * (size_t)c.levels - 2;
   ck_assert_uint_eq(h.fwd_stats, norms);
   ck_assert_uint_eq(h.bwd_stats, norms);

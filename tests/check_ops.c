@@ -286,6 +286,14 @@ START_TEST(bn_large_mean)
   double stats[2 * C + 1], saved[2 * C + 1];
   ck_assert_int_eq(o32.bn_stats(&o32, x, P, C, stats), 0);
   ck_assert_int_eq(o32.bn_finalize(&o32, stats, C, 0, 0.1, NULL, NULL, saved), 0);
+  /* the one-call form gives the same statistics, saved values and running statistics */
+  double stats2[2 * C + 1], saved2[2 * C + 1];
+  float rm[2][C] = {{1, 2, 3}, {1, 2, 3}}, rv[2][C] = {{4, 5, 6}, {4, 5, 6}};
+  ck_assert_int_eq(o32.bn_finalize(&o32, stats, C, 0, 0.1, rm[0], rv[0], saved), 0);
+  ck_assert_int_eq(o32.bn_stats_finalize(&o32, x, P, C, 0, 0.1, rm[1], rv[1], stats2, saved2), 0);
+  ck_assert(memcmp(stats, stats2, sizeof stats) == 0 && memcmp(saved, saved2, sizeof saved) == 0);
+  ck_assert(memcmp(rm[0], rm[1], sizeof rm[0]) == 0 && memcmp(rv[0], rv[1], sizeof rv[0]) == 0);
+  ck_assert(rm[0][0] != 1); /* the running statistics moved */
   ck_assert_int_eq(o32.bn_apply(&o32, x, P, C, saved, g, b, 0, y), 0);
   for (int c = 0; c < C; c++) {
     double m = 0, v = 0;

@@ -201,6 +201,27 @@ static void bn_case(size_t P, int C, float offset)
                 gpu.name, rel_err64(hsv, saved, 2 * C + 1));
   CLOSE((float *)down_raw(grm, C * 4), rm, C, 1e-6, "BN running mean");
   CLOSE((float *)down_raw(grv, C * 4), rv, C, 1e-6, "BN running var");
+  /* statistics and finalisation fused (no SyncBN): the CPU reference composes the two; on the
+   * GPU the fused pass gives the separate passes' bits */
+  {
+    double *fstats = dalloc((2 * C + 1) * 8), *fsaved = dalloc((2 * C + 1) * 8);
+    float *frm = up_raw(rm0, C * 4), *frv = up_raw(rv0, C * 4);
+    GPU_OK(gpu.bn_stats_finalize(&gpu, gx, P, C, 1e-5, 0.1, frm, frv, fstats, fsaved));
+    double *fs = down_raw(fstats, (2 * C + 1) * 8), *fsv = down_raw(fsaved, (2 * C + 1) * 8);
+    ck_assert_msg(memcmp(fs, hs, (2 * C + 1) * 8) == 0, "%s fused BN statistics differ", gpu.name);
+    ck_assert_msg(memcmp(fsv, hsv, (2 * C + 1) * 8) == 0, "%s fused BN saved differ", gpu.name);
+    ck_assert(memcmp(down_raw(frm, C * 4), down_raw(grm, C * 4), C * 4) == 0);
+    ck_assert(memcmp(down_raw(frv, C * 4), down_raw(grv, C * 4), C * 4) == 0);
+    float *crm = hvec(C, 0, 0), *crv = hvec(C, 0, 0);
+    memcpy(crm, rm0, C * 4), memcpy(crv, rv0, C * 4);
+    double *cst = calloc(2 * C + 1, 8), *csv = calloc(2 * C + 1, 8);
+    keep(cst), keep(csv);
+    CPU_OK(cpu.bn_stats_finalize(&cpu, x, P, C, 1e-5, 0.1, crm, crv, cst, csv));
+    ck_assert(memcmp(cst, stats, (2 * C + 1) * 8) == 0 && memcmp(csv, saved, (2 * C + 1) * 8) == 0);
+    ck_assert(memcmp(crm, rm, C * 4) == 0 && memcmp(crv, rv, C * 4) == 0);
+    ck_assert_msg(rel_err64(fsv, saved, 2 * C + 1) < 1e-5, "%s fused BN: relative error %g",
+                  gpu.name, rel_err64(fsv, saved, 2 * C + 1));
+  }
   GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gb, 1, gy));
   CLOSE(down(gy, n), y, n, tol_elem() * 4, "BN apply + ReLU");
   same_with_recomputed_mask(0, P, C, 1, 1, gdy, gy, gx, gsaved, gg, gb);

@@ -46,30 +46,42 @@ static void *grad_out(const layer_ctx_t *c, int id, size_t base)
   return layer_wgrad(c, id);
 }
 
-static int grads_done_one(const layer_ctx_t *c, int id, size_t base)
+/* Parameters [first, first + count) of the flat buffer are final: fold their working
+ * gradients into f32 (they are staged contiguously from base) and tell the grads_ready hook. */
+static int grads_final(const layer_ctx_t *c, size_t first, size_t count, size_t base,
+                       const char *name)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  if (id < 0) return 0;
-  const layer_param_t *p = &c->params[id];
   if (c->separate)
     CHECK_OPS(c->ops,
-              c->ops->to_f32(c->ops, grad_out(c, id, base), p->count, c->grads + p->offset,
-                             c->accumulate),
+              c->ops->to_f32(c->ops,
+                             c->gstage ? (char *)c->gstage + (first - base) * c->ops->elem
+                                       : (char *)c->wgrads + first * c->ops->elem,
+                             count, c->grads + first, c->accumulate),
               "folding gradients into f32");
   if (c->hooks && c->hooks->grads_ready &&
-      c->hooks->grads_ready(c->hooks->ctx, p->offset, p->count, layer_stream(c)) != 0) {
-    return check_fail(err, errlen, "the grads_ready hook failed for %s", p->name);
+      c->hooks->grads_ready(c->hooks->ctx, first, count, layer_stream(c)) != 0) {
+    return check_fail(err, errlen, "the grads_ready hook failed for %s", name);
   }
   return 0;
 }
 
-/* Gradients of parameter ids (increasing offset order, -1 entries skipped) are final: fold
- * working gradients into the f32 buffer and tell the grads_ready hook. */
+/* Gradients of parameter ids (increasing offset order, -1 entries skipped) are final. A layer's
+ * two parameters are adjacent in the flat buffer (and staged so), so they are folded by one
+ * cast and reported as one range: half the launches of one per tensor (a cast is a graph node
+ * and a dependency hop), the same bits. */
 static int grads_done(const layer_ctx_t *c, int id0, int id1, size_t base)
 {
-  if (grads_done_one(c, id0, base) != 0) return -1;
-  return grads_done_one(c, id1, base);
+  if (id0 < 0) id0 = id1, id1 = -1;
+  if (id0 < 0) return 0;
+  const layer_param_t *a = &c->params[id0];
+  if (id1 < 0) return grads_final(c, a->offset, a->count, base, a->name);
+  const layer_param_t *b = &c->params[id1];
+  if (a->offset + a->count == b->offset)
+    return grads_final(c, a->offset, a->count + b->count, base, a->name);
+  if (grads_final(c, a->offset, a->count, base, a->name) != 0) return -1;
+  return grads_final(c, b->offset, b->count, base, b->name);
 }
 
 int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x, void *y)
@@ -134,7 +146,12 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
   const ops_t *o = c->ops;
   const char *name = c->params[l->gamma_id].name;
   /* BatchNorm's saved statistics first (GroupNorm's come with its apply) */
-  if (l->kind == MODEL_NORM_BATCH && c->train) {
+  if (l->kind == MODEL_NORM_BATCH && c->train && !(c->hooks && c->hooks->sync_stats)) {
+    CHECK_OPS(c->ops,
+              o->bn_stats_finalize(o, x, (size_t)n * hw, l->C, LAYER_NORM_EPS, LAYER_BN_MOMENTUM,
+                                   l->running, l->running + l->C, l->stats, l->saved),
+              name);
+  } else if (l->kind == MODEL_NORM_BATCH && c->train) {
     CHECK_OPS(c->ops, o->bn_stats(o, x, (size_t)n * hw, l->C, l->stats), name);
     if (sync_stats(c, l->stats, 2 * (size_t)l->C + 1, name) != 0) return -1;
     CHECK_OPS(c->ops,

@@ -49,7 +49,7 @@ typedef struct {
    * buf; with the hook absent, statistics stay local. */
   int (*sync_stats)(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream);
   /* Backward: gradients [offset, offset + count) of the flat buffer are final. Called in
-   * increasing offset order, once per parameter tensor. */
+   * increasing offset order, once per layer's parameters (adjacent ranges reported as one). */
   int (*grads_ready)(void *ctx, size_t offset, size_t count, void *stream);
 } model_hooks_t;
 
