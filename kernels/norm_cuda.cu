@@ -22,6 +22,7 @@
 #define RED_CHUNK 4   /* batches per f32 partial: 32 rows */
 #define BRED_BATCH 4  /* the same for backward (2-3 tensors: 8 rows needed 168 registers) */
 #define BRED_CHUNK 8
+#define RED_MIN_ROWS 16 /* rows per thread at least (the grid's row splits bound from above) */
 
 template <typename T, int N>
 __global__ void __launch_bounds__(OPC_THREADS)
@@ -164,20 +165,26 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
   size_t per_split = (size_t)nz * 2 * C;
   if (per_split + reserve > OPC_SCRATCH_DOUBLES)
     return opc_fail(o, "%d channels x %d samples exceed the reduction scratch", C, nz);
-  opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_BATCH * RED_CHUNK,
-                             (OPC_SCRATCH_DOUBLES - reserve) / per_split);
+  /* The grid: one wave of the blocks that fit (3 of the forward kernel, 2 of the backward one
+   * per multiprocessor; asking for 4 ran 1.33 and 2 waves), and at least RED_MIN_ROWS rows per
+   * thread, so the small deep layers (a few thousand rows) still spread over the machine
+   * instead of 48-192 blocks each walking 32 rows in 4-8 dependent round trips. */
+  typedef void (*fwd_k)(const T *, size_t, int, int, int, double *);
+  typedef void (*bwd_k)(const T *, relu_mask<T>, const T *, size_t, int, int, int, const double *,
+                        const double *, int, int, double *);
+  fwd_k fk = N == V ? stats_kernel<T, V> : stats_kernel<T, 1>;
+  bwd_k bk = N == V ? bwd_stats_kernel<T, V> : bwd_stats_kernel<T, 1>;
+  int fit = dy ? (N == V ? fit_blocks<bwd_stats_kernel<T, V>>()
+                         : fit_blocks<bwd_stats_kernel<T, 1>>())
+               : (N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>());
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_MIN_ROWS,
+                             (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit);
   double *part = ctx->scratch;
   cudaStream_t st = ctx->stream;
-  if (!dy) {
-    if (N == V) stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
-    else stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
-  } else if (N == V) {
-    bwd_stats_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, part);
-  } else {
-    bwd_stats_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, part);
-  }
+  if (!dy)
+    fk<<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
+  else
+    bk<<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, part);
   OPC_LAUNCHED(o, dy ? "normalisation backward statistics" : "normalisation statistics");
   return (int)g.grid.y;
 }
