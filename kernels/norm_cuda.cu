@@ -209,18 +209,23 @@ struct bn_fin_t {
 static __device__ __forceinline__ void bn_finalize_one(int c, int C, double n, double s1,
                                                        double s2, const bn_fin_t &f)
 {
+  /* Every operation rounded on its own (no multiply-add contracted): ptxas fuses plain ones
+   * differently in different kernels, which gave the two callers different bits. The CPU's
+   * finalisation rounds the same way. */
   double mean = 0, var = 0;
   if (n > 0) {
-    mean = s1 / n;
-    var = s2 / n - mean * mean;
+    mean = __ddiv_rn(s1, n);
+    var = __dsub_rn(__ddiv_rn(s2, n), __dmul_rn(mean, mean));
     if (var < 0) var = 0;
   }
   f.saved[c] = mean;
-  f.saved[C + c] = 1.0 / sqrt(var + f.eps);
+  f.saved[C + c] = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, f.eps)));
   if (n > 0 && f.rm && f.rv) {
-    double unbiased = n > 1 ? var * n / (n - 1) : var; /* PyTorch's running variance */
-    f.rm[c] = (float)((1 - f.momentum) * f.rm[c] + f.momentum * mean);
-    f.rv[c] = (float)((1 - f.momentum) * f.rv[c] + f.momentum * unbiased);
+    /* PyTorch's running variance */
+    double unbiased = n > 1 ? __ddiv_rn(__dmul_rn(var, n), __dsub_rn(n, 1.0)) : var;
+    double keep = __dsub_rn(1.0, f.momentum);
+    f.rm[c] = (float)__dadd_rn(__dmul_rn(keep, (double)f.rm[c]), __dmul_rn(f.momentum, mean));
+    f.rv[c] = (float)__dadd_rn(__dmul_rn(keep, (double)f.rv[c]), __dmul_rn(f.momentum, unbiased));
   }
 }
 
