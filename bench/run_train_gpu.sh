@@ -65,6 +65,7 @@ for p in $PRECS; do
       ours ddp "$ngpu" off "$p" copy-engines env SHMDDP_CUDA_CE_MIN=1M
     fi
     ours ddp "$ngpu" on "$p"
+    [ "$p" = bf16 ] && ours ddp "$ngpu" off "$p" grad-comm-bf16 --grad-comm bf16
   fi
   if [ "${TORCH:-1}" = 1 ]; then
     torch 1 0 "$p"

@@ -203,3 +203,33 @@ void reduce_cpu_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *sca
     t->store(p, acc, m, SHMDDP_PROD, 1);
   }
 }
+
+int reduce_cpu_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t,
+                       size_t n)
+{
+  if (dst_t == src_t) {
+    size_t es = shmddp_dtype_size(dst_t);
+    if (!es) return -1;
+    if (n && dst != src) memmove(dst, src, n * es);
+    return 0;
+  }
+  if (src_t == SHMDDP_F32 && (dst_t == SHMDDP_BF16 || dst_t == SHMDDP_F16)) {
+    const float *s = src;
+    uint16_t *d = dst;
+    if (dst_t == SHMDDP_BF16)
+      for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(s[i]);
+    else
+      for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(s[i]);
+    return 0;
+  }
+  if (dst_t == SHMDDP_F32 && (src_t == SHMDDP_BF16 || src_t == SHMDDP_F16)) {
+    const uint16_t *s = src;
+    float *d = dst;
+    if (src_t == SHMDDP_BF16)
+      for (size_t i = 0; i < n; i++) d[i] = bf16_to_f32(s[i]);
+    else
+      for (size_t i = 0; i < n; i++) d[i] = f16_to_f32(s[i]);
+    return 0;
+  }
+  return -1;
+}

@@ -29,6 +29,12 @@ void reduce_cpu_combine(void *acc_out, const void *acc_in, const void *src, size
 void reduce_cpu_finish(void *dst, const void *acc_in, const void *src, size_t n,
                        shmddp_dtype_t dtype, shmddp_op_t op, int avg_div);
 
+/* dst[i] = src[i] converted between f32 and a 16-bit float type (f16, bf16), rounded to nearest
+ * even (NaN stays NaN): DDP's gradients on the wire in bf16. Returns 0, or -1 for any other pair
+ * of types (the same type twice is a copy). */
+int reduce_cpu_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t,
+                       size_t n);
+
 /* buf[i] = buf[i] * (*scalar) in the accumulator type, rounded once (scalar: one dtype element). */
 void reduce_cpu_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar);
 

@@ -94,3 +94,50 @@ extern "C" int reduce_cuda_scale(void *buf, size_t n, shmddp_dtype_t dtype, cons
   RC_DISPATCH(dtype, rc_scale_launch, buf, n, scalar, scalar_on_device, (cudaStream_t)stream);
   return (int)cudaGetLastError();
 }
+
+/* ---- conversions between f32 and the 16-bit float types ---- */
+
+template <typename T>
+static __global__ void rc_narrow_kernel(T *dst, const float *src, size_t n)
+{
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = rc_traits<T>::store(src[i]);
+}
+
+template <typename T>
+static __global__ void rc_widen_kernel(float *dst, const T *src, size_t n)
+{
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = rc_traits<T>::load(src[i]);
+}
+
+template <typename T>
+static void rc_convert_launch(void *dst, const void *src, size_t n, int narrow, cudaStream_t st)
+{
+  size_t blocks = (n + 1023) / 1024;
+  if (blocks > 1056) blocks = 1056; /* grid-stride beyond: 8 per SM of the largest GPUs */
+  if (narrow) rc_narrow_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((T *)dst, (const float *)src, n);
+  else rc_widen_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((float *)dst, (const T *)src, n);
+}
+
+extern "C" int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src,
+                                   shmddp_dtype_t src_t, size_t n, void *stream)
+{
+  cudaStream_t st = (cudaStream_t)stream;
+  if (dst_t == src_t) {
+    size_t es = shmddp_dtype_size(dst_t);
+    if (!es) return (int)cudaErrorInvalidValue;
+    if (n && dst != src)
+      return (int)cudaMemcpyAsync(dst, src, n * es, cudaMemcpyDeviceToDevice, st);
+    return 0;
+  }
+  int narrow = src_t == SHMDDP_F32, half = narrow ? dst_t : src_t;
+  if ((narrow ? src_t : dst_t) != SHMDDP_F32 || (half != SHMDDP_BF16 && half != SHMDDP_F16))
+    return (int)cudaErrorInvalidValue;
+  if (n == 0) return 0;
+  if (half == SHMDDP_BF16) rc_convert_launch<rc_bf16>(dst, src, n, narrow, st);
+  else rc_convert_launch<rc_f16>(dst, src, n, narrow, st);
+  return (int)cudaGetLastError();
+}

@@ -29,6 +29,10 @@ int reduce_cuda_multi(void *dst, const void *const *srcs, int nsrc, size_t n, sh
  * the host (read now). The NCCL front end's pre-multiplied sum. */
 int reduce_cuda_scale(void *buf, size_t n, shmddp_dtype_t dtype, const void *scalar,
                       int scalar_on_device, void *stream);
+/* reduce_cpu_convert on the GPU, queued on stream, the same bits: f32 <-> f16/bf16. Returns 0,
+ * cudaErrorInvalidValue for another pair of types, or the launch's cudaError_t. */
+int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t,
+                        size_t n, void *stream);
 
 #ifdef __cplusplus
 }

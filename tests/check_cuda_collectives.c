@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -638,6 +639,40 @@ START_TEST(test_reduce_kernel_matches_cpu)
 }
 END_TEST
 
+/* f32 <-> bf16/f16 buffer conversions (DDP's --grad-comm bf16): the GPU's bits are the CPU's,
+ * NaN, infinities, ties and overflow included, and unsupported pairs are refused. */
+START_TEST(test_convert_kernel_matches_cpu)
+{
+  const size_t n = 100003;
+  float *x = malloc(n * 4), *wantf = malloc(n * 4), *gotf = malloc(n * 4);
+  uint16_t *want = malloc(n * 2), *got = malloc(n * 2);
+  random_fill(x, n, SHMDDP_F32);
+  x[0] = NAN, x[1] = -INFINITY, x[2] = 0x1.fffffep127f, x[3] = 1.0f + 0x1p-8f, x[4] = -0.0f;
+  void *dx, *dh, *dw;
+  ck_assert(cudaMalloc(&dx, n * 4) == cudaSuccess && cudaMalloc(&dh, n * 2) == cudaSuccess &&
+            cudaMalloc(&dw, n * 4) == cudaSuccess);
+  ck_assert(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  for (int k = 0; k < 2; k++) {
+    shmddp_dtype_t t = k ? SHMDDP_F16 : SHMDDP_BF16;
+    ck_assert_int_eq(reduce_cpu_convert(want, t, x, SHMDDP_F32, n), 0);
+    ck_assert_int_eq(reduce_cpu_convert(wantf, SHMDDP_F32, want, t, n), 0);
+    ck_assert_int_eq(reduce_cuda_convert(dh, t, dx, SHMDDP_F32, n, NULL), 0);
+    ck_assert_int_eq(reduce_cuda_convert(dw, SHMDDP_F32, dh, t, n, NULL), 0);
+    ck_assert(cudaMemcpy(got, dh, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    ck_assert(cudaMemcpy(gotf, dw, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!same_value(t, &got[i], &want[i]) || !same_value(SHMDDP_F32, &gotf[i], &wantf[i]))
+        if (!bad++) first = i;
+    ck_assert_msg(bad == 0, "%s: %zu conversions differ from the CPU's, first at %zu (%a)",
+                  shmddp_dtype_name(t), bad, first, bad ? x[first] : 0.0f);
+  }
+  ck_assert_int_ne(reduce_cuda_convert(dh, SHMDDP_F16, dh, SHMDDP_BF16, n, NULL), 0);
+  cudaFree(dx), cudaFree(dh), cudaFree(dw);
+  free(x), free(wantf), free(gotf), free(want), free(got);
+}
+END_TEST
+
 static Suite *make_cuda_collectives_suite(const suite_env_t *env)
 {
   if (env->gpus < 2)
@@ -647,6 +682,7 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   tc = tcase_create("reduce_kernel");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_reduce_kernel_matches_cpu);
+  tcase_add_test(tc, test_convert_kernel_matches_cpu);
   suite_add_tcase(s, tc);
   tc = tcase_create("all_reduce");
   tcase_set_timeout(tc, 600);

@@ -24,6 +24,8 @@
 #include "tests/testutil.h"
 
 enum { N_MAX = 4, B = 2, HW = PF_HW, STEPS = 4, MAX_PARAMS = 40000, MAX_BUF = 512 };
+/* Gradients rounded to bf16 (relative 2^-9) move 4 SGD steps' weights by a few 1e-4 at most. */
+#define BF16_TOL 2e-3
 
 typedef enum { BATCH_NORM = 0, GROUP_NORM = 1 } norm_kind_t;
 typedef enum { ON_CPU = 0, ON_GPU = 1 } device_kind_t;
@@ -35,6 +37,8 @@ typedef struct {
   int accum;            /* micro-batches per step */
   device_kind_t device;
   double tol;           /* largest weight difference from one rank, relative */
+  int bf16_wire;        /* --grad-comm bf16: gradients all-reduced in bf16 */
+  double min_diff;      /* and at least this difference (bf16 on the wire must show) */
 } ddp_case_t;
 
 typedef struct {
@@ -68,6 +72,7 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
   ddp_t *d = NULL;
   int rc = model_create(&m, &mc, err, errlen);
   ddp_config_t dc = {.bucket_mb = 1, .sync_bn = c->sync_bn,
+                     .grad_comm = c->bf16_wire ? SHMDDP_BF16 : SHMDDP_F32,
                      .cuda_stream = m ? model_stream(m) : NULL};
   if (rc == 0) rc = ddp_create(&d, comm, m, &dc, err, errlen);
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
@@ -122,9 +127,10 @@ static int reference(const ddp_case_t *c, float *params, float *buffers, char *w
 
 static const char *case_name(const ddp_case_t *c, char *buf, size_t len)
 {
-  snprintf(buf, len, "%s world %d %s%s accum %d", c->device == ON_GPU ? "cuda" : "cpu", c->world,
-           c->norm == GROUP_NORM ? "GroupNorm" : "BatchNorm",
-           c->norm == GROUP_NORM ? "" : (c->sync_bn ? "+SyncBN" : " (local)"), c->accum);
+  snprintf(buf, len, "%s world %d %s%s accum %d%s", c->device == ON_GPU ? "cuda" : "cpu",
+           c->world, c->norm == GROUP_NORM ? "GroupNorm" : "BatchNorm",
+           c->norm == GROUP_NORM ? "" : (c->sync_bn ? "+SyncBN" : " (local)"), c->accum,
+           c->bf16_wire ? " bf16 gradients" : "");
   return buf;
 }
 
@@ -177,6 +183,8 @@ static void run_case(const ddp_case_t *c, case_failures_t *fails, double *rel)
     if (c->tol > 0) {
       CF_CHECK(fails, *rel <= c->tol, "%s: weights differ by %.3g (relative; tolerance %g) at %zu: "
                "%g vs %g", name, *rel, c->tol, at, res->params[0][at], ref_p[at]);
+      CF_CHECK(fails, *rel >= c->min_diff, "%s: weights differ by only %.3g (at least %g expected: "
+               "were the gradients sent in bf16?)", name, *rel, c->min_diff);
       size_t bad = 0, first = 0;
       for (size_t i = 0; i < res->nbuffers; i++)
         if (!(fabs(res->buffers[0][i] - ref_b[i]) <= c->tol * (1 + fabs(ref_b[i])) * 10) && !bad++)
@@ -209,12 +217,20 @@ static const ddp_case_t cpu_cases[] = {
   {.world = 4, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_CPU, .tol = 2e-5},
   /* accumulation over 2 micro-batches equals the batch twice as large */
   {.world = 2, .norm = GROUP_NORM, .accum = 2, .device = ON_CPU, .tol = 2e-5},
+  /* gradients all-reduced in bf16 (8 significant bits): the same weights to bf16's accuracy,
+   * and measurably not f32's */
+  {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_CPU, .tol = BF16_TOL,
+   .bf16_wire = 1, .min_diff = 1e-5},
+  {.world = 3, .norm = GROUP_NORM, .accum = 1, .device = ON_CPU, .tol = BF16_TOL, .bf16_wire = 1,
+   .min_diff = 1e-5},
 };
 
 /* TF32 convolutions, and cuDNN's algorithms chosen per batch size: looser than on the CPU. */
 static const ddp_case_t gpu_cases[] = {
   {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = 2e-3},
   {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+  {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = BF16_TOL,
+   .bf16_wire = 1},
 };
 
 START_TEST(cpu_n_ranks_equal_one_big_batch)

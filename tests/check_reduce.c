@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/half.h"
 #include "kernels/reduce_cpu.h"
@@ -90,6 +91,36 @@ START_TEST(bf16_rounding_matches_reference)
   ck_assert(isnan(bf16_to_f32(f32_to_bf16(NAN))));
   ck_assert(bf16_to_f32(f32_to_bf16(1.0f + 0x1p-8f)) == 1.0f);         /* tie to even (down) */
   ck_assert(bf16_to_f32(f32_to_bf16(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f); /* tie up */
+}
+END_TEST
+
+/* The buffer conversions (DDP's bf16 gradients on the wire) round as the reference does, widen
+ * exactly, and refuse pairs of types they do not convert. */
+START_TEST(convert_buffers)
+{
+  enum { N = 4099 }; /* not a multiple of anything a loop might unroll by */
+  float *x = malloc(N * sizeof *x), *back = malloc(N * sizeof *back);
+  uint16_t *h = malloc(N * sizeof *h);
+  unsigned seed = 4242;
+  for (int i = 0; i < N; i++) x[i] = random_float(&seed);
+  x[0] = NAN, x[1] = INFINITY, x[2] = -0.0f, x[3] = 0x1.fffffep127f; /* the last rounds to inf */
+  for (int dt = 0; dt < 2; dt++) {
+    shmddp_dtype_t t = dt ? SHMDDP_F16 : SHMDDP_BF16;
+    ck_assert_int_eq(reduce_cpu_convert(h, t, x, SHMDDP_F32, N), 0);
+    ck_assert_int_eq(reduce_cpu_convert(back, SHMDDP_F32, h, t, N), 0);
+    ck_assert(isnan(back[0]) && back[1] == INFINITY && back[2] == 0 && signbit(back[2]));
+    ck_assert(isinf(back[3]));
+    for (int i = 4; i < N; i++) {
+      double want = dt ? ref_f16(x[i]) : ref_bf16(x[i]);
+      ck_assert_msg(back[i] == want || (isnan(want) && isnan(back[i])), "%s(%a) = %a, want %a",
+                    dt ? "f16" : "bf16", x[i], back[i], want);
+    }
+  }
+  ck_assert_int_eq(reduce_cpu_convert(back, SHMDDP_F32, x, SHMDDP_F32, N), 0); /* a copy */
+  ck_assert(memcmp(back, x, N * sizeof *x) == 0);
+  ck_assert_int_ne(reduce_cpu_convert(h, SHMDDP_BF16, h, SHMDDP_F16, N), 0);
+  ck_assert_int_ne(reduce_cpu_convert(back, SHMDDP_F32, x, SHMDDP_F64, N), 0);
+  free(x), free(back), free(h);
 }
 END_TEST
 
@@ -184,6 +215,7 @@ static Suite *reduce_suite(const suite_env_t *env)
   tcase_add_test(tc, f16_roundtrip_every_value);
   tcase_add_test(tc, f16_rounding_matches_reference);
   tcase_add_test(tc, bf16_rounding_matches_reference);
+  tcase_add_test(tc, convert_buffers);
   suite_add_tcase(s, tc);
   tc = tcase_create("reduce");
   tcase_set_timeout(tc, 120); /* bounds a hang only */

@@ -146,6 +146,11 @@ int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, c
 int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
                shmddp_op_t op, int avg_div, int dev, void *stream, char *err, size_t errlen);
 
+/* dst = src converted between f32 and f16/bf16 (round to nearest even; kernels/reduce_cpu.h's
+ * reduce_cpu_convert, the same bits on the GPU), n elements on dev, queued on stream. */
+int dev_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t, size_t n,
+                int dev, void *stream, char *err, size_t errlen);
+
 /* ---- collectives on a device's buffers ---- */
 
 /* Prepare comm for buffers on GPU dev (the device transport; collective: every rank calls it);

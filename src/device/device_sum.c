@@ -38,3 +38,27 @@ int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dt
   return check_fail(err, errlen, "this build has no GPU support: use --device cpu");
 #endif
 }
+
+int dev_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t, size_t n,
+                int dev, void *stream, char *err, size_t errlen)
+{
+  int bad = 0;
+  if (dev == DEV_HOST) {
+    bad = reduce_cpu_convert(dst, dst_t, src, src_t, n) != 0;
+  } else {
+#ifdef HAVE_CUDNN
+    int rc = reduce_cuda_convert(dst, dst_t, src, src_t, n, stream);
+    if (rc == (int)cudaErrorInvalidValue) bad = 1;
+    else if (rc != 0)
+      return check_fail(err, errlen, "converting %zu values on GPU %d: %s", n, dev,
+                        cudaGetErrorString((cudaError_t)rc));
+#else
+    (void)stream;
+    return check_fail(err, errlen, "this build has no GPU support: use --device cpu");
+#endif
+  }
+  if (bad)
+    return check_fail(err, errlen, "converting %s to %s: only f32 <-> f16/bf16 is supported",
+                      shmddp_dtype_name(src_t), shmddp_dtype_name(dst_t));
+  return 0;
+}

@@ -51,6 +51,7 @@ struct ddp {
   int communicate, sync_bn;
   dev_event_t *ready[DDP_MAX_BUCKETS]; /* per bucket, on compute */
   dev_event_t *bwd_done, *comm_done;   /* around the exposed communication */
+  uint16_t *wire;                      /* grad_comm bf16: the gradients as they travel */
   dev_event_t *bn_ev[2 * DDP_MAX_BN];  /* start/end pairs around each SyncBN exchange */
   int bn_used;
   int queued;    /* buckets queued this step */
@@ -75,8 +76,14 @@ static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
 {
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
   float *g = model_grads(d->model) + begin;
+  void *buf = g;
+  if (d->wire) { /* narrowed on the compute stream, right behind the gradients it reads */
+    buf = d->wire + begin;
+    CHECK(dev_convert(buf, SHMDDP_BF16, g, SHMDDP_F32, count, d->dev, d->compute, err, errlen));
+  }
   CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
-  CHECK(world_bucket_start(d->world, b, g, count, d->ready[b], err, errlen));
+  CHECK(world_bucket_start(d->world, b, buf, count, d->wire ? SHMDDP_BF16 : SHMDDP_F32,
+                           d->ready[b], err, errlen));
   d->queued++;
   return 0;
 }
@@ -132,6 +139,13 @@ static int setup_comm(ddp_t *d, char *err, size_t errlen)
   }
   for (size_t b = 0; b < d->nbuckets; b++)
     CHECK(dev_event_create(&d->ready[b], d->dev, DEV_EVENT_ORDER, err, errlen));
+  if (d->cfg.grad_comm == SHMDDP_BF16) {
+    d->wire = arena_alloc(model_arena(d->model), d->nparams * sizeof *d->wire, ARENA_COMM,
+                          "gradients in bf16 (--grad-comm bf16)");
+    if (!d->wire)
+      return check_fail(err, errlen, "gradients in bf16 for the all-reduce: %s",
+                        arena_last_error(model_arena(d->model)));
+  }
   for (int i = 0; i < 2 * DDP_MAX_BN; i++)
     CHECK(dev_event_create(&d->bn_ev[i], d->dev, DEV_EVENT_TIMING, err, errlen));
   CHECK(dev_event_create(&d->bwd_done, d->dev, DEV_EVENT_TIMING, err, errlen));
@@ -161,6 +175,10 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   d->model = model;
   d->cfg = *cfg;
   if (d->cfg.bucket_mb <= 0) d->cfg.bucket_mb = 25;
+  if (d->cfg.grad_comm == 0) d->cfg.grad_comm = SHMDDP_F32;
+  if (d->cfg.grad_comm != SHMDDP_F32 && d->cfg.grad_comm != SHMDDP_BF16)
+    return check_fail(err, errlen, "gradients travel as f32 or bf16, not %s",
+                      shmddp_dtype_name(d->cfg.grad_comm));
   d->rank = world_rank(world);
   d->world_size = world_size(world);
   d->dev = cfg->cuda_stream ? arena_device(model_arena(model)) : DEV_HOST;
@@ -187,6 +205,7 @@ void ddp_destroy(ddp_t *d)
   for (int i = 0; i < 2 * DDP_MAX_BN; i++) dev_event_destroy(d->bn_ev[i]);
   dev_event_destroy(d->bwd_done);
   dev_event_destroy(d->comm_done);
+  if (d->wire) arena_free(model_arena(d->model), d->wire);
   if (d->bn && d->bn != d->world) world_destroy(d->bn);
   world_destroy(d->own_world);
   free(d);
@@ -301,6 +320,11 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   CHECK(record_timing(d, d->bwd_done, d->compute, err, errlen));
   int rc = world_bucket_join(d->world, d->compute, d->comm_done, d->capturing, err, errlen);
   d->measured = rc == 0 && d->queued > 0;
+  /* the averaged bf16 gradients back into the f32 buffer the optimizer reads (after the join:
+   * on the compute stream, behind every bucket) */
+  if (rc == 0 && d->wire)
+    rc = dev_convert(model_grads(d->model), SHMDDP_F32, d->wire, SHMDDP_BF16, d->nparams, d->dev,
+                     d->compute, err, errlen);
   timeline_end(tl, d->compute);
   return rc;
 }

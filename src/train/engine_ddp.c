@@ -242,7 +242,8 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   CHECK(train_dev_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
                          err, errlen));
   ddp_config_t dc = {
-      .bucket_mb = c->bucket_mb, .sync_bn = c->sync_bn, .cuda_stream = model_stream(e->model)};
+      .bucket_mb = c->bucket_mb, .grad_comm = c->grad_comm_bf16 ? SHMDDP_BF16 : SHMDDP_F32,
+      .sync_bn = c->sync_bn, .cuda_stream = model_stream(e->model)};
   CHECK(ddp_create_world(&d->ddp, d->world, e->model, &dc, err, errlen));
   CHECK(ddp_sync_initial(d->ddp, err, errlen));
   /* CUDA graphs bake in the loss scale and the batch: fp16's dynamic scale is captured again

@@ -24,7 +24,7 @@ enum {
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
   OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
-  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_END
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_GRAD_COMM, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -57,6 +57,7 @@ static const struct option long_opts[] = {
   {"seed", required_argument, 0, OPT_SEED},
   {"out", required_argument, 0, OPT_OUT},
   {"bucket-mb", required_argument, 0, OPT_BUCKET},
+  {"grad-comm", required_argument, 0, OPT_GRAD_COMM},
   {"accum-steps", required_argument, 0, OPT_ACCUM},
   {"drop-last", no_argument, 0, OPT_DROP_LAST},
   {"save-every", required_argument, 0, OPT_SAVE_EVERY},
@@ -235,6 +236,7 @@ static const char *const norm_names[] = {"batch", "group", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
 
 static int resolve(train_config_t *c, const unsigned char *set, const train_machine_t *m,
                    char *err, size_t errlen)
@@ -353,6 +355,11 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
     return usage_error(err, errlen, "--nesterov: only for --optimizer sgd");
   if (c->nesterov && c->momentum == 0)
     return usage_error(err, errlen, "--nesterov: needs --momentum > 0");
+
+  if (c->mode == TRAIN_MODE_DP && c->grad_comm_bf16)
+    return usage_error(err, errlen,
+                       "--grad-comm bf16: DataParallel sums the replicas' gradients on one "
+                       "device, there is no all-reduce to narrow; use --mode ddp");
 
   if (c->mode == TRAIN_MODE_DP &&
       (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
@@ -500,6 +507,10 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     }
     case OPT_OUT: rc = parse_path("--out", a, c->out_dir, err, errlen); break;
     case OPT_BUCKET: rc = parse_double("--bucket-mb", a, 0, 1, 4096, &c->bucket_mb, err, errlen); break;
+    case OPT_GRAD_COMM:
+      rc = parse_choice("--grad-comm", a, grad_comm_names, &v, err, errlen);
+      c->grad_comm_bf16 = v == 1;
+      break;
     case OPT_ACCUM: rc = parse_int("--accum-steps", a, 1, 4096, &c->accum_steps, err, errlen); break;
     case OPT_DROP_LAST: c->drop_last = 1; break;
     case OPT_SAVE_EVERY:
@@ -577,7 +588,7 @@ void train_config_describe(const train_config_t *c, char *buf, size_t len)
            "sync_bn_from_epoch=%d classes=%d image_size=%d batch_size=%d epochs=%d steps=%ld "
            "lr=%g optimizer=%s momentum=%g weight_decay=%g nesterov=%d warmup_steps=%ld "
            "precision=%s data=%s train_size=%ld val_size=%ld workers=%d seed=%llu "
-           "bucket_mb=%g accum_steps=%d drop_last=%d deterministic=%d",
+           "bucket_mb=%g accum_steps=%d drop_last=%d deterministic=%d grad_comm=%s",
            train_device_name(c->device), c->nproc, c->mode == TRAIN_MODE_DP ? "dp" : "ddp",
            c->model, c->widths_name, c->norm == MODEL_NORM_GROUP ? "group" : "batch",
            c->sync_bn ? "on" : "off", c->sync_bn_from_epoch, c->classes, c->image_size,
@@ -585,7 +596,7 @@ void train_config_describe(const train_config_t *c, char *buf, size_t len)
            c->weight_decay, c->nesterov, c->warmup_steps, train_precision_name(c->precision),
            c->synthetic ? "synthetic" : c->data_dir, c->train_size, c->val_size, c->workers,
            (unsigned long long)c->seed, c->bucket_mb, c->accum_steps, c->drop_last,
-           c->deterministic);
+           c->deterministic, c->grad_comm_bf16 ? "bf16" : "f32");
 }
 
 void train_config_usage(FILE *f, const train_machine_t *m)
@@ -653,7 +664,10 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --warmup-steps N         linear warm-up, then cosine decay; default: %ld (cuda), %ld (cpu),\n"
 "                           at most a fifth of the run\n"
 "  --accum-steps K          micro-batches per optimizer step (all-reduce on the last); default: 1\n"
-"  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n\n",
+"  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n"
+"  --grad-comm f32|bf16     the gradients' type in the all-reduce (--mode ddp, 2+ ranks): bf16\n"
+"                           halves the bytes; each rank's gradient is rounded to bf16, the\n"
+"                           average is taken in f32 and rounded once; default: f32\n\n",
           g->batch_size, p->batch_size, g->epochs, p->epochs, g->sgd_lr, p->sgd_lr, g->warmup_steps,
           p->warmup_steps);
   fprintf(f,

@@ -48,6 +48,7 @@ typedef struct {
   uint64_t seed;
   char out_dir[TRAIN_PATH_MAX];
   double bucket_mb;
+  int grad_comm_bf16;       /* --grad-comm bf16: gradients all-reduced in bf16 */
   int accum_steps;
   int drop_last;
   long save_every;          /* optimizer steps between checkpoints; 0 = only at the end */

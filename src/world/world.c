@@ -77,16 +77,16 @@ static int shm_dup(world_t *w, world_t **out, char *err, size_t errlen)
   return 0;
 }
 
-static int shm_bucket_start(world_t *w, size_t index, float *buf, size_t count,
-                            dev_event_t *ready, char *err, size_t errlen)
+static int shm_bucket_start(world_t *w, size_t index, void *buf, size_t count,
+                            shmddp_dtype_t dtype, dev_event_t *ready, char *err, size_t errlen)
 {
   shm_world_t *s = sw(w);
   CHECK(dev_event_wait(s->comm_stream, ready, err, errlen));
   /* After the wait, so the span starts when the bucket can start. */
   int tl = timeline_begin(TIMELINE_ALLREDUCE, s->comm_stream);
-  timeline_args(tl, (double)index, (double)(count * sizeof(float)));
+  timeline_args(tl, (double)index, (double)(count * shmddp_dtype_size(dtype)));
   CHECK_COLL(s->comm,
-             shmddp_all_reduce(s->comm, buf, buf, count, SHMDDP_F32, SHMDDP_AVG,
+             shmddp_all_reduce(s->comm, buf, buf, count, dtype, SHMDDP_AVG,
                                (shmddp_stream_t)s->comm_stream),
              "gradient all-reduce");
   timeline_end(tl, s->comm_stream);
@@ -214,11 +214,11 @@ int world_all_gather(world_t *w, const void *send, void *recv, size_t count,
   return w->ops->all_gather(w, send, recv, count, dtype, err, errlen);
 }
 
-int world_bucket_start(world_t *w, size_t index, float *buf, size_t count, dev_event_t *ready,
-                       char *err, size_t errlen)
+int world_bucket_start(world_t *w, size_t index, void *buf, size_t count, shmddp_dtype_t dtype,
+                       dev_event_t *ready, char *err, size_t errlen)
 {
   if (w->size == 1) return 0;
-  return w->ops->bucket_start(w, index, buf, count, ready, err, errlen);
+  return w->ops->bucket_start(w, index, buf, count, dtype, ready, err, errlen);
 }
 
 int world_bucket_join(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,

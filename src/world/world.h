@@ -27,8 +27,8 @@ typedef struct {
                     char *err, size_t errlen);
   int (*attach)(world_t *w, int dev, int max_blocks, char *err, size_t errlen);
   int (*dup)(world_t *w, world_t **out, char *err, size_t errlen);
-  int (*bucket_start)(world_t *w, size_t index, float *buf, size_t count, dev_event_t *ready,
-                      char *err, size_t errlen);
+  int (*bucket_start)(world_t *w, size_t index, void *buf, size_t count, shmddp_dtype_t dtype,
+                      dev_event_t *ready, char *err, size_t errlen);
   int (*bucket_join)(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,
                      size_t errlen);
   void *(*bucket_stream)(world_t *w);
@@ -73,12 +73,14 @@ int world_broadcast(world_t *w, void *buf, size_t count, shmddp_dtype_t dtype, c
 int world_all_gather(world_t *w, const void *send, void *recv, size_t count,
                      shmddp_dtype_t dtype, char *err, size_t errlen);
 
-/* Gradient buckets: average buf (bucket `index` of the step, for the timeline) over every rank
- * once `ready` (recorded by the caller on the compute stream) has completed; backward goes on meanwhile. bucket_join makes `stream` wait for
+/* Gradient buckets: average buf (count elements of dtype: f32, or bf16 for gradients sent
+ * narrow; bucket `index` of the step, for the timeline) over every rank once `ready` (recorded
+ * by the caller on the compute stream) has completed; backward goes on meanwhile. bucket_join
+ * makes `stream` wait for
  * every bucket started since the last join, records `done` (a timing event) when the last one
  * finished, and reports the errors they met. */
-int world_bucket_start(world_t *w, size_t index, float *buf, size_t count, dev_event_t *ready,
-                       char *err, size_t errlen);
+int world_bucket_start(world_t *w, size_t index, void *buf, size_t count, shmddp_dtype_t dtype,
+                       dev_event_t *ready, char *err, size_t errlen);
 int world_bucket_join(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,
                       size_t errlen);
 /* The stream the buckets run on (NULL on the host), for the timeline. */

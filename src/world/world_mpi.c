@@ -38,8 +38,9 @@
 #define MAX_JOBS 1024                  /* buckets started before a join (DDP_MAX_BUCKETS) */
 
 typedef struct {
-  float *buf;
+  void *buf;
   size_t count;
+  shmddp_dtype_t dtype;
   dev_event_t *ready;
 } job_t;
 
@@ -152,7 +153,7 @@ static int run_job(world_t *w, const job_t *j, char *err, size_t errlen)
 {
   hier_t *h = H(w);
   CHECK(dev_event_wait(h->async_stream, j->ready, err, errlen));
-  if (hier_all_reduce(w, h->intra_async, h->x_async, j->buf, j->count, SHMDDP_F32, SHMDDP_AVG,
+  if (hier_all_reduce(w, h->intra_async, h->x_async, j->buf, j->count, j->dtype, SHMDDP_AVG,
                       h->async_stream, err, errlen) != 0)
     return check_prefix(err, errlen, "gradient all-reduce");
   return 0;
@@ -188,11 +189,11 @@ static void *progress(void *arg)
   return NULL;
 }
 
-static int h_bucket_start(world_t *w, size_t index, float *buf, size_t count,
-                          dev_event_t *ready, char *err, size_t errlen)
+static int h_bucket_start(world_t *w, size_t index, void *buf, size_t count,
+                          shmddp_dtype_t dtype, dev_event_t *ready, char *err, size_t errlen)
 {
   hier_t *h = H(w);
-  job_t j = {.buf = buf, .count = count, .ready = ready};
+  job_t j = {.buf = buf, .count = count, .dtype = dtype, .ready = ready};
   if (!h->started) return run_job(w, &j, err, errlen);
   pthread_mutex_lock(&h->mu);
   if (h->tail - h->head >= MAX_JOBS) {
