@@ -84,8 +84,12 @@ static int mask_check(const ops_t *o, const ops_relu_t *r, const char *what)
   return 0;
 }
 
-/* g = dy masked by the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. */
-template <typename T, int N>
+/* g = dy masked by the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. MK is the
+ * mask's kind, fixed at compile time so no registers are held for the other kinds' operands
+ * (MASK_NONE: dy as it is; MASK_Y: where y > 0; MASK_AFFINE: where the forward's affine > 0). */
+enum { MASK_NONE = 0, MASK_Y = 1, MASK_AFFINE = 2 };
+
+template <typename T, int N, int MK>
 __global__ void __launch_bounds__(OPC_THREADS)
     bwd_stats_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C, int gb, int r,
                      const double *mean, const double *inv, int gs, int cg, double *part)
@@ -101,8 +105,9 @@ __global__ void __launch_bounds__(OPC_THREADS)
     int c = valid ? g * N + k : 0;
     m[k] = (float)mean[z * gs + c / cg];
     s[k] = (float)inv[z * gs + c / cg];
-    ma[k] = mk.gamma ? (float)((double)opc_ld(mk.gamma[c]) * inv[z * gs + c / cg]) : 0.f;
-    mb[k] = mk.gamma ? opc_ld(mk.beta[c]) : 0.f;
+    ma[k] = MK == MASK_AFFINE ? (float)((double)opc_ld(mk.gamma[c]) * inv[z * gs + c / cg])
+                              : 0.f;
+    mb[k] = MK == MASK_AFFINE ? opc_ld(mk.beta[c]) : 0.f;
   }
   const size_t off = z * rows * C + (size_t)g * N;
   const size_t step = (size_t)gridDim.y * r;
@@ -112,14 +117,14 @@ __global__ void __launch_bounds__(OPC_THREADS)
     for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
 #pragma unroll 1
     for (int it = 0; it < BRED_CHUNK && p < rows; it++, p += BRED_BATCH * step) {
-      opc_pack<T, N> d[BRED_BATCH], v[BRED_BATCH], y[BRED_BATCH];
+      opc_pack<T, N> d[BRED_BATCH], v[BRED_BATCH], y[MK == MASK_Y ? BRED_BATCH : 1];
 #pragma unroll
       for (int j = 0; j < BRED_BATCH; j++) {
         size_t q = p + j * step;
         if (q < rows) {
           d[j] = opc_load<T, N>(dy + off + q * C);
           v[j] = opc_load<T, N>(x + off + q * C);
-          if (mask) y[j] = opc_load<T, N>(mask + off + q * C);
+          if (MK == MASK_Y) y[MK == MASK_Y ? j : 0] = opc_load<T, N>(mask + off + q * C);
         }
       }
 #pragma unroll
@@ -128,8 +133,9 @@ __global__ void __launch_bounds__(OPC_THREADS)
 #pragma unroll
         for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
           float xm = q < rows ? opc_ld(v[j].v[k]) - m[k] : 0.f;
-          int off = q >= rows || (mask && !(opc_ld(y[j].v[k]) > 0.f)) ||
-                    (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+          int off = q >= rows ||
+                    (MK == MASK_Y && !(opc_ld(y[MK == MASK_Y ? j : 0].v[k]) > 0.f)) ||
+                    (MK == MASK_AFFINE && !(fmaf(xm, ma[k], mb[k]) > 0.f));
           float gr = off ? 0.f : opc_ld(d[j].v[k]);
           fa[k] += gr;
           fb[k] = fmaf(gr, xm * s[k], fb[k]);
@@ -151,6 +157,26 @@ static int fit_blocks()
   return fit;
 }
 
+/* The backward statistics kernel for a mask kind, and its blocks per multiprocessor. */
+template <typename T>
+using bwd_stats_fn = void (*)(const T *, relu_mask<T>, const T *, size_t, int, int, int,
+                              const double *, const double *, int, int, double *);
+
+template <typename T, int N, int MK>
+static void bwd_stats_take(bwd_stats_fn<T> *k, int *fit)
+{
+  *k = bwd_stats_kernel<T, N, MK>;
+  *fit = fit_blocks<bwd_stats_kernel<T, N, MK>>();
+}
+
+template <typename T, int N>
+static void bwd_stats_pick(int mkind, bwd_stats_fn<T> *k, int *fit)
+{
+  if (mkind == MASK_Y) bwd_stats_take<T, N, MASK_Y>(k, fit);
+  else if (mkind == MASK_AFFINE) bwd_stats_take<T, N, MASK_AFFINE>(k, fit);
+  else bwd_stats_take<T, N, MASK_NONE>(k, fit);
+}
+
 /* Launches the statistics kernel for (x) or, with dy given, the backward one; returns the
  * number of row splits (the partials' layout) or -1. */
 template <typename T>
@@ -165,18 +191,19 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
   size_t per_split = (size_t)nz * 2 * C;
   if (per_split + reserve > OPC_SCRATCH_DOUBLES)
     return opc_fail(o, "%d channels x %d samples exceed the reduction scratch", C, nz);
-  /* The grid: one wave of the blocks that fit (3 of the forward kernel, 2 of the backward one
-   * per multiprocessor; asking for 4 ran 1.33 and 2 waves), and at least RED_MIN_ROWS rows per
-   * thread, so the small deep layers (a few thousand rows) still spread over the machine
-   * instead of 48-192 blocks each walking 32 rows in 4-8 dependent round trips. */
+  /* The grid: one wave of the blocks that fit (bf16 on sm_90: 4 of the forward kernel at 64
+   * registers, 3 of the backward one at 76-80; asking for more than fit ran 1.33 and 2 waves),
+   * and at least RED_MIN_ROWS rows per thread, so the small deep layers (a few thousand rows)
+   * still spread over the machine instead of 48-192 blocks each walking 32 rows in 4-8
+   * dependent round trips. */
   typedef void (*fwd_k)(const T *, size_t, int, int, int, double *);
-  typedef void (*bwd_k)(const T *, relu_mask<T>, const T *, size_t, int, int, int, const double *,
-                        const double *, int, int, double *);
   fwd_k fk = N == V ? stats_kernel<T, V> : stats_kernel<T, 1>;
-  bwd_k bk = N == V ? bwd_stats_kernel<T, V> : bwd_stats_kernel<T, 1>;
-  int fit = dy ? (N == V ? fit_blocks<bwd_stats_kernel<T, V>>()
-                         : fit_blocks<bwd_stats_kernel<T, 1>>())
-               : (N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>());
+  const int mkind = mk.y ? MASK_Y : mk.gamma ? MASK_AFFINE : MASK_NONE;
+  bwd_stats_fn<T> bk = NULL;
+  int fit = 0;
+  if (!dy) fit = N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>();
+  else if (N == V) bwd_stats_pick<T, V>(mkind, &bk, &fit);
+  else bwd_stats_pick<T, 1>(mkind, &bk, &fit);
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_MIN_ROWS,
                              (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit);
   double *part = ctx->scratch;

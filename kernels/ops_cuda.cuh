@@ -79,7 +79,10 @@ const char *opc_dtype_name(ops_dtype_t d);
 
 /* Element <-> f32 (all arithmetic is f32 or f64; storage is the table's dtype). */
 static __device__ __forceinline__ float opc_ld(float v) { return v; }
-static __device__ __forceinline__ float opc_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+static __device__ __forceinline__ float opc_ld(__nv_bfloat16 v)
+{
+  return __uint_as_float((unsigned)__bfloat16_as_ushort(v) << 16); /* exact, one shift */
+}
 static __device__ __forceinline__ float opc_ld(__half v) { return __half2float(v); }
 template <typename T> static __device__ __forceinline__ T opc_st(float v);
 template <> __device__ __forceinline__ float opc_st<float>(float v) { return v; }
