@@ -1,19 +1,21 @@
 #!/bin/sh
-# A/B of a change to the training step on the GPU machine, in one call: A is this tree, B is this
-# tree with PATCH applied (`git format-patch -1 COMMIT --stdout > PATCH` on the CPU machine; the
-# device copy has no git history). For each: the per-category cost inside the graph-replayed step
-# (bench/ops_cuda_bench's ablation), the trainer's images/s (bf16, 68 steps, twice, interleaved
-# A B A B) and the default job (./train's defaults, 8000 steps) with its per-step losses compared;
-# B's GPU test suites first. Issue 17's "measure each, keep what wins" in one device call (~5 min).
-# Usage: bench/run_step_ab_gpu.sh PATCH OUT_DIR     (bench/ab/ holds changes waiting for this)
+# A/B of changes to the training step on the GPU machine, in one call: A is this tree, B (and C,
+# D: up to three candidates) is this tree with a patch applied (`git diff main BRANCH > PATCH` or
+# `git format-patch -1 COMMIT --stdout > PATCH` on the CPU machine; the device copy has no git
+# history). For each: the per-category cost inside the graph-replayed step (bench/ops_cuda_bench's
+# ablation), the trainer's images/s (bf16, 68 steps, twice, interleaved A B C A B C) and the
+# default job (./train's defaults, 8000 steps) with its per-step losses compared with A's; each
+# candidate's GPU test suites first. Issue 17's "measure each, keep what wins" in one device call
+# (~3 min for one candidate, ~1.5 min more for each further one).
+# Usage: bench/run_step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]   (bench/ab/ holds changes
+# waiting for this)
 # On the device: run(carry [".device"]) `source .device/env.sh && sh bench/run_step_ab_gpu.sh
-# bench/ab/X.patch $OUT/ab` (the two builds run side by side, -j8 each). Tried on the CPU machine
-# up to the GPU parts (patch, both builds, B's CPU-runnable suite).
-# Environment: PARTS (default
-# "tests ops train default"), CONFIGURE_FLAGS (default --with-cuda-arch=90).
-# Writes OUT_DIR/ab.txt (the summary) and OUT_DIR/{A,B}_* logs.
+# bench/ab/X.patch $OUT/ab` (the builds run side by side).
+# Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
+# --with-cuda-arch=90).
+# Writes OUT_DIR/ab.txt (the summary) and OUT_DIR/{A,B,...}_* logs.
 set -u
-patch_file=$1; O=$2
+first=$1; O=$2; shift 2
 PARTS=${PARTS:-"tests ops train default"}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
@@ -23,41 +25,71 @@ el() { echo $(($(date +%s) - t0)); }
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 say() { echo "$*" >> "$sum"; }
 src=$(pwd)
-case $patch_file in /*) ;; *) patch_file=$src/$patch_file ;; esac
-[ -r "$patch_file" ] || { echo "run_step_ab_gpu: cannot read $patch_file" >&2; exit 2; }
-treeB=${TMPDIR:-/tmp}/step_ab_B
-rm -rf "$treeB"
-mkdir -p "$treeB"
-tar --exclude=./bA --exclude=./bB --exclude=./b --exclude=./.git -cf - . | tar -C "$treeB" -xf -
-say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree, B = A + $(basename "$patch_file")"
+abs() { case $1 in /*) echo "$1" ;; *) echo "$src/$1" ;; esac; }
+# the candidates: letter and patch
+set -- "$first" "$@"
+[ $# -le 3 ] || { echo "run_step_ab_gpu: at most 3 patches per call" >&2; exit 2; }
+variants=""
+for p in "$@"; do
+  case $variants in "") v=B ;; B) v=C ;; "B C") v=D ;; esac
+  variants="${variants:+$variants }$v"
+  eval "patch_$v=\$(abs \"\$p\")"
+  eval "[ -r \"\$patch_$v\" ]" || { echo "run_step_ab_gpu: cannot read $p" >&2; exit 2; }
+done
+all="A $variants"
+jobs=$((16 / (1 + $#)))
+say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree$(for v in $variants; do eval "printf ', %s = A + %s' $v \"\$(basename \"\$patch_$v\")\""; done)"
 nvidia-smi -L | sed 's/^/# /' >> "$sum"
-if ! (cd "$treeB" && patch -p1 -s < "$patch_file") >> "$sum" 2>&1; then
-  say "FAIL: $patch_file does not apply"; cat "$sum"; exit 1
-fi
 build() { # tree dir
   (cd "$1" && { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p "$2" && cd "$2" &&
-    ../configure -q $flags > /dev/null 2>&1 && make -j8 > /dev/null 2>&1 &&
-    make -j8 tests/check_ops_cuda tests/check_model_cuda tests/check_plan > /dev/null 2>&1)
+    ../configure -q $flags > /dev/null 2>&1 && make -j$jobs > /dev/null 2>&1 &&
+    make -j$jobs tests/check_ops_cuda tests/check_model_cuda tests/check_plan > /dev/null 2>&1)
 }
-build "$src" bA & pa=$!
-build "$treeB" bB & pb=$!
-wait $pa; ra=$?; wait $pb; rb=$?
-say "builds: A rc $ra, B rc $rb ($(el) s)"
-[ $ra = 0 ] && [ $rb = 0 ] || { cat "$sum"; exit 1; }
-A=$src/bA; B=$treeB/bB
+tree_A=$src
+for v in $variants; do
+  t=${TMPDIR:-/tmp}/step_ab_$v
+  rm -rf "$t"
+  mkdir -p "$t"
+  tar --exclude=./bA --exclude=./bB --exclude=./bC --exclude=./bD --exclude=./b --exclude=./.git \
+    -cf - . | tar -C "$t" -xf -
+  eval "p=\$patch_$v"
+  if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
+    say "FAIL: $p does not apply"; cat "$sum"; exit 1
+  fi
+  eval "tree_$v=\$t"
+done
+pids=""
+for v in $all; do
+  eval "build \"\$tree_$v\" b$v" &
+  pids="$pids $!"
+done
+line="builds:"; ok=1; set -- $all
+for pid in $pids; do
+  wait "$pid"; rc=$?
+  line="$line $1 rc $rc,"; [ $rc = 0 ] || ok=0
+  shift
+done
+say "$line ($(el) s)"
+[ $ok = 1 ] || { cat "$sum"; exit 1; }
+for v in $all; do eval "$v=\$tree_$v/b$v"; done
 if has tests; then
-  for t in check_ops_cuda check_model_cuda check_plan; do
-    timeout 120 "$B/tests/$t" > "$O/B_$t.log" 2>&1
-    say "B $t: rc $? $(grep -E 'Checks|SKIP' "$O/B_$t.log" | tail -1)"
+  for v in $variants; do
+    eval b=\$$v
+    for t in check_ops_cuda check_model_cuda check_plan; do
+      timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
+      say "$v $t: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
+    done
   done
 fi
 if has ops; then
-  for v in A B; do
+  files=""
+  for v in $all; do
     eval b=\$$v
     timeout 90 "$b/bench/ops_cuda_bench" -p bf16 -t 0 > "$O/${v}_ops.txt" 2>&1
+    files="$files $O/${v}_ops.txt"
   done
-  say "## inside the CUDA graph (ms): category, A, B"
-  python3 - "$O/A_ops.txt" "$O/B_ops.txt" >> "$sum" 2>&1 <<'EOF'
+  say "## inside the CUDA graph (ms): category, $(echo $all | sed 's/ /, /g')"
+  python3 - $files >> "$sum" 2>&1 <<'EOF'
 import re, sys
 def table(p):
     out, on, step = {}, False, None
@@ -71,30 +103,33 @@ def table(p):
                 try: out[" ".join(f[:-3])] = float(f[-2])
                 except ValueError: pass
     return step, out
-sa, a = table(sys.argv[1]); sb, b = table(sys.argv[2])
-print(f"step (graph)      {sa if sa else float('nan'):8.3f} {sb if sb else float('nan'):8.3f}")
-for k in a:
-    print(f"{k:16s} {a[k]:8.3f} {b.get(k, float('nan')):8.3f}")
+tabs = [table(p) for p in sys.argv[1:]]
+nan = float("nan")
+print(f"{'step (graph)':16s}" + "".join(f" {s if s else nan:8.3f}" for s, _ in tabs))
+keys = list(tabs[0][1]) + [k for _, t in tabs[1:] for k in t if k not in tabs[0][1]]
+for k in keys:
+    print(f"{k:16s}" + "".join(f" {t.get(k, nan):8.3f}" for _, t in tabs))
 EOF
 fi
 if has train; then
   common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
 --optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 68 --timing-warmup 8 \
 --train-size 1200 --val-size 12 --workers 8 --log-every 10 --timeout 60 --nproc 1 --precision bf16"
-  for v in A B A B; do
+  for v in $all $all; do
     eval b=\$$v
     timeout 60 "$b/train" $common --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
     say "trainer $v bf16: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
+    rm -rf "$O/run_$v"
   done
-  rm -rf "$O"/run_A "$O"/run_B
 fi
 if has default; then
-  for v in A B; do
+  for v in $all; do
     eval b=\$$v
     timeout 150 "$b/train" --out "$O/${v}_default" > "$O/${v}_default.log" 2>&1
     say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')"
   done
-  python3 - "$O/A_default/log.jsonl" "$O/B_default/log.jsonl" >> "$sum" 2>&1 <<'EOF'
+  for v in $variants; do
+    python3 - "$O/A_default/log.jsonl" "$O/${v}_default/log.jsonl" "$v" >> "$sum" 2>&1 <<'EOF'
 import json, sys
 def losses(p):
     out = {}
@@ -103,16 +138,17 @@ def losses(p):
         except ValueError: continue
         if r.get("type") == "step": out[r["step"]] = r["loss"]
     return out
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
+a, b, v = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3]
 steps = sorted(set(a) & set(b))
 same = sum(1 for s in steps if a[s] == b[s])
 d = max((abs(a[s] - b[s]) for s in steps), default=0)
 last = steps[-500:]
 mean = lambda xs: sum(xs) / max(len(xs), 1)
-print(f"default job losses: {len(steps)} common steps, {same} identical, max |diff| {d:.3g}; "
-      f"mean of the last 500: A {mean([a[s] for s in last]):.6f} B {mean([b[s] for s in last]):.6f}")
+print(f"default job losses A vs {v}: {len(steps)} common steps, {same} identical, max |diff| {d:.3g}; "
+      f"mean of the last 500: A {mean([a[s] for s in last]):.6f} {v} {mean([b[s] for s in last]):.6f}")
 EOF
-  gzip -f "$O"/A_default/log.jsonl "$O"/B_default/log.jsonl 2>/dev/null
+  done
+  for v in $all; do gzip -f "$O/${v}_default/log.jsonl" 2>/dev/null; done
 fi
 say "done in $(el) s"
 cat "$sum"
