@@ -21,6 +21,9 @@ static const train_machine_t cpu_box = {.visible_gpus = 0, .cuda_built = 1, .onl
 static const train_machine_t gpu_box = {.visible_gpus = 2, .cuda_built = 1, .online_cpus = 32};
 /* GPUs, but a --without-cuda build */
 static const train_machine_t nocuda_box = {.visible_gpus = 2, .cuda_built = 0, .online_cpus = 4};
+/* started by mpirun with 4 processes, built with MPI */
+static const train_machine_t mpi_box = {.visible_gpus = 1, .cuda_built = 1, .online_cpus = 16,
+                                        .mpi_ranks = 4, .mpi_built = 1};
 
 /* Parse a NULL-terminated list of arguments (after the program name). */
 static int parse(train_config_t *c, const train_machine_t *m, char *err, size_t errlen, ...)
@@ -173,6 +176,7 @@ START_TEST(test_values_accepted)
   ck_assert_uint_eq(c.seed, 16);
   ck_assert_str_eq(c.out_dir, "/tmp/x-out");
   ck_assert_double_eq(c.bucket_mb, 2.5);
+  ck_assert_int_eq(c.grad_comm_bf16, 0); /* the default */
   ck_assert_int_eq(c.accum_steps, 2);
   ck_assert_int_eq(c.drop_last, 1);
   ck_assert_double_eq(c.timeout_s, 12.5);
@@ -195,6 +199,10 @@ START_TEST(test_values_accepted)
   ck_assert_int_eq(c.mode, TRAIN_MODE_DP);
   ck_assert_int_eq(c.sync_bn, 0);
   ck_assert_int_eq(c.classes, 150);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--grad-comm", "bf16", (char *)NULL), 0);
+  ck_assert_int_eq(c.grad_comm_bf16, 1);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--grad-comm", "f32", (char *)NULL), 0);
+  ck_assert_int_eq(c.grad_comm_bf16, 0);
   rmdir(dir);
 }
 END_TEST
@@ -243,6 +251,7 @@ START_TEST(test_bad_values)
   REJECT(m, "--seed", "--seed", "12abc");
   REJECT(m, "--out", "--out", "");
   REJECT(m, "--bucket-mb", "--bucket-mb", "0");
+  REJECT(m, "f32|bf16", "--grad-comm", "f16");
   REJECT(m, "--accum-steps", "--accum-steps", "0");
   REJECT(m, "--save-every", "--save-every", "-1");
   REJECT(m, "--resume", "--resume", "/nonexistent/ckpt");
@@ -256,6 +265,8 @@ END_TEST
 
 START_TEST(test_bad_combinations)
 {
+  train_config_t c0;
+  char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
   REJECT(&gpu_box, "--nproc", "--nproc", "3");                 /* 2 GPUs */
@@ -272,6 +283,9 @@ START_TEST(test_bad_combinations)
   /* DataParallel: per-replica BatchNorm only; checkpoints and traces are DDP's */
   REJECT(&cpu_box, "--sync-bn on", "--mode", "dp", "--sync-bn", "on");
   REJECT(&cpu_box, "--mode dp", "--mode", "dp", "--save-every", "5");
+  REJECT(&cpu_box, "--mode ddp", "--mode", "dp", "--grad-comm", "bf16"); /* no all-reduce */
+  REJECT(&mpi_box, "one machine", "--grad-comm", "bf16");
+  ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, (char *)NULL), 0); /* mpirun alone: fine */
   REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
   REJECT(&cpu_box, "unknown option", "--bogus");
   REJECT(&cpu_box, "takes no value", "--nesterov=yes");

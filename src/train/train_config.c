@@ -268,6 +268,11 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
     if (c->mode == TRAIN_MODE_DP)
       return usage_error(err, errlen, "--mode dp drives the devices of one process: it does "
                          "not run under mpirun");
+    if (c->grad_comm_bf16)
+      return usage_error(err, errlen,
+                         "--grad-comm bf16: one machine only for now (between nodes the ring "
+                         "would round every step's partial sum to bf16, which is not tested); "
+                         "under mpirun leave it out (f32)");
     c->nproc = m->mpi_ranks;
   } else {
     if (set[OPT_RANKS_PER_NODE])
