@@ -292,6 +292,43 @@ END_TEST
 START_TEST(hooks_with_empty_batch) { hooks_case(0); }
 END_TEST
 
+static int sync_nothing(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream)
+{
+  (*(int *)ctx)++;
+  return 0;
+}
+
+/* BatchNorm's statistics take one of two paths: statistics then finalisation with the SyncBN
+ * exchange between (a sync_stats hook), or both in one op (bn_stats_finalize) without one. With
+ * a hook that sums over one rank (does nothing) the two must give the same loss, gradients and
+ * running statistics, bit for bit. */
+START_TEST(batchnorm_paths_agree)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *a = build(&c, OPS_F32), *b = build(&c, OPS_F32);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 2, 7, &x, &y);
+  int calls = 0;
+  model_hooks_t hooks = {.ctx = &calls, .sync_stats = sync_nothing};
+  float la = -1, lb = -2;
+  for (int step = 0; step < 2; step++) {
+    ck_assert(model_train_step(a, x, y, 2, 1, 0, NULL, &la, err, sizeof err) == 0);
+    ck_assert(model_train_step(b, x, y, 2, 1, 0, &hooks, &lb, err, sizeof err) == 0);
+  }
+  ck_assert_int_eq(calls, 2 * 2 * (4 * c.levels - 2)); /* forward and backward, every BN layer */
+  ck_assert_float_eq(la, lb);
+  size_t np = model_num_params(a), nb = model_num_buffers(a);
+  ck_assert(nb > 0);
+  ck_assert(memcmp(model_grads(a), model_grads(b), np * sizeof(float)) == 0);
+  ck_assert(memcmp(model_buffers(a), model_buffers(b), nb * sizeof(float)) == 0);
+  model_destroy(a);
+  model_destroy(b);
+  free(x), free(y);
+}
+END_TEST
+
 START_TEST(groupnorm_needs_no_sync)
 {
   model_config_t c;
@@ -447,6 +484,7 @@ static Suite *make_model_suite(const suite_env_t *env)
   tcase_add_test(tc, param_count_formula);
   tcase_add_test(tc, hooks_in_order);
   tcase_add_test(tc, hooks_with_empty_batch);
+  tcase_add_test(tc, batchnorm_paths_agree);
   tcase_add_test(tc, groupnorm_needs_no_sync);
   tcase_add_test(tc, accumulate_and_scale);
   tcase_add_test(tc, eval_mode);
