@@ -16,11 +16,6 @@ void *layer_wparam(const layer_ctx_t *c, int id)
   return (char *)c->wparams + c->params[id].offset * c->ops->elem;
 }
 
-void *layer_wgrad(const layer_ctx_t *c, int id)
-{
-  return (char *)c->wgrads + c->params[id].offset * c->ops->elem;
-}
-
 int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate; }
 
 size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
@@ -37,13 +32,18 @@ static size_t layer_base(const layer_ctx_t *c, int id0, int id1)
   return b;
 }
 
+/* Where the working gradient of flat-buffer element `offset` is written: the one-layer staging
+ * (from the layer's base offset) or the working gradient buffer. */
+static void *grad_at(const layer_ctx_t *c, size_t offset, size_t base)
+{
+  if (c->separate && c->gstage) return (char *)c->gstage + (offset - base) * c->ops->elem;
+  return (char *)c->wgrads + offset * c->ops->elem;
+}
+
 /* Where the weight-gradient op writes parameter id's gradient. */
 static void *grad_out(const layer_ctx_t *c, int id, size_t base)
 {
-  if (id < 0) return NULL;
-  if (c->separate && c->gstage)
-    return (char *)c->gstage + (c->params[id].offset - base) * c->ops->elem;
-  return layer_wgrad(c, id);
+  return id < 0 ? NULL : grad_at(c, c->params[id].offset, base);
 }
 
 /* Parameters [first, first + count) of the flat buffer are final: fold their working
@@ -55,10 +55,8 @@ static int grads_final(const layer_ctx_t *c, size_t first, size_t count, size_t 
   size_t errlen = c->errlen;
   if (c->separate)
     CHECK_OPS(c->ops,
-              c->ops->to_f32(c->ops,
-                             c->gstage ? (char *)c->gstage + (first - base) * c->ops->elem
-                                       : (char *)c->wgrads + first * c->ops->elem,
-                             count, c->grads + first, c->accumulate),
+              c->ops->to_f32(c->ops, grad_at(c, first, base), count, c->grads + first,
+                             c->accumulate),
               "folding gradients into f32");
   if (c->hooks && c->hooks->grads_ready &&
       c->hooks->grads_ready(c->hooks->ctx, first, count, layer_stream(c)) != 0) {

@@ -58,9 +58,8 @@ typedef struct {
 #define LAYER_BN_MOMENTUM 0.1
 #define LAYER_NORM_EPS 1e-5
 
-/* Pointer to parameter id's working values / working gradients (not staged). */
+/* Pointer to parameter id's working values. */
 void *layer_wparam(const layer_ctx_t *c, int id);
-void *layer_wgrad(const layer_ctx_t *c, int id);
 /* Elements of gstage a layer with parameters id0, id1 (id1 may be -1) needs. */
 size_t layer_stage_elems(const layer_param_t *params, int id0, int id1);
 /* Weight-gradient ops write (0) or add (1): add only when accumulating straight into f32. */

@@ -175,7 +175,6 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   d->model = model;
   d->cfg = *cfg;
   if (d->cfg.bucket_mb <= 0) d->cfg.bucket_mb = 25;
-  if (d->cfg.grad_comm == 0) d->cfg.grad_comm = SHMDDP_F32;
   if (d->cfg.grad_comm != SHMDDP_F32 && d->cfg.grad_comm != SHMDDP_BF16)
     return check_fail(err, errlen, "gradients travel as f32 or bf16, not %s",
                       shmddp_dtype_name(d->cfg.grad_comm));

@@ -14,8 +14,8 @@ typedef struct ddp ddp_t;
 
 typedef struct {
   double bucket_mb;  /* gradient bucket size (the first bucket is smaller); default 25 */
-  shmddp_dtype_t grad_comm; /* the gradients' type on the wire: SHMDDP_F32 (default; 0 means
-                               it too) or SHMDDP_BF16 (each bucket rounded to bf16, averaged in
+  shmddp_dtype_t grad_comm; /* the gradients' type on the wire: SHMDDP_F32 (the default,
+                               0) or SHMDDP_BF16 (each bucket rounded to bf16, averaged in
                                f32 and rounded once by the all-reduce, widened back to f32
                                after the join: half the bytes, ~3 significant digits) */
   int sync_bn;       /* exchange BatchNorm statistics across ranks */

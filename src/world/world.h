@@ -76,9 +76,8 @@ int world_all_gather(world_t *w, const void *send, void *recv, size_t count,
 /* Gradient buckets: average buf (count elements of dtype: f32, or bf16 for gradients sent
  * narrow; bucket `index` of the step, for the timeline) over every rank once `ready` (recorded
  * by the caller on the compute stream) has completed; backward goes on meanwhile. bucket_join
- * makes `stream` wait for
- * every bucket started since the last join, records `done` (a timing event) when the last one
- * finished, and reports the errors they met. */
+ * makes `stream` wait for every bucket started since the last join, records `done` (a timing
+ * event) when the last one finished, and reports the errors they met. */
 int world_bucket_start(world_t *w, size_t index, void *buf, size_t count, shmddp_dtype_t dtype,
                        dev_event_t *ready, char *err, size_t errlen);
 int world_bucket_join(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,
