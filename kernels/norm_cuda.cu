@@ -358,7 +358,7 @@ static int reduce_final(const ops_t *o, int nz, int splits, int C, double count,
 /* ---- element passes: y = (x - mean) * gamma * invstd + beta (+ ReLU), and backward ---- */
 
 #define PASS_BATCH 4 /* rows whose loads a thread has in flight together */
-#define BWD_BATCH 2  /* the same in the backward pass (2-3 tensors; 4 needed 170 registers) */
+#define BWD_BATCH 4  /* the same in the backward pass, 4 channels per access (at 8, 4 rows took 170 registers) */
 
 template <typename T, int N>
 __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, const double *mean,
@@ -403,7 +403,7 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
 /* dx = α g + β + γ (x - mean) per channel (and sample for GN):
  *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
  *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
-template <typename T, int N>
+template <typename T, int N, int MK>
 __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                                  int gb, int r, const double *mean, const double *inv, int gs,
                                  int cg, const T *gamma, const double *sums, const double *count,
@@ -420,8 +420,8 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
     double s = inv[j], alpha = (double)opc_ld(gamma[c]) * s;
     m[k] = (float)mean[j];
     al[k] = (float)alpha;
-    ma[k] = mk.gamma ? (float)((double)opc_ld(mk.gamma[c]) * s) : 0.f;
-    mb[k] = mk.gamma ? opc_ld(mk.beta[c]) : 0.f;
+    ma[k] = MK == MASK_AFFINE ? (float)((double)opc_ld(mk.gamma[c]) * s) : 0.f;
+    mb[k] = MK == MASK_AFFINE ? opc_ld(mk.beta[c]) : 0.f;
     if (a12) {
       be[k] = (float)(-s * a12[j]);
       ga[k] = (float)(-s * s * a12[nzg + j]);
@@ -437,13 +437,13 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
    * rows one by one */
   while (p < rows) {
     const int nb = p + (BWD_BATCH - 1) * step < rows ? BWD_BATCH : 1;
-    opc_pack<T, N> d[BWD_BATCH], v[BWD_BATCH], y[BWD_BATCH];
+    opc_pack<T, N> d[BWD_BATCH], v[BWD_BATCH], y[MK == MASK_Y ? BWD_BATCH : 1];
 #pragma unroll
     for (int u = 0; u < BWD_BATCH; u++)
       if (u < nb) {
         d[u] = opc_load<T, N>(dy + off + (p + u * step) * C);
         v[u] = opc_load<T, N>(x + off + (p + u * step) * C);
-        if (mask) y[u] = opc_load<T, N>(mask + off + (p + u * step) * C);
+        if (MK == MASK_Y) y[MK == MASK_Y ? u : 0] = opc_load<T, N>(mask + off + (p + u * step) * C);
       }
 #pragma unroll
     for (int u = 0; u < BWD_BATCH; u++)
@@ -451,8 +451,8 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
         opc_pack<T, N> out;
         for (int k = 0; k < N; k++) {
           float xm = opc_ld(v[u].v[k]) - m[k];
-          int dead = (mask && !(opc_ld(y[u].v[k]) > 0.f)) ||
-                     (mk.gamma && !(fmaf(xm, ma[k], mb[k]) > 0.f));
+          int dead = (MK == MASK_Y && !(opc_ld(y[MK == MASK_Y ? u : 0].v[k]) > 0.f)) ||
+                     (MK == MASK_AFFINE && !(fmaf(xm, ma[k], mb[k]) > 0.f));
           float gr = dead ? 0.f : opc_ld(d[u].v[k]);
           out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], xm, be[k])));
         }
@@ -498,26 +498,66 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
   return 0;
 }
 
+template <typename T, int N, int MK>
+static void bwd_apply_launch(const opc_geo_t &g, cudaStream_t st, const T *dy, relu_mask<T> mk,
+                             const T *x, size_t rows, int C, const double *mean, const double *inv,
+                             int gs, int cg, const T *gamma, const double *sums,
+                             const double *count, const double *a12, int nzg, T *dx)
+{
+  bwd_apply_kernel<T, N, MK><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean, inv,
+                                                         gs, cg, gamma, sums, count, a12, nzg, dx);
+}
+
+template <typename T, int N, int MK>
+static int bwd_apply_geo(const ops_t *o, size_t rows, int C, int nz, opc_geo_t *g)
+{
+  *g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1,
+                    fit_blocks<bwd_apply_kernel<T, N, MK>>());
+  return 0;
+}
+
+/* The kernel for the mask's kind (specialised like the backward statistics: no registers for
+ * the other kinds' operands), at the vector width the pointers allow. */
+template <typename T, int N>
+static void bwd_apply_run(const ops_t *o, int mkind, const T *dy, relu_mask<T> mk, const T *x,
+                          size_t rows, int C, int nz, const double *mean, const double *inv,
+                          int gs, int cg, const T *gamma, const double *sums, const double *count,
+                          const double *a12, int nzg, T *dx)
+{
+  opc_geo_t g;
+  cudaStream_t st = opc_ctx(o)->stream;
+#define BWD_APPLY_AS(MK)                                                                       \
+  do {                                                                                         \
+    bwd_apply_geo<T, N, MK>(o, rows, C, nz, &g);                                               \
+    bwd_apply_launch<T, N, MK>(g, st, dy, mk, x, rows, C, mean, inv, gs, cg, gamma, sums,      \
+                               count, a12, nzg, dx);                                           \
+  } while (0)
+  if (mkind == MASK_Y) BWD_APPLY_AS(MASK_Y);
+  else if (mkind == MASK_AFFINE) BWD_APPLY_AS(MASK_AFFINE);
+  else BWD_APPLY_AS(MASK_NONE);
+#undef BWD_APPLY_AS
+}
+
 template <typename T>
 static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                      int nz, const double *mean, const double *inv, int gs, int cg,
                      const T *gamma, const double *sums, const double *count,
                      const double *a12, int nzg, T *dx)
 {
-  const int V = 16 / sizeof(T);
+  /* 4 channels per access (8 bytes of bf16): 16 bytes held 6 x 8 per-channel constants per
+   * thread (86 registers, 2 blocks per SM); 4 channels leave room for 3 and more rows in flight */
+  const int V = 4;
   const T *mask = mk.y;
-  int N = opc_vec_width(sizeof(T), C, dy, mask, x, dx);
-  int fit = N == V ? fit_blocks<bwd_apply_kernel<T, V>>() : fit_blocks<bwd_apply_kernel<T, 1>>();
-  opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1, fit);
-  cudaStream_t st = opc_ctx(o)->stream;
+  int N = C % V || ((uintptr_t)dy | (uintptr_t)mask | (uintptr_t)x | (uintptr_t)dx) % (V * sizeof(T))
+              ? 1
+              : V;
+  const int mkind = mk.y ? MASK_Y : mk.gamma ? MASK_AFFINE : MASK_NONE;
   if (N == V)
-    bwd_apply_kernel<T, V><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, gamma, sums, count, a12, nzg,
-                                                       dx);
+    bwd_apply_run<T, V>(o, mkind, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
+                        a12, nzg, dx);
   else
-    bwd_apply_kernel<T, 1><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean,
-                                                       inv, gs, cg, gamma, sums, count, a12, nzg,
-                                                       dx);
+    bwd_apply_run<T, 1>(o, mkind, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
+                        a12, nzg, dx);
   OPC_LAUNCHED(o, "normalisation backward apply");
   return 0;
 }
