@@ -259,9 +259,13 @@ static double conv_flops(const conv_t *cv, int n)
   return 2.0 * n * cv->c.h * cv->c.w * cv->c.cin * cv->c.cout * k;
 }
 
+/* The trainer's one-rank bf16 step keeps the weight gradients in bf16 for the optimizer
+ * (model_config_t.working_grads); fp16 (loss scaling) folds each layer's into f32. */
+static int working_grads(void) { return O.dtype == OPS_BF16; }
+
 static void grads_done(size_t off, size_t count, const char *name)
 {
-  if (O.dtype != OPS_F32)
+  if (O.dtype != OPS_F32 && !working_grads())
     OP("cast grads", name, 0, count * (E + 4), O.to_f32(&O, wg_at(off), count, N.g32 + off, 0));
 }
 
@@ -391,9 +395,11 @@ static void step(int n)
     if (dx) cur = dx == N.g[0] ? 0 : 1;
   }
   char err[256];
-  op_begin("optimizer", "SGD momentum", 0, N.nparams * (16.0 + (O.dtype == OPS_F32 ? 0 : E)));
-  if (ops_cuda_sgd(N.p32, N.g32, N.mom, N.nparams, 1e-6, 1e-4, 0.9, 0, 1,
-                   O.dtype == OPS_F32 ? NULL : N.wp, O.dtype, S, err, sizeof err) != 0)
+  op_begin("optimizer", "SGD momentum", 0,
+           N.nparams * (12.0 + (working_grads() ? E : 4) + (O.dtype == OPS_F32 ? 0 : E)));
+  if (ops_cuda_sgd(N.p32, working_grads() ? N.wg : N.g32, working_grads() ? O.dtype : OPS_F32,
+                   N.mom, N.nparams, 1e-6, 1e-4, 0.9, 0, 1, O.dtype == OPS_F32 ? NULL : N.wp,
+                   O.dtype, S, err, sizeof err) != 0)
     DIE("SGD: %s", err);
 }
 

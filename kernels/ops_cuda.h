@@ -62,16 +62,18 @@ void *ops_cuda_alloc(void *ctx, size_t bytes);
 void ops_cuda_free(void *ctx, void *p);
 
 /* Fused optimizer updates over flat f32 device buffers on `stream`, with exactly the
- * arithmetic of optim_cpu_sgd / optim_cpu_adamw (kernels/optim_cpu.h). When lowp is not NULL
- * the updated parameters are also written there in lowp_dtype (OPS_BF16 or OPS_F16): the
- * 16-bit working copy of the weights without a separate cast pass. */
-int ops_cuda_sgd(float *p, const float *grad, float *mom, size_t n, double lr, double wd,
-                 double momentum, int nesterov, double grad_scale, void *lowp,
-                 ops_dtype_t lowp_dtype, void *stream, char *err, size_t errlen);
-int ops_cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, double lr,
-                   double beta1, double beta2, double eps, double wd, double bc1, double bc2,
-                   double grad_scale, void *lowp, ops_dtype_t lowp_dtype, void *stream,
-                   char *err, size_t errlen);
+ * arithmetic of optim_cpu_sgd / optim_cpu_adamw (kernels/optim_cpu.h). The gradients are
+ * grad_dtype: OPS_F32, or the 16-bit working gradients (OPS_BF16, OPS_F16) read as they are —
+ * widening them is exact, so the update is the one from their f32 copy, bit for bit. When lowp
+ * is not NULL the updated parameters are also written there in lowp_dtype (OPS_BF16 or
+ * OPS_F16): the 16-bit working copy of the weights without a separate cast pass. */
+int ops_cuda_sgd(float *p, const void *grad, ops_dtype_t grad_dtype, float *mom, size_t n,
+                 double lr, double wd, double momentum, int nesterov, double grad_scale,
+                 void *lowp, ops_dtype_t lowp_dtype, void *stream, char *err, size_t errlen);
+int ops_cuda_adamw(float *p, const void *grad, ops_dtype_t grad_dtype, float *m, float *v,
+                   size_t n, double lr, double beta1, double beta2, double eps, double wd,
+                   double bc1, double bc2, double grad_scale, void *lowp,
+                   ops_dtype_t lowp_dtype, void *stream, char *err, size_t errlen);
 
 /* *found = 1 if any of g[0..n) (device memory) is inf or NaN, else 0; waits for `stream`.
  * ops_cuda_nonfinite_async instead ORs the answer into the device int *dev_flag (which the

@@ -440,6 +440,45 @@ START_TEST(learns_a_batch)
 }
 END_TEST
 
+/* model_update is optim_step on the model's buffers: the same weights after a few steps; in
+ * fp32 working_grads changes nothing (the working gradients are the f32 ones). */
+START_TEST(update_is_optim_step)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  c.height = c.width = 16;
+  model_t *a = build(&c, OPS_F32);
+  c.working_grads = 1;
+  model_t *b = build(&c, OPS_F32);
+  ck_assert_ptr_nonnull(model_grads(b));
+  size_t P = 2 * (size_t)c.height * c.width, np = model_num_params(a);
+  float *x = malloc(P * 3 * 4);
+  int32_t *y = malloc(P * 4);
+  for (size_t p = 0; p < P; p++) {
+    y[p] = (int32_t)(p * 7 % (size_t)c.classes);
+    for (int k = 0; k < 3; k++) x[p * 3 + k] = (float)sin(p * 0.37 + k);
+  }
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_ADAMW);
+  optim_t *oa, *ob;
+  ck_assert(optim_create(&oa, &oc, np, model_arena(a), err, sizeof err) == 0);
+  ck_assert(optim_create(&ob, &oc, np, model_arena(b), err, sizeof err) == 0);
+  for (int s = 0; s < 3; s++) {
+    float la, lb;
+    ck_assert(model_train_step(a, x, y, 2, 1, 0, NULL, &la, err, sizeof err) == 0);
+    ck_assert(model_train_step(b, x, y, 2, 1, 0, NULL, &lb, err, sizeof err) == 0);
+    ck_assert_float_eq(la, lb);
+    ck_assert(optim_step(oa, model_params(a), model_grads(a), 1e-3, 1, NULL, err, sizeof err) == 0);
+    ck_assert_msg(model_update(b, ob, 1e-3, 1, err, sizeof err) == 0, "%s", err);
+  }
+  ck_assert_int_eq(memcmp(model_params(a), model_params(b), np * 4), 0);
+  ck_assert_int_eq(optim_updates(ob), 3);
+  optim_destroy(oa), optim_destroy(ob);
+  model_destroy(a), model_destroy(b);
+  free(x), free(y);
+}
+END_TEST
+
 START_TEST(bad_configs)
 {
   model_config_t c;
@@ -489,6 +528,7 @@ static Suite *make_model_suite(const suite_env_t *env)
   tcase_add_test(tc, accumulate_and_scale);
   tcase_add_test(tc, eval_mode);
   tcase_add_test(tc, learns_a_batch);
+  tcase_add_test(tc, update_is_optim_step);
   tcase_add_test(tc, bad_configs);
   suite_add_tcase(s, tc);
   return s;

@@ -1,7 +1,8 @@
 /* check_model_cuda.c — the U-Net (src/unet.c) on the CUDA backend against the same model on the
  * CPU: initial parameters, loss and gradients of a training step in fp32 (TF32), BatchNorm and
  * GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and that a
- * second step learns. Exits 77 (SKIP) without a GPU, like check_ops_cuda. */
+ * second step learns; the CUDA-graph step against the eager one, and the trainer's updates
+ * (model_update, working-precision gradients) against optim_step, bit for bit. Exits 77 (SKIP) without a GPU, like check_ops_cuda. */
 #include "config.h"
 
 #include "src/model/amp.h"
@@ -92,19 +93,25 @@ START_TEST(test_model)
 }
 END_TEST
 
+/* How graph_run updates the weights: optim_step on model_params/model_grads (the working copy
+ * is cast again before the next step), model_update (the optimizer writes the copy), or
+ * model_update on a model with working_grads (the optimizer reads the bf16 gradients). */
+enum { UPDATE_OPTIM_STEP, UPDATE_MODEL, UPDATE_WORKING_GRADS };
+
 /* Six SGD steps on changing batches (written into the same device buffers, as the trainer
  * does), eagerly or through step_graph (step 1 eager, step 2 captured, the rest replayed), with
  * the default deterministic convolutions. Returns the parameters and losses; *replays gets the
  * graph's replays. */
 #define GRAPH_STEPS 6
-static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph, float *losses,
-                        long *replays)
+static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph, int update,
+                        float *losses, long *replays)
 {
   char err[512];
   model_config_t cfg;
   small_config(&cfg, norm);
   cfg.device = MODEL_DEVICE_CUDA;
   cfg.precision = prec;
+  cfg.working_grads = update == UPDATE_WORKING_GRADS;
   model_t *m = NULL;
   ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
   ddp_t *d = NULL;
@@ -130,9 +137,13 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
     ck_assert(cudaMemcpy(gy, y, P * 4, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert_msg(step_graph_run(g, gx, gy, 2, 1, 0, 1, 0, &losses[k], err, sizeof err) == 0,
                   "step %d: %s", k, err);
-    ck_assert_msg(optim_step(o, model_params(m), model_grads(m), 0.05, 1.0, model_stream(m), err,
-                             sizeof err) == 0, "%s", err);
+    if (update == UPDATE_OPTIM_STEP)
+      ck_assert_msg(optim_step(o, model_params(m), model_grads(m), 0.05, 1.0, model_stream(m),
+                               err, sizeof err) == 0, "%s", err);
+    else
+      ck_assert_msg(model_update(m, o, 0.05, 1.0, err, sizeof err) == 0, "%s", err);
   }
+  if (update == UPDATE_WORKING_GRADS && prec != MODEL_FP32) ck_assert_ptr_null(model_grads(m));
   float *p = down_raw(model_params(m), np * 4);
   *replays = step_graph_replays(g);
   if (use_graph) ck_assert_msg(step_graph_nodes(g) > 50, "the graph has %zu nodes", step_graph_nodes(g));
@@ -147,12 +158,28 @@ static void graph_case(model_precision_t prec, model_norm_t norm)
 {
   float le[GRAPH_STEPS], le2[GRAPH_STEPS], lg[GRAPH_STEPS];
   long r = 0;
-  float *pe = graph_run(prec, norm, 0, le, &r);
+  float *pe = graph_run(prec, norm, 0, UPDATE_OPTIM_STEP, le, &r);
   ck_assert_int_eq(r, 0);
-  float *pe2 = graph_run(prec, norm, 0, le2, &r);
-  float *pg = graph_run(prec, norm, 1, lg, &r);
+  float *pe2 = graph_run(prec, norm, 0, UPDATE_OPTIM_STEP, le2, &r);
+  float *pg = graph_run(prec, norm, 1, UPDATE_OPTIM_STEP, lg, &r);
   ck_assert_msg(r == GRAPH_STEPS - 1, "%ld replays of %d steps, expected %d", r, GRAPH_STEPS,
                 GRAPH_STEPS - 1);
+  /* the trainer's updates (the optimizer writes the working copy, and reads bf16 gradients),
+   * eagerly and replayed: the same bits as casting the weights and the gradients */
+  for (int u = UPDATE_MODEL; u <= UPDATE_WORKING_GRADS; u++)
+    for (int graph = 0; graph < 2; graph++) {
+      float lu[GRAPH_STEPS];
+      float *pu = graph_run(prec, norm, graph, u, lu, &r);
+      model_config_t c1;
+      small_config(&c1, norm);
+      size_t n1 = model_config_num_params(&c1);
+      for (int k = 0; k < GRAPH_STEPS; k++)
+        ck_assert_msg(lu[k] == le[k], "precision %d, update %d, graph %d: loss at step %d %.9g "
+                      "vs %.9g", (int)prec, u, graph, k, lu[k], le[k]);
+      ck_assert_msg(memcmp(pu, pe, n1 * 4) == 0, "precision %d, update %d, graph %d: the "
+                    "parameters differ from optim_step's after %d steps", (int)prec, u, graph,
+                    GRAPH_STEPS);
+    }
   model_config_t cfg;
   small_config(&cfg, norm);
   size_t np = model_config_num_params(&cfg);
@@ -171,6 +198,41 @@ static void graph_case(model_precision_t prec, model_norm_t norm)
                   "eager %.9g", (int)prec, i, GRAPH_STEPS, pg[i], pe[i]);
 }
 
+/* A model with working-precision gradients refuses what needs f32 ones, before any work. */
+static int never_called(void *ctx, size_t offset, size_t count, void *stream)
+{
+  (void)ctx, (void)offset, (void)count, (void)stream;
+  ck_abort_msg("a hook ran on a refused step");
+  return -1;
+}
+
+START_TEST(test_working_grads_refusals)
+{
+  char err[512];
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = MODEL_BF16;
+  cfg.working_grads = 1;
+  model_t *m = NULL;
+  ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+  ck_assert_ptr_null(model_grads(m));
+  size_t P = 2 * 16 * 16;
+  float *gx = up_raw(hvec(P * 3, 1, 0), P * 12);
+  int32_t *hy = calloc(P, 4);
+  keep(hy);
+  int32_t *gy = up_raw(hy, P * 4);
+  float l;
+  ck_assert_int_ne(model_train_step(m, gx, gy, 2, 1, 1, NULL, &l, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "accumulation needs f32 gradients"));
+  model_hooks_t h = {.grads_ready = never_called};
+  ck_assert_int_ne(model_train_step(m, gx, gy, 2, 1, 0, &h, &l, err, sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "grads_ready hook reads f32 gradients"));
+  ck_assert_msg(model_train_step(m, gx, gy, 2, 1, 0, NULL, &l, err, sizeof err) == 0, "%s", err);
+  model_destroy(m);
+}
+END_TEST
+
 /* The CUDA-graph step equals the eager one bit for bit, and runs repeat bit for bit. */
 START_TEST(test_graph_step)
 {
@@ -188,6 +250,7 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 120); /* four models, each with its convolution search */
   tcase_add_test(tc, test_model);
   tcase_add_test(tc, test_graph_step);
+  tcase_add_test(tc, test_working_grads_refusals);
   suite_add_tcase(s, tc);
   return s;
 }

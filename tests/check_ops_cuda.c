@@ -473,12 +473,13 @@ START_TEST(test_optim)
     void *low = dalloc(n * 2);
     if (kind < 2) {
       optim_cpu_sgd(p, g, m, n, 0.05, 1e-4, 0.9, kind, 0.5);
-      ck_assert_msg(ops_cuda_sgd(dp, dg, dm, n, 0.05, 1e-4, 0.9, kind, 0.5, low, OPS_BF16, NULL,
-                                 err, sizeof err) == 0, "%s", err);
+      ck_assert_msg(ops_cuda_sgd(dp, dg, OPS_F32, dm, n, 0.05, 1e-4, 0.9, kind, 0.5, low,
+                                 OPS_BF16, NULL, err, sizeof err) == 0, "%s", err);
     } else {
       optim_cpu_adamw(p, g, m, v, n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002, 0.5);
-      ck_assert_msg(ops_cuda_adamw(dp, dg, dm, dv, n, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002,
-                                   0.5, low, OPS_F16, NULL, err, sizeof err) == 0, "%s", err);
+      ck_assert_msg(ops_cuda_adamw(dp, dg, OPS_F32, dm, dv, n, 1e-3, 0.9, 0.999, 1e-8, 0.01,
+                                   0.19, 0.002, 0.5, low, OPS_F16, NULL, err, sizeof err) == 0,
+                    "%s", err);
       CLOSE((float *)down_raw(dv, n * 4), v, n, 1e-6, "AdamW v");
     }
     float *hp = down_raw(dp, n * 4);
@@ -493,9 +494,71 @@ START_TEST(test_optim)
   float *p = hvec(n, 1, 0), *g = hvec(n, 1, 0);
   float *dp = up_raw(p, n * 4), *dg = up_raw(g, n * 4);
   optim_cpu_sgd(p + 1, g + 1, NULL, n - 1, 0.1, 0, 0, 0, 1);
-  ck_assert(ops_cuda_sgd(dp + 1, dg + 1, NULL, n - 1, 0.1, 0, 0, 0, 1, NULL, OPS_F32, NULL, err,
-                         sizeof err) == 0);
+  ck_assert(ops_cuda_sgd(dp + 1, dg + 1, OPS_F32, NULL, n - 1, 0.1, 0, 0, 0, 1, NULL, OPS_F32,
+                         NULL, err, sizeof err) == 0);
   CLOSE((float *)down_raw(dp, n * 4) + 1, p + 1, n - 1, 1e-6, "plain SGD");
+  free_all();
+}
+END_TEST
+
+/* One update from 16-bit gradients, and the same update from their f32 widening (exact): the
+ * same bits in the parameters, the moments and the 16-bit copy. at: first element (1: the
+ * gradients 2 bytes off the vector alignment, the element-by-element path). */
+static void optim_16bit_case(int kind, ops_dtype_t gdt, size_t at)
+{
+  char err[256];
+  const size_t n = 100003, k = n - at;
+  float *p = hvec(n, 1, 0), *g = hvec(n, 1, 0), *m = hvec(n, 0.1f, 0), *v = hvec(n, 0.1f, 0.2f);
+  for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+  uint16_t *g16 = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) {
+    g16[i] = gdt == OPS_BF16 ? f32_to_bf16(g[i]) : f32_to_f16(g[i]);
+    g[i] = gdt == OPS_BF16 ? bf16_to_f32(g16[i]) : f16_to_f32(g16[i]);
+  }
+  float *d[2][3];
+  void *low[2];
+  for (int r = 0; r < 2; r++) { /* r 0: f32 gradients, 1: the 16-bit ones */
+    d[r][0] = up_raw(p, n * 4), d[r][1] = up_raw(m, n * 4), d[r][2] = up_raw(v, n * 4);
+    low[r] = dalloc(n * 2);
+    const void *dg = r ? (const void *)((uint16_t *)up_raw(g16, n * 2) + at)
+                       : (const void *)((float *)up_raw(g, n * 4) + at);
+    ops_dtype_t t = r ? gdt : OPS_F32;
+    int rc = kind < 2 ? ops_cuda_sgd(d[r][0] + at, dg, t, d[r][1] + at, k, 0.05, 1e-4, 0.9, kind,
+                                     0.5, (uint16_t *)low[r] + at, OPS_BF16, NULL, err, sizeof err)
+                      : ops_cuda_adamw(d[r][0] + at, dg, t, d[r][1] + at, d[r][2] + at, k, 1e-3,
+                                       0.9, 0.999, 1e-8, 0.01, 0.19, 0.002, 0.5,
+                                       (uint16_t *)low[r] + at, OPS_BF16, NULL, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s", err);
+  }
+  if (kind < 2) optim_cpu_sgd(p + at, g + at, m + at, k, 0.05, 1e-4, 0.9, kind, 0.5);
+  else optim_cpu_adamw(p + at, g + at, m + at, v + at, k, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002, 0.5);
+  float *hp = down_raw(d[1][0], n * 4);
+  CLOSE(hp + at, p + at, k, 1e-6, "parameters from 16-bit gradients against the CPU reference");
+  for (int b = 0; b < 3; b++)
+    ck_assert_msg(memcmp((float *)down_raw(d[0][b], n * 4) + at, (float *)down_raw(d[1][b], n * 4) + at,
+                         k * 4) == 0,
+                  "kind %d, %s gradients at %zu: buffer %d differs from the f32-gradient update",
+                  kind, gdt == OPS_BF16 ? "bf16" : "f16", at, b);
+  ck_assert(memcmp((uint16_t *)down_raw(low[0], n * 2) + at, (uint16_t *)down_raw(low[1], n * 2) + at,
+                   k * 2) == 0);
+  free(g16);
+  free_all();
+}
+
+START_TEST(test_optim_16bit_grads)
+{
+  dt = OPS_F32;
+  for (int kind = 0; kind < 3; kind++) {
+    optim_16bit_case(kind, OPS_BF16, 0);
+    optim_16bit_case(kind, OPS_F16, 0);
+    optim_16bit_case(kind, OPS_BF16, 1);
+  }
+  char err[256];
+  float *p = dalloc(64 * 4);
+  ck_assert_int_ne(ops_cuda_sgd(p, p, OPS_F64, NULL, 64, 0.1, 0, 0, 0, 1, NULL, OPS_F32, NULL, err,
+                                sizeof err), 0);
+  ck_assert_ptr_nonnull(strstr(err, "bf16 or f16 gradients"));
+  free_all();
 }
 END_TEST
 
@@ -572,6 +635,7 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_test(tc, test_optim);
+  tcase_add_test(tc, test_optim_16bit_grads);
   tcase_add_test(tc, test_nonfinite);
   tcase_add_test(tc, test_init_errors);
   suite_add_tcase(s, tc);

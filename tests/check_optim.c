@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,6 +205,46 @@ START_TEST(scaler_state_machine)
 }
 END_TEST
 
+/* The CPU optimizer reads f32 gradients only and keeps no 16-bit copy: asked otherwise it says
+ * so, touches nothing and counts no update. */
+START_TEST(cpu_refuses_16bit_io)
+{
+  char err[256];
+  arena_t *a;
+  ck_assert_int_eq(arena_create(&a, NULL, "cpu", err, sizeof err), 0);
+  for (int kind = 0; kind < 2; kind++) {
+    optim_config_t c;
+    optim_config_default(&c, kind ? OPTIM_ADAMW : OPTIM_SGD);
+    optim_t *o;
+    ck_assert_msg(optim_create(&o, &c, N, a, err, sizeof err) == 0, "%s", err);
+    float p[N], g[N];
+    uint16_t low[N];
+    for (int i = 0; i < N; i++) p[i] = (float)rnd(), g[i] = (float)rnd();
+    float p0[N];
+    memcpy(p0, p, sizeof p);
+    ck_assert_int_ne(optim_step_io(o, p, g, OPS_BF16, NULL, OPS_F32, 0.1, 1, NULL, err,
+                                   sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "reads f32 gradients"));
+    ck_assert_int_ne(optim_step_io(o, p, g, OPS_F32, low, OPS_BF16, 0.1, 1, NULL, err,
+                                   sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "no 16-bit weight copy"));
+    ck_assert_int_eq(memcmp(p, p0, sizeof p), 0);
+    ck_assert_int_eq(optim_updates(o), 0);
+    /* f32 in, no copy: optim_step's update exactly */
+    ck_assert_msg(optim_step_io(o, p, g, OPS_F32, NULL, OPS_F32, 0.1, 0.5, NULL, err,
+                                sizeof err) == 0, "%s", err);
+    optim_t *o2;
+    ck_assert_msg(optim_create(&o2, &c, N, a, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(optim_step(o2, p0, g, 0.1, 0.5, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(memcmp(p, p0, sizeof p), 0);
+    ck_assert_int_eq(optim_updates(o), 1);
+    optim_destroy(o2);
+    optim_destroy(o);
+  }
+  arena_destroy(a);
+}
+END_TEST
+
 START_TEST(nonfinite_check)
 {
   char err[128];
@@ -244,6 +285,7 @@ static Suite *make_optim_suite(const suite_env_t *env)
   tc = tcase_create("amp");
   tcase_add_test(tc, scaler_state_machine);
   tcase_add_test(tc, nonfinite_check);
+  tcase_add_test(tc, cpu_refuses_16bit_io);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -130,13 +130,16 @@ size_t dev_ops_scratch_bytes(const ops_t *o);
 /* ---- arithmetic on flat f32 buffers (the optimizer, loss scaling, DataParallel's sum) ---- */
 
 /* Fused optimizer updates on device dev, queued on stream, with exactly the arithmetic of
- * kernels/optim_cpu.h. */
-int dev_sgd(int dev, float *p, const float *grad, float *mom, size_t n, double lr, double wd,
-            double momentum, int nesterov, double grad_scale, void *stream, char *err,
-            size_t errlen);
-int dev_adamw(int dev, float *p, const float *grad, float *m, float *v, size_t n, double lr,
-              double beta1, double beta2, double eps, double wd, double bc1, double bc2,
-              double grad_scale, void *stream, char *err, size_t errlen);
+ * kernels/optim_cpu.h. grad: n gradients of grad_dtype (OPS_F32; on a GPU also the 16-bit
+ * working gradients, read as they are); lowp: NULL, or (GPU) where the updated parameters are
+ * also written in lowp_dtype, the model's 16-bit working copy. */
+int dev_sgd(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *mom, size_t n,
+            double lr, double wd, double momentum, int nesterov, double grad_scale, void *lowp,
+            ops_dtype_t lowp_dtype, void *stream, char *err, size_t errlen);
+int dev_adamw(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *m, float *v,
+              size_t n, double lr, double beta1, double beta2, double eps, double wd, double bc1,
+              double bc2, double grad_scale, void *lowp, ops_dtype_t lowp_dtype, void *stream,
+              char *err, size_t errlen);
 /* *found = 1 if any of g[0..n) is inf or NaN, else 0; waits for stream. */
 int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, char *err,
                   size_t errlen);

@@ -57,36 +57,49 @@ size_t dev_ops_scratch_bytes(const ops_t *o)
   return 0;
 }
 
-int dev_sgd(int dev, float *p, const float *grad, float *mom, size_t n, double lr, double wd,
-            double momentum, int nesterov, double grad_scale, void *stream, char *err,
-            size_t errlen)
+/* The CPU reference updates f32 parameters from f32 gradients; it keeps no 16-bit copy (the CPU
+ * backend computes in f32). */
+static int host_update_io(ops_dtype_t grad_dtype, const void *lowp, char *err, size_t errlen)
+{
+  if (grad_dtype == OPS_F32 && !lowp) return 0;
+  snprintf(err, errlen, "the CPU optimizer reads f32 gradients and writes no 16-bit weight copy "
+           "(gradients in %s%s)", ops_dtype_name(grad_dtype), lowp ? ", a copy asked for" : "");
+  return -1;
+}
+
+int dev_sgd(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *mom, size_t n,
+            double lr, double wd, double momentum, int nesterov, double grad_scale, void *lowp,
+            ops_dtype_t lowp_dtype, void *stream, char *err, size_t errlen)
 {
   if (dev == DEV_HOST) {
+    if (host_update_io(grad_dtype, lowp, err, errlen) != 0) return -1;
     optim_cpu_sgd(p, grad, mom, n, lr, wd, momentum, nesterov, grad_scale);
     return 0;
   }
 #ifdef HAVE_CUDNN
-  return ops_cuda_sgd(p, grad, mom, n, lr, wd, momentum, nesterov, grad_scale, NULL, OPS_F32,
-                      stream, err, errlen);
+  return ops_cuda_sgd(p, grad, grad_dtype, mom, n, lr, wd, momentum, nesterov, grad_scale, lowp,
+                      lowp_dtype, stream, err, errlen);
 #else
-  (void)stream;
+  (void)stream, (void)lowp_dtype;
   return no_gpu_ops(err, errlen);
 #endif
 }
 
-int dev_adamw(int dev, float *p, const float *grad, float *m, float *v, size_t n, double lr,
-              double beta1, double beta2, double eps, double wd, double bc1, double bc2,
-              double grad_scale, void *stream, char *err, size_t errlen)
+int dev_adamw(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *m, float *v,
+              size_t n, double lr, double beta1, double beta2, double eps, double wd, double bc1,
+              double bc2, double grad_scale, void *lowp, ops_dtype_t lowp_dtype, void *stream,
+              char *err, size_t errlen)
 {
   if (dev == DEV_HOST) {
+    if (host_update_io(grad_dtype, lowp, err, errlen) != 0) return -1;
     optim_cpu_adamw(p, grad, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
     return 0;
   }
 #ifdef HAVE_CUDNN
-  return ops_cuda_adamw(p, grad, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale, NULL,
-                        OPS_F32, stream, err, errlen);
+  return ops_cuda_adamw(p, grad, grad_dtype, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2,
+                        grad_scale, lowp, lowp_dtype, stream, err, errlen);
 #else
-  (void)stream;
+  (void)stream, (void)lowp_dtype;
   return no_gpu_ops(err, errlen);
 #endif
 }

@@ -53,7 +53,7 @@ static int grads_final(const layer_ctx_t *c, size_t first, size_t count, size_t 
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  if (c->separate)
+  if (c->separate && c->grads) /* else (working gradients) the optimizer reads them as they are */
     CHECK_OPS(c->ops,
               c->ops->to_f32(c->ops, grad_at(c, first, base), count, c->grads + first,
                              c->accumulate),

@@ -25,13 +25,14 @@ typedef struct {
  * compute dtype is f32 they are the f32 flat buffers themselves. With gstage (separate copies
  * only), a layer's working gradients are staged there instead of in wgrads: one layer's worth,
  * folded into the f32 buffer as soon as the layer's weight gradients are done, so no full-size
- * low-precision gradient buffer exists (wgrads may then be NULL). */
+ * low-precision gradient buffer exists (wgrads may then be NULL). Without gstage and grads
+ * (working gradients), the weight gradients are written to wgrads and stay there. */
 typedef struct {
   const ops_t *ops;
   const layer_param_t *params;
   void *wparams, *wgrads;
   void *gstage;
-  float *grads;
+  float *grads;   /* the f32 gradients; NULL when the working ones are the gradients */
   int separate;   /* working copies differ from the f32 buffers */
   int accumulate; /* gradients add to the f32 buffer */
   int train;

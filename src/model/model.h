@@ -38,6 +38,13 @@ typedef struct {
   int conv_benchmark;           /* GPU: time the convolution algorithms and take the fastest,
                                    deterministic or not (0, the default: deterministic ones by
                                    cuDNN's heuristics, so runs repeat bit for bit) */
+  int working_grads;            /* 16-bit precisions: 1 keeps the weight gradients in the
+                                   compute dtype, in one buffer the optimizer reads as they are
+                                   (model_update): no f32 gradients (model_grads is NULL), so no
+                                   accumulation, no grads_ready hook and no loss-scale check —
+                                   one rank's plain step. The same update bit for bit (widening
+                                   is exact), without a cast per layer, and half the gradients'
+                                   memory. 0 (the default): f32 gradients. fp32: no effect. */
 } model_config_t;
 
 /* Hooks through which data parallelism plugs into forward/backward. Any may be NULL.
@@ -61,8 +68,23 @@ int model_create(model_t **out, const model_config_t *cfg, char *err, size_t err
 void model_destroy(model_t *m);
 
 size_t model_num_params(const model_t *m);
-float *model_params(model_t *m);  /* flat f32 master weights */
-float *model_grads(model_t *m);   /* flat f32 gradients, same layout */
+/* The flat f32 master weights. The caller may write them, now or later through the pointer:
+ * with a 16-bit compute dtype every step casts them to the working copy again, except behind
+ * model_update or model_refresh_working, which vouch for the copy until model_params is asked
+ * for again. */
+float *model_params(model_t *m);
+/* The flat f32 gradients, same layout; NULL with working_grads in a 16-bit precision. */
+float *model_grads(model_t *m);
+/* One optimizer update of the model's weights from its gradients (f32, or the working ones as
+ * they are), writing the 16-bit working copy of the weights in the same pass, so the next step
+ * does not cast them. Queued on the model's stream. */
+struct optim;
+int model_update(model_t *m, struct optim *o, double lr, double grad_scale, char *err,
+                 size_t errlen);
+/* Casts the f32 weights to the working copy now (queued) if model_params was asked for since
+ * the last model_update or call of this, and vouches for the copy until it is asked for again:
+ * a step captured behind it holds no cast, and is replayed behind model_update or this call. */
+int model_refresh_working(model_t *m, char *err, size_t errlen);
 /* Non-trained state that must match across ranks and be checkpointed (BN running stats). */
 size_t model_num_buffers(const model_t *m);
 float *model_buffers(model_t *m);

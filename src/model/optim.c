@@ -58,21 +58,34 @@ void optim_destroy(optim_t *o)
   free(o);
 }
 
-int optim_step(optim_t *o, float *params, const float *grads, double lr, double grad_scale,
-               void *stream, char *err, size_t errlen)
+int optim_step_io(optim_t *o, float *params, const void *grads, ops_dtype_t grad_dtype,
+                  void *lowp, ops_dtype_t lowp_dtype, double lr, double grad_scale, void *stream,
+                  char *err, size_t errlen)
 {
   const optim_config_t *c = &o->cfg;
   if (!(lr >= 0) || !isfinite(grad_scale))
     return check_fail(err, errlen, "optimizer step with lr %g, gradient scale %g", lr, grad_scale);
-  o->updates++;
   int dev = arena_device(o->arena);
-  if (c->kind == OPTIM_SGD)
-    return dev_sgd(dev, params, grads, o->state, o->n, lr, c->weight_decay, c->momentum,
-                   c->nesterov, grad_scale, stream, err, errlen);
-  double bc1 = 1 - pow(c->beta1, (double)o->updates);
-  double bc2 = 1 - pow(c->beta2, (double)o->updates);
-  return dev_adamw(dev, params, grads, o->state, o->state + o->n, o->n, lr, c->beta1, c->beta2,
-                   c->eps, c->weight_decay, bc1, bc2, grad_scale, stream, err, errlen);
+  int rc;
+  if (c->kind == OPTIM_SGD) {
+    rc = dev_sgd(dev, params, grads, grad_dtype, o->state, o->n, lr, c->weight_decay,
+                 c->momentum, c->nesterov, grad_scale, lowp, lowp_dtype, stream, err, errlen);
+  } else {
+    double bc1 = 1 - pow(c->beta1, (double)(o->updates + 1));
+    double bc2 = 1 - pow(c->beta2, (double)(o->updates + 1));
+    rc = dev_adamw(dev, params, grads, grad_dtype, o->state, o->state + o->n, o->n, lr, c->beta1,
+                   c->beta2, c->eps, c->weight_decay, bc1, bc2, grad_scale, lowp, lowp_dtype,
+                   stream, err, errlen);
+  }
+  if (rc == 0) o->updates++; /* a refused update is not counted */
+  return rc;
+}
+
+int optim_step(optim_t *o, float *params, const float *grads, double lr, double grad_scale,
+               void *stream, char *err, size_t errlen)
+{
+  return optim_step_io(o, params, grads, OPS_F32, NULL, OPS_F32, lr, grad_scale, stream, err,
+                       errlen);
 }
 
 float *optim_state(optim_t *o, size_t *count)

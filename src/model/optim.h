@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "kernels/ops.h"
 #include "src/device/arena.h"
 
 typedef enum { OPTIM_SGD = 0, OPTIM_ADAMW } optim_kind_t;
@@ -51,6 +52,13 @@ void optim_destroy(optim_t *o);
  * stream: the backend's compute stream (NULL on the CPU). grads is not modified. */
 int optim_step(optim_t *o, float *params, const float *grads, double lr, double grad_scale,
                void *stream, char *err, size_t errlen);
+/* optim_step from gradients of grad_dtype (OPS_F32; on a GPU also a 16-bit working dtype, read
+ * as they are: the same update as from their exact f32 widening) that also writes the updated
+ * parameters into lowp (NULL: nowhere) in lowp_dtype, the model's 16-bit working copy, in the
+ * same pass (model_update does both). */
+int optim_step_io(optim_t *o, float *params, const void *grads, ops_dtype_t grad_dtype,
+                  void *lowp, ops_dtype_t lowp_dtype, double lr, double grad_scale, void *stream,
+                  char *err, size_t errlen);
 
 /* Checkpointing: the flat state (SGD: momentum buffer, n floats, or 0 floats without momentum;
  * AdamW: m then v, 2n floats) on the optimizer's device, and the number of updates taken

@@ -22,6 +22,7 @@
 #include "src/check.h"
 #include "src/device/device.h"
 #include "src/device/plan.h"
+#include "src/model/optim.h"
 #include "src/model/unet_impl.h"
 #include "src/obs/timeline.h"
 
@@ -96,8 +97,14 @@ static int allocate(model_t *m, char *err, size_t errlen)
   size_t e = m->ops.elem, N = (size_t)c->max_batch;
   int L = c->levels;
   m->pf32 = take(&a, m->nparams * sizeof(float), ARENA_PARAMS, "parameters");
-  m->gf32 = take(&a, m->nparams * sizeof(float), ARENA_GRADS, "gradients");
   m->separate = m->ops.dtype != OPS_F32;
+  /* working_grads: the weight-gradient ops write the whole working-precision buffer, which the
+   * optimizer reads (model_update); otherwise f32 gradients, staged one layer at a time below */
+  if (m->separate && c->working_grads)
+    m->wgrads = take(&a, m->nparams * e, ARENA_GRADS, "working gradients");
+  else
+    m->gf32 = take(&a, m->nparams * sizeof(float), ARENA_GRADS, "gradients");
+  m->wstale = m->separate;
   if (m->separate) {
     m->wparams = take(&a, m->nparams * e, ARENA_PARAMS, "working parameters");
     m->x_work = take(&a, N * c->height * c->width * c->in_channels * e, ARENA_ACTIVATIONS,
@@ -127,7 +134,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
   plan_conv(&a, &m->head, &stage, &ws);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
-  if (m->separate) m->gstage = take(&a, stage * e, ARENA_GRADS, "gradient staging (one layer)");
+  if (m->separate && m->gf32)
+    m->gstage = take(&a, stage * e, ARENA_GRADS, "gradient staging (one layer)");
   /* The step's loss: (sum, count) where the device writes it, then copied within the step into
    * host memory (sum, count, bad-label word) that model_step_loss reads after an event. On the
    * host both are one buffer. */
@@ -246,7 +254,11 @@ void model_destroy(model_t *m)
 }
 
 size_t model_num_params(const model_t *m) { return m->nparams; }
-float *model_params(model_t *m) { return m->pf32; }
+float *model_params(model_t *m)
+{
+  m->wstale = m->separate; /* the caller may write them */
+  return m->pf32;
+}
 float *model_grads(model_t *m) { return m->gf32; }
 size_t model_num_buffers(const model_t *m) { return m->nbuffers; }
 float *model_buffers(model_t *m) { return m->buffers; }
@@ -590,16 +602,60 @@ static void ctx_init(model_t *m, layer_ctx_t *c, int train, int accumulate,
                      .err = err, .errlen = errlen};
 }
 
+static int cast_working(model_t *m, char *err, size_t errlen)
+{
+  CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams),
+            "casting parameters");
+  return 0;
+}
+
+int model_refresh_working(model_t *m, char *err, size_t errlen)
+{
+  if (!m->wstale) return 0;
+  CHECK(cast_working(m, err, errlen));
+  m->wstale = 0;
+  return 0;
+}
+
+int model_update(model_t *m, struct optim *o, double lr, double grad_scale, char *err,
+                 size_t errlen)
+{
+  const void *g = m->gf32 ? (const void *)m->gf32 : m->wgrads;
+  ops_dtype_t gt = m->gf32 ? OPS_F32 : m->ops.dtype;
+  void *lowp = m->separate ? m->wparams : NULL;
+  CHECK(optim_step_io(o, m->pf32, g, gt, lowp, m->ops.dtype, lr, grad_scale, model_stream(m), err,
+                      errlen));
+  m->wstale = 0;
+  return 0;
+}
+
+/* Gradients without an f32 buffer (working_grads) can be neither added to nor handed to a
+ * grads_ready hook (which reads f32): say so before any work. */
+static int check_grads_use(const model_t *m, int accumulate, const model_hooks_t *hooks,
+                           char *err, size_t errlen)
+{
+  if (m->gf32) return 0;
+  if (accumulate)
+    return check_fail(err, errlen, "gradient accumulation needs f32 gradients: this model keeps "
+                      "working-precision ones (model_config_t.working_grads); build it with 0");
+  if (hooks && hooks->grads_ready)
+    return check_fail(err, errlen, "a grads_ready hook reads f32 gradients: this model keeps "
+                      "working-precision ones (model_config_t.working_grads); build it with 0");
+  return 0;
+}
+
 static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int train,
                    int accumulate, const model_hooks_t *hooks, const void **xin, char *err,
                    size_t errlen)
 {
+  if (train) CHECK(check_grads_use(m, accumulate, hooks, err, errlen));
   ctx_init(m, c, train, accumulate, hooks, err, errlen);
   m->fwd_head_in = -1; /* this forward replaces what a split step saved */
   *xin = x;
   if (m->separate) {
-    CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams),
-              "casting parameters");
+    /* cast, and still stale: whoever asked for model_params may write through it again
+     * (gradient checks do); only model_update and model_refresh_working vouch for the copy */
+    if (m->wstale) CHECK(cast_working(m, err, errlen));
     size_t nx = (size_t)batch * m->cfg.height * m->cfg.width * m->cfg.in_channels;
     if (nx) CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, x, nx, m->x_work), "casting the input");
     *xin = m->x_work;
@@ -716,6 +772,7 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
 {
   if (m->fwd_head_in < 0)
     return check_fail(err, errlen, "model_backward without a successful model_forward_train");
+  CHECK(check_grads_use(m, accumulate, hooks, err, errlen));
   layer_ctx_t c;
   ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
   int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);

@@ -41,6 +41,8 @@ struct model {
   float *pf32, *gf32, *buffers;
   void *wparams, *wgrads;
   int separate;
+  int wstale;  /* the working copy of the weights may differ from pf32 (separate only): set
+                  by model_params, cleared only by model_update and model_refresh_working */
   enc_t enc[MODEL_MAX_LEVELS];
   dec_t dec[MODEL_MAX_LEVELS];
   layer_conv_t head;

@@ -2,8 +2,9 @@
  *
  * The life of the graph: the first step that matches (full batch, last micro-step, no
  * accumulation) runs eagerly, so the backend's lazy allocations (cuBLAS workspace, algorithm
- * choices for the batch) happen outside any capture; the next one is captured, from the casts
- * of the weights and the input to the join of the gradient all-reduce stream, instantiated,
+ * choices for the batch) happen outside any capture; the next one is captured, from the cast
+ * of the input to the join of the gradient all-reduce stream (the weights' working copy is
+ * made current before it, model_refresh_working), instantiated,
  * and launched; every later matching step is one cudaGraphLaunch. Collectives replay safely:
  * their flags and sequence numbers live in device memory and advance inside the graph, and every
  * rank captures and replays the same steps. A capture that fails stops training with a message
@@ -107,6 +108,9 @@ int step_graph_queue(step_graph_t *g, const float *x, const int32_t *y, int n, f
 {
   int rc;
   int match = g->cfg.enabled && n == g->cfg.full_batch && !accumulate && last;
+  /* The weights' working copy is made current outside the step (a no-op behind model_update),
+   * so a captured step holds no cast of them and a replay never reads a stale copy. */
+  if (model_refresh_working(g->cfg.model, err, errlen) != 0) return -1;
   if (match && g->graph && (g->sync_bn != sync_bn || g->loss_scale != loss_scale)) {
     drop(g); /* SyncBN switched on (--sync-bn-from-epoch) or fp16's loss scale moved: one
                 eager step (new exchanges set up their buffers), then capture again */

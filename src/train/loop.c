@@ -131,7 +131,7 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
                            sync_bn, err, errlen);
     if (rc == 0 && early && last) {
       tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
-      rc = optim_step(r->opt, model_params(m), model_grads(m), lr, 1.0, stream, err, errlen);
+      rc = model_update(m, r->opt, lr, 1.0, err, errlen);
       timeline_end(tl, stream);
       applied = 1;
       if (rc == 0 && *taken < nbatches && !last_by_plan(r, r->step + 1))
@@ -181,8 +181,7 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
     tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
     rc = e->ops->optim_begin(e, err, errlen);
     if (rc == 0)
-      rc = optim_step(r->opt, model_params(m), model_grads(m), lr, 1.0 / (scale * micro), stream,
-                      err, errlen);
+      rc = model_update(m, r->opt, lr, 1.0 / (scale * micro), err, errlen);
     if (rc == 0) rc = e->ops->optim_end(e, err, errlen);
     timeline_end(tl, stream);
     if (rc != 0) return -1;
