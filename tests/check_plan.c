@@ -2,7 +2,7 @@
  * by an independent loop, sharing where lifetimes allow and never where they meet, replay
  * errors, and the U-Net's planned step against the same step with every tensor in its own
  * memory (SHMDDP_MEM_PLAN=separate) and with forward's outputs kept instead of recomputed
- * (SHMDDP_RECOMPUTE=0): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
+ * (SHMDDP_RECOMPUTE=none, or at the deeper levels only: 2): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
 #include "config.h"
 
 #include <check.h>
@@ -200,11 +200,13 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const
 
 static void same_bits(model_norm_t norm, ops_dtype_t dt)
 {
-  step_out_t a, b, k;
-  run_model(norm, dt, "shared", "1", &a);
-  run_model(norm, dt, "separate", "1", &b);
+  step_out_t a, b, k, h;
+  run_model(norm, dt, "shared", "all", &a);
+  run_model(norm, dt, "separate", "all", &b);
   /* keeping forward's outputs instead of recomputing them: the same numbers, more memory */
-  run_model(norm, dt, "shared", "0", &k);
+  run_model(norm, dt, "shared", "none", &k);
+  /* and keeping them at the deeper levels only (recomputing at the two shallowest) */
+  run_model(norm, dt, "shared", "2", &h);
   model_config_t c;
   small_cfg(&c, norm);
   size_t np = model_config_num_params(&c), P = (size_t)c.max_batch * c.height * c.width;
@@ -218,7 +220,13 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
   ck_assert_msg(memcmp(a.grads, k.grads, np * sizeof *a.grads) == 0, "gradients differ (kept)");
   ck_assert_msg(memcmp(a.pred, k.pred, P * sizeof *a.pred) == 0, "predictions differ (kept)");
   ck_assert_uint_gt(k.plan_bytes, a.plan_bytes);
+  for (int i = 0; i < 3; i++) ck_assert_msg(a.loss[i] == h.loss[i], "step %d loss (half kept)", i);
+  ck_assert_msg(memcmp(a.grads, h.grads, np * sizeof *a.grads) == 0, "gradients differ (half)");
+  ck_assert_msg(memcmp(a.pred, h.pred, P * sizeof *a.pred) == 0, "predictions differ (half)");
+  ck_assert_uint_gt(h.plan_bytes, a.plan_bytes); /* between the two */
+  ck_assert_uint_lt(h.plan_bytes, k.plan_bytes);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
+  free(h.grads), free(h.pred);
 }
 
 START_TEST(unet_batchnorm_f32) { same_bits(MODEL_NORM_BATCH, OPS_F32); }
@@ -238,10 +246,13 @@ START_TEST(bad_mode_refused)
   unsetenv("SHMDDP_MEM_PLAN");
   ck_assert_ptr_null(m);
   ck_assert_ptr_nonnull(strstr(err, "SHMDDP_MEM_PLAN"));
-  setenv("SHMDDP_RECOMPUTE", "no", 1);
-  ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
-  unsetenv("SHMDDP_RECOMPUTE");
-  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_RECOMPUTE"));
+  const char *bad[] = {"no", "-1", "9", "2x", ""};
+  for (int i = 0; i < 4; i++) { /* "" is auto */
+    setenv("SHMDDP_RECOMPUTE", bad[i], 1);
+    ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+    unsetenv("SHMDDP_RECOMPUTE");
+    ck_assert_ptr_nonnull(strstr(err, "SHMDDP_RECOMPUTE"));
+  }
 }
 END_TEST
 

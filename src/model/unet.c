@@ -343,6 +343,9 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
   return 0;
 }
 
+/* Backward uses forward's norm outputs and concat at this level (it does not recompute them). */
+static int kept(const model_t *m, int level) { return level >= m->recompute_levels; }
+
 /* The norm+ReLU output of block b (at `level`) again, from its kept conv output: *out. */
 static int recompute(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level, int *out,
                      const char *name)
@@ -350,7 +353,7 @@ static int recompute(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
   char *err = c->err;
   size_t errlen = c->errlen;
   size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
-  if (m->keep) { /* forward's output, alive until now */
+  if (kept(m, level)) { /* forward's output, alive until now */
     *out = b->r;
     return 0;
   }
@@ -489,7 +492,7 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
     CHECK(conv_bwd(m, c, &dc->b2.conv, n, r, x, d, P * wi, &dx));
     CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
-    if (m->keep)
+    if (kept(m, i))
       cat = dc->cat;
     else
       CHECK(concat(m, c, i, n, -1, &cat));
@@ -549,19 +552,39 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
   return 0;
 }
 
+/* SHMDDP_RECOMPUTE (src/train/params.c): at how many of the shallowest levels backward makes
+ * the norm outputs, skips and concats again; deeper levels keep forward's. auto: the measured
+ * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
+ * in fp32 keeping everything is 4.5 % faster and still below PyTorch's memory; in 16-bit the
+ * two shallowest levels (most of the bytes) are recomputed and the rest kept. */
+#define RECOMPUTE_AUTO_16BIT 2
+static int recompute_policy(model_t *m, char *err, size_t errlen)
+{
+  const int L = m->cfg.levels;
+  const char *v = getenv("SHMDDP_RECOMPUTE");
+  if (!v || !*v || strcmp(v, "auto") == 0) {
+    int wide = m->ops.dtype == OPS_F32 || m->ops.dtype == OPS_F64;
+    m->recompute_levels = wide ? 0 : (RECOMPUTE_AUTO_16BIT < L ? RECOMPUTE_AUTO_16BIT : L);
+    return 0;
+  }
+  if (strcmp(v, "all") == 0) return m->recompute_levels = L, 0;
+  if (strcmp(v, "none") == 0) return m->recompute_levels = 0, 0;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (end == v || *end || n < 0 || n > L)
+    return check_fail(err, errlen, "SHMDDP_RECOMPUTE=%s: use auto, all, none, or how many of the "
+                      "shallowest levels to recompute (0 to %d)", v, L);
+  m->recompute_levels = (int)n;
+  return 0;
+}
+
 /* The dry pass of a training step at the largest batch, the layout, and its block. */
 static int plan_activations(model_t *m, char *err, size_t errlen)
 {
   CHECK(plan_create(&m->plan, err, errlen));
   layer_ctx_t c = {.ops = &m->ops, .params = m->params, .err = err, .errlen = errlen};
   int head_in, n = m->cfg.max_batch;
-  /* SHMDDP_RECOMPUTE=0 (src/train/params.c): keep what backward would recompute */
-  const char *rc_env = getenv("SHMDDP_RECOMPUTE");
-  if (rc_env && *rc_env) {
-    if (strcmp(rc_env, "0") != 0 && strcmp(rc_env, "1") != 0)
-      return check_fail(err, errlen, "SHMDDP_RECOMPUTE=%s: use 1 (recompute) or 0 (keep)", rc_env);
-    m->keep = strcmp(rc_env, "0") == 0;
-  }
+  CHECK(recompute_policy(m, err, errlen));
   m->planning = 1;
   int rc = forward(m, &c, NULL, n, &head_in);
   if (rc == 0) rc = loss_op(m, NULL, n, 1.0f, err, errlen);

@@ -14,7 +14,7 @@ typedef struct {
   layer_norm_t norm;
   int a; /* the conv output (norm input): the one tensor a block keeps for backward, which
             recomputes the norm+ReLU output from it where it needs it */
-  int r; /* the norm+ReLU output of the pass (kept for backward only with SHMDDP_RECOMPUTE=0) */
+  int r; /* the norm+ReLU output of the pass (kept for backward at the levels not recomputed) */
 } block_t;
 
 typedef struct {
@@ -26,7 +26,7 @@ typedef struct {
   layer_conv_t up;
   block_t b1, b2;
   int up_out; /* the transposed convolution's output, the concat's second half */
-  int cat;    /* the concat of the pass (kept for backward only with SHMDDP_RECOMPUTE=0) */
+  int cat;    /* the concat of the pass (kept for backward at the levels not recomputed) */
 } dec_t;
 
 struct model {
@@ -50,7 +50,8 @@ struct model {
   struct plan *plan; /* the activations' layout, made by one dry pass of the schedule */
   void *act;         /* its block */
   int planning;      /* the dry pass: tensors are declared and used, no op runs */
-  int keep;          /* SHMDDP_RECOMPUTE=0: backward uses forward's norm outputs and concats */
+  int recompute_levels; /* backward recomputes norm outputs, skips and concats at levels
+                          below this; it uses forward's at the others (SHMDDP_RECOMPUTE) */
   int logits, dlogits; /* plan tensors of the pass */
   void *gstage;      /* one layer's low-precision weight gradients (layers.h) */
   double *loss_dev;  /* (loss sum, count) of the step where the device writes it (on the host:

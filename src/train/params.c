@@ -109,12 +109,14 @@ static const param_t table[] = {
      .meaning = "separate: every activation and gradient in its own memory, none shared between "
                 "tensors that are never alive together (checks the memory plan; costs memory)"},
     {.name = "SHMDDP_RECOMPUTE",
-     .kind = PARAM_FLAG,
-     .dflt = "1",
+     .kind = PARAM_CHOICE,
+     .choices = "auto|all|none|N",
+     .dflt = "auto",
      .reader = "the model, when it is built",
-     .meaning = "0: keep every norm+ReLU output and concat from forward for backward instead of "
-                "recomputing them (reference U-Net on one H200, bf16: 5% faster, 1360 instead "
-                "of 1084 MiB)"},
+     .meaning = "at how many of the shallowest levels backward recomputes the norm+ReLU outputs, "
+                "skips and concats (deeper levels keep forward's: faster, more memory); auto: "
+                "none in fp32, the 2 shallowest in bf16/fp16 (reference U-Net on one H200: "
+                "bench/results/ab_recompute_levels_1xh200.txt)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK",
      .kind = PARAM_SET,
@@ -207,6 +209,7 @@ static int value_ok(const param_t *p, const char *v)
       const char *bar = strchr(c, '|');
       size_t n = bar ? (size_t)(bar - c) : strlen(c);
       if (n == len && !strncmp(c, v, n)) return 1;
+      if (n == 1 && *c == 'N' && strspn(v, "0123456789") == len) return 1; /* "N": a count */
       c += n + (bar != NULL);
     }
     return 0;
