@@ -39,6 +39,8 @@ typedef struct {
   double tol;           /* largest weight difference from one rank, relative */
   int bf16_wire;        /* --grad-comm bf16: gradients all-reduced in bf16 */
   double min_diff;      /* and at least this difference (bf16 on the wire must show) */
+  int bf16_model;       /* GPU: the model computes in bf16 */
+  int working_grads;    /* ... and keeps bf16 gradients, all-reduced where they are */
 } ddp_case_t;
 
 typedef struct {
@@ -54,6 +56,8 @@ static result_t *res;
 static void config(const ddp_case_t *c, model_config_t *mc, int local_batch)
 {
   pf_model_config(mc, c->norm, c->device, local_batch);
+  if (c->bf16_model) mc->precision = MODEL_BF16;
+  mc->working_grads = c->working_grads;
 }
 
 /* Train STEPS steps on samples [first, first + count) of every step, in micro-batches of
@@ -233,6 +237,52 @@ static const ddp_case_t gpu_cases[] = {
    .bf16_wire = 1},
 };
 
+/* Trains case c on c->world ranks; rank 0's weights into params. 0, or -1 with why. */
+static int ranks_only(const ddp_case_t *c, float *params, char *why, size_t len)
+{
+  res = test_shared_alloc(sizeof *res);
+  shmddp_launch_config_t cfg = {.nproc = c->world, .timeout_s = 60, .quiet = 1,
+                                .use_gpus = c->device == ON_GPU};
+  shmddp_launch_result_t lr;
+  shmddp_status_t st = shmddp_launch(&cfg, rank_fn, (void *)c, &lr);
+  int rc = st == SHMDDP_OK && lr.exit_code == 0 ? 0 : -1;
+  for (int r = 0; r < c->world; r++)
+    if (res->failed[r]) rc = -1, snprintf(why, len, "rank %d: %s", r, res->msg[r]);
+  if (rc && !res->failed[0] && !res->failed[1]) snprintf(why, len, "launch: %s", lr.message);
+  if (rc == 0) memcpy(params, res->params[0], res->nparams * sizeof(float));
+  munmap(res, sizeof *res);
+  return rc;
+}
+
+/* A bf16 model's own gradients all-reduced where they are (working_grads: no f32 copy, no wire
+ * buffer, no conversions) give the weights of the f32-gradient path with --grad-comm bf16 bit
+ * for bit: both average the same bf16 values. */
+START_TEST(gpu_bf16_working_grads_same_bits)
+{
+  ddp_case_t c = {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU,
+                  .bf16_wire = 1, .bf16_model = 1};
+  float *a = malloc(MAX_PARAMS * sizeof(float)), *b = malloc(MAX_PARAMS * sizeof(float));
+  char why[700] = "";
+  ck_assert_msg(ranks_only(&c, a, why, sizeof why) == 0, "f32 gradients: %s", why);
+  size_t np = 0;
+  {
+    model_config_t mc;
+    config(&c, &mc, B);
+    np = model_config_num_params(&mc);
+  }
+  c.working_grads = 1;
+  ck_assert_msg(ranks_only(&c, b, why, sizeof why) == 0, "bf16 working gradients: %s", why);
+  size_t diff = 0;
+  for (size_t i = 0; i < np; i++) diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  ck_assert_msg(diff == 0, "%zu of %zu weights differ between the two paths", diff, np);
+  /* and f32 on the wire is refused for bf16 working gradients, with what to do */
+  c.bf16_wire = 0;
+  ck_assert_int_ne(ranks_only(&c, b, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "--grad-comm bf16") != NULL, "%s", why);
+  free(a), free(b);
+}
+END_TEST
+
 START_TEST(cpu_n_ranks_equal_one_big_batch)
 {
   run_table(cpu_cases, sizeof cpu_cases / sizeof cpu_cases[0], "cpu DDP against one rank");
@@ -310,6 +360,7 @@ static Suite *ddp_suite(const suite_env_t *env)
     tc = tcase_create("gpu");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gpu_n_ranks_equal_one_big_batch);
+    tcase_add_test(tc, gpu_bf16_working_grads_same_bits);
     suite_add_tcase(s, tc);
   }
   return s;

@@ -129,9 +129,7 @@ static inline int pf_ddp_train(model_t *m, ddp_t *d, int cuda, int steps, int fi
       if (rc != 0) ddp_hook_failure(d, err, errlen);
       if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
     }
-    if (rc == 0)
-      rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / accum,
-                      model_stream(m), err, errlen);
+    if (rc == 0) rc = model_update(m, o, optim_lr_at(&oc, t), 1.0 / accum, err, errlen);
   }
   if (o) optim_destroy(o);
 #ifdef HAVE_CUDNN

@@ -41,8 +41,8 @@ typedef struct {
   int working_grads;            /* 16-bit precisions: 1 keeps the weight gradients in the
                                    compute dtype, in one buffer the optimizer reads as they are
                                    (model_update): no f32 gradients (model_grads is NULL), so no
-                                   accumulation, no grads_ready hook and no loss-scale check —
-                                   one rank's plain step. The same update bit for bit (widening
+                                   accumulation and no loss-scale check; a grads_ready hook
+                                   gets the working ones (DDP all-reducing them in bf16). The same update bit for bit (widening
                                    is exact), without a cast per layer, and half the gradients'
                                    memory. 0 (the default): f32 gradients. fp32: no effect. */
 } model_config_t;
@@ -55,8 +55,9 @@ typedef struct {
    * model uses it. The model packs per-channel statistics (sums and the element count) into
    * buf; with the hook absent, statistics stay local. */
   int (*sync_stats)(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype, void *stream);
-  /* Backward: gradients [offset, offset + count) of the flat buffer are final. Called in
-   * increasing offset order, once per layer's parameters (adjacent ranges reported as one). */
+  /* Backward: gradients [offset, offset + count) of the flat buffer (model_grad_buffer) are
+   * final. Called in increasing offset order, once per layer's parameters (adjacent ranges
+   * reported as one). */
   int (*grads_ready)(void *ctx, size_t offset, size_t count, void *stream);
 } model_hooks_t;
 
@@ -75,6 +76,9 @@ size_t model_num_params(const model_t *m);
 float *model_params(model_t *m);
 /* The flat f32 gradients, same layout; NULL with working_grads in a 16-bit precision. */
 float *model_grads(model_t *m);
+/* The gradients a step leaves for the optimizer and the grads_ready hook: the f32 ones, or
+ * (working_grads, 16-bit) the working ones; *dtype gets which (SHMDDP_F32, _BF16, _F16). */
+void *model_grad_buffer(model_t *m, shmddp_dtype_t *dtype);
 /* One optimizer update of the model's weights from its gradients (f32, or the working ones as
  * they are), writing the 16-bit working copy of the weights in the same pass, so the next step
  * does not cast them. Queued on the model's stream. */

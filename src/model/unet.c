@@ -260,6 +260,16 @@ float *model_params(model_t *m)
   return m->pf32;
 }
 float *model_grads(model_t *m) { return m->gf32; }
+
+void *model_grad_buffer(model_t *m, shmddp_dtype_t *dtype)
+{
+  if (m->gf32) {
+    *dtype = SHMDDP_F32;
+    return m->gf32;
+  }
+  *dtype = m->ops.dtype == OPS_BF16 ? SHMDDP_BF16 : SHMDDP_F16;
+  return m->wgrads;
+}
 size_t model_num_buffers(const model_t *m) { return m->nbuffers; }
 float *model_buffers(model_t *m) { return m->buffers; }
 const char *model_signature(const model_t *m) { return m->signature; }
@@ -652,26 +662,19 @@ int model_update(model_t *m, struct optim *o, double lr, double grad_scale, char
   return 0;
 }
 
-/* Gradients without an f32 buffer (working_grads) can be neither added to nor handed to a
- * grads_ready hook (which reads f32): say so before any work. */
-static int check_grads_use(const model_t *m, int accumulate, const model_hooks_t *hooks,
-                           char *err, size_t errlen)
+/* Gradients without an f32 buffer (working_grads) cannot be added to: say so before any work. */
+static int check_grads_use(const model_t *m, int accumulate, char *err, size_t errlen)
 {
-  if (m->gf32) return 0;
-  if (accumulate)
-    return check_fail(err, errlen, "gradient accumulation needs f32 gradients: this model keeps "
-                      "working-precision ones (model_config_t.working_grads); build it with 0");
-  if (hooks && hooks->grads_ready)
-    return check_fail(err, errlen, "a grads_ready hook reads f32 gradients: this model keeps "
-                      "working-precision ones (model_config_t.working_grads); build it with 0");
-  return 0;
+  if (m->gf32 || !accumulate) return 0;
+  return check_fail(err, errlen, "gradient accumulation needs f32 gradients: this model keeps "
+                    "working-precision ones (model_config_t.working_grads); build it with 0");
 }
 
 static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int train,
                    int accumulate, const model_hooks_t *hooks, const void **xin, char *err,
                    size_t errlen)
 {
-  if (train) CHECK(check_grads_use(m, accumulate, hooks, err, errlen));
+  if (train) CHECK(check_grads_use(m, accumulate, err, errlen));
   ctx_init(m, c, train, accumulate, hooks, err, errlen);
   m->fwd_head_in = -1; /* this forward replaces what a split step saved */
   *xin = x;
@@ -795,7 +798,7 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
 {
   if (m->fwd_head_in < 0)
     return check_fail(err, errlen, "model_backward without a successful model_forward_train");
-  CHECK(check_grads_use(m, accumulate, hooks, err, errlen));
+  CHECK(check_grads_use(m, accumulate, err, errlen));
   layer_ctx_t c;
   ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
   int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);

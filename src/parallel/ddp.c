@@ -51,7 +51,9 @@ struct ddp {
   int communicate, sync_bn;
   dev_event_t *ready[DDP_MAX_BUCKETS]; /* per bucket, on compute */
   dev_event_t *bwd_done, *comm_done;   /* around the exposed communication */
-  uint16_t *wire;                      /* grad_comm bf16: the gradients as they travel */
+  void *grads;                         /* the model's gradients (model_grad_buffer) */
+  shmddp_dtype_t gdtype;               /* their type: f32, or the model's working bf16 */
+  uint16_t *wire;                      /* grad_comm bf16 from f32 gradients: as they travel */
   dev_event_t *bn_ev[2 * DDP_MAX_BN];  /* start/end pairs around each SyncBN exchange */
   int bn_used;
   int queued;    /* buckets queued this step */
@@ -75,15 +77,16 @@ static int record_timing(ddp_t *d, dev_event_t *e, void *stream, char *err, size
 static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
 {
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
-  float *g = model_grads(d->model) + begin;
-  void *buf = g;
+  void *buf = (char *)d->grads + begin * shmddp_dtype_size(d->gdtype);
+  shmddp_dtype_t t = d->gdtype;
   if (d->wire) { /* narrowed on the compute stream, right behind the gradients it reads */
+    CHECK(dev_convert(d->wire + begin, SHMDDP_BF16, buf, SHMDDP_F32, count, d->dev, d->compute,
+                      err, errlen));
     buf = d->wire + begin;
-    CHECK(dev_convert(buf, SHMDDP_BF16, g, SHMDDP_F32, count, d->dev, d->compute, err, errlen));
+    t = SHMDDP_BF16;
   }
   CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
-  CHECK(world_bucket_start(d->world, b, buf, count, d->wire ? SHMDDP_BF16 : SHMDDP_F32,
-                           d->ready[b], err, errlen));
+  CHECK(world_bucket_start(d->world, b, buf, count, t, d->ready[b], err, errlen));
   d->queued++;
   return 0;
 }
@@ -139,7 +142,9 @@ static int setup_comm(ddp_t *d, char *err, size_t errlen)
   }
   for (size_t b = 0; b < d->nbuckets; b++)
     CHECK(dev_event_create(&d->ready[b], d->dev, DEV_EVENT_ORDER, err, errlen));
-  if (d->cfg.grad_comm == SHMDDP_BF16) {
+  /* bf16 on the wire from f32 gradients needs a narrowed copy; the model's own bf16 working
+   * gradients are all-reduced where they are (the same bits: widening them is exact) */
+  if (d->cfg.grad_comm == SHMDDP_BF16 && d->gdtype == SHMDDP_F32) {
     d->wire = arena_alloc(model_arena(d->model), d->nparams * sizeof *d->wire, ARENA_COMM,
                           "gradients in bf16 (--grad-comm bf16)");
     if (!d->wire)
@@ -183,6 +188,13 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   d->dev = cfg->cuda_stream ? arena_device(model_arena(model)) : DEV_HOST;
   d->compute = cfg->cuda_stream;
   d->nparams = model_num_params(model);
+  d->grads = model_grad_buffer(model, &d->gdtype);
+  if (d->gdtype != SHMDDP_F32 && d->gdtype != d->cfg.grad_comm)
+    return check_fail(err, errlen, "the model keeps its gradients in %s (working_grads): they "
+                      "are all-reduced as they are, so the gradients must travel as %s "
+                      "(--grad-comm %s), or build the model with f32 gradients",
+                      shmddp_dtype_name(d->gdtype), shmddp_dtype_name(d->gdtype),
+                      shmddp_dtype_name(d->gdtype));
   size_t bucket = (size_t)(d->cfg.bucket_mb * 1024 * 1024) / sizeof(float);
   size_t first = DDP_FIRST_BUCKET_BYTES / sizeof(float);
   if (bucket < 1) bucket = 1;
@@ -322,8 +334,8 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   /* the averaged bf16 gradients back into the f32 buffer the optimizer reads (after the join:
    * on the compute stream, behind every bucket) */
   if (rc == 0 && d->wire)
-    rc = dev_convert(model_grads(d->model), SHMDDP_F32, d->wire, SHMDDP_BF16, d->nparams, d->dev,
-                     d->compute, err, errlen);
+    rc = dev_convert(d->grads, SHMDDP_F32, d->wire, SHMDDP_BF16, d->nparams, d->dev, d->compute,
+                     err, errlen);
   timeline_end(tl, d->compute);
   return rc;
 }

@@ -17,7 +17,10 @@ typedef struct {
   shmddp_dtype_t grad_comm; /* the gradients' type on the wire: SHMDDP_F32 (the default,
                                0) or SHMDDP_BF16 (each bucket rounded to bf16, averaged in
                                f32 and rounded once by the all-reduce, widened back to f32
-                               after the join: half the bytes, ~3 significant digits) */
+                               after the join: half the bytes, ~3 significant digits). A
+                               model with bf16 working gradients (working_grads) needs bf16:
+                               they are all-reduced where they are, with no copy and no
+                               conversion, the same bits */
   int sync_bn;       /* exchange BatchNorm statistics across ranks */
   void *cuda_stream; /* the model's compute stream (model_stream) when it runs on a GPU; NULL
                         for host memory */

@@ -238,9 +238,11 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   const train_config_t *c = d->cfg;
   model_config_t mc;
   train_config_model(c, world_device(d->world) >= 0 ? world_device(d->world) : 0, &mc);
-  /* One rank in bf16 without accumulation: nothing reads f32 gradients (no all-reduce, no loss
-   * scaling), so the optimizer takes the bf16 ones as backward wrote them (model.h) */
-  mc.working_grads = e->world == 1 && c->accum_steps == 1 && c->precision == MODEL_BF16;
+  /* bf16 without accumulation, alone or with the gradients all-reduced in bf16: nothing needs
+   * f32 gradients (no loss scaling), so the all-reduce and the optimizer take the bf16 ones as
+   * backward wrote them (model.h; the same bits as through an f32 copy) */
+  mc.working_grads = c->accum_steps == 1 && c->precision == MODEL_BF16 &&
+                     (e->world == 1 || c->grad_comm_bf16);
   CHECK(model_create(&e->model, &mc, err, errlen));
   CHECK(train_dev_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
                          err, errlen));
