@@ -189,7 +189,7 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   d->compute = cfg->cuda_stream;
   d->nparams = model_num_params(model);
   d->grads = model_grad_buffer(model, &d->gdtype);
-  if (d->gdtype != SHMDDP_F32 && d->gdtype != d->cfg.grad_comm)
+  if (d->world_size > 1 && d->gdtype != SHMDDP_F32 && d->gdtype != d->cfg.grad_comm)
     return check_fail(err, errlen, "the model keeps its gradients in %s (working_grads): they "
                       "are all-reduced as they are, so the gradients must travel as %s "
                       "(--grad-comm %s), or build the model with f32 gradients",
