@@ -672,7 +672,9 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n"
 "  --grad-comm f32|bf16     the gradients' type in the all-reduce (--mode ddp, 2+ ranks): bf16\n"
 "                           halves the bytes; each rank's gradient is rounded to bf16, the\n"
-"                           average is taken in f32 and rounded once; default: f32\n\n",
+"                           average is taken in f32 and rounded once (--precision bf16: the\n"
+"                           bf16 gradients as backward wrote them, with no f32 copy); default:\n"
+"                           f32\n\n",
           g->batch_size, p->batch_size, g->epochs, p->epochs, g->sgd_lr, p->sgd_lr, g->warmup_steps,
           p->warmup_steps);
   fprintf(f,
