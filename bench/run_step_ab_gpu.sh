@@ -129,24 +129,8 @@ if has default; then
     say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')"
   done
   for v in $variants; do
-    python3 - "$O/A_default/log.jsonl" "$O/${v}_default/log.jsonl" "$v" >> "$sum" 2>&1 <<'EOF'
-import json, sys
-def losses(p):
-    out = {}
-    for line in open(p):
-        try: r = json.loads(line)
-        except ValueError: continue
-        if r.get("type") == "step": out[r["step"]] = r["loss"]
-    return out
-a, b, v = losses(sys.argv[1]), losses(sys.argv[2]), sys.argv[3]
-steps = sorted(set(a) & set(b))
-same = sum(1 for s in steps if a[s] == b[s])
-d = max((abs(a[s] - b[s]) for s in steps), default=0)
-last = steps[-500:]
-mean = lambda xs: sum(xs) / max(len(xs), 1)
-print(f"default job losses A vs {v}: {len(steps)} common steps, {same} identical, max |diff| {d:.3g}; "
-      f"mean of the last 500: A {mean([a[s] for s in last]):.6f} {v} {mean([b[s] for s in last]):.6f}")
-EOF
+    python3 "$src/bench/compare_losses.py" "$O/A_default/log.jsonl" "$O/${v}_default/log.jsonl" \
+      "of the default job, A vs $v" >> "$sum" 2>&1
   done
   for v in $all; do gzip -f "$O/${v}_default/log.jsonl" 2>/dev/null; done
 fi
