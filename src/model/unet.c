@@ -7,7 +7,8 @@
  * inputs and pooling indices. Everything else — the norm+ReLU outputs (the next convolution's
  * input), the skips, the concats — is made again in backward from a kept tensor by one
  * elementwise pass, right before the convolution whose weight gradient needs it (the skips
- * live through forward instead: its peak is below backward's); the norms'
+ * live through forward instead: its peak is below backward's), at the levels SHMDDP_RECOMPUTE
+ * says (recompute_policy: the deeper ones keep forward's tensors instead); the norms'
  * backward recompute the ReLU's mask from their input. Every activation and gradient is a
  * tensor of one memory plan (src/device/plan.h): a dry pass of this schedule records when each
  * is alive, and tensors that are never alive together share memory (a gradient takes the place
@@ -565,8 +566,9 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
 /* SHMDDP_RECOMPUTE (src/train/params.c): at how many of the shallowest levels backward makes
  * the norm outputs, skips and concats again; deeper levels keep forward's. auto: the measured
  * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
- * in fp32 keeping everything is 4.5 % faster and still below PyTorch's memory; in 16-bit the
- * two shallowest levels (most of the bytes) are recomputed and the rest kept. */
+ * in fp32 keeping everything is 4.5-4.8 % faster and still below PyTorch's memory; in 16-bit
+ * the two shallowest levels (most of the bytes) are recomputed and the rest kept, the fastest
+ * choice under 0.8 x PyTorch's memory (issue 17). */
 #define RECOMPUTE_AUTO_16BIT 2
 static int recompute_policy(model_t *m, char *err, size_t errlen)
 {
