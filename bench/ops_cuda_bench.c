@@ -364,10 +364,17 @@ static void step(int n)
     recompute(&N.dec1[i], n);
     block_bwd(&N.dec2[i], n, N.dec1[i].r, N.g[cur], N.g[!cur]);
     cur = !cur;
-    recompute(&N.enc2[i], n); /* the concat again (the model keeps the up-conv output; here a
-                                  buffer of its size stands in, for the time of the pass) */
-    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
-       O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
+    /* the concat again: the skip recomputed straight into its first half, then the up-conv's
+     * output copied into the second (the model keeps the up-conv output; here a buffer of its
+     * size stands in, for the time of the pass) */
+    {
+      blk_t *b = &N.enc2[i];
+      OP("bn recompute", b->conv.name, 0, 2.0 * P * b->C * E,
+         O.bn_apply_ld(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1,
+                       N.cat[i], 2 * (size_t)b->C));
+    }
+    OP("concat", N.up[i].name, 0, 2.0 * P * N.widths[i] * E,
+       O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     block_bwd(&N.dec1[i], n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
     OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,

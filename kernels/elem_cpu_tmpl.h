@@ -67,7 +67,7 @@ int FN(cpu_concat_fwd)(const ops_t *o, const void *av, int ca, const void *bv, i
   const T *a = av, *b = bv;
   T *y = yv;
   for (size_t p = 0; p < P; p++) {
-    memcpy(y + p * (ca + cb), a + p * ca, sizeof(T) * ca);
+    if (a) memcpy(y + p * (ca + cb), a + p * ca, sizeof(T) * ca);
     memcpy(y + p * (ca + cb) + ca, b + p * cb, sizeof(T) * cb);
   }
   return 0;

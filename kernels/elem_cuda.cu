@@ -154,7 +154,8 @@ int opc_maxpool_bwd(const ops_t *o, const void *dy, const uint8_t *arg, int n, i
 
 /* ---- concat along channels, and its backward split ---- */
 
-/* Forward (fwd = 1): y[p] = [a[p], b[p]]. Backward: da (+)= dy[p][:ca], db = dy[p][ca:].
+/* Forward (fwd = 1): y[p] = [a[p], b[p]] (a NULL: b's part only). Backward: da (+)= dy[p][:ca],
+ * db = dy[p][ca:].
  * N divides both ca and cb, so a pack never straddles the two parts. */
 template <typename T, int N>
 __global__ void concat_kernel(int fwd, T *a, int ca, T *b, int cb, size_t rows, int gb, int r,
@@ -162,7 +163,7 @@ __global__ void concat_kernel(int fwd, T *a, int ca, T *b, int cb, size_t rows, 
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int C = ca + cb, c0 = g * N;
-  if (c0 >= C) return;
+  if (c0 >= C || (fwd && !a && c0 < ca)) return; /* forward without a: b's part only */
   for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
     T *part = c0 < ca ? a + p * ca + c0 : b + p * cb + (c0 - ca);
     T *whole = y + p * C + c0;

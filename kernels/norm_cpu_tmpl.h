@@ -65,20 +65,29 @@ int FN(cpu_bn_stats)(const ops_t *o, const void *xv, size_t P, int C, double *st
   return 0;
 }
 
-int FN(cpu_bn_apply)(const ops_t *o, const void *xv, size_t P, int C, const double *saved,
-                     const void *gv, const void *bv, int relu, void *yv)
+int FN(cpu_bn_apply_ld)(const ops_t *o, const void *xv, size_t P, int C, const double *saved,
+                        const void *gv, const void *bv, int relu, void *yv, size_t ldy)
 {
   const T *x = xv, *gamma = gv, *beta = bv;
   T *y = yv;
+  if (ldy < (size_t)C)
+    return ops_cpu_fail("BatchNorm output rows %zu elements apart: fewer than its %d channels",
+                        ldy, C);
   T *ab = FN(bn_affine)(C, saved, gamma, beta);
   if (!ab) return ops_cpu_fail("out of memory in BatchNorm (%d channels)", C);
-  for (size_t p = 0; p < P; p++, x += C, y += C)
+  for (size_t p = 0; p < P; p++, x += C, y += ldy)
     for (int c = 0; c < C; c++) {
       T v = FN(bn_affine_at)(x, ab, C, (size_t)c, c);
       y[c] = (relu && !(v > 0)) ? (T)0 : v;
     }
   free(ab);
   return 0;
+}
+
+int FN(cpu_bn_apply)(const ops_t *o, const void *xv, size_t P, int C, const double *saved,
+                     const void *gv, const void *bv, int relu, void *yv)
+{
+  return FN(cpu_bn_apply_ld)(o, xv, P, C, saved, gv, bv, relu, yv, (size_t)C);
 }
 
 int FN(cpu_bn_bwd_reduce)(const ops_t *o, const void *dyv, const ops_relu_t *relu,

@@ -363,7 +363,7 @@ static int reduce_final(const ops_t *o, int nz, int splits, int C, double count,
 template <typename T, int N>
 __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, const double *mean,
                               const double *inv, int gs, int cg, const T *gamma, const T *beta,
-                              int relu, T *y)
+                              int relu, T *y, size_t ldy)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   if (g * N >= C) return;
@@ -376,6 +376,7 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
     b[k] = opc_ld(beta[c]);
   }
   const size_t off = z * rows * C + (size_t)g * N, step = (size_t)gridDim.y * r;
+  const size_t yoff = z * rows * ldy + (size_t)g * N;
   size_t p = (size_t)blockIdx.y * r + row;
   /* PASS_BATCH rows' loads in flight before their stores (the compiler may not hoist a load
    * above a store to a y that may alias x: one load in flight per thread ran at 1.8 TB/s), the
@@ -394,7 +395,7 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
           float t = fmaf(opc_ld(v[u].v[k]) - m[k], a[k], b[k]);
           out.v[k] = opc_st<T>((relu && !(t > 0.f)) ? 0.f : t);
         }
-        opc_store<T, N>(y + off + (p + u * step) * C, out);
+        opc_store<T, N>(y + yoff + (p + u * step) * ldy, out);
       }
     p += nb * step;
   }
@@ -478,22 +479,24 @@ __global__ void bias_add_kernel(T *y, size_t rows, int C, int gb, int r, const T
   }
 }
 
+/* y rows ldy elements apart (ldy = C: packed; BatchNorm only may pass more, nz = 1). */
 template <typename T>
 static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const double *mean,
                   const double *inv, int gs, int cg, const T *gamma, const T *beta, int relu,
-                  T *y)
+                  T *y, size_t ldy)
 {
   const int V = 16 / sizeof(T);
   int N = opc_vec_width(sizeof(T), C, x, y);
+  if (ldy % V) N = 1; /* a row of y must start on a vector boundary too */
   int fit = N == V ? fit_blocks<affine_kernel<T, V>>() : fit_blocks<affine_kernel<T, 1>>();
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1, fit);
   cudaStream_t st = opc_ctx(o)->stream;
   if (N == V)
     affine_kernel<T, V><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, mean, inv, gs, cg,
-                                                    gamma, beta, relu, y);
+                                                    gamma, beta, relu, y, ldy);
   else
     affine_kernel<T, 1><<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, mean, inv, gs, cg,
-                                                    gamma, beta, relu, y);
+                                                    gamma, beta, relu, y, ldy);
   OPC_LAUNCHED(o, "normalisation apply");
   return 0;
 }
@@ -626,17 +629,26 @@ int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,
 
 template <typename T>
 static int bn_apply_t(const ops_t *o, const void *x, size_t P, int C, const double *saved,
-                      const void *gamma, const void *beta, int relu, void *y)
+                      const void *gamma, const void *beta, int relu, void *y, size_t ldy)
 {
+  if (ldy < (size_t)C)
+    return opc_fail(o, "BatchNorm output rows %zu elements apart: fewer than its %d channels",
+                    ldy, C);
   if (P == 0) return 0;
   return affine<T>(o, (const T *)x, P, C, 1, saved, saved + C, 0, 1, (const T *)gamma,
-                   (const T *)beta, relu, (T *)y);
+                   (const T *)beta, relu, (T *)y, ldy);
 }
 
 int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                  const void *gamma, const void *beta, int relu, void *y)
 {
-  OPC_DISPATCH(o, bn_apply_t, o, x, P, C, saved, gamma, beta, relu, y);
+  OPC_DISPATCH(o, bn_apply_t, o, x, P, C, saved, gamma, beta, relu, y, (size_t)C);
+}
+
+int opc_bn_apply_ld(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                    const void *gamma, const void *beta, int relu, void *y, size_t ldy)
+{
+  OPC_DISPATCH(o, bn_apply_t, o, x, P, C, saved, gamma, beta, relu, y, ldy);
 }
 
 template <typename T>
@@ -695,7 +707,7 @@ static int gn_fwd_t(const ops_t *o, const void *x, int n, size_t hw, int C, int 
                       saved))
     return -1;
   return affine<T>(o, (const T *)x, hw, C, n, saved, saved + (size_t)n * G, G, cg,
-                   (const T *)gamma, (const T *)beta, relu, (T *)y);
+                   (const T *)gamma, (const T *)beta, relu, (T *)y, (size_t)C);
 }
 
 int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,

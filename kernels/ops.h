@@ -83,6 +83,10 @@ struct ops {
                                const float *running_var, int C, double eps, double *saved);
   int (*bn_apply)(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                   const void *gamma, const void *beta, int relu, void *y);
+  /* bn_apply into rows of y ldy >= C elements apart (its first C channels: e.g. the first part
+   * of a concat, with no tensor of its own); the other channels of y are not touched. */
+  int (*bn_apply_ld)(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                     const void *gamma, const void *beta, int relu, void *y, size_t ldy);
   int (*bn_bwd_reduce)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                        size_t P, int C, const double *saved, double *sums, void *dgamma,
                        void *dbeta, int acc);
@@ -107,7 +111,9 @@ struct ops {
   int (*maxpool_bwd)(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h, int w,
                      int C, void *dx, int acc); /* acc: add into dx */
 
-  /* y[p] = [a[p] (ca channels), b[p] (cb channels)]; backward splits (da added when acc). */
+  /* y[p] = [a[p] (ca channels), b[p] (cb channels)]; backward splits (da added when acc).
+   * Forward with a == NULL writes only b's part (the first ca channels were written in place,
+   * bn_apply_ld). */
   int (*concat_fwd)(const ops_t *o, const void *a, int ca, const void *b, int cb, size_t P,
                     void *y);
   int (*concat_bwd)(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da,

@@ -20,6 +20,8 @@ const char *ops_cpu_last_error(const ops_t *o);
   int cpu_bn_stats_##S(const ops_t *o, const void *x, size_t P, int C, double *stats);         \
   int cpu_bn_apply_##S(const ops_t *o, const void *x, size_t P, int C, const double *saved,    \
                        const void *gamma, const void *beta, int relu, void *y);                 \
+  int cpu_bn_apply_ld_##S(const ops_t *o, const void *x, size_t P, int C, const double *saved, \
+                          const void *gamma, const void *beta, int relu, void *y, size_t ldy);  \
   int cpu_bn_bwd_reduce_##S(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, \
                             size_t P, int C, const double *saved, double *sums, void *dgamma,  \
                             void *dbeta, int acc);                                              \

@@ -232,6 +232,8 @@ int opc_bn_saved_from_running(const ops_t *o, const float *running_mean,
                               const float *running_var, int C, double eps, double *saved);
 int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                  const void *gamma, const void *beta, int relu, void *y);
+int opc_bn_apply_ld(const ops_t *o, const void *x, size_t P, int C, const double *saved,
+                    const void *gamma, const void *beta, int relu, void *y, size_t ldy);
 int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, double *sums, void *dgamma,
                       void *dbeta, int acc);

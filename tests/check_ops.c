@@ -307,6 +307,25 @@ START_TEST(bn_large_mean)
     for (int p = 0; p < P; p++) s2 += (double)y[p * C + c] * y[p * C + c];
     ck_assert_double_eq_tol(s2 / P, 1.0, 1e-3);
   }
+  /* into rows 2C + 1 apart (a wider tensor): the same values, the other channels untouched;
+   * rows closer than C are refused */
+  enum { LD = 2 * C + 1 };
+  float w[P * LD];
+  for (int i = 0; i < P * LD; i++) w[i] = (float)(7 + i);
+  ck_assert_int_eq(o32.bn_apply_ld(&o32, x, P, C, saved, g, b, 1, w, LD), 0);
+  ck_assert_int_eq(o32.bn_apply(&o32, x, P, C, saved, g, b, 1, y), 0);
+  for (int p = 0; p < P; p++)
+    for (int c = 0; c < LD; c++)
+      ck_assert(w[p * LD + c] == (c < C ? y[p * C + c] : (float)(7 + p * LD + c)));
+  ck_assert_int_ne(o32.bn_apply_ld(&o32, x, P, C, saved, g, b, 1, w, C - 1), 0);
+  /* and a concat of b's part only leaves the first part as it was */
+  float z[P * LD], bb[P * (C + 1)];
+  memcpy(z, w, sizeof z);
+  for (int i = 0; i < P * (C + 1); i++) bb[i] = (float)(-3 - i);
+  ck_assert_int_eq(o32.concat_fwd(&o32, NULL, C, bb, C + 1, P, w), 0);
+  for (int p = 0; p < P; p++)
+    for (int c = 0; c < LD; c++)
+      ck_assert(w[p * LD + c] == (c < C ? z[p * LD + c] : bb[p * (C + 1) + c - C]));
 }
 END_TEST
 

@@ -119,6 +119,16 @@ START_TEST(test_concat)
       CPU_OK(cpu.concat_bwd(&cpu, dy, ca, cb, P, rda, 0, rdb));
       GPU_OK(gpu.concat_bwd(&gpu, gdy, ca, cb, P, gda, 0, gdb));
       EXACT(down(gda, P * ca), rda, P * ca, "concat backward (a)");
+      /* without a: b's part only, the first ca channels as they were */
+      float *z = hvec(P * (ca + cb), 1, 0), *rz = hvec(P * (ca + cb), 0, 0);
+      memcpy(rz, z, P * (ca + cb) * sizeof *rz);
+      CPU_OK(cpu.concat_fwd(&cpu, NULL, ca, b, cb, P, rz));
+      for (size_t p = 0; p < P; p++)
+        for (int c = 0; c < ca + cb; c++)
+          ck_assert(rz[p * (ca + cb) + c] == (c < ca ? z[p * (ca + cb) + c] : ry[p * (ca + cb) + c]));
+      void *gz = up(z, P * (ca + cb));
+      GPU_OK(gpu.concat_fwd(&gpu, NULL, ca, gb, cb, P, gz));
+      EXACT(down(gz, P * (ca + cb)), rz, P * (ca + cb), "concat of b's part only");
     }
   }
 }
@@ -241,6 +251,25 @@ static void bn_case(size_t P, int C, float offset)
   CPU_OK(cpu.bn_apply(&cpu, x, P, C, saved, gamma, beta, 0, y));
   GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gb, 0, gy));
   CLOSE(down(gy, n), y, n, tol_elem() * 4, "BN apply");
+  /* into a wider tensor (a concat's first part): the packed apply's bits in the first C
+   * channels of each row, the rest untouched; rows 2C apart (vector path) and C + 1 (element
+   * path) */
+  for (int k = 0; k < 2; k++) {
+    size_t ldy = k ? (size_t)C + 1 : 2 * (size_t)C, e = gpu.elem;
+    void *gw = up(hvec(P * ldy, 1, 0), P * ldy);
+    unsigned char *w0 = down_raw(gw, P * ldy * e), *yp = down_raw(gy, n * e);
+    GPU_OK(gpu.bn_apply_ld(&gpu, gx, P, C, gsaved, gg, gb, 0, gw, ldy));
+    unsigned char *w1 = down_raw(gw, P * ldy * e);
+    for (size_t p = 0; p < P; p++) {
+      ck_assert_msg(memcmp(w1 + p * ldy * e, yp + p * C * e, C * e) == 0,
+                    "%s BN apply into rows %zu apart: row %zu differs from the packed apply",
+                    gpu.name, ldy, p);
+      ck_assert_msg(memcmp(w1 + (p * ldy + C) * e, w0 + (p * ldy + C) * e, (ldy - C) * e) == 0,
+                    "%s BN apply into rows %zu apart wrote past its channels (row %zu)",
+                    gpu.name, ldy, p);
+    }
+  }
+  ck_assert_int_ne(gpu.bn_apply_ld(&gpu, gx, P, C, gsaved, gg, gb, 0, gy, (size_t)C - 1), 0);
   CPU_OK(cpu.bn_bwd_apply(&cpu, dy, NULL, x, P, C, saved, sums, gamma, dx));
   GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, NULL, gx, P, C, gsaved, gsums_cpu, gg, gdx));
   CLOSE(down(gdx, n), dx, n, tol_elem() * 8 + 1e-5, "BN backward dx (no mask)");

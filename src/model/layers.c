@@ -182,6 +182,21 @@ int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw
   return 0;
 }
 
+int layer_norm_recompute_ld(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                            const void *x, void *y, size_t ldy)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const ops_t *o = c->ops;
+  const char *name = c->params[l->gamma_id].name;
+  if (l->kind != MODEL_NORM_BATCH)
+    return check_fail(err, errlen, "%s: only BatchNorm writes into a wider tensor", name);
+  const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
+  CHECK_OPS(c->ops,
+            o->bn_apply_ld(o, x, (size_t)n * hw, l->C, l->saved, gamma, beta, 1, y, ldy), name);
+  return 0;
+}
+
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
                    const void *x, const void *y)
 {

@@ -83,6 +83,10 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
  * statistics (BatchNorm; no exchange) or recomputed ones (GroupNorm, per sample). */
 int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
                          void *y);
+/* layer_norm_recompute into rows of y ldy elements apart (its first C channels, e.g. the first
+ * part of a concat). BatchNorm only (GroupNorm: an error). */
+int layer_norm_recompute_ld(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                            const void *x, void *y, size_t ldy);
 /* d (in: gradient w.r.t. y; out: gradient w.r.t. x, in place), x from forward. y, the forward's
  * output, may be NULL: the ReLU's mask is then recomputed from x (ops_relu_t). */
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,

@@ -383,7 +383,22 @@ static int concat(model_t *m, const layer_ctx_t *c, int i, int n, int skip, int 
   size_t errlen = c->errlen, P = level_pixels(m, i);
   size_t hw = (size_t)(m->cfg.height >> i) * (size_t)(m->cfg.width >> i);
   int wi = m->cfg.widths[i];
-  if (skip < 0) CHECK(recompute(m, c, &m->enc[i].b2, n, i, &skip, "skip"));
+  block_t *eb = &m->enc[i].b2;
+  if (skip < 0 && !kept(m, i) && eb->norm.kind == MODEL_NORM_BATCH) {
+    /* the skip recomputed straight into the concat's first half: no skip tensor, one pass
+     * less over it (GroupNorm recomputes its statistics, so it keeps the two steps below) */
+    CHECK(declare(m, cat, P * 2 * wi, m->ops.elem, "concat", err, errlen));
+    {
+      const void *a = PT(eb->a);
+      void *y = PT(*cat);
+      RUN(layer_norm_recompute_ld(c, &eb->norm, n, hw, a, y, 2 * (size_t)wi));
+    }
+    const void *up = PT(m->dec[i].up_out);
+    void *y = PT(*cat);
+    RUN_OPS(m->ops.concat_fwd(&m->ops, NULL, wi, up, wi, (size_t)n * hw, y), "concat");
+    return 0;
+  }
+  if (skip < 0) CHECK(recompute(m, c, eb, n, i, &skip, "skip"));
   CHECK(declare(m, cat, P * 2 * wi, m->ops.elem, "concat", err, errlen));
   const void *sk = PT(skip), *up = PT(m->dec[i].up_out);
   void *y = PT(*cat);
