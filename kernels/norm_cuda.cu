@@ -358,7 +358,8 @@ static int reduce_final(const ops_t *o, int nz, int splits, int C, double count,
 /* ---- element passes: y = (x - mean) * gamma * invstd + beta (+ ReLU), and backward ---- */
 
 #define PASS_BATCH 4 /* rows whose loads a thread has in flight together */
-#define BWD_BATCH 4  /* the same in the backward pass, 4 channels per access (at 8, 4 rows took 170 registers) */
+#define BWD_BATCH 4  /* the same in the backward pass, at 4 channels per access (at 8 channels,
+                        4 rows took 170 registers) */
 
 template <typename T, int N>
 __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, const double *mean,
@@ -501,44 +502,35 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
   return 0;
 }
 
-template <typename T, int N, int MK>
-static void bwd_apply_launch(const opc_geo_t &g, cudaStream_t st, const T *dy, relu_mask<T> mk,
-                             const T *x, size_t rows, int C, const double *mean, const double *inv,
-                             int gs, int cg, const T *gamma, const double *sums,
-                             const double *count, const double *a12, int nzg, T *dx)
-{
-  bwd_apply_kernel<T, N, MK><<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean, inv,
-                                                         gs, cg, gamma, sums, count, a12, nzg, dx);
-}
-
-template <typename T, int N, int MK>
-static int bwd_apply_geo(const ops_t *o, size_t rows, int C, int nz, opc_geo_t *g)
-{
-  *g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1,
-                    fit_blocks<bwd_apply_kernel<T, N, MK>>());
-  return 0;
-}
-
 /* The kernel for the mask's kind (specialised like the backward statistics: no registers for
- * the other kinds' operands), at the vector width the pointers allow. */
+ * the other kinds' operands), on the geometry its register count allows. */
+template <typename T, int N, int MK>
+static void bwd_apply_as(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows,
+                         int C, int nz, const double *mean, const double *inv, int gs, int cg,
+                         const T *gamma, const double *sums, const double *count,
+                         const double *a12, int nzg, T *dx)
+{
+  opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1,
+                             fit_blocks<bwd_apply_kernel<T, N, MK>>());
+  bwd_apply_kernel<T, N, MK><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
+      dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+}
+
 template <typename T, int N>
 static void bwd_apply_run(const ops_t *o, int mkind, const T *dy, relu_mask<T> mk, const T *x,
                           size_t rows, int C, int nz, const double *mean, const double *inv,
                           int gs, int cg, const T *gamma, const double *sums, const double *count,
                           const double *a12, int nzg, T *dx)
 {
-  opc_geo_t g;
-  cudaStream_t st = opc_ctx(o)->stream;
-#define BWD_APPLY_AS(MK)                                                                       \
-  do {                                                                                         \
-    bwd_apply_geo<T, N, MK>(o, rows, C, nz, &g);                                               \
-    bwd_apply_launch<T, N, MK>(g, st, dy, mk, x, rows, C, mean, inv, gs, cg, gamma, sums,      \
-                               count, a12, nzg, dx);                                           \
-  } while (0)
-  if (mkind == MASK_Y) BWD_APPLY_AS(MASK_Y);
-  else if (mkind == MASK_AFFINE) BWD_APPLY_AS(MASK_AFFINE);
-  else BWD_APPLY_AS(MASK_NONE);
-#undef BWD_APPLY_AS
+  if (mkind == MASK_Y)
+    bwd_apply_as<T, N, MASK_Y>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
+                               a12, nzg, dx);
+  else if (mkind == MASK_AFFINE)
+    bwd_apply_as<T, N, MASK_AFFINE>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
+                                    count, a12, nzg, dx);
+  else
+    bwd_apply_as<T, N, MASK_NONE>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
+                                  count, a12, nzg, dx);
 }
 
 template <typename T>
@@ -551,9 +543,8 @@ static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, s
    * thread (86 registers, 2 blocks per SM); 4 channels leave room for 3 and more rows in flight */
   const int V = 4;
   const T *mask = mk.y;
-  int N = C % V || ((uintptr_t)dy | (uintptr_t)mask | (uintptr_t)x | (uintptr_t)dx) % (V * sizeof(T))
-              ? 1
-              : V;
+  const uintptr_t addr = (uintptr_t)dy | (uintptr_t)mask | (uintptr_t)x | (uintptr_t)dx;
+  int N = C % V || addr % (V * sizeof(T)) ? 1 : V;
   const int mkind = mk.y ? MASK_Y : mk.gamma ? MASK_AFFINE : MASK_NONE;
   if (N == V)
     bwd_apply_run<T, V>(o, mkind, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,

@@ -1,8 +1,8 @@
 /* optim_cuda.cu — fused optimizer updates over the flat f32 parameter buffer (SGD with momentum
  * and Nesterov, AdamW) from f32 or 16-bit gradients, optionally writing the 16-bit working copy
- * of the weights in the same pass, and the non-finite check behind fp16 loss scaling. One pass, 16-byte accesses; the
- * arithmetic is optim_cpu.c's, with explicit roundings (_rn) so no multiply-add is fused and
- * the results match the CPU reference to the last bit or nearly so. */
+ * of the weights in the same pass, and the non-finite check behind fp16 loss scaling. One
+ * pass, 16-byte accesses; the arithmetic is optim_cpu.c's, with explicit roundings (_rn) so no
+ * multiply-add is fused and the results match the CPU reference to the last bit or nearly so. */
 #include "config.h"
 
 #include <stdio.h>

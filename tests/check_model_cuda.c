@@ -2,7 +2,8 @@
  * CPU: initial parameters, loss and gradients of a training step in fp32 (TF32), BatchNorm and
  * GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and that a
  * second step learns; the CUDA-graph step against the eager one, and the trainer's updates
- * (model_update, working-precision gradients) against optim_step, bit for bit. Exits 77 (SKIP) without a GPU, like check_ops_cuda. */
+ * (model_update, working-precision gradients) against optim_step, bit for bit. Exits 77 (SKIP)
+ * without a GPU, like check_ops_cuda. */
 #include "config.h"
 
 #include "src/model/amp.h"

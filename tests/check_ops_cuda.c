@@ -125,7 +125,8 @@ START_TEST(test_concat)
       CPU_OK(cpu.concat_fwd(&cpu, NULL, ca, b, cb, P, rz));
       for (size_t p = 0; p < P; p++)
         for (int c = 0; c < ca + cb; c++)
-          ck_assert(rz[p * (ca + cb) + c] == (c < ca ? z[p * (ca + cb) + c] : ry[p * (ca + cb) + c]));
+          ck_assert(rz[p * (ca + cb) + c] ==
+                    (c < ca ? z[p * (ca + cb) + c] : ry[p * (ca + cb) + c]));
       void *gz = up(z, P * (ca + cb));
       GPU_OK(gpu.concat_fwd(&gpu, NULL, ca, gb, cb, P, gz));
       EXACT(down(gz, P * (ca + cb)), rz, P * (ca + cb), "concat of b's part only");
@@ -560,16 +561,18 @@ static void optim_16bit_case(int kind, ops_dtype_t gdt, size_t at)
     ck_assert_msg(rc == 0, "%s", err);
   }
   if (kind < 2) optim_cpu_sgd(p + at, g + at, m + at, k, 0.05, 1e-4, 0.9, kind, 0.5);
-  else optim_cpu_adamw(p + at, g + at, m + at, v + at, k, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002, 0.5);
+  else
+    optim_cpu_adamw(p + at, g + at, m + at, v + at, k, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.19, 0.002,
+                    0.5);
   float *hp = down_raw(d[1][0], n * 4);
   CLOSE(hp + at, p + at, k, 1e-6, "parameters from 16-bit gradients against the CPU reference");
   for (int b = 0; b < 3; b++)
-    ck_assert_msg(memcmp((float *)down_raw(d[0][b], n * 4) + at, (float *)down_raw(d[1][b], n * 4) + at,
-                         k * 4) == 0,
+    ck_assert_msg(memcmp((float *)down_raw(d[0][b], n * 4) + at,
+                         (float *)down_raw(d[1][b], n * 4) + at, k * 4) == 0,
                   "kind %d, %s gradients at %zu: buffer %d differs from the f32-gradient update",
                   kind, gdt == OPS_BF16 ? "bf16" : "f16", at, b);
-  ck_assert(memcmp((uint16_t *)down_raw(low[0], n * 2) + at, (uint16_t *)down_raw(low[1], n * 2) + at,
-                   k * 2) == 0);
+  ck_assert(memcmp((uint16_t *)down_raw(low[0], n * 2) + at,
+                   (uint16_t *)down_raw(low[1], n * 2) + at, k * 2) == 0);
   free(g16);
   free_all();
 }

@@ -171,14 +171,11 @@ int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw
   char *err = c->err;
   size_t errlen = c->errlen;
   const ops_t *o = c->ops;
+  if (l->kind != MODEL_NORM_GROUP) return layer_norm_recompute_ld(c, l, n, hw, x, y, l->C);
   const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
-  const char *name = c->params[l->gamma_id].name;
-  if (l->kind == MODEL_NORM_GROUP)
-    CHECK_OPS(c->ops,
-              o->gn_fwd(o, x, n, hw, l->C, l->G, LAYER_NORM_EPS, gamma, beta, 1, y, l->saved),
-              name);
-  else
-    CHECK_OPS(c->ops, o->bn_apply(o, x, (size_t)n * hw, l->C, l->saved, gamma, beta, 1, y), name);
+  CHECK_OPS(c->ops,
+            o->gn_fwd(o, x, n, hw, l->C, l->G, LAYER_NORM_EPS, gamma, beta, 1, y, l->saved),
+            c->params[l->gamma_id].name);
   return 0;
 }
 

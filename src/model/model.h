@@ -42,9 +42,10 @@ typedef struct {
                                    compute dtype, in one buffer the optimizer reads as they are
                                    (model_update): no f32 gradients (model_grads is NULL), so no
                                    accumulation and no loss-scale check; a grads_ready hook
-                                   gets the working ones (DDP all-reducing them in bf16). The same update bit for bit (widening
-                                   is exact), without a cast per layer, and half the gradients'
-                                   memory. 0 (the default): f32 gradients. fp32: no effect. */
+                                   gets the working ones (DDP all-reducing them in bf16). The
+                                   same update bit for bit (widening is exact), without a cast
+                                   per layer, and half the gradients' memory. 0 (the default):
+                                   f32 gradients. fp32: no effect. */
 } model_config_t;
 
 /* Hooks through which data parallelism plugs into forward/backward. Any may be NULL.
