@@ -62,14 +62,5 @@ in_collective() {
   return 1
 }
 
-# gone PID...: true when none of the processes exists any more (zombies count as gone).
-gone() {
-  for p in "$@"; do
-    st=$(ps -o stat= -p "$p" 2>/dev/null) || continue
-    case $st in Z*) ;; *) return 1 ;; esac
-  done
-  return 0
-}
-
 # no_segment PID: nothing of launcher PID left in /dev/shm.
 no_segment() { ! ls /dev/shm 2>/dev/null | grep -q "^shmddp-$1-"; }

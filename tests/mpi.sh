@@ -88,7 +88,8 @@ for trial in "2 3" "1 5"; do
   [ "$ms" -lt 5000 ] || bad "$name: the job took $ms ms to end"
   grep -Eq "process rank $victim_rank with PID .* exited on signal 9|\(pid $victim\) was killed by signal 9" "$tmp/kill.log" ||
     bad "$name: no message names it"
-  for p in $pids; do gone "$p" 2>/dev/null || { alive "$p" && bad "$name: rank pid $p still runs"; }; done
+  # mpirun can return while its daemon is still reaping the ranks: wait (bounded) for them to end.
+  wait_for -t 10 gone $pids || for p in $pids; do alive "$p" && bad "$name: rank pid $p still runs 10 s after the job ended"; done
   [ -n "$segs" ] || bad "$name: no shmddp segment seen in the ranks' maps"
   for s in $segs; do [ ! -e "$s" ] || bad "$name: $s is left in /dev/shm"; done
   echo "$name: job exit $rc after $ms ms; $(echo $segs | wc -w) segment(s) mapped, none left"

@@ -15,6 +15,15 @@ alive() {
   return 0
 }
 
+# gone PID...: true when none of the processes exists any more (zombies count as gone).
+gone() {
+  for p in "$@"; do
+    st=$(ps -o stat= -p "$p" 2>/dev/null) || continue
+    case $st in Z*) ;; *) return 1 ;; esac
+  done
+  return 0
+}
+
 # wait_for [-t SECONDS] CMD...: runs CMD every 20 ms until it succeeds (0), or SECONDS
 # (default WAIT_LIMIT) have passed (1).
 wait_for() {
