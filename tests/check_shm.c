@@ -14,6 +14,7 @@
 
 #include "collectives/comm.h"
 #include "shm/barrier.h"
+#include "shm/blake2s.h"
 #include "shm/numa.h"
 #include "shm/segment.h"
 #include "shm/timeutil.h"
@@ -113,8 +114,14 @@ START_TEST(segment_refuses_bad_sizes_with_advice)
   ck_assert_ptr_nonnull(strstr(err, "1 to 8"));
   ck_assert_int_eq(shm_segment_create(&seg, 9, 1 << 20, 5, err, sizeof err), SHMDDP_ERR_INVALID);
   ck_assert_int_eq(shm_segment_create(&seg, 2, 100, 5, err, sizeof err), SHMDDP_ERR_INVALID);
-  /* far more than any /dev/shm holds: refused up front, with the container advice */
+  /* beyond the largest slot: refused as such, before any size arithmetic */
   ck_assert_int_eq(shm_segment_create(&seg, 8, (size_t)1 << 44, 5, err, sizeof err),
+                   SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(err, "too large: use at most 65536 MiB"));
+  ck_assert_int_eq(shm_segment_create(&seg, 2, SIZE_MAX - 4095, 5, err, sizeof err),
+                   SHMDDP_ERR_INVALID);
+  /* far more than any /dev/shm holds: refused up front, with the container advice */
+  ck_assert_int_eq(shm_segment_create(&seg, 8, SHM_MAX_SLOT_BYTES, 5, err, sizeof err),
                    SHMDDP_ERR_NOSPACE);
   ck_assert_ptr_nonnull(strstr(err, "--shm-size"));
   ck_assert_int_eq(test_count_segments(getpid()), 0);
@@ -439,12 +446,58 @@ START_TEST(numa_node_from_sysfs)
 }
 END_TEST
 
+/* ---- the keyed hash behind join ids ---- */
+
+static void hex_of(const uint8_t *b, size_t n, char *out)
+{
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* RFC 7693 appendix B, and keyed vectors made with Python's hashlib.blake2s (an independent
+ * implementation): key = bytes 0..31 (0..15 for the 16-byte case), message = bytes 0, 1, 2, ...
+ * of the given length; the lengths cross the 64-byte block boundary both ways. */
+START_TEST(blake2s_matches_reference_vectors)
+{
+  static const struct {
+    size_t keylen, msglen, outlen;
+    const char *hex;
+  } v[] = {
+    {32, 0, 32, "48a8997da407876b3d79c0d92325ad3b89cbb754d86ab71aee047ad345fd2c49"},
+    {32, 1, 32, "40d15fee7c328830166ac3f918650f807e7e01e177258cdc0a39b11f598066f1"},
+    {32, 63, 32, "c65382513f07460da39833cb666c5ed82e61b9e998f4b0c4287cee56c3cc9bcd"},
+    {32, 64, 32, "8975b0577fd35566d750b362b0897a26c399136df07bababbde6203ff2954ed4"},
+    {32, 65, 32, "21fe0ceb0052be7fb0f004187cacd7de67fa6eb0938d927677f2398c132317a8"},
+    {32, 128, 32, "0c311f38c35a4fb90d651c289d486856cd1413df9b0677f53ece2cd9e477c60a"},
+    {32, 255, 32, "3fb735061abc519dfe979e54c1ee5bfad0a9d858b3315bad34bde999efd724dd"},
+    {16, 100, 16, "56301549e674c3b72a0e1dafb7a2c620"},
+  };
+  uint8_t key[32], msg[300], out[32];
+  char hex[65];
+  for (int i = 0; i < 32; i++) key[i] = (uint8_t)i;
+  for (int i = 0; i < 300; i++) msg[i] = (uint8_t)i;
+  ck_assert_int_eq(shm_blake2s(out, 32, NULL, 0, "abc", 3), 0);
+  hex_of(out, 32, hex);
+  ck_assert_str_eq(hex, "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982");
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    ck_assert_int_eq(shm_blake2s(out, v[i].outlen, key, v[i].keylen, msg, v[i].msglen), 0);
+    hex_of(out, v[i].outlen, hex);
+    ck_assert_msg(strcmp(hex, v[i].hex) == 0, "key %zu, message %zu: %s", v[i].keylen,
+                  v[i].msglen, hex);
+  }
+  ck_assert_int_eq(shm_blake2s(out, 33, key, 32, msg, 1), -1);
+  ck_assert_int_eq(shm_blake2s(out, 32, key, 33, msg, 1), -1);
+  ck_assert_int_eq(shm_ct_differ(key, key, 32), 0);
+  ck_assert_int_ne(shm_ct_differ(key, msg + 1, 32), 0);
+}
+END_TEST
+
 static Suite *shm_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("shm");
   TCase *tc = tcase_create("segment");
   tcase_add_test(tc, segment_is_unlinked_and_laid_out);
   tcase_add_test(tc, segment_refuses_bad_sizes_with_advice);
+  tcase_add_test(tc, blake2s_matches_reference_vectors);
   suite_add_tcase(s, tc);
   tc = tcase_create("launcher");
   tcase_add_checked_fixture(tc, setup, teardown);

@@ -31,11 +31,15 @@ AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export to
 
 # Communicators joined by a unique id: ranks as processes this suite starts itself, and threads.
 if HAVE_CHECK
-check_PROGRAMS += tests/check_join
-TESTS += tests/check_join
+check_PROGRAMS += tests/check_join tests/check_join_trust
+TESTS += tests/check_join tests/check_join_trust
 tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
 tests_check_join_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+# Who can get into a group: other users' attacks, names, clean-up (check_join_trust.c).
+tests_check_join_trust_SOURCES = tests/check_join_trust.c tests/join_harness.h
+tests_check_join_trust_CFLAGS = $(TEST_CFLAGS)
+tests_check_join_trust_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 
 # Across nodes over MPI (tests/mpi.sh; SKIP in a build without MPI): tests/mpi_ddp, an MPI
