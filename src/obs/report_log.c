@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "src/obs/report_log.h"
+#include "src/obs/outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -39,7 +40,7 @@ int report_log_open(report_log_t **out, const char *dir, char *err, size_t errle
   char path[2048];
   snprintf(path, sizeof path, "%s/log.jsonl", dir);
   report_log_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->f = fopen(path, "w"))) {
+  if (!l || !(l->f = outfile_fopen_private(path))) {
     snprintf(err, errlen, "%s: cannot create the log: %s", path, strerror(errno));
     free(l);
     return -1;
