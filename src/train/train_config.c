@@ -24,7 +24,8 @@ enum {
   OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
   OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
   OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
-  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_GRAD_COMM, OPT_END
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_GRAD_COMM,
+  OPT_MAX_IMAGE_PIXELS, OPT_END
 };
 
 static const struct option long_opts[] = {
@@ -53,6 +54,7 @@ static const struct option long_opts[] = {
   {"data", required_argument, 0, OPT_DATA},
   {"train-size", required_argument, 0, OPT_TRAIN_SIZE},
   {"val-size", required_argument, 0, OPT_VAL_SIZE},
+  {"max-image-pixels", required_argument, 0, OPT_MAX_IMAGE_PIXELS},
   {"workers", required_argument, 0, OPT_WORKERS},
   {"seed", required_argument, 0, OPT_SEED},
   {"out", required_argument, 0, OPT_OUT},
@@ -409,6 +411,7 @@ static void set_defaults(train_config_t *c)
                         .momentum = 0.9,
                         .synthetic = 1,
                         .seed = 1,
+                        .max_image_pixels = (long)DATA_PNG_DEFAULT_MAX_PIXELS,
                         .out_dir = "runs/latest",
                         .bucket_mb = 25,
                         .accum_steps = 1,
@@ -499,6 +502,9 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       rc = parse_long("--train-size", a, 1, 100000000L, &c->train_size, err, errlen);
       break;
     case OPT_VAL_SIZE: rc = parse_long("--val-size", a, 1, 100000000L, &c->val_size, err, errlen); break;
+    case OPT_MAX_IMAGE_PIXELS:
+      rc = parse_long("--max-image-pixels", a, 1, 268435456L, &c->max_image_pixels, err, errlen);
+      break;
     case OPT_WORKERS: rc = parse_int("--workers", a, 0, 64, &c->workers, err, errlen); break;
     case OPT_SEED: {
       char *end;
@@ -648,6 +654,9 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "  --train-size N           synthetic training samples; default: %ld (cuda), %ld (cpu)\n"
 "  --val-size N             validation samples; default: %ld (cuda), %ld (cpu) for synthetic;\n"
 "                           for DIR without val/: the last 10%% of the files by name\n"
+"  --max-image-pixels N     DIR: refuse a PNG of more pixels (checked in its header, before it is\n"
+"                           decoded; the largest image sizes every loader buffer); 1..2^28,\n"
+"                           default: %ld (8192 x 8192)\n"
 "  --workers N              loader threads per rank, 0..64 (0: load in the training thread);\n"
 "                           default: %d (cuda), %d (cpu)\n"
 "  --drop-last              drop the tail that does not divide evenly over ranks and batches;\n"
@@ -655,7 +664,7 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "                           on each epoch; this matters for small datasets)\n"
 "  --seed N                 data, augmentation and initialisation; default: 1\n\n",
           g->image_size, p->image_size, g->train_size, p->train_size, g->val_size, p->val_size,
-          g->workers, p->workers);
+          (long)DATA_PNG_DEFAULT_MAX_PIXELS, g->workers, p->workers);
   fprintf(f,
 "Optimisation:\n"
 "  --batch-size B           per device; default: %d (cuda), %d (cpu)\n"

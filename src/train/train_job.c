@@ -57,7 +57,7 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     if (rc == 0) rc = data_open_synthetic(&job->val, &sc, err, errlen);
   } else {
     rc = data_open_png_dir(&job->train, &job->val, cfg->data_dir, cfg->classes, cfg->image_size,
-                           cfg->val_size, err, errlen);
+                           cfg->max_image_pixels, cfg->val_size, err, errlen);
   }
   if (rc == 0) {
     sampler_config_t sc = {.dataset_size = job->train->size,
