@@ -24,19 +24,20 @@
 
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
+#include "shm/env.h"
 
 _Static_assert(sizeof(cuda_xchg_t) <= CUDA_XCHG_SHARE, "CUDA exchange area too large");
 
-static size_t env_bytes(const char *name, size_t dflt)
+/* A byte-count setting (shm/env.h): dflt when unset; SHMDDP_ERR_INVALID with the message when
+ * the value is not one the setting takes. */
+static shmddp_status_t env_bytes(shmddp_comm_t *comm, const char *name, size_t dflt, size_t *out)
 {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end == 'k' || *end == 'K') x <<= 10;
-  else if (*end == 'm' || *end == 'M') x <<= 20;
-  else if (*end == 'g' || *end == 'G') x <<= 30;
-  return (size_t)x;
+  uint64_t v;
+  char err[256];
+  int rc = shm_env_bytes(name, &v, err, sizeof err);
+  if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *out = rc ? (size_t)v : dflt;
+  return SHMDDP_OK;
 }
 
 cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm)
@@ -318,16 +319,21 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   /* Defaults from the 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the
    * two-shot up to 1 MiB (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot
    * (267 vs 339 GB/s at 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. */
-  s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES);
-  s->ts_max = env_bytes("SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX);
+  /* Every rank must use the same values (the environment is inherited from the launcher). */
+  char err[256];
+  long blocks = c.max_blocks > 0 ? c.max_blocks : CUDA_DIRECT_MAXB;
+  shmddp_status_t st = env_bytes(comm, "SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES, &s->direct_max);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX, &s->ts_max);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_CHUNK", 0, &s->ce_chunk_env);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_MIN", SIZE_MAX, &s->ce_min);
+  if (st == SHMDDP_OK && shm_env_count("SHMDDP_CUDA_TS_BLOCKS", &blocks, err, sizeof err) < 0)
+    st = coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  int env_p2p = 1;
+  if (st == SHMDDP_OK && shm_env_flag("SHMDDP_CUDA_P2P", &env_p2p, err, sizeof err) < 0)
+    st = coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
   if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
-  s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
-  s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", SIZE_MAX);
-  /* Every rank must use the same value (the environment is inherited from the launcher). */
-  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS",
-                                c.max_blocks > 0 ? (size_t)c.max_blocks : CUDA_DIRECT_MAXB);
-  if (s->ts_blocks < 1 || s->ts_blocks > CUDA_DIRECT_MAXB) s->ts_blocks = CUDA_DIRECT_MAXB;
-  shmddp_status_t st = init_device_memory(comm, s);
+  s->ts_blocks = blocks < 1 || blocks > CUDA_DIRECT_MAXB ? CUDA_DIRECT_MAXB : (int)blocks;
+  if (st == SHMDDP_OK) st = init_device_memory(comm, s);
   if (st == SHMDDP_OK) {
     enum cudaDriverEntryPointQueryResult q;
     void *fn = NULL;
@@ -370,9 +376,7 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     if (p != comm->rank && !s->peer_local[p]) s->all_local = 0;
   }
 
-  int want_p2p = c.p2p != 0;
-  const char *env = getenv("SHMDDP_CUDA_P2P");
-  if (env && strcmp(env, "0") == 0) want_p2p = 0;
+  int want_p2p = c.p2p != 0 && env_p2p;
   char why[256] = "P2P disabled (SHMDDP_CUDA_P2P=0 or config)";
   int ok = 0;
   if (st == SHMDDP_OK && want_p2p && comm->nranks > 1) {

@@ -88,7 +88,8 @@ typedef struct {
   size_t slot_bytes;     /* host staging bytes per rank; 0: SHMDDP_SLOT_MB or 4 MiB */
   double timeout_s;      /* how long any wait may last; 0: SHMDDP_TIMEOUT or 300 s */
   double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
-  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly; 0: 30 s */
+  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
+                            signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
   int bind_numa;         /* bind rank r to the NUMA node of GPU r (when gpus_per_rank) */
   int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */

@@ -9,13 +9,13 @@
 #include <pthread.h>
 
 #include "nccl/internal.h"
+#include "shm/env.h"
 
 static _Thread_local char tl_last[512];
 
 int nccl_debug(void)
 {
-  const char *v = getenv("SHMDDP_NCCL_DEBUG");
-  return v && *v && strcmp(v, "0") != 0;
+  return shm_env_is("SHMDDP_NCCL_DEBUG", "1");
 }
 
 ncclResult_t nccl_result(shmddp_status_t st)

@@ -10,7 +10,10 @@
  * group's abort (naming the rank and its exit status or signal); every wait loop of every other
  * rank sees that within its sleep bound (50 ms) and returns SHMDDP_ERR_ABORTED. Ranks still alive
  * after grace_s (default 2 s) are killed. The first SIGINT/SIGTERM is forwarded (ranks stop at a
- * step boundary, see shm_stop_requested); a second one, or stop_grace_s passing, kills them.
+ * step boundary and checkpoint, see shm_stop_requested); repeats are absorbed, and only
+ * stop_grace_s passing (default 30 s, SHMDDP_STOP_GRACE) kills the ranks. Supervisors signal
+ * more than once: GNU timeout sends its signal to the launcher and again to its process group,
+ * systemd and Slurm repeat theirs; killing at the second signal lost the checkpoint every time.
  *
  * A stop signal inherited as ignored stays ignored, by the launcher and by its ranks. That is the
  * old Unix rule (`if (signal(SIGINT, SIG_IGN) != SIG_IGN) ...`) and what a POSIX shell relies
@@ -42,10 +45,11 @@
 static shm_header_t *child_hdr; /* the rank's view, for its signal handler */
 static volatile sig_atomic_t child_signals;
 
-/* First SIGINT/SIGTERM: ask for a stop at the next step boundary. Second: the user insists. */
+/* SIGINT/SIGTERM: ask for a stop at the next step boundary. A repeat changes nothing: the
+ * launcher kills the rank once the stop grace has passed. */
 static void child_on_signal(int sig)
 {
-  if (child_signals++ > 0) _exit(128 + sig);
+  if (child_signals++ > 0) return;
   if (child_hdr) {
     uint32_t zero = 0;
     atomic_compare_exchange_strong(&child_hdr->stop_signal, &zero, (uint32_t)sig);
@@ -175,8 +179,8 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
   }
 
   int first_failed = -1, killed = -1, sent_kill = 0;
-  int interrupted = 0;
-  double kill_deadline = 0; /* 0: none */
+  int interrupted = 0, repeat_said = 0;
+  double stop_at = 0, kill_deadline = 0; /* 0: none */
   while (nalive > 0) {
     double now = shm_now();
     if (kill_deadline > 0 && now >= kill_deadline) {
@@ -196,17 +200,21 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
     if (sig == SIGINT || sig == SIGTERM) {
       if (!interrupted) {
         interrupted = sig;
+        stop_at = shm_now();
         atomic_store(&seg.hdr->stop_signal, (uint32_t)sig);
         shm_wake_all(&seg);
         if (!o->quiet)
-          fprintf(stderr, "%s: received %s; asking the ranks to stop (again to kill them)\n",
-                  label, strsignal(sig));
+          fprintf(stderr, "%s: received %s; asking the ranks to stop at the end of their step "
+                  "(they are killed if they have not stopped in %.0f s)\n", label,
+                  strsignal(sig), o->stop_grace_s);
         kill_all(pids, alive, o->nranks, sig);
-        double dl = shm_now() + o->stop_grace_s;
+        double dl = stop_at + o->stop_grace_s;
         if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
-      } else {
-        kill_all(pids, alive, o->nranks, SIGKILL);
-        sent_kill = 1;
+      } else if (!o->quiet && !repeat_said) {
+        repeat_said = 1;
+        fprintf(stderr, "%s: received %s again; still stopping (%.0f s left before the ranks "
+                "are killed; SIGKILL the launcher to end now)\n", label, strsignal(sig),
+                stop_at + o->stop_grace_s - shm_now());
       }
     }
     int ws;

@@ -3,7 +3,7 @@
 if HAVE_CHECK
 check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
 TESTS += tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh \
-	tests/fault_files.sh
+	tests/fault_files.sh tests/fault_signal.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
 	tests/fuzz/png_input.h tests/fuzz/segment_input.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
@@ -13,7 +13,7 @@ tests_ckpt_craft_SOURCES = tests/ckpt_craft.c
 tests_ckpt_craft_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
 endif
 EXTRA_DIST += tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_lib.sh \
-	tests/fault_files.sh
+	tests/fault_files.sh tests/fault_signal.sh
 
 # make fuzz-segment [FUZZ_SECONDS=60]: build the libFuzzer harness of the segment header a joiner
 # reads (tests/fuzz/fuzz_segment.c, with clang's ASan and UBSan) and run it from the kept inputs;

@@ -24,6 +24,16 @@ TESTS += tests/no-check.sh
 endif
 EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz \
 	tests/suite_main.h tests/failures.h tests/wait_lib.sh
+# The README's environment table is shm/env.c's (make readme-env rewrites it from the code).
+TESTS += tests/readme_env.sh
+EXTRA_DIST += tests/readme_env.sh
+.PHONY: readme-env
+readme-env: shmddp-train$(EXEEXT)
+	$(AM_V_GEN)./shmddp-train$(EXEEXT) --help-env=markdown > README.env.tmp && \
+	sed -e '/^<!-- help-env: /,/^<!-- help-env end -->/{/^<!--/!d;}' \
+	    -e '/^<!-- help-env: /r README.env.tmp' $(srcdir)/README.md > README.md.tmp && \
+	mv README.md.tmp $(srcdir)/README.md && rm -f README.env.tmp
+
 # PyTorch as the oracle of one CPU training step (SKIP where python3 cannot import torch).
 TESTS += tests/torch_oracle.sh
 EXTRA_DIST += tests/torch_oracle.sh

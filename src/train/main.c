@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shm/env.h"
 #include "shmddp.h"
 #include "src/train/dp_train.h"
-#include "src/train/params.h"
 #include "src/train/train.h"
 #include "src/train/train_mpi.h"
 
@@ -25,7 +25,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
-  if (params_check_env(environ, stderr, err, sizeof err) != 0) {
+  if (shm_env_check_environ(environ, "train", stderr, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }

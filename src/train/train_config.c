@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shm/env.h"
 #include "src/data/data.h"
-#include "src/train/params.h"
 
 enum {
   OPT_DEVICE = 256, OPT_NPROC, OPT_MODE, OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN,
@@ -72,7 +72,7 @@ static const struct option long_opts[] = {
   {"deterministic", required_argument, 0, OPT_DETERMINISTIC},
   {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
   {"help", no_argument, 0, 'h'},
-  {"help-env", no_argument, 0, OPT_HELP_ENV},
+  {"help-env", optional_argument, 0, OPT_HELP_ENV},
   {0, 0, 0, 0}};
 
 /* Defaults per device: the GPU ones are the reference configuration of BENCHMARKS.md (4 epochs:
@@ -435,7 +435,12 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     if (ch >= OPT_DEVICE && ch < OPT_END) set[ch] = 1;
     switch (ch) {
     case 'h': train_config_usage(out, m); return 1;
-    case OPT_HELP_ENV: params_print(out); return 1;
+    case OPT_HELP_ENV: /* --help-env=markdown: the README's table */
+      if (a && strcmp(a, "markdown") != 0)
+        return usage_error(err, errlen, "--help-env takes no value, or =markdown");
+      if (a) shm_env_print_markdown(out);
+      else shm_env_print(out);
+      return 1;
     case '?':
       if (optopt >= OPT_DEVICE)
         return usage_error(err, errlen, "option '%s' takes no value; run with --help",
