@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
+#include "shm/shmfile.h"
 
 _Static_assert(sizeof(cuda_xchg_t) <= CUDA_XCHG_SHARE, "CUDA exchange area too large");
 
@@ -78,48 +78,38 @@ static void register_abort_word(shmddp_comm_t *comm, cuda_state_t *s)
                                              ((uintptr_t)&comm->seg->hdr->abort_status - lo));
 }
 
-/* Host-staged transport: rank 0 creates a shared-memory object, the others open it by name
- * (passed in the exchange area), rank 0 unlinks it once all have it mapped. */
+/* Host-staged transport: rank 0 creates the shared memory (shm/shmfile.h: unnamed, reserved,
+ * 0600) and passes its path in the exchange area; the others map it after checking its owner,
+ * mode and size; rank 0 lets go of it once all have it mapped. */
 static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
 {
   cuda_xchg_t *x0 = cuda_xchg(comm, 0);
   size_t bytes = (size_t)comm->nranks * CUDA_STAGED_REGION;
   int fd = -1;
+  char err[384];
   if (comm->rank == 0) {
-    unsigned char r[8] = {0};
-    if (getrandom(r, sizeof r, 0) < 0) memcpy(r, &s, sizeof r < sizeof s ? sizeof r : sizeof s);
-    snprintf(x0->staged_name, sizeof x0->staged_name, "/shmddp-staged-%d-%02x%02x%02x%02x%02x%02x",
-             (int)getpid(), r[0], r[1], r[2], r[3], r[4], r[5]);
-    fd = shm_open(x0->staged_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
-      int e = errno;
-      close(fd);
-      shm_unlink(x0->staged_name);
-      fd = -1;
-      errno = e;
-    }
-    if (fd < 0) {
-      shmddp_status_t st = coll_error(comm, SHMDDP_ERR_SYSTEM,
-                                      "cannot create %zu bytes of host staging memory (%s): %s",
-                                      bytes, x0->staged_name, strerror(errno));
-      shm_abort(comm->seg, SHMDDP_ERR_SYSTEM, 0, "%s", comm->last_error);
+    shmddp_status_t st = shm_file_create(bytes, &fd, x0->staged_name, sizeof x0->staged_name,
+                                         err, sizeof err);
+    if (st != SHMDDP_OK) {
+      coll_error(comm, st, "rank 0: host staging memory: %s", err);
+      shm_abort(comm->seg, st, 0, "%s", comm->last_error);
       return st;
     }
   }
   shmddp_status_t st = shmddp_barrier(comm);
   if (st != SHMDDP_OK) {
-    if (fd >= 0) { close(fd); shm_unlink(x0->staged_name); }
+    if (fd >= 0) shm_file_forget(fd, x0->staged_name);
     return st;
   }
-  if (comm->rank != 0) fd = shm_open(x0->staged_name, O_RDWR, 0600);
-  void *map = fd >= 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  int err = errno;
-  if (fd >= 0) close(fd);
+  void *map = NULL;
+  char path[sizeof x0->staged_name];
+  memcpy(path, x0->staged_name, sizeof path); /* shared memory: copied, then used */
+  path[sizeof path - 1] = 0;
+  shmddp_status_t mst = shm_file_map(path, bytes, &map, err, sizeof err);
+  if (mst != SHMDDP_OK) shm_abort(comm->seg, mst, comm->rank, "rank %d: %s", comm->rank, err);
   st = shmddp_barrier(comm);
-  if (comm->rank == 0) shm_unlink(x0->staged_name);
-  if (map == MAP_FAILED)
-    return coll_error(comm, SHMDDP_ERR_SYSTEM, "rank %d cannot map the host staging memory: %s",
-                      comm->rank, strerror(err));
+  if (comm->rank == 0) shm_file_forget(fd, path);
+  if (mst != SHMDDP_OK) return coll_error(comm, mst, "rank %d: %s", comm->rank, err);
   s->staged_map = map;
   s->staged_bytes = bytes;
   if (st != SHMDDP_OK) return st;

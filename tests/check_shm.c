@@ -16,6 +16,7 @@
 #include "shm/barrier.h"
 #include "shm/blake2s.h"
 #include "shm/env.h"
+#include "shm/shmfile.h"
 #include "shm/numa.h"
 #include "shm/segment.h"
 #include "shm/timeutil.h"
@@ -453,6 +454,50 @@ START_TEST(repeated_sigterm_is_absorbed)
 }
 END_TEST
 
+/* ---- shared-memory files for peers (the CUDA transport's host staging) ---- */
+
+START_TEST(staging_file_is_reserved_private_and_checked)
+{
+  const size_t bytes = (size_t)3 << 20;
+  int fd = -1;
+  char path[SHM_FILE_PATH_MAX], err[512];
+  ck_assert_msg(shm_file_create(bytes, &fd, path, sizeof path, err, sizeof err) == SHMDDP_OK,
+                "%s", err);
+  struct stat sb;
+  ck_assert_int_eq(fstat(fd, &sb), 0);
+  ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+  /* Reserved, not sparse: a full /dev/shm fails here, not later with SIGBUS. */
+  ck_assert_msg((size_t)sb.st_blocks * 512 >= bytes, "%lld of %zu bytes reserved",
+                (long long)sb.st_blocks * 512, bytes);
+  /* Unnamed where /dev/shm offers O_TMPFILE: nothing a crash could leave behind. */
+  if (strncmp(path, "/proc/", 6) == 0) ck_assert_int_eq(test_count_prefix("shmddp-staged-"), 0);
+  /* A peer process maps it by the path and sees what the maker wrote. */
+  void *mine = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ck_assert_ptr_ne(mine, MAP_FAILED);
+  strcpy((char *)mine + bytes - 16, "from the maker");
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *peer = NULL;
+    if (shm_file_map(path, bytes, &peer, err, sizeof err) != SHMDDP_OK) _exit(1);
+    _exit(strcmp((char *)peer + bytes - 16, "from the maker") == 0 ? 0 : 2);
+  }
+  int ws;
+  ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+  ck_assert_int_eq(WEXITSTATUS(ws), 0);
+  /* What the maker did not announce is not mapped: another size, a mode granting others. */
+  void *peer = NULL;
+  ck_assert_int_eq(shm_file_map(path, bytes + 4096, &peer, err, sizeof err), SHMDDP_ERR_INVALID);
+  ck_assert_msg(strstr(err, "not what its maker announced"), "%s", err);
+  ck_assert_int_eq(fchmod(fd, 0644), 0);
+  ck_assert_int_eq(shm_file_map(path, bytes, &peer, err, sizeof err), SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(err, "mode 0644"));
+  munmap(mine, bytes);
+  shm_file_forget(fd, path);
+  ck_assert_int_ne(shm_file_map(path, bytes, &peer, err, sizeof err), SHMDDP_OK);
+  ck_assert_int_eq(test_count_prefix("shmddp-staged-"), 0);
+}
+END_TEST
+
 /* ---- the environment table and its reader ---- */
 
 START_TEST(env_reader_refuses_junk_range_and_overflow)
@@ -640,6 +685,7 @@ static Suite *shm_suite(const suite_env_t *env)
   tcase_add_test(tc, segment_refuses_bad_sizes_with_advice);
   tcase_add_test(tc, blake2s_matches_reference_vectors);
   tcase_add_test(tc, env_reader_refuses_junk_range_and_overflow);
+  tcase_add_test(tc, staging_file_is_reserved_private_and_checked);
   suite_add_tcase(s, tc);
   tc = tcase_create("launcher");
   tcase_add_checked_fixture(tc, setup, teardown);
