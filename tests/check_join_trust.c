@@ -19,7 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +42,53 @@
 
 /* ---- worker mode: one rank that joins, then leaves ---- */
 
+/* From now on poll() and ppoll() fail with EIO in every thread of this process (seccomp). */
+static int break_poll(void)
+{
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __NR_poll
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_poll, 2, 0),
+#else
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ppoll, 2, 0),
+#endif
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ppoll, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EIO),
+  };
+  struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+}
+
+/* "pollfail": joined, the watcher's poll breaks, then a call waits for a peer that is alive
+ * but never calls: only the watcher's report can end it before the timeout. "idle": joins and
+ * stays until the harness has the other's result. */
+static int worker_scenario(const char *scenario, const worker_env_t *w, shmddp_comm_t *comm)
+{
+  char text[1024];
+  if (strcmp(scenario, "pollfail") == 0) {
+    if (break_poll() != 0) {
+      snprintf(text, sizeof text, "seccomp %s", strerror(errno));
+      write_file(w->dir, w->rank, "result", text);
+      return 77;
+    }
+    double t0 = shm_now();
+    float x = 1;
+    shmddp_status_t st = shmddp_all_reduce(comm, &x, &x, 1, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST);
+    snprintf(text, sizeof text, "call %d %.3f %s", (int)st, shm_now() - t0,
+             shmddp_comm_last_error(comm));
+    write_file(w->dir, w->rank, "result", text);
+    return 0;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank0.result", w->dir);
+  double deadline = shm_now() + HANG_BOUND_S;
+  while (access(path, F_OK) != 0 && shm_now() < deadline) shm_sleep(0.01);
+  write_file(w->dir, w->rank, "result", "idle");
+  return 0;
+}
+
 static int worker_main(void)
 {
   worker_env_t w;
@@ -49,6 +101,12 @@ static int worker_main(void)
   cfg.slot_bytes = 64 << 10;
   shmddp_comm_t *comm = NULL;
   shmddp_status_t st = shmddp_comm_init_rank_config(&comm, w.nranks, w.id, w.rank, &cfg);
+  const char *scenario = getenv("SHMDDP_TEST_WORKER");
+  if (st == SHMDDP_OK && strcmp(scenario, "join") != 0) {
+    int rc = worker_scenario(scenario, &w, comm);
+    shmddp_comm_destroy(comm);
+    return rc;
+  }
   char text[1024];
   snprintf(text, sizeof text, "init %d %s", (int)st, st == SHMDDP_OK ? "" : shmddp_last_error());
   if (st == SHMDDP_OK) st = shmddp_barrier(comm);
@@ -431,6 +489,34 @@ START_TEST(reused_pid_does_not_keep_a_dead_group)
 }
 END_TEST
 
+/* ---- the peer watcher ---- */
+
+START_TEST(failing_watcher_is_reported)
+{
+  group_t g;
+  group_new(&g);
+  pid_t p1 = spawn_rank(&g, "idle", 2, 1, "60");
+  pid_t p0 = spawn_rank(&g, "pollfail", 2, 0, "60");
+  int w0 = wait_exit(p0);
+  const char *res = wait_file(&g, 0, "result");
+  if (WIFEXITED(w0) && WEXITSTATUS(w0) == 77) {
+    printf("check_join_trust: failing_watcher_is_reported: SKIP: %s\n", res);
+    wait_exit(p1);
+    group_done(&g);
+    return;
+  }
+  int st = -1;
+  double took = 99;
+  sscanf(res, "call %d %lf", &st, &took);
+  /* Before: the watcher thread ended silently and the call waited out its 60 s timeout. */
+  ck_assert_msg(st != SHMDDP_OK && st != SHMDDP_ERR_TIMEOUT && strstr(res, "peer watcher failed"),
+                "%s", res);
+  ck_assert_msg(took < 20, "the failure was reported after %.1f s", took);
+  wait_exit(p1);
+  group_done(&g);
+}
+END_TEST
+
 static Suite *join_trust_suite(const suite_env_t *env)
 {
   (void)env;
@@ -443,6 +529,7 @@ static Suite *join_trust_suite(const suite_env_t *env)
   tcase_add_test(tc, own_segment_granting_others_access_is_refused);
   tcase_add_test(tc, killed_creator_leaves_nothing_and_live_groups_stay);
   tcase_add_test(tc, reused_pid_does_not_keep_a_dead_group);
+  tcase_add_test(tc, failing_watcher_is_reported);
   suite_add_tcase(s, tc);
   if (geteuid() == 0) {
     tc = tcase_create("other_user");
