@@ -8,7 +8,10 @@ set -u
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout(1) here"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-F="$SHORT --nproc 2 --workers 0 --steps 100000 --epochs 100000"
+np=2 # on GPUs: as many as there are, at most 2
+[ "$FAULT_DEVICE" = cpu ] || { np=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$np" -gt 2 ] && np=2; }
+[ "${np:-0}" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
+F="$SHORT --nproc $np --workers 0 --steps 100000 --epochs 100000"
 out=$tmp/run
 # timeout runs the job (as a service manager would); the test signals timeout, which passes the
 # signal on exactly as it does when its time runs out (to its child, then to its group).
