@@ -283,6 +283,29 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
   return SHMDDP_OK;
 }
 
+/* The transport's settings (shm/env.h). Defaults from the 2 x H200 runs
+ * (bench/results/allreduce_2xh200*): one-shot beats the two-shot up to 1 MiB (13.6 vs 18.0 us
+ * there); the copy-engine path never beat the two-shot (267 vs 339 GB/s at 1 GiB), so auto does
+ * not pick it unless SHMDDP_CUDA_CE_MIN says so. Every rank must use the same values (the
+ * environment is inherited from the launcher). */
+static shmddp_status_t read_settings(shmddp_comm_t *comm, cuda_state_t *s, int max_blocks,
+                                     int *env_p2p)
+{
+  char err[256];
+  long blocks = max_blocks > 0 ? max_blocks : CUDA_DIRECT_MAXB;
+  shmddp_status_t st = env_bytes(comm, "SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES, &s->direct_max);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX, &s->ts_max);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_CHUNK", 0, &s->ce_chunk_env);
+  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_MIN", SIZE_MAX, &s->ce_min);
+  if (st == SHMDDP_OK && (shm_env_count("SHMDDP_CUDA_TS_BLOCKS", &blocks, err, sizeof err) < 0 ||
+                          shm_env_flag("SHMDDP_CUDA_P2P", env_p2p, err, sizeof err) < 0))
+    st = coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks)
+    s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
+  s->ts_blocks = blocks < 1 || blocks > CUDA_DIRECT_MAXB ? CUDA_DIRECT_MAXB : (int)blocks;
+  return st;
+}
+
 shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_config_t *cfg)
 {
   if (!comm) return SHMDDP_ERR_INVALID;
@@ -306,23 +329,8 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   if (!s) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->device = dev;
   s->timeout_s = c.timeout_s > 0 ? c.timeout_s : comm->timeout_s;
-  /* Defaults from the 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the
-   * two-shot up to 1 MiB (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot
-   * (267 vs 339 GB/s at 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. */
-  /* Every rank must use the same values (the environment is inherited from the launcher). */
-  char err[256];
-  long blocks = c.max_blocks > 0 ? c.max_blocks : CUDA_DIRECT_MAXB;
-  shmddp_status_t st = env_bytes(comm, "SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES, &s->direct_max);
-  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX, &s->ts_max);
-  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_CHUNK", 0, &s->ce_chunk_env);
-  if (st == SHMDDP_OK) st = env_bytes(comm, "SHMDDP_CUDA_CE_MIN", SIZE_MAX, &s->ce_min);
-  if (st == SHMDDP_OK && shm_env_count("SHMDDP_CUDA_TS_BLOCKS", &blocks, err, sizeof err) < 0)
-    st = coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
   int env_p2p = 1;
-  if (st == SHMDDP_OK && shm_env_flag("SHMDDP_CUDA_P2P", &env_p2p, err, sizeof err) < 0)
-    st = coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
-  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
-  s->ts_blocks = blocks < 1 || blocks > CUDA_DIRECT_MAXB ? CUDA_DIRECT_MAXB : (int)blocks;
+  shmddp_status_t st = read_settings(comm, s, c.max_blocks, &env_p2p);
   if (st == SHMDDP_OK) st = init_device_memory(comm, s);
   if (st == SHMDDP_OK) {
     enum cudaDriverEntryPointQueryResult q;
