@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train/train_config.h"
+#include "src/train/options.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */

@@ -17,7 +17,7 @@
 #include "src/obs/nvml_dl.h"
 #include "src/obs/run_summary.h"
 #include "src/obs/timeline.h"
-#include "src/train/train.h"
+#include "src/train/loop_ddp.h"
 #include "tests/json_mini.h"
 #include "tests/suite_main.h"
 

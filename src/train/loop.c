@@ -20,8 +20,8 @@
 #include "src/obs/progress.h"
 #include "src/obs/report_log.h"
 #include "src/obs/timeline.h"
-#include "src/train/train_ckpt.h"
-#include "src/train/train_device.h"
+#include "src/train/batch_io.h"
+#include "src/train/ckpt_state.h"
 
 /* The step's agreement: what every process contributes, summed over the processes in one call
  * (with the engine's per-process numbers behind it). */
@@ -208,8 +208,8 @@ static int save_checkpoint(run_t *r, const train_progress_t *p, char *err, size_
   char path[TRAIN_PATH_MAX + 32], desc[1024], key[1024];
   snprintf(path, sizeof path, "%s/checkpoint.ckpt", r->cfg->out_dir);
   train_config_describe(r->cfg, desc, sizeof desc);
-  train_ckpt_run_key(desc, key, sizeof key);
-  return train_ckpt_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
+  ckpt_state_run_key(desc, key, sizeof key);
+  return ckpt_state_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
 }
 
 static int setup(run_t *r, char *err, size_t errlen)
@@ -286,8 +286,8 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
   if (rc == 0 && c->resume[0]) {
     char desc[1024], key[1024];
     train_config_describe(c, desc, sizeof desc);
-    train_ckpt_run_key(desc, key, sizeof key);
-    rc = train_ckpt_load(c->resume, key, e->model, r.opt, &r.scaler, &start, err, errlen);
+    ckpt_state_run_key(desc, key, sizeof key);
+    rc = ckpt_state_load(c->resume, key, e->model, r.opt, &r.scaler, &start, err, errlen);
     if (rc == 0 && c->stop_after > 0 && c->stop_after <= start.step)
       rc = check_fail(err, errlen,
                       "--stop-after %ld: %s resumes after step %ld, past it; --stop-after counts "
@@ -470,8 +470,8 @@ int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, 
                                     .ignore_label = c->ignore_index},
                         .batch_size = batch,
                         .workers = workers,
-                        .alloc = pinned ? train_dev_host_alloc : NULL,
-                        .free = pinned ? train_dev_host_free : NULL};
+                        .alloc = pinned ? batch_io_host_alloc : NULL,
+                        .free = pinned ? batch_io_host_free : NULL};
   CHECK(loader_create(&e->loader, &lc, err, errlen));
   lc.data = job->val;
   lc.augment.random = 0;

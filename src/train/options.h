@@ -1,8 +1,8 @@
-/* train_config.h — the whole trainer configuration and its command line. Everything is parsed
+/* options.h — the whole trainer configuration and its command line (the option table). Everything is parsed
  * and validated here, before the launcher forks a rank or anything touches a GPU.
  * (Not named config.h: that name belongs to autoconf's header, which every file includes.) */
-#ifndef SRC_TRAIN_TRAIN_CONFIG_H
-#define SRC_TRAIN_TRAIN_CONFIG_H
+#ifndef SRC_TRAIN_OPTIONS_H
+#define SRC_TRAIN_OPTIONS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +10,7 @@
 
 #include "src/model/model.h"
 #include "src/model/optim.h"
+#include "src/train/machine.h"
 
 #define TRAIN_PATH_MAX 1024
 
@@ -63,22 +64,6 @@ typedef struct {
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
 } train_config_t;
-
-/* What the defaults depend on: the machine. Filled by train_config_probe(); tests fake it. */
-typedef struct {
-  int visible_gpus;   /* GPUs this process may use (after CUDA_VISIBLE_DEVICES) */
-  int cuda_built;     /* this binary has the CUDA backend */
-  int online_cpus;
-  int mpi_ranks;      /* started by mpirun (or another MPI launcher): its number of processes;
-                         0: not under MPI */
-  int mpi_built;      /* this binary can run across machines over MPI (--with-mpi) */
-} train_machine_t;
-
-/* Count GPUs without initialising CUDA (a CUDA context does not survive fork): the entries of
- * proc_dir (normally /proc/driver/nvidia/gpus), else the /dev/nvidiaN nodes in dev_dir, then
- * limited by cuda_visible (the CUDA_VISIBLE_DEVICES value, or NULL when unset). */
-int train_count_gpus(const char *proc_dir, const char *dev_dir, const char *cuda_visible);
-void train_config_probe(train_machine_t *machine);
 
 /* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help
  * or --help-env was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which

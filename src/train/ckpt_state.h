@@ -1,9 +1,9 @@
-/* train_ckpt.h — the training state a checkpoint holds (weights, BatchNorm statistics,
+/* ckpt_state.h — the training state a checkpoint holds (weights, BatchNorm statistics,
  * optimizer state, loss scaler, position in the data) and how the loop saves and restores it.
  * Resuming continues bit for bit: batches are a pure function of (seed, epoch, position), so
  * the position is all the data pipeline needs. */
-#ifndef SRC_TRAIN_TRAIN_CKPT_H
-#define SRC_TRAIN_TRAIN_CKPT_H
+#ifndef SRC_TRAIN_CKPT_STATE_H
+#define SRC_TRAIN_CKPT_STATE_H
 
 #include <stddef.h>
 
@@ -21,16 +21,16 @@ typedef struct {
 } train_progress_t;
 
 /* Write path atomically. run_key: the settings a resumed run must share (see
- * train_ckpt_run_key). Device buffers are staged through host memory. */
-int train_ckpt_save(const char *path, const char *run_key, model_t *m, optim_t *o,
+ * ckpt_state_run_key). Device buffers are staged through host memory. */
+int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *o,
                     const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen);
 
-/* Restore everything train_ckpt_save wrote; refuses a checkpoint of another configuration,
+/* Restore everything ckpt_state_save wrote; refuses a checkpoint of another configuration,
  * naming the setting that differs. */
-int train_ckpt_load(const char *path, const char *run_key, model_t *m, optim_t *o,
+int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *o,
                     amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen);
 
 /* The settings line minus those a resumed run may change (workers, validation size). */
-void train_ckpt_run_key(const char *describe, char *key, size_t len);
+void ckpt_state_run_key(const char *describe, char *key, size_t len);
 
 #endif

@@ -1,9 +1,9 @@
-/* train_config.c — command-line parsing (getopt_long) and validation of the trainer's settings.
+/* options.c — command-line parsing (getopt_long) and validation of the trainer's settings.
  * Defaults that depend on the machine (GPU or CPU) are resolved after parsing, so --help and the
  * errors can say what each default is on this machine. */
 #include "config.h"
 
-#include "src/train/train_config.h"
+#include "src/train/options.h"
 
 #include <dirent.h>
 #include <errno.h>

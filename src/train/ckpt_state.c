@@ -1,9 +1,9 @@
-/* train_ckpt.c — a training checkpoint as named tensors in the checkpoint format
- * (src/checkpoint.h): "params", "buffers", "optimizer", and the small "state" (steps, position,
+/* ckpt_state.c — a training checkpoint as named tensors in the checkpoint format
+ * (ckpt_file.h): "params", "buffers", "optimizer", and the small "state" (steps, position,
  * loss scaler) as f64. Values on a GPU are copied through host memory. */
 #include "config.h"
 
-#include "src/train/train_ckpt.h"
+#include "src/train/ckpt_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "src/check.h"
 #include "src/device/arena.h"
 #include "src/device/device.h"
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 
 enum { ST_STEP, ST_EPOCH, ST_TAKEN, ST_EPOCH_LOSS, ST_EPOCH_STEPS, ST_INITIAL_LOSS, ST_UPDATES,
        ST_SCALE, ST_CLEAN, ST_SKIPPED, ST_TOTAL, ST_COUNT };
@@ -28,7 +28,7 @@ static int copy(int device, void *dst, const void *src, size_t bytes, int to_hos
   return 0;
 }
 
-void train_ckpt_run_key(const char *describe, char *key, size_t len)
+void ckpt_state_run_key(const char *describe, char *key, size_t len)
 {
   static const char *const free_keys[] = {"workers=", "val_size=", NULL};
   size_t off = 0;
@@ -51,7 +51,7 @@ void train_ckpt_run_key(const char *describe, char *key, size_t len)
   }
 }
 
-int train_ckpt_save(const char *path, const char *run_key, model_t *m, optim_t *o,
+int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *o,
                     const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen)
 {
   int dev = arena_device(model_arena(m));
@@ -108,7 +108,7 @@ static void first_difference(const char *a, const char *b, char *out, size_t len
   snprintf(out, len, "the settings lines differ in length");
 }
 
-int train_ckpt_load(const char *path, const char *run_key, model_t *m, optim_t *o,
+int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *o,
                     amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen)
 {
   ckpt_t *c;

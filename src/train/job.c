@@ -1,9 +1,9 @@
-/* train_job.c — everything a run needs that can be checked before the ranks are forked: the
+/* job.c — everything a run needs that can be checked before the ranks are forked: the
  * datasets (a broken PNG stops the run here, not in epoch 3), the batch arithmetic, and the
  * output folder. */
 #include "config.h"
 
-#include "src/train/train.h"
+#include "src/train/job.h"
 
 #include <errno.h>
 #include <string.h>
