@@ -1,11 +1,14 @@
-/* options.c — command-line parsing (getopt_long) and validation of the trainer's settings.
- * Defaults that depend on the machine (GPU or CPU) are resolved after parsing, so --help and the
- * errors can say what each default is on this machine. */
+/* options.c — the trainer's option table and everything it drives: the command line
+ * (getopt_long's table is built from it), the defaults (resolve() applies each unset option's
+ * default from its row, for the device the run uses) and --help (every line printed from the
+ * rows: the flag, its value, what it does, its range and its default). A new option is one row
+ * here plus its field in train_config_t; the checks between options are in resolve(). Defaults
+ * that depend on the machine (GPU or CPU) are resolved after parsing, so --help and the errors
+ * can say what each default is on this machine. */
 #include "config.h"
 
 #include "src/train/options.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -18,80 +21,232 @@
 #include "src/data/data.h"
 #include "src/train/params.h"
 
+/* Choices are stored as their index: the enums below number their values in the order of the
+ * choice lists, and are int-sized. */
+_Static_assert(sizeof(model_device_t) == sizeof(int) && sizeof(train_mode_t) == sizeof(int) &&
+                   sizeof(model_norm_t) == sizeof(int) &&
+                   sizeof(model_precision_t) == sizeof(int) && sizeof(optim_kind_t) == sizeof(int),
+               "choice fields are stored through an int");
+
+typedef enum {
+  KIND_INT,    /* int field, an integer in [lo, hi] */
+  KIND_LONG,   /* long field, an integer in [lo, hi] */
+  KIND_DOUBLE, /* double field, a finite number in [lo, hi] ((lo, hi] with lo_open) */
+  KIND_CHOICE, /* int field: the index of the value in `choices` */
+  KIND_FLAG,   /* int field set to 1; takes no value */
+  KIND_PATH,   /* char[TRAIN_PATH_MAX] field, non-empty */
+  KIND_SEED,   /* uint64_t field */
+  KIND_WIDTHS, /* levels, widths and widths_name: a preset or a list */
+  KIND_DATA,   /* synthetic, or a directory into data_dir */
+  KIND_ACTION  /* --help, --help-env: print and stop */
+} opt_kind_t;
+
 enum {
-  OPT_DEVICE = 256, OPT_NPROC, OPT_MODE, OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN,
-  OPT_SYNC_BN_FROM, OPT_CLASSES, OPT_IMAGE_SIZE, OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_LR,
-  OPT_OPTIMIZER, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_WARMUP, OPT_PRECISION, OPT_DATA,
-  OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_SEED, OPT_OUT, OPT_BUCKET, OPT_ACCUM,
-  OPT_DROP_LAST, OPT_SAVE_EVERY, OPT_RESUME, OPT_TIMEOUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_STOP_AFTER, OPT_TIMELINE,
-  OPT_DETERMINISTIC, OPT_CUDA_GRAPH, OPT_HELP_ENV, OPT_RANKS_PER_NODE, OPT_GRAD_COMM, OPT_END
+  SEC_PROCS, SEC_MODEL, SEC_DATA, SEC_OPTIM, SEC_GPU, SEC_OUTPUT, SEC_COUNT
+};
+static const char *const section_titles[SEC_COUNT] = {
+    "Devices and processes", "Model", "Data", "Optimisation", "GPU execution", "Output"};
+
+typedef struct {
+  const char *name;   /* the flag without its dashes */
+  opt_kind_t kind;
+  size_t field;       /* offsetof in train_config_t; NO_FIELD: checked, nothing stored */
+  double lo, hi;      /* numbers: the range */
+  int lo_open;        /* KIND_DOUBLE: lo itself is not allowed */
+  const char *const *choices; /* KIND_CHOICE: the allowed values, NULL-terminated */
+  const char *arg;    /* the value as --help writes it; NULL: the choices, or no value */
+  const char *dflt;   /* the default as a command-line value (NULL: none, or computed in
+                         resolve); dflt_cpu, when set, is the CPU's */
+  const char *dflt_cpu;
+  const char *dflt_words; /* the default as --help says it, when it is computed */
+  int section;
+  const char *help;   /* what it does (more sentences after "; " or ". ") */
+} option_t;
+
+#define NO_FIELD ((size_t)-1)
+#define F(name) offsetof(train_config_t, name)
+
+enum {
+  OPT_DEVICE, OPT_NPROC, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
+  OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
+  OPT_PRECISION,
+  OPT_DATA, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
+  OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV,
+  OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
+  OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
+  OPT_OUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
+  OPT_STOP_AFTER, OPT_HELP, OPT_HELP_ENV,
+  OPT_COUNT
 };
 
-static const struct option long_opts[] = {
-  {"device", required_argument, 0, OPT_DEVICE},
-  {"nproc", required_argument, 0, OPT_NPROC},
-  {"ranks-per-node", required_argument, 0, OPT_RANKS_PER_NODE},
-  {"mode", required_argument, 0, OPT_MODE},
-  {"model", required_argument, 0, OPT_MODEL},
-  {"widths", required_argument, 0, OPT_WIDTHS},
-  {"norm", required_argument, 0, OPT_NORM},
-  {"groups", required_argument, 0, OPT_GROUPS},
-  {"sync-bn", required_argument, 0, OPT_SYNC_BN},
-  {"sync-bn-from-epoch", required_argument, 0, OPT_SYNC_BN_FROM},
-  {"classes", required_argument, 0, OPT_CLASSES},
-  {"image-size", required_argument, 0, OPT_IMAGE_SIZE},
-  {"batch-size", required_argument, 0, OPT_BATCH},
-  {"epochs", required_argument, 0, OPT_EPOCHS},
-  {"steps", required_argument, 0, OPT_STEPS},
-  {"lr", required_argument, 0, OPT_LR},
-  {"optimizer", required_argument, 0, OPT_OPTIMIZER},
-  {"momentum", required_argument, 0, OPT_MOMENTUM},
-  {"weight-decay", required_argument, 0, OPT_WD},
-  {"nesterov", no_argument, 0, OPT_NESTEROV},
-  {"warmup-steps", required_argument, 0, OPT_WARMUP},
-  {"precision", required_argument, 0, OPT_PRECISION},
-  {"data", required_argument, 0, OPT_DATA},
-  {"train-size", required_argument, 0, OPT_TRAIN_SIZE},
-  {"val-size", required_argument, 0, OPT_VAL_SIZE},
-  {"workers", required_argument, 0, OPT_WORKERS},
-  {"seed", required_argument, 0, OPT_SEED},
-  {"out", required_argument, 0, OPT_OUT},
-  {"bucket-mb", required_argument, 0, OPT_BUCKET},
-  {"grad-comm", required_argument, 0, OPT_GRAD_COMM},
-  {"accum-steps", required_argument, 0, OPT_ACCUM},
-  {"drop-last", no_argument, 0, OPT_DROP_LAST},
-  {"save-every", required_argument, 0, OPT_SAVE_EVERY},
-  {"resume", required_argument, 0, OPT_RESUME},
-  {"timeout", required_argument, 0, OPT_TIMEOUT},
-  {"log-every", required_argument, 0, OPT_LOG_EVERY},
-  {"timing-warmup", required_argument, 0, OPT_TIMING_WARMUP},
-  {"stop-after", required_argument, 0, OPT_STOP_AFTER},
-  {"timeline", required_argument, 0, OPT_TIMELINE},
-  {"deterministic", required_argument, 0, OPT_DETERMINISTIC},
-  {"cuda-graph", required_argument, 0, OPT_CUDA_GRAPH},
-  {"help", no_argument, 0, 'h'},
-  {"help-env", no_argument, 0, OPT_HELP_ENV},
-  {0, 0, 0, 0}};
+static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const mode_names[] = {"ddp", "dp", NULL};
+static const char *const model_names[] = {"unet", NULL};
+static const char *const norm_names[] = {"batch", "group", NULL};
+static const char *const onoff_names[] = {"off", "on", NULL};
+static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
 
-/* Defaults per device: the GPU ones are the reference configuration of BENCHMARKS.md (4 epochs:
- * about a minute on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the
- * CPU ones make `make train` learn the shapes in a few minutes on 2 cores. */
-typedef struct {
-  const char *widths;
-  double sgd_lr;
-  int image_size, batch_size, epochs, workers;
-  long train_size, val_size, warmup_steps, log_every;
-  model_precision_t precision;
-} device_defaults_t;
+/* The GPU defaults are the reference configuration of BENCHMARKS.md (4 epochs: about a minute
+ * on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the CPU ones make
+ * `make train` learn the shapes in a few minutes on 2 cores. */
+static const option_t options[OPT_COUNT] = {
+    [OPT_DEVICE] = {"device", KIND_CHOICE, F(device), .choices = device_names,
+                    .section = SEC_PROCS, .help = "the devices the ranks train on"},
+    [OPT_NPROC] = {"nproc", KIND_INT, F(nproc), 1, SHMDDP_MAX_RANKS, .arg = "N",
+                   .section = SEC_PROCS,
+                   .help = "ranks; 2 CPU ranks (one per core) make the default job run the DDP "
+                           "path"},
+    [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
+                            .arg = "K", .section = SEC_PROCS,
+                            .dflt_words = "the ranks of one host",
+                            .help = "under mpirun (every MPI process is one rank): ranks r/K form "
+                                    "a node (one shmddp group; MPI between nodes), so one machine "
+                                    "can stand in for several"},
+    [OPT_MODE] = {"mode", KIND_CHOICE, F(mode), .choices = mode_names, .dflt = "ddp",
+                  .section = SEC_PROCS,
+                  .help = "dp: one process drives every device, as PyTorch's DataParallel: "
+                          "gathers on device 0, per-replica BatchNorm"},
+    [OPT_TIMEOUT] = {"timeout", KIND_DOUBLE, F(timeout_s), 0, 86400, 1, .arg = "S",
+                     .dflt = "300", .section = SEC_PROCS,
+                     .help = "seconds any collective may wait for a peer"},
 
-static const device_defaults_t cpu_defaults = {
-    .widths = "16,32,64", .sgd_lr = 0.3, .image_size = 64, .batch_size = 8, .epochs = 6,
-    .workers = 1, .train_size = 1536, .val_size = 128, .warmup_steps = 30, .log_every = 10,
-    .precision = MODEL_FP32};
-static const device_defaults_t cuda_defaults = {
-    .widths = "reference", .sgd_lr = 0.1, .image_size = 256, .batch_size = 6, .epochs = 4,
-    .workers = 8, .train_size = 12000, .val_size = 600, .warmup_steps = 200, .log_every = 20,
-    .precision = MODEL_BF16};
+    [OPT_MODEL] = {"model", KIND_CHOICE, NO_FIELD, .choices = model_names, .dflt = "unet",
+                   .section = SEC_MODEL, .help = "the network"},
+    [OPT_WIDTHS] = {"widths", KIND_WIDTHS, NO_FIELD, .arg = "LIST|PRESET", .dflt = "reference",
+                    .dflt_cpu = "16,32,64", .section = SEC_MODEL,
+                    .help = "channels per level, e.g. 32,64,128, or tiny (8,16,32), small "
+                            "(16,32,64,128), reference (64,...,1024)"},
+    [OPT_NORM] = {"norm", KIND_CHOICE, F(norm), .choices = norm_names, .dflt = "batch",
+                  .section = SEC_MODEL, .help = "BatchNorm or GroupNorm"},
+    [OPT_GROUPS] = {"groups", KIND_INT, F(groups), 1, 4096, .arg = "G", .section = SEC_MODEL,
+                    .dflt_words = "the most (<= 8) dividing every width",
+                    .help = "GroupNorm groups"},
+    [OPT_SYNC_BN] = {"sync-bn", KIND_CHOICE, F(sync_bn), .choices = onoff_names,
+                     .section = SEC_MODEL, .dflt_words = "on with --norm batch",
+                     .help = "a few images per device give noisy batch statistics; SyncBN "
+                             "computes them over the global batch"},
+    [OPT_SYNC_BN_FROM] = {"sync-bn-from-epoch", KIND_INT, F(sync_bn_from_epoch), 0, 1000000,
+                          .arg = "E", .dflt = "0", .section = SEC_MODEL,
+                          .help = "local BatchNorm before epoch E, SyncBN from it"},
+    [OPT_CLASSES] = {"classes", KIND_INT, F(classes), 2, 255, .arg = "K", .dflt = "4",
+                     .section = SEC_MODEL,
+                     .help = "output classes (mask value 255 is ignored); synthetic data draws "
+                             "labels 0..7 (more classes: a wider head, unused labels)"},
+    [OPT_PRECISION] = {"precision", KIND_CHOICE, F(precision), .choices = precision_names,
+                       .dflt = "bf16", .dflt_cpu = "fp32", .section = SEC_MODEL,
+                       .help = "bf16 and fp16 keep fp32 master weights; fp16 scales the loss"},
+
+    [OPT_DATA] = {"data", KIND_DATA, NO_FIELD, .arg = "synthetic|DIR", .dflt = "synthetic",
+                  .section = SEC_DATA,
+                  .help = "synthetic: procedural shapes; DIR holds images/*.png and masks/*.png "
+                          "with the same names (and optionally val/images, val/masks)"},
+    [OPT_IMAGE_SIZE] = {"image-size", KIND_INT, F(image_size), 8, 8192, .arg = "S",
+                        .dflt = "256", .dflt_cpu = "64", .section = SEC_DATA,
+                        .help = "crop size in pixels"},
+    [OPT_TRAIN_SIZE] = {"train-size", KIND_LONG, F(train_size), 1, 100000000, .arg = "N",
+                        .dflt = "12000", .dflt_cpu = "1536", .section = SEC_DATA,
+                        .help = "synthetic training samples"},
+    [OPT_VAL_SIZE] = {"val-size", KIND_LONG, F(val_size), 1, 100000000, .arg = "N",
+                      .dflt = "600", .dflt_cpu = "128", .section = SEC_DATA,
+                      .dflt_words = "600 (cuda), 128 (cpu) for synthetic; for DIR without "
+                                    "val/: the last 10% of the files by name",
+                      .help = "validation samples"},
+    [OPT_WORKERS] = {"workers", KIND_INT, F(workers), 0, 64, .arg = "N", .dflt = "8",
+                     .dflt_cpu = "1", .section = SEC_DATA,
+                     .help = "loader threads per rank (0: load in the training thread)"},
+    [OPT_DROP_LAST] = {"drop-last", KIND_FLAG, F(drop_last), .section = SEC_DATA,
+                       .dflt_words = "off (pad by repeating samples, so every sample is trained "
+                                     "on each epoch; this matters for small datasets)",
+                       .help = "drop the tail that does not divide evenly over ranks and "
+                               "batches"},
+    [OPT_SEED] = {"seed", KIND_SEED, F(seed), .arg = "N", .dflt = "1", .section = SEC_DATA,
+                  .help = "data, augmentation and initialisation"},
+
+    [OPT_BATCH] = {"batch-size", KIND_INT, F(batch_size), 1, 4096, .arg = "B", .dflt = "6",
+                   .dflt_cpu = "8", .section = SEC_OPTIM, .help = "images per device"},
+    [OPT_EPOCHS] = {"epochs", KIND_INT, F(epochs), 1, 1000000, .arg = "E", .dflt = "4",
+                    .dflt_cpu = "6", .section = SEC_OPTIM, .help = "passes over the data"},
+    [OPT_STEPS] = {"steps", KIND_LONG, F(steps), 0, 1000000000, .arg = "N", .dflt = "0",
+                   .section = SEC_OPTIM, .help = "stop after N optimizer steps (0: no cap)"},
+    [OPT_OPTIMIZER] = {"optimizer", KIND_CHOICE, F(optimizer), .choices = optimizer_names,
+                       .dflt = "sgd", .section = SEC_OPTIM, .help = "SGD or AdamW"},
+    [OPT_LR] = {"lr", KIND_DOUBLE, F(lr), 0, 10, 1, .arg = "LR", .dflt = "0.1", .dflt_cpu = "0.3",
+                .section = SEC_OPTIM,
+                .dflt_words = "sgd 0.1 (cuda), 0.3 (cpu); adamw 0.002",
+                .help = "peak learning rate"},
+    [OPT_MOMENTUM] = {"momentum", KIND_DOUBLE, F(momentum), 0, 0.999999, .arg = "M",
+                      .dflt = "0.9", .section = SEC_OPTIM, .help = "SGD momentum, AdamW beta1"},
+    [OPT_WD] = {"weight-decay", KIND_DOUBLE, F(weight_decay), 0, 10, .arg = "W", .dflt = "1e-4",
+                .section = SEC_OPTIM, .dflt_words = "1e-4 (sgd), 0.01 (adamw)",
+                .help = "decoupled for AdamW"},
+    [OPT_NESTEROV] = {"nesterov", KIND_FLAG, F(nesterov), .section = SEC_OPTIM,
+                      .dflt_words = "off", .help = "Nesterov momentum (sgd)"},
+    [OPT_WARMUP] = {"warmup-steps", KIND_LONG, F(warmup_steps), 0, 1000000000, .arg = "N",
+                    .dflt = "200", .dflt_cpu = "30", .section = SEC_OPTIM,
+                    .dflt_words = "200 (cuda), 30 (cpu), at most a fifth of the run",
+                    .help = "linear warm-up, then cosine decay"},
+    [OPT_ACCUM] = {"accum-steps", KIND_INT, F(accum_steps), 1, 4096, .arg = "K", .dflt = "1",
+                   .section = SEC_OPTIM,
+                   .help = "micro-batches per optimizer step (all-reduce on the last)"},
+    [OPT_BUCKET] = {"bucket-mb", KIND_DOUBLE, F(bucket_mb), 0, 4096, 1, .arg = "MB",
+                    .dflt = "25", .section = SEC_OPTIM,
+                    .help = "gradient bucket size for the all-reduce"},
+    [OPT_GRAD_COMM] = {"grad-comm", KIND_CHOICE, F(grad_comm_bf16), .choices = grad_comm_names,
+                       .dflt = "f32", .section = SEC_OPTIM,
+                       .help = "the gradients' type in the all-reduce (--mode ddp, 2+ ranks): "
+                               "bf16 halves the bytes; each rank's gradient is rounded to bf16, "
+                               "the average is taken in f32 and rounded once (--precision bf16: "
+                               "the bf16 gradients as backward wrote them, with no f32 copy)"},
+
+    [OPT_DETERMINISTIC] = {"deterministic", KIND_CHOICE, F(deterministic),
+                           .choices = onoff_names, .dflt = "on", .section = SEC_GPU,
+                           .help = "on: cuDNN's deterministic convolution algorithms, chosen by "
+                                   "its heuristics, so two runs (and a resumed run) are "
+                                   "bit-identical; off: time every algorithm at start and take "
+                                   "the fastest (like cudnn.benchmark), results may differ in "
+                                   "the last bits"},
+    [OPT_CUDA_GRAPH] = {"cuda-graph", KIND_CHOICE, F(cuda_graph), .choices = onoff_names,
+                        .dflt = "on", .section = SEC_GPU,
+                        .help = "capture the training step (forward, loss, backward, gradient "
+                                "all-reduce) once and replay it as a CUDA graph: one launch per "
+                                "step instead of hundreds; used for full batches without "
+                                "accumulation or a timeline (fp16: captured again when the loss "
+                                "scale changes)"},
+
+    [OPT_OUT] = {"out", KIND_PATH, F(out_dir), .arg = "DIR", .dflt = "runs/latest",
+                 .section = SEC_OUTPUT,
+                 .help = "summary.json and the per-step log (log.jsonl)"},
+    [OPT_LOG_EVERY] = {"log-every", KIND_LONG, F(log_every), 1, 1000000000, .arg = "N",
+                       .dflt = "20", .dflt_cpu = "10", .section = SEC_OUTPUT,
+                       .help = "steps between progress lines"},
+    [OPT_TIMING_WARMUP] = {"timing-warmup", KIND_LONG, F(timing_warmup), 1, 1000000,
+                           .arg = "N", .dflt = "1", .section = SEC_OUTPUT,
+                           .help = "steps left out of images/s (first touches, algorithm "
+                                   "caches)"},
+    [OPT_TIMELINE] = {"timeline", KIND_LONG, F(timeline_steps), 0, 1000, .arg = "N",
+                      .dflt = "0", .section = SEC_OUTPUT,
+                      .help = "trace N steps after the timing warm-up into "
+                              "DIR/timeline-rank<r>.json (Chrome trace / Perfetto)"},
+    [OPT_SAVE_EVERY] = {"save-every", KIND_LONG, F(save_every), 0, 1000000000, .arg = "N",
+                        .dflt = "0", .section = SEC_OUTPUT,
+                        .help = "write DIR/checkpoint.ckpt every N steps and at the end "
+                                "(atomically: a crash never leaves a partial one); 0: only when "
+                                "stopped by SIGINT/SIGTERM or --stop-after"},
+    [OPT_RESUME] = {"resume", KIND_PATH, F(resume), .arg = "PATH", .section = SEC_OUTPUT,
+                    .help = "continue from a checkpoint, bit for bit, with the same settings"},
+    [OPT_STOP_AFTER] = {"stop-after", KIND_LONG, F(stop_after), 0, 1000000000, .arg = "N",
+                        .dflt = "0", .section = SEC_OUTPUT,
+                        .help = "stop after step N with a checkpoint, as if interrupted (0: "
+                                "off); N counts from the start of training like the log's "
+                                "steps, so a resumed run needs an N past the step it resumes "
+                                "at"},
+    [OPT_HELP] = {"help", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
+                  .help = "this text (also -h)"},
+    [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
+                      .help = "the environment variables shmddp reads, with their defaults"},
+};
 
 static const struct {
   const char *name;
@@ -102,7 +257,6 @@ static const struct {
   {.name = "small", .levels = 4, .widths = {16, 32, 64, 128}},
   {.name = "reference", .levels = 5, .widths = {64, 128, 256, 512, 1024}},
 };
-
 
 /* A bad flag or value: the message, and 2 (train_config_parse's answer for it). */
 static int usage_error(char *err, size_t errlen, const char *fmt, ...)
@@ -147,15 +301,6 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
   return 0;
 }
 
-static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err,
-                     size_t errlen)
-{
-  long v;
-  int rc = parse_long(flag, s, lo, hi, &v, err, errlen);
-  if (rc == 0) *out = (int)v;
-  return rc;
-}
-
 /* lo_open: the lower bound itself is not allowed. */
 static int parse_double(const char *flag, const char *s, double lo, int lo_open, double hi,
                         double *out, char *err, size_t errlen)
@@ -170,18 +315,26 @@ static int parse_double(const char *flag, const char *s, double lo, int lo_open,
   return 0;
 }
 
+static void choice_list(const char *const *names, char *buf, size_t len)
+{
+  buf[0] = 0;
+  for (int i = 0; names[i]; i++) {
+    strncat(buf, i ? "|" : "", len - strlen(buf) - 1);
+    strncat(buf, names[i], len - strlen(buf) - 1);
+  }
+}
+
 static int parse_choice(const char *flag, const char *s, const char *const *names, int *out,
                         char *err, size_t errlen)
 {
-  char allowed[256] = "";
   for (int i = 0; names[i]; i++) {
     if (strcmp(s, names[i]) == 0) {
       *out = i;
       return 0;
     }
-    strncat(allowed, i ? "|" : "", sizeof allowed - strlen(allowed) - 1);
-    strncat(allowed, names[i], sizeof allowed - strlen(allowed) - 1);
   }
+  char allowed[256];
+  choice_list(names, allowed, sizeof allowed);
   return usage_error(err, errlen, "%s: '%s' is not allowed: choose %s", flag, s, allowed);
 }
 
@@ -192,6 +345,18 @@ static int parse_path(const char *flag, const char *s, char *out, char *err, siz
     return usage_error(err, errlen, "%s: the path is longer than %d bytes", flag,
                        TRAIN_PATH_MAX - 1);
   strcpy(out, s);
+  return 0;
+}
+
+static int parse_seed(const char *s, uint64_t *out, char *err, size_t errlen)
+{
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno || end == s || *end || s[0] == '-')
+    return usage_error(err, errlen, "--seed: '%s' is not allowed: give an integer from 0 to %llu",
+                       s, (unsigned long long)UINT64_MAX);
+  *out = v;
   return 0;
 }
 
@@ -228,32 +393,50 @@ static int parse_widths(const char *s, train_config_t *c, char *err, size_t errl
   return 0;
 }
 
-/* ---- parse and validate ---- */
-
-static const char *const device_names[] = {"cpu", "cuda", NULL};
-static const char *const mode_names[] = {"ddp", "dp", NULL};
-static const char *const norm_names[] = {"batch", "group", NULL};
-static const char *const onoff_names[] = {"off", "on", NULL};
-static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
-static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
-static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
-
-static int resolve(train_config_t *c, const unsigned char *set, const train_machine_t *m,
-                   char *err, size_t errlen)
+/* Option o's value s into its field of c. */
+static int parse_value(const option_t *o, const char *s, train_config_t *c, char *err,
+                       size_t errlen)
 {
-  if (!set[OPT_DEVICE]) c->device = default_device(m);
-  if (c->device == MODEL_DEVICE_CUDA) {
-    if (!m->cuda_built)
-      return usage_error(err, errlen,
-                         "--device cuda: this build has no CUDA backend (configured "
-                         "without CUDA); use --device cpu, or reconfigure with the CUDA toolkit");
-    if (m->visible_gpus == 0)
-      return usage_error(
-          err, errlen,
-          "--device cuda: no GPU is visible (no /proc/driver/nvidia/gpus "
-          "entries or /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+  char flag[64];
+  snprintf(flag, sizeof flag, "--%s", o->name);
+  void *field = o->field == NO_FIELD ? NULL : (char *)c + o->field;
+  long v = 0;
+  int rc, choice = 0;
+  switch (o->kind) {
+  case KIND_INT:
+    rc = parse_long(flag, s, (long)o->lo, (long)o->hi, &v, err, errlen);
+    if (rc == 0) *(int *)field = (int)v;
+    return rc;
+  case KIND_LONG: return parse_long(flag, s, (long)o->lo, (long)o->hi, field, err, errlen);
+  case KIND_DOUBLE: return parse_double(flag, s, o->lo, o->lo_open, o->hi, field, err, errlen);
+  case KIND_CHOICE:
+    rc = parse_choice(flag, s, o->choices, &choice, err, errlen);
+    if (rc == 0 && field) *(int *)field = choice;
+    return rc;
+  case KIND_FLAG: *(int *)field = 1; return 0;
+  case KIND_PATH: return parse_path(flag, s, field, err, errlen);
+  case KIND_SEED: return parse_seed(s, field, err, errlen);
+  case KIND_WIDTHS: return parse_widths(s, c, err, errlen);
+  case KIND_DATA:
+    c->synthetic = strcmp(s, "synthetic") == 0;
+    return c->synthetic ? 0 : parse_path(flag, s, c->data_dir, err, errlen);
+  case KIND_ACTION: break;
   }
-  const device_defaults_t *dd = c->device == MODEL_DEVICE_CUDA ? &cuda_defaults : &cpu_defaults;
+  return usage_error(err, errlen, "internal error: option --%s has no parser", o->name);
+}
+
+/* Option o's default on device d (NULL: none in the table). */
+static const char *option_default(const option_t *o, model_device_t d)
+{
+  return d == MODEL_DEVICE_CPU && o->dflt_cpu ? o->dflt_cpu : o->dflt;
+}
+
+/* ---- resolve: the machine's defaults and the checks between options ---- */
+
+/* The device and the number of ranks: from the machine, or checked against it. */
+static int resolve_ranks(train_config_t *c, const unsigned char *set, const train_machine_t *m,
+                         char *err, size_t errlen)
+{
   if (m->mpi_ranks > 0) { /* every MPI process is one rank; the nodes share out the GPUs */
     if (!m->mpi_built)
       return usage_error(err, errlen,
@@ -274,35 +457,61 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
                          "would round every step's partial sum to bf16, which is not tested); "
                          "under mpirun leave it out (f32)");
     c->nproc = m->mpi_ranks;
-  } else {
-    if (set[OPT_RANKS_PER_NODE])
-      return usage_error(err, errlen, "--ranks-per-node: only under mpirun (mpirun -np N "
-                         "shmddp-train --ranks-per-node K ...)");
-    if (!set[OPT_NPROC])
-      c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
-    if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
+    return 0;
   }
-  if (m->mpi_ranks == 0 && c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
+  if (set[OPT_RANKS_PER_NODE])
+    return usage_error(err, errlen, "--ranks-per-node: only under mpirun (mpirun -np N "
+                       "shmddp-train --ranks-per-node K ...)");
+  if (!set[OPT_NPROC])
+    c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
+  if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
+  if (c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
     return usage_error(err, errlen,
                        "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
                        "%d (rank r drives GPU r)",
                        c->nproc, c->nproc, m->visible_gpus, m->visible_gpus == 1 ? "is" : "are",
                        m->visible_gpus);
-  if (!set[OPT_WIDTHS]) parse_widths(dd->widths, c, err, errlen);
-  if (!set[OPT_IMAGE_SIZE]) c->image_size = dd->image_size;
-  if (!set[OPT_BATCH]) c->batch_size = dd->batch_size;
-  if (!set[OPT_EPOCHS]) c->epochs = dd->epochs;
-  if (!set[OPT_WORKERS]) c->workers = dd->workers;
-  if (!set[OPT_TRAIN_SIZE]) c->train_size = dd->train_size;
-  if (!set[OPT_VAL_SIZE]) c->val_size = c->synthetic ? dd->val_size : 0;
-  if (!set[OPT_WARMUP]) c->warmup_steps = dd->warmup_steps;
-  c->warmup_auto = !set[OPT_WARMUP];
-  if (!set[OPT_LOG_EVERY]) c->log_every = dd->log_every;
-  if (!set[OPT_TIMING_WARMUP]) c->timing_warmup = 1;
-  if (!set[OPT_PRECISION]) c->precision = dd->precision;
-  if (!set[OPT_LR]) c->lr = c->optimizer == OPTIM_ADAMW ? 2e-3 : dd->sgd_lr;
-  if (!set[OPT_WD]) c->weight_decay = c->optimizer == OPTIM_ADAMW ? 0.01 : 1e-4;
+  return 0;
+}
 
+static int resolve_device(train_config_t *c, const unsigned char *set, const train_machine_t *m,
+                          char *err, size_t errlen)
+{
+  if (!set[OPT_DEVICE]) c->device = default_device(m);
+  if (c->device != MODEL_DEVICE_CUDA) return 0;
+  if (!m->cuda_built)
+    return usage_error(err, errlen,
+                       "--device cuda: this build has no CUDA backend (configured "
+                       "without CUDA); use --device cpu, or reconfigure with the CUDA toolkit");
+  if (m->visible_gpus == 0)
+    return usage_error(
+        err, errlen,
+        "--device cuda: no GPU is visible (no /proc/driver/nvidia/gpus "
+        "entries or /dev/nvidiaN, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+  return 0;
+}
+
+/* Every option not given takes its row's default for the run's device; then the defaults that
+ * depend on other options. */
+static void apply_defaults(train_config_t *c, const unsigned char *set)
+{
+  char err[256];
+  for (int i = 0; i < OPT_COUNT; i++) {
+    const char *d = option_default(&options[i], c->device);
+    if (set[i] || !d) continue;
+    if (i == OPT_VAL_SIZE && !c->synthetic) continue; /* a directory: 10 % (data_open_png_dir) */
+    if (parse_value(&options[i], d, c, err, sizeof err) != 0) abort(); /* a bad table row */
+  }
+  c->warmup_auto = !set[OPT_WARMUP];
+  if (c->optimizer == OPTIM_ADAMW) { /* the rows' defaults are SGD's */
+    if (!set[OPT_LR]) c->lr = 2e-3;
+    if (!set[OPT_WD]) c->weight_decay = 0.01;
+  }
+}
+
+/* The image size against the levels, the normalisation against its options. */
+static int resolve_model(train_config_t *c, const unsigned char *set, char *err, size_t errlen)
+{
   int div = 1 << (c->levels - 1);
   if (c->image_size % div != 0)
     return usage_error(err, errlen,
@@ -314,7 +523,6 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
                        "--image-size: %d leaves the deepest of %d levels smaller than "
                        "2x2; use at least %d or fewer --widths",
                        c->image_size, c->levels, 2 * div);
-
   if (c->norm == MODEL_NORM_GROUP) {
     if (set[OPT_SYNC_BN] && c->sync_bn)
       return usage_error(err, errlen,
@@ -350,36 +558,43 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
                        "--sync-bn-from-epoch: %d is not before the last epoch (%d epochs "
                        "run, numbered from 0); give 0 to %d",
                        c->sync_bn_from_epoch, c->epochs, c->epochs - 1);
-
-  if (!c->synthetic && (set[OPT_TRAIN_SIZE]))
-    return usage_error(err, errlen,
-                       "--train-size: only for --data synthetic (a directory's size is "
-                       "the number of its images)");
-
-  if (c->nesterov && c->optimizer != OPTIM_SGD)
-    return usage_error(err, errlen, "--nesterov: only for --optimizer sgd");
-  if (c->nesterov && c->momentum == 0)
-    return usage_error(err, errlen, "--nesterov: needs --momentum > 0");
-
-  if (c->mode == TRAIN_MODE_DP && c->grad_comm_bf16)
-    return usage_error(err, errlen,
-                       "--grad-comm bf16: DataParallel sums the replicas' gradients on one "
-                       "device, there is no all-reduce to narrow; use --mode ddp");
-
-  if (c->mode == TRAIN_MODE_DP &&
-      (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
-    return usage_error(
-        err, errlen,
-        "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
-        "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
-
   /* The model's own limits (e.g. the CPU backend computes in fp32 only). */
   model_config_t mc;
   train_config_model(c, 0, &mc);
   char merr[384];
   if (model_config_validate(&mc, merr, sizeof merr) != 0)
     return usage_error(err, errlen, "%s", merr);
+  return 0;
+}
 
+/* What the data, the optimizer and the mode allow together. */
+static int resolve_combinations(const train_config_t *c, const unsigned char *set, char *err,
+                                size_t errlen)
+{
+  if (!c->synthetic && (set[OPT_TRAIN_SIZE]))
+    return usage_error(err, errlen,
+                       "--train-size: only for --data synthetic (a directory's size is "
+                       "the number of its images)");
+  if (c->nesterov && c->optimizer != OPTIM_SGD)
+    return usage_error(err, errlen, "--nesterov: only for --optimizer sgd");
+  if (c->nesterov && c->momentum == 0)
+    return usage_error(err, errlen, "--nesterov: needs --momentum > 0");
+  if (c->mode == TRAIN_MODE_DP && c->grad_comm_bf16)
+    return usage_error(err, errlen,
+                       "--grad-comm bf16: DataParallel sums the replicas' gradients on one "
+                       "device, there is no all-reduce to narrow; use --mode ddp");
+  if (c->mode == TRAIN_MODE_DP &&
+      (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
+    return usage_error(
+        err, errlen,
+        "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
+        "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
+  return 0;
+}
+
+/* The files and folders named: what stat() can tell before anything starts. */
+static int resolve_paths(const train_config_t *c, char *err, size_t errlen)
+{
   struct stat st;
   if (!c->synthetic) {
     if (stat(c->data_dir, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -398,154 +613,69 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
   return 0;
 }
 
-static void set_defaults(train_config_t *c)
+static int resolve(train_config_t *c, const unsigned char *set, const train_machine_t *m,
+                   char *err, size_t errlen)
 {
-  *c = (train_config_t){.mode = TRAIN_MODE_DDP,
-                        .model = "unet",
-                        .norm = MODEL_NORM_BATCH,
-                        .groups = 8,
-                        .classes = 4,
-                        .optimizer = OPTIM_SGD,
-                        .momentum = 0.9,
-                        .synthetic = 1,
-                        .seed = 1,
-                        .out_dir = "runs/latest",
-                        .bucket_mb = 25,
-                        .accum_steps = 1,
-                        .timeout_s = 300,
-                        .ignore_index = 255,
-                        .deterministic = 1,
-                        .cuda_graph = 1};
+  int rc = resolve_device(c, set, m, err, errlen);
+  if (rc == 0) {
+    apply_defaults(c, set);
+    rc = resolve_ranks(c, set, m, err, errlen);
+  }
+  if (rc == 0) rc = resolve_model(c, set, err, errlen);
+  if (rc == 0) rc = resolve_combinations(c, set, err, errlen);
+  if (rc == 0) rc = resolve_paths(c, err, errlen);
+  return rc;
+}
+
+/* ---- the command line ---- */
+
+/* getopt_long's table, made from the options' rows: option i answers 256 + i. */
+static const struct option *getopt_table(void)
+{
+  static struct option t[OPT_COUNT + 1];
+  if (!t[0].name)
+    for (int i = 0; i < OPT_COUNT; i++)
+      t[i] = (struct option){.name = options[i].name,
+                             .has_arg = options[i].kind == KIND_FLAG ||
+                                                options[i].kind == KIND_ACTION
+                                            ? no_argument
+                                            : required_argument,
+                             .val = 256 + i};
+  return t;
 }
 
 int train_config_parse(train_config_t *c, int argc, char **argv, const train_machine_t *m,
                        FILE *out, char *err, size_t errlen)
 {
-  set_defaults(c);
-  unsigned char set[OPT_END] = {0};
-  int rc = 0, ch, idx;
+  *c = (train_config_t){.model = "unet", .ignore_index = 255};
+  unsigned char set[OPT_COUNT] = {0};
+  int ch;
   optind = 0; /* also resets getopt's state, so tests can parse several command lines */
   opterr = 0;
-  while (rc == 0 && (ch = getopt_long(argc, argv, ":h", long_opts, &idx)) != -1) {
-    int v = 0;
-    const char *a = optarg;
-    if (ch >= OPT_DEVICE && ch < OPT_END) set[ch] = 1;
-    switch (ch) {
-    case 'h': train_config_usage(out, m); return 1;
-    case OPT_HELP_ENV: params_print(out); return 1;
-    case '?':
-      if (optopt >= OPT_DEVICE)
+  while ((ch = getopt_long(argc, argv, ":h", getopt_table(), NULL)) != -1) {
+    if (ch == '?') {
+      if (optopt >= 256)
         return usage_error(err, errlen, "option '%s' takes no value; run with --help",
                            argv[optind - 1]);
       return usage_error(err, errlen, "unknown option '%s'; run with --help for the list",
                          argv[optind - 1]);
-    case ':':
+    }
+    if (ch == ':')
       return usage_error(err, errlen, "option '%s' needs a value; run with --help",
                          argv[optind - 1]);
-    case OPT_DEVICE:
-      rc = parse_choice("--device", a, device_names, &v, err, errlen);
-      c->device = v ? MODEL_DEVICE_CUDA : MODEL_DEVICE_CPU;
-      break;
-    case OPT_NPROC: rc = parse_int("--nproc", a, 1, SHMDDP_MAX_RANKS, &c->nproc, err, errlen); break;
-    case OPT_RANKS_PER_NODE:
-      rc = parse_int("--ranks-per-node", a, 1, SHMDDP_MAX_RANKS, &c->ranks_per_node, err, errlen);
-      break;
-    case OPT_MODE:
-      rc = parse_choice("--mode", a, mode_names, &v, err, errlen);
-      c->mode = v ? TRAIN_MODE_DP : TRAIN_MODE_DDP;
-      break;
-    case OPT_MODEL: {
-      static const char *const models[] = {"unet", NULL};
-      rc = parse_choice("--model", a, models, &v, err, errlen);
-      break;
+    int id = ch == 'h' ? OPT_HELP : ch - 256;
+    if (id == OPT_HELP) {
+      train_config_usage(out, m);
+      return 1;
     }
-    case OPT_WIDTHS: rc = parse_widths(a, c, err, errlen); break;
-    case OPT_NORM:
-      rc = parse_choice("--norm", a, norm_names, &v, err, errlen);
-      c->norm = v ? MODEL_NORM_GROUP : MODEL_NORM_BATCH;
-      break;
-    case OPT_GROUPS: rc = parse_int("--groups", a, 1, 4096, &c->groups, err, errlen); break;
-    case OPT_SYNC_BN: rc = parse_choice("--sync-bn", a, onoff_names, &c->sync_bn, err, errlen); break;
-    case OPT_SYNC_BN_FROM:
-      rc = parse_int("--sync-bn-from-epoch", a, 0, 1000000, &c->sync_bn_from_epoch, err, errlen);
-      break;
-    case OPT_CLASSES: rc = parse_int("--classes", a, 2, 255, &c->classes, err, errlen); break;
-    case OPT_IMAGE_SIZE: rc = parse_int("--image-size", a, 8, 8192, &c->image_size, err, errlen); break;
-    case OPT_BATCH: rc = parse_int("--batch-size", a, 1, 4096, &c->batch_size, err, errlen); break;
-    case OPT_EPOCHS: rc = parse_int("--epochs", a, 1, 1000000, &c->epochs, err, errlen); break;
-    case OPT_STEPS: rc = parse_long("--steps", a, 0, 1000000000L, &c->steps, err, errlen); break;
-    case OPT_LR: rc = parse_double("--lr", a, 0, 1, 10, &c->lr, err, errlen); break;
-    case OPT_OPTIMIZER:
-      rc = parse_choice("--optimizer", a, optimizer_names, &v, err, errlen);
-      c->optimizer = v ? OPTIM_ADAMW : OPTIM_SGD;
-      break;
-    case OPT_MOMENTUM:
-      rc = parse_double("--momentum", a, 0, 0, 0.999999, &c->momentum, err, errlen);
-      break;
-    case OPT_WD: rc = parse_double("--weight-decay", a, 0, 0, 10, &c->weight_decay, err, errlen); break;
-    case OPT_NESTEROV: c->nesterov = 1; break;
-    case OPT_WARMUP:
-      rc = parse_long("--warmup-steps", a, 0, 1000000000L, &c->warmup_steps, err, errlen);
-      break;
-    case OPT_PRECISION:
-      rc = parse_choice("--precision", a, precision_names, &v, err, errlen);
-      c->precision = v == 1 ? MODEL_BF16 : v == 2 ? MODEL_FP16 : MODEL_FP32;
-      break;
-    case OPT_DATA:
-      c->synthetic = strcmp(a, "synthetic") == 0;
-      if (!c->synthetic) rc = parse_path("--data", a, c->data_dir, err, errlen);
-      break;
-    case OPT_TRAIN_SIZE:
-      rc = parse_long("--train-size", a, 1, 100000000L, &c->train_size, err, errlen);
-      break;
-    case OPT_VAL_SIZE: rc = parse_long("--val-size", a, 1, 100000000L, &c->val_size, err, errlen); break;
-    case OPT_WORKERS: rc = parse_int("--workers", a, 0, 64, &c->workers, err, errlen); break;
-    case OPT_SEED: {
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(a, &end, 0);
-      if (errno || end == a || *end || a[0] == '-')
-        rc = usage_error(err, errlen, "--seed: '%s' is not allowed: give an integer from 0 to %llu",
-                         a, (unsigned long long)UINT64_MAX);
-      c->seed = s;
-      break;
+    if (id == OPT_HELP_ENV) {
+      params_print(out);
+      return 1;
     }
-    case OPT_OUT: rc = parse_path("--out", a, c->out_dir, err, errlen); break;
-    case OPT_BUCKET: rc = parse_double("--bucket-mb", a, 0, 1, 4096, &c->bucket_mb, err, errlen); break;
-    case OPT_GRAD_COMM:
-      rc = parse_choice("--grad-comm", a, grad_comm_names, &v, err, errlen);
-      c->grad_comm_bf16 = v == 1;
-      break;
-    case OPT_ACCUM: rc = parse_int("--accum-steps", a, 1, 4096, &c->accum_steps, err, errlen); break;
-    case OPT_DROP_LAST: c->drop_last = 1; break;
-    case OPT_SAVE_EVERY:
-      rc = parse_long("--save-every", a, 0, 1000000000L, &c->save_every, err, errlen);
-      break;
-    case OPT_RESUME: rc = parse_path("--resume", a, c->resume, err, errlen); break;
-    case OPT_TIMEOUT: rc = parse_double("--timeout", a, 0, 1, 86400, &c->timeout_s, err, errlen); break;
-    case OPT_LOG_EVERY:
-      rc = parse_long("--log-every", a, 1, 1000000000L, &c->log_every, err, errlen);
-      break;
-    case OPT_STOP_AFTER:
-      rc = parse_long("--stop-after", a, 0, 1000000000L, &c->stop_after, err, errlen);
-      break;
-    case OPT_TIMING_WARMUP:
-      rc = parse_long("--timing-warmup", a, 1, 1000000L, &c->timing_warmup, err, errlen);
-      break;
-    case OPT_TIMELINE:
-      rc = parse_long("--timeline", a, 0, 1000, &c->timeline_steps, err, errlen);
-      break;
-    case OPT_DETERMINISTIC:
-      rc = parse_choice("--deterministic", a, onoff_names, &c->deterministic, err, errlen);
-      break;
-    case OPT_CUDA_GRAPH:
-      rc = parse_choice("--cuda-graph", a, onoff_names, &c->cuda_graph, err, errlen);
-      break;
-    default:
-      return usage_error(err, errlen, "internal error: unhandled option %d", ch);
-    }
+    set[id] = 1;
+    int rc = parse_value(&options[id], optarg, c, err, errlen);
+    if (rc) return rc;
   }
-  if (rc) return rc;
   if (optind < argc)
     return usage_error(err, errlen,
                        "unexpected argument '%s': every setting is a --flag; run with --help",
@@ -604,106 +734,93 @@ void train_config_describe(const train_config_t *c, char *buf, size_t len)
            c->deterministic, c->grad_comm_bf16 ? "bf16" : "f32");
 }
 
+
+/* ---- --help, printed from the rows ---- */
+
+#define HELP_WIDTH 98
+#define HELP_INDENT 27
+
+/* text after `used` columns, wrapped at HELP_WIDTH, continued at HELP_INDENT. */
+static void print_wrapped(FILE *f, int used, const char *text)
+{
+  int col = used, first = 1; /* first: of a line */
+  const char *p = text;
+  while (*p) {
+    size_t n = strcspn(p, " ");
+    if (!first && col + 1 + (int)n > HELP_WIDTH) {
+      fprintf(f, "\n%*s", HELP_INDENT, "");
+      col = HELP_INDENT;
+      first = 1;
+    }
+    if (!first) {
+      fputc(' ', f);
+      col++;
+    }
+    first = 0;
+    fprintf(f, "%.*s", (int)n, p);
+    col += (int)n;
+    p += n;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', f);
+}
+
+/* The range of a number as --help gives it; nothing for the caps of a million and more, which
+ * only guard against typos. */
+static void range_words(const option_t *o, char *buf, size_t len)
+{
+  buf[0] = 0;
+  if (o->kind == KIND_INT || o->kind == KIND_LONG) {
+    if (o->hi < 1e6) snprintf(buf, len, " [%g, %g]", o->lo, o->hi);
+  } else if (o->kind == KIND_DOUBLE) {
+    snprintf(buf, len, " %c%g, %g]", o->lo_open ? '(' : '[', o->lo, o->hi);
+  }
+}
+
+/* Option id's default in words, on machine m. */
+static void default_words(int id, const train_machine_t *m, char *buf, size_t len)
+{
+  const option_t *o = &options[id];
+  buf[0] = 0;
+  if (id == OPT_DEVICE)
+    snprintf(buf, len, "%s on this machine (%d GPU%s visible%s)",
+             train_device_name(default_device(m)), m->visible_gpus,
+             m->visible_gpus == 1 ? "" : "s", m->cuda_built ? "" : ", built without CUDA");
+  else if (id == OPT_NPROC)
+    snprintf(buf, len, "every visible GPU (cuda), %d here for cpu", default_cpu_nproc(m));
+  else if (o->dflt_words)
+    snprintf(buf, len, "%s", o->dflt_words);
+  else if (o->dflt_cpu)
+    snprintf(buf, len, "%s (cuda), %s (cpu)", o->dflt, o->dflt_cpu);
+  else if (o->dflt)
+    snprintf(buf, len, "%s", o->dflt);
+  else if (o->kind == KIND_FLAG)
+    snprintf(buf, len, "off");
+}
+
+static void print_option(FILE *f, int id, const train_machine_t *m)
+{
+  const option_t *o = &options[id];
+  char arg[128] = "", range[64], dflt[256], text[1024];
+  if (o->kind == KIND_CHOICE) choice_list(o->choices, arg, sizeof arg);
+  else if (o->arg) snprintf(arg, sizeof arg, "%s", o->arg);
+  int used = fprintf(f, "  --%s%s%s", o->name, arg[0] ? " " : "", arg);
+  used += fprintf(f, "%*s", used < HELP_INDENT ? HELP_INDENT - used : 1, "");
+  range_words(o, range, sizeof range);
+  default_words(id, m, dflt, sizeof dflt);
+  snprintf(text, sizeof text, "%s%s%s%s", o->help, range, dflt[0] ? "; default: " : "", dflt);
+  print_wrapped(f, used, text);
+}
+
 void train_config_usage(FILE *f, const train_machine_t *m)
 {
-  const device_defaults_t *g = &cuda_defaults, *p = &cpu_defaults;
-  model_device_t dev = default_device(m);
   fprintf(f,
-"usage: train [--flag value ...]\n"
-"Data-parallel training of a U-Net on the GPUs (or CPU ranks) of this machine, without NCCL.\n"
-"Defaults marked cuda/cpu depend on --device.\n\n"
-"Devices and processes:\n"
-"  --device cpu|cuda        default: %s on this machine (%d GPU%s visible%s)\n"
-"  --nproc N                ranks, 1..%d; default: every visible GPU (cuda), %d here for cpu\n"
-"                           (2 CPU ranks, one per core, so the default job runs the DDP path)\n"
-"  --ranks-per-node K       under mpirun (every MPI process is one rank): ranks r/K form a\n"
-"                           node (one shmddp group; MPI between nodes), so one machine can\n"
-"                           stand in for several; default: the ranks of one host\n"
-"  --mode ddp|dp            default: ddp (dp: one process drives every device, as PyTorch's\n"
-"                           DataParallel: gathers on device 0, per-replica BatchNorm)\n"
-"  --timeout S              seconds any collective may wait for a peer; default: 300\n\n",
-          train_device_name(dev), m->visible_gpus, m->visible_gpus == 1 ? "" : "s",
-          m->cuda_built ? "" : ", built without CUDA", SHMDDP_MAX_RANKS, default_cpu_nproc(m));
-  fprintf(f,
-"Model:\n"
-"  --model unet             default: unet\n"
-"  --widths LIST|PRESET     channels per level, e.g. 32,64,128, or tiny (8,16,32), small\n"
-"                           (16,32,64,128), reference (64,...,1024);\n"
-"                           default: %s (cuda), %s (cpu)\n"
-"  --norm batch|group       default: batch\n"
-"  --groups G               GroupNorm groups; default: the most (<= 8) dividing every width\n"
-"  --sync-bn on|off         default: on with --norm batch: a few images per device give noisy\n"
-"                           batch statistics, SyncBN computes them over the global batch\n"
-"  --sync-bn-from-epoch E   local BatchNorm before epoch E, SyncBN from it; default: 0\n"
-"  --classes K              2..255 (mask value 255 is ignored); default: 4; synthetic data\n"
-"                           draws labels 0..%d (more classes: a wider head, unused labels)\n"
-"  --precision fp32|bf16|fp16  default: %s (cuda), %s (cpu)\n\n",
-          g->widths, p->widths, DATA_SYNTH_MAX_CLASSES - 1, train_precision_name(g->precision),
-          train_precision_name(p->precision));
-  fprintf(f,
-"Data:\n"
-"  --data synthetic|DIR     default: synthetic (procedural shapes); DIR holds images/*.png and\n"
-"                           masks/*.png with the same names (and optionally val/images, val/masks)\n"
-"  --image-size S           crop size in pixels; default: %d (cuda), %d (cpu)\n"
-"  --train-size N           synthetic training samples; default: %ld (cuda), %ld (cpu)\n"
-"  --val-size N             validation samples; default: %ld (cuda), %ld (cpu) for synthetic;\n"
-"                           for DIR without val/: the last 10%% of the files by name\n"
-"  --workers N              loader threads per rank, 0..64 (0: load in the training thread);\n"
-"                           default: %d (cuda), %d (cpu)\n"
-"  --drop-last              drop the tail that does not divide evenly over ranks and batches;\n"
-"                           default: off (pad by repeating samples, so every sample is trained\n"
-"                           on each epoch; this matters for small datasets)\n"
-"  --seed N                 data, augmentation and initialisation; default: 1\n\n",
-          g->image_size, p->image_size, g->train_size, p->train_size, g->val_size, p->val_size,
-          g->workers, p->workers);
-  fprintf(f,
-"Optimisation:\n"
-"  --batch-size B           per device; default: %d (cuda), %d (cpu)\n"
-"  --epochs E               default: %d (cuda), %d (cpu)\n"
-"  --steps N                stop after N optimizer steps (0: no cap); default: 0\n"
-"  --optimizer sgd|adamw    default: sgd\n"
-"  --lr LR                  peak learning rate; default: sgd %g (cuda), %g (cpu); adamw 0.002\n"
-"  --momentum M             SGD momentum, AdamW beta1; default: 0.9\n"
-"  --weight-decay W         default: 1e-4 (sgd), 0.01 (adamw)\n"
-"  --nesterov               Nesterov momentum (sgd); default: off\n"
-"  --warmup-steps N         linear warm-up, then cosine decay; default: %ld (cuda), %ld (cpu),\n"
-"                           at most a fifth of the run\n"
-"  --accum-steps K          micro-batches per optimizer step (all-reduce on the last); default: 1\n"
-"  --bucket-mb MB           gradient bucket size for the all-reduce; default: 25\n"
-"  --grad-comm f32|bf16     the gradients' type in the all-reduce (--mode ddp, 2+ ranks): bf16\n"
-"                           halves the bytes; each rank's gradient is rounded to bf16, the\n"
-"                           average is taken in f32 and rounded once (--precision bf16: the\n"
-"                           bf16 gradients as backward wrote them, with no f32 copy); default:\n"
-"                           f32\n\n",
-          g->batch_size, p->batch_size, g->epochs, p->epochs, g->sgd_lr, p->sgd_lr, g->warmup_steps,
-          p->warmup_steps);
-  fprintf(f,
-"GPU execution:\n"
-"  --deterministic on|off   on: cuDNN's deterministic convolution algorithms, chosen by its\n"
-"                           heuristics, so two runs (and a resumed run) are bit-identical;\n"
-"                           off: time every algorithm at start and take the fastest (like\n"
-"                           cudnn.benchmark), results may differ in the last bits; default: on\n"
-"  --cuda-graph on|off      capture the training step (forward, loss, backward, gradient\n"
-"                           all-reduce) once and replay it as a CUDA graph: one launch per step\n"
-"                           instead of hundreds; used for full batches without accumulation\n"
-"                           or a timeline (fp16: captured again when the loss scale changes);\n"
-"                           default: on\n\n");
-  fprintf(f,
-"Output:\n"
-"  --out DIR                summary.json and the per-step log (log.jsonl); default: runs/latest\n"
-"  --log-every N            steps between progress lines; default: %ld (cuda), %ld (cpu)\n"
-"  --timing-warmup N        steps left out of images/s (first touches, algorithm caches);\n"
-"                           default: 1\n"
-"  --timeline N             trace N steps after the timing warm-up into\n"
-"                           DIR/timeline-rank<r>.json (Chrome trace / Perfetto); default: 0\n"
-"  --save-every N           write DIR/checkpoint.ckpt every N steps and at the end (atomically:\n"
-"                           a crash never leaves a partial one); 0: only when stopped by\n"
-"                           SIGINT/SIGTERM or --stop-after; default: 0\n"
-"  --resume PATH            continue from a checkpoint, bit for bit, with the same settings\n"
-"  --stop-after N           stop after step N with a checkpoint, as if interrupted; N counts\n"
-"                           from the start of training like the log's steps, so a resumed run\n"
-"                           needs an N past the step it resumes at; default: 0 (off)\n"
-"  --help                   this text (also -h)\n"
-"  --help-env               the environment variables shmddp reads, with their defaults\n",
-          g->log_every, p->log_every);
+          "usage: train [--flag value ...]\n"
+          "Data-parallel training of a U-Net on the GPUs (or CPU ranks) of this machine, "
+          "without NCCL.\nDefaults marked cuda/cpu depend on --device.\n");
+  for (int s = 0; s < SEC_COUNT; s++) {
+    fprintf(f, "\n%s:\n", section_titles[s]);
+    for (int i = 0; i < OPT_COUNT; i++)
+      if (options[i].section == s) print_option(f, i, m);
+  }
 }
