@@ -57,12 +57,16 @@ void progress_step(progress_t *p, long step, int epoch, double loss, double lr,
   fflush(p->f);
 }
 
-void progress_val(progress_t *p, int epoch, long step, double loss, double miou, double acc,
-                  double seconds)
+void progress_val(progress_t *p, int epoch, long step, double loss, double miou, int present,
+                  int classes, double acc, double seconds)
 {
   clear(p);
-  fprintf(p->f, "validation after epoch %d (step %ld): loss %.4f mIoU %.4f pixel acc %.4f (%.1f s)\n",
-          epoch + 1, step, loss, miou, acc, seconds);
+  char over[96] = "";
+  if (present < classes)
+    snprintf(over, sizeof over, " (over %d of %d classes: absent from the labels)", present,
+             classes);
+  fprintf(p->f, "validation after epoch %d (step %ld): loss %.4f mIoU %.4f%s pixel acc %.4f "
+          "(%.1f s)\n", epoch + 1, step, loss, miou, over, acc, seconds);
   fflush(p->f);
 }
 

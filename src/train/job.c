@@ -56,8 +56,12 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     sc.split = DATA_SPLIT_VAL;
     if (rc == 0) rc = data_open_synthetic(&job->val, &sc, err, errlen);
   } else {
-    rc = data_open_png_dir(&job->train, &job->val, cfg->data_dir, cfg->classes, cfg->image_size,
-                           cfg->val_size, err, errlen);
+    data_png_opts_t po = {.classes = cfg->classes,
+                          .min_size = cfg->image_size,
+                          .val_size = cfg->val_size,
+                          .ignore_label = cfg->ignore_index,
+                          .map = cfg->mask_mapped ? cfg->mask_map : NULL};
+    rc = data_open_png_dir_opts(&job->train, &job->val, cfg->data_dir, &po, err, errlen);
   }
   if (rc == 0) {
     sampler_config_t sc = {.dataset_size = job->train->size,

@@ -264,6 +264,20 @@ static int validate(run_t *r, long epoch, double *val_loss, double *seconds, cha
   return 0;
 }
 
+/* The datasets' label counts (scanned datasets only) into res. */
+static void count_labels(const train_job_t *job, train_result_t *res)
+{
+  const data_set_t *sets[2] = {job->train, job->val};
+  const train_config_t *c = &job->cfg;
+  res->classes = c->classes;
+  res->labels_counted = sets[0]->counted && sets[1]->counted;
+  for (int s = 0; s < 2 && res->labels_counted; s++) {
+    for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
+      res->label_pixels[s][k] = sets[s]->label_pixels[k];
+    res->ignored_pixels[s] = sets[s]->label_pixels[c->ignore_index & 255];
+  }
+}
+
 /* Rank 0: the progress, the log and the run's first lines. */
 static int open_outputs(run_t *r, char *err, size_t errlen)
 {
@@ -281,6 +295,7 @@ static int open_outputs(run_t *r, char *err, size_t errlen)
   progress_print(&r->progress, "train: %s, %zu parameters, %zu training / %zu validation "
                  "samples, %ld steps\n  %s\n  %s", who, model_num_params(e->model),
                  job->train->size, job->val->size, total, desc, plan);
+  summary_print_labels(r->out, r->res);
   return 0;
 }
 
@@ -413,6 +428,7 @@ static int validate_epoch(run_t *r, int epoch, char *err, size_t errlen)
   if (r->e->rank != 0) return 0;
   if (!r->job->quiet)
     progress_val(&r->progress, epoch, r->step, r->val_loss, metrics_miou(&r->conf),
+                 metrics_present_count(&r->conf), r->conf.classes,
                  metrics_pixel_accuracy(&r->conf), r->last_val_s);
   report_val_t v = {.step = r->step,
                     .epoch = epoch,
@@ -442,6 +458,7 @@ static int finish(run_t *r, int epochs_started, double t_start, char *err, size_
   res->classes = c->classes;
   for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
     res->class_iou[k] = r->validated_ever ? metrics_iou(&r->conf, k) : NAN;
+  res->miou_classes = r->validated_ever ? metrics_present_count(&r->conf) : 0;
   res->skipped_steps = r->scaler.skipped_steps;
   res->wall_s = clock_s() - t_start;
   if (e->rank != 0) return 0;
@@ -450,6 +467,7 @@ static int finish(run_t *r, int epochs_started, double t_start, char *err, size_
     fprintf(r->out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
             "--resume)\n", r->step, c->out_dir);
   int rc = e->ops->report(e, r->job, r->out, res, r->step - r->start.step, err, errlen);
+  summary_print_classes(r->out, res);
   summary_print_result(r->out, res);
   char desc[1024];
   train_config_describe(c, desc, sizeof desc);
@@ -472,6 +490,7 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
              .val_loss = NAN};
   memset(res, 0, sizeof *res);
   const train_config_t *c = r.cfg;
+  count_labels(job, res);
   int rc = setup(&r, err, errlen);
   if (rc == 0) rc = open_outputs(&r, err, errlen);
   res->world = e->world;

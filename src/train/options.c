@@ -38,6 +38,7 @@ typedef enum {
   KIND_SEED,   /* uint64_t field */
   KIND_WIDTHS, /* levels, widths and widths_name: a preset or a list */
   KIND_DATA,   /* synthetic, or a directory into data_dir */
+  KIND_MASKMAP, /* VALUE:LABEL,... into mask_map */
   KIND_ACTION  /* --help, --help-env: print and stop */
 } opt_kind_t;
 
@@ -70,11 +71,11 @@ enum {
   OPT_DEVICE, OPT_NPROC, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
-  OPT_DATA, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
+  OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
   OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV,
   OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
   OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
-  OPT_OUT, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
+  OPT_OUT, OPT_PROGRESS, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
   OPT_STOP_AFTER, OPT_HELP, OPT_HELP_ENV,
   OPT_COUNT
 };
@@ -87,6 +88,7 @@ static const char *const onoff_names[] = {"off", "on", NULL};
 static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
+static const char *const progress_names[] = {"auto", "bar", "lines", "off", NULL};
 
 /* The GPU defaults are the reference configuration of BENCHMARKS.md (4 epochs: about a minute
  * on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the CPU ones make
@@ -142,6 +144,15 @@ static const option_t options[OPT_COUNT] = {
                   .section = SEC_DATA,
                   .help = "synthetic: procedural shapes; DIR holds images/*.png and masks/*.png "
                           "with the same names (and optionally val/images, val/masks)"},
+    [OPT_MASK_MAP] = {"mask-map", KIND_MASKMAP, NO_FIELD, .arg = "V:L,...", .section = SEC_DATA,
+                      .dflt_words = "none (mask values are the labels)",
+                      .help = "read mask value V as label L (DIR only), e.g. 255:1 for binary "
+                              "masks saved as 0/255"},
+    [OPT_IGNORE_LABEL] = {"ignore-label", KIND_INT, F(ignore_index), 1, 255, .arg = "V",
+                          .dflt = "255", .section = SEC_DATA,
+                          .help = "the mask value (after --mask-map) of pixels without a class, "
+                                  "left out of the loss and the metrics; not a class (>= "
+                                  "--classes)"},
     [OPT_IMAGE_SIZE] = {"image-size", KIND_INT, F(image_size), 8, 8192, .arg = "S",
                         .dflt = "256", .dflt_cpu = "64", .section = SEC_DATA,
                         .help = "crop size in pixels"},
@@ -218,6 +229,12 @@ static const option_t options[OPT_COUNT] = {
     [OPT_OUT] = {"out", KIND_PATH, F(out_dir), .arg = "DIR", .dflt = "runs/latest",
                  .section = SEC_OUTPUT,
                  .help = "summary.json and the per-step log (log.jsonl)"},
+    [OPT_PROGRESS] = {"progress", KIND_CHOICE, F(progress), .choices = progress_names,
+                      .dflt = "auto", .section = SEC_OUTPUT,
+                      .help = "bar: one status line redrawn in place; lines: a plain line every "
+                              "--log-every steps; off: only the first lines, validations and "
+                              "the result; auto: a bar on a terminal (not under mpirun), lines "
+                              "otherwise"},
     [OPT_LOG_EVERY] = {"log-every", KIND_LONG, F(log_every), 1, 1000000000, .arg = "N",
                        .dflt = "20", .dflt_cpu = "10", .section = SEC_OUTPUT,
                        .help = "steps between progress lines"},
@@ -360,6 +377,33 @@ static int parse_seed(const char *s, uint64_t *out, char *err, size_t errlen)
   return 0;
 }
 
+/* --mask-map V:L[,V:L...]: every other value reads as itself. */
+static int parse_mask_map(const char *s, train_config_t *c, char *err, size_t errlen)
+{
+  for (int v = 0; v < 256; v++) c->mask_map[v] = (uint8_t)v;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10), l = -1;
+    if (!errno && end != p && *end == ':' && v >= 0 && v <= 255) {
+      p = end + 1;
+      l = strtol(p, &end, 10);
+      if (errno || end == p || (*end && *end != ',') || l < 0 || l > 255) l = -1;
+    }
+    if (l < 0 || (*end == ',' && !end[1]))
+      return usage_error(err, errlen,
+                         "--mask-map: '%s' is not allowed: give VALUE:LABEL pairs of 0 to 255, "
+                         "comma-separated (e.g. 255:1)", s);
+    c->mask_map[v] = (uint8_t)l;
+    p = *end ? end + 1 : end;
+  }
+  if (!*s) return usage_error(err, errlen, "--mask-map: the list is empty; e.g. 255:1");
+  c->mask_mapped = 1;
+  snprintf(c->mask_map_text, sizeof c->mask_map_text, "%s", s);
+  return 0;
+}
+
 static int parse_widths(const char *s, train_config_t *c, char *err, size_t errlen)
 {
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
@@ -420,6 +464,7 @@ static int parse_value(const option_t *o, const char *s, train_config_t *c, char
   case KIND_DATA:
     c->synthetic = strcmp(s, "synthetic") == 0;
     return c->synthetic ? 0 : parse_path(flag, s, c->data_dir, err, errlen);
+  case KIND_MASKMAP: return parse_mask_map(s, c, err, errlen);
   case KIND_ACTION: break;
   }
   return usage_error(err, errlen, "internal error: option --%s has no parser", o->name);
@@ -457,6 +502,8 @@ static int resolve_ranks(train_config_t *c, const unsigned char *set, const trai
                          "would round every step's partial sum to bf16, which is not tested); "
                          "under mpirun leave it out (f32)");
     c->nproc = m->mpi_ranks;
+    /* mpirun hands the ranks a pseudo-terminal even when its own output goes to a file */
+    if (c->progress == TRAIN_PROGRESS_AUTO) c->progress = TRAIN_PROGRESS_LINES;
     return 0;
   }
   if (set[OPT_RANKS_PER_NODE])
@@ -571,6 +618,19 @@ static int resolve_model(train_config_t *c, const unsigned char *set, char *err,
 static int resolve_combinations(const train_config_t *c, const unsigned char *set, char *err,
                                 size_t errlen)
 {
+  if (c->synthetic && set[OPT_MASK_MAP])
+    return usage_error(err, errlen, "--mask-map: only for --data DIR (synthetic masks hold the "
+                       "labels themselves)");
+  if (c->ignore_index < c->classes)
+    return usage_error(err, errlen,
+                       "--ignore-label: %d is a class with --classes %d; give a value from %d "
+                       "to 255", c->ignore_index, c->classes, c->classes);
+  for (int v = 0; c->mask_mapped && v < 256; v++)
+    if (c->mask_map[v] != v && c->mask_map[v] >= c->classes && c->mask_map[v] != c->ignore_index)
+      return usage_error(err, errlen,
+                         "--mask-map: %d:%d maps to no class (labels are 0 to %d with --classes "
+                         "%d) and not to the ignore label %d", v, c->mask_map[v], c->classes - 1,
+                         c->classes, c->ignore_index);
   if (!c->synthetic && (set[OPT_TRAIN_SIZE]))
     return usage_error(err, errlen,
                        "--train-size: only for --data synthetic (a directory's size is "
@@ -718,20 +778,28 @@ void train_config_optim(const train_config_t *c, optim_config_t *oc)
 
 void train_config_describe(const train_config_t *c, char *buf, size_t len)
 {
-  snprintf(buf, len,
-           "device=%s nproc=%d mode=%s model=%s widths=%s norm=%s sync_bn=%s "
-           "sync_bn_from_epoch=%d classes=%d image_size=%d batch_size=%d epochs=%d steps=%ld "
-           "lr=%g optimizer=%s momentum=%g weight_decay=%g nesterov=%d warmup_steps=%ld "
-           "precision=%s data=%s train_size=%ld val_size=%ld workers=%d seed=%llu "
-           "bucket_mb=%g accum_steps=%d drop_last=%d deterministic=%d grad_comm=%s",
-           train_device_name(c->device), c->nproc, c->mode == TRAIN_MODE_DP ? "dp" : "ddp",
-           c->model, c->widths_name, c->norm == MODEL_NORM_GROUP ? "group" : "batch",
-           c->sync_bn ? "on" : "off", c->sync_bn_from_epoch, c->classes, c->image_size,
-           c->batch_size, c->epochs, c->steps, c->lr, opt_name(c->optimizer), c->momentum,
-           c->weight_decay, c->nesterov, c->warmup_steps, train_precision_name(c->precision),
-           c->synthetic ? "synthetic" : c->data_dir, c->train_size, c->val_size, c->workers,
-           (unsigned long long)c->seed, c->bucket_mb, c->accum_steps, c->drop_last,
-           c->deterministic, c->grad_comm_bf16 ? "bf16" : "f32");
+  int n = snprintf(
+      buf, len,
+      "device=%s nproc=%d mode=%s model=%s widths=%s norm=%s sync_bn=%s "
+      "sync_bn_from_epoch=%d classes=%d image_size=%d batch_size=%d epochs=%d steps=%ld "
+      "lr=%g optimizer=%s momentum=%g weight_decay=%g nesterov=%d warmup_steps=%ld "
+      "precision=%s data=%s train_size=%ld val_size=%ld workers=%d seed=%llu "
+      "bucket_mb=%g accum_steps=%d drop_last=%d deterministic=%d grad_comm=%s",
+      train_device_name(c->device), c->nproc, c->mode == TRAIN_MODE_DP ? "dp" : "ddp", c->model,
+      c->widths_name, c->norm == MODEL_NORM_GROUP ? "group" : "batch", c->sync_bn ? "on" : "off",
+      c->sync_bn_from_epoch, c->classes, c->image_size, c->batch_size, c->epochs, c->steps, c->lr,
+      opt_name(c->optimizer), c->momentum, c->weight_decay, c->nesterov, c->warmup_steps,
+      train_precision_name(c->precision), c->synthetic ? "synthetic" : c->data_dir,
+      c->train_size, c->val_size, c->workers, (unsigned long long)c->seed, c->bucket_mb,
+      c->accum_steps, c->drop_last, c->deterministic, c->grad_comm_bf16 ? "bf16" : "f32");
+  /* Settings added since the line's first form: only where they differ from what the line
+   * meant before, so earlier checkpoints still resume. */
+  if (n > 0 && (size_t)n < len && c->norm == MODEL_NORM_GROUP)
+    n += snprintf(buf + n, len - (size_t)n, " groups=%d", c->groups);
+  if (n > 0 && (size_t)n < len && c->ignore_index != DATA_IGNORE_LABEL)
+    n += snprintf(buf + n, len - (size_t)n, " ignore_label=%d", c->ignore_index);
+  if (n > 0 && (size_t)n < len && c->mask_mapped)
+    snprintf(buf + n, len - (size_t)n, " mask_map=%s", c->mask_map_text);
 }
 
 

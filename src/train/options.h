@@ -15,6 +15,9 @@
 #define TRAIN_PATH_MAX 1024
 
 typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
+/* --progress: auto is a bar on a terminal outside mpirun, plain lines otherwise */
+typedef enum { TRAIN_PROGRESS_AUTO = 0, TRAIN_PROGRESS_BAR, TRAIN_PROGRESS_LINES,
+               TRAIN_PROGRESS_OFF } train_progress_mode_t;
 
 typedef struct {
   model_device_t device;
@@ -60,7 +63,11 @@ typedef struct {
   long stop_after;    /* stop (with a checkpoint) after this step, as if interrupted; counted from
                          the start of training (a resumed run's too); 0: off */
   long timeline_steps; /* steps traced after the timing warm-up (--timeline); 0: off */
-  int ignore_index;         /* mask value the loss and metrics skip (255) */
+  int ignore_index;         /* --ignore-label: mask value the loss and metrics skip (255) */
+  int mask_mapped;          /* --mask-map given: mask values are read through mask_map */
+  uint8_t mask_map[256];
+  char mask_map_text[128];
+  int progress;             /* --progress: a train_progress_mode_t */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
 } train_config_t;
