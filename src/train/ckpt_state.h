@@ -30,7 +30,14 @@ int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *
 int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *o,
                     amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen);
 
-/* The settings line minus those a resumed run may change (workers, validation size). */
+/* Before the ranks start: read and verify path, compare its settings with run_key (the message
+ * names the first that differs), and give the step it was written at and its settings line
+ * (stored, as written). */
+int ckpt_state_check(const char *path, const char *run_key, long *step, char *stored,
+                     size_t stored_len, char *err, size_t errlen);
+
+/* The settings line minus those a resumed run may change (workers, validation size, and the
+ * length: epochs and steps). */
 void ckpt_state_run_key(const char *describe, char *key, size_t len);
 
 #endif

@@ -278,6 +278,16 @@ static void count_labels(const train_job_t *job, train_result_t *res)
   }
 }
 
+static progress_mode_t progress_mode(int option)
+{
+  switch (option) {
+  case TRAIN_PROGRESS_BAR: return PROGRESS_BAR;
+  case TRAIN_PROGRESS_LINES: return PROGRESS_LINES;
+  case TRAIN_PROGRESS_OFF: return PROGRESS_OFF;
+  default: return PROGRESS_AUTO;
+  }
+}
+
 /* Rank 0: the progress, the log and the run's first lines. */
 static int open_outputs(run_t *r, char *err, size_t errlen)
 {
@@ -285,8 +295,18 @@ static int open_outputs(run_t *r, char *err, size_t errlen)
   const train_job_t *job = r->job;
   long spe = job->steps_per_epoch, total = job->total_steps;
   if (e->rank != 0) return 0;
-  progress_init(&r->progress, r->out, total, (int)((total + spe - 1) / spe), r->cfg->log_every);
-  CHECK(report_log_open(&r->log, r->cfg->out_dir, err, errlen));
+  progress_init(&r->progress, r->out, total, (int)((total + spe - 1) / spe), r->cfg->log_every,
+                progress_mode(r->cfg->progress));
+  if (r->cfg->resume[0]) { /* the log of the checkpoint's folder, continued */
+    char from[TRAIN_PATH_MAX + 16];
+    snprintf(from, sizeof from, "%s", r->cfg->resume);
+    char *slash = strrchr(from, '/');
+    snprintf(slash ? slash + 1 : from, sizeof from - (size_t)(slash ? slash + 1 - from : 0),
+             "log.jsonl");
+    CHECK(report_log_continue(&r->log, r->cfg->out_dir, from, r->start.step, err, errlen));
+  } else {
+    CHECK(report_log_open(&r->log, r->cfg->out_dir, err, errlen));
+  }
   if (job->quiet) return 0;
   char who[256], desc[1024], plan[256];
   e->ops->describe(e, job, who, sizeof who);
@@ -296,6 +316,10 @@ static int open_outputs(run_t *r, char *err, size_t errlen)
                  "samples, %ld steps\n  %s\n  %s", who, model_num_params(e->model),
                  job->train->size, job->val->size, total, desc, plan);
   summary_print_labels(r->out, r->res);
+  if (r->cfg->resume[0])
+    progress_print(&r->progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)%s",
+                   r->cfg->resume, r->start.step, r->start.epoch + 1, r->start.batches_taken,
+                   r->start.step < total ? "" : "; nothing left to train");
   return 0;
 }
 
@@ -314,9 +338,6 @@ static int resume(run_t *r, char *err, size_t errlen)
                       "steps from the start of training (the log's step numbers): give a step "
                       "after %ld",
                       c->stop_after, c->resume, r->start.step, r->start.step);
-  if (r->e->rank == 0 && !r->job->quiet)
-    progress_print(&r->progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)",
-                   c->resume, r->start.step, r->start.epoch + 1, r->start.batches_taken);
   return 0;
 }
 
@@ -492,11 +513,12 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
   const train_config_t *c = r.cfg;
   count_labels(job, res);
   int rc = setup(&r, err, errlen);
+  /* the checkpoint first: a refused one leaves --out as it was */
+  if (rc == 0 && c->resume[0]) rc = resume(&r, err, errlen);
   if (rc == 0) rc = open_outputs(&r, err, errlen);
   res->world = e->world;
   res->initial_loss = res->train_loss = res->val_loss = NAN;
   res->val_miou = res->val_acc = NAN; /* "none" until a validation says otherwise */
-  if (rc == 0 && c->resume[0]) rc = resume(&r, err, errlen);
   r.epoch_loss = r.start.epoch_loss;
   r.epoch_steps = r.start.epoch_steps;
   r.step = r.start.step;
