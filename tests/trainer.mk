@@ -21,3 +21,7 @@ tests_check_train_CFLAGS = $(TEST_CFLAGS)
 tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 endif
 include $(top_srcdir)/tests/dp.mk
+# What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;
+# checks before the fork, progress output, --version and flag suggestions.
+TESTS += tests/user_masks.sh tests/user_resume.sh
+EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh
