@@ -25,3 +25,7 @@ include $(top_srcdir)/tests/dp.mk
 # checks before the fork, progress output, --version and flag suggestions.
 TESTS += tests/user_masks.sh tests/user_resume.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh
+# shmddp-predict: masks, overlays and scores from a checkpoint; the exported weights in a plain
+# PyTorch module (SKIP without python3-torch).
+TESTS += tests/predict.sh tests/predict_torch.sh
+EXTRA_DIST += tests/predict.sh tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh

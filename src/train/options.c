@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "build_version.h"
 #include "src/data/data.h"
 #include "src/train/params.h"
 
@@ -76,7 +77,7 @@ enum {
   OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
   OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
   OPT_OUT, OPT_PROGRESS, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
-  OPT_STOP_AFTER, OPT_HELP, OPT_HELP_ENV,
+  OPT_STOP_AFTER, OPT_HELP, OPT_HELP_ENV, OPT_VERSION,
   OPT_COUNT
 };
 
@@ -263,6 +264,8 @@ static const option_t options[OPT_COUNT] = {
                   .help = "this text (also -h)"},
     [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
                       .help = "the environment variables shmddp reads, with their defaults"},
+    [OPT_VERSION] = {"version", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
+                     .help = "the version (and the git commit it was built from)"},
 };
 
 static const struct {
@@ -689,6 +692,41 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
 
 /* ---- the command line ---- */
 
+/* The edit distance of a and b (at most 63 bytes each are compared). */
+static int distance(const char *a, const char *b)
+{
+  int la = (int)strnlen(a, 63), lb = (int)strnlen(b, 63), d[64][64];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      d[i][j] = best;
+    }
+  return d[la][lb];
+}
+
+/* An unknown flag: its nearest option, when one is near enough to be what was meant. */
+static int unknown_option(const char *arg, char *err, size_t errlen)
+{
+  char name[64];
+  const char *p = arg;
+  while (*p == '-') p++;
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(p, "="), p);
+  int best = -1, best_d = 1 << 30;
+  for (int i = 0; i < OPT_COUNT; i++) {
+    int d = distance(name, options[i].name);
+    if (d < best_d) best = i, best_d = d;
+  }
+  int limit = (int)strlen(name) / 3 > 2 ? (int)strlen(name) / 3 : 2;
+  if (best >= 0 && best_d <= limit)
+    return usage_error(err, errlen, "unknown option '%s'; did you mean --%s? (run with --help for "
+                       "the list)", arg, options[best].name);
+  return usage_error(err, errlen, "unknown option '%s'; run with --help for the list", arg);
+}
+
 /* getopt_long's table, made from the options' rows: option i answers 256 + i. */
 static const struct option *getopt_table(void)
 {
@@ -717,8 +755,7 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       if (optopt >= 256)
         return usage_error(err, errlen, "option '%s' takes no value; run with --help",
                            argv[optind - 1]);
-      return usage_error(err, errlen, "unknown option '%s'; run with --help for the list",
-                         argv[optind - 1]);
+      return unknown_option(argv[optind - 1], err, errlen);
     }
     if (ch == ':')
       return usage_error(err, errlen, "option '%s' needs a value; run with --help",
@@ -730,6 +767,10 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
     }
     if (id == OPT_HELP_ENV) {
       params_print(out);
+      return 1;
+    }
+    if (id == OPT_VERSION) {
+      fprintf(out, "shmddp-train %s\n", SHMDDP_BUILD_VERSION);
       return 1;
     }
     set[id] = 1;
@@ -883,7 +924,7 @@ static void print_option(FILE *f, int id, const train_machine_t *m)
 void train_config_usage(FILE *f, const train_machine_t *m)
 {
   fprintf(f,
-          "usage: train [--flag value ...]\n"
+          "usage: shmddp-train [--flag value ...]   (./train in the build tree)\n"
           "Data-parallel training of a U-Net on the GPUs (or CPU ranks) of this machine, "
           "without NCCL.\nDefaults marked cuda/cpu depend on --device.\n");
   for (int s = 0; s < SEC_COUNT; s++) {

@@ -72,8 +72,8 @@ typedef struct {
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
 } train_config_t;
 
-/* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help
- * or --help-env was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
+/* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,
+ * --help-env or --version was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
  * names the flag and what is allowed, is in err). Does no work beyond reading /proc and stat(). */
 int train_config_parse(train_config_t *cfg, int argc, char **argv, const train_machine_t *machine,
                        FILE *out, char *err, size_t errlen);
