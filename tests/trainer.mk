@@ -29,3 +29,5 @@ EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh
 # PyTorch module (SKIP without python3-torch).
 TESTS += tests/predict.sh tests/predict_torch.sh
 EXTRA_DIST += tests/predict.sh tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+TESTS += tests/user_cli.sh
+EXTRA_DIST += tests/user_cli.sh
