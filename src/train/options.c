@@ -924,7 +924,7 @@ static void print_option(FILE *f, int id, const train_machine_t *m)
 void train_config_usage(FILE *f, const train_machine_t *m)
 {
   fprintf(f,
-          "usage: shmddp-train [--flag value ...]   (./train in the build tree)\n"
+          "usage: shmddp-train [--flag value ...]\n"
           "Data-parallel training of a U-Net on the GPUs (or CPU ranks) of this machine, "
           "without NCCL.\nDefaults marked cuda/cpu depend on --device.\n");
   for (int s = 0; s < SEC_COUNT; s++) {
