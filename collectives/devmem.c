@@ -164,13 +164,16 @@ static int classify(devmem_t *m, uintptr_t ptr, size_t len, devmem_kind_t *kind,
     uintptr_t next = r.base + r.size;
     if (next >= end) return 0;
     e = m->drv->query(m->drv->ctx, next, &r);
+    if (e == 0 && r.kind != DEVMEM_NONE && r.kind != DEVMEM_VMM) {
+      *kind = DEVMEM_PRIVATE; /* a chunk without a shareable handle: the call is staged */
+      return 0;
+    }
     if (e != 0 || r.kind == DEVMEM_NONE || r.base != next) {
       free(*chunks);
       *chunks = NULL;
       return devmem_fail(err, errlen, "buffer %#lx of %zu bytes is not mapped at %#lx",
                          (unsigned long)ptr, len, (unsigned long)next);
     }
-    if (r.kind != DEVMEM_VMM) *kind = DEVMEM_PRIVATE; /* a chunk without a shareable handle */
   }
 }
 
