@@ -151,26 +151,32 @@ shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *
   return SHMDDP_OK;
 }
 
-static pthread_once_t token_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t token_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char token[16];
+static pid_t token_pid; /* the process that drew it: a forked child draws its own */
 
-static void make_token(void)
+/* This process's token (random, drawn once per process). */
+static void proc_token(unsigned char out[16])
 {
-  if (getrandom(token, sizeof token, 0) != (ssize_t)sizeof token) {
-    /* No entropy source: the address of this table and the pid still differ per process of one
-     * namespace, and the mesh refuses other users anyway. */
-    uintptr_t a = (uintptr_t)&token;
-    pid_t p = getpid();
-    memcpy(token, &a, sizeof a);
-    memcpy(token + 8, &p, sizeof p);
+  pthread_mutex_lock(&token_lock);
+  if (token_pid != getpid()) {
+    token_pid = getpid();
+    if (getrandom(token, sizeof token, 0) != (ssize_t)sizeof token) {
+      /* No entropy source: the address of this table and the pid still differ per process of
+       * one namespace, and the mesh refuses other users anyway. */
+      uintptr_t a = (uintptr_t)&token;
+      memcpy(token, &a, sizeof a);
+      memcpy(token + 8, &token_pid, sizeof token_pid);
+    }
   }
+  memcpy(out, token, sizeof token);
+  pthread_mutex_unlock(&token_lock);
 }
 
 void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s)
 {
   cuda_xchg_t *x = cuda_xchg(comm, comm->rank);
-  pthread_once(&token_once, make_token);
-  memcpy(x->proc_token, token, sizeof token);
+  proc_token(x->proc_token);
   size_t nl = 0;
   char err[256];
   x->sock_name_len = 0;
@@ -206,11 +212,12 @@ static int mesh_connect(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t *s
 
 shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s)
 {
-  pthread_once(&token_once, make_token);
+  unsigned char mine[16];
+  proc_token(mine);
   int nremote = 0;
   for (int p = 0; p < comm->nranks; p++) {
     s->peer_local[p] = p != comm->rank &&
-                       memcmp(cuda_xchg(comm, p)->proc_token, token, sizeof token) == 0;
+                       memcmp(cuda_xchg(comm, p)->proc_token, mine, sizeof mine) == 0;
     nremote += p != comm->rank && !s->peer_local[p];
   }
   s->all_local = nremote == 0;
