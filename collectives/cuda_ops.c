@@ -26,7 +26,7 @@
 
 #include "collectives/cuda_state.h"
 #include "collectives/device.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 
 #define LTRY(comm, name, call)                                                                \
   do {                                                                                        \

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "collectives/host.h"
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
 #include "shm/wait.h"
 
 typedef struct {

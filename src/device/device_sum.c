@@ -8,13 +8,13 @@
 
 #include <stdio.h>
 
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
 #include "src/check.h"
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 #endif
 
 int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,

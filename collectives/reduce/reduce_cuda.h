@@ -1,13 +1,13 @@
 /* reduce_cuda.h — element-wise reductions on the GPU, bit-for-bit the arithmetic of
- * kernels/reduce_cpu.c: f16/bf16 accumulate in f32, f64 in f64, integers wrap; sources are
+ * collectives/reduce/reduce_cpu.c: f16/bf16 accumulate in f32, f64 in f64, integers wrap; sources are
  * combined in the order given (rank order), the result is rounded once; NaN propagates through
  * min/max exactly as OP_MIN/OP_MAX there; f16/bf16 rounding (NaN encoding included) copies
- * kernels/half.h, so a GPU result equals the CPU reference's bits.
+ * collectives/reduce/half.h, so a GPU result equals the CPU reference's bits.
  *
  * C code sees one launcher (reduce_cuda_multi); CUDA code (the collective kernels) also gets the
  * device-side building blocks below, so every kernel reduces with the same code. */
-#ifndef KERNELS_REDUCE_CUDA_H
-#define KERNELS_REDUCE_CUDA_H
+#ifndef COLLECTIVES_REDUCE_REDUCE_CUDA_H
+#define COLLECTIVES_REDUCE_REDUCE_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
