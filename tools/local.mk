@@ -41,3 +41,14 @@ tools_mpi_allreduce_bench_SOURCES = tools/mpi_allreduce_bench.c
 tools_mpi_allreduce_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tools_mpi_allreduce_bench_LDADD = libworld_mpi.a libworld.a $(MODEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
 endif
+
+# cuDNN's graph API against its legacy API, layer by layer, and the fused convolution graphs
+# (run it on the GPU machine; what it found is in its opening comment).
+if HAVE_CUDNN
+noinst_PROGRAMS += tools/dnn_graph_bench
+tools_dnn_graph_bench_SOURCES = tools/dnn_graph_bench.c
+tools_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tools_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
+else
+EXTRA_DIST += tools/dnn_graph_bench.c
+endif
