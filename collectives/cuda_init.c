@@ -122,10 +122,11 @@ static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
   s->staged_map = map;
   s->staged_bytes = bytes;
   if (st != SHMDDP_OK) return st;
-  CUDA_TRY(comm, cudaHostRegister(map, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  TRY_AS(cuda_failed, comm,
+         cudaHostRegister(map, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   s->staged_registered = 1;
   void *dev = NULL;
-  CUDA_TRY(comm, cudaHostGetDevicePointer(&dev, map, 0));
+  TRY_AS(cuda_failed, comm, cudaHostGetDevicePointer(&dev, map, 0));
   s->staged_dev = dev;
   return SHMDDP_OK;
 }
@@ -256,14 +257,14 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
 {
   int n = comm->nranks;
   void *p = NULL;
-  CUDA_TRY(comm, cudaMalloc(&p, CUDA_CTRL_BYTES(n)));
+  TRY_AS(cuda_failed, comm, cudaMalloc(&p, CUDA_CTRL_BYTES(n)));
   s->ctrl = p;
   s->ctrl_peer[comm->rank] = s->ctrl;
-  CUDA_TRY(comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
+  TRY_AS(cuda_failed, comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
   size_t lbytes = sizeof(cuda_local_t) + CUDA_LL_BLOCKS * 4 + CUDA_DIRECT_MAXB * 12 +
                   CUDA_STAGED_BLOCKS * 8 + 64;
-  CUDA_TRY(comm, cudaMalloc(&p, lbytes));
-  CUDA_TRY(comm, cudaMemset(p, 0, lbytes));
+  TRY_AS(cuda_failed, comm, cudaMalloc(&p, lbytes));
+  TRY_AS(cuda_failed, comm, cudaMemset(p, 0, lbytes));
   /* The struct holds the device pointers to the arrays that follow it. */
   cuda_local_t init;
   memset(&init, 0, sizeof init);
@@ -272,23 +273,23 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
   init.sctr = init.depoch + CUDA_DIRECT_MAXB;
   init.ll_seq = (uint32_t *)(init.sctr + CUDA_STAGED_BLOCKS);
   init.ts_seq = init.ll_seq + CUDA_LL_BLOCKS;
-  CUDA_TRY(comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
+  TRY_AS(cuda_failed, comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
   s->local = p;
   /* The device pointers of the arrays, for the host's launch arguments. */
   s->local_arrays = init;
   void *h = NULL;
-  CUDA_TRY(comm, cudaHostAlloc(&h, 64, cudaHostAllocMapped));
+  TRY_AS(cuda_failed, comm, cudaHostAlloc(&h, 64, cudaHostAllocMapped));
   memset(h, 0, 64);
   s->err_host = h;
-  CUDA_TRY(comm, cudaHostGetDevicePointer(&p, h, 0));
+  TRY_AS(cuda_failed, comm, cudaHostGetDevicePointer(&p, h, 0));
   s->err_host_dev = p;
-  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_in, cudaStreamNonBlocking));
-  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_out, cudaStreamNonBlocking));
+  TRY_AS(cuda_failed, comm, cudaStreamCreateWithFlags(&s->cs_in, cudaStreamNonBlocking));
+  TRY_AS(cuda_failed, comm, cudaStreamCreateWithFlags(&s->cs_out, cudaStreamNonBlocking));
   cudaEvent_t *evs[] = {&s->ev_fork, &s->ev_cp[0], &s->ev_cp[1], &s->ev_red[0], &s->ev_red[1],
                         &s->ev_join_in, &s->ev_join_out};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
-    CUDA_TRY(comm, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
-  CUDA_TRY(comm, cudaDeviceSynchronize());
+    TRY_AS(cuda_failed, comm, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+  TRY_AS(cuda_failed, comm, cudaDeviceSynchronize());
   return SHMDDP_OK;
 }
 
@@ -308,8 +309,9 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   }
   /* Modulo the visible GPUs: several ranks may share one (the multi-process path on one GPU). */
   int dev = (c.device >= 0 ? c.device : (comm->device >= 0 ? comm->device : comm->rank)) % count;
-  CUDA_TRY(comm, cudaSetDevice(dev));
-  CUDA_TRY(comm, cudaFree(NULL)); /* create the context now, not inside the first collective */
+  TRY_AS(cuda_failed, comm, cudaSetDevice(dev));
+  /* Create the context now, not inside the first collective. */
+  TRY_AS(cuda_failed, comm, cudaFree(NULL));
 
   cuda_state_t *s = calloc(1, sizeof *s);
   if (!s) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);

@@ -16,6 +16,7 @@
 
 #include "collectives/host.h"
 #include "collectives/reduce/reduce_cpu.h"
+#include "shm/check.h"
 #include "shm/wait.h"
 
 typedef struct {
@@ -65,8 +66,7 @@ shmddp_status_t host_direct_acquire(shmddp_comm_t *comm, unsigned char **payload
 {
   uint64_t k = comm->dround;
   if (k >= COLL_DIRECT_BUFS) {
-    shmddp_status_t st = direct_wait(comm, 1, k - COLL_DIRECT_BUFS + 1);
-    if (st != SHMDDP_OK) return st;
+    TRY(direct_wait(comm, 1, k - COLL_DIRECT_BUFS + 1));
   }
   *payload = direct_buf(comm, comm->rank, k) + COLL_BUF_HEADER;
   return SHMDDP_OK;
@@ -79,12 +79,10 @@ shmddp_status_t host_direct_exchange(shmddp_comm_t *comm, const unsigned char **
   atomic_store_explicit(&comm->ctrl[comm->rank]->dpost, k + 1, memory_order_release);
   comm->dround = k + 1;
   shm_wake_all(comm->seg);
-  shmddp_status_t st = direct_wait(comm, 0, k + 1);
-  if (st != SHMDDP_OK) return st;
+  TRY(direct_wait(comm, 0, k + 1));
   for (int r = 0; r < comm->nranks; r++) {
     const unsigned char *b = direct_buf(comm, r, k);
-    st = coll_verify(comm, b, r);
-    if (st != SHMDDP_OK) return st;
+    TRY(coll_verify(comm, b, r));
     if (payloads) payloads[r] = b + COLL_BUF_HEADER;
   }
   return SHMDDP_OK;
@@ -119,11 +117,9 @@ static shmddp_status_t direct_pieces(shmddp_comm_t *comm, size_t count, size_t p
   for (size_t off = 0; off < count; off += piece) {
     size_t m = count - off < piece ? count - off : piece;
     unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_direct_acquire(comm, &mine));
     post(x, mine, off, m);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_direct_exchange(comm, bufs));
     take(x, bufs, off, m);
     host_direct_release(comm);
   }
@@ -240,10 +236,8 @@ shmddp_status_t host_reduce(shmddp_comm_t *comm, const void *send, void *recv, s
 shmddp_status_t host_barrier(shmddp_comm_t *comm)
 {
   unsigned char *mine;
-  shmddp_status_t st = host_direct_acquire(comm, &mine);
-  if (st != SHMDDP_OK) return st;
-  st = host_direct_exchange(comm, NULL);
-  if (st != SHMDDP_OK) return st;
+  TRY(host_direct_acquire(comm, &mine));
+  TRY(host_direct_exchange(comm, NULL));
   host_direct_release(comm);
   return SHMDDP_OK;
 }

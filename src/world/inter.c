@@ -39,12 +39,6 @@ int inter_mpi_fail(int code, const char *what, char *err, size_t errlen)
   return check_fail(err, errlen, "%s failed: %s", what, msg);
 }
 
-#define MPI_CHECK(call, what)                                                                  \
-  do {                                                                                         \
-    int c_ = (call);                                                                           \
-    if (c_ != MPI_SUCCESS) return inter_mpi_fail(c_, (what), err, errlen);                     \
-  } while (0)
-
 int inter_create(inter_t **out, const inter_config_t *cfg, char *err, size_t errlen)
 {
   *out = NULL;
