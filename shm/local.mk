@@ -9,4 +9,4 @@ libshmddp_core_la_SOURCES += \
 	shm/launcher.c shm/launcher.h \
 	shm/numa.c shm/numa.h \
 	shm/rendezvous.c shm/rendezvous.h shm/liveness.c shm/liveness.h \
-	shm/timeutil.h
+	shm/timeutil.h shm/check.h
