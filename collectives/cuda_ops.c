@@ -51,7 +51,8 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   return req == SHMDDP_ALGO_STAGED ? SHMDDP_ALGO_STAGED : SHMDDP_ALGO_DIRECT;
 }
 
-/* Start a device call: report kernels' earlier give-ups, then the common bookkeeping. */
+/* Start a collective on device buffers: report kernels' earlier give-ups, then the common
+ * bookkeeping. */
 static shmddp_status_t enter(shmddp_comm_t *comm, coll_kind_t kind, size_t count,
                              shmddp_dtype_t dtype, shmddp_op_t op, int root, shmddp_algo_t algo)
 {

@@ -19,9 +19,9 @@ NCCL_LINK = libnccl.so.2
 if HAVE_CHECK
 check_PROGRAMS += tests/check_nccl
 TESTS += tests/check_nccl tests/nccl_exports.sh
-tests_check_nccl_SOURCES = tests/check_nccl.c tools/coll_check.c tools/coll_check.h
+tests_check_nccl_SOURCES = tests/check_nccl.c
 tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
-tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_nccl_LDADD = libcollcheck.a libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 else
 EXTRA_DIST += $(NCCL_SRCS) tests/check_nccl.c include/shmddp_nccl.h

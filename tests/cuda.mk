@@ -3,10 +3,9 @@ if HAVE_CHECK
 if HAVE_CUDA
 check_PROGRAMS += tests/check_cuda_collectives
 TESTS += tests/check_cuda_collectives
-tests_check_cuda_collectives_SOURCES = tests/check_cuda_collectives.c \
-	tools/coll_check.c tools/coll_check.h
+tests_check_cuda_collectives_SOURCES = tests/check_cuda_collectives.c
 tests_check_cuda_collectives_CFLAGS = $(TEST_CFLAGS)
-tests_check_cuda_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_cuda_collectives_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 endif
 
@@ -15,9 +14,9 @@ if HAVE_CHECK
 if HAVE_CUDA
 check_PROGRAMS += tests/check_join_cuda
 TESTS += tests/check_join_cuda
-tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
+tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tests/join_harness.h
 tests_check_join_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_check_join_cuda_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_join_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 endif
 EXTRA_DIST += tests/check_join_cuda.c

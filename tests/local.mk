@@ -4,15 +4,15 @@ check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tes
 TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
-tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
+tests_check_reduce_SOURCES = tests/check_reduce.c
 tests_check_reduce_CFLAGS = $(TEST_CFLAGS)
-tests_check_reduce_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_reduce_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_shm_SOURCES = tests/check_shm.c tests/testutil.h
 tests_check_shm_CFLAGS = $(TEST_CFLAGS)
 tests_check_shm_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h tools/coll_check.c tools/coll_check.h
+tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
-tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_collectives_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
 tests_check_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_check_checkpoint_LDADD = libtrainer.a $(SHMDDP_LIBS) $(TEST_LIBS)
@@ -33,9 +33,9 @@ AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export to
 if HAVE_CHECK
 check_PROGRAMS += tests/check_join
 TESTS += tests/check_join
-tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
+tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h
 tests_check_join_CFLAGS = $(TEST_CFLAGS)
-tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_join_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
 
 # Across nodes over MPI (tests/mpi.sh; SKIP in a build without MPI): tests/mpi_ddp, an MPI

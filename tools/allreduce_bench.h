@@ -1,5 +1,6 @@
-/* allreduce_bench.h — options and table rows shared by the host driver (allreduce_bench.c) and
- * the device driver (the CUDA build's allreduce_bench_cuda.c). */
+/* allreduce_bench.h — options, table rows and the table (allreduce_bench_table.c) shared by the
+ * host driver (allreduce_bench.c), the device driver (the CUDA build's allreduce_bench_cuda.c)
+ * and NCCL loaded for comparison (nccl_dl.c). */
 #ifndef TOOLS_ALLREDUCE_BENCH_H
 #define TOOLS_ALLREDUCE_BENCH_H
 
@@ -38,6 +39,7 @@ typedef struct {
   long nccl_errors;
 } bench_row_t;
 
+/* The table (allreduce_bench_table.c). */
 const char *bench_coll_name(bench_coll_t c);
 /* busbw / algbw for this collective over n ranks (nccl-tests' convention). */
 double bench_bus_factor(bench_coll_t c, int n);

@@ -1,4 +1,5 @@
-/* doctor.h — shared by tools/doctor.c (host checks) and tools/doctor_gpu.c (CUDA build). */
+/* doctor.h — the report lines every check writes (doctor_report.c), shared by the host checks
+ * (doctor.c) and the GPU checks (doctor_gpu.c, CUDA build). */
 #ifndef TOOLS_DOCTOR_H
 #define TOOLS_DOCTOR_H
 

@@ -1,23 +1,28 @@
-# tools/: allreduce_bench (nccl-tests style), doctor and the dependency installer. Installed as
-# shmddp-allreduce-bench and shmddp-doctor; tools/allreduce_bench and tools/doctor are links to
-# them in the build tree (Makefile.am).
+# tools/: the programs users install and their helpers: allreduce_bench (nccl-tests style), doctor,
+# compare, report, and the dependency installer. Installed as shmddp-allreduce-bench,
+# shmddp-doctor, shmddp-compare and shmddp-report; tools/allreduce_bench, tools/doctor and
+# tools/compare are links to them in the build tree (Makefile.am). Our own experiments and
+# comparison programs are in dev/.
+
+# The collectives' test patterns and their f64 reference (allreduce_bench -c 1, and the Check
+# suites of the collectives), compiled once.
+noinst_LIBRARIES += libcollcheck.a
+libcollcheck_a_SOURCES = tools/coll_check.c tools/coll_check.h
+
 bin_PROGRAMS += shmddp-allreduce-bench
 shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
-	tools/coll_check.c tools/coll_check.h
-shmddp_allreduce_bench_LDADD = $(SHMDDP_LIBS)
+	tools/allreduce_bench_table.c
+shmddp_allreduce_bench_LDADD = libcollcheck.a $(SHMDDP_LIBS)
 if HAVE_CUDA
 shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
 endif
+
 bin_PROGRAMS += shmddp-doctor
-shmddp_doctor_SOURCES = tools/doctor.c tools/doctor.h
+shmddp_doctor_SOURCES = tools/doctor.c tools/doctor.h tools/doctor_report.c
 shmddp_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
 shmddp_doctor_SOURCES += tools/doctor_gpu.c
 endif
-noinst_PROGRAMS += tools/torch_check
-tools_torch_check_SOURCES = tools/torch_check.c
-tools_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
-EXTRA_DIST += tools/torch_crosscheck.py
 
 # tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a
 # table and SVG charts.
@@ -32,23 +37,3 @@ REPORT_DIRS ?= runs/latest
 .PHONY: report
 report:
 	python3 $(srcdir)/tools/report $(REPORT_DIRS)
-
-# tools/mpi_allreduce_bench (with MPI, not installed): the world's all-reduce across nodes under
-# mpirun, in nccl-tests' columns; with --mpi-native also MPI_Allreduce beside it.
-if HAVE_MPI
-noinst_PROGRAMS += tools/mpi_allreduce_bench
-tools_mpi_allreduce_bench_SOURCES = tools/mpi_allreduce_bench.c
-tools_mpi_allreduce_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
-tools_mpi_allreduce_bench_LDADD = libworld_mpi.a libworld.a $(MODEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
-endif
-
-# cuDNN's graph API against its legacy API, layer by layer, and the fused convolution graphs
-# (run it on the GPU machine; what it found is in its opening comment).
-if HAVE_CUDNN
-noinst_PROGRAMS += tools/dnn_graph_bench
-tools_dnn_graph_bench_SOURCES = tools/dnn_graph_bench.c
-tools_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tools_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
-else
-EXTRA_DIST += tools/dnn_graph_bench.c
-endif
