@@ -20,8 +20,7 @@
 #include "shm/wait.h"
 
 typedef struct {
-  shm_waiter_t base;
-  shmddp_comm_t *comm;
+  coll_waiter_t cw;
   int use_ack;
   uint64_t target;
 } direct_waiter_t;
@@ -30,26 +29,19 @@ static uint32_t direct_pending(shm_waiter_t *w)
 {
   direct_waiter_t *d = (direct_waiter_t *)w;
   uint32_t mask = 0;
-  for (int r = 0; r < d->comm->nranks; r++) {
-    coll_ctrl_t *c = d->comm->ctrl[r];
+  for (int r = 0; r < d->cw.comm->nranks; r++) {
+    coll_ctrl_t *c = d->cw.comm->ctrl[r];
     uint64_t v = atomic_load_explicit(d->use_ack ? &c->dack : &c->dpost, memory_order_acquire);
     if (v < d->target) mask |= 1u << r;
   }
   return mask;
 }
 
-static shmddp_status_t direct_check(shm_waiter_t *w, char *err, size_t errlen)
-{
-  return coll_check_peers(((direct_waiter_t *)w)->comm, err, errlen);
-}
-
 static shmddp_status_t direct_wait(shmddp_comm_t *comm, int use_ack, uint64_t target)
 {
-  direct_waiter_t d = {{direct_pending, direct_check, comm->what}, comm, use_ack, target};
-  if (direct_pending(&d.base) == 0) return SHMDDP_OK;
-  char msg[SHM_ABORT_MSG_BYTES];
-  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &d.base, comm->timeout_s, msg, sizeof msg);
-  return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, msg);
+  direct_waiter_t d = {.cw.comm = comm, .use_ack = use_ack, .target = target};
+  if (direct_pending(&d.cw.base) == 0) return SHMDDP_OK;
+  return coll_wait(&d.cw, direct_pending);
 }
 
 static unsigned char *direct_buf(const shmddp_comm_t *comm, int r, uint64_t round)

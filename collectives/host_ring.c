@@ -28,11 +28,10 @@
 #include "shm/wait.h"
 
 typedef struct {
-  shm_waiter_t base;
+  coll_waiter_t cw;
   _Atomic uint64_t *counter;
   int peer;
   uint64_t target;
-  shmddp_comm_t *comm;
 } ring_waiter_t;
 
 static uint32_t ring_pending(shm_waiter_t *w)
@@ -43,20 +42,12 @@ static uint32_t ring_pending(shm_waiter_t *w)
              : 1u << rw->peer;
 }
 
-static shmddp_status_t ring_check(shm_waiter_t *w, char *err, size_t errlen)
-{
-  return coll_check_peers(((ring_waiter_t *)w)->comm, err, errlen);
-}
-
 static shmddp_status_t ring_wait(shmddp_comm_t *comm, _Atomic uint64_t *counter, int peer,
                                  uint64_t target)
 {
   if (atomic_load_explicit(counter, memory_order_acquire) >= target) return SHMDDP_OK;
-  ring_waiter_t rw = {{ring_pending, ring_check, comm->what}, counter, peer, target, comm};
-  char msg[SHM_ABORT_MSG_BYTES];
-  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &rw.base, comm->timeout_s, msg,
-                                sizeof msg);
-  return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, msg);
+  ring_waiter_t rw = {.cw.comm = comm, .counter = counter, .peer = peer, .target = target};
+  return coll_wait(&rw.cw, ring_pending);
 }
 
 static int next_rank(const shmddp_comm_t *c) { return (c->rank + 1) % c->nranks; }

@@ -19,22 +19,17 @@ else
 EXTRA_DIST += dev/mpi_allreduce_bench.c
 endif
 
-# Where a U-Net step's time goes, op by op (bench/ops_cuda_run.sh runs it; cuDNN builds).
+# cuDNN builds: where a U-Net step's time goes, op by op (bench/ops_cuda_run.sh runs it); cuDNN's
+# graph API against its legacy API, layer by layer, and the fused convolution graphs (what it
+# found is in its opening comment).
+DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
 if HAVE_CUDNN
-noinst_PROGRAMS += dev/ops_cuda_bench
+noinst_PROGRAMS += dev/ops_cuda_bench dev/dnn_graph_bench
 dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c
 dev_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
-else
-EXTRA_DIST += dev/ops_cuda_bench.c
-endif
-
-# cuDNN's graph API against its legacy API, layer by layer, and the fused convolution graphs
-# (what it found is in its opening comment; cuDNN builds).
-if HAVE_CUDNN
-noinst_PROGRAMS += dev/dnn_graph_bench
 dev_dnn_graph_bench_SOURCES = dev/dnn_graph_bench.c
 dev_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 dev_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
 else
-EXTRA_DIST += dev/dnn_graph_bench.c
+EXTRA_DIST += $(DEV_CUDNN_SRCS)
 endif
