@@ -14,7 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_table.h"
+#ifdef HAVE_CUDA
+#include "tools/allreduce_bench_cuda.h"
+#endif
 #include "tools/coll_check.h"
 
 static double now_s(void)

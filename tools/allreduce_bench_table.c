@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_table.h"
 
 static const char *const coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 

@@ -15,7 +15,10 @@
 #endif
 
 #include "shmddp.h"
-#include "tools/doctor.h"
+#include "tools/doctor_report.h"
+#ifdef HAVE_CUDA
+#include "tools/doctor_gpu.h"
+#endif
 
 static void check_shm(doctor_t *d, int nranks)
 {

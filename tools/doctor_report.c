@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "tools/doctor.h"
+#include "tools/doctor_report.h"
 
 static void line(const char *tag, const char *what, const char *fix, const char *fmt, va_list ap)
 {

@@ -10,18 +10,19 @@ noinst_LIBRARIES += libcollcheck.a
 libcollcheck_a_SOURCES = tools/coll_check.c tools/coll_check.h
 
 bin_PROGRAMS += shmddp-allreduce-bench
-shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
-	tools/allreduce_bench_table.c
+shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c \
+	tools/allreduce_bench_table.c tools/allreduce_bench_table.h
 shmddp_allreduce_bench_LDADD = libcollcheck.a $(SHMDDP_LIBS)
 if HAVE_CUDA
-shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
+shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/allreduce_bench_cuda.h \
+	tools/nccl_dl.c tools/nccl_dl.h
 endif
 
 bin_PROGRAMS += shmddp-doctor
-shmddp_doctor_SOURCES = tools/doctor.c tools/doctor.h tools/doctor_report.c
+shmddp_doctor_SOURCES = tools/doctor.c tools/doctor_report.c tools/doctor_report.h
 shmddp_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
-shmddp_doctor_SOURCES += tools/doctor_gpu.c
+shmddp_doctor_SOURCES += tools/doctor_gpu.c tools/doctor_gpu.h
 endif
 
 # tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a
