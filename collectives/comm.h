@@ -106,6 +106,7 @@ typedef struct {
  * signatures on the slow path (coll_check_peers); a failure becomes the communicator's error.
  * w->comm must be set. */
 shmddp_status_t coll_wait(coll_waiter_t *w, uint32_t (*pending)(shm_waiter_t *w));
+
 /* Stamp / verify a staged buffer's header. verify returns SHMDDP_ERR_MISMATCH (and aborts the
  * group) when the writer was in another call. */
 void coll_stamp(const shmddp_comm_t *comm, unsigned char *buf);
