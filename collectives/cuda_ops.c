@@ -26,23 +26,8 @@
 
 #include "collectives/cuda_state.h"
 #include "collectives/device.h"
-#include "kernels/reduce_cuda.h"
-
-#define LTRY(comm, name, call)                                                                \
-  do {                                                                                        \
-    int e_ = (call);                                                                          \
-    if (e_ != 0) {                                                                            \
-      (void)cudaGetLastError();                                                               \
-      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d, %s: %s launch failed: %s",         \
-                        (comm)->rank, (comm)->what, name, cudaGetErrorString((cudaError_t)e_)); \
-    }                                                                                         \
-  } while (0)
-
-#define TRY(x)                                                                                \
-  do {                                                                                        \
-    shmddp_status_t st_ = (x);                                                                \
-    if (st_ != SHMDDP_OK) return st_;                                                         \
-  } while (0)
+#include "collectives/reduce/reduce_cuda.h"
+#include "shm/check.h"
 
 /* Blocks for a two-shot over slice_bytes: the usual count, capped by SHMDDP_CUDA_TS_BLOCKS. */
 static int ts_blocks(const shmddp_comm_t *comm, size_t slice_bytes)
@@ -66,7 +51,8 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   return req == SHMDDP_ALGO_STAGED ? SHMDDP_ALGO_STAGED : SHMDDP_ALGO_DIRECT;
 }
 
-/* Start a device call: report kernels' earlier give-ups, then the common bookkeeping. */
+/* Start a collective on device buffers: report kernels' earlier give-ups, then the common
+ * bookkeeping. */
 static shmddp_status_t enter(shmddp_comm_t *comm, coll_kind_t kind, size_t count,
                              shmddp_dtype_t dtype, shmddp_op_t op, int root, shmddp_algo_t algo)
 {
@@ -78,7 +64,8 @@ static shmddp_status_t local_copy(shmddp_comm_t *comm, void *dst, const void *sr
                                   shmddp_stream_t stream)
 {
   if (dst != src && bytes)
-    CUDA_TRY(comm, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    TRY_AS(cuda_failed, comm,
+           cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
   return SHMDDP_OK;
 }
 
@@ -123,7 +110,7 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_F32, SHMDDP_SUM);
   a.barrier_end = 0;
-  LTRY(comm, "barrier", cuda_launch_direct(&a, 1, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
 }
 
@@ -148,7 +135,7 @@ static shmddp_status_t ar_oneshot(shmddp_comm_t *comm, const void *send, void *r
     a.send = (const char *)send + off * ds;
     a.recv = (char *)recv + off * ds;
     a.count = count - off < per ? count - off : per;
-    LTRY(comm, "one-shot", cuda_launch_ll(&a, stream));
+    TRY_AS(cuda_launch_failed, comm, cuda_launch_ll(&a, stream));
   }
   return SHMDDP_OK;
 }
@@ -179,7 +166,7 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   a.ts_seq = s->local_arrays.ts_seq;
   a.depoch = s->local_arrays.depoch;
   a.k = cuda_kctl(comm);
-  LTRY(comm, "two-shot", cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -220,7 +207,7 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
   }
   a.n = hi - lo;
   direct_set_vec(&a);
-  LTRY(comm, "two-shot", cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -248,14 +235,14 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   size_t ce = cb / ds;
 
   TRY(barrier_launch(comm, stream));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_fork, st));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_fork, st));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
   size_t j = 0;
   for (size_t off = lo; off < hi; off += ce, j++) {
     size_t m = hi - off < ce ? hi - off : ce, k = j & 1;
     unsigned char *land = s->scratch + k * (size_t)(n - 1) * s->ce_chunk;
-    if (j >= 2) CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
+    if (j >= 2) TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
     const void *srcs[CUDA_MAXR];
     for (int r = 0, q = 0; r < n; r++) {
       if (r == me) {
@@ -263,24 +250,26 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
         continue;
       }
       void *dst = land + (size_t)q++ * s->ce_chunk;
-      CUDA_TRY(comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
-                                     cudaMemcpyDeviceToDevice, s->cs_in));
+      TRY_AS(cuda_failed, comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
+                                                cudaMemcpyDeviceToDevice, s->cs_in));
       srcs[r] = dst;
     }
-    CUDA_TRY(comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
-    CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
-    LTRY(comm, "reduce", reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
-    CUDA_TRY(comm, cudaEventRecord(s->ev_red[k], st));
-    CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
+    TRY_AS(cuda_launch_failed, comm,
+           reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_red[k], st));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
     for (int r = 0; r < n; r++)
       if (r != me)
-        CUDA_TRY(comm, cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
-                                       cudaMemcpyDeviceToDevice, s->cs_out));
+        TRY_AS(cuda_failed, comm,
+               cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
+                               cudaMemcpyDeviceToDevice, s->cs_out));
   }
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_in, s->cs_in));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_out, s->cs_out));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_in, s->cs_in));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_out, s->cs_out));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
   return barrier_launch(comm, stream);
 }
 
@@ -304,7 +293,7 @@ static void staged_init(const shmddp_comm_t *comm, cuda_staged_args_t *a, int mo
 static shmddp_status_t staged_launch(shmddp_comm_t *comm, const cuda_staged_args_t *a,
                                      shmddp_stream_t stream)
 {
-  LTRY(comm, "host-staged", cuda_launch_staged(a, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_staged(a, stream));
   return SHMDDP_OK;
 }
 
@@ -418,7 +407,8 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   a.dst[0] = recv;
   a.n = recvcount;
   direct_set_vec(&a);
-  LTRY(comm, "reduce-scatter", cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
+  TRY_AS(cuda_launch_failed, comm,
+         cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -446,7 +436,7 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[0][r] + (size_t)comm->rank * bytes;
   a.n = bytes;
   direct_set_vec(&a);
-  LTRY(comm, "all-gather", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -477,7 +467,7 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
     a.n = bytes;
   }
   direct_set_vec(&a);
-  LTRY(comm, "broadcast", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -508,7 +498,7 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
     a.n = count;
   }
   direct_set_vec(&a);
-  LTRY(comm, "reduce", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 

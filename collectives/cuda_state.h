@@ -21,6 +21,7 @@
 #include "collectives/devmem.h"
 #include "collectives/devmem_cuda.h"
 #include "collectives/fdpass.h"
+#include "shm/check.h"
 #include "shmddp_cuda.h"
 
 typedef struct {
@@ -78,15 +79,22 @@ typedef struct {
   devmem_t *mem;                  /* exports and imports of user buffers (cuda_reg.c) */
 } cuda_state_t;
 
-#define CUDA_TRY(comm, call)                                                                  \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      (void)cudaGetLastError();                                                               \
-      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d: %s failed: %s", (comm)->rank,      \
-                        #call, cudaGetErrorString(e_));                                       \
-    }                                                                                         \
-  } while (0)
+/* The fail functions of TRY_AS (shm/check.h) for the CUDA transport: a CUDA runtime call, or a
+ * launcher of the transport's kernels (which returns the launch's cudaError_t as an int), failed.
+ * They clear CUDA's last error (the failure is handled here) and record "rank R: CALL failed:
+ * CUDA's message" (a launch also names the collective) as the communicator's last error. */
+static inline shmddp_status_t cuda_failed(shmddp_comm_t *comm, cudaError_t e, const char *call)
+{
+  (void)cudaGetLastError();
+  return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: %s failed: %s", comm->rank, call,
+                    cudaGetErrorString(e));
+}
+static inline shmddp_status_t cuda_launch_failed(shmddp_comm_t *comm, int e, const char *call)
+{
+  (void)cudaGetLastError();
+  return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d, %s: %s failed: %s", comm->rank, comm->what,
+                    call, cudaGetErrorString((cudaError_t)e));
+}
 
 static inline cuda_state_t *cuda_state(const shmddp_comm_t *comm) { return (cuda_state_t *)comm->dev; }
 /* The rank's exchange area is shared by the segment's channels (shmddp_comm_dup): each

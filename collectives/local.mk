@@ -1,4 +1,6 @@
-# collectives/: the public API (argument checks, dispatch) and the host algorithms.
+# collectives/: the public API (argument checks, dispatch) and the host algorithms; the
+# reductions they use in collectives/reduce/.
+include collectives/reduce/local.mk
 libshmddp_core_la_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \

@@ -6,9 +6,10 @@
  *   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;   // device -1: rank % visible GPUs
  *   shmddp_comm_init_cuda(comm, &cc);                     // collective: every rank calls it
  *   shmddp_all_reduce(comm, d_send, d_recv, n, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)stream);
- * A device call is asynchronous: it is enqueued on the stream and returns. Failures that happen
- * on the GPU (a peer died, a peer never arrived) make the kernels give up and are reported by the
- * next call on the communicator, by shmddp_cuda_check() and by shmddp_cuda_sync().
+ * A collective on device buffers is asynchronous: it is enqueued on the stream and returns.
+ * Failures that happen on the GPU (a peer died, a peer never arrived) make the kernels give up
+ * and are reported by the next call on the communicator, by shmddp_cuda_check() and by
+ * shmddp_cuda_sync().
  *
  * Device buffers: any device memory of the rank's process works, at any size. cudaMalloc memory
  * is shared with the peers through legacy CUDA IPC, cuMem memory whose allocation allows POSIX

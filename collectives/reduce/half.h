@@ -1,7 +1,7 @@
 /* half.h — IEEE binary16 and bfloat16 <-> f32 conversions on the host, round to nearest even.
  * Used by the host collectives (f16/bf16 reduce in f32) and the CPU reference of the casts. */
-#ifndef KERNELS_HALF_H
-#define KERNELS_HALF_H
+#ifndef COLLECTIVES_REDUCE_HALF_H
+#define COLLECTIVES_REDUCE_HALF_H
 
 #include <stdint.h>
 #include <string.h>
