@@ -11,6 +11,8 @@
  * fewer blocks leave SMs to the convolutions).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
+ * Ranks that share a GPU: auto takes the co-located path (cuda_coloc.c) for every collective and
+ * size, except under CUDA-graph capture; coloc forced takes it for any placement.
  *
  * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
  *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
@@ -57,6 +59,7 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   const cuda_state_t *s = cuda_state(comm);
   if (!s->p2p) return SHMDDP_ALGO_STAGED;
   if (req == SHMDDP_ALGO_RING) req = SHMDDP_ALGO_CE_RING;
+  if (req == SHMDDP_ALGO_COLOC) return req;
   if (kind == COLL_ALL_REDUCE) {
     if (req != SHMDDP_ALGO_AUTO) return req;
     if (bytes <= s->direct_max) return SHMDDP_ALGO_DIRECT;
@@ -125,6 +128,19 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   a.barrier_end = 0;
   LTRY(comm, "barrier", cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
+}
+
+/* The co-located path (cuda_coloc.c) for any of the collectives. */
+static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *send, void *recv,
+                             size_t count, shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                             shmddp_stream_t stream)
+{
+  int me = comm->rank;
+  cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
+                         .dtype = dtype, .op = op, .root = root, .stream = stream};
+  if (kind == COLL_BROADCAST && me != root) k.send = NULL;
+  if (kind == COLL_REDUCE && me != root) k.recv = NULL;
+  return cuda_coloc_run(comm, &k);
 }
 
 /* ---------------- all_reduce ---------------- */
@@ -294,11 +310,12 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   switch (algo) {
+  case SHMDDP_ALGO_COLOC: return coloc(comm, COLL_ALL_REDUCE, send, recv, count, dtype, op, -1, stream);
   case SHMDDP_ALGO_DIRECT: return ar_oneshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_TWOSHOT: return ar_twoshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_CE_RING: return ar_cering(comm, send, recv, count, dtype, op, stream);
@@ -322,10 +339,13 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
                                            shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) {
     cuda_staged_args_t a;
     staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
@@ -357,10 +377,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
-  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_ALL_GATHER, send, recv, sendcount, dtype, 0, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) {
     cuda_staged_args_t a;
     staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
@@ -391,10 +414,12 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
                                       shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_BROADCAST, send, recv, count, dtype, 0, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) {
     cuda_staged_args_t a;
@@ -428,10 +453,12 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE, send, recv, count, dtype, op, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) {
     cuda_staged_args_t a;

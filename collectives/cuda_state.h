@@ -93,6 +93,7 @@ typedef struct {
   int nown;
   cuda_peer_map_t peer_map[CUDA_MAXR][CUDA_PEER_MAX];
   int npeer_map[CUDA_MAXR];
+  struct cuda_coloc *coloc;       /* the co-located path (cuda_coloc.c) */
 } cuda_state_t;
 
 #define CUDA_TRY(comm, call)                                                                  \
@@ -126,6 +127,32 @@ shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *
                               void *out[][CUDA_MAXR]);
 /* Close every peer buffer this rank opened. */
 void cuda_reg_release(cuda_state_t *s);
+
+/* cuda_coloc.c: the co-located path. publish (before the init barrier that shows the exchange
+ * area to the peers) creates the events and writes their handles and the GPU's identity; setup
+ * (after it) works out the placement. */
+typedef struct {
+  coll_kind_t kind;
+  const void *send; /* NULL where this rank passes none (a broadcast's non-root) */
+  void *recv;       /* NULL where this rank passes none (a reduce's non-root) */
+  size_t count;     /* as the API call's count (per rank for reduce-scatter and all-gather) */
+  shmddp_dtype_t dtype;
+  shmddp_op_t op;
+  int root;
+  shmddp_stream_t stream;
+} cuda_coloc_call_t;
+shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s);
+shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
+/* Ranks on this rank's GPU (1: alone; 0 before setup). */
+int cuda_coloc_shared(const shmddp_comm_t *comm);
+/* req, or COLOC where auto should take the co-located path for a call on stream. */
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream);
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call);
+/* shmddp_cuda_sync for a communicator that used the path: polls, watching the abort word. */
+shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream);
+/* Destroy the events (after the peers are done with them). 1: the group failed after co-located
+ * calls, so the caller must leave the device alone (a stream may never drain). */
+int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s);
 
 /* cuda_ops.c: the device collectives' table. */
 extern const struct coll_device_ops cuda_device_ops;

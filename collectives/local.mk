@@ -3,4 +3,5 @@ libshmddp_core_la_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \
 	collectives/api.c collectives/launch.c collectives/join.c collectives/device.h \
-	collectives/host_direct.c collectives/host_ring.c collectives/host.h
+	collectives/host_direct.c collectives/host_ring.c collectives/host.h \
+	collectives/coloc.c collectives/coloc.h

@@ -29,7 +29,7 @@ static const size_t dtype_sizes[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_I64] = 8, [SHMDDP_I8] = 1, [SHMDDP_U8] = 1, [SHMDDP_U32] = 4, [SHMDDP_U64] = 8};
 static const char *const op_names[SHMDDP_NUM_OPS] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[SHMDDP_NUM_ALGOS] = {"auto", "direct", "ring", "twoshot",
-                                                         "cering", "staged"};
+                                                         "cering", "staged", "coloc"};
 
 const char *shmddp_strerror(shmddp_status_t status)
 {
