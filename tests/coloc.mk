@@ -9,3 +9,14 @@ tests_check_coloc_SOURCES = tests/check_coloc.c tests/failures.h tests/testutil.
 tests_check_coloc_CFLAGS = $(TEST_CFLAGS)
 tests_check_coloc_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 endif
+
+if HAVE_CHECK
+if HAVE_CUDA
+check_PROGRAMS += tests/check_coloc_cuda
+TESTS += tests/check_coloc_cuda
+tests_check_coloc_cuda_SOURCES = tests/check_coloc_cuda.c tools/coll_check.c tools/coll_check.h
+tests_check_coloc_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_coloc_cuda_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS) -lpthread
+endif
+endif
+EXTRA_DIST += tests/check_coloc_cuda.c
