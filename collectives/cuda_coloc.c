@@ -56,25 +56,42 @@ static coloc_xchg_t *coloc_xchg(const shmddp_comm_t *comm, int rank)
   return (coloc_xchg_t *)((char *)cuda_xchg(comm, rank) + at);
 }
 
+/* The events and the GPU's identity; a CUDA error leaves the key empty, which turns the path
+ * off on every rank (the placement then fails on every rank alike). */
+static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device)
+{
+  cudaError_t e = cudaSuccess;
+  for (int k = 0; k < COLOC_NKINDS && e == cudaSuccess; k++) {
+    e = cudaEventCreateWithFlags(&c->own[k], cudaEventDisableTiming | cudaEventInterprocess);
+    if (e == cudaSuccess) e = cudaIpcGetEventHandle(&x->handle[k], c->own[k]);
+    x->ptr[k] = (uint64_t)(uintptr_t)c->own[k];
+  }
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->sync_ev, cudaEventDisableTiming);
+  struct cudaDeviceProp prop;
+  if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) return e;
+  int at = snprintf(x->key, sizeof x->key, "GPU-");
+  for (int i = 0; i < 16; i++)
+    at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
+  c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
+  return cudaSuccess;
+}
+
 shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
 {
   struct cuda_coloc *c = calloc(1, sizeof *c);
   if (!c) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->coloc = c;
   coloc_xchg_t *x = coloc_xchg(comm, comm->rank);
-  for (int k = 0; k < COLOC_NKINDS; k++) {
-    CUDA_TRY(comm, cudaEventCreateWithFlags(&c->own[k], cudaEventDisableTiming |
-                                                           cudaEventInterprocess));
-    CUDA_TRY(comm, cudaIpcGetEventHandle(&x->handle[k], c->own[k]));
-    x->ptr[k] = (uint64_t)(uintptr_t)c->own[k];
+  memset(x->key, 0, sizeof x->key);
+  cudaError_t e = make_events(c, x, s->device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    memset(x->key, 0, sizeof x->key);
+    fprintf(stderr, "shmddp: warning: rank %d: no interprocess events (%s): ranks that share a "
+            "GPU will use the in-kernel algorithms (each call waits for a time slice)\n",
+            comm->rank, cudaGetErrorString(e));
   }
-  CUDA_TRY(comm, cudaEventCreateWithFlags(&c->sync_ev, cudaEventDisableTiming));
-  struct cudaDeviceProp prop;
-  CUDA_TRY(comm, cudaGetDeviceProperties(&prop, s->device));
-  int at = snprintf(x->key, sizeof x->key, "GPU-");
-  for (int i = 0; i < 16; i++)
-    at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
-  c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
   return SHMDDP_OK;
 }
 
@@ -88,8 +105,7 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s)
   }
   coloc_plan_t plan;
   if (coloc_plan(&plan, comm->nranks, (const char(*)[COLOC_KEY_BYTES])keys) != 0)
-    return coll_error(comm, SHMDDP_ERR_INTERNAL, "rank %d: a peer published no GPU identity",
-                      comm->rank);
+    memset(&plan, 0, sizeof plan); /* a rank has no events: the path is off (nranks 0) */
   coloc_state_init(&s->coloc->proto, &plan, words);
   return SHMDDP_OK;
 }
@@ -264,8 +280,9 @@ static const coloc_ops_t cuda_coloc_ops = {op_record, op_wait, op_rendezvous, op
 shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call)
 {
   cuda_state_t *s = cuda_state(comm);
-  if (!s->coloc)
-    return coll_error(comm, SHMDDP_ERR_INTERNAL, "rank %d: no co-located state", comm->rank);
+  if (!s->coloc || s->coloc->proto.plan.nranks == 0)
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d, %s: the co-located algorithm is "
+                      "off (a rank could not create interprocess events)", comm->rank, comm->what);
   if (capturing((cudaStream_t)call->stream))
     return coll_error(comm, SHMDDP_ERR_UNSUPPORTED,
                       "rank %d, %s: the co-located algorithm (SHMDDP_ALGO=coloc) cannot be "

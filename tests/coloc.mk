@@ -20,3 +20,5 @@ tests_check_coloc_cuda_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS) -lpthread
 endif
 endif
 EXTRA_DIST += tests/check_coloc_cuda.c
+TESTS += tests/kill_rank_gpu.sh
+EXTRA_DIST += tests/kill_rank_gpu.sh
