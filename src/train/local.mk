@@ -11,7 +11,8 @@ libtrainer_a_SOURCES = \
 	src/train/train_ckpt.c src/train/train_ckpt.h \
 	src/train/checkpoint.c src/train/checkpoint.h \
 	src/train/metrics.c src/train/metrics.h \
-	src/train/params.c src/train/params.h
+	src/train/params.c src/train/params.h \
+	src/train/train_share.c src/train/train_share.h
 
 bin_PROGRAMS += shmddp-train
 # train_mpi.c (the program under mpirun) is the one part of the trainer that calls MPI: it is

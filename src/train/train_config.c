@@ -282,12 +282,13 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
       c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
     if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
   }
-  if (m->mpi_ranks == 0 && c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
+  /* More ranks than GPUs share them round-robin (train_share.c checks that they fit). */
+  c->gpus = m->mpi_ranks == 0 && c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : 0;
+  if (c->gpus > 0 && c->nproc > c->gpus && c->mode == TRAIN_MODE_DP)
     return usage_error(err, errlen,
-                       "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
-                       "%d (rank r drives GPU r)",
-                       c->nproc, c->nproc, m->visible_gpus, m->visible_gpus == 1 ? "is" : "are",
-                       m->visible_gpus);
+                       "--mode dp drives one GPU per replica: %d replicas need %d GPUs but %d %s "
+                       "visible (in --mode ddp ranks may share GPUs)",
+                       c->nproc, c->nproc, c->gpus, c->gpus == 1 ? "is" : "are");
   if (!set[OPT_WIDTHS]) parse_widths(dd->widths, c, err, errlen);
   if (!set[OPT_IMAGE_SIZE]) c->image_size = dd->image_size;
   if (!set[OPT_BATCH]) c->batch_size = dd->batch_size;
@@ -615,7 +616,8 @@ void train_config_usage(FILE *f, const train_machine_t *m)
 "Devices and processes:\n"
 "  --device cpu|cuda        default: %s on this machine (%d GPU%s visible%s)\n"
 "  --nproc N                ranks, 1..%d; default: every visible GPU (cuda), %d here for cpu\n"
-"                           (2 CPU ranks, one per core, so the default job runs the DDP path)\n"
+"                           (2 CPU ranks, one per core, so the default job runs the DDP path);\n"
+"                           more ranks than GPUs share them: rank r on GPU r %% GPUs\n"
 "  --ranks-per-node K       under mpirun (every MPI process is one rank): ranks r/K form a\n"
 "                           node (one shmddp group; MPI between nodes), so one machine can\n"
 "                           stand in for several; default: the ranks of one host\n"

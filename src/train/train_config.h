@@ -62,6 +62,8 @@ typedef struct {
   int ignore_index;         /* mask value the loss and metrics skip (255) */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
+  int gpus;                 /* cuda, one machine: the GPUs visible at launch; rank r drives GPU
+                               r % gpus, so more ranks than GPUs share them (train_share.c) */
 } train_config_t;
 
 /* What the defaults depend on: the machine. Filled by train_config_probe(); tests fake it. */
