@@ -115,6 +115,12 @@ if has_part trainer; then
       printf '%s\t%s\t%s\t%s\t%s\n' "$np" "$bs" "$sb" "${ips:-failed}" "${peak:-}" >> "$OUT/trainer.tsv"
     done
   done
+  # Too many ranks for the GPU's memory: refused before any rank starts (exit status 2).
+  ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$OUT/train_too_big" \
+    > "$OUT/train_too_big.log" 2>&1
+  rc=$?
+  note "trainer: 8 ranks x batch 512 on one GPU: exit status $rc (want 2): $(grep -m1 'need about' "$OUT/train_too_big.log" | cut -c1-200)"
+  [ "$rc" -eq 2 ] || FAILED=1
   awk -F'\t' 'NR > 1 { ips[$1 "," $3] = $4 } END {
       split("off on", sbs, " ")
       for (i = 1; i <= 2; i++) { b = ips["1," sbs[i]]
