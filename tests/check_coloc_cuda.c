@@ -35,24 +35,6 @@
     if ((x) != SHMDDP_OK) return FAIL(f, "%s: %s", #x, shmddp_comm_last_error(comm));         \
   } while (0)
 
-static uint64_t fnv(const void *p, size_t n)
-{
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
-}
-
-/* Every rank holds the same bytes (a host all-reduce of the hash, min and max). */
-static int same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
-{
-  int64_t h[2];
-  h[0] = h[1] = (int64_t)fnv(p, n);
-  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
-  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
-  return h[0] == h[1];
-}
-
 /* ---------------- every collective ---------------- */
 
 typedef struct {
@@ -145,7 +127,7 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
   CF_CHECK(g->f, used == g->want_algo, "%s count %zu: the %s algorithm ran, not %s", what, count,
            shmddp_algo_name(used), shmddp_algo_name(g->want_algo));
   if (kind == K_ALL_REDUCE)
-    CF_CHECK(g->f, same_on_all_ranks(comm, g->h, count * ds), "%s %s count %zu: ranks hold "
+    CF_CHECK(g->f, coll_same_on_all_ranks(comm, g->h, count * ds), "%s %s count %zu: ranks hold "
              "different bits", what, shmddp_dtype_name(dt), count);
   return 0;
 }

@@ -62,24 +62,6 @@ static void launch(int nproc, shmddp_rank_fn fn, void *arg, double grace_s,
   ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res->message);
 }
 
-static uint64_t fnv(const void *p, size_t n)
-{
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
-}
-
-/* Every rank holds the same bytes. */
-static int same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
-{
-  int64_t h[2];
-  h[0] = h[1] = (int64_t)fnv(p, n);
-  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
-  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
-  return h[0] == h[1];
-}
-
 static int init_cuda(shmddp_comm_t *comm)
 {
   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
@@ -166,7 +148,7 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
                    "want %g", shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op),
                    count, inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
                    coll_expected(n, first, cs, dt, op));
-          CF_CHECK(f, same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
+          CF_CHECK(f, coll_same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
                    "ranks hold different bits", shmddp_algo_name(used), shmddp_dtype_name(dt),
                    shmddp_op_name(op), count);
           shmddp_algo_t want = shmddp_cuda_p2p(comm) ? m->algos[a] : SHMDDP_ALGO_STAGED;
