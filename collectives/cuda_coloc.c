@@ -14,6 +14,13 @@
  * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
  * forces it for any placement (P2P needed), and then refuses capture.
  *
+ * Memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem without a shareable
+ * handle): the exchange says so alike on every rank and maps nothing. The call still goes through
+ * the protocol, without work (so the published words and the events stay in step), and
+ * cuda_coloc_run says it was staged: the caller then runs the collective's staged version (the
+ * in-kernel algorithms over the segment or the scratch areas, which wait for the GPU's time
+ * slice), ordered after every rank's READY by the protocol's events.
+ *
  * Failure: a stream may wait on the event of a peer that died before its record ran, and such a
  * wait never ends. So shmddp_cuda_sync polls (and returns the group's error), and a rank whose
  * group failed after co-located calls leaves its CUDA objects to the process's exit instead of
@@ -142,6 +149,7 @@ typedef struct {
   cuda_state_t *s;
   const cuda_coloc_call_t *k;
   void *P[2][CUDA_MAXR]; /* [send, recv][rank], mapped here */
+  int staged;            /* the exchange found a buffer it cannot share (alike on every rank) */
 } ctx_t;
 
 static shmddp_status_t op_record(void *vctx, int kind, uint64_t seq)
@@ -171,12 +179,19 @@ static shmddp_status_t op_wait(void *vctx, int peer, int kind, uint64_t seq)
   return SHMDDP_OK;
 }
 
+/* The exchange is the rendezvous: it returns once every rank has published its buffers. The
+ * bytes it touches of each (the same on every rank): reduce-scatter reads n blocks of every
+ * input, all-gather writes n blocks of every output. */
 static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
 {
   ctx_t *c = vctx;
-  const void *mine[2] = {c->k->send, c->k->recv};
+  const cuda_coloc_call_t *k = c->k;
+  const void *mine[2] = {k->send, k->recv};
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype), n = (size_t)c->comm->nranks;
+  size_t len[2] = {k->kind == COLL_REDUCE_SCATTER ? bytes * n : bytes,
+                   k->kind == COLL_ALL_GATHER ? bytes * n : bytes};
   (void)seq;
-  return cuda_exchange(c->comm, 2, mine, c->P);
+  return cuda_exchange(c->comm, 2, mine, len, k->stream, c->P, &c->staged);
 }
 
 static int add_dst(cuda_coloc_job_t *j, void *p)
@@ -255,6 +270,7 @@ static int build_jobs(const ctx_t *c, uint32_t G, cuda_coloc_args_t *a)
 static shmddp_status_t op_work(void *vctx)
 {
   ctx_t *c = vctx;
+  if (c->staged) return SHMDDP_OK; /* no buffer was mapped: the caller stages the call */
   const coloc_plan_t *p = &c->s->coloc->proto.plan;
   cuda_coloc_args_t a;
   if (build_jobs(c, p->members[p->group[c->comm->rank]], &a) != 0)
@@ -277,9 +293,10 @@ static shmddp_status_t op_work(void *vctx)
 
 static const coloc_ops_t cuda_coloc_ops = {op_record, op_wait, op_rendezvous, op_work};
 
-shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call)
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged)
 {
   cuda_state_t *s = cuda_state(comm);
+  *staged = 0;
   if (!s->coloc || s->coloc->proto.plan.nranks == 0)
     return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d, %s: the co-located algorithm is "
                       "off (a rank could not create interprocess events)", comm->rank, comm->what);
@@ -290,7 +307,9 @@ shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *cal
                       "algorithm on auto, which captures the in-kernel algorithms",
                       comm->rank, comm->what);
   ctx_t c = {.comm = comm, .s = s, .k = call};
-  return coloc_call(comm, &s->coloc->proto, &cuda_coloc_ops, &c);
+  shmddp_status_t st = coloc_call(comm, &s->coloc->proto, &cuda_coloc_ops, &c);
+  *staged = st == SHMDDP_OK && c.staged;
+  return st;
 }
 
 /* ---------------- waiting and teardown ---------------- */

@@ -130,17 +130,21 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   return SHMDDP_OK;
 }
 
-/* The co-located path (cuda_coloc.c) for any of the collectives. */
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k);
+
+/* The co-located path (cuda_coloc.c) for any of the collectives; when some rank's buffer cannot
+ * be shared, the call's staged version after it (every rank alike). */
 static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *send, void *recv,
                              size_t count, shmddp_dtype_t dtype, shmddp_op_t op, int root,
                              shmddp_stream_t stream)
 {
-  int me = comm->rank;
+  int me = comm->rank, staged = 0;
   cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
                          .dtype = dtype, .op = op, .root = root, .stream = stream};
   if (kind == COLL_BROADCAST && me != root) k.send = NULL;
   if (kind == COLL_REDUCE && me != root) k.recv = NULL;
-  return cuda_coloc_run(comm, &k);
+  TRY(cuda_coloc_run(comm, &k, &staged));
+  return staged ? coloc_staged(comm, &k) : SHMDDP_OK;
 }
 
 /* ---------------- all_reduce ---------------- */
@@ -199,6 +203,19 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   return SHMDDP_OK;
 }
 
+/* A buffer some rank cannot share: the scratch two-shot, piece by piece (no user buffer leaves
+ * its rank; the pieces keep the buffers' 16-byte alignment). */
+static shmddp_status_t ar_scratch_pieces(shmddp_comm_t *comm, const void *send, void *recv,
+                                         size_t count, shmddp_dtype_t dtype, shmddp_op_t op,
+                                         shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), per = cuda_state(comm)->ts_max / 16 * 16 / ds;
+  for (size_t off = 0; off < count; off += per)
+    TRY(ar_twoshot_scratch(comm, (const char *)send + off * ds, (char *)recv + off * ds,
+                           count - off < per ? count - off : per, dtype, op, stream));
+  return SHMDDP_OK;
+}
+
 /* Two-shot on the users' buffers (exchanged per call): large sizes, zero copies. */
 static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                                   shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
@@ -207,8 +224,11 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
     return ar_twoshot_scratch(comm, send, recv, count, dtype, op, stream);
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, comm->nranks, ds);
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
+  size_t sl = slice_elems(count, comm->nranks, ds);
   size_t lo = (size_t)comm->rank * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   cuda_direct_args_t a;
@@ -231,9 +251,12 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   cudaStream_t st = (cudaStream_t)stream;
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
   int n = comm->nranks, me = comm->rank;
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, n, ds);
+  size_t sl = slice_elems(count, n, ds);
   size_t lo = (size_t)me * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   /* Chunks: about 1/32 of the slice (enough to pipeline, few enough to keep the host ahead),
@@ -334,6 +357,80 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
 
 /* ---------------- reduce_scatter, all_gather, broadcast, reduce ---------------- */
 
+/* The host-staged versions: the STAGED algorithm, and every call in which some rank's buffer
+ * cannot be shared with its peers (decided alike on every rank by the exchange). */
+static shmddp_status_t rs_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                 size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = recvcount * shmddp_dtype_size(dtype) * (size_t)comm->nranks;
+  a.rd_lo = (size_t)comm->rank * recvcount;
+  a.rd_hi = a.rd_lo + recvcount;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = send;
+  a.src_bytes = bytes;
+  a.dst = recv;
+  a.dst_stride = bytes;
+  a.copy_mask = (1u << comm->nranks) - 1;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t bc_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  int me = comm->rank;
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = me == root ? send : NULL;
+  a.src_bytes = bytes;
+  a.post_data = me == root;
+  a.dst = recv;
+  a.copy_mask = me != root || recv != send ? 1u << root : 0;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                 shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = count * shmddp_dtype_size(dtype);
+  a.rd_lo = 0;
+  a.rd_hi = comm->rank == root ? count : 0;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
+/* A co-located call whose buffers some rank cannot share: what the other algorithms do then. */
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k)
+{
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  switch (k->kind) {
+  case COLL_ALL_REDUCE:
+    return ar_scratch_pieces(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_REDUCE_SCATTER:
+    return rs_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_ALL_GATHER: return ag_staged(comm, k->send, k->recv, bytes, k->dtype, k->stream);
+  case COLL_BROADCAST:
+    return bc_staged(comm, k->send, k->recv, bytes, k->dtype, k->root, k->stream);
+  default:
+    return rd_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->root, k->stream);
+  }
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
@@ -346,19 +443,13 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
   if (algo == SHMDDP_ALGO_COLOC)
     return coloc(comm, COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, -1, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = recvcount * ds * n;
-    a.rd_lo = (size_t)comm->rank * recvcount;
-    a.rd_hi = a.rd_lo + recvcount;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {recvcount * ds * n};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   a.nsrc = comm->nranks;
@@ -384,19 +475,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   if (algo == SHMDDP_ALGO_COLOC)
     return coloc(comm, COLL_ALL_GATHER, send, recv, sendcount, dtype, 0, -1, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.dst = recv;
-    a.dst_stride = bytes;
-    a.copy_mask = (1u << comm->nranks) - 1;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return ag_staged(comm, send, recv, bytes, dtype, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   a.nsrc = 1;
@@ -421,19 +506,13 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
   if (algo == SHMDDP_ALGO_COLOC)
     return coloc(comm, COLL_BROADCAST, send, recv, count, dtype, 0, root, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = me == root ? send : NULL;
-    a.src_bytes = bytes;
-    a.post_data = me == root;
-    a.dst = recv;
-    a.copy_mask = me != root || recv != send ? 1u << root : 0;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   if (me == root) {
@@ -460,19 +539,13 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   if (algo == SHMDDP_ALGO_COLOC)
     return coloc(comm, COLL_REDUCE, send, recv, count, dtype, op, root, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.rd_lo = 0;
-    a.rd_hi = me == root ? count : 0;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   if (me == root) {

@@ -3,7 +3,9 @@
  * as threads of one process; 4 ranks on 2 GPUs, and the path forced across 2 GPUs, where there
  * are 2), bitwise equal on every rank; buffers overwritten right after each call while a peer is
  * held back (the DONE events must keep the inputs alive, the READY events must hold the reader);
- * and CUDA-graph capture, which takes the in-kernel algorithms, and refuses a forced coloc.
+ * and CUDA-graph capture, which takes the in-kernel algorithms, and refuses a forced coloc;
+ * buffers from cudaMallocAsync's pool, which no other process can map: the calls meet through the
+ * path and are then staged, with the same results.
  *
  * The whole suite is skipped (exit 77) without a GPU; CUDA is initialised only inside the ranks
  * (forked by shmddp_launch) or a test's own CK_FORK child. */
@@ -132,24 +134,41 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
   return 0;
 }
 
-/* The whole matrix on an initialised communicator. */
-static int collectives_body(shmddp_comm_t *comm, case_failures_t *f, shmddp_algo_t want)
+/* The whole matrix on an initialised communicator; pool: the buffers from cudaMallocAsync's
+ * pool (no other process can map them: every call is staged after the co-located rendezvous). */
+static int collectives_body(shmddp_comm_t *comm, case_failures_t *f, shmddp_algo_t want, int pool)
 {
   int n = shmddp_comm_size(comm);
   size_t bytes = MAXCOUNT * 8 * (size_t)n + 64;
   rig_t g = {.comm = comm, .f = f, .want_algo = want, .h = malloc(bytes)};
   if (!g.h) return FAIL(f, "out of host memory");
-  FCUDA(f, cudaMalloc((void **)&g.send, bytes));
-  FCUDA(f, cudaMalloc((void **)&g.recv, bytes));
   FCUDA(f, cudaStreamCreateWithFlags(&g.s, cudaStreamNonBlocking));
+  if (pool) {
+    FCUDA(f, cudaMallocAsync((void **)&g.send, bytes, g.s));
+    FCUDA(f, cudaMallocAsync((void **)&g.recv, bytes, g.s));
+    FCUDA(f, cudaStreamSynchronize(g.s));
+  } else {
+    FCUDA(f, cudaMalloc((void **)&g.send, bytes));
+    FCUDA(f, cudaMalloc((void **)&g.recv, bytes));
+  }
   int variant = 0, stop = 0;
   for (int k = 0; k < K_KINDS && !stop; k++)
     for (size_t t = 0; t < sizeof type_ops / sizeof type_ops[0] && !stop; t++)
       for (size_t c = 0; c < sizeof counts / sizeof counts[0] && !stop; c++, variant++)
         stop = one_case(&g, k, counts[c], variant, &type_ops[t], variant);
+  if (pool) {
+    size_t exports = 1;
+    FST(f, comm, shmddp_cuda_mem_stats(comm, &exports, NULL));
+    CF_CHECK(f, exports == 0, "pool memory was exported (%zu exports): no call was staged",
+             exports);
+    cudaFreeAsync(g.send, g.s);
+    cudaFreeAsync(g.recv, g.s);
+    cudaStreamSynchronize(g.s);
+  } else {
+    cudaFree(g.send);
+    cudaFree(g.recv);
+  }
   cudaStreamDestroy(g.s);
-  cudaFree(g.send);
-  cudaFree(g.recv);
   free(g.h);
   return stop;
 }
@@ -160,6 +179,7 @@ static case_failures_t *g_fails;
 typedef struct {
   int device_mod; /* rank r drives GPU r % device_mod (1: all on GPU 0) */
   shmddp_algo_t force, want;
+  int pool;       /* buffers from cudaMallocAsync's pool */
 } proc_case_t;
 
 static int proc_rank(shmddp_comm_t *comm, void *arg)
@@ -176,7 +196,7 @@ static int proc_rank(shmddp_comm_t *comm, void *arg)
   CF_CHECK(f, sharing == want_sharing, "placement: %d ranks on this GPU, want %d", sharing,
            want_sharing);
   FST(f, comm, shmddp_comm_set_algo(comm, pc->force));
-  return collectives_body(comm, f, pc->want);
+  return collectives_body(comm, f, pc->want, pc->pool);
 }
 
 static void setup(void)
@@ -218,6 +238,16 @@ START_TEST(every_collective_on_one_gpu)
 }
 END_TEST
 
+/* Memory no other process can map: the exchange of the co-located call says so on every rank,
+ * and the call is staged (the algorithm reported is still coloc). */
+START_TEST(unshareable_buffers_are_staged)
+{
+  proc_case_t pc = {.device_mod = 1, .force = SHMDDP_ALGO_AUTO, .want = SHMDDP_ALGO_COLOC,
+                    .pool = 1};
+  launch(2, proc_rank, &pc, "2 processes on GPU 0, cudaMallocAsync buffers");
+}
+END_TEST
+
 START_TEST(mixed_placement_four_ranks_on_two_gpus)
 {
   proc_case_t pc = {.device_mod = 2, .force = SHMDDP_ALGO_AUTO, .want = SHMDDP_ALGO_COLOC};
@@ -253,7 +283,7 @@ static void *thread_rank(void *p)
   }
   CF_CHECK(f, shmddp_cuda_colocated(comm) == a->nranks, "placement: %d ranks on GPU 0",
            shmddp_cuda_colocated(comm));
-  collectives_body(comm, f, SHMDDP_ALGO_COLOC);
+  collectives_body(comm, f, SHMDDP_ALGO_COLOC, 0);
   shmddp_comm_destroy(comm);
   return NULL;
 }
@@ -434,6 +464,7 @@ static Suite *make_coloc_cuda_suite(const suite_env_t *env)
   tcase_add_loop_test(tc, every_collective_threads_on_one_gpu, 2, 5);
   tcase_add_loop_test(tc, inputs_reused_right_after_the_call, 2, 5);
   tcase_add_test(tc, graph_capture_takes_the_in_kernel_algorithms);
+  tcase_add_test(tc, unshareable_buffers_are_staged);
   suite_add_tcase(s, tc);
   if (suite_gpu_cases(env, 2, 1, "mixed placements (4 ranks on 2 GPUs, coloc across GPUs)")) {
     tc = tcase_create("two_gpus");
