@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "src/train/options.h"
-#include "src/train/train_share.h"
+#include "src/train/gpu_share.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -271,7 +271,7 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
   REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
-  /* DDP: more ranks than GPUs share them round-robin (train_share.c) */
+  /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */
   ck_assert_int_eq(parse(&c0, &gpu_box, err0, sizeof err0, "--device", "cuda", "--nproc", "3",
                          (char *)NULL), 0);
   ck_assert_int_eq(c0.nproc, 3);

@@ -13,7 +13,7 @@
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
 #include "src/train/params.h"
-#include "src/train/train_share.h"
+#include "src/train/gpu_share.h"
 
 int main(int argc, char **argv)
 {

@@ -515,7 +515,7 @@ static int resolve_ranks(train_config_t *c, const unsigned char *set, const trai
   if (!set[OPT_NPROC])
     c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
   if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
-  /* More ranks than GPUs share them round-robin (train_share.c checks that they fit). */
+  /* More ranks than GPUs share them round-robin (gpu_share.c checks that they fit). */
   c->gpus = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : 0;
   if (c->gpus > 0 && c->nproc > c->gpus && c->mode == TRAIN_MODE_DP)
     return usage_error(err, errlen,

@@ -1,8 +1,8 @@
-/* train_share.h — more ranks than GPUs: rank r drives GPU r % GPUs. Before any rank starts, the
+/* gpu_share.h — more ranks than GPUs: rank r drives GPU r % GPUs. Before any rank starts, the
  * launcher says which ranks share a GPU and refuses a job whose ranks' planned memory does not
  * fit one GPU. */
-#ifndef SRC_TRAIN_TRAIN_SHARE_H
-#define SRC_TRAIN_TRAIN_SHARE_H
+#ifndef SRC_TRAIN_GPU_SHARE_H
+#define SRC_TRAIN_GPU_SHARE_H
 
 #include <stddef.h>
 

@@ -1,10 +1,10 @@
-/* train_share.c — ranks that share GPUs: the start line's placement and the memory check made
- * before any rank starts (see train_share.h). The collectives between ranks that share a GPU take
+/* gpu_share.c — ranks that share GPUs: the start line's placement and the memory check made
+ * before any rank starts (see gpu_share.h). The collectives between ranks that share a GPU take
  * the co-located path by themselves (README: Many ranks on one GPU); the engine replays no CUDA
  * graph then (world_share_gpus), since a captured collective would wait for the GPU's time slice. */
 #include "config.h"
 
-#include "src/train/train_share.h"
+#include "src/train/gpu_share.h"
 
 #include <stdio.h>
 #include <string.h>
