@@ -16,9 +16,10 @@
 static const shm_env_param_t table[] = {
     /* the launcher and the collectives (collectives/launch.c, shm/launcher.c) */
     {.name = "SHMDDP_ALGO", .kind = SHM_ENV_CHOICE,
-     .choices = "auto|direct|ring|twoshot|cering|staged", .dflt = "auto",
+     .choices = "auto|direct|ring|twoshot|cering|staged|coloc", .dflt = "auto",
      .reader = "collectives, when a communicator is made",
-     .meaning = "force one collective algorithm (auto: by size and transport)"},
+     .meaning = "force one collective algorithm (auto: by size and transport; ranks sharing a "
+                "GPU: coloc)"},
     {.name = "SHMDDP_TIMEOUT", .kind = SHM_ENV_NUMBER, .min = 0.001, .max = 31536000,
      .unit = "seconds", .dflt = "300", .reader = "collectives, when a communicator is made",
      .meaning = "seconds a collective waits for a peer, where the program sets none "
@@ -51,6 +52,10 @@ static const shm_env_param_t table[] = {
     {.name = "SHMDDP_CUDA_CE_CHUNK", .kind = SHM_ENV_BYTES, .min = 4096, .max = GiB,
      .dflt = "a 32nd of a rank's slice", .reader = "collectives, device transport set-up",
      .meaning = "chunk size of the copy-engine ring"},
+    {.name = "SHMDDP_CUDA_EXPORTS", .kind = SHM_ENV_COUNT, .min = 16, .max = 1048576,
+     .unit = "exports", .dflt = "1024", .reader = "collectives, device transport set-up",
+     .meaning = "live exports of a rank's device buffers before the least recently used one is "
+                "retired and its peers unmap it"},
     /* the NCCL front end (nccl/) */
     {.name = "SHMDDP_NCCL_DEBUG", .kind = SHM_ENV_FLAG, .dflt = "0",
      .reader = "libshmddp-nccl, when a communicator is made",

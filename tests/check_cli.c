@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train/train_config.h"
+#include "src/train/options.h"
+#include "src/train/gpu_share.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -269,7 +270,15 @@ START_TEST(test_bad_combinations)
   char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
-  REJECT(&gpu_box, "--nproc", "--nproc", "3");                 /* 2 GPUs */
+  REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
+  /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */
+  ck_assert_int_eq(parse(&c0, &gpu_box, err0, sizeof err0, "--device", "cuda", "--nproc", "3",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c0.nproc, 3);
+  ck_assert_int_eq(c0.gpus, 2);
+  char share[128];
+  train_share_describe(&c0, share, sizeof share);
+  ck_assert_str_eq(share, "ranks 0, 2 share GPU 0; rank 1 alone on GPU 1");
   REJECT(&cpu_box, "--image-size", "--image-size", "62");      /* tiny: 3 levels, 62 % 4 */
   REJECT(&cpu_box, "--image-size", "--widths", "8,8,8,8,8,8", "--image-size", "32");
   REJECT(&cpu_box, "--sync-bn on", "--norm", "group", "--sync-bn", "on");
@@ -286,6 +295,17 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--mode ddp", "--mode", "dp", "--grad-comm", "bf16"); /* no all-reduce */
   REJECT(&mpi_box, "one machine", "--grad-comm", "bf16");
   ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, (char *)NULL), 0); /* mpirun alone: fine */
+  /* mpirun hands its ranks a terminal even when its output goes to a file: auto means lines */
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_LINES);
+  ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, "--progress", "bar", (char *)NULL), 0);
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_BAR);
+  ck_assert_int_eq(parse(&c0, &cpu_box, err0, sizeof err0, (char *)NULL), 0);
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_AUTO);
+  REJECT(&cpu_box, "--progress", "--progress", "fancy");
+  REJECT(&cpu_box, "did you mean --batch-size?", "--batchsize", "4");
+  REJECT(&cpu_box, "--ignore-label: 2 is a class", "--classes", "3", "--ignore-label", "2");
+  REJECT(&cpu_box, "--mask-map", "--mask-map", "255:");
+  REJECT(&cpu_box, "--mask-map", "--mask-map", "256:1");
   REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
   REJECT(&cpu_box, "unknown option", "--bogus");
   REJECT(&cpu_box, "takes no value", "--nesterov=yes");
@@ -311,7 +331,8 @@ START_TEST(test_help_lists_every_flag)
     "--precision", "--data", "--train-size", "--val-size", "--workers", "--seed", "--out",
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
-    "--cuda-graph", "--help", NULL};
+    "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
+    "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -335,7 +356,7 @@ START_TEST(test_help_lists_every_flag)
     if (d && (!next || d < next)) with_default++;
   }
   ck_assert_int_ge(lines, 33);
-  ck_assert_int_ge(with_default, lines - 2); /* --resume and --help have no default */
+  ck_assert_int_ge(with_default, lines - 3); /* --resume, --help and --version have none */
   free(buf);
 }
 END_TEST

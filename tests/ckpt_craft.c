@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 
 enum { ST_STEP, ST_EPOCH, ST_TAKEN, ST_SCALE = 7 }; /* positions in the "state" tensor */
 

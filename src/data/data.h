@@ -26,6 +26,10 @@ struct data_set {
   int max_width, max_height; /* the largest sample: the buffers get() needs */
   int min_width, min_height; /* the smallest sample */
   char name[64];             /* for messages: "synthetic train", "DIR (val)" */
+  /* Pixels per mask value (after --mask-map), counted when the dataset was opened; a dataset
+   * that is not scanned (synthetic) leaves counted 0. */
+  int counted;
+  double label_pixels[256];
   void *impl;
 };
 
@@ -62,6 +66,19 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
  * what a file that claims a huge size can make each loader worker allocate. */
 #define DATA_PNG_DEFAULT_MAX_PIXELS ((size_t)64 << 20)
 
+/* The same, with the mask values read through a map and another ignore label. Masks that hold
+ * only 0 and the ignore label in the training split are refused (binary masks saved as 0/255
+ * would train on background alone), with a message naming --mask-map. */
+typedef struct {
+  int classes, min_size;
+  size_t max_pixels;      /* the most pixels an image may have; 0: DATA_PNG_DEFAULT_MAX_PIXELS */
+  long val_size;
+  int ignore_label;       /* the mask value (after the map) that marks pixels without a class */
+  const uint8_t *map;     /* 256 entries: value v of a mask file is read as map[v]; NULL: as is */
+} data_png_opts_t;
+int data_open_png_dir_opts(data_set_t **train, data_set_t **val, const char *dir,
+                           const data_png_opts_t *o, char *err, size_t errlen);
+
 /* A PNG's width and height from its header (nothing decoded); refused (with the message) when
  * a side exceeds 16384 or width x height exceeds max_pixels. */
 int data_png_size(const char *path, int as_mask, size_t max_pixels, int *width, int *height,
@@ -71,6 +88,11 @@ int data_png_size(const char *path, int as_mask, size_t max_pixels, int *width, 
  * mask (8-bit gray or palette indices, unchanged). A file that does not fit cap is refused;
  * buf is never reallocated. */
 int data_png_read(const char *path, int as_mask, size_t max_pixels, uint8_t *buf, size_t cap,
+                  int *width, int *height, char *err, size_t errlen);
+/* For a caller that owns its buffer (the dataset scan, shmddp-predict): *buf (re)allocated to
+ * the size the header gives (*cap updated), then decoded as data_png_read does; a file that
+ * grew between the two is refused. */
+int data_png_load(const char *path, int as_mask, size_t max_pixels, uint8_t **buf, size_t *cap,
                   int *width, int *height, char *err, size_t errlen);
 
 /* Sample index (< ds->size) into rgb and mask; its size into *width, *height. */

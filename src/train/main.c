@@ -1,6 +1,6 @@
 /* main.c — the `train` program: parse and validate every setting, open the datasets and the
  * output folder, then fork one rank per device (before anything touches CUDA) and exit with the
- * group's status. Under mpirun every process is one rank instead (train_mpi.c). Exit status 2:
+ * group's status. Under mpirun every process is one rank instead (mpi_main.c). Exit status 2:
  * bad flags or data, nothing was started. */
 #include "config.h"
 
@@ -9,14 +9,16 @@
 
 #include "shm/env.h"
 #include "shmddp.h"
-#include "src/train/dp_train.h"
-#include "src/train/train.h"
-#include "src/train/train_mpi.h"
+#include "src/train/job.h"
+#include "src/train/loop_ddp.h"
+#include "src/train/loop_dp.h"
+#include "src/train/mpi_main.h"
+#include "src/train/gpu_share.h"
 
 int main(int argc, char **argv)
 {
   train_machine_t machine;
-  train_config_probe(&machine);
+  train_machine_probe(&machine);
   train_config_t cfg;
   char err[1024];
   int rc = train_config_parse(&cfg, argc, argv, &machine, stdout, err, sizeof err);
@@ -41,6 +43,17 @@ int main(int argc, char **argv)
     train_job_close(&job);
     if (rc != 0) fprintf(stderr, "train: %s\n", err);
     return rc != 0;
+  }
+  if (train_share_needed(&cfg)) {
+    char share[256];
+    if (train_share_check_memory(&cfg, err, sizeof err) != 0) {
+      fprintf(stderr, "train: %s\n", err);
+      train_job_close(&job);
+      return 2;
+    }
+    train_share_describe(&cfg, share, sizeof share);
+    printf("train: %d ranks on %d GPU%s: %s\n", cfg.nproc, cfg.gpus, cfg.gpus == 1 ? "" : "s",
+           share);
   }
   shmddp_launch_config_t lc = {.nproc = cfg.nproc,
                                .timeout_s = cfg.timeout_s,

@@ -1,0 +1,681 @@
+/* ops_cuda_bench.c — where a U-Net training step's time goes on one GPU. Issues the reference
+ * U-Net's forward, loss, backward and SGD update through the CUDA ops table in the order
+ * src/model/unet.c does, on random data; times every op with CUDA events after warm-up (TFLOP/s
+ * for convolutions, GB/s for the memory-bound ops), and the whole step with and without a CUDA
+ * graph.
+ * Then what each category costs inside the graph-replayed step: the step captured again without
+ * that category's ops, replayed and timed (ablation; the ops-alone figures overstate short
+ * kernels by their launch and ramp-up).
+ *
+ * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
+ * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
+ *
+ * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
+ *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-m] */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ops.h"
+#include "kernels/ops_cuda.h"
+#include "src/device/arena.h"
+#include "src/model/model.h"
+#include "src/model/optim.h"
+
+#define MAXL 8
+#define MAXREC 1024
+
+#define DIE(...)                                                                               \
+  do {                                                                                         \
+    fprintf(stderr, "ops_cuda_bench: " __VA_ARGS__);                                           \
+    fputc('\n', stderr);                                                                       \
+    exit(1);                                                                                   \
+  } while (0)
+#define CU(call)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                       \
+  } while (0)
+
+static ops_t O;
+static cudaStream_t S;
+static size_t E; /* bytes per element */
+
+/* ---- per-op timing: one event before each op in a profiled step ---- */
+
+typedef struct {
+  const char *cat;
+  char name[64];
+  double flops, bytes, ms;
+} rec_t;
+
+static rec_t recs[MAXREC];
+static cudaEvent_t evs[MAXREC + 1], ends[MAXREC];
+static int nrec, profiling, nprofiled;
+static const char *skip_cat; /* ablation: this category's ops are not issued */
+
+/* Closes the op in progress (profiling only). */
+static void op_end(void)
+{
+  if (profiling && nrec > 0) CU(cudaEventRecord(ends[nrec - 1], S));
+}
+
+static void op_begin(const char *cat, const char *name, double flops, double bytes)
+{
+  if (!profiling) return;
+  op_end();
+  CU(cudaStreamSynchronize(S)); /* the next op starts on an idle GPU: no queue, no gap */
+  if (nrec >= MAXREC) DIE("more than %d ops in a step", MAXREC);
+  rec_t *r = &recs[nrec];
+  r->cat = cat;
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->flops = flops;
+  r->bytes = bytes;
+  CU(cudaEventRecord(evs[nrec++], S));
+}
+
+#define OP(cat, name, flops, bytes, call)                                                      \
+  do {                                                                                         \
+    if (skip_cat && !strcmp(skip_cat, (cat))) break;                                           \
+    op_begin((cat), (name), (flops), (bytes));                                                 \
+    if ((call) != 0) DIE("%s (%s): %s", (name), #call, O.last_error(&O));                      \
+  } while (0)
+
+/* ---- the network's tensors ---- */
+
+typedef struct {
+  ops_conv_t c;
+  size_t w_off, b_off, nw; /* offsets into the flat parameter buffers */
+  char name[32];
+} conv_t;
+
+typedef struct {
+  conv_t conv;
+  int C;
+  size_t g_off;            /* gamma, then beta at g_off + C */
+  double *stats, *saved;
+  float *running;
+  void *a, *r;
+} blk_t;
+
+static struct {
+  int L, N, H, W, K, widths[MAXL];
+  blk_t enc1[MAXL], enc2[MAXL], dec1[MAXL], dec2[MAXL];
+  conv_t up[MAXL], head;
+  void *pooled[MAXL], *dskip[MAXL], *cat[MAXL];
+  uint8_t *arg[MAXL];
+  void *x, *logits, *g[2], *ws;
+  float *x32, *p32, *g32, *mom;
+  void *wp, *wg; /* working (dtype) parameters and gradients; = p32/g32 in f32 */
+  int32_t *labels;
+  double *loss;
+  size_t nparams, ws_bytes;
+} N;
+
+static void *dev(size_t bytes)
+{
+  void *p = NULL;
+  CU(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+
+static unsigned long long lcg = 42;
+static float rnd(void)
+{
+  lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((double)(lcg >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+/* Device f32 buffer of random values (never zeros: they can flatter a kernel). */
+static float *dev_rand(size_t n, float scale, float offset)
+{
+  float *h = malloc(n * sizeof *h), *d = dev(n * sizeof *h);
+  for (size_t i = 0; i < n; i++) h[i] = offset + scale * rnd();
+  CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static void *wp_at(size_t off) { return (char *)N.wp + off * E; }
+static void *wg_at(size_t off) { return (char *)N.wg + off * E; }
+
+static void conv_init(conv_t *cv, ops_conv_kind_t kind, int h, int w, int cin, int cout,
+                      const char *name)
+{
+  int k = kind == OPS_CONV3X3 ? 9 : kind == OPS_CONV1X1 ? 1 : 4;
+  cv->c = (ops_conv_t){kind, h, w, cin, cout, N.N, NULL};
+  cv->nw = (size_t)k * cin * cout;
+  cv->w_off = N.nparams;
+  N.nparams += cv->nw;
+  cv->b_off = N.nparams;
+  if (kind != OPS_CONV3X3) N.nparams += cout;
+  snprintf(cv->name, sizeof cv->name, "%s", name);
+}
+
+static void blk_init(blk_t *b, int h, int w, int cin, int cout, const char *name)
+{
+  conv_init(&b->conv, OPS_CONV3X3, h, w, cin, cout, name);
+  b->C = cout;
+  b->g_off = N.nparams;
+  N.nparams += 2 * (size_t)cout;
+}
+
+static void blk_alloc(blk_t *b)
+{
+  size_t P = (size_t)N.N * b->conv.c.h * b->conv.c.w;
+  b->a = dev(P * b->C * E);
+  b->r = dev(P * b->C * E);
+  b->stats = dev((2 * (size_t)b->C + 1) * sizeof(double));
+  b->saved = dev((2 * (size_t)b->C + 1) * sizeof(double));
+  b->running = dev_rand(2 * (size_t)b->C, 0.1f, 1);
+}
+
+static void plan(conv_t *cv)
+{
+  size_t ws = 0;
+  if (O.conv_plan(&O, &cv->c, &ws) != 0) DIE("planning %s: %s", cv->name, O.last_error(&O));
+  if (ws > N.ws_bytes) N.ws_bytes = ws;
+}
+
+static void build(void)
+{
+  char name[32];
+  for (int i = 0; i < N.L; i++) {
+    int h = N.H >> i, w = N.W >> i, cin = i ? N.widths[i - 1] : 3;
+    snprintf(name, sizeof name, "enc%d.conv1", i);
+    blk_init(&N.enc1[i], h, w, cin, N.widths[i], name);
+    snprintf(name, sizeof name, "enc%d.conv2", i);
+    blk_init(&N.enc2[i], h, w, N.widths[i], N.widths[i], name);
+  }
+  for (int i = N.L - 2; i >= 0; i--) {
+    int h = N.H >> i, w = N.W >> i;
+    snprintf(name, sizeof name, "dec%d.up", i);
+    conv_init(&N.up[i], OPS_CONVT2X2, h / 2, w / 2, N.widths[i + 1], N.widths[i], name);
+    snprintf(name, sizeof name, "dec%d.conv1", i);
+    blk_init(&N.dec1[i], h, w, 2 * N.widths[i], N.widths[i], name);
+    snprintf(name, sizeof name, "dec%d.conv2", i);
+    blk_init(&N.dec2[i], h, w, N.widths[i], N.widths[i], name);
+  }
+  conv_init(&N.head, OPS_CONV1X1, N.H, N.W, N.widths[0], N.K, "head");
+  /* parameters: f32 master + momentum, working copies in the compute dtype */
+  N.p32 = dev_rand(N.nparams, 0.05f, 0);
+  N.g32 = dev(N.nparams * 4);
+  N.mom = dev_rand(N.nparams, 0.01f, 0);
+  if (O.dtype == OPS_F32) {
+    N.wp = N.p32, N.wg = N.g32;
+  } else {
+    N.wp = dev(N.nparams * E), N.wg = dev(N.nparams * E);
+    if (O.from_f32(&O, N.p32, N.nparams, N.wp)) DIE("cast: %s", O.last_error(&O));
+  }
+  size_t scratch = 0, P0 = (size_t)N.N * N.H * N.W;
+  for (int i = 0; i < N.L; i++) {
+    size_t P = P0 >> (2 * i);
+    blk_alloc(&N.enc1[i]);
+    blk_alloc(&N.enc2[i]);
+    plan(&N.enc1[i].conv);
+    plan(&N.enc2[i].conv);
+    if (i > 0) {
+      N.pooled[i] = dev(P * N.widths[i - 1] * E);
+      N.arg[i] = dev(P * N.widths[i - 1]);
+    }
+    if (i < N.L - 1) N.dskip[i] = dev(P * N.widths[i] * E);
+    if (P * 2 * N.widths[i] > scratch) scratch = P * 2 * N.widths[i];
+  }
+  for (int i = N.L - 2; i >= 0; i--) {
+    size_t P = P0 >> (2 * i);
+    N.cat[i] = dev(P * 2 * N.widths[i] * E);
+    blk_alloc(&N.dec1[i]);
+    blk_alloc(&N.dec2[i]);
+    plan(&N.up[i]);
+    plan(&N.dec1[i].conv);
+    plan(&N.dec2[i].conv);
+  }
+  plan(&N.head);
+  if (P0 * N.K > scratch) scratch = P0 * N.K;
+  N.g[0] = dev(scratch * E);
+  N.g[1] = dev(scratch * E);
+  N.logits = dev(P0 * N.K * E);
+  N.ws = dev(N.ws_bytes);
+  N.x32 = dev_rand(P0 * 3, 1, 0);
+  N.x = O.dtype == OPS_F32 ? (void *)N.x32 : dev(P0 * 3 * E);
+  int32_t *lab = malloc(P0 * sizeof *lab);
+  for (size_t p = 0; p < P0; p++) lab[p] = (int32_t)((rnd() + 1) * 0.5f * N.K) % N.K;
+  N.labels = dev(P0 * sizeof *lab);
+  CU(cudaMemcpy(N.labels, lab, P0 * sizeof *lab, cudaMemcpyHostToDevice));
+  free(lab);
+  N.loss = dev(2 * sizeof(double));
+}
+
+/* ---- one training step, in src/model/unet.c's order ---- */
+
+static double conv_flops(const conv_t *cv, int n)
+{
+  int k = cv->c.kind == OPS_CONV3X3 ? 9 : cv->c.kind == OPS_CONV1X1 ? 1 : 4;
+  return 2.0 * n * cv->c.h * cv->c.w * cv->c.cin * cv->c.cout * k;
+}
+
+/* The trainer's one-rank bf16 step keeps the weight gradients in bf16 for the optimizer
+ * (model_config_t.working_grads); fp16 (loss scaling) folds each layer's into f32. */
+static int working_grads(void) { return O.dtype == OPS_BF16; }
+
+static void grads_done(size_t off, size_t count, const char *name)
+{
+  if (O.dtype != OPS_F32 && !working_grads())
+    OP("cast grads", name, 0, count * (E + 4), O.to_f32(&O, wg_at(off), count, N.g32 + off, 0));
+}
+
+static void conv_fwd(conv_t *cv, int n, const void *x, void *y)
+{
+  const void *b = cv->c.kind == OPS_CONV3X3 ? NULL : wp_at(cv->b_off);
+  OP("conv fwd", cv->name, conv_flops(cv, n), 0,
+     O.conv_fwd(&O, &cv->c, n, x, wp_at(cv->w_off), b, y, N.ws));
+}
+
+static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
+{
+  int bias = cv->c.kind != OPS_CONV3X3;
+  OP("conv bwd filter", cv->name, conv_flops(cv, n), 0,
+     O.conv_bwd_filter(&O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL,
+                       0, N.ws));
+  /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
+  grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
+  if (dx)
+    OP("conv bwd data", cv->name, conv_flops(cv, n), 0,
+       O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
+}
+
+static void block_fwd(blk_t *b, int n, const void *in)
+{
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  conv_fwd(&b->conv, n, in, b->a);
+  /* statistics and finalisation in one (the model without SyncBN) */
+  OP("bn stats", b->conv.name, 0, PC * E,
+     O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->stats,
+                         b->saved));
+  OP("bn apply+relu", b->conv.name, 0, 2 * PC * E,
+     O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
+}
+
+/* The model keeps only a block's conv output and makes its norm+ReLU output again where
+ * backward (or the skip) needs it: one more elementwise pass (src/model/unet.c). */
+static void recompute(blk_t *b, int n)
+{
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  OP("bn recompute", b->conv.name, 0, 2 * PC * E,
+     O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
+}
+
+static void block_bwd(blk_t *b, int n, const void *in, void *d, void *dx)
+{
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  /* the ReLU's mask recomputed from the BN input, as the model runs it (no read of r) */
+  ops_relu_t mask = {.gamma = wp_at(b->g_off), .beta = wp_at(b->g_off + b->C)};
+  OP("bn bwd reduce", b->conv.name, 0, 2 * PC * E,
+     O.bn_bwd_reduce(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wg_at(b->g_off),
+                     wg_at(b->g_off + b->C), 0));
+  OP("bn bwd apply", b->conv.name, 0, 3 * PC * E,
+     O.bn_bwd_apply(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wp_at(b->g_off), d));
+  grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
+  conv_bwd(&b->conv, n, in, d, dx);
+}
+
+static void step(int n)
+{
+  size_t P0 = (size_t)n * N.H * N.W;
+  if (O.dtype != OPS_F32)
+    OP("cast input", "x", 0, P0 * 3 * (4 + E), O.from_f32(&O, N.x32, P0 * 3, N.x));
+  const void *in = N.x;
+  for (int i = 0; i < N.L; i++) {
+    if (i > 0) {
+      size_t Q = P0 >> (2 * i), C = N.widths[i - 1];
+      OP("maxpool", N.enc1[i].conv.name, 0, Q * C * (5 * E + 1),
+         O.maxpool_fwd(&O, N.enc2[i - 1].r, n, N.H >> (i - 1), N.W >> (i - 1), (int)C,
+                       N.pooled[i], N.arg[i]));
+      in = N.pooled[i];
+    }
+    block_fwd(&N.enc1[i], n, in);
+    block_fwd(&N.enc2[i], n, N.enc1[i].r);
+    in = N.enc2[i].r;
+  }
+  for (int i = N.L - 2; i >= 0; i--) {
+    size_t P = P0 >> (2 * i);
+    conv_fwd(&N.up[i], n, in, N.g[0]);
+    recompute(&N.enc2[i], n); /* the skip */
+    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
+       O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
+    block_fwd(&N.dec1[i], n, N.cat[i]);
+    block_fwd(&N.dec2[i], n, N.dec1[i].r);
+    in = N.dec2[i].r;
+  }
+  const void *head_in = in;
+  conv_fwd(&N.head, n, in, N.logits);
+  OP("loss", "softmax CE", 0, P0 * (2.0 * N.K * E + 4),
+     ops_cuda_softmax_ce_async(&O, N.logits, N.labels, P0, N.K, -1, 1, 0, N.g[0], NULL,
+                               N.loss));
+  int cur = 1;
+  conv_bwd(&N.head, n, head_in, N.g[0], N.g[1]);
+  for (int i = 0; i <= N.L - 2; i++) {
+    size_t P = P0 >> (2 * i);
+    recompute(&N.dec1[i], n);
+    block_bwd(&N.dec2[i], n, N.dec1[i].r, N.g[cur], N.g[!cur]);
+    cur = !cur;
+    /* the concat again: the skip recomputed straight into its first half, then the up-conv's
+     * output copied into the second (the model keeps the up-conv output; here a buffer of its
+     * size stands in, for the time of the pass) */
+    {
+      blk_t *b = &N.enc2[i];
+      OP("bn recompute", b->conv.name, 0, 2.0 * P * b->C * E,
+         O.bn_apply_ld(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1,
+                       N.cat[i], 2 * (size_t)b->C));
+    }
+    OP("concat", N.up[i].name, 0, 2.0 * P * N.widths[i] * E,
+       O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
+    block_bwd(&N.dec1[i], n, N.cat[i], N.g[cur], N.g[!cur]);
+    cur = !cur;
+    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
+       O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
+    cur = !cur;
+    recompute(i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1], n);
+    const void *below = i == N.L - 2 ? N.enc2[N.L - 1].r : N.dec2[i + 1].r;
+    conv_bwd(&N.up[i], n, below, N.g[cur], N.g[!cur]);
+    cur = !cur;
+  }
+  for (int i = N.L - 1; i >= 0; i--) {
+    void *d = N.g[cur];
+    if (i < N.L - 1) {
+      size_t Q = P0 >> (2 * (i + 1)), C = N.widths[i];
+      OP("maxpool", N.enc2[i].conv.name, 0, Q * C * (9 * E + 1),
+         O.maxpool_bwd(&O, N.g[cur], N.arg[i + 1], n, N.H >> i, N.W >> i, (int)C, N.dskip[i],
+                       1));
+      d = N.dskip[i];
+    }
+    void *fb = d == N.g[0] ? N.g[1] : N.g[0];
+    recompute(&N.enc1[i], n);
+    block_bwd(&N.enc2[i], n, N.enc1[i].r, d, fb);
+    void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
+    block_bwd(&N.enc1[i], n, i == 0 ? N.x : N.pooled[i], fb, dx);
+    if (dx) cur = dx == N.g[0] ? 0 : 1;
+  }
+  char err[256];
+  op_begin("optimizer", "SGD momentum", 0,
+           N.nparams * (12.0 + (working_grads() ? E : 4) + (O.dtype == OPS_F32 ? 0 : E)));
+  if (ops_cuda_sgd(N.p32, working_grads() ? N.wg : N.g32, working_grads() ? O.dtype : OPS_F32,
+                   N.mom, N.nparams, 1e-6, 1e-4, 0.9, 0, 1, O.dtype == OPS_F32 ? NULL : N.wp,
+                   O.dtype, S, err, sizeof err) != 0)
+    DIE("SGD: %s", err);
+}
+
+/* ---- reporting ---- */
+
+static int cmp_ms(const void *a, const void *b)
+{
+  double x = ((const rec_t *)a)->ms, y = ((const rec_t *)b)->ms;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void report(double step_ms, int top)
+{
+  const char *cats[32];
+  double cms[32] = {0}, cfl[32] = {0}, cby[32] = {0};
+  int ccount[32] = {0}, nc = 0;
+  double total = 0;
+  for (int i = 0; i < nrec; i++) {
+    int c = 0;
+    while (c < nc && strcmp(cats[c], recs[i].cat)) c++;
+    if (c == nc) cats[nc++] = recs[i].cat;
+    cms[c] += recs[i].ms, cfl[c] += recs[i].flops, cby[c] += recs[i].bytes, ccount[c]++;
+    total += recs[i].ms;
+  }
+  printf("\nper category (one step, mean of %d profiled steps, each op timed alone on an idle "
+         "GPU):\n%-16s %6s %9s %6s %9s %9s\n", nprofiled, "category", "ops", "ms", "%", "TFLOP/s",
+         "GB/s");
+  for (int c = 0; c < nc; c++)
+    printf("%-16s %6d %9.3f %5.1f%% %9.1f %9.0f\n", cats[c], ccount[c], cms[c],
+           100 * cms[c] / total, cfl[c] ? cfl[c] / cms[c] / 1e9 : 0,
+           cby[c] ? cby[c] / cms[c] / 1e6 : 0);
+  printf("%-16s %6d %9.3f (sum of the ops alone; the step on the stream: %.3f ms)\n", "total",
+         nrec, total, step_ms);
+  qsort(recs, (size_t)nrec, sizeof *recs, cmp_ms);
+  printf("\ntop %d ops:\n%-16s %-14s %9s %9s %9s\n", top, "category", "layer", "ms", "TFLOP/s",
+         "GB/s");
+  for (int i = 0; i < top && i < nrec; i++)
+    printf("%-16s %-14s %9.3f %9.1f %9.0f\n", recs[i].cat, recs[i].name, recs[i].ms,
+           recs[i].flops ? recs[i].flops / recs[i].ms / 1e9 : 0,
+           recs[i].bytes ? recs[i].bytes / recs[i].ms / 1e6 : 0);
+}
+
+static double median(double *v, int n)
+{
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1], v[j - 1] = t;
+    }
+  return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+/* Median step time over iters steps, each timed with events (launch overhead included). */
+static double time_steps(int iters, cudaGraphExec_t g)
+{
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  double *t = malloc(iters * sizeof *t);
+  for (int i = 0; i < iters; i++) {
+    CU(cudaEventRecord(a, S));
+    if (g) CU(cudaGraphLaunch(g, S));
+    else step(N.N);
+    CU(cudaEventRecord(b, S));
+    CU(cudaEventSynchronize(b));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, a, b));
+    t[i] = ms;
+  }
+  double m = median(t, iters);
+  free(t);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return m;
+}
+
+static double now_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The model as the trainer drives it: one model_train_step (which waits for its loss) and one
+ * optim_step per step, host-timed. */
+static int model_bench(ops_dtype_t dt, int iters, int warm)
+{
+  char err[512];
+  model_config_t cfg;
+  model_config_default(&cfg);
+  cfg.levels = N.L;
+  for (int i = 0; i < N.L; i++) cfg.widths[i] = N.widths[i];
+  cfg.max_batch = N.N;
+  cfg.height = N.H, cfg.width = N.W, cfg.classes = N.K;
+  cfg.precision = dt == OPS_BF16 ? MODEL_BF16 : dt == OPS_F16 ? MODEL_FP16 : MODEL_FP32;
+  cfg.device = MODEL_DEVICE_CUDA;
+  model_t *m;
+  double t0 = now_ms();
+  if (model_create(&m, &cfg, err, sizeof err) != 0) DIE("model_create: %s", err);
+  printf("model: %zu parameters, created (with the convolution search) in %.1f s\n",
+         model_num_params(m), (now_ms() - t0) / 1e3);
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  optim_t *opt;
+  if (optim_create(&opt, &oc, model_num_params(m), model_arena(m), err, sizeof err) != 0)
+    DIE("optim_create: %s", err);
+  size_t P = (size_t)N.N * N.H * N.W;
+  float *x = dev_rand(P * 3, 1, 0);
+  int32_t *lab = malloc(P * sizeof *lab), *y = dev(P * sizeof *lab);
+  for (size_t p = 0; p < P; p++) lab[p] = (int32_t)((rnd() + 1) * 0.5f * N.K) % N.K;
+  CU(cudaMemcpy(y, lab, P * sizeof *lab, cudaMemcpyHostToDevice));
+  free(lab);
+  float scale = dt == OPS_F16 ? 1024 : 1, loss = 0;
+  double *t = malloc(iters * sizeof *t);
+  for (int i = 0; i < warm + iters; i++) {
+    if (i == warm) arena_reset_peaks(model_arena(m));
+    double a = now_ms();
+    if (model_train_step(m, x, y, N.N, scale, 0, NULL, &loss, err, sizeof err) != 0 ||
+        optim_step(opt, model_params(m), model_grads(m), 1e-3, 1.0 / scale, NULL, err,
+                   sizeof err) != 0)
+      DIE("step %d: %s", i, err);
+    CU(cudaDeviceSynchronize());
+    if (i >= warm) t[i - warm] = now_ms() - a;
+  }
+  double ms = median(t, iters);
+  printf("model step (model_train_step + optim_step, host-timed): %.3f ms median of %d = "
+         "%.1f img/s, loss %.4f\n", ms, iters, N.N * 1000.0 / ms, loss);
+  arena_print(model_arena(m), stdout);
+  free(t);
+  optim_destroy(opt);
+  model_destroy(m);
+  return isfinite(loss) ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+  const char *prec = "bf16", *widths = "64,128,256,512,1024";
+  int iters = 30, warm = 8, top = 25, opt, model = 0;
+  N.N = 6, N.H = N.W = 256, N.K = 4;
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:m")) != -1) {
+    switch (opt) {
+    case 'p': prec = optarg; break;
+    case 'b': N.N = atoi(optarg); break;
+    case 's': N.H = N.W = atoi(optarg); break;
+    case 'w': widths = optarg; break;
+    case 'k': N.K = atoi(optarg); break;
+    case 'n': iters = atoi(optarg); break;
+    case 'W': warm = atoi(optarg); break;
+    case 't': top = atoi(optarg); break;
+    case 'm': model = 1; break;
+    default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
+                 "[-n iters] [-W warmup] [-t top] [-m]", argv[0]);
+    }
+  }
+  for (const char *s = widths; *s && N.L < MAXL; N.L++) {
+    N.widths[N.L] = atoi(s);
+    s = strchr(s, ',');
+    if (!s) { N.L++; break; }
+    s++;
+  }
+  ops_dtype_t dt = !strcmp(prec, "f32") || !strcmp(prec, "fp32") ? OPS_F32
+                   : !strcmp(prec, "f16") || !strcmp(prec, "fp16") ? OPS_F16 : OPS_BF16;
+  if (N.N < 1 || N.H % (1 << (N.L - 1)) || N.K < 2 || iters < 1)
+    DIE("batch %d, size %d, %d levels, %d classes: invalid", N.N, N.H, N.L, N.K);
+  char err[512];
+  CU(cudaSetDevice(0));
+  if (model) return model_bench(dt, iters, warm);
+  CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+  if (ops_cuda_init(&O, dt, 0, S, err, sizeof err) != 0) DIE("%s", err);
+  E = O.elem;
+  struct cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  size_t free0, total;
+  CU(cudaMemGetInfo(&free0, &total));
+  build();
+  printf("ops_cuda_bench: %s, %s, U-Net %s, batch %d, 3x%dx%d, %d classes, %zu parameters, "
+         "conv workspace %.1f MiB\n", prop.name, O.name, widths, N.N, N.H, N.W, N.K, N.nparams,
+         N.ws_bytes / 1048576.0);
+  for (int i = 0; i < warm; i++) step(N.N);
+  CU(cudaStreamSynchronize(S));
+  if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
+  double ms = time_steps(iters, NULL);
+  size_t free1;
+  CU(cudaMemGetInfo(&free1, &total));
+  printf("step (stream): %.3f ms median of %d = %.1f img/s; device memory in use %.0f MiB\n", ms,
+         iters, N.N * 1000.0 / ms, (free0 - free1) / 1048576.0);
+  /* the same step captured in a CUDA graph: launch overhead gone (not fatal if it fails) */
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaError_t ge = cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed);
+  if (ge == cudaSuccess) {
+    step(N.N);
+    ge = cudaStreamEndCapture(S, &graph);
+  }
+  if (ge == cudaSuccess) ge = cudaGraphInstantiate(&exec, graph, 0);
+  if (ge == cudaSuccess) {
+    for (int i = 0; i < 3; i++) CU(cudaGraphLaunch(exec, S));
+    double gms = time_steps(iters, exec);
+    printf("step (CUDA graph): %.3f ms median of %d = %.1f img/s\n", gms, iters,
+           N.N * 1000.0 / gms);
+  } else {
+    printf("step (CUDA graph): capture failed: %s\n", cudaGetErrorString(ge));
+    cudaGetLastError();
+  }
+  /* Per-op profile: events around each op, with the stream drained before it, so an op's
+   * time is its own kernels (and the launch gaps between them) on an idle GPU. (Events recorded
+   * inside a CUDA graph cannot be timed: cudaEventElapsedTime says "invalid argument".) */
+  for (int i = 0; i <= MAXREC; i++) CU(cudaEventCreate(&evs[i]));
+  for (int i = 0; i < MAXREC; i++) CU(cudaEventCreate(&ends[i]));
+  static double acc[MAXREC];
+  int nsteps = 5, n0 = -1;
+  for (int s = 0; s < nsteps; s++) {
+    nrec = 0;
+    profiling = 1;
+    step(N.N);
+    op_end();
+    profiling = 0;
+    CU(cudaStreamSynchronize(S));
+    if (n0 >= 0 && nrec != n0) DIE("steps issued %d and %d ops", n0, nrec);
+    n0 = nrec;
+    for (int i = 0; i < nrec; i++) {
+      float t;
+      CU(cudaEventElapsedTime(&t, evs[i], ends[i]));
+      acc[i] += t;
+    }
+  }
+  for (int i = 0; i < nrec; i++) recs[i].ms = acc[i] / nsteps;
+  nprofiled = nsteps;
+  /* the loss of the full step, before the ablation below leaves the buffers in any state */
+  if (ops_cuda_check_labels(&O)) DIE("%s", O.last_error(&O));
+  double loss[2];
+  CU(cudaMemcpy(loss, N.loss, sizeof loss, cudaMemcpyDeviceToHost));
+  /* Ablation in the CUDA graph: the step replayed without one category's ops; the difference
+   * is what the category costs inside the real step (overlap, caches and launch gaps as they
+   * are), which the ops-alone figures above overstate for short kernels. The skipped ops'
+   * outputs keep the previous step's values: timings of these ops do not depend on values. */
+  if (ge == cudaSuccess) {
+    const char *cats[32];
+    int nc = 0;
+    for (int i = 0; i < nrec; i++) {
+      int c = 0;
+      while (c < nc && strcmp(cats[c], recs[i].cat)) c++;
+      if (c == nc && nc < 32) cats[nc++] = recs[i].cat;
+    }
+    double gms = time_steps(iters, exec), sum = 0;
+    printf("\nin the CUDA graph (step %.3f ms): the step without each category, %d replays each\n"
+           "%-16s %9s %9s %6s\n", gms, iters, "category", "without", "costs ms", "%");
+    for (int c = 0; c < nc; c++) {
+      cudaGraph_t g2;
+      cudaGraphExec_t e2;
+      skip_cat = cats[c];
+      CU(cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed));
+      step(N.N);
+      CU(cudaStreamEndCapture(S, &g2));
+      skip_cat = NULL;
+      CU(cudaGraphInstantiate(&e2, g2, 0));
+      for (int i = 0; i < 3; i++) CU(cudaGraphLaunch(e2, S));
+      double w = time_steps(iters, e2);
+      printf("%-16s %9.3f %9.3f %5.1f%%\n", cats[c], w, gms - w, 100 * (gms - w) / gms);
+      sum += gms - w;
+      CU(cudaGraphExecDestroy(e2));
+      CU(cudaGraphDestroy(g2));
+    }
+    printf("%-16s %9s %9.3f %5.1f%% (the rest: launch gaps and what no category removes alone)\n",
+           "sum", "", sum, 100 * sum / gms);
+  }
+  report(ms, top);
+  printf("\nlast loss %.4f over %.0f pixels (finite: %s)\n", loss[0] / loss[1], loss[1],
+         isfinite(loss[0]) ? "yes" : "NO");
+  return isfinite(loss[0]) ? 0 : 1;
+}
