@@ -209,7 +209,7 @@ static int mesh_connect(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t *s
 
 shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s)
 {
-  size_t max_exports;
+  size_t max_exports = DEVMEM_EXPORTS_DEFAULT;
   TRY(exports_setting(comm, &max_exports));
   unsigned char mine[16];
   proc_token(mine);

@@ -526,6 +526,10 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
     {"SHMDDP_CUDA_DIRECT_MAX", "12q", "is not a byte count"},
     {"SHMDDP_CUDA_P2P", "yes", "is not 0 or 1"},
     {"SHMDDP_ALGO", "fastest", "is not one of the choices: it takes auto|direct|ring"},
+    {"SHMDDP_ALGO", "coloc", NULL},
+    {"SHMDDP_CUDA_EXPORTS", "16", NULL},
+    {"SHMDDP_CUDA_EXPORTS", "15", "SHMDDP_CUDA_EXPORTS=15 is out of range: it takes a whole number from 16 to 1048576 (exports)"},
+    {"SHMDDP_CUDA_EXPORTS", "64k", "is not a number"},
     {"SHMDDP_RECOMPUTE", "3", NULL},
   };
   char err[512];
