@@ -8,3 +8,13 @@ tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/js
 tests_check_timeline_CFLAGS = $(TEST_CFLAGS)
 tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 endif
+
+# The step account's arithmetic (bench/step_account.c, behind bench/ops_cuda_bench's roofline).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_account
+TESTS += tests/check_account
+tests_check_account_SOURCES = tests/check_account.c bench/step_account.c bench/step_account.h \
+	tests/json_mini.c tests/json_mini.h
+tests_check_account_CFLAGS = $(TEST_CFLAGS)
+tests_check_account_LDADD = $(TEST_LIBS) -lm
+endif
