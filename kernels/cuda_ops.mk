@@ -15,7 +15,7 @@ endif
 # Where a U-Net step's time goes, op by op (run it on the GPU machine).
 if HAVE_CUDNN
 noinst_PROGRAMS += bench/ops_cuda_bench
-bench_ops_cuda_bench_SOURCES = bench/ops_cuda_bench.c
+bench_ops_cuda_bench_SOURCES = bench/ops_cuda_bench.c bench/step_account.c bench/step_account.h
 bench_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += bench/ops_cuda_bench.c
