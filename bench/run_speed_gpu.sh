@@ -16,8 +16,9 @@
 #   max-autotune-no-cudagraphs), CAP (seconds the compiling step may take, default 240),
 #   PAIRS (ablation pairs per account row, default 7), BUDGET (seconds for the whole script,
 #   default 470: the A/B is skipped when less than 200 s are left), COMMIT (for the records).
-# Writes OUT_DIR/speed.txt (the summary, also printed), roofline_1xh200.md/.json (the account),
-# speed.tsv (rows in train_1xh200.tsv's columns plus compile_s) and the logs.
+# Writes OUT_DIR/speed.txt (the summary, also printed), roofline_1xh200.md/.json (the account;
+# the .md goes to bench/results/), report_1xh200.html (tools/report of our bf16 run with the
+# account), speed.tsv (rows in train_1xh200.tsv's columns plus compile_s) and the logs.
 set -u
 O=$1; PATCH=${2:-}
 B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES:-max-autotune}; CAP=${CAP:-240}
@@ -61,6 +62,11 @@ ours() { # precision tag
   [ $rc = 0 ] || ips="failed($rc)"
   row "$COMMIT" shmddp "$1" "default ($2)" "${ips:--}" "${peak:--}" graph -
   say "shmddp $1 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} ($(el) s)"
+  if [ "$1 $2" = "bf16 after" ] && [ -s "$O/roofline_1xh200.json" ]; then
+    # the run's report with the account in its step section
+    python3 tools/report "$O/run_$1_$2" --account "$O/roofline_1xh200.json" \
+      -o "$O/report_1xh200.html" > /dev/null 2>&1 && say "report: report_1xh200.html"
+  fi
   rm -rf "$O/run_$1_$2"
 }
 # (b) PyTorch, the same model and settings: eager, then each compile mode
@@ -93,13 +99,14 @@ def val(r):
     try: return float(r[5])
     except ValueError: return None
 for prec in ("bf16", "fp32"):
-    ours = [val(r) for r in rows if r[2] == "shmddp" and r[3] == prec and val(r)]
-    if not ours: continue
-    best = sum(ours) / len(ours)
+    mine = [r for r in rows if r[2] == "shmddp" and r[3] == prec and val(r)]
+    if not mine: continue
+    best = sum(val(r) for r in mine) / len(mine)
     for r in rows:
         if r[2] == "torch" and r[3] == prec and val(r):
-            print(f"{prec}: shmddp {best:.1f} img/s (mean of {len(ours)}) / {r[4]} {val(r):.1f}"
-                  f" = {best / val(r):.3f} x; peak {r[6]} MiB (compile {r[8]} s)")
+            print(f"{prec}: shmddp {best:.1f} img/s (mean of {len(mine)}), {mine[-1][6]} MiB / "
+                  f"{r[4]} {val(r):.1f} img/s, {r[6]} MiB (compile {r[8]} s) = "
+                  f"{best / val(r):.3f} x")
 EOF
 
 # (d) one A/B patch, if the budget allows (~3 min with the default job, ~2 without)
