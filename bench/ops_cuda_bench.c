@@ -11,7 +11,8 @@
  *
  * With -A FILE (and -J FILE) it also writes the account of the step (bench/step_account.h): per
  * layer and pass the FLOPs and bytes from the shapes, the cost inside the graph of that layer's
- * operations of that pass (ablation again, one (layer, pass) at a time), and the roofline
+ * operations of that pass (ablation again, one (layer, pass) at a time, -R pairs each, for at
+ * most -T seconds: rows left then print unmeasured), and the roofline
  * against ceilings measured in the same run (a large matrix product on cuBLAS in the step's
  * dtype, a device-to-device copy), as markdown (and JSON for tools/report --account).
  *
@@ -24,7 +25,7 @@
  *
  * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
  *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-r auto|all|none|N]
- *                       [-A account.md [-J account.json] [-R pairs]] [-m] */
+ *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-m] */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -768,23 +769,26 @@ static double copy_ceiling(void)
 
 /* ---- the account: every (layer, pass) ablated, the ceilings, the files ---- */
 
+/* The rows are ablated until cap_s seconds have gone (the rest print unmeasured). */
 static void write_account(const char *md, const char *json, double pass_ms[ACCT_NPASS],
-                          double step_ms, cudaGraphExec_t exec, int pairs, const char *device,
-                          const char *config)
+                          double step_ms, cudaGraphExec_t exec, int pairs, double cap_s,
+                          const char *device, const char *config)
 {
   acct_report_t r = {.device = device, .config = config, .images = N.N};
   r.ceiling.flops = gemm_ceiling(O.dtype);
   r.ceiling.bw = copy_ceiling();
   printf("\nceilings: matrix product %.1f TFLOP/s, device-to-device copy %.0f GB/s (read + "
          "written)\n", r.ceiling.flops / 1e12, r.ceiling.bw / 1e9);
-  double full[MAXREC];
-  for (int i = 0; i < account.n; i++) {
-    acct_row_t *row = &account.rows[i];
-    row->ms = ablate(exec, row->pass, row->layer, pairs, &full[i]);
+  double full[MAXREC], t0 = now_ms();
+  int done = 0;
+  for (; done < account.n && now_ms() - t0 < 1e3 * cap_s; done++) {
+    acct_row_t *row = &account.rows[done];
+    row->ms = ablate(exec, row->pass, row->layer, pairs, &full[done]);
   }
-  r.step_ms = median(full, account.n < MAXREC ? account.n : MAXREC);
-  printf("account: %d (layer, pass) rows ablated, %d pairs each; full step %.3f ms (at the "
-         "categories: %.3f)\n", account.n, pairs, r.step_ms, step_ms);
+  r.step_ms = done ? median(full, done) : step_ms;
+  printf("account: %d of %d (layer, pass) rows ablated in %.0f s (cap %.0f s), %d pairs each; "
+         "full step %.3f ms (at the categories: %.3f)\n", done, account.n,
+         (now_ms() - t0) / 1e3, cap_s, pairs, r.step_ms, step_ms);
   for (int p = 0; p < ACCT_NPASS; p++) r.pass_ms[p] = pass_ms[p];
   FILE *f = fopen(md, "w");
   if (!f || acct_write_markdown(f, &account, &r) != 0 || fclose(f) != 0)
@@ -816,8 +820,9 @@ int main(int argc, char **argv)
   const char *prec = "bf16", *widths = "64,128,256,512,1024", *recomp = "auto";
   const char *acct_md = NULL, *acct_json = NULL;
   int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7;
+  double cap_s = 150; /* the account's row ablations */
   N.N = 6, N.H = N.W = 256, N.K = 4;
-  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:m")) != -1) {
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:m")) != -1) {
     switch (opt) {
     case 'p': prec = optarg; break;
     case 'b': N.N = atoi(optarg); break;
@@ -831,10 +836,11 @@ int main(int argc, char **argv)
     case 'A': acct_md = optarg; break;
     case 'J': acct_json = optarg; break;
     case 'R': pairs = atoi(optarg); break;
+    case 'T': cap_s = atof(optarg); break;
     case 'm': model = 1; break;
     default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
                  "[-n iters] [-W warmup] [-t top] [-r auto|all|none|N] [-A account.md "
-                 "[-J account.json] [-R pairs]] [-m]", argv[0]);
+                 "[-J account.json] [-R pairs] [-T seconds]] [-m]", argv[0]);
     }
   }
   for (const char *s = widths; *s && N.L < MAXL; N.L++) {
@@ -923,7 +929,7 @@ int main(int argc, char **argv)
     double pass_ms[ACCT_NPASS];
     double step_ms = ablate_passes(exec, iters, pass_ms);
     if (acct_md)
-      write_account(acct_md, acct_json, pass_ms, step_ms, exec, pairs, prop.name, config);
+      write_account(acct_md, acct_json, pass_ms, step_ms, exec, pairs, cap_s, prop.name, config);
   } else if (acct_md) {
     DIE("no account without the CUDA graph of the step");
   }

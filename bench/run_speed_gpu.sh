@@ -39,7 +39,7 @@ printf 'call\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tc
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "-" "$@" >> "$tsv"; }
 
 # (a) the account, bf16 at the trainer's recompute policy
-timeout 200 "$B/bench/ops_cuda_bench" -p bf16 -t 0 -r auto -R "$PAIRS" \
+timeout 200 "$B/bench/ops_cuda_bench" -p bf16 -t 0 -r auto -R "$PAIRS" -T 120 \
   -A "$O/roofline_1xh200.md" -J "$O/roofline_1xh200.json" > "$O/account.log" 2>&1
 say "account: rc $? ($(el) s): $(grep -h '^step (CUDA graph)' "$O/account.log")"
 grep -h '^ceilings:\|^account: .*MFU' "$O/account.log" | tee -a "$sum"
