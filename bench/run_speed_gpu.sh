@@ -1,6 +1,6 @@
 #!/bin/sh
 # The training-speed record on one GPU, in one device call: (a) the account of the step
-# (bench/ops_cuda_bench -A: per layer and pass the FLOPs, bytes, time inside the replayed step,
+# (dev/ops_cuda_bench -A: per layer and pass the FLOPs, bytes, time inside the replayed step,
 # the roofline against a cuBLAS GEMM and a device-to-device copy measured in the same run, MFU),
 # (b) the PyTorch anchor of the same model and settings, eager and torch.compile (max-autotune
 # by default; compile time reported apart and capped), (c) our trainer's reference row, before
@@ -28,7 +28,7 @@ sum="$O/speed.txt"; tsv="$O/speed.tsv"
 t0=$(date +%s)
 el() { echo $(($(date +%s) - t0)); }
 say() { echo "$*" | tee -a "$sum"; }
-for f in "$B/bench/ops_cuda_bench" "$B/train"; do
+for f in "$B/dev/ops_cuda_bench" "$B/train"; do
   [ -x "$f" ] || { echo "run_speed_gpu: no $f: configure and build with CUDA first (see the top of this file)" >&2; exit 2; }
 done
 [ -z "$PATCH" ] || [ -r "$PATCH" ] || { echo "run_speed_gpu: cannot read $PATCH" >&2; exit 2; }
@@ -39,7 +39,7 @@ printf 'call\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tc
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "-" "$@" >> "$tsv"; }
 
 # (a) the account, bf16 at the trainer's recompute policy
-timeout 200 "$B/bench/ops_cuda_bench" -p bf16 -t 0 -r auto -R "$PAIRS" -T 120 \
+timeout 200 "$B/dev/ops_cuda_bench" -p bf16 -t 0 -r auto -R "$PAIRS" -T 120 \
   -A "$O/roofline_1xh200.md" -J "$O/roofline_1xh200.json" > "$O/account.log" 2>&1
 say "account: rc $? ($(el) s): $(grep -h '^step (CUDA graph)' "$O/account.log")"
 grep -h '^ceilings:\|^account: .*MFU' "$O/account.log" | tee -a "$sum"

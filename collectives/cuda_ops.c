@@ -26,23 +26,8 @@
 
 #include "collectives/cuda_state.h"
 #include "collectives/device.h"
-#include "kernels/reduce_cuda.h"
-
-#define LTRY(comm, name, call)                                                                \
-  do {                                                                                        \
-    int e_ = (call);                                                                          \
-    if (e_ != 0) {                                                                            \
-      (void)cudaGetLastError();                                                               \
-      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d, %s: %s launch failed: %s",         \
-                        (comm)->rank, (comm)->what, name, cudaGetErrorString((cudaError_t)e_)); \
-    }                                                                                         \
-  } while (0)
-
-#define TRY(x)                                                                                \
-  do {                                                                                        \
-    shmddp_status_t st_ = (x);                                                                \
-    if (st_ != SHMDDP_OK) return st_;                                                         \
-  } while (0)
+#include "collectives/reduce/reduce_cuda.h"
+#include "shm/check.h"
 
 /* Blocks for a two-shot over slice_bytes: the usual count, capped by SHMDDP_CUDA_TS_BLOCKS. */
 static int ts_blocks(const shmddp_comm_t *comm, size_t slice_bytes)
@@ -66,7 +51,8 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   return req == SHMDDP_ALGO_STAGED ? SHMDDP_ALGO_STAGED : SHMDDP_ALGO_DIRECT;
 }
 
-/* Start a device call: report kernels' earlier give-ups, then the common bookkeeping. */
+/* Start a collective on device buffers: report kernels' earlier give-ups, then the common
+ * bookkeeping. */
 static shmddp_status_t enter(shmddp_comm_t *comm, coll_kind_t kind, size_t count,
                              shmddp_dtype_t dtype, shmddp_op_t op, int root, shmddp_algo_t algo)
 {
@@ -78,7 +64,8 @@ static shmddp_status_t local_copy(shmddp_comm_t *comm, void *dst, const void *sr
                                   shmddp_stream_t stream)
 {
   if (dst != src && bytes)
-    CUDA_TRY(comm, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    TRY_AS(cuda_failed, comm,
+           cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
   return SHMDDP_OK;
 }
 
@@ -123,7 +110,7 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_F32, SHMDDP_SUM);
   a.barrier_end = 0;
-  LTRY(comm, "barrier", cuda_launch_direct(&a, 1, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
 }
 
@@ -148,7 +135,7 @@ static shmddp_status_t ar_oneshot(shmddp_comm_t *comm, const void *send, void *r
     a.send = (const char *)send + off * ds;
     a.recv = (char *)recv + off * ds;
     a.count = count - off < per ? count - off : per;
-    LTRY(comm, "one-shot", cuda_launch_ll(&a, stream));
+    TRY_AS(cuda_launch_failed, comm, cuda_launch_ll(&a, stream));
   }
   return SHMDDP_OK;
 }
@@ -179,7 +166,20 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   a.ts_seq = s->local_arrays.ts_seq;
   a.depoch = s->local_arrays.depoch;
   a.k = cuda_kctl(comm);
-  LTRY(comm, "two-shot", cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
+  return SHMDDP_OK;
+}
+
+/* A buffer some rank cannot share: the scratch two-shot, piece by piece (no user buffer leaves
+ * its rank; the pieces keep the buffers' 16-byte alignment). */
+static shmddp_status_t ar_scratch_pieces(shmddp_comm_t *comm, const void *send, void *recv,
+                                         size_t count, shmddp_dtype_t dtype, shmddp_op_t op,
+                                         shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), per = cuda_state(comm)->ts_max / 16 * 16 / ds;
+  for (size_t off = 0; off < count; off += per)
+    TRY(ar_twoshot_scratch(comm, (const char *)send + off * ds, (char *)recv + off * ds,
+                           count - off < per ? count - off : per, dtype, op, stream));
   return SHMDDP_OK;
 }
 
@@ -191,8 +191,11 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
     return ar_twoshot_scratch(comm, send, recv, count, dtype, op, stream);
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, comm->nranks, ds);
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
+  size_t sl = slice_elems(count, comm->nranks, ds);
   size_t lo = (size_t)comm->rank * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   cuda_direct_args_t a;
@@ -204,7 +207,7 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
   }
   a.n = hi - lo;
   direct_set_vec(&a);
-  LTRY(comm, "two-shot", cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -215,9 +218,12 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   cudaStream_t st = (cudaStream_t)stream;
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
   int n = comm->nranks, me = comm->rank;
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, n, ds);
+  size_t sl = slice_elems(count, n, ds);
   size_t lo = (size_t)me * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   /* Chunks: about 1/32 of the slice (enough to pipeline, few enough to keep the host ahead),
@@ -229,14 +235,14 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   size_t ce = cb / ds;
 
   TRY(barrier_launch(comm, stream));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_fork, st));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_fork, st));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
   size_t j = 0;
   for (size_t off = lo; off < hi; off += ce, j++) {
     size_t m = hi - off < ce ? hi - off : ce, k = j & 1;
     unsigned char *land = s->scratch + k * (size_t)(n - 1) * s->ce_chunk;
-    if (j >= 2) CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
+    if (j >= 2) TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
     const void *srcs[CUDA_MAXR];
     for (int r = 0, q = 0; r < n; r++) {
       if (r == me) {
@@ -244,24 +250,26 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
         continue;
       }
       void *dst = land + (size_t)q++ * s->ce_chunk;
-      CUDA_TRY(comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
-                                     cudaMemcpyDeviceToDevice, s->cs_in));
+      TRY_AS(cuda_failed, comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
+                                                cudaMemcpyDeviceToDevice, s->cs_in));
       srcs[r] = dst;
     }
-    CUDA_TRY(comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
-    CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
-    LTRY(comm, "reduce", reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
-    CUDA_TRY(comm, cudaEventRecord(s->ev_red[k], st));
-    CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
+    TRY_AS(cuda_launch_failed, comm,
+           reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_red[k], st));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
     for (int r = 0; r < n; r++)
       if (r != me)
-        CUDA_TRY(comm, cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
-                                       cudaMemcpyDeviceToDevice, s->cs_out));
+        TRY_AS(cuda_failed, comm,
+               cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
+                               cudaMemcpyDeviceToDevice, s->cs_out));
   }
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_in, s->cs_in));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_out, s->cs_out));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_in, s->cs_in));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_out, s->cs_out));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
   return barrier_launch(comm, stream);
 }
 
@@ -285,7 +293,7 @@ static void staged_init(const shmddp_comm_t *comm, cuda_staged_args_t *a, int mo
 static shmddp_status_t staged_launch(shmddp_comm_t *comm, const cuda_staged_args_t *a,
                                      shmddp_stream_t stream)
 {
-  LTRY(comm, "host-staged", cuda_launch_staged(a, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_staged(a, stream));
   return SHMDDP_OK;
 }
 
@@ -317,6 +325,63 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
 
 /* ---------------- reduce_scatter, all_gather, broadcast, reduce ---------------- */
 
+/* The host-staged versions: the STAGED algorithm, and every call in which some rank's buffer
+ * cannot be shared with its peers (decided alike on every rank by the exchange). */
+static shmddp_status_t rs_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                 size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = recvcount * shmddp_dtype_size(dtype) * (size_t)comm->nranks;
+  a.rd_lo = (size_t)comm->rank * recvcount;
+  a.rd_hi = a.rd_lo + recvcount;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = send;
+  a.src_bytes = bytes;
+  a.dst = recv;
+  a.dst_stride = bytes;
+  a.copy_mask = (1u << comm->nranks) - 1;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t bc_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  int me = comm->rank;
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = me == root ? send : NULL;
+  a.src_bytes = bytes;
+  a.post_data = me == root;
+  a.dst = recv;
+  a.copy_mask = me != root || recv != send ? 1u << root : 0;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                 shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = count * shmddp_dtype_size(dtype);
+  a.rd_lo = 0;
+  a.rd_hi = comm->rank == root ? count : 0;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
@@ -326,19 +391,13 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = recvcount * ds * n;
-    a.rd_lo = (size_t)comm->rank * recvcount;
-    a.rd_hi = a.rd_lo + recvcount;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {recvcount * ds * n};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   a.nsrc = comm->nranks;
@@ -348,7 +407,8 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   a.dst[0] = recv;
   a.n = recvcount;
   direct_set_vec(&a);
-  LTRY(comm, "reduce-scatter", cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
+  TRY_AS(cuda_launch_failed, comm,
+         cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -361,19 +421,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.dst = recv;
-    a.dst_stride = bytes;
-    a.copy_mask = (1u << comm->nranks) - 1;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return ag_staged(comm, send, recv, bytes, dtype, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   a.nsrc = 1;
@@ -382,7 +436,7 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[0][r] + (size_t)comm->rank * bytes;
   a.n = bytes;
   direct_set_vec(&a);
-  LTRY(comm, "all-gather", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -396,19 +450,13 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = me == root ? send : NULL;
-    a.src_bytes = bytes;
-    a.post_data = me == root;
-    a.dst = recv;
-    a.copy_mask = me != root || recv != send ? 1u << root : 0;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   if (me == root) {
@@ -419,7 +467,7 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
     a.n = bytes;
   }
   direct_set_vec(&a);
-  LTRY(comm, "broadcast", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -433,19 +481,13 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.rd_lo = 0;
-    a.rd_hi = me == root ? count : 0;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   if (me == root) {
@@ -456,7 +498,7 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
     a.n = count;
   }
   direct_set_vec(&a);
-  LTRY(comm, "reduce", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 

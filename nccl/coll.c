@@ -10,8 +10,8 @@
 
 #include <string.h>
 
-#include "kernels/reduce_cpu.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "collectives/reduce/reduce_cuda.h"
 #include "nccl/internal.h"
 
 static ncclResult_t scale(ncclComm_t comm, const nccl_premul_t *p, void *buf, size_t count,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/devmem_cuda.h"
 #include "nccl/internal.h"
 
 _Static_assert(sizeof(ncclUniqueId) == sizeof(shmddp_unique_id_t), "ids must have one size");
@@ -303,35 +304,46 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
   return ncclSuccess;
 }
 
+/* Memory the peers map without a copy: collectives/devmem_cuda.c. */
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
   if (!ptr) return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-  cudaError_t e = cudaMalloc(ptr, size);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nccl_fail(NULL, ncclUnhandledCudaError, "ncclMemAlloc(%zu): %s", size,
-                     cudaGetErrorString(e));
-  }
+  char err[256];
+  if (devmem_cuda_alloc(ptr, size, err, sizeof err) != 0)
+    return nccl_fail(NULL, ncclUnhandledCudaError, "ncclMemAlloc(%zu): %s", size, err);
   return ncclSuccess;
 }
 
 ncclResult_t ncclMemFree(void *ptr)
 {
-  cudaError_t e = cudaFree(ptr);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nccl_fail(NULL, ncclUnhandledCudaError, "ncclMemFree: %s", cudaGetErrorString(e));
-  }
+  char err[256];
+  if (devmem_cuda_free(ptr, err, sizeof err) != 0)
+    return nccl_fail(NULL, ncclInvalidArgument, "ncclMemFree: %s", err);
   return ncclSuccess;
 }
 
+/* Registered on the main communicator; the pairs of send/recv share buffers on first use. */
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
-  if (handle) *handle = buff;
-  return ncclSuccess;
+  ncclResult_t r = nccl_comm_usable(comm, "ncclCommRegister");
+  if (r != ncclSuccess) return r;
+  if (!handle || !buff)
+    return nccl_fail(comm, ncclInvalidArgument, "ncclCommRegister: %s is NULL",
+                     handle ? "buff" : "handle");
+  *handle = NULL;
+  if (comm->device < 0) return ncclSuccess; /* host-only communicator: nothing to share */
+  shmddp_status_t st = shmddp_cuda_register(comm->c, buff, size, handle);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, "ncclCommRegister");
 }
 
-ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) { return ncclSuccess; }
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+  ncclResult_t r = nccl_comm_usable(comm, "ncclCommDeregister");
+  if (r != ncclSuccess) return r;
+  if (comm->device < 0 || !handle) return ncclSuccess;
+  shmddp_status_t st = shmddp_cuda_deregister(comm->c, handle);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, "ncclCommDeregister");
+}
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm)

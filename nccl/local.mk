@@ -4,7 +4,7 @@
 # both and only the nccl* entry points exported (nccl/libshmddp-nccl.map), plus a libnccl.so.2
 # link to it in $(libdir)/shmddp-nccl/ for clients that load NCCL by name.
 NCCL_SRCS = nccl/internal.h nccl/map.c nccl/comm.c nccl/coll.c nccl/group.c nccl/stubs.c
-EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh
+EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map
 if HAVE_CUDA
 include_HEADERS += include/shmddp_nccl.h
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
@@ -16,15 +16,8 @@ libshmddp_nccl_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
 	-Wl,--version-script=$(srcdir)/nccl/libshmddp-nccl.map
 EXTRA_libshmddp_nccl_la_DEPENDENCIES = nccl/libshmddp-nccl.map
 NCCL_LINK = libnccl.so.2
-if HAVE_CHECK
-check_PROGRAMS += tests/check_nccl
-TESTS += tests/check_nccl tests/nccl_exports.sh
-tests_check_nccl_SOURCES = tests/check_nccl.c tools/coll_check.c tools/coll_check.h
-tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
-tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
-endif
 else
-EXTRA_DIST += $(NCCL_SRCS) tests/check_nccl.c include/shmddp_nccl.h
+EXTRA_DIST += $(NCCL_SRCS) include/shmddp_nccl.h
 endif
 
 # The libnccl.so.2 name (empty NCCL_LINK: nothing to do in a CPU-only build).

@@ -1,4 +1,5 @@
 # src/: the trainer, one folder (and one archive) per layer; a layer uses only the ones below it:
+#   predict/   shmddp-predict: a checkpoint's network on images; weights to safetensors
 #   train/     the program, its configuration, the training loop, checkpoints, metrics
 #   parallel/  the data-parallel engines: DDP (one process per device) and DataParallel
 #   world/     every rank of a job: one machine's shmddp group, or shmddp + MPI across machines
@@ -13,11 +14,12 @@ include src/data/local.mk
 include src/world/local.mk
 include src/parallel/local.mk
 include src/train/local.mk
+include src/predict/local.mk
 
 noinst_HEADERS += src/check.h src/clock.h
 
 # What a program links to use a layer (archives before the ones they need).
-MODEL_LIBS = libmodel.a libobs.a libdevice.a
+MODEL_LIBS = libmodel.a libobs.a libdevice.a libkernels.a
 PARALLEL_LIBS = libparallel.a libworld.a $(MODEL_LIBS)
 TRAINER_LIBS = libtrainer.a libparallel.a libworld.a libdata.a $(MODEL_LIBS)
 # The same for the programs that run across machines (with MPI: shmddp-train, tests/mpi_ddp).

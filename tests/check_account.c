@@ -1,4 +1,4 @@
-/* check_account.c — the step account's arithmetic (bench/step_account.h) against layers worked
+/* check_account.c — the step account's arithmetic (dev/step_account.h) against layers worked
  * out by hand: FLOPs and bytes of convolutions of each kind and pass, the BatchNorm, pooling,
  * concat, loss, cast and SGD passes; the reference U-Net's FLOPs per image against a closed form
  * (p·C² is the same at every level: 65536·64²); rows merged by (layer, pass); the roofline, the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/step_account.h"
+#include "dev/step_account.h"
 #include "tests/json_mini.h"
 #include "tests/suite_main.h"
 

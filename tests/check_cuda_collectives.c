@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/reduce_cpu.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "collectives/reduce/reduce_cuda.h"
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tools/coll_check.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "shmddp_cuda.h"
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_cuda.h"
 #include "tools/coll_check.h"
 #include "tools/nccl_dl.h"
 

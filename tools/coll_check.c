@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 
 static int is_int(shmddp_dtype_t dtype)
 {

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,43 +14,12 @@
 #include <numa.h>
 #endif
 
+#include "build_version.h"
 #include "shmddp.h"
-#include "tools/doctor.h"
-
-static void line(const char *tag, const char *what, const char *fix, const char *fmt, va_list ap)
-{
-  printf("[%s] %-14s ", tag, what);
-  vprintf(fmt, ap);
-  printf("\n");
-  if (fix) printf("       %-14s -> %s\n", "", fix);
-}
-
-void doctor_ok(doctor_t *d, const char *what, const char *fmt, ...)
-{
-  (void)d;
-  va_list ap;
-  va_start(ap, fmt);
-  line(" ok ", what, NULL, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_warn(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->warnings++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("warn", what, fix, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_fail(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->problems++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("FAIL", what, fix, fmt, ap);
-  va_end(ap);
-}
+#include "tools/doctor_report.h"
+#ifdef HAVE_CUDA
+#include "tools/doctor_gpu.h"
+#endif
 
 static void check_shm(doctor_t *d, int nranks)
 {
@@ -109,9 +77,18 @@ static void check_nccl(doctor_t *d)
 int main(int argc, char **argv)
 {
   if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-    printf("usage: tools/doctor\n  Checks GPUs, driver, P2P between every pair (a real IPC copy "
-           "between two processes, with its bandwidth), /dev/shm, NUMA, libraries.\n");
+    printf("usage: shmddp-doctor [--version]\n  Checks GPUs, driver, P2P between every pair (a "
+           "real IPC copy between two processes, with its bandwidth), /dev/shm, NUMA, "
+           "libraries.\n");
     return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    printf("shmddp-doctor %s\n", SHMDDP_BUILD_VERSION);
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "shmddp-doctor: unexpected argument '%s'; run with --help\n", argv[1]);
+    return 2;
   }
   doctor_t d = {0};
   printf("shmddp %s doctor\n", PACKAGE_VERSION);
@@ -120,11 +97,12 @@ int main(int argc, char **argv)
   ngpus = doctor_gpus(&d);
 #else
   doctor_warn(&d, "CUDA", "install the CUDA toolkit and run ./configure again for the GPU build",
-              "this build has no CUDA: CPU ranks only (train --device cpu, host collectives)");
+              "this build has no CUDA: CPU ranks only (shmddp-train --device cpu, host "
+              "collectives)");
 #endif
   if (ngpus == 0)
     printf("       %-14s    without a GPU, everything still runs on CPU ranks: "
-           "./train --device cpu, tools/allreduce_bench --device cpu, make check\n", "");
+           "shmddp-train --device cpu, shmddp-allreduce-bench --device cpu\n", "");
   check_shm(&d, ngpus > 1 ? ngpus : 2);
   check_numa(&d);
   check_nccl(&d);
