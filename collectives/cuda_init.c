@@ -235,8 +235,10 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
   return ok;
 }
 
-static void free_state(cuda_state_t *s, int me)
+static void free_state(shmddp_comm_t *comm, cuda_state_t *s)
 {
+  int me = comm->rank;
+  (void)cuda_coloc_release(comm, s);
   for (int p = 0; p < CUDA_MAXR; p++)
     if (p != me && s->ctrl_peer[p] && !s->peer_local[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
   cuda_reg_release(s);
@@ -262,9 +264,17 @@ void shmddp_comm_free_cuda(shmddp_comm_t *comm)
   if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return;
   cuda_state_t *s = cuda_state(comm);
   cudaSetDevice(s->device);
+  if (cuda_coloc_release(comm, s)) {
+    /* The group failed after co-located calls: a stream may wait forever for a dead peer's
+     * event, and synchronizing or freeing would wait with it. The process's exit frees it all. */
+    free(s);
+    comm->dev = NULL;
+    comm->dev_ops = NULL;
+    return;
+  }
   /* Kernels that wait for a dead peer give up on the abort word, so this returns. */
   cudaDeviceSynchronize();
-  free_state(s, comm->rank);
+  free_state(comm, s);
   comm->dev = NULL;
   comm->dev_ops = NULL;
 }
@@ -439,7 +449,7 @@ static shmddp_status_t alloc_ce_buffers(shmddp_comm_t *comm, cuda_state_t *s)
 static shmddp_status_t init_failed(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t st)
 {
   shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
-  free_state(s, comm->rank);
+  free_state(comm, s);
   return st;
 }
 
@@ -462,10 +472,12 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   if (st == SHMDDP_OK) st = find_ptr_attrs(comm, s);
   register_abort_word(comm, s);
   if (st == SHMDDP_OK) st = publish_ctrl(comm, s);
+  if (st == SHMDDP_OK) st = cuda_coloc_publish(comm, s);
   if (st != SHMDDP_OK) return init_failed(comm, s, st);
 
   st = shmddp_barrier(comm);
   if (st == SHMDDP_OK) st = cuda_reg_setup(comm, s);
+  if (st == SHMDDP_OK) st = cuda_coloc_setup(comm, s);
   if (st == SHMDDP_OK) st = agree_p2p(comm, s, &c);
   if (st == SHMDDP_OK) st = setup_staged(comm, s);
   if (st == SHMDDP_OK && s->p2p && comm->nranks > 1) st = alloc_ce_buffers(comm, s);
@@ -505,7 +517,14 @@ shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)
 shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
 {
   if (!comm) return SHMDDP_ERR_INVALID;
-  cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+  cudaError_t e;
+  if (comm->dev_ops == &cuda_device_ops && cuda_state(comm)->coloc) {
+    shmddp_status_t cst = cuda_coloc_sync(comm, (cudaStream_t)stream);
+    if (cst != SHMDDP_OK) return cst;
+    e = cudaSuccess;
+  } else {
+    e = cudaStreamSynchronize((cudaStream_t)stream);
+  }
   shmddp_status_t st = shmddp_cuda_check(comm);
   if (st != SHMDDP_OK) return st;
   if (e != cudaSuccess) {

@@ -11,6 +11,8 @@
  * fewer blocks leave SMs to the convolutions).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
+ * Ranks that share a GPU: auto takes the co-located path (cuda_coloc.c) for every collective and
+ * size, except under CUDA-graph capture; coloc forced takes it for any placement.
  *
  * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
  *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
@@ -42,6 +44,7 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   const cuda_state_t *s = cuda_state(comm);
   if (!s->p2p) return SHMDDP_ALGO_STAGED;
   if (req == SHMDDP_ALGO_RING) req = SHMDDP_ALGO_CE_RING;
+  if (req == SHMDDP_ALGO_COLOC) return req;
   if (kind == COLL_ALL_REDUCE) {
     if (req != SHMDDP_ALGO_AUTO) return req;
     if (bytes <= s->direct_max) return SHMDDP_ALGO_DIRECT;
@@ -112,6 +115,23 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   a.barrier_end = 0;
   TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
+}
+
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k);
+
+/* The co-located path (cuda_coloc.c) for any of the collectives; when some rank's buffer cannot
+ * be shared, the call's staged version after it (every rank alike). */
+static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *send, void *recv,
+                             size_t count, shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                             shmddp_stream_t stream)
+{
+  int me = comm->rank, staged = 0;
+  cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
+                         .dtype = dtype, .op = op, .root = root, .stream = stream};
+  if (kind == COLL_BROADCAST && me != root) k.send = NULL;
+  if (kind == COLL_REDUCE && me != root) k.recv = NULL;
+  TRY(cuda_coloc_run(comm, &k, &staged));
+  return staged ? coloc_staged(comm, &k) : SHMDDP_OK;
 }
 
 /* ---------------- all_reduce ---------------- */
@@ -302,11 +322,12 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   switch (algo) {
+  case SHMDDP_ALGO_COLOC: return coloc(comm, COLL_ALL_REDUCE, send, recv, count, dtype, op, -1, stream);
   case SHMDDP_ALGO_DIRECT: return ar_oneshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_TWOSHOT: return ar_twoshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_CE_RING: return ar_cering(comm, send, recv, count, dtype, op, stream);
@@ -382,15 +403,35 @@ static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
+/* A co-located call whose buffers some rank cannot share: what the other algorithms do then. */
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k)
+{
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  switch (k->kind) {
+  case COLL_ALL_REDUCE:
+    return ar_scratch_pieces(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_REDUCE_SCATTER:
+    return rs_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_ALL_GATHER: return ag_staged(comm, k->send, k->recv, bytes, k->dtype, k->stream);
+  case COLL_BROADCAST:
+    return bc_staged(comm, k->send, k->recv, bytes, k->dtype, k->root, k->stream);
+  default:
+    return rd_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->root, k->stream);
+  }
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
@@ -417,10 +458,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
-  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_ALL_GATHER, send, recv, sendcount, dtype, 0, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
@@ -445,10 +489,12 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
                                       shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_BROADCAST, send, recv, count, dtype, 0, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
@@ -476,10 +522,12 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE, send, recv, count, dtype, op, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];

@@ -27,7 +27,7 @@ static const char *const dtype_names[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_U32] = "u32", [SHMDDP_U64] = "u64"};
 static const char *const op_names[SHMDDP_NUM_OPS] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[SHMDDP_NUM_ALGOS] = {"auto", "direct", "ring", "twoshot",
-                                                         "cering", "staged"};
+                                                         "cering", "staged", "coloc"};
 
 const char *shmddp_strerror(shmddp_status_t status)
 {

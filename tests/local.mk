@@ -1,7 +1,8 @@
 # tests/local.mk — the one registry of the tests: every test program and script of the tree is
 # listed here, with its build lines, grouped by the layer it tests:
 #   library      check_reduce check_shm check_collectives check_join
-#                GPU: check_cuda_collectives check_join_cuda; NCCL front end: check_nccl,
+#                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
+#                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
 #                nccl_exports.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
@@ -56,6 +57,13 @@ TESTS += tests/check_devmem_cuda
 tests_check_devmem_cuda_SOURCES = tests/check_devmem_cuda.c tests/join_harness.h
 tests_check_devmem_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_devmem_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+# Ranks that share a GPU: every collective through the co-located path, in processes and
+# threads, graph capture (SKIP without a GPU).
+check_PROGRAMS += tests/check_coloc_cuda
+TESTS += tests/check_coloc_cuda
+tests_check_coloc_cuda_SOURCES = tests/check_coloc_cuda.c
+tests_check_coloc_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_coloc_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 # The NCCL front end on host-only communicators, and the entry points libshmddp-nccl.so exports.
 check_PROGRAMS += tests/check_nccl
 TESTS += tests/check_nccl tests/nccl_exports.sh
@@ -176,6 +184,18 @@ tests_mpi_ddp_SOURCES = tests/mpi_ddp.c tests/parallel_fixture.h
 tests_mpi_ddp_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_mpi_ddp_LDADD = libworld_mpi.a $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
 endif
+
+# Ranks that share a GPU, on the CPU: the placement and the event protocol over simulated
+# events (collectives/coloc.h); a SIGKILLed co-located rank on a GPU (SKIP without one).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_coloc
+TESTS += tests/check_coloc
+tests_check_coloc_SOURCES = tests/check_coloc.c tests/failures.h tests/testutil.h
+tests_check_coloc_CFLAGS = $(TEST_CFLAGS)
+tests_check_coloc_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+endif
+TESTS += tests/kill_rank_gpu.sh
+EXTRA_DIST += tests/kill_rank_gpu.sh tests/check_coloc_cuda.c
 
 # Sharing device buffers between ranks (collectives/devmem.h, fdpass.h) on a fake driver.
 if HAVE_CHECK
