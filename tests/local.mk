@@ -12,6 +12,7 @@
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
 #                fault_files.sh (with tests/ckpt_craft) fault_signal.sh
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
+#   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
 # Without the Check library tests/no-check.sh says how to get it.
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
@@ -166,6 +167,14 @@ tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 # Damaged checkpoints for tests/fault_files.sh.
 tests_ckpt_craft_SOURCES = tests/ckpt_craft.c
 tests_ckpt_craft_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
+
+# ---- dev/: the step account's FLOP and byte arithmetic against hand-worked layers ----
+check_PROGRAMS += tests/check_account
+TESTS += tests/check_account
+tests_check_account_SOURCES = tests/check_account.c dev/step_account.c dev/step_account.h \
+	tests/json_mini.c tests/json_mini.h
+tests_check_account_CFLAGS = $(TEST_CFLAGS)
+tests_check_account_LDADD = $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
