@@ -460,8 +460,128 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   return SHMDDP_OK;
 }
 
+/* ---------------- all-to-all, gather, scatter ----------------
+ * Block moves, one direct copy kernel per block, every rank launching the same number of kernels
+ * (a rank with nothing to move takes part in the handshakes only). P2P: the receivers' buffers
+ * are exchanged and each rank pushes its blocks (launch j: rank r's block (r + j) % n); staged:
+ * launch j posts the same blocks and each receiver copies the one that is its own. */
+
+/* Launch j of n block moves: this rank posts/pushes block `to` of send (NULL: nothing) and
+ * receives the block `from` posts into recv + from * stride (from < 0: nothing). */
+static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *P, const void *src,
+                                  size_t bytes, int to, size_t dst_off, void *recv, int from,
+                                  size_t stride, shmddp_stream_t stream)
+{
+  if (staged) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+    a.src = src;
+    a.src_bytes = bytes;
+    a.post_data = src != NULL;
+    a.dst = recv;
+    a.dst_stride = stride;
+    a.copy_mask = from >= 0 ? 1u << from : 0;
+    return staged_launch(comm, &a, stream);
+  }
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+  if (src && P[to]) {
+    a.nsrc = 1;
+    a.src[0] = src;
+    a.ndst = 1;
+    a.dst[0] = (char *)P[to] + dst_off;
+    a.n = bytes;
+  }
+  direct_set_vec(&a);
+  LTRY(comm, "block move", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t count, shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_TO_ALL, bytes, SHMDDP_ALGO_AUTO);
+  TRY(enter(comm, COLL_ALL_TO_ALL, count, dtype, 0, -1, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int n = comm->nranks, me = comm->rank, staged = algo == SHMDDP_ALGO_STAGED;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, P));
+  for (int j = 0; j < n; j++) {
+    int to = (me + j) % n, from = (me - j + n) % n;
+    TRY(block_move(comm, staged, P[0], (const char *)send + (size_t)to * bytes, bytes, to,
+                   (size_t)me * bytes, recv, from, bytes, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, COLL_GATHER, bytes, SHMDDP_ALGO_AUTO);
+  TRY(enter(comm, COLL_GATHER, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int me = comm->rank;
+  if (algo == SHMDDP_ALGO_STAGED) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+    a.src = send;
+    a.src_bytes = bytes;
+    a.dst = recv;
+    a.dst_stride = bytes;
+    a.copy_mask = me == root ? (1u << comm->nranks) - 1 : 0;
+    return staged_launch(comm, &a, stream);
+  }
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {me == root ? recv : NULL};
+  TRY(cuda_exchange(comm, 1, mine, P));
+  return block_move(comm, 0, P[0], send, bytes, root, (size_t)me * bytes, NULL, -1, 0, stream);
+}
+
+static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                    size_t count, shmddp_dtype_t dtype, int root,
+                                    shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, COLL_SCATTER, bytes, SHMDDP_ALGO_AUTO);
+  TRY(enter(comm, COLL_SCATTER, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int n = comm->nranks, me = comm->rank, staged = algo == SHMDDP_ALGO_STAGED;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, P));
+  for (int j = 0; j < n; j++) {
+    const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
+    TRY(block_move(comm, staged, P[0], src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                                  shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                                  shmddp_stream_t stream)
+{
+  TRY(local_copy(comm, dst, src, count * shmddp_dtype_size(dtype), stream));
+  LTRY(comm, "scale", reduce_cuda_scale(dst, count, dtype, scalar, scalar_on_device, stream));
+  return SHMDDP_OK;
+}
+
 static void cuda_teardown(shmddp_comm_t *comm) { shmddp_comm_free_cuda(comm); }
 
 const struct coll_device_ops cuda_device_ops = {
-  cuda_all_reduce, cuda_reduce_scatter, cuda_all_gather, cuda_broadcast, cuda_reduce, cuda_teardown,
+  .all_reduce = cuda_all_reduce,
+  .reduce_scatter = cuda_reduce_scatter,
+  .all_gather = cuda_all_gather,
+  .broadcast = cuda_broadcast,
+  .reduce = cuda_reduce,
+  .all_to_all = cuda_all_to_all,
+  .gather = cuda_gather,
+  .scatter = cuda_scatter,
+  .scale = cuda_scale,
+  .teardown = cuda_teardown,
 };

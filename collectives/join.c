@@ -275,6 +275,15 @@ shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm)
   return SHMDDP_OK;
 }
 
+shmddp_status_t shmddp_comm_check(const shmddp_comm_t *comm, char *why, size_t len)
+{
+  if (!comm) return fail(SHMDDP_ERR_INVALID, "shmddp_comm_check: comm is NULL");
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (why && len) snprintf(why, len, "%s", st == SHMDDP_OK ? "" : msg);
+  return st;
+}
+
 #if !HAVE_CUDA
 int coll_device_resolve(int requested, char *err, size_t errlen)
 {

@@ -8,7 +8,8 @@
 
 #define UNSERVED(name)                                                                        \
   ncclResult_t name(void);                                                                    \
-  ncclResult_t name(void) { return nccl_unsupported(#name); }
+  ncclResult_t name(void) { return nccl_unsupported(#name); }                                 \
+  NCCL_ALIAS(name)
 
 UNSERVED(ncclAlltoAll)
 UNSERVED(ncclGather)
@@ -18,7 +19,6 @@ UNSERVED(ncclCommWindowRegister)
 UNSERVED(ncclCommWindowDeregister)
 UNSERVED(ncclDevCommCreate)
 UNSERVED(ncclDevCommDestroy)
-UNSERVED(ncclGroupSimulateEnd)
 UNSERVED(ncclCommSuspend)
 UNSERVED(ncclCommResume)
 UNSERVED(ncclCommMemStats)
