@@ -17,7 +17,7 @@ static shmddp_status_t check_common(shmddp_comm_t *comm, const char *fn, size_t 
 {
   if ((unsigned)dtype >= SHMDDP_NUM_DTYPES)
     return coll_error(comm, SHMDDP_ERR_INVALID,
-                      "%s: unknown dtype %d (use SHMDDP_F32, F64, F16, BF16, I8, U8, I32, U32, I64 or U64)", fn,
+                      "%s: unknown dtype %d (use SHMDDP_F32, F64, F16, BF16, F8E4M3, F8E5M2, I8, U8, I32, U32, I64 or U64)", fn,
                       dtype);
   if (need_op && (unsigned)op >= SHMDDP_NUM_OPS)
     return coll_error(comm, SHMDDP_ERR_INVALID,

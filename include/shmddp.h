@@ -52,6 +52,10 @@ typedef enum {
   SHMDDP_U8,
   SHMDDP_U32,
   SHMDDP_U64,
+  SHMDDP_F8E4M3, /* 8-bit float, 4 exponent bits, 3 mantissa bits, no infinity (max 448); reduced
+                    in f32, rounded to nearest even; a result beyond 448 (after rounding) is NaN */
+  SHMDDP_F8E5M2, /* 8-bit float, 5 exponent bits, 2 mantissa bits (max 57344); reduced in f32,
+                    rounded to nearest even; a result beyond 57344 is infinity */
   SHMDDP_NUM_DTYPES
 } shmddp_dtype_t;
 

@@ -47,9 +47,50 @@ int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp
 struct rc_f16 { uint16_t u; };
 struct rc_bf16 { uint16_t u; };
 
-/* __ldcg has no overloads for the 16-bit wrappers. */
+/* The 8-bit floats: distinct wrappers of a byte (see half.h for the format and rounding). */
+struct rc_f8e4m3 { uint8_t u; };
+struct rc_f8e5m2 { uint8_t u; };
+
+/* __ldcg has no overloads for the 16- and 8-bit wrappers. */
 static __device__ __forceinline__ rc_f16 __ldcg(const rc_f16 *p) { rc_f16 r; r.u = __ldcg((const unsigned short *)p); return r; }
 static __device__ __forceinline__ rc_bf16 __ldcg(const rc_bf16 *p) { rc_bf16 r; r.u = __ldcg((const unsigned short *)p); return r; }
+static __device__ __forceinline__ rc_f8e4m3 __ldcg(const rc_f8e4m3 *p) { rc_f8e4m3 r; r.u = __ldcg((const unsigned char *)p); return r; }
+static __device__ __forceinline__ rc_f8e5m2 __ldcg(const rc_f8e5m2 *p) { rc_f8e5m2 r; r.u = __ldcg((const unsigned char *)p); return r; }
+
+/* half.h's f8_to_f32 / f32_to_f8, on the device: the same bits. */
+static __device__ __forceinline__ float rc_f8_load(uint8_t b, int mbits, int bias, int has_inf)
+{
+  uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+  uint32_t ebits = 7u - (uint32_t)mbits, exp = (b >> mbits) & ((1u << ebits) - 1u);
+  uint32_t man = b & ((1u << mbits) - 1u);
+  if (exp == (1u << ebits) - 1u && (has_inf || man == (1u << mbits) - 1u))
+    return __uint_as_float(sign | (has_inf && man == 0 ? 0x7f800000u : 0x7fc00000u));
+  if (exp == 0) {
+    float v = (float)man * __uint_as_float((uint32_t)(127 + 1 - bias - mbits) << 23);
+    return sign ? -v : v;
+  }
+  return __uint_as_float(sign | (exp + 127u - (uint32_t)bias) << 23 | man << (23 - mbits));
+}
+
+static __device__ __forceinline__ uint8_t rc_f8_store(float f, int mbits, int bias, int has_inf)
+{
+  uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  uint8_t nan = has_inf ? (uint8_t)(0x7cu | 1u << (mbits - 1)) : 0x7fu;
+  uint8_t inf = has_inf ? 0x7cu : 0x7fu;
+  uint32_t maxcode = has_inf ? 0x7bu : 0x7eu;
+  if (a > 0x7f800000u) return (uint8_t)(sign | nan);
+  if (a >= 0x7f800000u) return (uint8_t)(sign | inf);
+  int emin = 1 - bias;
+  if ((int)(a >> 23) - 127 < emin) {
+    float v = __uint_as_float(a) * __uint_as_float((uint32_t)(127 + mbits - emin) << 23);
+    return (uint8_t)(sign | (uint32_t)__float2uint_rn(v));
+  }
+  int shift = 23 - mbits;
+  uint32_t r = (a + (1u << (shift - 1)) - 1u + ((a >> shift) & 1u)) >> shift;
+  r -= (uint32_t)(127 - bias) << mbits;
+  return (uint8_t)(sign | (r > maxcode ? inf : r));
+}
 
 template <typename T> struct rc_traits;
 template <> struct rc_traits<float> {
@@ -84,6 +125,26 @@ template <> struct rc_traits<rc_bf16> {
     if ((u & 0x7fffffffu) > 0x7f800000u) { r.u = (uint16_t)((u >> 16) | 0x40); return r; }
     u += 0x7fffu + ((u >> 16) & 1u);
     r.u = (uint16_t)(u >> 16);
+    return r;
+  }
+};
+template <> struct rc_traits<rc_f8e4m3> {
+  typedef float acc;
+  static __device__ __forceinline__ float load(rc_f8e4m3 v) { return rc_f8_load(v.u, 3, 7, 0); }
+  static __device__ __forceinline__ rc_f8e4m3 store(float a)
+  {
+    rc_f8e4m3 r;
+    r.u = rc_f8_store(a, 3, 7, 0);
+    return r;
+  }
+};
+template <> struct rc_traits<rc_f8e5m2> {
+  typedef float acc;
+  static __device__ __forceinline__ float load(rc_f8e5m2 v) { return rc_f8_load(v.u, 2, 15, 1); }
+  static __device__ __forceinline__ rc_f8e5m2 store(float a)
+  {
+    rc_f8e5m2 r;
+    r.u = rc_f8_store(a, 2, 15, 1);
     return r;
   }
 };
@@ -291,6 +352,8 @@ __device__ __forceinline__ void rc_copy_range(const void *src, void *const *dsts
     case SHMDDP_U8: F<uint8_t>(__VA_ARGS__); break;                                           \
     case SHMDDP_U32: F<uint32_t>(__VA_ARGS__); break;                                         \
     case SHMDDP_U64: F<uint64_t>(__VA_ARGS__); break;                                         \
+    case SHMDDP_F8E4M3: F<rc_f8e4m3>(__VA_ARGS__); break;                                     \
+    case SHMDDP_F8E5M2: F<rc_f8e5m2>(__VA_ARGS__); break;                                     \
     default: break;                                                                           \
     }                                                                                         \
   } while (0)

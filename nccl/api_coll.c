@@ -87,6 +87,44 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 }
 NCCL_ALIAS(ncclReduceScatter)
 
+/* Block j (count elements) of this rank's sendbuff goes to block `rank` of rank j's recvbuff. */
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, shmddp_nccl_stream_t stream)
+{
+  nccl_call_t k = {.kind = NCCL_CALL_ALL_TO_ALL, .fn = "ncclAlltoAll", .comm = comm,
+                   .send = sendbuff, .recv = recvbuff, .count = count, .stream = stream};
+  return submit(&k, describe(&k, datatype, 0, ncclSum, count, count));
+}
+NCCL_ALIAS(ncclAlltoAll)
+
+/* Root's recvbuff receives every rank's count elements, in rank order. */
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm,
+                        shmddp_nccl_stream_t stream)
+{
+  nccl_call_t k = {.kind = NCCL_CALL_GATHER, .fn = "ncclGather", .comm = comm, .send = sendbuff,
+                   .recv = recvbuff, .count = count, .root = root, .stream = stream};
+  ncclResult_t r = describe(&k, datatype, 0, ncclSum, count, 0);
+  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
+  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "recvbuff", recvbuff, count);
+  return submit(&k, r);
+}
+NCCL_ALIAS(ncclGather)
+
+/* Rank i receives block i (count elements) of root's sendbuff. */
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                         shmddp_nccl_stream_t stream)
+{
+  nccl_call_t k = {.kind = NCCL_CALL_SCATTER, .fn = "ncclScatter", .comm = comm, .send = sendbuff,
+                   .recv = recvbuff, .count = count, .root = root, .stream = stream};
+  ncclResult_t r = describe(&k, datatype, 0, ncclSum, 0, count);
+  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
+  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "sendbuff", sendbuff, count);
+  return submit(&k, r);
+}
+NCCL_ALIAS(ncclScatter)
+
 /* Send and recv: a peer of the communicator; oneself only inside a group (the matching call
  * is then in the same group, and the pair is a copy). */
 static ncclResult_t p2p(nccl_call_t *k, ncclDataType_t datatype)

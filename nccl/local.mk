@@ -12,11 +12,14 @@ EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh \
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)
 if HAVE_CHECK
-check_PROGRAMS += tests/check_nccl
-TESTS += tests/check_nccl
+check_PROGRAMS += tests/check_nccl tests/check_nccl_conf
+TESTS += tests/check_nccl tests/check_nccl_conf
 tests_check_nccl_SOURCES = tests/check_nccl.c tools/coll_check.c tools/coll_check.h
 tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf.h
+tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
+tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
 endif
 if HAVE_CUDA
 include_HEADERS += include/shmddp_nccl.h

@@ -134,17 +134,14 @@ int nccl_dtype(ncclComm_t comm, const char *fn, ncclDataType_t t, shmddp_dtype_t
     [ncclInt8] = SHMDDP_I8, [ncclUint8] = SHMDDP_U8, [ncclInt32] = SHMDDP_I32,
     [ncclUint32] = SHMDDP_U32, [ncclInt64] = SHMDDP_I64, [ncclUint64] = SHMDDP_U64,
     [ncclFloat16] = SHMDDP_F16, [ncclFloat32] = SHMDDP_F32, [ncclFloat64] = SHMDDP_F64,
-    [ncclBfloat16] = SHMDDP_BF16};
+    [ncclBfloat16] = SHMDDP_BF16, [ncclFloat8e4m3] = SHMDDP_F8E4M3,
+    [ncclFloat8e5m2] = SHMDDP_F8E5M2};
   if ((unsigned)t < sizeof map / sizeof map[0]) {
     *out = (shmddp_dtype_t)map[t];
     return 0;
   }
-  if (t == ncclFloat8e4m3 || t == ncclFloat8e5m2)
-    nccl_fail(comm, ncclInvalidArgument, "%s: argument datatype %d (an 8-bit float) is not "
-              "supported yet", fn, (int)t);
-  else
-    nccl_fail(comm, ncclInvalidArgument, "%s: argument datatype is %d, not an ncclDataType_t "
-              "(0..%d)", fn, (int)t, ncclNumTypes - 1);
+  nccl_fail(comm, ncclInvalidArgument, "%s: argument datatype is %d, not an ncclDataType_t "
+            "(0..%d)", fn, (int)t, ncclNumTypes - 1);
   return -1;
 }
 

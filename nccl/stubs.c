@@ -11,9 +11,6 @@
   ncclResult_t name(void) { return nccl_unsupported(#name); }                                 \
   NCCL_ALIAS(name)
 
-UNSERVED(ncclAlltoAll)
-UNSERVED(ncclGather)
-UNSERVED(ncclScatter)
 UNSERVED(ncclCommShrink)
 UNSERVED(ncclCommWindowRegister)
 UNSERVED(ncclCommWindowDeregister)

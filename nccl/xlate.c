@@ -81,6 +81,15 @@ ncclResult_t nccl_xlate(const nccl_call_t *k)
   case NCCL_CALL_ALL_GATHER:
     st = shmddp_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
     break;
+  case NCCL_CALL_ALL_TO_ALL:
+    st = shmddp_all_to_all(c, k->send, k->recv, k->count, k->dtype, s);
+    break;
+  case NCCL_CALL_GATHER:
+    st = shmddp_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    break;
+  case NCCL_CALL_SCATTER:
+    st = shmddp_scatter(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    break;
   case NCCL_CALL_SEND:
   case NCCL_CALL_RECV:
     r = nccl_pair(comm, k->root, &c);

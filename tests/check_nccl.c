@@ -77,7 +77,7 @@ START_TEST(dtypes_ops_and_results_map)
     {ncclInt8, SHMDDP_I8}, {ncclUint8, SHMDDP_U8}, {ncclInt32, SHMDDP_I32},
     {ncclUint32, SHMDDP_U32}, {ncclInt64, SHMDDP_I64}, {ncclUint64, SHMDDP_U64},
     {ncclFloat16, SHMDDP_F16}, {ncclFloat32, SHMDDP_F32}, {ncclFloat64, SHMDDP_F64},
-    {ncclBfloat16, SHMDDP_BF16}};
+    {ncclBfloat16, SHMDDP_BF16}, {ncclFloat8e4m3, SHMDDP_F8E4M3}, {ncclFloat8e5m2, SHMDDP_F8E5M2}};
   char fails[512] = "";
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     shmddp_dtype_t got = SHMDDP_NUM_DTYPES;
@@ -117,9 +117,9 @@ END_TEST
 
 START_TEST(unserved_calls_say_so)
 {
-  ncclResult_t ncclAlltoAll(void);
-  ck_assert_int_eq(ncclAlltoAll(), ncclInvalidUsage);
-  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclAlltoAll is not supported"));
+  ncclResult_t ncclCommShrink(void);
+  ck_assert_int_eq(ncclCommShrink(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclCommShrink is not supported"));
 }
 END_TEST
 
@@ -145,7 +145,7 @@ static void note(rk_t *t, int bad, const char *what)
 
 static const ncclDataType_t all_types[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
                                            ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64,
-                                           ncclBfloat16};
+                                           ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 static void *rank_collectives(void *arg)
 {
@@ -401,12 +401,12 @@ START_TEST(bad_calls_are_refused)
   ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument);
   ck_assert_int_eq(ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL), ncclInvalidArgument);
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
-  /* A one-rank communicator works, and rejects fp8 and a bad peer. */
+  /* A one-rank communicator works, and rejects an unknown dtype and a bad peer. */
   ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
   float x = 3, y = 0;
   ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
   ck_assert(y == 3);
-  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat8e5m2, ncclSum, comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, (ncclDataType_t)ncclNumTypes, ncclSum, comm, NULL), ncclInvalidArgument);
   ck_assert_int_eq(ncclSend(&x, 1, ncclFloat32, 1, comm, NULL), ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "argument peer is 1"));
   ck_assert_int_eq(ncclSend(&x, 1, ncclFloat32, 0, comm, NULL), ncclInvalidUsage);

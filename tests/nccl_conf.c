@@ -1,0 +1,731 @@
+/* nccl_conf.c — the NCCL conformance harness (see nccl_conf.h): the reference model of every
+ * dtype, the data each rank contributes, one checked call per (collective, dtype, op, place,
+ * count), and the ranks as threads or processes. */
+#include "config.h"
+
+#include "tests/nccl_conf.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* ---- the reference model of the dtypes ---- */
+
+typedef struct {
+  int ebits, mbits, emin; /* exponent and mantissa bits, smallest normal exponent */
+  double max;             /* largest finite value */
+  int has_inf;            /* overflow gives infinity (else NaN: e4m3 has no infinity) */
+} fmt_t;
+
+static const fmt_t F16 = {5, 10, -14, 65504.0, 1};
+static const fmt_t BF16 = {8, 7, -126, 3.3895313892515355e38, 1};
+static const fmt_t E4M3 = {4, 3, -6, 448.0, 0};
+static const fmt_t E5M2 = {5, 2, -14, 57344.0, 1};
+
+static const fmt_t *small_float(ncclDataType_t t)
+{
+  switch (t) {
+  case ncclFloat16: return &F16;
+  case ncclBfloat16: return &BF16;
+  case ncclFloat8e4m3: return &E4M3;
+  case ncclFloat8e5m2: return &E5M2;
+  default: return NULL;
+  }
+}
+
+static int is_int(ncclDataType_t t) { return t <= ncclUint64; }
+static int is_unsigned(ncclDataType_t t)
+{
+  return t == ncclUint8 || t == ncclUint32 || t == ncclUint64;
+}
+
+/* v rounded to nearest even with f's precision and range. */
+static double round_fmt(double v, const fmt_t *f)
+{
+  if (isnan(v) || isinf(v) || v == 0) return v;
+  int e;
+  frexp(fabs(v), &e);
+  int lead = e - 1 < f->emin ? f->emin : e - 1;
+  double q = ldexp(1.0, lead - f->mbits);
+  double r = nearbyint(v / q) * q; /* the default rounding mode: to nearest, ties to even */
+  if (fabs(r) > f->max) return f->has_inf ? copysign(INFINITY, v) : NAN;
+  return r;
+}
+
+static uint32_t encode_fmt(double v, const fmt_t *f)
+{
+  int bias = (1 << (f->ebits - 1)) - 1, emask = (1 << f->ebits) - 1;
+  uint32_t sign = signbit(v) ? 1u << (f->ebits + f->mbits) : 0;
+  double r = round_fmt(v, f);
+  if (isnan(r)) /* e4m3: all ones; the others: a quiet NaN */
+    return f->has_inf ? (uint32_t)emask << f->mbits | 1u << (f->mbits - 1)
+                      : (uint32_t)((1 << (f->ebits + f->mbits)) - 1);
+  if (isinf(r)) return sign | (uint32_t)emask << f->mbits;
+  double a = fabs(r);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  if (e - 1 < f->emin) /* subnormal */
+    return sign | (uint32_t)(a / ldexp(1.0, f->emin - f->mbits));
+  uint32_t man = (uint32_t)((ldexp(a, -(e - 1)) - 1.0) * (double)(1u << f->mbits));
+  return sign | (uint32_t)(e - 1 + bias) << f->mbits | man;
+}
+
+static double decode_fmt(uint32_t bits, const fmt_t *f)
+{
+  int bias = (1 << (f->ebits - 1)) - 1, emask = (1 << f->ebits) - 1;
+  int neg = (bits >> (f->ebits + f->mbits)) & 1;
+  int ex = (int)(bits >> f->mbits) & emask;
+  uint32_t man = bits & ((1u << f->mbits) - 1);
+  double v;
+  if (f->has_inf && ex == emask) v = man ? NAN : INFINITY;
+  else if (!f->has_inf && ex == emask && man == (1u << f->mbits) - 1) v = NAN;
+  else if (ex == 0) v = ldexp((double)man, f->emin - f->mbits);
+  else v = ldexp(1.0 + (double)man / (double)(1u << f->mbits), ex - bias);
+  return neg ? -v : v;
+}
+
+size_t conf_type_size(ncclDataType_t t)
+{
+  static const size_t s[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return (unsigned)t < ncclNumTypes ? s[t] : 0;
+}
+
+const char *conf_type_name(ncclDataType_t t)
+{
+  static const char *const n[ncclNumTypes] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16",
+                                             "f32", "f64", "bf16", "f8e4m3", "f8e5m2"};
+  return (unsigned)t < ncclNumTypes ? n[t] : "?";
+}
+
+const char *conf_coll_name(conf_coll_t c)
+{
+  static const char *const n[CONF_NUM_COLLS] = {
+    "all_reduce", "reduce", "reduce_scatter", "broadcast", "all_gather", "all_to_all", "gather",
+    "scatter", "send_recv"};
+  return (unsigned)c < CONF_NUM_COLLS ? n[c] : "?";
+}
+
+/* An integer value as its type holds it (wrapped to its width). */
+static double wrap_int(double v, ncclDataType_t t)
+{
+  int64_t x = (int64_t)v;
+  switch (t) {
+  case ncclInt8: return (double)(int8_t)(uint8_t)x;
+  case ncclUint8: return (double)(uint8_t)x;
+  case ncclInt32: return (double)(int32_t)(uint32_t)x;
+  case ncclUint32: return (double)(uint32_t)x;
+  default: return (double)x; /* 64-bit: the values stay in the exact range of a double */
+  }
+}
+
+static double round_type(double v, ncclDataType_t t)
+{
+  if (is_int(t)) return wrap_int(trunc(v), t);
+  if (t == ncclFloat32) return (float)v;
+  if (t == ncclFloat64) return v;
+  return round_fmt(v, small_float(t));
+}
+
+void conf_encode(void *dst, size_t k, double v, ncclDataType_t t)
+{
+  unsigned char *p = (unsigned char *)dst + k * conf_type_size(t);
+  const fmt_t *f = small_float(t);
+  if (f) {
+    uint32_t b = encode_fmt(v, f);
+    if (conf_type_size(t) == 1) p[0] = (unsigned char)b;
+    else memcpy(p, &(uint16_t){(uint16_t)b}, 2);
+    return;
+  }
+  double w = round_type(v, t);
+  switch (t) {
+  case ncclInt8: *(int8_t *)p = (int8_t)w; break;
+  case ncclUint8: *(uint8_t *)p = (uint8_t)w; break;
+  case ncclInt32: memcpy(p, &(int32_t){(int32_t)w}, 4); break;
+  case ncclUint32: memcpy(p, &(uint32_t){(uint32_t)w}, 4); break;
+  case ncclInt64: memcpy(p, &(int64_t){(int64_t)w}, 8); break;
+  case ncclUint64: memcpy(p, &(uint64_t){(uint64_t)w}, 8); break;
+  case ncclFloat32: memcpy(p, &(float){(float)w}, 4); break;
+  case ncclFloat64: memcpy(p, &w, 8); break;
+  default: break;
+  }
+}
+
+double conf_decode(const void *src, size_t k, ncclDataType_t t)
+{
+  const unsigned char *p = (const unsigned char *)src + k * conf_type_size(t);
+  const fmt_t *f = small_float(t);
+  if (f) {
+    uint16_t b = 0;
+    if (conf_type_size(t) == 1) b = p[0];
+    else memcpy(&b, p, 2);
+    return decode_fmt(b, f);
+  }
+  union { int8_t i8; uint8_t u8; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f;
+          double d; } u;
+  memcpy(&u, p, conf_type_size(t));
+  switch (t) {
+  case ncclInt8: return u.i8;
+  case ncclUint8: return u.u8;
+  case ncclInt32: return u.i32;
+  case ncclUint32: return u.u32;
+  case ncclInt64: return (double)u.i64;
+  case ncclUint64: return (double)u.u64;
+  case ncclFloat32: return u.f;
+  default: return u.d;
+  }
+}
+
+/* ---- what each rank contributes ---- */
+
+/* Rank r's element i in call `call`: exact in t, and sums of 8 of them exact in the
+ * accumulator. PROD stays near 1 so that products of 8 neither overflow nor vanish. */
+static double value(int r, size_t i, int call, ncclDataType_t t, int op)
+{
+  uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(r + 1) << 40) ^
+               ((uint64_t)(call + 1) << 20);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 32;
+  if (op == ncclProd) {
+    static const double f[4] = {1.0, 2.0, -1.0, 0.5}, s[4] = {1, 2, -1, -2}, u[4] = {1, 2, 3, 1};
+    return is_unsigned(t) ? u[h & 3] : is_int(t) ? s[h & 3] : f[h & 3];
+  }
+  switch (t) {
+  case ncclInt8: return (double)((int64_t)(h % 31) - 15);
+  case ncclUint8: return (double)(h % 31);
+  case ncclUint32: case ncclUint64: return (double)(h % 2001);
+  case ncclInt32: case ncclInt64: return (double)((int64_t)(h % 2001) - 1000);
+  case ncclFloat8e4m3: return (double)((int64_t)(h % 33) - 16) / 4.0; /* 4 significant bits */
+  case ncclFloat8e5m2: return (double)((int64_t)(h % 17) - 8) / 2.0;  /* 3 significant bits */
+  default: return (double)((int64_t)(h % 128) - 64) / 8.0;            /* exact in bf16 */
+  }
+}
+
+/* Each rank's own scalar for a pre-multiplied sum, host (0) or device (1) residence. */
+static double scalar_of(int r, int device_scalar, ncclDataType_t t)
+{
+  if (is_int(t)) return r + 1 + device_scalar;
+  return device_scalar ? (r % 3 + 2) * 0.25 : (r % 4 + 1) * 0.5;
+}
+
+/* The reference of reducing element i over n ranks. */
+static double reference(int n, size_t i, int call, ncclDataType_t t, int op)
+{
+  int premul = op >= CONF_PREMUL_HOST;
+  int base = premul ? ncclSum : op;
+  double acc = 0;
+  for (int r = 0; r < n; r++) {
+    double x = value(r, i, call, t, base);
+    if (premul) x = round_type(x * scalar_of(r, op == CONF_PREMUL_DEVICE, t), t);
+    if (r == 0) acc = x;
+    else if (base == ncclSum || base == ncclAvg) acc += x;
+    else if (base == ncclProd) acc *= x;
+    else if (base == ncclMax) acc = x > acc ? x : acc;
+    else acc = x < acc ? x : acc;
+  }
+  if (base == ncclAvg) return is_int(t) ? trunc(wrap_int(acc, t) / n) : round_type(acc / n, t);
+  return round_type(acc, t);
+}
+
+/* One unit in the last place of t at v (the AVG quotient is rounded twice). */
+static double ulp(double v, ncclDataType_t t)
+{
+  if (is_int(t)) return 0;
+  int mbits = t == ncclFloat32 ? 23 : t == ncclFloat64 ? 52 : small_float(t)->mbits;
+  int emin = t == ncclFloat32 ? -126 : t == ncclFloat64 ? -1022 : small_float(t)->emin;
+  int e;
+  frexp(fabs(v), &e);
+  return ldexp(1.0, (e - 1 < emin ? emin : e - 1) - mbits);
+}
+
+/* ---- one rank's buffers: host memory, or device memory with host mirrors ---- */
+
+typedef struct {
+  ncclComm_t comm;
+  int rank, n, device, call;
+  const conf_plan_t *plan;
+  conf_result_t *res;
+  size_t bytes;             /* of each buffer */
+  unsigned char *a, *b;     /* where the library reads and writes (host or device) */
+  unsigned char *ha, *hb;   /* host mirrors (== a, b for host buffers) */
+  void *scalar;             /* a device-residence scalar (device memory on a GPU) */
+  void *stream;             /* the rank's stream (device buffers), else NULL */
+} rank_ctx_t;
+
+static void note(rank_ctx_t *x, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(rank_ctx_t *x, int bad, const char *fmt, ...)
+{
+  x->res->checks++;
+  if (!bad) return;
+  x->res->failures++;
+  size_t off = strlen(x->res->fails);
+  if (off + 160 >= sizeof x->res->fails) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x->res->fails + off, sizeof x->res->fails - off, fmt, ap);
+  va_end(ap);
+  off = strlen(x->res->fails);
+  snprintf(x->res->fails + off, sizeof x->res->fails - off, "; ");
+}
+
+#ifdef HAVE_CUDA
+static int to_device(rank_ctx_t *x, void *dst, const void *src, size_t bytes)
+{
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)x->stream) ||
+         cudaStreamSynchronize((cudaStream_t)x->stream);
+}
+static int to_host(rank_ctx_t *x, void *dst, const void *src, size_t bytes)
+{
+  return cudaStreamSynchronize((cudaStream_t)x->stream) ||
+         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)x->stream) ||
+         cudaStreamSynchronize((cudaStream_t)x->stream);
+}
+#endif
+
+/* Make the library see the host mirrors (before a call) ... */
+static void push(rank_ctx_t *x)
+{
+#ifdef HAVE_CUDA
+  if (x->device >= 0) {
+    if (to_device(x, x->a, x->ha, x->bytes) || to_device(x, x->b, x->hb, x->bytes))
+      note(x, 1, "copying to the GPU failed");
+  }
+#else
+  (void)x;
+#endif
+}
+
+/* ... and the host mirrors see what it wrote (after). */
+static void pull(rank_ctx_t *x)
+{
+#ifdef HAVE_CUDA
+  if (x->device >= 0) {
+    if (to_host(x, x->ha, x->a, x->bytes) || to_host(x, x->hb, x->b, x->bytes))
+      note(x, 1, "copying from the GPU failed");
+  }
+#else
+  (void)x;
+#endif
+}
+
+static int ctx_alloc(rank_ctx_t *x, size_t bytes)
+{
+  x->bytes = bytes;
+  x->ha = malloc(bytes);
+  x->hb = malloc(bytes);
+  if (!x->ha || !x->hb) return -1;
+  if (x->device < 0) {
+    x->a = x->ha;
+    x->b = x->hb;
+    x->scalar = malloc(8);
+    return x->scalar ? 0 : -1;
+  }
+#ifdef HAVE_CUDA
+  cudaStream_t s;
+  if (cudaSetDevice(x->device) || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) ||
+      cudaMalloc((void **)&x->a, bytes) || cudaMalloc((void **)&x->b, bytes) ||
+      cudaMalloc(&x->scalar, 8))
+    return -1;
+  x->stream = s;
+  return 0;
+#else
+  return -1;
+#endif
+}
+
+static void ctx_free(rank_ctx_t *x)
+{
+  if (x->device < 0) {
+    free(x->scalar);
+  } else {
+#ifdef HAVE_CUDA
+    cudaFree(x->a);
+    cudaFree(x->b);
+    cudaFree(x->scalar);
+    if (x->stream) cudaStreamDestroy((cudaStream_t)x->stream);
+#endif
+  }
+  free(x->ha);
+  free(x->hb);
+}
+
+/* Write the device-residence scalar of this rank (read by the library when the call runs). */
+static void set_device_scalar(rank_ctx_t *x, double v, ncclDataType_t t)
+{
+  unsigned char s[8] = {0};
+  conf_encode(s, 0, v, t);
+  if (x->device < 0) {
+    memcpy(x->scalar, s, 8);
+    return;
+  }
+#ifdef HAVE_CUDA
+  if (to_device(x, x->scalar, s, 8)) note(x, 1, "writing the device scalar failed");
+#endif
+}
+
+/* ---- one checked call ---- */
+
+typedef struct {
+  conf_coll_t coll;
+  ncclDataType_t t;
+  int op, inplace;
+  size_t count;
+} combo_t;
+
+static int reduces(conf_coll_t c)
+{
+  return c == CONF_ALL_REDUCE || c == CONF_REDUCE || c == CONF_REDUCE_SCATTER;
+}
+
+/* Send/recv blocks are uneven: sender s sends count + (s + d) % 3 elements to d. */
+static size_t p2p_len(size_t count, int s, int d) { return count + (size_t)((s + d) % 3); }
+
+static size_t p2p_off(size_t count, int n, int s, int d, int by_sender)
+{
+  size_t off = 0;
+  for (int q = 0; q < (by_sender ? d : s); q++) off += by_sender ? p2p_len(count, s, q) : p2p_len(count, q, d);
+  (void)n;
+  return off;
+}
+
+static int root_of(const combo_t *c, int n) { return (int)((c->count + (size_t)c->t) % (size_t)n); }
+
+/* Where send and recv lie for c (element offsets into a and b; *in_a: recv is in a). */
+typedef struct {
+  size_t send_off, recv_off;
+  int recv_in_a;
+} place_t;
+
+static place_t place_of(const rank_ctx_t *x, const combo_t *c)
+{
+  place_t p = {0, 0, 0};
+  if (!c->inplace) return p;
+  size_t me = (size_t)x->rank, root = (size_t)root_of(c, x->n);
+  p.recv_in_a = 1;
+  switch (c->coll) {
+  case CONF_REDUCE_SCATTER: p.recv_off = me * c->count; break;
+  case CONF_ALL_GATHER: p.send_off = me * c->count; break;
+  case CONF_GATHER: /* in place on root only */
+    if (x->rank == (int)root) p.send_off = root * c->count;
+    else p.recv_in_a = 0;
+    break;
+  case CONF_SCATTER:
+    if (x->rank == (int)root) p.recv_off = root * c->count;
+    else p.recv_in_a = 0;
+    break;
+  default: break;
+  }
+  return p;
+}
+
+/* The value this rank's send holds at send element j. */
+static double send_value(const rank_ctx_t *x, const combo_t *c, size_t j)
+{
+  int base = c->op >= CONF_PREMUL_HOST ? ncclSum : c->op;
+  return value(x->rank, j, x->call, c->t, reduces(c->coll) ? base : ncclSum);
+}
+
+static size_t send_elems(const rank_ctx_t *x, const combo_t *c)
+{
+  switch (c->coll) {
+  case CONF_REDUCE_SCATTER: case CONF_ALL_TO_ALL: case CONF_SCATTER: return (size_t)x->n * c->count;
+  case CONF_SEND_RECV: return p2p_off(c->count, x->n, x->rank, x->n, 1);
+  default: return c->count;
+  }
+}
+
+static void fill(rank_ctx_t *x, const combo_t *c, place_t p)
+{
+  size_t ds = conf_type_size(c->t);
+  memset(x->ha, 0xa5, x->bytes);
+  memset(x->hb, 0xa5, x->bytes);
+  unsigned char *send = x->ha + p.send_off * ds;
+  size_t ns = send_elems(x, c);
+  if (c->coll == CONF_SEND_RECV) {
+    for (int d = 0; d < x->n; d++)
+      for (size_t i = 0; i < p2p_len(c->count, x->rank, d); i++)
+        conf_encode(send, p2p_off(c->count, x->n, x->rank, d, 1) + i,
+                    value(x->rank, (size_t)d * (c->count + 2) + i, x->call, c->t, ncclSum), c->t);
+    return;
+  }
+  for (size_t j = 0; j < ns; j++) conf_encode(send, j, send_value(x, c, j), c->t);
+}
+
+/* The op for c: built in, or a pre-multiplied sum with this rank's scalar. */
+static ncclResult_t make_op(rank_ctx_t *x, const combo_t *c, ncclRedOp_t *op)
+{
+  if (c->op < CONF_PREMUL_HOST) {
+    *op = (ncclRedOp_t)c->op;
+    return ncclSuccess;
+  }
+  int dev = c->op == CONF_PREMUL_DEVICE;
+  double s = scalar_of(x->rank, dev, c->t);
+  unsigned char host[8] = {0};
+  conf_encode(host, 0, s, c->t);
+  if (dev) set_device_scalar(x, s, c->t);
+  return ncclRedOpCreatePreMulSum(op, dev ? x->scalar : host, c->t,
+                                  dev ? ncclScalarDevice : ncclScalarHostImmediate, x->comm);
+}
+
+static ncclResult_t send_recv_all(rank_ctx_t *x, const combo_t *c)
+{
+  size_t ds = conf_type_size(c->t);
+  ncclResult_t r = ncclGroupStart();
+  for (int q = 0; q < x->n && r == ncclSuccess; q++) {
+    r = ncclSend(x->a + p2p_off(c->count, x->n, x->rank, q, 1) * ds, p2p_len(c->count, x->rank, q),
+                 c->t, q, x->comm, x->stream);
+    if (r == ncclSuccess)
+      r = ncclRecv(x->b + p2p_off(c->count, x->n, q, x->rank, 0) * ds,
+                   p2p_len(c->count, q, x->rank), c->t, q, x->comm, x->stream);
+  }
+  ncclResult_t e = ncclGroupEnd();
+  return r != ncclSuccess ? r : e;
+}
+
+/* Issue c: a pre-multiplied sum inside a group, its op destroyed before ncclGroupEnd (as
+ * PyTorch's coalesced calls do). */
+static ncclResult_t issue(rank_ctx_t *x, const combo_t *c, place_t p)
+{
+  size_t ds = conf_type_size(c->t);
+  const void *send = x->a + p.send_off * ds;
+  void *recv = (p.recv_in_a ? x->a : x->b) + p.recv_off * ds;
+  int root = root_of(c, x->n);
+  if (c->coll == CONF_SEND_RECV) return send_recv_all(x, c);
+  int premul = c->op >= CONF_PREMUL_HOST;
+  if (premul) ncclGroupStart();
+  ncclRedOp_t op = ncclSum;
+  ncclResult_t r = reduces(c->coll) ? make_op(x, c, &op) : ncclSuccess;
+  if (r == ncclSuccess) {
+    switch (c->coll) {
+    case CONF_ALL_REDUCE: r = ncclAllReduce(send, recv, c->count, c->t, op, x->comm, x->stream); break;
+    case CONF_REDUCE: r = ncclReduce(send, recv, c->count, c->t, op, root, x->comm, x->stream); break;
+    case CONF_REDUCE_SCATTER:
+      r = ncclReduceScatter(send, recv, c->count, c->t, op, x->comm, x->stream);
+      break;
+    case CONF_BROADCAST: r = ncclBroadcast(send, recv, c->count, c->t, root, x->comm, x->stream); break;
+    case CONF_ALL_GATHER: r = ncclAllGather(send, recv, c->count, c->t, x->comm, x->stream); break;
+    case CONF_ALL_TO_ALL: r = ncclAlltoAll(send, recv, c->count, c->t, x->comm, x->stream); break;
+    case CONF_GATHER: r = ncclGather(send, recv, c->count, c->t, root, x->comm, x->stream); break;
+    case CONF_SCATTER: r = ncclScatter(send, recv, c->count, c->t, root, x->comm, x->stream); break;
+    default: break;
+    }
+  }
+  if (premul && r == ncclSuccess) r = ncclRedOpDestroy(op, x->comm);
+  if (premul) {
+    ncclResult_t e = ncclGroupEnd();
+    if (r == ncclSuccess) r = e;
+  }
+  return r;
+}
+
+/* Compare recv element k with the reference want: reductions numerically (AVG within one
+ * unit in the last place), copies bit for bit. Returns 1 when wrong. */
+static int wrong(const void *recv, size_t k, double want, const combo_t *c, int reduction)
+{
+  if (!reduction) {
+    unsigned char w[8];
+    conf_encode(w, 0, want, c->t);
+    size_t ds = conf_type_size(c->t);
+    return memcmp((const unsigned char *)recv + k * ds, w, ds) != 0;
+  }
+  double got = conf_decode(recv, k, c->t);
+  if (isnan(want)) return !isnan(got);
+  double tol = c->op == ncclAvg ? ulp(want, c->t) : 0;
+  return !(fabs(got - want) <= tol);
+}
+
+/* What recv element k of this rank should hold (NAN-free by construction), or 0 with *skip. */
+static double expect(const rank_ctx_t *x, const combo_t *c, size_t k, int root)
+{
+  size_t me = (size_t)x->rank, cnt = c->count;
+  switch (c->coll) {
+  case CONF_ALL_REDUCE: case CONF_REDUCE: return reference(x->n, k, x->call, c->t, c->op);
+  case CONF_REDUCE_SCATTER: return reference(x->n, me * cnt + k, x->call, c->t, c->op);
+  case CONF_BROADCAST: return value(root, k, x->call, c->t, ncclSum);
+  case CONF_ALL_GATHER: case CONF_GATHER: return value((int)(k / cnt), k % cnt, x->call, c->t, ncclSum);
+  case CONF_ALL_TO_ALL: return value((int)(k / cnt), me * cnt + k % cnt, x->call, c->t, ncclSum);
+  case CONF_SCATTER: return value(root, me * cnt + k, x->call, c->t, ncclSum);
+  default: return 0;
+  }
+}
+
+/* Which elements of a big result are compared: every element of the first and last 4096 of
+ * each block, and every 13th in between (the reference costs a few hundred nanoseconds an
+ * element; misplaced or missing pieces span far more than 13 elements). */
+static size_t step(size_t count, size_t k)
+{
+  size_t in_block = k % (count ? count : 1);
+  return count <= 3 * 4096 || in_block < 4096 || in_block + 4096 + 13 >= count ? 1 : 13;
+}
+
+static void check(rank_ctx_t *x, const combo_t *c, place_t p, const char *what)
+{
+  size_t ds = conf_type_size(c->t), n = 0, bad = 0, first = 0;
+  const unsigned char *recv = (p.recv_in_a ? x->ha : x->hb) + p.recv_off * ds;
+  int root = root_of(c, x->n);
+  if (c->coll == CONF_SEND_RECV) {
+    for (int s = 0; s < x->n; s++)
+      for (size_t i = 0; i < p2p_len(c->count, s, x->rank); i++, n++) {
+        double want = value(s, (size_t)x->rank * (c->count + 2) + i, x->call, c->t, ncclSum);
+        if (wrong(recv, p2p_off(c->count, x->n, s, x->rank, 0) + i, want, c, 0) && !bad++) first = n;
+      }
+  } else {
+    int mine = (c->coll != CONF_REDUCE && c->coll != CONF_GATHER) || x->rank == root;
+    size_t nr = !mine ? 0 : c->coll == CONF_ALL_GATHER || c->coll == CONF_GATHER ||
+                                   c->coll == CONF_ALL_TO_ALL ? (size_t)x->n * c->count : c->count;
+    for (size_t k = 0; k < nr; k += step(c->count, k), n++)
+      if (wrong(recv, k, expect(x, c, k, root), c, reduces(c->coll)) && !bad++) first = k;
+  }
+  note(x, bad != 0, "%s: %zu of %zu elements wrong (first at %zu)", what, bad, n, first);
+}
+
+static void run_combo(rank_ctx_t *x, const combo_t *c)
+{
+  static const char *const ops[CONF_NUM_OPS] = {"sum", "prod", "max", "min", "avg",
+                                                "premul(host)", "premul(device)"};
+  char what[160];
+  snprintf(what, sizeof what, "%d ranks, rank %d: %s %s %s %s count %zu", x->n, x->rank,
+           conf_coll_name(c->coll), conf_type_name(c->t), reduces(c->coll) ? ops[c->op] : "",
+           c->inplace ? "in place" : "out of place", c->count);
+  place_t p = place_of(x, c);
+  fill(x, c, p);
+  push(x);
+  ncclResult_t r = issue(x, c, p);
+  x->res->calls++;
+  if (r != ncclSuccess) {
+    note(x, 1, "%s: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(x->comm));
+  } else {
+    pull(x);
+    check(x, c, p, what);
+  }
+  x->call++;
+}
+
+void conf_run_rank(ncclComm_t comm, int rank, const conf_plan_t *plan, conf_result_t *res)
+{
+  int n = plan->nranks;
+  size_t maxc = 0;
+  for (int i = 0; i < plan->ncounts; i++) maxc = plan->counts[i] > maxc ? plan->counts[i] : maxc;
+  rank_ctx_t x = {.comm = comm, .rank = rank, .n = n, .device = plan->device, .plan = plan,
+                  .res = res};
+  if (ctx_alloc(&x, (size_t)n * (maxc + 2) * 8 + 64) != 0) {
+    note(&x, 1, "rank %d: cannot allocate the buffers", rank);
+    ctx_free(&x);
+    return;
+  }
+  long index = 0;
+  for (int ci = 0; ci < plan->ncounts; ci++)
+    for (int coll = 0; coll < CONF_NUM_COLLS; coll++) {
+      if (!(plan->colls >> coll & 1)) continue;
+      for (int t = 0; t < ncclNumTypes; t++) {
+        if (!(plan->types >> t & 1)) continue;
+        for (int op = 0; op < (reduces(coll) ? CONF_NUM_OPS : 1); op++) {
+          if (reduces(coll) && !(plan->ops >> op & 1)) continue;
+          for (int ip = 0; ip < 2; ip++) {
+            if ((plan->inplace != 2 && ip != plan->inplace) || (ip && coll == CONF_SEND_RECV)) continue;
+            if (plan->sample > 1 && index++ % plan->sample != n % plan->sample) continue;
+            combo_t c = {(conf_coll_t)coll, (ncclDataType_t)t, op, ip, plan->counts[ci]};
+            run_combo(&x, &c);
+          }
+        }
+      }
+    }
+  ctx_free(&x);
+}
+
+/* ---- the ranks ---- */
+
+typedef struct {
+  const conf_plan_t *plan;
+  ncclUniqueId id;
+  int rank;
+  conf_result_t *res;
+} rank_arg_t;
+
+static void *rank_main(void *arg)
+{
+  rank_arg_t *a = arg;
+  ncclComm_t comm = NULL;
+#ifdef HAVE_CUDA
+  if (a->plan->device >= 0 && cudaSetDevice(a->plan->device) != cudaSuccess) {
+    a->res->init_failed = 1;
+    snprintf(a->res->fails, sizeof a->res->fails, "cudaSetDevice(%d) failed", a->plan->device);
+    return NULL;
+  }
+#endif
+  ncclResult_t r = ncclCommInitRank(&comm, a->plan->nranks, a->id, a->rank);
+  if (r != ncclSuccess) {
+    a->res->init_failed = 1;
+    snprintf(a->res->fails, sizeof a->res->fails, "init: %s", ncclGetLastError(NULL));
+    return NULL;
+  }
+  conf_run_rank(comm, a->rank, a->plan, a->res);
+  ncclCommDestroy(comm);
+  return NULL;
+}
+
+int conf_run_threads(const conf_plan_t *plan, conf_result_t *results)
+{
+  int n = plan->nranks;
+  rank_arg_t args[SHMDDP_NCCL_MAX_RANKS_TESTED];
+  pthread_t th[SHMDDP_NCCL_MAX_RANKS_TESTED];
+  ncclUniqueId id;
+  if (n < 1 || n > SHMDDP_NCCL_MAX_RANKS_TESTED || ncclGetUniqueId(&id) != ncclSuccess) return -1;
+  int started = 0;
+  for (int r = 0; r < n; r++) {
+    memset(&results[r], 0, sizeof results[r]);
+    args[r] = (rank_arg_t){plan, id, r, &results[r]};
+    if (pthread_create(&th[r], NULL, rank_main, &args[r]) != 0) break;
+    started++;
+  }
+  for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+  return started == n ? 0 : -1;
+}
+
+int conf_run_processes(const conf_plan_t *plan, conf_result_t *results)
+{
+  int n = plan->nranks;
+  ncclUniqueId id;
+  if (n < 1 || n > SHMDDP_NCCL_MAX_RANKS_TESTED || ncclGetUniqueId(&id) != ncclSuccess) return -1;
+  size_t bytes = (size_t)n * sizeof *results;
+  conf_result_t *shared = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return -1;
+  memset(shared, 0, bytes);
+  pid_t pids[SHMDDP_NCCL_MAX_RANKS_TESTED];
+  int started = 0;
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    if (pids[r] < 0) break;
+    if (pids[r] == 0) {
+      rank_arg_t a = {plan, id, r, &shared[r]};
+      rank_main(&a);
+      _exit(0);
+    }
+    started++;
+  }
+  int ok = started == n;
+  for (int r = 0; r < started; r++) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      shared[r].failures++;
+      snprintf(shared[r].fails, sizeof shared[r].fails, "rank %d's process ended abnormally", r);
+    }
+  }
+  memcpy(results, shared, bytes);
+  munmap(shared, bytes);
+  return ok ? 0 : -1;
+}
