@@ -206,7 +206,7 @@ shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **out, int nranks,
 
   char err[512];
   shm_join_args_t a = {.nranks = nranks, .rank = rank, .slot_bytes = cfg.slot_bytes,
-                       .timeout_s = cfg.timeout_s};
+                       .timeout_s = cfg.timeout_s, .watch = cfg.parent ? cfg.parent->seg : NULL};
   shmddp_algo_t algo;
   st = coll_env_settings(&a.slot_bytes, &a.timeout_s, &algo, err, sizeof err);
   if (st != SHMDDP_OK) return fail(st, "%s", err);

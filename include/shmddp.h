@@ -154,6 +154,9 @@ typedef struct {
   int device;        /* SHMDDP_DEVICE_CURRENT, SHMDDP_DEVICE_NONE, or a GPU ordinal; every rank
                         must choose host-only or a GPU alike */
   int quiet;         /* no warnings on stderr */
+  const shmddp_comm_t *parent; /* NULL, or a communicator whose group's failure (a peer died,
+                                  an abort) also ends the wait for this group's ranks: a
+                                  sub-group of it that a rank may never join */
 } shmddp_comm_config_t;
 
 #define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0}

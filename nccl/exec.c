@@ -29,20 +29,25 @@ static void abort_on_failure(const nccl_call_t *k, ncclResult_t r)
   nccl_abort_group(k->comm, reason);
 }
 
-/* Run one call with the communicator marked busy (ncclCommAbort waits for it). */
+/* Run one call; the caller holds the communicator busy (ncclCommAbort waits for that, and
+ * marks it aborted first, so the next call of a lane stops here). */
 static ncclResult_t run(const nccl_call_t *k)
 {
-  atomic_fetch_add(&k->comm->inflight, 1);
   ncclResult_t r = atomic_load(&k->comm->aborted)
                        ? nccl_fail(k->comm, ncclInvalidUsage, "%s: the communicator was aborted",
                                    k->fn)
                        : nccl_xlate(k);
   abort_on_failure(k, r);
-  atomic_fetch_sub(&k->comm->inflight, 1);
   return r;
 }
 
-ncclResult_t nccl_exec_one(const nccl_call_t *k) { return run(k); }
+ncclResult_t nccl_exec_one(const nccl_call_t *k)
+{
+  atomic_fetch_add(&k->comm->inflight, 1);
+  ncclResult_t r = run(k);
+  atomic_fetch_sub(&k->comm->inflight, 1);
+  return r;
+}
 
 typedef struct {
   ncclComm_t comm;
@@ -88,24 +93,31 @@ static void order_p2p(lane_t *l, size_t *np, size_t *nself)
   *nself = b;
 }
 
-static void *run_lane(void *arg)
+/* The lane's calls, in the order described at the top; the communicator is busy throughout. */
+static ncclResult_t lane_calls(lane_t *l)
 {
-  lane_t *l = arg;
-  l->result = ncclSuccess;
   const nccl_call_t *first = l->calls[0];
   nccl_dev_select(first->kind == NCCL_CALL_INIT ? first->device : l->comm->device);
-  for (size_t i = 0; i < l->n && l->result == ncclSuccess; i++)
-    if (!is_p2p(l->calls[i])) l->result = run(l->calls[i]);
-  if (l->result != ncclSuccess) return NULL;
+  ncclResult_t r = ncclSuccess;
+  for (size_t i = 0; i < l->n && r == ncclSuccess; i++)
+    if (!is_p2p(l->calls[i])) r = run(l->calls[i]);
+  if (r != ncclSuccess) return r;
   size_t np, nself;
   order_p2p(l, &np, &nself);
   if (nself) {
-    atomic_fetch_add(&l->comm->inflight, 1);
-    l->result = nccl_xlate_self(l->calls + np, nself);
-    abort_on_failure(l->calls[np], l->result);
-    atomic_fetch_sub(&l->comm->inflight, 1);
+    r = nccl_xlate_self(l->calls + np, nself);
+    abort_on_failure(l->calls[np], r);
   }
-  for (size_t i = 0; i < np && l->result == ncclSuccess; i++) l->result = run(l->calls[i]);
+  for (size_t i = 0; i < np && r == ncclSuccess; i++) r = run(l->calls[i]);
+  return r;
+}
+
+static void *run_lane(void *arg)
+{
+  lane_t *l = arg;
+  atomic_fetch_add(&l->comm->inflight, 1);
+  l->result = lane_calls(l);
+  atomic_fetch_sub(&l->comm->inflight, 1);
   return NULL;
 }
 

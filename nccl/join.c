@@ -64,6 +64,7 @@ ncclResult_t nccl_pair(ncclComm_t comm, int peer, shmddp_comm_t **out)
     shmddp_status_t st =
         shmddp_unique_id_derive(&comm->id, P2P_TAG_BASE | (uint64_t)lo << 8 | (uint64_t)hi, &id);
     shmddp_comm_config_t cfg = join_config(comm->device);
+    cfg.parent = comm->c; /* a peer that will never come is stopped by the group's failure */
     if (st == SHMDDP_OK)
       st = shmddp_comm_init_rank_config(&comm->p2p[peer], 2, id, comm->rank == lo ? 0 : 1, &cfg);
     if (st != SHMDDP_OK) return nccl_fail_st(comm, st, NULL, "send/recv: joining the pair");

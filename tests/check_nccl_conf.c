@@ -273,20 +273,28 @@ START_TEST(refusals_name_the_argument)
 END_TEST
 
 /* Ranks 0 and 1 fail inside a group (a send of 5 elements meets a receive of 6); rank 2 waits
- * in an all-reduce they will never join. The failure aborts the group: rank 2's call ends with
- * ncclRemoteError within 2 s (there is no timeout: without the abort it would wait forever). */
+ * for rank 0 in an all-reduce (variant 0) or in a receive whose pair rank 0 never joins (variant
+ * 1: rank 0's group would have sent to it after the failed pair). The failure aborts the group:
+ * rank 2's call ends with ncclRemoteError within 2 s (there is no timeout: without the abort it
+ * would wait forever). */
 static void *rank_group_failure(void *arg)
 {
   rk_t *t = arg;
+  int variant = *(int *)t->arg;
   t->r = ncclCommInitRank(&t->comm, t->n, t->id, t->rank);
   if (t->r != ncclSuccess) return NULL;
   float x[8] = {1}, y[8];
   if (t->rank == 2) {
-    t->r = ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, t->comm, NULL);
+    t->r = variant == 0 ? ncclAllReduce(x, y, 8, ncclFloat32, ncclSum, t->comm, NULL)
+                        : ncclRecv(y, 8, ncclFloat32, 0, t->comm, NULL);
   } else {
     ncclGroupStart();
-    if (t->rank == 0) ncclSend(x, 5, ncclFloat32, 1, t->comm, NULL);
-    else ncclRecv(y, 6, ncclFloat32, 0, t->comm, NULL);
+    if (t->rank == 0) {
+      ncclSend(x, 5, ncclFloat32, 1, t->comm, NULL);
+      if (variant == 1) ncclSend(x, 8, ncclFloat32, 2, t->comm, NULL);
+    } else {
+      ncclRecv(y, 6, ncclFloat32, 0, t->comm, NULL);
+    }
     t->r = ncclGroupEnd();
   }
   t->t_done = shm_now();
@@ -302,7 +310,8 @@ START_TEST(failure_in_a_group_aborts_the_peers)
   host_only();
   unsetenv("SHMDDP_TIMEOUT");
   rk_t t[3];
-  run_ranks(t, 3, rank_group_failure, NULL);
+  int variant = _i;
+  run_ranks(t, 3, rank_group_failure, &variant);
   ck_assert_msg(t[0].r != ncclSuccess && t[1].r != ncclSuccess, "the mismatched pair succeeded");
   ck_assert_msg(t[2].r == ncclRemoteError, "rank 2: %d (%s)", (int)t[2].r, t[2].msg);
   double first = t[0].t_done < t[1].t_done ? t[0].t_done : t[1].t_done;
@@ -554,7 +563,7 @@ static Suite *conf_suite(const suite_env_t *env)
   tcase_add_test(tc, op_destroyed_and_slot_reused_before_group_end);
   tcase_add_test(tc, refusals_are_returned_by_the_call);
   tcase_add_test(tc, refusals_name_the_argument);
-  tcase_add_test(tc, failure_in_a_group_aborts_the_peers);
+  tcase_add_loop_test(tc, failure_in_a_group_aborts_the_peers, 0, 2);
   tcase_add_test(tc, no_timeout_unless_asked);
   tcase_add_test(tc, dead_peer_is_reported_without_a_timeout);
   tcase_add_test(tc, revoke_ends_calls_in_flight);
