@@ -7,7 +7,7 @@
 # that load NCCL by name, and shmddp-nccl-run, which runs a command with the library preloaded.
 NCCL_SRCS = nccl/internal.h nccl/map.c nccl/dev.c nccl/check.c nccl/join.c nccl/xlate.c \
 	nccl/exec.c nccl/queue.c nccl/api_comm.c nccl/api_coll.c nccl/api_mem.c nccl/stubs.c
-EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh \
+EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh tests/nccl_run.sh \
 	nccl/shmddp-nccl-run.in
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)
@@ -32,7 +32,7 @@ EXTRA_libshmddp_nccl_la_DEPENDENCIES = nccl/libshmddp-nccl.map
 NCCL_LINK = libnccl.so.2
 NCCL_RUN_SCRIPT = shmddp-nccl-run
 if HAVE_CHECK
-TESTS += tests/nccl_exports.sh
+TESTS += tests/nccl_exports.sh tests/nccl_run.sh
 endif
 else
 EXTRA_DIST += include/shmddp_nccl.h
