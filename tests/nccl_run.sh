@@ -9,8 +9,9 @@ lib="$top_builddir/.libs/libshmddp-nccl.so.0"
 fail=0
 got=$(SHMDDP_NCCL_LIB="$lib" LD_PRELOAD= "$run" sh -c 'printf %s "$LD_PRELOAD"')
 [ "$got" = "$lib" ] || { echo "FAIL: LD_PRELOAD is '$got', not '$lib'"; fail=1; }
-got=$(SHMDDP_NCCL_LIB="$lib" LD_PRELOAD=/other.so "$run" sh -c 'printf %s "$LD_PRELOAD"')
-[ "$got" = "$lib:/other.so" ] || { echo "FAIL: an existing LD_PRELOAD gives '$got'"; fail=1; }
+other=$(cd "$top_builddir/.libs" && pwd)/libshmddp-nccl.so
+got=$(SHMDDP_NCCL_LIB="$lib" LD_PRELOAD="$other" "$run" sh -c 'printf %s "$LD_PRELOAD"')
+[ "$got" = "$lib:$other" ] || { echo "FAIL: an existing LD_PRELOAD gives '$got'"; fail=1; }
 SHMDDP_NCCL_LIB=/nonexistent/libshmddp-nccl.so.0 "$run" true 2> /dev/null
 [ $? = 2 ] || { echo "FAIL: a missing library is not refused"; fail=1; }
 "$run" > /dev/null 2>&1
