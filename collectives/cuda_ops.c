@@ -497,15 +497,35 @@ static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *
   return SHMDDP_OK;
 }
 
+/* The start of a block-moving call: bookkeeping, and the cases with nothing to move between
+ * ranks (*done). Returns the algorithm through *staged. */
+static shmddp_status_t enter_moves(shmddp_comm_t *comm, coll_kind_t kind, const void *send,
+                                   void *recv, size_t count, shmddp_dtype_t dtype, int root,
+                                   shmddp_stream_t stream, int *staged, int *done)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, kind, bytes, SHMDDP_ALGO_AUTO);
+  *staged = algo == SHMDDP_ALGO_STAGED;
+  *done = 1;
+  TRY(enter(comm, kind, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  *done = 0;
+  return SHMDDP_OK;
+}
+
 static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, void *recv,
                                        size_t count, shmddp_dtype_t dtype, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_TO_ALL, bytes, SHMDDP_ALGO_AUTO);
-  TRY(enter(comm, COLL_ALL_TO_ALL, count, dtype, 0, -1, algo));
-  if (count == 0) return SHMDDP_OK;
-  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
-  int n = comm->nranks, me = comm->rank, staged = algo == SHMDDP_ALGO_STAGED;
+  int staged, done;
+  size_t all = bytes * (size_t)comm->nranks;
+  if ((const char *)send < (const char *)recv + all && (const char *)recv < (const char *)send + all)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "shmddp_all_to_all: on device buffers send and "
+                      "recv must not overlap (a peer may overwrite a block before it is sent)");
+  TRY(enter_moves(comm, COLL_ALL_TO_ALL, send, recv, count, dtype, -1, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
   if (!staged) TRY(cuda_exchange(comm, 1, mine, P));
@@ -521,12 +541,11 @@ static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_GATHER, bytes, SHMDDP_ALGO_AUTO);
-  TRY(enter(comm, COLL_GATHER, count, dtype, 0, root, algo));
-  if (count == 0) return SHMDDP_OK;
-  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  int staged, done;
+  TRY(enter_moves(comm, COLL_GATHER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
+  if (staged) {
     cuda_staged_args_t a;
     staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
     a.src = send;
@@ -547,11 +566,10 @@ static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void 
                                     shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_SCATTER, bytes, SHMDDP_ALGO_AUTO);
-  TRY(enter(comm, COLL_SCATTER, count, dtype, 0, root, algo));
-  if (count == 0) return SHMDDP_OK;
-  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
-  int n = comm->nranks, me = comm->rank, staged = algo == SHMDDP_ALGO_STAGED;
+  int staged, done;
+  TRY(enter_moves(comm, COLL_SCATTER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
   if (!staged) TRY(cuda_exchange(comm, 1, mine, P));

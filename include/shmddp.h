@@ -240,7 +240,8 @@ shmddp_status_t shmddp_reduce(shmddp_comm_t *comm, const void *send, void *recv,
                               shmddp_stream_t stream);
 shmddp_status_t shmddp_barrier(shmddp_comm_t *comm);
 /* Block j (count elements) of rank i's send lands in block i of rank j's recv; send and recv
- * hold size * count elements. */
+ * hold size * count elements. In place (send == recv) on host buffers only: device buffers
+ * must not overlap. */
 shmddp_status_t shmddp_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                                   shmddp_dtype_t dtype, shmddp_stream_t stream);
 /* Root's recv receives size blocks of count elements, rank r's send at block r (recv may be NULL

@@ -7,8 +7,15 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t half_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float half_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+/* The 8-bit float conversions below also serve the GPU reductions (kernels/reduce_cuda.h). */
+#ifdef __CUDACC__
+#define HALF_HD __host__ __device__
+#else
+#define HALF_HD
+#endif
+
+static inline HALF_HD uint32_t half_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline HALF_HD float half_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 static inline float bf16_to_f32(uint16_t h) { return half_bits_f32((uint32_t)h << 16); }
 
@@ -56,7 +63,7 @@ static inline uint16_t f32_to_f16(float f)
  * value) and e5m2 (bias 15, IEEE-like: 0x7c is infinity). f32 -> fp8 rounds to nearest even and
  * does not saturate: a value that rounds beyond the largest finite one becomes NaN (e4m3) or
  * infinity (e5m2); NaN stays NaN. */
-static inline float f8_to_f32(uint8_t b, int mbits, int bias, int has_inf)
+static inline HALF_HD float f8_to_f32(uint8_t b, int mbits, int bias, int has_inf)
 {
   uint32_t sign = (uint32_t)(b & 0x80u) << 24;
   uint32_t ebits = 7u - (uint32_t)mbits, exp = (b >> mbits) & ((1u << ebits) - 1u);
@@ -72,7 +79,7 @@ static inline float f8_to_f32(uint8_t b, int mbits, int bias, int has_inf)
   return half_bits_f32(sign | (exp + 127u - (uint32_t)bias) << 23 | man << (23 - mbits));
 }
 
-static inline uint8_t f32_to_f8(float f, int mbits, int bias, int has_inf)
+static inline HALF_HD uint8_t f32_to_f8(float f, int mbits, int bias, int has_inf)
 {
   uint32_t u = half_f32_bits(f), a = u & 0x7fffffffu;
   uint8_t sign = (uint8_t)((u >> 24) & 0x80u);

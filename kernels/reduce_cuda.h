@@ -41,55 +41,29 @@ int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 
+#include "kernels/half.h"
+
 #define RC_MAXSRC 8
 
 /* Storage types: f16 and bf16 are both 16-bit words, so they get distinct wrappers. */
 struct rc_f16 { uint16_t u; };
 struct rc_bf16 { uint16_t u; };
 
-/* The 8-bit floats: distinct wrappers of a byte (see half.h for the format and rounding). */
-struct rc_f8e4m3 { uint8_t u; };
-struct rc_f8e5m2 { uint8_t u; };
+/* The 8-bit floats: a byte tagged with its format (mantissa bits, bias, whether it has an
+ * infinity); half.h converts, on the host and here alike. */
+template <int M, int B, int INF> struct rc_f8 { uint8_t u; };
+typedef rc_f8<3, 7, 0> rc_f8e4m3;
+typedef rc_f8<2, 15, 1> rc_f8e5m2;
 
 /* __ldcg has no overloads for the 16- and 8-bit wrappers. */
 static __device__ __forceinline__ rc_f16 __ldcg(const rc_f16 *p) { rc_f16 r; r.u = __ldcg((const unsigned short *)p); return r; }
 static __device__ __forceinline__ rc_bf16 __ldcg(const rc_bf16 *p) { rc_bf16 r; r.u = __ldcg((const unsigned short *)p); return r; }
-static __device__ __forceinline__ rc_f8e4m3 __ldcg(const rc_f8e4m3 *p) { rc_f8e4m3 r; r.u = __ldcg((const unsigned char *)p); return r; }
-static __device__ __forceinline__ rc_f8e5m2 __ldcg(const rc_f8e5m2 *p) { rc_f8e5m2 r; r.u = __ldcg((const unsigned char *)p); return r; }
-
-/* half.h's f8_to_f32 / f32_to_f8, on the device: the same bits. */
-static __device__ __forceinline__ float rc_f8_load(uint8_t b, int mbits, int bias, int has_inf)
+template <int M, int B, int INF>
+static __device__ __forceinline__ rc_f8<M, B, INF> __ldcg(const rc_f8<M, B, INF> *p)
 {
-  uint32_t sign = (uint32_t)(b & 0x80u) << 24;
-  uint32_t ebits = 7u - (uint32_t)mbits, exp = (b >> mbits) & ((1u << ebits) - 1u);
-  uint32_t man = b & ((1u << mbits) - 1u);
-  if (exp == (1u << ebits) - 1u && (has_inf || man == (1u << mbits) - 1u))
-    return __uint_as_float(sign | (has_inf && man == 0 ? 0x7f800000u : 0x7fc00000u));
-  if (exp == 0) {
-    float v = (float)man * __uint_as_float((uint32_t)(127 + 1 - bias - mbits) << 23);
-    return sign ? -v : v;
-  }
-  return __uint_as_float(sign | (exp + 127u - (uint32_t)bias) << 23 | man << (23 - mbits));
-}
-
-static __device__ __forceinline__ uint8_t rc_f8_store(float f, int mbits, int bias, int has_inf)
-{
-  uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
-  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
-  uint8_t nan = has_inf ? (uint8_t)(0x7cu | 1u << (mbits - 1)) : 0x7fu;
-  uint8_t inf = has_inf ? 0x7cu : 0x7fu;
-  uint32_t maxcode = has_inf ? 0x7bu : 0x7eu;
-  if (a > 0x7f800000u) return (uint8_t)(sign | nan);
-  if (a >= 0x7f800000u) return (uint8_t)(sign | inf);
-  int emin = 1 - bias;
-  if ((int)(a >> 23) - 127 < emin) {
-    float v = __uint_as_float(a) * __uint_as_float((uint32_t)(127 + mbits - emin) << 23);
-    return (uint8_t)(sign | (uint32_t)__float2uint_rn(v));
-  }
-  int shift = 23 - mbits;
-  uint32_t r = (a + (1u << (shift - 1)) - 1u + ((a >> shift) & 1u)) >> shift;
-  r -= (uint32_t)(127 - bias) << mbits;
-  return (uint8_t)(sign | (r > maxcode ? inf : r));
+  rc_f8<M, B, INF> r;
+  r.u = __ldcg((const unsigned char *)p);
+  return r;
 }
 
 template <typename T> struct rc_traits;
@@ -128,23 +102,13 @@ template <> struct rc_traits<rc_bf16> {
     return r;
   }
 };
-template <> struct rc_traits<rc_f8e4m3> {
+template <int M, int B, int INF> struct rc_traits<rc_f8<M, B, INF> > {
   typedef float acc;
-  static __device__ __forceinline__ float load(rc_f8e4m3 v) { return rc_f8_load(v.u, 3, 7, 0); }
-  static __device__ __forceinline__ rc_f8e4m3 store(float a)
+  static __device__ __forceinline__ float load(rc_f8<M, B, INF> v) { return f8_to_f32(v.u, M, B, INF); }
+  static __device__ __forceinline__ rc_f8<M, B, INF> store(float a)
   {
-    rc_f8e4m3 r;
-    r.u = rc_f8_store(a, 3, 7, 0);
-    return r;
-  }
-};
-template <> struct rc_traits<rc_f8e5m2> {
-  typedef float acc;
-  static __device__ __forceinline__ float load(rc_f8e5m2 v) { return rc_f8_load(v.u, 2, 15, 1); }
-  static __device__ __forceinline__ rc_f8e5m2 store(float a)
-  {
-    rc_f8e5m2 r;
-    r.u = rc_f8_store(a, 2, 15, 1);
+    rc_f8<M, B, INF> r;
+    r.u = f32_to_f8(a, M, B, INF);
     return r;
   }
 };

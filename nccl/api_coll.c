@@ -24,6 +24,16 @@ static ncclResult_t submit(nccl_call_t *k, ncclResult_t checked)
   return checked == ncclSuccess ? nccl_enqueue(k) : checked;
 }
 
+/* The checks of a rooted call: its root, and the buffer only the root uses (arg). */
+static ncclResult_t rooted(const nccl_call_t *k, ncclResult_t checked, const char *arg,
+                           const void *buf, size_t count)
+{
+  ncclResult_t r = checked;
+  if (r == ncclSuccess) r = nccl_check_rank(k->comm, k->fn, "root", k->root);
+  if (r == ncclSuccess && k->comm->rank == k->root) r = nccl_check_buf(k->comm, k->fn, arg, buf, count);
+  return r;
+}
+
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            shmddp_nccl_stream_t stream)
@@ -41,10 +51,8 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   nccl_call_t k = {.kind = NCCL_CALL_BROADCAST, .fn = "ncclBroadcast", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = count, .root = root,
                    .stream = stream};
-  ncclResult_t r = describe(&k, datatype, 0, ncclSum, 0, count);
-  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
-  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "sendbuff", sendbuff, count);
-  return submit(&k, r);
+  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, 0, count), "sendbuff",
+                           sendbuff, count));
 }
 NCCL_ALIAS(ncclBroadcast)
 
@@ -61,10 +69,8 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_REDUCE, .fn = "ncclReduce", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  ncclResult_t r = describe(&k, datatype, 1, op, count, 0);
-  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
-  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "recvbuff", recvbuff, count);
-  return submit(&k, r);
+  return submit(&k, rooted(&k, describe(&k, datatype, 1, op, count, 0), "recvbuff", recvbuff,
+                           count));
 }
 NCCL_ALIAS(ncclReduce)
 
@@ -104,10 +110,8 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_GATHER, .fn = "ncclGather", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  ncclResult_t r = describe(&k, datatype, 0, ncclSum, count, 0);
-  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
-  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "recvbuff", recvbuff, count);
-  return submit(&k, r);
+  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, count, 0), "recvbuff",
+                           recvbuff, count));
 }
 NCCL_ALIAS(ncclGather)
 
@@ -118,10 +122,8 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_SCATTER, .fn = "ncclScatter", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  ncclResult_t r = describe(&k, datatype, 0, ncclSum, 0, count);
-  if (r == ncclSuccess) r = nccl_check_rank(comm, k.fn, "root", root);
-  if (r == ncclSuccess && comm->rank == root) r = nccl_check_buf(comm, k.fn, "sendbuff", sendbuff, count);
-  return submit(&k, r);
+  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, 0, count), "sendbuff",
+                           sendbuff, count));
 }
 NCCL_ALIAS(ncclScatter)
 

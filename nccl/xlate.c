@@ -44,6 +44,21 @@ static ncclResult_t premul_input(const nccl_call_t *k, size_t n, const void **in
   return ncclSuccess;
 }
 
+/* In place on device buffers, the send blocks are copied aside first: a peer writes its block
+ * into this rank's buffer while this rank may not have sent that block yet. */
+static ncclResult_t a2a_input(const nccl_call_t *k, const void **in)
+{
+  size_t bytes = k->count * (size_t)k->comm->nranks * shmddp_dtype_size(k->dtype);
+  *in = k->send;
+  const char *a = k->send, *b = k->recv;
+  if (k->comm->device < 0 || bytes == 0 || !(a < b + bytes && b < a + bytes)) return ncclSuccess;
+  void *scratch;
+  ncclResult_t r = nccl_scratch(k->comm, bytes, &scratch);
+  if (r == ncclSuccess) r = nccl_dev_copy(k->comm, scratch, k->send, bytes, k->stream);
+  if (r == ncclSuccess) *in = scratch;
+  return r;
+}
+
 static shmddp_status_t p2p(const nccl_call_t *k, shmddp_comm_t *pair, shmddp_stream_t s)
 {
   int me = k->comm->rank < k->root ? 0 : 1; /* my rank in the pair */
@@ -82,7 +97,9 @@ ncclResult_t nccl_xlate(const nccl_call_t *k)
     st = shmddp_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_ALL_TO_ALL:
-    st = shmddp_all_to_all(c, k->send, k->recv, k->count, k->dtype, s);
+    r = a2a_input(k, &in);
+    if (r != ncclSuccess) return r;
+    st = shmddp_all_to_all(c, in, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_GATHER:
     st = shmddp_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
