@@ -616,11 +616,14 @@ static void run_combo(rank_ctx_t *x, const combo_t *c)
 void conf_run_rank(ncclComm_t comm, int rank, const conf_plan_t *plan, conf_result_t *res)
 {
   int n = plan->nranks;
-  size_t maxc = 0;
+  size_t maxc = 0, maxds = 1;
   for (int i = 0; i < plan->ncounts; i++) maxc = plan->counts[i] > maxc ? plan->counts[i] : maxc;
+  for (int t = 0; t < ncclNumTypes; t++)
+    if (plan->types >> t & 1 && conf_type_size((ncclDataType_t)t) > maxds)
+      maxds = conf_type_size((ncclDataType_t)t);
   rank_ctx_t x = {.comm = comm, .rank = rank, .n = n, .device = plan->device, .plan = plan,
                   .res = res};
-  if (ctx_alloc(&x, (size_t)n * (maxc + 2) * 8 + 64) != 0) {
+  if (ctx_alloc(&x, (size_t)n * (maxc + 2) * maxds + 64) != 0) {
     note(&x, 1, "rank %d: cannot allocate the buffers", rank);
     ctx_free(&x);
     return;
