@@ -44,11 +44,10 @@ ncclResult_t ncclGroupEnd(void)
   size_t n = nqueue;
   nqueue = 0;
   ncclResult_t r = nccl_exec_group(queue, n);
-  if (capqueue > 1024) { /* a huge group once: give the memory back */
-    free(queue);
-    queue = NULL;
-    capqueue = 0;
-  }
+  /* Given back at once: a thread's queue must not outlive the thread (a rank per thread). */
+  free(queue);
+  queue = NULL;
+  capqueue = 0;
   return r;
 }
 NCCL_ALIAS(ncclGroupEnd)
@@ -59,8 +58,12 @@ ncclResult_t ncclGroupSimulateEnd(void *simInfo)
   (void)simInfo;
   if (depth == 0)
     return nccl_fail(NULL, ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
-  depth--;
-  nqueue = 0;
+  if (--depth == 0) {
+    nqueue = 0;
+    free(queue);
+    queue = NULL;
+    capqueue = 0;
+  }
   return nccl_unsupported("ncclGroupSimulateEnd");
 }
 NCCL_ALIAS(ncclGroupSimulateEnd)
