@@ -43,7 +43,7 @@ def vals(rank, n, salt, dtype=torch.float32):
 class Checks:
     def __init__(self, rank, world, dev):
         self.rank, self.world, self.dev = rank, world, dev
-        self.passed, self.failed, self.details = 0, 0, []
+        self.passed, self.failed, self.details, self.skipped = 0, 0, [], []
 
     def expect(self, name, got, want):
         got = got.detach().to("cpu", torch.float64)
@@ -133,7 +133,15 @@ def float8(c):
         # reduce_scatter: the sum over ranks in f32, rounded once to the 8-bit type.
         inp = vals(me, n * k, 61, dt).to(torch.float32).to(dt)
         out = torch.empty(k, dtype=dt, device=c.dev)
-        dist.reduce_scatter_tensor(out, inp.to(c.dev), op=dist.ReduceOp.SUM)
+        try:
+            dist.reduce_scatter_tensor(out, inp.to(c.dev), op=dist.ReduceOp.SUM)
+        except (RuntimeError, TypeError) as e:
+            if "loat8" not in str(e):
+                raise
+            # PyTorch itself refuses 8-bit reductions on some builds: say so, do not hide it.
+            c.skipped.append("reduce_scatter_tensor %s refused by PyTorch: %s" % (name, e))
+            print("SKIP rank %d %s" % (c.rank, c.skipped[-1]), flush=True)
+            continue
         acc = sum(vals(s, n * k, 61, dt).to(torch.float32).to(dt).to(torch.float32) for s in range(n))
         want = acc[me * k:(me + 1) * k].to(dt).to(torch.float32)
         c.expect("reduce_scatter_tensor %s" % name, out.to(torch.float32), want)
@@ -174,7 +182,7 @@ def main():
     details = [None] * world
     dist.all_gather_object(details, c.details[:10])
     result = {"provider": common.nccl_provider(), "world": world, "passed": int(counts[0]),
-              "failed": int(counts[1]), "torch": torch.__version__}
+              "failed": int(counts[1]), "skipped": len(c.skipped), "torch": torch.__version__}
     if rank == 0:
         common.report(result, args.out, dict(result, details=details))
     dist.destroy_process_group()
