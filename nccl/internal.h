@@ -1,9 +1,10 @@
 /* internal.h — the NCCL front end's communicator, its call descriptor, and the layers' faces.
  *
  * The front end is four layers, each calling only the ones below it:
- *   api_coll.c, api_comm.c  entry points: check every argument, translate types, and fill a call
- *                           descriptor with everything the call needs (the pre-multiplied sum's
- *                           scalar included), so nothing is looked up again when it runs
+ *   api_coll.c, api_comm.c, entry points: check every argument (with check.c), translate
+ *   api_mem.c               types, and fill a call descriptor with everything the call needs
+ *                           (the pre-multiplied sum's scalar included), so nothing is looked up
+ *                           again when it runs
  *   queue.c                 ncclGroupStart/End: outside a group a call runs at once; inside, it
  *                           is queued per thread until the outermost ncclGroupEnd
  *   exec.c                  the one executor: runs a call, or a group's calls one lane per
