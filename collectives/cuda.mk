@@ -4,10 +4,11 @@
 if HAVE_CUDA
 libshmddp_core_la_SOURCES += \
 	collectives/cuda_init.c collectives/cuda_reg.c collectives/cuda_ops.c \
+	collectives/devmem_cuda.c collectives/devmem_cuda.h \
 	collectives/cuda_state.h collectives/cuda_internal.h collectives/cuda_device.h \
 	collectives/cuda_kernels.cu collectives/cuda_staged.cu \
 	kernels/reduce_cuda.cu kernels/reduce_cuda.h
 include_HEADERS += include/shmddp_cuda.h
 else
-EXTRA_DIST += include/shmddp_cuda.h
+EXTRA_DIST += include/shmddp_cuda.h collectives/devmem_cuda.c collectives/devmem_cuda.h
 endif

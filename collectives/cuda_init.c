@@ -145,6 +145,16 @@ cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, ui
   return cudaSuccess;
 }
 
+/* [p, p + bytes) is device memory mapped in this process: a peer's control memory is used only
+ * then, whatever its exchange area says. */
+static int ctrl_mapped(cuda_state_t *s, const void *p, size_t bytes)
+{
+  devmem_range_t r;
+  uintptr_t a = (uintptr_t)p;
+  return s->drv.query && s->drv.query(s->drv.ctx, a, &r) == 0 && r.kind != DEVMEM_NONE &&
+         a >= r.base && a - r.base <= r.size && bytes <= r.size - (a - r.base);
+}
+
 static uint64_t verify_value(int32_t pid, int writer, int reader)
 {
   return 0x5eedULL << 48 | (uint64_t)(uint32_t)pid << 16 | (uint64_t)writer << 8 | (uint64_t)reader;
@@ -172,6 +182,12 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
       break;
     }
     s->ctrl_peer[p] = m;
+    if (!ctrl_mapped(s, m, CUDA_CTRL_BYTES(n))) {
+      snprintf(why, len, "rank %d's control memory (as rank %d maps it) is not %zu bytes of "
+               "device memory", p, me, (size_t)CUDA_CTRL_BYTES(n));
+      ok = 0;
+      break;
+    }
     targets[nt] = (uint64_t *)(s->ctrl_peer[p] + CUDA_OFF_VERIFY) + me;
     values[nt++] = verify_value((int32_t)getpid(), me, p);
   }
@@ -352,6 +368,7 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     x->ctrl_ptr = (uint64_t)(uintptr_t)s->ctrl;
     x->device = dev;
     x->pid = (int32_t)getpid();
+    cuda_reg_publish(comm, s);
     cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, dev);
     /* Continue the exchange numbering of an earlier transport on this segment (every rank made
      * the same exchanges): resetting it could hide a record from a peer still waiting for it. */
@@ -364,11 +381,7 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     return st;
   }
   st = shmddp_barrier(comm);
-  s->all_local = 1;
-  for (int p = 0; p < comm->nranks; p++) {
-    s->peer_local[p] = p != comm->rank && cuda_xchg(comm, p)->pid == (int32_t)getpid();
-    if (p != comm->rank && !s->peer_local[p]) s->all_local = 0;
-  }
+  if (st == SHMDDP_OK) st = cuda_reg_setup(comm, s);
 
   int want_p2p = c.p2p != 0;
   const char *env = getenv("SHMDDP_CUDA_P2P");

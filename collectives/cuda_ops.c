@@ -183,6 +183,19 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   return SHMDDP_OK;
 }
 
+/* A buffer some rank cannot share: the scratch two-shot, piece by piece (no user buffer leaves
+ * its rank; the pieces keep the buffers' 16-byte alignment). */
+static shmddp_status_t ar_scratch_pieces(shmddp_comm_t *comm, const void *send, void *recv,
+                                         size_t count, shmddp_dtype_t dtype, shmddp_op_t op,
+                                         shmddp_stream_t stream)
+{
+  size_t ds = shmddp_dtype_size(dtype), per = cuda_state(comm)->ts_max / 16 * 16 / ds;
+  for (size_t off = 0; off < count; off += per)
+    TRY(ar_twoshot_scratch(comm, (const char *)send + off * ds, (char *)recv + off * ds,
+                           count - off < per ? count - off : per, dtype, op, stream));
+  return SHMDDP_OK;
+}
+
 /* Two-shot on the users' buffers (exchanged per call): large sizes, zero copies. */
 static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                                   shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
@@ -191,8 +204,11 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
     return ar_twoshot_scratch(comm, send, recv, count, dtype, op, stream);
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, comm->nranks, ds);
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
+  size_t sl = slice_elems(count, comm->nranks, ds);
   size_t lo = (size_t)comm->rank * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   cuda_direct_args_t a;
@@ -215,9 +231,12 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   cudaStream_t st = (cudaStream_t)stream;
   void *P[2][CUDA_MAXR];
   const void *mine[2] = {send, recv};
-  TRY(cuda_exchange(comm, 2, mine, P));
+  size_t ds = shmddp_dtype_size(dtype), len[2] = {count * ds, count * ds};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 2, mine, len, stream, P, &staged));
+  if (staged) return ar_scratch_pieces(comm, send, recv, count, dtype, op, stream);
   int n = comm->nranks, me = comm->rank;
-  size_t ds = shmddp_dtype_size(dtype), sl = slice_elems(count, n, ds);
+  size_t sl = slice_elems(count, n, ds);
   size_t lo = (size_t)me * sl, hi = lo + sl < count ? lo + sl : count;
   if (lo > hi) lo = hi;
   /* Chunks: about 1/32 of the slice (enough to pipeline, few enough to keep the host ahead),
@@ -317,6 +336,71 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
 
 /* ---------------- reduce_scatter, all_gather, broadcast, reduce ---------------- */
 
+/* The host-staged versions: the STAGED algorithm, and every call in which some rank's buffer
+ * cannot be shared with its peers (decided alike on every rank by the exchange). */
+static shmddp_status_t rs_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                 size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = recvcount * shmddp_dtype_size(dtype) * (size_t)comm->nranks;
+  a.rd_lo = (size_t)comm->rank * recvcount;
+  a.rd_hi = a.rd_lo + recvcount;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
+/* Every rank posts send; the ranks in `takers` copy every rank's into recv, in rank order. */
+static shmddp_status_t gather_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                     size_t bytes, shmddp_dtype_t dtype, int takers,
+                                     shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = send;
+  a.src_bytes = bytes;
+  a.dst = recv;
+  a.dst_stride = bytes;
+  a.copy_mask = takers ? (1u << comm->nranks) - 1 : 0;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  return gather_staged(comm, send, recv, bytes, dtype, 1, stream);
+}
+
+static shmddp_status_t bc_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  int me = comm->rank;
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
+  a.src = me == root ? send : NULL;
+  a.src_bytes = bytes;
+  a.post_data = me == root;
+  a.dst = recv;
+  a.copy_mask = me != root || recv != send ? 1u << root : 0;
+  return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                 shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                                 shmddp_stream_t stream)
+{
+  cuda_staged_args_t a;
+  staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
+  a.src = send;
+  a.src_bytes = count * shmddp_dtype_size(dtype);
+  a.rd_lo = 0;
+  a.rd_hi = comm->rank == root ? count : 0;
+  a.dst = recv;
+  return staged_launch(comm, &a, stream);
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
@@ -326,19 +410,13 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = recvcount * ds * n;
-    a.rd_lo = (size_t)comm->rank * recvcount;
-    a.rd_hi = a.rd_lo + recvcount;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {recvcount * ds * n};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   a.nsrc = comm->nranks;
@@ -361,19 +439,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.dst = recv;
-    a.dst_stride = bytes;
-    a.copy_mask = (1u << comm->nranks) - 1;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return ag_staged(comm, send, recv, bytes, dtype, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   a.nsrc = 1;
@@ -396,19 +468,13 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = me == root ? send : NULL;
-    a.src_bytes = bytes;
-    a.post_data = me == root;
-    a.dst = recv;
-    a.copy_mask = me != root || recv != send ? 1u << root : 0;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
   if (me == root) {
@@ -433,19 +499,13 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   int me = comm->rank;
-  if (algo == SHMDDP_ALGO_STAGED) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.rd_lo = 0;
-    a.rd_hi = me == root ? count : 0;
-    a.dst = recv;
-    return staged_launch(comm, &a, stream);
-  }
+  if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  int staged = 0;
+  TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_REDUCE, dtype, op);
   if (me == root) {
@@ -528,7 +588,8 @@ static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, vo
   int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  if (!staged) TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {all};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
   for (int j = 0; j < n; j++) {
     int to = (me + j) % n, from = (me - j + n) % n;
     TRY(block_move(comm, staged, P[0], (const char *)send + (size_t)to * bytes, bytes, to,
@@ -545,19 +606,11 @@ static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *
   TRY(enter_moves(comm, COLL_GATHER, send, recv, count, dtype, root, stream, &staged, &done));
   if (done) return SHMDDP_OK;
   int me = comm->rank;
-  if (staged) {
-    cuda_staged_args_t a;
-    staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
-    a.src = send;
-    a.src_bytes = bytes;
-    a.dst = recv;
-    a.dst_stride = bytes;
-    a.copy_mask = me == root ? (1u << comm->nranks) - 1 : 0;
-    return staged_launch(comm, &a, stream);
-  }
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {me == root ? recv : NULL};
-  TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return gather_staged(comm, send, recv, bytes, dtype, me == root, stream);
   return block_move(comm, 0, P[0], send, bytes, root, (size_t)me * bytes, NULL, -1, 0, stream);
 }
 
@@ -572,7 +625,8 @@ static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void 
   int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
-  if (!staged) TRY(cuda_exchange(comm, 1, mine, P));
+  size_t len[1] = {bytes};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
   for (int j = 0; j < n; j++) {
     const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
     TRY(block_move(comm, staged, P[0], src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));

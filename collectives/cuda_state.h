@@ -2,12 +2,12 @@
  * exchange area in the segment, and the functions its host files share. C only.
  *
  * Exchange area (the communicator's channel's share of shm_rank_xchg, written by its owner only):
- *   init part   the ctrl allocation's IPC handle, device, pid, the staged shm's name (rank 0)
+ *   init part   the ctrl allocation's IPC handle, device, pid, process token, the name of the
+ *               descriptor-passing socket, the staged shm's name (rank 0)
  *   rec[2]      per-call buffer records: a call that needs the peers' buffers (two-shot, copy
  *               engines, reduce-scatter, ...) numbers itself with xseq, which only such calls
- *               advance (every rank makes the same ones), fills rec[xseq & 1] (IPC handle of
- *               each buffer's allocation, its id, the offset) and publishes rec.seq = xseq with a
- *               release store. Peers wait for rec.seq == xseq. A rank can write rec[xseq & 1]
+ *               advance (every rank makes the same ones), fills rec[xseq & 1] (each buffer's
+ *               description, devmem.h) and publishes rec.seq = xseq with a release store. Peers wait for rec.seq == xseq. A rank can write rec[xseq & 1]
  *               again only at xseq + 2, which needs every peer's record of xseq + 1, which each
  *               peer publishes only after it finished reading xseq: two records are enough. */
 #ifndef COLL_CUDA_STATE_H
@@ -18,45 +18,28 @@
 
 #include "collectives/comm.h"
 #include "collectives/cuda_internal.h"
+#include "collectives/devmem.h"
+#include "collectives/devmem_cuda.h"
+#include "collectives/fdpass.h"
 #include "shmddp_cuda.h"
-
-#define CUDA_OWN_MAX 256  /* own allocations exported */
-#define CUDA_PEER_MAX 256 /* allocations opened per peer */
-
-typedef struct {
-  cudaIpcMemHandle_t handle;
-  uint64_t bufid;   /* the allocation's process-wide id (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
-  uint64_t offset;  /* of the buffer inside the allocation */
-  uint64_t present; /* 0: this rank passes no buffer here (e.g. a non-root's recv) */
-  uint64_t base;    /* the allocation's address: used as it is by peers in the same process */
-} cuda_xbuf_t;
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t seq;
   coll_sig_t sig;
-  cuda_xbuf_t buf[2];
+  devmem_desc_t buf[2]; /* kind DEVMEM_NONE: this rank passes no buffer here */
 } cuda_xrec_t;
 
 typedef struct {
   cudaIpcMemHandle_t ctrl_handle;
   uint64_t ctrl_ptr; /* the ctrl allocation's address, for peers in the same process */
   int32_t device, pid;
+  unsigned char proc_token[16]; /* random per process: equal tokens mean one process */
+  unsigned char sock_name[FDPASS_NAME_BYTES]; /* the rank's descriptor-passing listener */
+  uint32_t sock_name_len;
   char pci_bus_id[32];
   char staged_name[64];
   cuda_xrec_t rec[2];
 } cuda_xchg_t;
-
-typedef struct {
-  uint64_t bufid;
-  uintptr_t base;
-  size_t size;
-  cudaIpcMemHandle_t handle;
-} cuda_own_t;
-
-typedef struct {
-  uint64_t bufid;
-  void *base;
-} cuda_peer_map_t;
 
 typedef int (*cuda_ptr_attrs_fn)(unsigned int, int *, void **, unsigned long long);
 
@@ -89,10 +72,10 @@ typedef struct {
   int ts_blocks;                  /* SHMDDP_CUDA_TS_BLOCKS: most blocks a two-shot all-reduce
                                      takes (fewer leave SMs to overlapping compute) */
   cuda_ptr_attrs_fn ptr_attrs;
-  cuda_own_t own[CUDA_OWN_MAX];
-  int nown;
-  cuda_peer_map_t peer_map[CUDA_MAXR][CUDA_PEER_MAX];
-  int npeer_map[CUDA_MAXR];
+  devmem_driver_t drv;            /* the CUDA driver behind the user-buffer sharing */
+  devmem_cuda_ctx_t drv_ctx;
+  fdpass_t *mesh;                 /* sockets to the peers in other processes, or NULL */
+  devmem_t *mem;                  /* exports and imports of user buffers (cuda_reg.c) */
 } cuda_state_t;
 
 #define CUDA_TRY(comm, call)                                                                  \
@@ -121,10 +104,19 @@ cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, ui
                            int peer_device, void **out);
 
 /* cuda_reg.c: exchange this call's buffers; out[i][r] is rank r's buffer i mapped here (NULL
- * where rank r passed none). Waits for every peer to reach the same call on the host. */
+ * where rank r passed none); len[i] is the bytes of buffer i the call touches on any rank (the
+ * same on every rank). Waits for every peer to reach the same call on the host. When some rank's
+ * buffer cannot be shared with a peer in another process, *staged is set on every rank alike and
+ * out is not filled: the caller then takes a path that shares no user buffer. */
 shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *mine,
-                              void *out[][CUDA_MAXR]);
-/* Close every peer buffer this rank opened. */
+                              const size_t *len, shmddp_stream_t stream, void *out[][CUDA_MAXR],
+                              int *staged);
+/* Publish what peers need to find this rank's process and sockets (before the init's barrier). */
+void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s);
+/* Set up the user-buffer sharing (collective, after that barrier): which peers share this
+ * process, the socket mesh, the devmem state. */
+shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s);
+/* Drop every peer buffer this rank mapped (the device is idle). */
 void cuda_reg_release(cuda_state_t *s);
 
 /* cuda_ops.c: the device collectives' table. */

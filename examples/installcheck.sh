@@ -24,7 +24,7 @@ mkdir -p "$out"
 name=$(basename "$src" .c)
 
 # ---- installed files ----
-for f in libshmddp.so.0 libshmddp.so libshmddp.a pkgconfig/shmddp.pc; do
+for f in libshmddp.so.0 libshmddp.so libshmddp.a pkgconfig/shmddp.pc pkgconfig/shmddp-static.pc; do
   test -e "$ilib/$f" || fail "$ilib/$f was not installed"
 done
 test -f "$iinc/shmddp.h" || fail "$iinc/shmddp.h was not installed"
@@ -43,8 +43,9 @@ say "libshmddp.so.0 (SONAME $soname) exports $(echo "$exported" | wc -l) symbols
 PKG_CONFIG_PATH=$ilib/pkgconfig
 export PKG_CONFIG_PATH
 if [ -n "$DESTDIR" ]; then
-  # A staged install: the .pc file names the final prefix; move it under DESTDIR.
-  set -- "--define-variable=prefix=$DESTDIR$prefix"
+  # A staged install: the .pc file names the final prefix; --define-prefix (pkgconf, and
+  # pkg-config 0.29+) takes the prefix from where the .pc file lies, as the README says.
+  set -- --define-prefix
 else
   set --
 fi
@@ -72,8 +73,14 @@ fi
 # shellcheck disable=SC2086
 $CC -Wall -Wextra -Werror -pthread $cflags "$src" -o "$out/$name" $libs ||
   fail "$src does not build against the installed shared library"
-# The static build: the same flags with libshmddp.a taken for -lshmddp.
-static_libs=$(echo " $slibs " | sed 's/ -lshmddp / -Wl,-Bstatic -lshmddp -Wl,-Bdynamic /')
+# The static build, as the README says: shmddp-static names libshmddp.a itself, and --static
+# adds the archive's own dependencies (Libs.private); no linker tricks here.
+static_libs=$($PKG_CONFIG "$@" --static --libs shmddp-static)
+say "pkg-config --static --libs shmddp-static: $static_libs"
+case " $static_libs " in *"/libshmddp.a "*) ;; *) fail "shmddp-static does not name libshmddp.a" ;; esac
+for dep in -lpthread -lm; do
+  case " $slibs " in *" $dep "*) ;; *) fail "pkg-config --static --libs shmddp lacks $dep (Libs.private)" ;; esac
+done
 # shellcheck disable=SC2086
 $CC -Wall -Wextra -Werror -pthread $cflags "$src" -o "$out/$name-static" $static_libs ||
   fail "$src does not build against the installed static library"
@@ -97,6 +104,13 @@ for p in $bin_programs; do
     continue
   fi
   "$ibin/$p" --help > "$out/$p-help.txt" 2>&1 || fail "$ibin/$p --help failed"
+  "$ibin/$p" --version > "$out/$p-version.txt" 2>&1 || fail "$ibin/$p --version failed"
+  grep -q "^$p [0-9]" "$out/$p-version.txt" || fail "$ibin/$p --version: $(cat "$out/$p-version.txt")"
+  # installed programs' advice names installed programs, never the build tree's
+  if grep -E -q "(^|[ (])(\./train|tools/(report|doctor|compare|allreduce_bench))( |$|,|;|\))" "$out/$p-help.txt"; then
+    grep -E "\./train|tools/" "$out/$p-help.txt" | sed 1q
+    fail "$p --help names a program of the build tree"
+  fi
 done
 say "programs installed and starting: $(echo $bin_programs)"
 say "PASS"

@@ -10,11 +10,20 @@
  * on the GPU (a peer died, a peer never arrived) make the kernels give up and are reported by the
  * next call on the communicator, by shmddp_cuda_check() and by shmddp_cuda_sync().
  *
- * Rules: device buffers must come from cudaMalloc (they are shared with the peers through CUDA
- * IPC: registered once per allocation, base + offset); the calls of one communicator must be
- * ordered (one stream, or streams ordered by events); every rank makes the same calls. Calls can
- * be captured in a CUDA graph (flags and counters live in device memory and advance inside the
- * kernels) once each buffer has been used in one call outside the capture.
+ * Device buffers: any device memory of the rank's process works, at any size. cudaMalloc memory
+ * is shared with the peers through legacy CUDA IPC, cuMem memory whose allocation allows POSIX
+ * file descriptors (PyTorch's expandable segments, ncclMemAlloc) by passing those descriptors
+ * over Unix sockets between the ranks' processes, in both cases without a copy; each allocation
+ * (or span of cuMem chunks) is exported once and mapped by each peer once, and a peer drops its
+ * mapping once the owner frees the memory (or, past SHMDDP_CUDA_EXPORTS live exports per rank,
+ * default 1024, the least recently used one; registered buffers stay). Memory no other process
+ * can map (cudaMallocAsync pools, managed memory) is staged: all-reduce then runs through the
+ * scratch two-shot in 4 MiB pieces, the other collectives through pinned host memory; every rank
+ * takes the same path for that call. Peers in the same process use the pointers as they are.
+ * The calls of one communicator must be ordered (one stream, or streams ordered by events); every
+ * rank makes the same calls. Calls can be captured in a CUDA graph (flags and counters live in
+ * device memory and advance inside the kernels) once each buffer has been used in one call
+ * outside the capture.
  *
  * Algorithms (SHMDDP_ALGO or shmddp_comm_set_algo forces one; auto picks by size):
  *   direct  one-shot: every rank pushes LL packets (data + flag) into every peer, reduces locally
@@ -63,6 +72,15 @@ shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm);
 
 /* Wait for stream (a cudaStream_t) to drain, then shmddp_cuda_check(). */
 shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream);
+
+/* Register [ptr, ptr + bytes) with comm: exported now and never evicted until deregistered (its
+ * owner must deregister before freeing it); peers map it at its first use. Not collective.
+ * *handle is what shmddp_cuda_deregister takes. */
+shmddp_status_t shmddp_cuda_register(shmddp_comm_t *comm, void *ptr, size_t bytes, void **handle);
+/* Release a registration; peers drop their mappings at the next call that shares buffers. */
+shmddp_status_t shmddp_cuda_deregister(shmddp_comm_t *comm, void *handle);
+/* Live exports of this rank's buffers and mappings of its peers' (diagnostics and tests). */
+shmddp_status_t shmddp_cuda_mem_stats(const shmddp_comm_t *comm, size_t *exports, size_t *imports);
 
 /* Release the transport (also done when the rank function returns). Not collective. */
 void shmddp_comm_free_cuda(shmddp_comm_t *comm);

@@ -167,7 +167,8 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
 /* ---- memory ---- */
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);
 ncclResult_t ncclMemFree(void *ptr);
-/* Accepted (the handle is the buffer): shmddp registers each allocation at its first use. */
+/* ncclMemAlloc: device memory every peer maps without a copy. Register: the buffer is exported
+ * on the communicator's device transport until Deregister (host-only: nothing to do). */
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
 

@@ -1,6 +1,6 @@
-/* api_mem.c — NCCL's memory calls: ncclMemAlloc/Free (device memory that peers can map) and
- * buffer registration. shmddp registers each allocation at its first use in a collective, so a
- * registration is accepted and its handle is the buffer. */
+/* api_mem.c — NCCL's memory calls: ncclMemAlloc/Free (device memory that every peer maps
+ * without a copy) and buffer registration on a communicator's device transport (the memory
+ * itself is shared by collectives/devmem*.c and cuda_reg.c). */
 #include "config.h"
 
 #include "nccl/internal.h"
@@ -8,16 +8,11 @@
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
   if (!ptr) return nccl_fail(NULL, ncclInvalidArgument, "ncclMemAlloc: argument ptr is NULL");
-  ncclComm_t none = NULL;
-  return nccl_dev_alloc(none, ptr, size, 1);
+  return nccl_dev_mem_alloc(ptr, size);
 }
 NCCL_ALIAS(ncclMemAlloc)
 
-ncclResult_t ncclMemFree(void *ptr)
-{
-  nccl_dev_free(ptr, 1);
-  return ncclSuccess;
-}
+ncclResult_t ncclMemFree(void *ptr) { return nccl_dev_mem_free(ptr); }
 NCCL_ALIAS(ncclMemFree)
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
@@ -25,18 +20,17 @@ ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, vo
   const char *fn = "ncclCommRegister";
   ncclResult_t r = nccl_check_comm(comm, fn);
   if (r != ncclSuccess) return r;
-  if (!handle) return nccl_fail(comm, ncclInvalidArgument, "%s: argument handle is NULL", fn);
-  r = nccl_check_buf(comm, fn, "buff", buff, size);
-  if (r != ncclSuccess) return r;
-  *handle = buff;
-  return ncclSuccess;
+  if (!handle || !buff)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument %s is NULL", fn,
+                     handle ? "buff" : "handle");
+  return nccl_dev_register(comm, buff, size, handle);
 }
 NCCL_ALIAS(ncclCommRegister)
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
-  if (!comm) return nccl_fail(NULL, ncclInvalidArgument, "ncclCommDeregister: argument comm is NULL");
-  (void)handle;
-  return ncclSuccess;
+  ncclResult_t r = nccl_check_comm(comm, "ncclCommDeregister");
+  if (r != ncclSuccess) return r;
+  return nccl_dev_deregister(comm, handle);
 }
 NCCL_ALIAS(ncclCommDeregister)

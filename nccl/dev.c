@@ -11,6 +11,7 @@
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "collectives/devmem_cuda.h"
 #include "shmddp_cuda.h"
 
 static ncclResult_t cuda_fail(ncclComm_t comm, cudaError_t e, const char *what)
@@ -84,6 +85,39 @@ ncclResult_t nccl_dev_sync(ncclComm_t comm, void *stream)
 
 shmddp_status_t nccl_dev_check(shmddp_comm_t *c) { return shmddp_cuda_check(c); }
 
+/* Memory the peers map without a copy: collectives/devmem_cuda.c. */
+ncclResult_t nccl_dev_mem_alloc(void **ptr, size_t bytes)
+{
+  char err[256];
+  if (devmem_cuda_alloc(ptr, bytes, err, sizeof err) != 0)
+    return nccl_fail(NULL, ncclUnhandledCudaError, "ncclMemAlloc(%zu): %s", bytes, err);
+  return ncclSuccess;
+}
+
+ncclResult_t nccl_dev_mem_free(void *ptr)
+{
+  char err[256];
+  if (devmem_cuda_free(ptr, err, sizeof err) != 0)
+    return nccl_fail(NULL, ncclInvalidArgument, "ncclMemFree: %s", err);
+  return ncclSuccess;
+}
+
+/* Registered on the main communicator; the pairs of send/recv share buffers on first use. */
+ncclResult_t nccl_dev_register(ncclComm_t comm, void *buff, size_t bytes, void **handle)
+{
+  *handle = NULL;
+  if (comm->device < 0) return ncclSuccess; /* host-only communicator: nothing to share */
+  shmddp_status_t st = shmddp_cuda_register(comm->c, buff, bytes, handle);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, "ncclCommRegister");
+}
+
+ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle)
+{
+  if (comm->device < 0 || !handle) return ncclSuccess;
+  shmddp_status_t st = shmddp_cuda_deregister(comm->c, handle);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, "ncclCommDeregister");
+}
+
 const char *nccl_dev_transport(shmddp_comm_t *c)
 {
   int p = shmddp_cuda_p2p(c);
@@ -134,6 +168,35 @@ shmddp_status_t nccl_dev_check(shmddp_comm_t *c)
 {
   (void)c;
   return SHMDDP_OK;
+}
+
+ncclResult_t nccl_dev_mem_alloc(void **ptr, size_t bytes)
+{
+  *ptr = NULL;
+  return nccl_fail(NULL, ncclInvalidUsage, "ncclMemAlloc(%zu): this build of shmddp has no CUDA",
+                   bytes);
+}
+
+ncclResult_t nccl_dev_mem_free(void *ptr)
+{
+  if (!ptr) return ncclSuccess;
+  return nccl_fail(NULL, ncclInvalidArgument, "ncclMemFree: %p was not made by ncclMemAlloc", ptr);
+}
+
+ncclResult_t nccl_dev_register(ncclComm_t comm, void *buff, size_t bytes, void **handle)
+{
+  (void)comm;
+  (void)buff;
+  (void)bytes;
+  *handle = NULL; /* host-only communicators: nothing to share */
+  return ncclSuccess;
+}
+
+ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle)
+{
+  (void)comm;
+  (void)handle;
+  return ncclSuccess;
 }
 
 const char *nccl_dev_transport(shmddp_comm_t *c)

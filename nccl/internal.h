@@ -142,6 +142,12 @@ ncclResult_t nccl_dev_copy(ncclComm_t comm, void *dst, const void *src, size_t b
 ncclResult_t nccl_dev_sync(ncclComm_t comm, void *stream);
 /* SHMDDP_OK or the error a device kernel recorded on c (a host-only build: SHMDDP_OK). */
 shmddp_status_t nccl_dev_check(shmddp_comm_t *c);
+/* ncclMemAlloc/Free: device memory every peer maps without a copy. */
+ncclResult_t nccl_dev_mem_alloc(void **ptr, size_t bytes);
+ncclResult_t nccl_dev_mem_free(void *ptr);
+/* ncclCommRegister/Deregister on comm's device transport (host-only: nothing, handle NULL). */
+ncclResult_t nccl_dev_register(ncclComm_t comm, void *buff, size_t bytes, void **handle);
+ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle);
 /* "P2P on", "host-staged" or "host only". */
 const char *nccl_dev_transport(shmddp_comm_t *c);
 

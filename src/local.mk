@@ -1,4 +1,5 @@
 # src/: the trainer, one folder (and one archive) per layer; a layer uses only the ones below it:
+#   predict/   shmddp-predict: a checkpoint's network on images; weights to safetensors
 #   train/     the program, its configuration, the training loop, checkpoints, metrics
 #   parallel/  the data-parallel engines: DDP (one process per device) and DataParallel
 #   world/     every rank of a job: one machine's shmddp group, or shmddp + MPI across machines
@@ -13,6 +14,7 @@ include src/data/local.mk
 include src/world/local.mk
 include src/parallel/local.mk
 include src/train/local.mk
+include src/predict/local.mk
 
 noinst_HEADERS += src/check.h src/clock.h
 

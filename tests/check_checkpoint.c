@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 #include "tests/fuzz/ckpt_input.h"
 #include "tests/suite_main.h"
 

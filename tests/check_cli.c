@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train/train_config.h"
+#include "src/train/options.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -286,6 +286,17 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--mode ddp", "--mode", "dp", "--grad-comm", "bf16"); /* no all-reduce */
   REJECT(&mpi_box, "one machine", "--grad-comm", "bf16");
   ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, (char *)NULL), 0); /* mpirun alone: fine */
+  /* mpirun hands its ranks a terminal even when its output goes to a file: auto means lines */
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_LINES);
+  ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, "--progress", "bar", (char *)NULL), 0);
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_BAR);
+  ck_assert_int_eq(parse(&c0, &cpu_box, err0, sizeof err0, (char *)NULL), 0);
+  ck_assert_int_eq(c0.progress, TRAIN_PROGRESS_AUTO);
+  REJECT(&cpu_box, "--progress", "--progress", "fancy");
+  REJECT(&cpu_box, "did you mean --batch-size?", "--batchsize", "4");
+  REJECT(&cpu_box, "--ignore-label: 2 is a class", "--classes", "3", "--ignore-label", "2");
+  REJECT(&cpu_box, "--mask-map", "--mask-map", "255:");
+  REJECT(&cpu_box, "--mask-map", "--mask-map", "256:1");
   REJECT(&cpu_box, "--train-size", "--data", "/tmp", "--train-size", "5");
   REJECT(&cpu_box, "unknown option", "--bogus");
   REJECT(&cpu_box, "takes no value", "--nesterov=yes");
@@ -311,7 +322,8 @@ START_TEST(test_help_lists_every_flag)
     "--precision", "--data", "--train-size", "--val-size", "--workers", "--seed", "--out",
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
-    "--cuda-graph", "--help", NULL};
+    "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
+    "--ignore-label", "--ranks-per-node", "--grad-comm", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -335,7 +347,7 @@ START_TEST(test_help_lists_every_flag)
     if (d && (!next || d < next)) with_default++;
   }
   ck_assert_int_ge(lines, 33);
-  ck_assert_int_ge(with_default, lines - 2); /* --resume and --help have no default */
+  ck_assert_int_ge(with_default, lines - 3); /* --resume, --help and --version have none */
   free(buf);
 }
 END_TEST

@@ -63,7 +63,7 @@ python3 "$src/tools/report" "$tmp/gpu" "$tmp/cpu" --label gpu --label cpu -o "$t
 python3 - "$tmp" <<'EOF'
 import html.parser, json, math, re, sys
 tmp = sys.argv[1]
-SECTIONS = ["summary", "loss", "miou", "throughput", "step-split", "memory", "gpu-util",
+SECTIONS = ["summary", "loss", "miou", "classes", "throughput", "step-split", "memory", "gpu-util",
             "allreduce", "timeline"]
 
 class Doc(html.parser.HTMLParser):
@@ -142,6 +142,14 @@ for sid, kinds in [("loss", {"polyline"}), ("miou", {"polyline"}), ("throughput"
                    ("timeline", {"rect"})]:
     drawn(cpu[sid], sid, kinds)
 assert not cpu["gpu-util"]["svgs"], "CPU ranks have no NVML: no utilisation chart"
+# CPU ranks are no GPUs; the mIoU axis stops at 1; the IoU of every class, and mIoU's classes.
+html_cpu = open(tmp + "/cpu/report.html").read()
+assert "Memory per CPU rank" in html_cpu and "Memory per GPU" not in html_cpu
+miou_html = re.search(r'<section id="miou">.*?</section>', html_cpu, re.S).group(0)
+miou_ticks = [float(t) for t in re.findall(r'text-anchor="end">([0-9.]+)</text>', miou_html)]
+assert miou_ticks and max(miou_ticks) <= 1.0, "the mIoU axis goes to %s" % max(miou_ticks)
+cls = "".join(cpu["classes"]["text"])
+assert "class 0" in cls and "class 1" in cls and re.search(r"\(over [12] of 2\)", cls), cls
 assert "not measured" in "".join(cpu["gpu-util"]["text"])
 text = "".join(cpu["timeline"]["text"])
 assert "r0 host" in text and "r1 host" in text, "the timeline lacks a rank's row: " + text

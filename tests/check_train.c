@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "shmddp.h"
-#include "src/train/train.h"
+#include "src/train/loop_ddp.h"
 #include "tests/suite_main.h"
 
 /* Parse a command line (NULL-terminated), open the job and run it on nproc forked ranks. */

@@ -48,3 +48,12 @@ tests_mpi_ddp_SOURCES = tests/mpi_ddp.c tests/parallel_fixture.h
 tests_mpi_ddp_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_mpi_ddp_LDADD = libworld_mpi.a $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
 endif
+
+# Sharing device buffers between ranks (collectives/devmem.h, fdpass.h) on a fake driver.
+if HAVE_CHECK
+check_PROGRAMS += tests/check_devmem
+TESTS += tests/check_devmem
+tests_check_devmem_SOURCES = tests/check_devmem.c tests/devmem_fake.h
+tests_check_devmem_CFLAGS = $(TEST_CFLAGS)
+tests_check_devmem_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+endif

@@ -21,3 +21,13 @@ tests_check_train_CFLAGS = $(TEST_CFLAGS)
 tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 endif
 include $(top_srcdir)/tests/dp.mk
+# What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;
+# checks before the fork, progress output, --version and flag suggestions.
+TESTS += tests/user_masks.sh tests/user_resume.sh
+EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh
+# shmddp-predict: masks, overlays and scores from a checkpoint; the exported weights in a plain
+# PyTorch module (SKIP without python3-torch).
+TESTS += tests/predict.sh tests/predict_torch.sh
+EXTRA_DIST += tests/predict.sh tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+TESTS += tests/user_cli.sh
+EXTRA_DIST += tests/user_cli.sh

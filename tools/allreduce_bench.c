@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "build_version.h"
 #include "tools/allreduce_bench.h"
 #include "tools/coll_check.h"
 
@@ -315,7 +316,7 @@ static int parse_size(const char *s, size_t *out)
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: allreduce_bench [options]\n"
+          "usage: shmddp-allreduce-bench [options]   (--version: the version)\n"
           "  --device cpu|cuda   buffers on the host (default) or on the GPUs (CUDA build)\n"
           "  -p, --nproc N       ranks to fork (default 2; with cuda: one per visible GPU)\n"
           "  -b, --minbytes S    smallest size (default 8; suffixes K, M, G)\n"
@@ -360,7 +361,7 @@ int main(int argc, char **argv)
     {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
     {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
     {"tsv", required_argument, 0, 'T'}, {"join", no_argument, 0, 'J'},
-    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
   int c;
   char *end;
   while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Ih", longopts, NULL)) != -1) {
@@ -438,6 +439,7 @@ int main(int argc, char **argv)
     case 'T': o.tsv_path = optarg; break;
     case 'J': o.join = 1; break;
     case 'h': usage(stdout); return 0;
+    case 'V': printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0;
     default: usage(stderr); return 2;
     }
   }

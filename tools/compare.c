@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build_version.h"
 #include "tools/compare.h"
 
 const char *const cmp_categories[CMP_NCAT] = {"parameters", "gradients", "optimizer",
@@ -37,7 +38,7 @@ static void usage(FILE *f)
 "               [--run-timeout S]\n"
 "Runs `train FLAGS --mode M --out WORK/NAME-M` for every case and mode, one after another,\n"
 "then writes DIR/FILE (default compare.tsv) and DIR/{throughput,step_time,memory}.svg.\n"
-"  --train PATH   the train program (default: ./train)\n"
+"  --train PATH   the train program (default: shmddp-train beside this program)\n"
 "  --work DIR     where the runs' own output goes (default: DIR/runs)\n"
 "  --skip N       steps left out of the DDP step split (default 8; pass the same\n"
 "                 --timing-warmup in the flags so images/s leaves them out too)\n"
@@ -77,7 +78,7 @@ static int run_train(const char *train, const cmp_case_t *c, const char *mode, c
   if (pid == 0) {
     FILE *lf = freopen(logpath, "w", stdout);
     if (lf) dup2(fileno(stdout), 2);
-    execv(train, argv);
+    execvp(train, argv); /* a bare name: from PATH */
     fprintf(stderr, "compare: cannot run %s: %s\n", train, strerror(errno));
     _exit(127);
   }
@@ -318,9 +319,21 @@ static int mkdir_p(const char *path)
   }
 }
 
+/* shmddp-train in this program's folder (installed together, or both at the top of the build
+ * tree); a name without a folder was found on PATH, where shmddp-train is too. */
+static const char *default_train(const char *self, char *buf, size_t len)
+{
+  const char *slash = strrchr(self, '/');
+  if (!slash) return "shmddp-train";
+  snprintf(buf, len, "%.*s/shmddp-train", (int)(slash - self), self);
+  return buf;
+}
+
 int main(int argc, char **argv)
 {
-  const char *out = NULL, *train = "./train", *work = NULL, *table = "compare.tsv";
+  const char *out = NULL, *work = NULL, *table = "compare.tsv";
+  char beside[4096];
+  const char *train = default_train(argv[0], beside, sizeof beside);
   const char *title = "DataParallel vs DDP";
   char modes[64] = "dp,ddp,ddp-syncbn";
   long skip = 8;
@@ -330,6 +343,10 @@ int main(int argc, char **argv)
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--version")) {
+      printf("shmddp-compare %s\n", SHMDDP_BUILD_VERSION);
       return 0;
     }
     if (!v) {

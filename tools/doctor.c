@@ -15,6 +15,7 @@
 #include <numa.h>
 #endif
 
+#include "build_version.h"
 #include "shmddp.h"
 #include "tools/doctor.h"
 
@@ -109,9 +110,18 @@ static void check_nccl(doctor_t *d)
 int main(int argc, char **argv)
 {
   if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-    printf("usage: tools/doctor\n  Checks GPUs, driver, P2P between every pair (a real IPC copy "
-           "between two processes, with its bandwidth), /dev/shm, NUMA, libraries.\n");
+    printf("usage: shmddp-doctor [--version]\n  Checks GPUs, driver, P2P between every pair (a "
+           "real IPC copy between two processes, with its bandwidth), /dev/shm, NUMA, "
+           "libraries.\n");
     return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    printf("shmddp-doctor %s\n", SHMDDP_BUILD_VERSION);
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "shmddp-doctor: unexpected argument '%s'; run with --help\n", argv[1]);
+    return 2;
   }
   doctor_t d = {0};
   printf("shmddp %s doctor\n", PACKAGE_VERSION);
@@ -120,11 +130,12 @@ int main(int argc, char **argv)
   ngpus = doctor_gpus(&d);
 #else
   doctor_warn(&d, "CUDA", "install the CUDA toolkit and run ./configure again for the GPU build",
-              "this build has no CUDA: CPU ranks only (train --device cpu, host collectives)");
+              "this build has no CUDA: CPU ranks only (shmddp-train --device cpu, host "
+              "collectives)");
 #endif
   if (ngpus == 0)
     printf("       %-14s    without a GPU, everything still runs on CPU ranks: "
-           "./train --device cpu, tools/allreduce_bench --device cpu, make check\n", "");
+           "shmddp-train --device cpu, shmddp-allreduce-bench --device cpu\n", "");
   check_shm(&d, ngpus > 1 ? ngpus : 2);
   check_numa(&d);
   check_nccl(&d);

@@ -168,8 +168,12 @@ int doctor_gpus(doctor_t *d)
               p->runtime / 1000, (p->runtime % 1000) / 10, p->driver / 1000,
               (p->driver % 1000) / 10, SHMDDP_CUDA_ARCHS);
   if (p->ngpus == 0) {
-    doctor_warn(d, "GPUs", "check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES",
-                "no GPU usable (%s)", p->status ? p->err : "none found");
+    if (p->driver == 0) /* the runtime's own words would be "driver version is insufficient" */
+      doctor_warn(d, "GPUs", "install the NVIDIA driver (nvidia-smi should list the GPUs)",
+                  "no GPU usable: no NVIDIA driver is loaded");
+    else
+      doctor_warn(d, "GPUs", "check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES",
+                  "no GPU usable (%s)", p->status ? p->err : "none found");
     munmap(p, sizeof *p);
     return 0;
   }

@@ -26,6 +26,10 @@ struct data_set {
   int max_width, max_height; /* the largest sample: the buffers get() needs */
   int min_width, min_height; /* the smallest sample */
   char name[64];             /* for messages: "synthetic train", "DIR (val)" */
+  /* Pixels per mask value (after --mask-map), counted when the dataset was opened; a dataset
+   * that is not scanned (synthetic) leaves counted 0. */
+  int counted;
+  double label_pixels[256];
   void *impl;
 };
 
@@ -55,6 +59,18 @@ const char *data_synth_class_name(int cls); /* "background", "disc", ... */
  * empty folder is reported, naming the file, before training starts. */
 int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,
                       int min_size, long val_size, char *err, size_t errlen);
+
+/* The same, with the mask values read through a map and another ignore label. Masks that hold
+ * only 0 and the ignore label in the training split are refused (binary masks saved as 0/255
+ * would train on background alone), with a message naming --mask-map. */
+typedef struct {
+  int classes, min_size;
+  long val_size;
+  int ignore_label;       /* the mask value (after the map) that marks pixels without a class */
+  const uint8_t *map;     /* 256 entries: value v of a mask file is read as map[v]; NULL: as is */
+} data_png_opts_t;
+int data_open_png_dir_opts(data_set_t **train, data_set_t **val, const char *dir,
+                           const data_png_opts_t *o, char *err, size_t errlen);
 
 /* Decode one PNG: as 8-bit RGB (gray and palette expanded, alpha dropped, 16-bit reduced), or
  * as a mask (8-bit gray or palette indices, unchanged). *buf is (re)allocated to fit. */

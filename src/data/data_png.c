@@ -141,6 +141,7 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
 typedef struct {
   char **images, **masks; /* paths */
   size_t n;
+  uint8_t map[256];       /* mask value in the file -> label */
 } png_dir_t;
 
 static int png_dir_get(const data_set_t *ds, size_t i, uint8_t *rgb, uint8_t *mask, int *width,
@@ -156,6 +157,7 @@ static int png_dir_get(const data_set_t *ds, size_t i, uint8_t *rgb, uint8_t *ma
   if (r != rgb || m != mask || mw != *width || mh != *height) {
     return check_fail(err, errlen, "%s: changed since the dataset was opened", d->images[i]);
   }
+  for (size_t p = 0; p < (size_t)mw * mh; p++) mask[p] = d->map[mask[p]];
   return 0;
 }
 
@@ -254,9 +256,10 @@ static char *join(const char *a, const char *b)
 
 /* Decode and check every pair of names[first, first + n); then hand them to a data_set_t. */
 static int open_split(data_set_t **out, const char *root, const char *sub, char **names,
-                      size_t first, size_t n, int classes, int min_size, const char *label,
+                      size_t first, size_t n, const data_png_opts_t *o, const char *label,
                       char *err, size_t errlen)
 {
+  const int classes = o->classes, min_size = o->min_size;
   *out = NULL;
   char img_dir[2048], mask_dir[2048];
   snprintf(img_dir, sizeof img_dir, "%s%s/images", root, sub);
@@ -275,6 +278,8 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
   ds->ops = &png_dir_ops;
   ds->impl = d;
   ds->classes = classes;
+  ds->counted = 1;
+  for (int v = 0; v < 256; v++) d->map[v] = o->map ? o->map[v] : (uint8_t)v;
   ds->min_width = ds->min_height = PNG_MAX_SIDE;
   snprintf(ds->name, sizeof ds->name, "%.40s (%s)", root, label);
   uint8_t *rgb = NULL, *mask = NULL;
@@ -314,14 +319,17 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
       break;
     }
     for (size_t p = 0; p < (size_t)w * h; p++) {
-      if (mask[p] >= classes && mask[p] != DATA_IGNORE_LABEL) {
+      int v = d->map[mask[p]];
+      if (v >= classes && v != o->ignore_label) {
         rc = check_fail(err, errlen,
                         "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
-                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore",
-                        d->masks[k], mask[p], p % (size_t)w, p / (size_t)w, classes, classes - 1,
-                        DATA_IGNORE_LABEL);
+                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore "
+                        "(--ignore-label); map other values with --mask-map VALUE:LABEL",
+                        d->masks[k], v, p % (size_t)w, p / (size_t)w, classes, classes - 1,
+                        o->ignore_label);
         break;
       }
+      ds->label_pixels[v] += 1;
     }
     if (w > ds->max_width) ds->max_width = w;
     if (h > ds->max_height) ds->max_height = h;
@@ -345,9 +353,37 @@ static int is_dir(const char *path)
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Masks of nothing but class 0 and the ignore label: the common 0/255 binary masks, whose
+ * foreground 255 would be ignored. */
+static int check_foreground(const data_set_t *train, const char *dir, const data_png_opts_t *o,
+                            char *err, size_t errlen)
+{
+  double fg = 0;
+  for (int v = 1; v < o->classes; v++) fg += train->label_pixels[v];
+  if (fg > 0 || train->label_pixels[o->ignore_label] == 0) return 0;
+  return check_fail(err, errlen,
+                    "%s/masks: the training masks hold only 0 and %d, and %d marks pixels to "
+                    "ignore (--ignore-label), so no pixel of any class but 0 would be trained "
+                    "on; if %d is your foreground (binary masks saved as 0/%d), give "
+                    "--mask-map %d:1",
+                    dir, o->ignore_label, o->ignore_label, o->ignore_label, o->ignore_label,
+                    o->ignore_label);
+}
+
 int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,
                       int min_size, long val_size, char *err, size_t errlen)
 {
+  data_png_opts_t o = {.classes = classes,
+                       .min_size = min_size,
+                       .val_size = val_size,
+                       .ignore_label = DATA_IGNORE_LABEL};
+  return data_open_png_dir_opts(train, val, dir, &o, err, errlen);
+}
+
+int data_open_png_dir_opts(data_set_t **train, data_set_t **val, const char *dir,
+                           const data_png_opts_t *o, char *err, size_t errlen)
+{
+  const long val_size = o->val_size;
   *train = *val = NULL;
   char path[2048];
   const char *parts[] = {"/images", "/masks", "/val/images", "/val/masks"};
@@ -378,9 +414,9 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
       snprintf(path, sizeof path, "%s/val/images", dir);
       rc = list_pngs(path, &vnames, &vn, err, errlen);
     }
-    if (rc == 0) rc = open_split(train, dir, "", names, 0, n, classes, min_size, "train", err, errlen);
+    if (rc == 0) rc = open_split(train, dir, "", names, 0, n, o, "train", err, errlen);
     if (rc == 0)
-      rc = open_split(val, dir, "/val", vnames, 0, vn, classes, min_size, "val", err, errlen);
+      rc = open_split(val, dir, "/val", vnames, 0, vn, o, "val", err, errlen);
     free_names(vnames, vn);
   } else {
     size_t nval = val_size > 0 ? (size_t)val_size : (n + 9) / 10;
@@ -392,12 +428,13 @@ int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int
                      "val/masks",
                      dir, n, n == 1 ? "" : "s", nval);
     } else {
-      rc = open_split(train, dir, "", names, 0, n - nval, classes, min_size, "train", err, errlen);
+      rc = open_split(train, dir, "", names, 0, n - nval, o, "train", err, errlen);
       if (rc == 0)
-        rc = open_split(val, dir, "", names, n - nval, nval, classes, min_size, "val", err, errlen);
+        rc = open_split(val, dir, "", names, n - nval, nval, o, "val", err, errlen);
     }
   }
   free_names(names, n);
+  if (rc == 0) rc = check_foreground(*train, dir, o, err, errlen);
   if (rc != 0) {
     data_destroy(*train);
     data_destroy(*val);

@@ -121,6 +121,10 @@ int model_step_loss(model_t *m, float *loss_out, char *err, size_t errlen);
  * (batch*H*W i32, device memory) and the loss (if y is not NULL) to *loss_out. */
 int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,
                float *loss_out, char *err, size_t errlen);
+/* model_eval without labels that also copies the logits (batch*H*W*classes f32, NHWC) into
+ * host memory `logits`; fp32 models only (the logits are then f32 where they are made). */
+int model_eval_logits(model_t *m, const float *x, int batch, int32_t *pred, float *logits,
+                      char *err, size_t errlen);
 
 /* Additions (model helper): */
 struct arena;

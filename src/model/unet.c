@@ -843,3 +843,13 @@ int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t 
   if (loss_out) *loss_out = (float)m->last_loss;
   return 0;
 }
+
+int model_eval_logits(model_t *m, const float *x, int batch, int32_t *pred, float *logits,
+                      char *err, size_t errlen)
+{
+  if (m->ops.dtype != OPS_F32)
+    return check_fail(err, errlen, "logits are copied out of an fp32 model only");
+  CHECK(model_eval(m, x, NULL, batch, pred, NULL, err, errlen));
+  size_t bytes = (size_t)batch * m->cfg.height * m->cfg.width * m->cfg.classes * sizeof(float);
+  return dev_copy_now(logits, DEV_HOST, plan_ptr(m->plan, m->logits), m->dev, bytes, err, errlen);
+}

@@ -8,10 +8,12 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-void progress_init(progress_t *p, FILE *f, long total_steps, int epochs, long log_every)
+void progress_init(progress_t *p, FILE *f, long total_steps, int epochs, long log_every,
+                   progress_mode_t mode)
 {
   p->f = f;
-  p->tty = isatty(fileno(f));
+  p->tty = mode == PROGRESS_BAR || (mode == PROGRESS_AUTO && isatty(fileno(f)));
+  p->off = mode == PROGRESS_OFF;
   p->total_steps = total_steps;
   p->epochs = epochs;
   p->log_every = log_every > 0 ? log_every : 1;
@@ -41,6 +43,7 @@ void progress_step(progress_t *p, long step, int epoch, double loss, double lr,
 {
   char eta[32];
   progress_format_duration(eta_s, eta, sizeof eta);
+  if (p->off) return;
   if (p->tty) {
     enum { WIDTH = 24 };
     int filled = p->total_steps > 0 ? (int)(WIDTH * step / p->total_steps) : 0;
@@ -57,12 +60,16 @@ void progress_step(progress_t *p, long step, int epoch, double loss, double lr,
   fflush(p->f);
 }
 
-void progress_val(progress_t *p, int epoch, long step, double loss, double miou, double acc,
-                  double seconds)
+void progress_val(progress_t *p, int epoch, long step, double loss, double miou, int present,
+                  int classes, double acc, double seconds)
 {
   clear(p);
-  fprintf(p->f, "validation after epoch %d (step %ld): loss %.4f mIoU %.4f pixel acc %.4f (%.1f s)\n",
-          epoch + 1, step, loss, miou, acc, seconds);
+  char over[96] = "";
+  if (present < classes)
+    snprintf(over, sizeof over, " (over %d of %d classes: absent from the labels)", present,
+             classes);
+  fprintf(p->f, "validation after epoch %d (step %ld): loss %.4f mIoU %.4f%s pixel acc %.4f "
+          "(%.1f s)\n", epoch + 1, step, loss, miou, over, acc, seconds);
   fflush(p->f);
 }
 

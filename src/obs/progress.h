@@ -6,19 +6,25 @@
 
 #include <stdio.h>
 
+/* auto: a bar when f is a terminal, lines otherwise; off: no step lines (the other lines stay) */
+typedef enum { PROGRESS_AUTO = 0, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_OFF } progress_mode_t;
+
 typedef struct {
   FILE *f;
-  int tty;
+  int tty; /* draw the bar */
+  int off; /* no step lines */
   long total_steps, log_every;
   int epochs;
   int drawn; /* a status line is on screen and must be cleared before other output */
 } progress_t;
 
-void progress_init(progress_t *p, FILE *f, long total_steps, int epochs, long log_every);
+void progress_init(progress_t *p, FILE *f, long total_steps, int epochs, long log_every,
+                   progress_mode_t mode);
 void progress_step(progress_t *p, long step, int epoch, double loss, double lr,
                    double images_per_s, double eta_s);
-void progress_val(progress_t *p, int epoch, long step, double loss, double miou, double acc,
-                  double seconds);
+/* miou: over `present` of `classes` classes (those in the validation labels). */
+void progress_val(progress_t *p, int epoch, long step, double loss, double miou, int present,
+                  int classes, double acc, double seconds);
 /* A line of its own (the status line, if any, is cleared first). */
 void progress_print(progress_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void progress_end(progress_t *p);

@@ -48,6 +48,55 @@ int report_log_open(report_log_t **out, const char *dir, char *err, size_t errle
   return 0;
 }
 
+/* Whether a log line (a whole record) belongs before a resume at last_step. */
+static int keep_record(const char *line, long last_step)
+{
+  const char *s = strstr(line, "\"step\": ");
+  if (!s) return 0;
+  long step = strtol(s + 8, NULL, 10);
+  return strstr(line, "\"type\": \"val\"") ? step < last_step : step <= last_step;
+}
+
+int report_log_continue(report_log_t **out, const char *dir, const char *from_log,
+                        long last_step, char *err, size_t errlen)
+{
+  *out = NULL;
+  char path[2048], tmp[2100];
+  snprintf(path, sizeof path, "%s/log.jsonl", dir);
+  snprintf(tmp, sizeof tmp, "%s/.log.jsonl.resume", dir);
+  FILE *in = fopen(from_log, "r");
+  if (!in) return report_log_open(out, dir, err, errlen);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    fclose(in);
+    return -1;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while ((n = getline(&line, &cap, in)) > 0)
+    if (line[n - 1] == '\n' && keep_record(line, last_step)) fputs(line, f);
+  free(line);
+  fclose(in);
+  int bad = ferror(f) | (fflush(f) != 0);
+  if (bad || rename(tmp, path) != 0) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    fclose(f);
+    remove(tmp);
+    return -1;
+  }
+  report_log_t *l = calloc(1, sizeof *l);
+  if (!l) {
+    fclose(f);
+    snprintf(err, errlen, "out of memory for the log");
+    return -1;
+  }
+  l->f = f; /* the renamed file, positioned at its end */
+  *out = l;
+  return 0;
+}
+
 void report_log_close(report_log_t *l)
 {
   if (!l) return;

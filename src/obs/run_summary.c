@@ -223,7 +223,7 @@ void run_summary_print(const run_summary_t *s, FILE *f, const train_result_t *re
   if (timeline && timeline[0])
     fprintf(f, "  timeline: %s (one per rank; open in https://ui.perfetto.dev)\n", timeline);
   if (out_dir)
-    fprintf(f, "  report: tools/report %s (in the source tree; writes %s/report.html)\n", out_dir,
-            out_dir);
+    fprintf(f, "  report: shmddp-report %s (writes %s/report.html; in the build tree: "
+            "tools/report)\n", out_dir, out_dir);
   fflush(f);
 }

@@ -33,8 +33,47 @@ void summary_print_result(FILE *f, const train_result_t *r)
           r->skipped_steps, r->wall_s);
   for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++)
     fprintf(f, "%s%.0f", i ? "," : "", r->peak_mib[i]);
+  if (isfinite(r->val_miou)) fprintf(f, " miou_classes=%d/%d", r->miou_classes, r->classes);
   fputc('\n', f);
   fflush(f);
+}
+
+void summary_print_classes(FILE *f, const train_result_t *r)
+{
+  if (!isfinite(r->val_miou)) return;
+  fprintf(f, "val IoU per class (mIoU over %d of %d classes%s):", r->miou_classes, r->classes,
+          r->miou_classes < r->classes ? ", the others absent from the validation labels" : "");
+  for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++) {
+    fprintf(f, "%s %d ", c ? "," : "", c);
+    if (isfinite(r->class_iou[c])) fprintf(f, "%.4f", r->class_iou[c]);
+    else fputs("absent", f);
+  }
+  fputc('\n', f);
+}
+
+void summary_print_labels(FILE *f, const train_result_t *r)
+{
+  if (!r->labels_counted) return;
+  static const char *const split[2] = {"train", "val"};
+  for (int s = 0; s < 2; s++) {
+    double total = r->ignored_pixels[s];
+    for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++) total += r->label_pixels[s][c];
+    fprintf(f, "  %s labels (share of pixels):", split[s]);
+    for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++)
+      fprintf(f, "%s %d %.1f%%", c ? "," : "", c,
+              total > 0 ? 100.0 * r->label_pixels[s][c] / total : 0.0);
+    fprintf(f, ", ignored %.1f%%\n", total > 0 ? 100.0 * r->ignored_pixels[s] / total : 0.0);
+  }
+}
+
+static void json_numbers(FILE *f, const double *v, int n)
+{
+  fputc('[', f);
+  for (int i = 0; i < n; i++) {
+    if (i) fputs(", ", f);
+    report_json_number(f, v[i]);
+  }
+  fputc(']', f);
 }
 
 int summary_write_json(const char *dir, const train_result_t *r, const char *config,
@@ -66,7 +105,24 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
     if (c) fputs(", ", f);
     report_json_number(f, r->class_iou[c]);
   }
-  fputs("],\n  \"peak_mib_per_rank\": [", f);
+  fprintf(f, "],\n  \"miou_classes\": %d,\n  \"class_present\": [", r->miou_classes);
+  for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++)
+    fprintf(f, "%s%s", c ? ", " : "", isfinite(r->class_iou[c]) ? "true" : "false");
+  if (r->labels_counted) {
+    int k = r->classes < SUMMARY_MAX_CLASSES ? r->classes : SUMMARY_MAX_CLASSES;
+    fputs("],\n  \"label_pixels\": {\"train\": ", f);
+    json_numbers(f, r->label_pixels[0], k);
+    fputs(", \"train_ignored\": ", f);
+    report_json_number(f, r->ignored_pixels[0]);
+    fputs(", \"val\": ", f);
+    json_numbers(f, r->label_pixels[1], k);
+    fputs(", \"val_ignored\": ", f);
+    report_json_number(f, r->ignored_pixels[1]);
+    fputs("}", f);
+  } else {
+    fputs("]", f);
+  }
+  fputs(",\n  \"peak_mib_per_rank\": [", f);
   for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++) {
     if (i) fputs(", ", f);
     report_json_number(f, r->peak_mib[i]);

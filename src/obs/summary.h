@@ -21,13 +21,25 @@ typedef struct {
   double wall_s;
   long skipped_steps;     /* fp16 steps skipped for non-finite gradients */
   int classes;
-  double class_iou[SUMMARY_MAX_CLASSES]; /* NaN where a class was absent */
+  double class_iou[SUMMARY_MAX_CLASSES]; /* NaN where a class was absent from the labels */
+  int miou_classes;       /* the classes present in the validation labels: val_miou's mean */
+  /* Pixels per label in the training [0] and validation [1] masks, and ignored ones, where
+   * the dataset was scanned (labels_counted). */
+  int labels_counted;
+  double label_pixels[2][SUMMARY_MAX_CLASSES], ignored_pixels[2];
   double peak_mib[SHMDDP_MAX_RANKS]; /* per rank (device): peak of its memory ledger */
 } train_result_t;
 
 /* "result: steps=... images_per_s=... train_loss=... val_loss=... val_miou=... val_acc=...";
  * a value there is none of (nothing validated) is "none" (null in summary.json). */
 void summary_print_result(FILE *f, const train_result_t *r);
+
+/* "val IoU per class (mIoU over K of N classes, the others absent from the validation labels):
+ * 0 0.9812, 1 0.6120, 2 absent". */
+void summary_print_classes(FILE *f, const train_result_t *r);
+
+/* "train labels (pixels): 0 81.2%, 1 18.8%, ignored 0.0%; val labels: ..." (scanned datasets). */
+void summary_print_labels(FILE *f, const train_result_t *r);
 
 /* Writes dir/summary.json (through a temporary file and rename). config: the settings line;
  * memory_json: the ledger object, or NULL. */

@@ -33,7 +33,7 @@ int step_graph_create(step_graph_t **out, const step_graph_config_t *cfg, char *
 void step_graph_destroy(step_graph_t *g);
 
 /* One micro-step on (x, y, n) that must stay at the same device addresses from step to step
- * for a graph to be used (train_device's input buffers do). accumulate: add to the gradients;
+ * for a graph to be used (batch_io.c's input buffers do). accumulate: add to the gradients;
  * last: all-reduce them (DDP) and finish the step. *loss: this micro-batch's mean loss (waits
  * for the step). */
 int step_graph_run(step_graph_t *g, const float *x, const int32_t *y, int n, float loss_scale,

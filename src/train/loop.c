@@ -20,8 +20,8 @@
 #include "src/obs/progress.h"
 #include "src/obs/report_log.h"
 #include "src/obs/timeline.h"
-#include "src/train/train_ckpt.h"
-#include "src/train/train_device.h"
+#include "src/train/batch_io.h"
+#include "src/train/ckpt_state.h"
 
 /* The step's agreement: what every process contributes, summed over the processes in one call
  * (with the engine's per-process numbers behind it). */
@@ -61,6 +61,17 @@ typedef struct {
   double *agree; /* AGREE_FIELDS, then the engine's slots */
   size_t nagree;
   char memory_json[2048];
+  FILE *out;               /* rank 0's progress and result line */
+  train_result_t *res;
+  train_progress_t start;  /* where training starts: the beginning, or a checkpoint's place */
+  long timing_from;        /* steps up to this one are left out of images/s */
+  double train_time;       /* seconds of the timed steps */
+  long images_timed;       /* images of the timed steps */
+  double epoch_loss;       /* the epoch in progress: the sum of its steps' losses */
+  long epoch_steps;
+  double val_loss, last_val_s; /* the last validation's loss and seconds */
+  int stop;                /* a stop request or --stop-after ended the run */
+  int validated_ever;
 } run_t;
 
 /* --stop-after N: the run stops (with a checkpoint, as if interrupted) once step N (counted from
@@ -208,8 +219,8 @@ static int save_checkpoint(run_t *r, const train_progress_t *p, char *err, size_
   char path[TRAIN_PATH_MAX + 32], desc[1024], key[1024];
   snprintf(path, sizeof path, "%s/checkpoint.ckpt", r->cfg->out_dir);
   train_config_describe(r->cfg, desc, sizeof desc);
-  train_ckpt_run_key(desc, key, sizeof key);
-  return train_ckpt_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
+  ckpt_state_run_key(desc, key, sizeof key);
+  return ckpt_state_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
 }
 
 static int setup(run_t *r, char *err, size_t errlen)
@@ -253,190 +264,285 @@ static int validate(run_t *r, long epoch, double *val_loss, double *seconds, cha
   return 0;
 }
 
+/* The datasets' label counts (scanned datasets only) into res. */
+static void count_labels(const train_job_t *job, train_result_t *res)
+{
+  const data_set_t *sets[2] = {job->train, job->val};
+  const train_config_t *c = &job->cfg;
+  res->classes = c->classes;
+  res->labels_counted = sets[0]->counted && sets[1]->counted;
+  for (int s = 0; s < 2 && res->labels_counted; s++) {
+    for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
+      res->label_pixels[s][k] = sets[s]->label_pixels[k];
+    res->ignored_pixels[s] = sets[s]->label_pixels[c->ignore_index & 255];
+  }
+}
+
+static progress_mode_t progress_mode(int option)
+{
+  switch (option) {
+  case TRAIN_PROGRESS_BAR: return PROGRESS_BAR;
+  case TRAIN_PROGRESS_LINES: return PROGRESS_LINES;
+  case TRAIN_PROGRESS_OFF: return PROGRESS_OFF;
+  default: return PROGRESS_AUTO;
+  }
+}
+
+/* Rank 0: the progress, the log and the run's first lines. */
+static int open_outputs(run_t *r, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const train_job_t *job = r->job;
+  long spe = job->steps_per_epoch, total = job->total_steps;
+  if (e->rank != 0) return 0;
+  progress_init(&r->progress, r->out, total, (int)((total + spe - 1) / spe), r->cfg->log_every,
+                progress_mode(r->cfg->progress));
+  if (r->cfg->resume[0]) { /* the log of the checkpoint's folder, continued */
+    char from[TRAIN_PATH_MAX + 16];
+    snprintf(from, sizeof from, "%s", r->cfg->resume);
+    char *slash = strrchr(from, '/');
+    snprintf(slash ? slash + 1 : from, sizeof from - (size_t)(slash ? slash + 1 - from : 0),
+             "log.jsonl");
+    CHECK(report_log_continue(&r->log, r->cfg->out_dir, from, r->start.step, err, errlen));
+  } else {
+    CHECK(report_log_open(&r->log, r->cfg->out_dir, err, errlen));
+  }
+  if (job->quiet) return 0;
+  char who[256], desc[1024], plan[256];
+  e->ops->describe(e, job, who, sizeof who);
+  train_config_describe(r->cfg, desc, sizeof desc);
+  model_plan_describe(e->model, plan, sizeof plan);
+  progress_print(&r->progress, "train: %s, %zu parameters, %zu training / %zu validation "
+                 "samples, %ld steps\n  %s\n  %s", who, model_num_params(e->model),
+                 job->train->size, job->val->size, total, desc, plan);
+  summary_print_labels(r->out, r->res);
+  if (r->cfg->resume[0])
+    progress_print(&r->progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)%s",
+                   r->cfg->resume, r->start.step, r->start.epoch + 1, r->start.batches_taken,
+                   r->start.step < total ? "" : "; nothing left to train");
+  return 0;
+}
+
+/* --resume: the weights, optimizer, scaler and place in the data from the checkpoint. */
+static int resume(run_t *r, char *err, size_t errlen)
+{
+  const train_config_t *c = r->cfg;
+  char desc[1024], key[1024];
+  train_config_describe(c, desc, sizeof desc);
+  ckpt_state_run_key(desc, key, sizeof key);
+  CHECK(ckpt_state_load(c->resume, key, r->e->model, r->opt, &r->scaler, &r->start, err,
+                        errlen));
+  if (c->stop_after > 0 && c->stop_after <= r->start.step)
+    return check_fail(err, errlen,
+                      "--stop-after %ld: %s resumes after step %ld, past it; --stop-after counts "
+                      "steps from the start of training (the log's step numbers): give a step "
+                      "after %ld",
+                      c->stop_after, c->resume, r->start.step, r->start.step);
+  return 0;
+}
+
+static int open_timeline(run_t *r, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  if (!e->timeline) return 0;
+  arena_t *a = model_arena(e->model);
+  timeline_config_t tc = {.dir = r->cfg->out_dir,
+                          .rank = e->rank,
+                          .world = e->world,
+                          .device_label = arena_label(a),
+                          .cuda_device = arena_device(a),
+                          .stream = model_stream(e->model),
+                          .first_step = r->timing_from + 1,
+                          .steps = r->cfg->timeline_steps};
+  return timeline_open(&tc, err, errlen);
+}
+
+/* Rank 0 after step s: the progress line and the log's record. */
+static int report_step(run_t *r, const step_t *s, long epoch, int timed, char *err,
+                       size_t errlen)
+{
+  engine_t *e = r->e;
+  long step = r->step, total = r->job->total_steps, spe = r->job->steps_per_epoch;
+  double ips = r->train_time > 0 ? r->images_timed / r->train_time : s->images / s->seconds;
+  double per_step =
+      r->train_time > 0 ? r->train_time / (double)(step - r->timing_from) : s->seconds;
+  double eta = (double)(total - step) * per_step +
+               r->last_val_s * (double)((total - step + spe - 1) / spe);
+  if (!r->job->quiet) progress_step(&r->progress, step, epoch, s->loss, s->lr, ips, eta);
+  if (e->ops->extra_step)
+    e->ops->extra_step(e, timed, r->agree + AGREE_FIELDS, s->seconds * 1e3, s->wait_s * 1e3,
+                       s->comm_s * 1e3, s->syncbn_s * 1e3);
+  report_step_t rec = {.step = step,
+                       .epoch = epoch,
+                       .loss = s->loss,
+                       .lr = s->lr,
+                       .loss_scale = s->loss_scale,
+                       .images_per_s = s->images / s->seconds,
+                       .step_ms = s->seconds * 1e3,
+                       .data_wait_ms = s->wait_s * 1e3,
+                       .exposed_comm_ms = s->comm_s * 1e3,
+                       .syncbn_ms = s->syncbn_s * 1e3,
+                       .skipped = s->skipped,
+                       .extra = e->ops->extra_json ? e->ops->extra_json(e) : NULL};
+  if (report_log_step(r->log, &rec) != 0)
+    return check_fail(err, errlen, "%s/log.jsonl: write failed (disk full?)", r->cfg->out_dir);
+  return 0;
+}
+
+/* Epoch `epoch`'s steps (a resumed epoch from its next batch), until its end, the run's end or
+ * a stop. */
+static int run_epoch(run_t *r, int epoch, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const train_config_t *c = r->cfg;
+  long total = r->job->total_steps;
+  /* A resumed epoch restarts at its next batch: batches are runs of the epoch's sample list. */
+  size_t taken_before = epoch == r->start.epoch ? (size_t)r->start.batches_taken : 0;
+  int rc = e->ops->epoch_start(e, epoch, taken_before, err, errlen);
+  size_t nbatches = loader_num_batches(e->loader), taken = 0;
+  int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
+  if (epoch != r->start.epoch) {
+    r->epoch_loss = 0;
+    r->epoch_steps = 0;
+  }
+  while (rc == 0 && taken < nbatches && r->step < total && !r->stop) {
+    step_t s = {0};
+    rc = train_step(r, nbatches, &taken, sync_bn, &s, err, errlen);
+    if (rc != 0) break;
+    r->stop = s.stop;
+    long step = r->step;
+    int timed = step > r->timing_from; /* early steps pay for first touches of memory */
+    if (timed) {
+      r->train_time += s.seconds;
+      r->images_timed += (long)s.images;
+    }
+    if (step == 1) r->res->initial_loss = s.loss;
+    r->epoch_loss += s.loss;
+    r->epoch_steps++;
+    int final = r->stop || step >= total || (taken == nbatches && epoch + 1 >= c->epochs);
+    if ((c->save_every > 0 && (step % c->save_every == 0 || final)) || r->stop) {
+      train_progress_t here = {.step = step,
+                               .epoch = epoch,
+                               .batches_taken = (long)(taken_before + taken),
+                               .epoch_loss = r->epoch_loss,
+                               .epoch_steps = r->epoch_steps,
+                               .initial_loss = r->res->initial_loss};
+      rc = save_checkpoint(r, &here, err, errlen);
+      if (rc != 0) break;
+    }
+    if (e->ops->step_done) e->ops->step_done(e, timed, s.seconds);
+    if (e->rank == 0) rc = report_step(r, &s, epoch, timed, err, errlen);
+  }
+  if (r->prefetched) { /* stopped with the next batch uploaded: it was not trained on */
+    if (e->ops->fence(e, err, errlen) != 0 && rc == 0) rc = -1; /* its copy is done */
+    loader_release(e->loader, r->prefetched);
+    r->prefetched = NULL;
+  }
+  return rc;
+}
+
+/* Validation after `epoch`, reported by rank 0. */
+static int validate_epoch(run_t *r, int epoch, char *err, size_t errlen)
+{
+  CHECK(validate(r, epoch, &r->val_loss, &r->last_val_s, err, errlen));
+  r->validated_ever = 1;
+  if (r->e->rank != 0) return 0;
+  if (!r->job->quiet)
+    progress_val(&r->progress, epoch, r->step, r->val_loss, metrics_miou(&r->conf),
+                 metrics_present_count(&r->conf), r->conf.classes,
+                 metrics_pixel_accuracy(&r->conf), r->last_val_s);
+  report_val_t v = {.step = r->step,
+                    .epoch = epoch,
+                    .loss = r->val_loss,
+                    .miou = metrics_miou(&r->conf),
+                    .acc = metrics_pixel_accuracy(&r->conf),
+                    .seconds = r->last_val_s};
+  report_log_val(r->log, &v, r->memory_json);
+  return 0;
+}
+
+/* The run's numbers into *res; rank 0 reports them and writes summary.json. */
+static int finish(run_t *r, int epochs_started, double t_start, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const train_config_t *c = r->cfg;
+  train_result_t *res = r->res;
+  res->steps = r->step;
+  res->epochs = epochs_started;
+  res->images_per_s = r->train_time > 0 ? r->images_timed / r->train_time : 0;
+  res->train_loss = r->epoch_steps > 0 ? r->epoch_loss / r->epoch_steps : NAN;
+  res->val_loss = r->val_loss;
+  if (r->validated_ever) {
+    res->val_miou = metrics_miou(&r->conf);
+    res->val_acc = metrics_pixel_accuracy(&r->conf);
+  }
+  res->classes = c->classes;
+  for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
+    res->class_iou[k] = r->validated_ever ? metrics_iou(&r->conf, k) : NAN;
+  res->miou_classes = r->validated_ever ? metrics_present_count(&r->conf) : 0;
+  res->skipped_steps = r->scaler.skipped_steps;
+  res->wall_s = clock_s() - t_start;
+  if (e->rank != 0) return 0;
+  if (!r->job->quiet) progress_end(&r->progress);
+  if (r->stop)
+    fprintf(r->out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
+            "--resume)\n", r->step, c->out_dir);
+  int rc = e->ops->report(e, r->job, r->out, res, r->step - r->start.step, err, errlen);
+  summary_print_classes(r->out, res);
+  summary_print_result(r->out, res);
+  char desc[1024];
+  train_config_describe(c, desc, sizeof desc);
+  if (rc == 0)
+    rc = summary_write_json(c->out_dir, res, desc, r->memory_json[0] ? r->memory_json : NULL,
+                            err, errlen);
+  return rc;
+}
+
 int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *err,
                size_t errlen)
 {
   double t_start = clock_s();
-  run_t r = {.e = e, .job = job, .cfg = &job->cfg};
+  run_t r = {.e = e,
+             .job = job,
+             .cfg = &job->cfg,
+             .out = job->out ? job->out : stdout,
+             .res = res,
+             .start = {.initial_loss = NAN},
+             .val_loss = NAN};
   memset(res, 0, sizeof *res);
   const train_config_t *c = r.cfg;
-  FILE *out = job->out ? job->out : stdout;
+  count_labels(job, res);
   int rc = setup(&r, err, errlen);
-
-  long spe = job->steps_per_epoch, total = job->total_steps;
-  if (rc == 0 && e->rank == 0) {
-    progress_init(&r.progress, out, total, (int)((total + spe - 1) / spe), c->log_every);
-    rc = report_log_open(&r.log, c->out_dir, err, errlen);
-    if (rc == 0 && !job->quiet) {
-      char who[256], desc[1024];
-      e->ops->describe(e, job, who, sizeof who);
-      train_config_describe(c, desc, sizeof desc);
-      char plan[256];
-      model_plan_describe(e->model, plan, sizeof plan);
-      progress_print(&r.progress, "train: %s, %zu parameters, %zu training / %zu validation "
-                     "samples, %ld steps\n  %s\n  %s", who, model_num_params(e->model),
-                     job->train->size, job->val->size, total, desc, plan);
-    }
-  }
+  /* the checkpoint first: a refused one leaves --out as it was */
+  if (rc == 0 && c->resume[0]) rc = resume(&r, err, errlen);
+  if (rc == 0) rc = open_outputs(&r, err, errlen);
   res->world = e->world;
   res->initial_loss = res->train_loss = res->val_loss = NAN;
   res->val_miou = res->val_acc = NAN; /* "none" until a validation says otherwise */
-  /* Where training starts: the beginning, or where a checkpoint left off. */
-  train_progress_t start = {.initial_loss = NAN};
-  if (rc == 0 && c->resume[0]) {
-    char desc[1024], key[1024];
-    train_config_describe(c, desc, sizeof desc);
-    train_ckpt_run_key(desc, key, sizeof key);
-    rc = train_ckpt_load(c->resume, key, e->model, r.opt, &r.scaler, &start, err, errlen);
-    if (rc == 0 && c->stop_after > 0 && c->stop_after <= start.step)
-      rc = check_fail(err, errlen,
-                      "--stop-after %ld: %s resumes after step %ld, past it; --stop-after counts "
-                      "steps from the start of training (the log's step numbers): give a step "
-                      "after %ld",
-                      c->stop_after, c->resume, start.step, start.step);
-    if (rc == 0 && e->rank == 0 && !job->quiet)
-      progress_print(&r.progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)",
-                     c->resume, start.step, start.epoch + 1, start.batches_taken);
-  }
-  double val_loss = NAN, last_val_s = 0, train_time = 0, epoch_loss = start.epoch_loss;
-  long epoch_steps = start.epoch_steps, images_timed = 0;
-  r.step = start.step;
-  long timing_from = r.step + c->timing_warmup;
-  if (rc == 0 && e->timeline) {
-    arena_t *a = model_arena(e->model);
-    timeline_config_t tc = {.dir = c->out_dir,
-                            .rank = e->rank,
-                            .world = e->world,
-                            .device_label = arena_label(a),
-                            .cuda_device = arena_device(a),
-                            .stream = model_stream(e->model),
-                            .first_step = timing_from + 1,
-                            .steps = c->timeline_steps};
-    rc = timeline_open(&tc, err, errlen);
-  }
-  res->initial_loss = start.initial_loss;
-  int stop = 0, epoch = 0, validated = 0, validated_ever = 0, epochs_started = (int)start.epoch;
-  for (epoch = (int)start.epoch; rc == 0 && epoch < c->epochs && r.step < total && !stop;
-       epoch++) {
-    /* A resumed epoch restarts at its next batch: batches are runs of the epoch's sample list. */
-    size_t taken_before = epoch == start.epoch ? (size_t)start.batches_taken : 0;
-    rc = e->ops->epoch_start(e, epoch, taken_before, err, errlen);
-    size_t nbatches = loader_num_batches(e->loader), taken = 0;
-    int sync_bn = c->sync_bn && epoch >= c->sync_bn_from_epoch;
+  r.epoch_loss = r.start.epoch_loss;
+  r.epoch_steps = r.start.epoch_steps;
+  r.step = r.start.step;
+  r.timing_from = r.step + c->timing_warmup;
+  if (rc == 0) rc = open_timeline(&r, err, errlen);
+  res->initial_loss = r.start.initial_loss;
+  int epoch = 0, validated = 0, epochs_started = (int)r.start.epoch;
+  for (epoch = (int)r.start.epoch; rc == 0 && epoch < c->epochs && r.step < job->total_steps &&
+                                   !r.stop; epoch++) {
     epochs_started = epoch + 1;
-    if (epoch != start.epoch) {
-      epoch_loss = 0;
-      epoch_steps = 0;
-    }
     validated = 0;
-    while (rc == 0 && taken < nbatches && r.step < total && !stop) {
-      step_t s = {0};
-      rc = train_step(&r, nbatches, &taken, sync_bn, &s, err, errlen);
-      if (rc != 0) break;
-      stop = s.stop;
-      long step = r.step;
-      int timed = step > timing_from; /* early steps pay for first touches of memory */
-      if (timed) {
-        train_time += s.seconds;
-        images_timed += (long)s.images;
-      }
-      if (step == 1) res->initial_loss = s.loss;
-      epoch_loss += s.loss;
-      epoch_steps++;
-      int final = stop || step >= total || (taken == nbatches && epoch + 1 >= c->epochs);
-      if ((c->save_every > 0 && (step % c->save_every == 0 || final)) || stop) {
-        train_progress_t here = {.step = step,
-                                 .epoch = epoch,
-                                 .batches_taken = (long)(taken_before + taken),
-                                 .epoch_loss = epoch_loss,
-                                 .epoch_steps = epoch_steps,
-                                 .initial_loss = res->initial_loss};
-        rc = save_checkpoint(&r, &here, err, errlen);
-        if (rc != 0) break;
-      }
-      if (e->ops->step_done) e->ops->step_done(e, timed, s.seconds);
-      if (e->rank == 0) {
-        double ips = train_time > 0 ? images_timed / train_time : s.images / s.seconds;
-        double per_step = train_time > 0 ? train_time / (double)(step - timing_from) : s.seconds;
-        double eta = (double)(total - step) * per_step +
-                     last_val_s * (double)((total - step + spe - 1) / spe);
-        if (!job->quiet) progress_step(&r.progress, step, epoch, s.loss, s.lr, ips, eta);
-        if (e->ops->extra_step)
-          e->ops->extra_step(e, timed, r.agree + AGREE_FIELDS, s.seconds * 1e3, s.wait_s * 1e3,
-                             s.comm_s * 1e3, s.syncbn_s * 1e3);
-        report_step_t rec = {.step = step,
-                             .epoch = epoch,
-                             .loss = s.loss,
-                             .lr = s.lr,
-                             .loss_scale = s.loss_scale,
-                             .images_per_s = s.images / s.seconds,
-                             .step_ms = s.seconds * 1e3,
-                             .data_wait_ms = s.wait_s * 1e3,
-                             .exposed_comm_ms = s.comm_s * 1e3,
-                             .syncbn_ms = s.syncbn_s * 1e3,
-                             .skipped = s.skipped,
-                             .extra = e->ops->extra_json ? e->ops->extra_json(e) : NULL};
-        if (report_log_step(r.log, &rec) != 0)
-          rc = check_fail(err, errlen, "%s/log.jsonl: write failed (disk full?)", c->out_dir);
-      }
-    }
-    if (r.prefetched) { /* stopped with the next batch uploaded: it was not trained on */
-      if (e->ops->fence(e, err, errlen) != 0 && rc == 0) rc = -1; /* its copy is done */
-      loader_release(e->loader, r.prefetched);
-      r.prefetched = NULL;
-    }
-    if (rc != 0 || stop) break;
-    rc = validate(&r, epoch, &val_loss, &last_val_s, err, errlen);
-    validated = validated_ever = 1;
-    if (rc == 0 && e->rank == 0) {
-      if (!job->quiet)
-        progress_val(&r.progress, epoch, r.step, val_loss, metrics_miou(&r.conf),
-                     metrics_pixel_accuracy(&r.conf), last_val_s);
-      report_val_t v = {.step = r.step,
-                        .epoch = epoch,
-                        .loss = val_loss,
-                        .miou = metrics_miou(&r.conf),
-                        .acc = metrics_pixel_accuracy(&r.conf),
-                        .seconds = last_val_s};
-      report_log_val(r.log, &v, r.memory_json);
-    }
+    rc = run_epoch(&r, epoch, err, errlen);
+    if (rc != 0 || r.stop) break;
+    rc = validate_epoch(&r, epoch, err, errlen);
+    validated = 1;
   }
-  if (rc == 0 && !validated && !stop && r.step > 0) {
+  if (rc == 0 && !validated && !r.stop && r.step > 0) {
     double seconds;
-    rc = validate(&r, epoch, &val_loss, &seconds, err, errlen);
-    validated_ever = 1;
+    rc = validate(&r, epoch, &r.val_loss, &seconds, err, errlen);
+    r.validated_ever = 1;
   }
   if (rc == 0) rc = e->ops->peaks(e, res->peak_mib, err, errlen);
   if (rc == 0) rc = timeline_close(err, errlen); /* a run shorter than the window writes now */
-  if (rc == 0) {
-    res->steps = r.step;
-    res->epochs = epochs_started;
-    res->images_per_s = train_time > 0 ? images_timed / train_time : 0;
-    res->train_loss = epoch_steps > 0 ? epoch_loss / epoch_steps : NAN;
-    res->val_loss = val_loss;
-    if (validated_ever) {
-      res->val_miou = metrics_miou(&r.conf);
-      res->val_acc = metrics_pixel_accuracy(&r.conf);
-    }
-    res->classes = c->classes;
-    for (int k = 0; k < c->classes && k < SUMMARY_MAX_CLASSES; k++)
-      res->class_iou[k] = validated_ever ? metrics_iou(&r.conf, k) : NAN;
-    res->skipped_steps = r.scaler.skipped_steps;
-    res->wall_s = clock_s() - t_start;
-    if (e->rank == 0) {
-      if (!job->quiet) progress_end(&r.progress);
-      if (stop)
-        fprintf(out, "train: stopped after step %ld; checkpoint %s/checkpoint.ckpt (continue with "
-                "--resume)\n", r.step, c->out_dir);
-      rc = e->ops->report(e, job, out, res, r.step - start.step, err, errlen);
-      summary_print_result(out, res);
-      char desc[1024];
-      train_config_describe(c, desc, sizeof desc);
-      if (rc == 0)
-        rc = summary_write_json(c->out_dir, res, desc, r.memory_json[0] ? r.memory_json : NULL,
-                                err, errlen);
-    }
-  }
+  if (rc == 0) rc = finish(&r, epochs_started, t_start, err, errlen);
   teardown(&r);
   return rc;
 }
@@ -470,8 +576,8 @@ int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, 
                                     .ignore_label = c->ignore_index},
                         .batch_size = batch,
                         .workers = workers,
-                        .alloc = pinned ? train_dev_host_alloc : NULL,
-                        .free = pinned ? train_dev_host_free : NULL};
+                        .alloc = pinned ? batch_io_host_alloc : NULL,
+                        .free = pinned ? batch_io_host_free : NULL};
   CHECK(loader_create(&e->loader, &lc, err, errlen));
   lc.data = job->val;
   lc.augment.random = 0;

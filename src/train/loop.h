@@ -1,8 +1,10 @@
-/* loop.h — the training loop and the two engines it drives. One loop (loop.c) takes the optimizer
- * steps, makes the stop decision, writes checkpoints, the log and the progress, and validates; an
- * engine says how one micro-batch is trained across the devices and how the processes agree:
- *   DDP (engine_ddp.c): one process per device, this rank's model, gradients all-reduced
- *   DataParallel (engine_dp.c): one process driving every device, the master weights on device 0
+/* loop.h — the training loop and the interface of the two engines it drives. One loop (loop.c)
+ * takes the optimizer steps, makes the stop decision, writes checkpoints, the log and the
+ * progress, and validates; an engine says how one micro-batch is trained across the devices and how the processes agree:
+ *   DDP (loop_ddp.c, over src/parallel/ddp.c): one process per device, this rank's model,
+ *     gradients all-reduced
+ *   DataParallel (loop_dp.c, over src/parallel/dp.c): one process driving every device, the
+ *     master weights on device 0
  * Everything the loop reports has the same meaning in both modes. */
 #ifndef SRC_TRAIN_LOOP_H
 #define SRC_TRAIN_LOOP_H
@@ -12,8 +14,9 @@
 #include <stdio.h>
 
 #include "src/data/loader.h"
+#include "src/obs/summary.h"
+#include "src/train/job.h"
 #include "src/train/metrics.h"
-#include "src/train/train.h"
 
 /* What one micro-batch cost, as the engine measured it. */
 typedef struct {
@@ -93,11 +96,6 @@ int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, 
 /* train_loop on e when its creation succeeded (created_rc == 0), then e destroyed. */
 int engine_train(engine_t *e, int created_rc, const train_job_t *job, train_result_t *res,
                  char *err, size_t errlen);
-
-/* The engines, ready to train (comm NULL: a single process without a group). */
-int engine_ddp_create(engine_t **out, world_t *world, const train_job_t *job, char *err,
-                      size_t errlen);
-int engine_dp_create(engine_t **out, const train_job_t *job, char *err, size_t errlen);
 
 /* The whole run over engine e. Rank 0 prints progress and the result line and writes
  * summary.json and log.jsonl into --out; *res gets the same numbers on every rank. */

@@ -1,6 +1,6 @@
 /* main.c — the `train` program: parse and validate every setting, open the datasets and the
  * output folder, then fork one rank per device (before anything touches CUDA) and exit with the
- * group's status. Under mpirun every process is one rank instead (train_mpi.c). Exit status 2:
+ * group's status. Under mpirun every process is one rank instead (mpi_main.c). Exit status 2:
  * bad flags or data, nothing was started. */
 #include "config.h"
 
@@ -8,15 +8,16 @@
 #include <unistd.h>
 
 #include "shmddp.h"
-#include "src/train/dp_train.h"
+#include "src/train/job.h"
+#include "src/train/loop_ddp.h"
+#include "src/train/loop_dp.h"
+#include "src/train/mpi_main.h"
 #include "src/train/params.h"
-#include "src/train/train.h"
-#include "src/train/train_mpi.h"
 
 int main(int argc, char **argv)
 {
   train_machine_t machine;
-  train_config_probe(&machine);
+  train_machine_probe(&machine);
   train_config_t cfg;
   char err[1024];
   int rc = train_config_parse(&cfg, argc, argv, &machine, stdout, err, sizeof err);

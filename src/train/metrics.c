@@ -65,7 +65,21 @@ double metrics_iou(const metrics_t *m, int c)
     col += m->counts[(size_t)j * k + c];
   }
   double uni = row + col - tp;
-  return uni > 0 ? tp / uni : NAN;
+  return row > 0 ? tp / uni : NAN;
+}
+
+int metrics_present(const metrics_t *m, int c)
+{
+  for (int j = 0; j < m->classes; j++)
+    if (m->counts[(size_t)c * m->classes + j] > 0) return 1;
+  return 0;
+}
+
+int metrics_present_count(const metrics_t *m)
+{
+  int n = 0;
+  for (int c = 0; c < m->classes; c++) n += metrics_present(m, c);
+  return n;
 }
 
 double metrics_miou(const metrics_t *m)
@@ -73,11 +87,9 @@ double metrics_miou(const metrics_t *m)
   double sum = 0;
   int n = 0;
   for (int c = 0; c < m->classes; c++) {
-    double iou = metrics_iou(m, c);
-    if (!isnan(iou)) {
-      sum += iou;
-      n++;
-    }
+    if (!metrics_present(m, c)) continue;
+    sum += metrics_iou(m, c);
+    n++;
   }
   return n ? sum / n : 0.0;
 }

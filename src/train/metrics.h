@@ -28,10 +28,14 @@ size_t metrics_count_len(const metrics_t *m); /* classes * classes: what to sum 
 
 double metrics_pixels(const metrics_t *m);        /* counted pixels */
 double metrics_pixel_accuracy(const metrics_t *m); /* trace / total; 0 with no pixels */
-/* IoU of class c: tp / (tp + fp + fn); NaN when the class is in neither labels nor predictions. */
+/* Whether class c is in the labels (a class that is only predicted is absent: its IoU would be
+ * 0 whatever the model learnt, and one in neither would be 0/0), and how many classes are. */
+int metrics_present(const metrics_t *m, int c);
+int metrics_present_count(const metrics_t *m);
+/* IoU of class c: tp / (tp + fp + fn); NaN when the class is absent from the labels. */
 double metrics_iou(const metrics_t *m, int c);
-/* Mean IoU over the classes whose IoU is defined (present in labels or predictions); 0 when
- * none is. */
+/* Mean IoU over the classes present in the labels (metrics_present_count of them); 0 when none
+ * is. */
 double metrics_miou(const metrics_t *m);
 
 #endif

@@ -66,6 +66,12 @@ static const param_t table[] = {
      .dflt = "a 32nd of a rank's slice",
      .reader = "collectives, device transport set-up",
      .meaning = "chunk size of the copy-engine ring"},
+    {.name = "SHMDDP_CUDA_EXPORTS",
+     .kind = PARAM_COUNT,
+     .dflt = "1024",
+     .reader = "collectives, device transport set-up",
+     .meaning = "live exports of a rank's device buffers (16..1048576) before the least recently "
+                "used one is retired and its peers unmap it"},
     /* the CUDA backend of the model's ops (kernels/) */
     {.name = "SHMDDP_TF32",
      .kind = PARAM_FLAG,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/train/train_config.h"
+#include "src/train/options.h"
 
 #define CLI_FUZZ_MAX_ARGS 64
 

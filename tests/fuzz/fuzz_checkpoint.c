@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 #include "tests/fuzz/ckpt_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,4 +1,4 @@
-/* train_mpi.c — one MPI rank of shmddp-train (see train_mpi.h). Only this file and world_mpi.c
+/* mpi_main.c — one MPI rank of shmddp-train (see mpi_main.h). Only this file and world_mpi.c
  * call MPI; a build without MPI gets the version at the end, which refuses and says how to get MPI.
  *
  * Failures: a rank whose training fails prints why, marks its node's shmddp group failed (its
@@ -9,14 +9,14 @@
  * (shmddp's liveness: "rank l (pid P) was killed by signal 9"). */
 #include "config.h"
 
-#include "src/train/train_mpi.h"
+#include "src/train/mpi_main.h"
 
 #include <stdio.h>
 
 #ifdef HAVE_MPI
 #include <mpi.h>
 
-#include "src/train/train.h"
+#include "src/train/loop_ddp.h"
 #include "src/world/world_mpi.h"
 
 static void say(const world_mpi_info_t *in, const char *err)

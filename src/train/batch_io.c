@@ -1,4 +1,4 @@
-/* train_device.c — batches to the model's device and predictions back (see train_device.h).
+/* batch_io.c — batches to the model's device and predictions back (see batch_io.h).
  *
  * A batch crosses PCIe on a copy stream into one of two staging slots, while the GPU computes:
  * the model's stream only waits for that copy and moves the slot into the one input buffer pair
@@ -7,7 +7,7 @@
  * A slot is refilled only after the model's stream has moved it out (event `moved`). */
 #include "config.h"
 
-#include "src/train/train_device.h"
+#include "src/train/batch_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include "src/device/arena.h"
 #include "src/device/device.h"
 
-struct train_dev {
+struct batch_io {
   int dev;           /* the model's device */
   void *stream;      /* the model's */
   void *copy;        /* host-to-device copies */
@@ -29,13 +29,13 @@ struct train_dev {
   struct arena *arena;
 };
 
-int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, char *err,
+int batch_io_create(batch_io_t **out, model_t *m, int batch, size_t pixels, char *err,
                      size_t errlen)
 {
   *out = NULL;
   void *stream = model_stream(m);
   if (!stream) return 0; /* the host: the loader's buffers are the model's input */
-  train_dev_t *d = calloc(1, sizeof *d);
+  batch_io_t *d = calloc(1, sizeof *d);
   if (!d) return check_fail(err, errlen, "out of memory");
   *out = d;
   d->stream = stream;
@@ -60,7 +60,7 @@ int train_dev_create(train_dev_t **out, model_t *m, int batch, size_t pixels, ch
   return 0;
 }
 
-void train_dev_destroy(train_dev_t *d)
+void batch_io_destroy(batch_io_t *d)
 {
   if (!d) return;
   char err[256];
@@ -77,10 +77,10 @@ void train_dev_destroy(train_dev_t *d)
   free(d);
 }
 
-void *train_dev_host_alloc(void *ctx, size_t bytes) { return dev_host_alloc(1, bytes); }
-void train_dev_host_free(void *ctx, void *p) { dev_host_free(1, p); }
+void *batch_io_host_alloc(void *ctx, size_t bytes) { return dev_host_alloc(1, bytes); }
+void batch_io_host_free(void *ctx, void *p) { dev_host_free(1, p); }
 
-int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, const int32_t **y,
+int batch_io_upload(batch_io_t *d, const loader_batch_t *b, const float **x, const int32_t **y,
                      char *err, size_t errlen)
 {
   if (!d) {
@@ -105,16 +105,16 @@ int train_dev_upload(train_dev_t *d, const loader_batch_t *b, const float **x, c
   return 0;
 }
 
-int train_dev_fence(train_dev_t *d, char *err, size_t errlen)
+int batch_io_fence(batch_io_t *d, char *err, size_t errlen)
 {
   if (!d) return 0;
   /* The last upload's slot; before any upload its event was never recorded and this returns. */
   return dev_event_sync(d->copied[d->next ^ 1], err, errlen);
 }
 
-int32_t *train_dev_pred(train_dev_t *d, int32_t *host) { return d ? d->pred : host; }
+int32_t *batch_io_pred(batch_io_t *d, int32_t *host) { return d ? d->pred : host; }
 
-int train_dev_fetch_pred(train_dev_t *d, int32_t *host, size_t n, char *err, size_t errlen)
+int batch_io_fetch_pred(batch_io_t *d, int32_t *host, size_t n, char *err, size_t errlen)
 {
   if (!d) return 0;
   CHECK(dev_copy(host, DEV_HOST, d->pred, d->dev, n * sizeof(int32_t), d->stream, err, errlen));

@@ -1,8 +1,8 @@
-/* checkpoint.h — checkpoint files: named tensors with a CRC32 each, plus the run's
+/* ckpt_file.h — checkpoint files: named tensors with a CRC32 each, plus the run's
  * configuration text, written atomically (temporary file, fsync, rename, fsync of the
  * directory) so a crash or a full disk never replaces a good checkpoint with a partial one. */
-#ifndef SRC_TRAIN_CHECKPOINT_H
-#define SRC_TRAIN_CHECKPOINT_H
+#ifndef SRC_TRAIN_CKPT_FILE_H
+#define SRC_TRAIN_CKPT_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* train_config.h — the whole trainer configuration and its command line. Everything is parsed
+/* options.h — the whole trainer configuration and its command line (the option table). Everything is parsed
  * and validated here, before the launcher forks a rank or anything touches a GPU.
  * (Not named config.h: that name belongs to autoconf's header, which every file includes.) */
-#ifndef SRC_TRAIN_TRAIN_CONFIG_H
-#define SRC_TRAIN_TRAIN_CONFIG_H
+#ifndef SRC_TRAIN_OPTIONS_H
+#define SRC_TRAIN_OPTIONS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -10,10 +10,14 @@
 
 #include "src/model/model.h"
 #include "src/model/optim.h"
+#include "src/train/machine.h"
 
 #define TRAIN_PATH_MAX 1024
 
 typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
+/* --progress: auto is a bar on a terminal outside mpirun, plain lines otherwise */
+typedef enum { TRAIN_PROGRESS_AUTO = 0, TRAIN_PROGRESS_BAR, TRAIN_PROGRESS_LINES,
+               TRAIN_PROGRESS_OFF } train_progress_mode_t;
 
 typedef struct {
   model_device_t device;
@@ -59,29 +63,17 @@ typedef struct {
   long stop_after;    /* stop (with a checkpoint) after this step, as if interrupted; counted from
                          the start of training (a resumed run's too); 0: off */
   long timeline_steps; /* steps traced after the timing warm-up (--timeline); 0: off */
-  int ignore_index;         /* mask value the loss and metrics skip (255) */
+  int ignore_index;         /* --ignore-label: mask value the loss and metrics skip (255) */
+  int mask_mapped;          /* --mask-map given: mask values are read through mask_map */
+  uint8_t mask_map[256];
+  char mask_map_text[128];
+  int progress;             /* --progress: a train_progress_mode_t */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
 } train_config_t;
 
-/* What the defaults depend on: the machine. Filled by train_config_probe(); tests fake it. */
-typedef struct {
-  int visible_gpus;   /* GPUs this process may use (after CUDA_VISIBLE_DEVICES) */
-  int cuda_built;     /* this binary has the CUDA backend */
-  int online_cpus;
-  int mpi_ranks;      /* started by mpirun (or another MPI launcher): its number of processes;
-                         0: not under MPI */
-  int mpi_built;      /* this binary can run across machines over MPI (--with-mpi) */
-} train_machine_t;
-
-/* Count GPUs without initialising CUDA (a CUDA context does not survive fork): the entries of
- * proc_dir (normally /proc/driver/nvidia/gpus), else the /dev/nvidiaN nodes in dev_dir, then
- * limited by cuda_visible (the CUDA_VISIBLE_DEVICES value, or NULL when unset). */
-int train_count_gpus(const char *proc_dir, const char *dev_dir, const char *cuda_visible);
-void train_config_probe(train_machine_t *machine);
-
-/* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help
- * or --help-env was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
+/* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,
+ * --help-env or --version was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
  * names the flag and what is allowed, is in err). Does no work beyond reading /proc and stat(). */
 int train_config_parse(train_config_t *cfg, int argc, char **argv, const train_machine_t *machine,
                        FILE *out, char *err, size_t errlen);

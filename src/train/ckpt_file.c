@@ -1,4 +1,4 @@
-/* checkpoint.c — the checkpoint file format and its atomic writer.
+/* ckpt_file.c — the checkpoint file format and its atomic writer.
  *
  * Layout (little-endian):
  *   "SHMDDPCK" | u32 version | u32 ntensors | u64 config_len | config bytes
@@ -9,7 +9,7 @@
  * fsyncs it, renames it over path and fsyncs the directory. */
 #include "config.h"
 
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,16 +1,19 @@
-/* train_job.c — everything a run needs that can be checked before the ranks are forked: the
+/* job.c — everything a run needs that can be checked before the ranks are forked: the
  * datasets (a broken PNG stops the run here, not in epoch 3), the batch arithmetic, and the
  * output folder. */
 #include "config.h"
 
-#include "src/train/train.h"
+#include "src/train/job.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "src/check.h"
 #include "src/data/sampler.h"
+#include "src/train/ckpt_state.h"
 
 /* mkdir -p */
 static int make_dirs(const char *path, char *err, size_t errlen)
@@ -32,6 +35,51 @@ static int make_dirs(const char *path, char *err, size_t errlen)
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
     return check_fail(err, errlen, "--out: %s is not a directory", path);
   }
+  /* Writable, as this process's user: found here, not by a rank after the fork. A file is
+   * created and removed, which is what the log, the summary and checkpoints will do. */
+  char probe[TRAIN_PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/.write-check-XXXXXX", path);
+  int fd = mkstemp(probe);
+  if (fd < 0)
+    return check_fail(err, errlen,
+                      "--out: cannot write in %s: %s; give a folder this user can write to",
+                      path, strerror(errno));
+  close(fd);
+  unlink(probe);
+  return 0;
+}
+
+/* --resume, before anything starts or is written: the checkpoint reads, its settings are this
+ * run's (the length aside), and this run reaches past its step. An automatic warm-up is the
+ * checkpoint's, so a longer run keeps the warm-up it had. */
+static int check_resume(train_job_t *job, char *err, size_t errlen)
+{
+  train_config_t *c = &job->cfg;
+  char desc[1024], key[1024], stored[2048] = "";
+  long step = 0;
+  train_config_describe(c, desc, sizeof desc);
+  ckpt_state_run_key(desc, key, sizeof key);
+  int rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, err, errlen);
+  const char *w = strstr(stored, " warmup_steps=");
+  if (rc != 0 && c->warmup_auto && w && atol(w + 14) != c->warmup_steps) {
+    c->warmup_steps = atol(w + 14);
+    train_config_describe(c, desc, sizeof desc);
+    ckpt_state_run_key(desc, key, sizeof key);
+    rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, err, errlen);
+  }
+  if (rc != 0) return -1;
+  if (step > job->total_steps)
+    return check_fail(err, errlen,
+                      "--resume %s: the checkpoint is at step %ld, past the %ld steps of this "
+                      "run; give more --epochs or --steps (a resumed run may be longer, not "
+                      "shorter)",
+                      c->resume, step, job->total_steps);
+  if (c->stop_after > 0 && c->stop_after <= step)
+    return check_fail(err, errlen,
+                      "--stop-after %ld: %s resumes after step %ld, past it; --stop-after counts "
+                      "steps from the start of training (the log's step numbers): give a step "
+                      "after %ld",
+                      c->stop_after, c->resume, step, step);
   return 0;
 }
 
@@ -56,8 +104,12 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     sc.split = DATA_SPLIT_VAL;
     if (rc == 0) rc = data_open_synthetic(&job->val, &sc, err, errlen);
   } else {
-    rc = data_open_png_dir(&job->train, &job->val, cfg->data_dir, cfg->classes, cfg->image_size,
-                           cfg->val_size, err, errlen);
+    data_png_opts_t po = {.classes = cfg->classes,
+                          .min_size = cfg->image_size,
+                          .val_size = cfg->val_size,
+                          .ignore_label = cfg->ignore_index,
+                          .map = cfg->mask_mapped ? cfg->mask_map : NULL};
+    rc = data_open_png_dir_opts(&job->train, &job->val, cfg->data_dir, &po, err, errlen);
   }
   if (rc == 0) {
     sampler_config_t sc = {.dataset_size = job->train->size,
@@ -84,11 +136,12 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     if (cfg->steps > 0 && cfg->steps < job->total_steps) job->total_steps = cfg->steps;
     if (rc == 0 && cfg->warmup_auto && job->cfg.warmup_steps > job->total_steps / 5)
       job->cfg.warmup_steps = job->total_steps / 5;
+    if (rc == 0 && cfg->resume[0]) rc = check_resume(job, err, errlen);
     if (rc == 0 && job->cfg.warmup_steps > job->total_steps) {
       rc = check_fail(err, errlen,
                       "--warmup-steps: %ld is more than the %ld steps this run takes; "
                       "give at most %ld (or more --epochs)",
-                      cfg->warmup_steps, job->total_steps, job->total_steps);
+                      job->cfg.warmup_steps, job->total_steps, job->total_steps);
     }
   }
   if (rc == 0) rc = make_dirs(cfg->out_dir, err, errlen);

@@ -1,8 +1,10 @@
-/* engine_dp.c — the loop's DataParallel engine (see loop.h, dp_train.h): one process, one loader
- * making the global batch, the DataParallel engine (src/parallel/dp.c) running it over the
+/* loop_dp.c — the loop's DataParallel engine (see loop.h, loop_dp.h): one process, one loader
+ * making the global batch, the DataParallel replicas (src/parallel/dp.c) running it over the
  * devices, the optimizer and the loss scaler on device 0 only. What only this mode can say goes
  * to dp_devices.json: every device's ledger and its step split. */
 #include "config.h"
+
+#include "src/train/loop_dp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,8 +14,6 @@
 #include "src/data/sampler.h"
 #include "src/device/arena.h"
 #include "src/parallel/dp.h"
-#include "src/train/dp_train.h"
-#include "src/train/loop.h"
 
 typedef struct {
   const train_config_t *cfg;

@@ -1,9 +1,11 @@
-/* engine_ddp.c — the loop's DDP engine (see loop.h): one rank per device, this rank's model, its
- * batches (uploaded on a copy stream on a GPU), the DDP engine's buckets and SyncBN exchanges,
- * the step eagerly or as a replayed CUDA graph; validation sharded over the ranks; every rank's
+/* loop_ddp.c — the loop's DDP engine (see loop.h, loop_ddp.h): one rank per device, this rank's
+ * model, its batches (uploaded on a copy stream on a GPU), src/parallel/ddp.c's buckets and
+ * SyncBN exchanges, the step eagerly or as a replayed CUDA graph; validation sharded over the ranks; every rank's
  * ledger and GPU use riding on the step's agreement. Also train_run and train_rank, the rank's
  * entry points. */
 #include "config.h"
+
+#include "src/train/loop_ddp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,13 +18,12 @@
 #include "src/obs/timeline.h"
 #include "src/parallel/ddp.h"
 #include "src/parallel/step_graph.h"
-#include "src/train/loop.h"
-#include "src/train/train_device.h"
+#include "src/train/batch_io.h"
 
 typedef struct {
   const train_config_t *cfg;
   world_t *world;
-  train_dev_t *dev; /* batches to the GPU (NULL on the CPU) */
+  batch_io_t *dev; /* batches to the GPU (NULL on the CPU) */
   ddp_t *ddp;
   step_graph_t *graph; /* the training step, eagerly or as a replayed CUDA graph */
   loader_t *val_loader;
@@ -61,14 +62,14 @@ static int upload(engine_t *e, const loader_batch_t *b, const float **x, const i
   const int S = d->cfg->image_size;
   int tl = d->dev ? timeline_begin(TIMELINE_UPLOAD, stream) : -1;
   timeline_args(tl, (double)b->n * S * S * 16, 0); /* x f32, y i32 */
-  int rc = train_dev_upload(d->dev, b, x, y, err, errlen);
+  int rc = batch_io_upload(d->dev, b, x, y, err, errlen);
   timeline_end(tl, stream);
   return rc;
 }
 
 static int fence(engine_t *e, char *err, size_t errlen)
 {
-  return train_dev_fence(impl(e)->dev, err, errlen);
+  return batch_io_fence(impl(e)->dev, err, errlen);
 }
 
 static int queue(engine_t *e, const float *x, const int32_t *y, int n, float loss_scale,
@@ -126,10 +127,10 @@ static int validate(engine_t *e, const train_job_t *job, metrics_t *conf, double
       float l;
       const float *x;
       const int32_t *y;
-      if (train_dev_upload(d->dev, b, &x, &y, err, errlen) != 0 ||
-          model_eval(e->model, x, y, b->valid, train_dev_pred(d->dev, d->pred), &l, err,
+      if (batch_io_upload(d->dev, b, &x, &y, err, errlen) != 0 ||
+          model_eval(e->model, x, y, b->valid, batch_io_pred(d->dev, d->pred), &l, err,
                      errlen) != 0 ||
-          train_dev_fetch_pred(d->dev, d->pred, (size_t)b->valid * px, err, errlen) != 0) {
+          batch_io_fetch_pred(d->dev, d->pred, (size_t)b->valid * px, err, errlen) != 0) {
         loader_release(d->val_loader, b);
         return -1;
       }
@@ -200,7 +201,7 @@ static void destroy(engine_t *e)
     loader_destroy(d->val_loader);
     step_graph_destroy(d->graph);
     if (d->ddp) ddp_destroy(d->ddp);
-    train_dev_destroy(d->dev);
+    batch_io_destroy(d->dev);
     free(d->indices);
     free(d->is_pad);
     free(d->pred);
@@ -244,7 +245,7 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   mc.working_grads = c->accum_steps == 1 && c->precision == MODEL_BF16 &&
                      (e->world == 1 || c->grad_comm_bf16);
   CHECK(model_create(&e->model, &mc, err, errlen));
-  CHECK(train_dev_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
+  CHECK(batch_io_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
                          err, errlen));
   ddp_config_t dc = {
       .bucket_mb = c->bucket_mb, .grad_comm = c->grad_comm_bf16 ? SHMDDP_BF16 : SHMDDP_F32,

@@ -1,9 +1,9 @@
-/* train_machine.c — what the trainer's defaults depend on: the GPUs this process may use, found
+/* machine.c — what the trainer's defaults depend on: the GPUs this process may use, found
  * without initialising CUDA (a CUDA context does not survive the launcher's fork), the CPUs, and
  * whether an MPI launcher started this process. */
 #include "config.h"
 
-#include "src/train/train_config.h"
+#include "src/train/machine.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -78,7 +78,7 @@ static int mpi_ranks(void)
   return 0;
 }
 
-void train_config_probe(train_machine_t *m)
+void train_machine_probe(train_machine_t *m)
 {
   m->visible_gpus = train_count_gpus("/proc/driver/nvidia/gpus", "/dev",
                                      getenv("CUDA_VISIBLE_DEVICES"));

@@ -1,9 +1,9 @@
-/* train_ckpt.c — a training checkpoint as named tensors in the checkpoint format
- * (src/checkpoint.h): "params", "buffers", "optimizer", and the small "state" (steps, position,
+/* ckpt_state.c — a training checkpoint as named tensors in the checkpoint format
+ * (ckpt_file.h): "params", "buffers", "optimizer", and the small "state" (steps, position,
  * loss scaler) as f64. Values on a GPU are copied through host memory. */
 #include "config.h"
 
-#include "src/train/train_ckpt.h"
+#include "src/train/ckpt_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "src/check.h"
 #include "src/device/arena.h"
 #include "src/device/device.h"
-#include "src/train/checkpoint.h"
+#include "src/train/ckpt_file.h"
 
 enum { ST_STEP, ST_EPOCH, ST_TAKEN, ST_EPOCH_LOSS, ST_EPOCH_STEPS, ST_INITIAL_LOSS, ST_UPDATES,
        ST_SCALE, ST_CLEAN, ST_SKIPPED, ST_TOTAL, ST_COUNT };
@@ -28,9 +28,11 @@ static int copy(int device, void *dst, const void *src, size_t bytes, int to_hos
   return 0;
 }
 
-void train_ckpt_run_key(const char *describe, char *key, size_t len)
+void ckpt_state_run_key(const char *describe, char *key, size_t len)
 {
-  static const char *const free_keys[] = {"workers=", "val_size=", NULL};
+  /* workers and the validation size change nothing trained; more epochs or steps extend the
+   * run (the schedule is stretched over the new length) */
+  static const char *const free_keys[] = {"workers=", "val_size=", "epochs=", "steps=", NULL};
   size_t off = 0;
   const char *p = describe;
   key[0] = 0;
@@ -51,7 +53,7 @@ void train_ckpt_run_key(const char *describe, char *key, size_t len)
   }
 }
 
-int train_ckpt_save(const char *path, const char *run_key, model_t *m, optim_t *o,
+int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *o,
                     const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen)
 {
   int dev = arena_device(model_arena(m));
@@ -108,19 +110,50 @@ static void first_difference(const char *a, const char *b, char *out, size_t len
   snprintf(out, len, "the settings lines differ in length");
 }
 
-int train_ckpt_load(const char *path, const char *run_key, model_t *m, optim_t *o,
+/* The checkpoint's settings against run_key, both as keys (a checkpoint written when more
+ * settings were part of the key still compares by today's). */
+static int key_differs(const char *path, const ckpt_t *c, const char *run_key, char *err,
+                       size_t errlen)
+{
+  char stored[2048];
+  ckpt_state_run_key(ckpt_config(c), stored, sizeof stored);
+  if (strcmp(stored, run_key) == 0) return 0;
+  char diff[256];
+  first_difference(stored, run_key, diff, sizeof diff);
+  snprintf(err, errlen, "--resume %s: the checkpoint was written by a run with other settings "
+           "(%s); resume with the same settings (only --epochs, --steps, --workers and "
+           "--val-size may change)", path, diff);
+  return 1;
+}
+
+int ckpt_state_check(const char *path, const char *run_key, long *step, char *stored,
+                     size_t stored_len, char *err, size_t errlen)
+{
+  ckpt_t *c;
+  if (ckpt_read(path, &c, err, errlen) != 0) return -1;
+  snprintf(stored, stored_len, "%s", ckpt_config(c));
+  int rc = key_differs(path, c, run_key, err, errlen) ? -1 : 0;
+  const ckpt_tensor_t *ts = ckpt_find(c, "state");
+  if (rc == 0 && (!ts || ts->dtype != CKPT_F64 || ts->count != ST_COUNT)) {
+    snprintf(err, errlen, "--resume %s: the checkpoint holds no training state", path);
+    rc = -1;
+  }
+  if (rc == 0) {
+    double st[ST_COUNT];
+    memcpy(st, ts->data, sizeof st);
+    *step = (long)st[ST_STEP];
+  }
+  ckpt_free(c);
+  return rc;
+}
+
+int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *o,
                     amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen)
 {
   ckpt_t *c;
   if (ckpt_read(path, &c, err, errlen) != 0) return -1;
   int rc = -1;
-  if (strcmp(ckpt_config(c), run_key) != 0) {
-    char diff[256];
-    first_difference(ckpt_config(c), run_key, diff, sizeof diff);
-    snprintf(err, errlen, "--resume %s: the checkpoint was written by a run with other settings "
-             "(%s); resume with the same settings", path, diff);
-    goto out;
-  }
+  if (key_differs(path, c, run_key, err, errlen)) goto out;
   int dev = arena_device(model_arena(m));
   size_t np = model_num_params(m), nb = model_num_buffers(m), no = 0;
   float *ostate = optim_state(o, &no);

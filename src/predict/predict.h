@@ -1,0 +1,33 @@
+/* predict.h — a folder of PNG images through a trained network, batch-wise: per image NAME.png
+ * a mask NAME.png (8-bit gray, the predicted class of every pixel, as the training masks hold
+ * labels), optionally NAME.overlay.png (the image with each class's colour blended in) and
+ * NAME.logits (the raw scores: height * width * classes little-endian f32, pixel-major, as the
+ * exported network's output permuted to NHWC). An image whose sides are not a multiple of
+ * 2^(levels-1) is padded at the bottom and right with zeros of the normalised input (as the
+ * trainer pads small crops) and its outputs cut back to its size. Consecutive images of one
+ * padded size share a batch. */
+#ifndef SRC_PREDICT_PREDICT_H
+#define SRC_PREDICT_PREDICT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "src/predict/weights.h"
+
+typedef struct {
+  const char *images, *out; /* folders */
+  model_device_t device;
+  int cuda_device;
+  int batch;
+  int overlay, logits;
+} predict_config_t;
+
+/* The *.png names of dir, sorted bytewise; at least one. */
+int predict_list(const char *dir, char ***names, size_t *n, char *err, size_t errlen);
+void predict_free_list(char **names, size_t n);
+
+/* Every image of pc->images; one line per batch on log (NULL: quiet). */
+int predict_run(const weights_t *w, const predict_config_t *pc, FILE *log, char *err,
+                size_t errlen);
+
+#endif
