@@ -17,7 +17,8 @@ TESTS += tests/check_nccl tests/check_nccl_conf
 tests_check_nccl_SOURCES = tests/check_nccl.c tools/coll_check.c tools/coll_check.h
 tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf.h
+tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf_ref.c \
+	tests/nccl_conf.h
 tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
 endif

@@ -58,6 +58,15 @@ void conf_run_rank(ncclComm_t comm, int rank, const conf_plan_t *plan, conf_resu
 int conf_run_threads(const conf_plan_t *plan, conf_result_t *results);
 int conf_run_processes(const conf_plan_t *plan, conf_result_t *results);
 
+/* ---- nccl_conf_ref.c: the reference model ----
+ * Rank r's element i in call `call` (op: a conf op; the pre-multiplied sums take SUM's data). */
+double conf_value(int r, size_t i, int call, ncclDataType_t t, int op);
+/* Rank r's own scalar of a pre-multiplied sum with a host (0) or device (1) residence. */
+double conf_scalar(int r, int device_scalar, ncclDataType_t t);
+/* The f64 reference of reducing element i over n ranks with op, rounded as t holds it. */
+double conf_reference(int n, size_t i, int call, ncclDataType_t t, int op);
+/* One unit in the last place of t at v (0 for integers). */
+double conf_ulp(double v, ncclDataType_t t);
 /* The reference's encoding of v in dtype t (rounded to nearest even; the 8-bit floats: e4m3
  * overflows to NaN, having no infinity, e5m2 to infinity) and its decoding. */
 void conf_encode(void *dst, size_t k, double v, ncclDataType_t t);
