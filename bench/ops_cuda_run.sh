@@ -11,7 +11,7 @@ mkdir -p "$out"
 cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
 { ../configure -q &&
-  make -j16 libopscuda.a libmodel.a tests/check_ops_cuda tests/check_model_cuda bench/ops_cuda_bench; } \
+  make -j16 libopscuda.a libmodel.a tests/check_ops_cuda tests/check_model_cuda dev/ops_cuda_bench; } \
   >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 date -u
 nvidia-smi -L
@@ -24,7 +24,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --
 } > "$out/check_ops_cuda.log" 2>&1
 grep -E "rc=|^[0-9]+%|:[EF]:" "$out/check_ops_cuda.log" | head -20
 grep -E "^[0-9]+%|:[EF]:" "$out/check_ops_cuda.log" | head -20
-b=./bench/ops_cuda_bench
+b=./dev/ops_cuda_bench
 summary() { grep -E "^step|^total|^last loss|^model|ops_cuda_bench:|per-op profile" "$1"; }
 SHMDDP_CONV_VERBOSE=1 timeout 60 $b -p bf16 -t 40 > "$out/bench_bf16.txt" 2>&1
 echo "bench bf16 rc=$?"; summary "$out/bench_bf16.txt"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# DataParallel against DDP on the GPUs of this machine (issue 8), through tools/compare: the
+# DataParallel against DDP on the GPUs of this machine, through tools/compare: the
 # reference configuration (BENCHMARKS.md: U-Net 64..1024, 256x256, batch 6 per GPU, 4 classes,
 # SGD, bf16) and an imbalance configuration as users meet it (512x512, 150 classes, AdamW, fp32:
 # DataParallel's gathered logits and optimizer state on GPU 0), each in dp, ddp and ddp-syncbn.

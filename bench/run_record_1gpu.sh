@@ -1,10 +1,10 @@
 #!/bin/sh
-# Everything a commit's record needs from the 1-GPU machine, in one device call (~6 min): build,
+# Everything a commit's record needs from the 1-GPU machine, in one run (~6 min): build,
 # the GPU suites (ops, model, memory plan, the conversion kernels, DDP with two ranks sharing the
 # GPU, --grad-comm bf16 included), the trainer against PyTorch in bf16 and fp32
 # (bench/run_train_gpu.sh: images/s and the memory ledger), the step's per-category breakdown
-# (bench/ops_cuda_bench), one step against PyTorch in float64 at each precision
-# (tools/torch_check + tools/torch_crosscheck.py), and, where two GPUs are, --grad-comm bf16
+# (dev/ops_cuda_bench), one step against PyTorch in float64 at each precision
+# (dev/torch_check + dev/torch_crosscheck.py), and, where two GPUs are, --grad-comm bf16
 # against f32 (bench/run_grad_comm.sh: the loss curve; ./train runs one rank per GPU).
 # Usage (device): run(carry [".device"]) `source .device/env.sh && COMMIT=<c> sh bench/run_record_1gpu.sh $OUT`
 # Prints the summary; OUT/record.tgz holds every log.
@@ -30,13 +30,13 @@ COMMIT=${COMMIT:-unknown} sh bench/run_train_gpu.sh b "$W/train" "bf16 fp32" > /
 cut -f1-9 "$W/train/train.tsv" | grep -v '^#'
 grep -A12 "memory ledger\|peak per category" "$W/train/train.log" | head -30
 echo "train done $(el)"
-timeout 90 b/bench/ops_cuda_bench -p bf16 -t 0 > "$W/ops_bf16.txt" 2>&1
+timeout 90 b/dev/ops_cuda_bench -p bf16 -t 0 > "$W/ops_bf16.txt" 2>&1
 sed -n '1,24p' "$W/ops_bf16.txt"
 echo "ops done $(el)"
 for p in fp32 bf16; do
-  timeout 150 b/tools/torch_check --device cuda --widths 64,128,256,512,1024 --size 128 --batch 2 \
+  timeout 150 b/dev/torch_check --device cuda --widths 64,128,256,512,1024 --size 128 --batch 2 \
     --precision $p --out "$W/cc_$p" > "$W/cc_$p.log" 2>&1 &&
-    timeout 150 python3 tools/torch_crosscheck.py "$W/cc_$p" --floor 2>&1 | grep crosscheck
+    timeout 150 python3 dev/torch_crosscheck.py "$W/cc_$p" --floor 2>&1 | grep crosscheck
 done
 echo "crosscheck done $(el)"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then

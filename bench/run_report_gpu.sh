@@ -1,7 +1,7 @@
 #!/bin/sh
-# A short 2-GPU DDP run with the timeline on, then its report (issue 10's evidence). About a
-# minute; writes at most three files to OUT_DIR: report.html, timeline.json (both ranks' traces
-# merged, a pid per rank: open in ui.perfetto.dev) and, where chromium exists, report.png.
+# A short 2-GPU DDP run with the timeline on, then its report. About a minute; writes at most
+# three files to OUT_DIR: report.html, timeline.json (both ranks' traces merged, a pid per rank:
+# open in ui.perfetto.dev) and, where chromium exists, report.png.
 # The run's own folder is kept out of OUT_DIR (in a temporary folder); its summary is printed.
 # Usage: bench/run_report_gpu.sh BUILD_DIR OUT_DIR [PRECISION]   (PRECISION default bf16)
 set -u

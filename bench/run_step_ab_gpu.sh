@@ -2,10 +2,10 @@
 # A/B of changes to the training step on the GPU machine, in one call: A is this tree, B (and C,
 # D: up to three candidates) is this tree with a patch applied (`git diff main BRANCH > PATCH` or
 # `git format-patch -1 COMMIT --stdout > PATCH` on the CPU machine; the device copy has no git
-# history). For each: the per-category cost inside the graph-replayed step (bench/ops_cuda_bench's
+# history). For each: the per-category cost inside the graph-replayed step (dev/ops_cuda_bench's
 # ablation), the trainer's images/s (bf16, 68 steps, twice, interleaved A B C A B C) and the
 # default job (./train's defaults, 8000 steps) with its per-step losses compared with A's; each
-# candidate's GPU test suites first. Issue 17's "measure each, keep what wins" in one device call
+# candidate's GPU test suites first: "measure each, keep what wins" in one run on the GPU machine
 # (~3 min for one candidate, ~1.5 min more for each further one).
 # Usage: bench/run_step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]   (bench/ab/ holds changes
 # waiting for this)
@@ -85,7 +85,7 @@ if has ops; then
   files=""
   for v in $all; do
     eval b=\$$v
-    timeout 90 "$b/bench/ops_cuda_bench" -p bf16 -t 0 > "$O/${v}_ops.txt" 2>&1
+    timeout 90 "$b/dev/ops_cuda_bench" -p bf16 -t 0 > "$O/${v}_ops.txt" 2>&1
     files="$files $O/${v}_ops.txt"
   done
   say "## inside the CUDA graph (ms): category, $(echo $all | sed 's/ /, /g')"

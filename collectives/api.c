@@ -9,7 +9,8 @@
 #include "collectives/comm.h"
 #include "collectives/device.h"
 #include "collectives/host.h"
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "shm/check.h"
 #include "shmddp.h"
 
 static shmddp_status_t check_common(shmddp_comm_t *comm, const char *fn, size_t count,
@@ -57,12 +58,6 @@ static shmddp_status_t check_stream(shmddp_comm_t *comm, const char *fn, shmddp_
                       fn);
   return SHMDDP_OK;
 }
-
-#define TRY(x)                                                                                \
-  do {                                                                                        \
-    shmddp_status_t st_ = (x);                                                                \
-    if (st_ != SHMDDP_OK) return st_;                                                         \
-  } while (0)
 
 /* The algorithm for a host call: forced if it is a host algorithm, else by size. */
 static shmddp_algo_t host_algo(const shmddp_comm_t *comm, coll_kind_t kind, size_t bytes)

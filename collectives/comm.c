@@ -110,6 +110,20 @@ shmddp_status_t coll_wait_failed(shmddp_comm_t *comm, shmddp_status_t st, const 
   return coll_error(comm, st, "rank %d, %s: %s", comm->rank, comm->what, msg);
 }
 
+static shmddp_status_t waiter_check(shm_waiter_t *w, char *err, size_t errlen)
+{
+  return coll_check_peers(((coll_waiter_t *)w)->comm, err, errlen);
+}
+
+shmddp_status_t coll_wait(coll_waiter_t *w, uint32_t (*pending)(shm_waiter_t *w))
+{
+  shmddp_comm_t *comm = w->comm;
+  w->base = (shm_waiter_t){.pending = pending, .check = waiter_check, .what = comm->what};
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &w->base, comm->timeout_s, msg, sizeof msg);
+  return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, msg);
+}
+
 static void publish_sig(shmddp_comm_t *comm)
 {
   coll_ctrl_t *c = comm->ctrl[comm->rank];

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "shm/segment.h"
+#include "shm/wait.h"
 #include "shmddp.h"
 
 typedef enum {
@@ -97,6 +98,18 @@ shmddp_status_t coll_wait_failed(shmddp_comm_t *comm, shmddp_status_t st, const 
 
 /* Waiter check: a peer in the same call with a different signature. */
 shmddp_status_t coll_check_peers(shmddp_comm_t *comm, char *err, size_t errlen);
+
+/* A wait of a collective for its peers: shm_wait's waiter, with the communicator it waits in.
+ * Put it first in a waiter of your own, whose pending function reads the rest. */
+typedef struct {
+  shm_waiter_t base;
+  shmddp_comm_t *comm;
+} coll_waiter_t;
+/* Wait (shm_wait, the communicator's timeout) until pending(&w->base) is 0, checking the peers'
+ * signatures on the slow path (coll_check_peers); a failure becomes the communicator's error.
+ * w->comm must be set. */
+shmddp_status_t coll_wait(coll_waiter_t *w, uint32_t (*pending)(shm_waiter_t *w));
+
 /* Stamp / verify a staged buffer's header. verify returns SHMDDP_ERR_MISMATCH (and aborts the
  * group) when the writer was in another call. */
 void coll_stamp(const shmddp_comm_t *comm, unsigned char *buf);

@@ -1,13 +1,12 @@
 # collectives/cuda.mk: the device transport (CUDA IPC/P2P collectives), CUDA build only.
-# kernels/reduce_cuda.* (the GPU reductions the transport and its tests share) are listed here
-# too: they are part of the same feature and absent from the CPU-only build.
+# (The GPU reductions it uses are listed in collectives/reduce/local.mk.)
 if HAVE_CUDA
 libshmddp_core_la_SOURCES += \
 	collectives/cuda_init.c collectives/cuda_reg.c collectives/cuda_ops.c \
 	collectives/devmem_cuda.c collectives/devmem_cuda.h \
 	collectives/cuda_state.h collectives/cuda_internal.h collectives/cuda_device.h \
 	collectives/cuda_kernels.cu collectives/cuda_staged.cu \
-	kernels/reduce_cuda.cu kernels/reduce_cuda.h
+	collectives/cuda_coloc.c collectives/cuda_coloc.h collectives/coloc_kernel.cu
 include_HEADERS += include/shmddp_cuda.h
 else
 EXTRA_DIST += include/shmddp_cuda.h collectives/devmem_cuda.c collectives/devmem_cuda.h

@@ -122,10 +122,11 @@ static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
   s->staged_map = map;
   s->staged_bytes = bytes;
   if (st != SHMDDP_OK) return st;
-  CUDA_TRY(comm, cudaHostRegister(map, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  TRY_AS(cuda_failed, comm,
+         cudaHostRegister(map, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   s->staged_registered = 1;
   void *dev = NULL;
-  CUDA_TRY(comm, cudaHostGetDevicePointer(&dev, map, 0));
+  TRY_AS(cuda_failed, comm, cudaHostGetDevicePointer(&dev, map, 0));
   s->staged_dev = dev;
   return SHMDDP_OK;
 }
@@ -234,8 +235,10 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
   return ok;
 }
 
-static void free_state(cuda_state_t *s, int me)
+static void free_state(shmddp_comm_t *comm, cuda_state_t *s)
 {
+  int me = comm->rank;
+  (void)cuda_coloc_release(comm, s);
   for (int p = 0; p < CUDA_MAXR; p++)
     if (p != me && s->ctrl_peer[p] && !s->peer_local[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
   cuda_reg_release(s);
@@ -261,9 +264,17 @@ void shmddp_comm_free_cuda(shmddp_comm_t *comm)
   if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return;
   cuda_state_t *s = cuda_state(comm);
   cudaSetDevice(s->device);
+  if (cuda_coloc_release(comm, s)) {
+    /* The group failed after co-located calls: a stream may wait forever for a dead peer's
+     * event, and synchronizing or freeing would wait with it. The process's exit frees it all. */
+    free(s);
+    comm->dev = NULL;
+    comm->dev_ops = NULL;
+    return;
+  }
   /* Kernels that wait for a dead peer give up on the abort word, so this returns. */
   cudaDeviceSynchronize();
-  free_state(s, comm->rank);
+  free_state(comm, s);
   comm->dev = NULL;
   comm->dev_ops = NULL;
 }
@@ -272,14 +283,14 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
 {
   int n = comm->nranks;
   void *p = NULL;
-  CUDA_TRY(comm, cudaMalloc(&p, CUDA_CTRL_BYTES(n)));
+  TRY_AS(cuda_failed, comm, cudaMalloc(&p, CUDA_CTRL_BYTES(n)));
   s->ctrl = p;
   s->ctrl_peer[comm->rank] = s->ctrl;
-  CUDA_TRY(comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
+  TRY_AS(cuda_failed, comm, cudaMemset(s->ctrl, 0, CUDA_CTRL_BYTES(n)));
   size_t lbytes = sizeof(cuda_local_t) + CUDA_LL_BLOCKS * 4 + CUDA_DIRECT_MAXB * 12 +
                   CUDA_STAGED_BLOCKS * 8 + 64;
-  CUDA_TRY(comm, cudaMalloc(&p, lbytes));
-  CUDA_TRY(comm, cudaMemset(p, 0, lbytes));
+  TRY_AS(cuda_failed, comm, cudaMalloc(&p, lbytes));
+  TRY_AS(cuda_failed, comm, cudaMemset(p, 0, lbytes));
   /* The struct holds the device pointers to the arrays that follow it. */
   cuda_local_t init;
   memset(&init, 0, sizeof init);
@@ -288,24 +299,158 @@ static shmddp_status_t init_device_memory(shmddp_comm_t *comm, cuda_state_t *s)
   init.sctr = init.depoch + CUDA_DIRECT_MAXB;
   init.ll_seq = (uint32_t *)(init.sctr + CUDA_STAGED_BLOCKS);
   init.ts_seq = init.ll_seq + CUDA_LL_BLOCKS;
-  CUDA_TRY(comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
+  TRY_AS(cuda_failed, comm, cudaMemcpy(p, &init, sizeof init, cudaMemcpyHostToDevice));
   s->local = p;
   /* The device pointers of the arrays, for the host's launch arguments. */
   s->local_arrays = init;
   void *h = NULL;
-  CUDA_TRY(comm, cudaHostAlloc(&h, 64, cudaHostAllocMapped));
+  TRY_AS(cuda_failed, comm, cudaHostAlloc(&h, 64, cudaHostAllocMapped));
   memset(h, 0, 64);
   s->err_host = h;
-  CUDA_TRY(comm, cudaHostGetDevicePointer(&p, h, 0));
+  TRY_AS(cuda_failed, comm, cudaHostGetDevicePointer(&p, h, 0));
   s->err_host_dev = p;
-  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_in, cudaStreamNonBlocking));
-  CUDA_TRY(comm, cudaStreamCreateWithFlags(&s->cs_out, cudaStreamNonBlocking));
+  TRY_AS(cuda_failed, comm, cudaStreamCreateWithFlags(&s->cs_in, cudaStreamNonBlocking));
+  TRY_AS(cuda_failed, comm, cudaStreamCreateWithFlags(&s->cs_out, cudaStreamNonBlocking));
   cudaEvent_t *evs[] = {&s->ev_fork, &s->ev_cp[0], &s->ev_cp[1], &s->ev_red[0], &s->ev_red[1],
                         &s->ev_join_in, &s->ev_join_out};
   for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
-    CUDA_TRY(comm, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
-  CUDA_TRY(comm, cudaDeviceSynchronize());
+    TRY_AS(cuda_failed, comm, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+  TRY_AS(cuda_failed, comm, cudaDeviceSynchronize());
   return SHMDDP_OK;
+}
+
+/* The GPU this rank drives, made current, with its context created now rather than inside the
+ * first collective. */
+static shmddp_status_t select_device(shmddp_comm_t *comm, const shmddp_cuda_config_t *c, int *dev)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d: no usable CUDA device (%s)",
+                      comm->rank, e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
+  }
+  /* Modulo the visible GPUs: several ranks may share one (the multi-process path on one GPU). */
+  *dev = (c->device >= 0 ? c->device : (comm->device >= 0 ? comm->device : comm->rank)) % count;
+  TRY_AS(cuda_failed, comm, cudaSetDevice(*dev));
+  TRY_AS(cuda_failed, comm, cudaFree(NULL));
+  return SHMDDP_OK;
+}
+
+/* The sizes at which the automatic choice changes algorithm, and the two-shot's block limit. */
+static void read_thresholds(cuda_state_t *s, const shmddp_cuda_config_t *c, int nranks)
+{
+  /* Defaults from the 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the
+   * two-shot up to 1 MiB (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot
+   * (267 vs 339 GB/s at 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. */
+  s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES);
+  s->ts_max = env_bytes("SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX);
+  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)nranks;
+  s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
+  s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", SIZE_MAX);
+  /* Every rank must use the same value (the environment is inherited from the launcher). */
+  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS",
+                                c->max_blocks > 0 ? (size_t)c->max_blocks : CUDA_DIRECT_MAXB);
+  if (s->ts_blocks < 1 || s->ts_blocks > CUDA_DIRECT_MAXB) s->ts_blocks = CUDA_DIRECT_MAXB;
+}
+
+/* The driver's pointer query (which allocation a device buffer belongs to, for IPC). */
+static shmddp_status_t find_ptr_attrs(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  enum cudaDriverEntryPointQueryResult q;
+  void *fn = NULL;
+  shmddp_status_t st = SHMDDP_OK;
+  if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault,
+                                       &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || !fn) {
+    (void)cudaGetLastError();
+    st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: the driver has no cuPointerGetAttributes",
+                    comm->rank);
+  }
+  s->ptr_attrs = (cuda_ptr_attrs_fn)fn;
+  return st;
+}
+
+/* What the peers need to open this rank's control memory, published in its exchange area. */
+static shmddp_status_t publish_ctrl(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  shmddp_status_t st = SHMDDP_OK;
+  cuda_xchg_t *x = cuda_xchg(comm, comm->rank);
+  cudaError_t e = cudaIpcGetMemHandle(&x->ctrl_handle, s->ctrl);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cudaIpcGetMemHandle: %s", comm->rank,
+                    cudaGetErrorString(e));
+  }
+  x->ctrl_ptr = (uint64_t)(uintptr_t)s->ctrl;
+  x->device = s->device;
+  x->pid = (int32_t)getpid();
+  cuda_reg_publish(comm, s);
+  cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, s->device);
+  /* Continue the exchange numbering of an earlier transport on this segment (every rank made
+   * the same exchanges): resetting it could hide a record from a peer still waiting for it. */
+  uint64_t a0 = atomic_load(&x->rec[0].seq), a1 = atomic_load(&x->rec[1].seq);
+  s->xseq = a0 > a1 ? a0 : a1;
+  return st;
+}
+
+/* Whether the device collectives use P2P: each rank verifies it with a real IPC write and
+ * read-back (unless it is switched off), and all must agree; otherwise they use the host-staged
+ * transport, and say so. A collective: every rank calls it. */
+static shmddp_status_t agree_p2p(shmddp_comm_t *comm, cuda_state_t *s,
+                                 const shmddp_cuda_config_t *c)
+{
+  int want_p2p = c->p2p != 0;
+  const char *env = getenv("SHMDDP_CUDA_P2P");
+  if (env && strcmp(env, "0") == 0) want_p2p = 0;
+  char why[256] = "P2P disabled (SHMDDP_CUDA_P2P=0 or config)";
+  int ok = 0;
+  shmddp_status_t st = SHMDDP_OK;
+  if (want_p2p && comm->nranks > 1) {
+    ok = verify_p2p(comm, s, c->fail_p2p_check, why, sizeof why);
+    if (ok < 0) st = shmddp_barrier(comm); /* returns the group's error */
+  } else if (comm->nranks == 1) {
+    ok = 1;
+  }
+  int32_t agreed = ok > 0;
+  if (st == SHMDDP_OK)
+    st = shmddp_all_reduce(comm, &agreed, &agreed, 1, SHMDDP_I32, SHMDDP_MIN, SHMDDP_HOST);
+  if (st == SHMDDP_OK && !agreed) {
+    if (!c->quiet && (ok == 0 || comm->rank == 0))
+      fprintf(stderr, "shmddp: warning: rank %d: %s; device collectives use the host-staged "
+                      "transport (slower)\n",
+              comm->rank, ok == 0 ? why : "a peer's P2P check failed");
+  }
+  s->p2p = agreed;
+  return st;
+}
+
+/* Copy-engine landing buffers: two chunks per peer, chunks of up to 64 MiB in all. */
+static shmddp_status_t alloc_ce_buffers(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  shmddp_status_t st = SHMDDP_OK;
+  size_t chunk = ((size_t)64 << 20) / (size_t)(comm->nranks - 1);
+  if (chunk > ((size_t)32 << 20)) chunk = (size_t)32 << 20;
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, 2 * (size_t)(comm->nranks - 1) * chunk);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cannot allocate %zu MiB for the copy-engine "
+                    "buffers: %s", comm->rank, (2 * (size_t)(comm->nranks - 1) * chunk) >> 20,
+                    cudaGetErrorString(e));
+  }
+  s->scratch = p;
+  s->ce_chunk = chunk;
+  return st;
+}
+
+/* A failed set-up stops the group (the peers are inside the same collective set-up) and frees
+ * what was made. */
+static shmddp_status_t init_failed(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t st)
+{
+  shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
+  free_state(comm, s);
+  return st;
 }
 
 shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_config_t *cfg)
@@ -315,116 +460,29 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
     return coll_error(comm, SHMDDP_ERR_INVALID, "shmddp_comm_init_cuda: already initialised");
   shmddp_cuda_config_t c = SHMDDP_CUDA_CONFIG_INIT;
   if (cfg) c = *cfg;
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d: no usable CUDA device (%s)",
-                      comm->rank, e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
-  }
-  /* Modulo the visible GPUs: several ranks may share one (the multi-process path on one GPU). */
-  int dev = (c.device >= 0 ? c.device : (comm->device >= 0 ? comm->device : comm->rank)) % count;
-  CUDA_TRY(comm, cudaSetDevice(dev));
-  CUDA_TRY(comm, cudaFree(NULL)); /* create the context now, not inside the first collective */
+  int dev = 0;
+  TRY(select_device(comm, &c, &dev));
 
   cuda_state_t *s = calloc(1, sizeof *s);
   if (!s) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->device = dev;
   s->timeout_s = c.timeout_s > 0 ? c.timeout_s : comm->timeout_s;
-  /* Defaults from the 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the
-   * two-shot up to 1 MiB (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot
-   * (267 vs 339 GB/s at 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. */
-  s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES);
-  s->ts_max = env_bytes("SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX);
-  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
-  s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
-  s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", SIZE_MAX);
-  /* Every rank must use the same value (the environment is inherited from the launcher). */
-  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS",
-                                c.max_blocks > 0 ? (size_t)c.max_blocks : CUDA_DIRECT_MAXB);
-  if (s->ts_blocks < 1 || s->ts_blocks > CUDA_DIRECT_MAXB) s->ts_blocks = CUDA_DIRECT_MAXB;
+  read_thresholds(s, &c, comm->nranks);
   shmddp_status_t st = init_device_memory(comm, s);
-  if (st == SHMDDP_OK) {
-    enum cudaDriverEntryPointQueryResult q;
-    void *fn = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) {
-      (void)cudaGetLastError();
-      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: the driver has no cuPointerGetAttributes",
-                      comm->rank);
-    }
-    s->ptr_attrs = (cuda_ptr_attrs_fn)fn;
-  }
+  if (st == SHMDDP_OK) st = find_ptr_attrs(comm, s);
   register_abort_word(comm, s);
+  if (st == SHMDDP_OK) st = publish_ctrl(comm, s);
+  if (st == SHMDDP_OK) st = cuda_coloc_publish(comm, s);
+  if (st != SHMDDP_OK) return init_failed(comm, s, st);
 
-  cuda_xchg_t *x = cuda_xchg(comm, comm->rank);
-  if (st == SHMDDP_OK) {
-    e = cudaIpcGetMemHandle(&x->ctrl_handle, s->ctrl);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cudaIpcGetMemHandle: %s", comm->rank,
-                      cudaGetErrorString(e));
-    }
-    x->ctrl_ptr = (uint64_t)(uintptr_t)s->ctrl;
-    x->device = dev;
-    x->pid = (int32_t)getpid();
-    cuda_reg_publish(comm, s);
-    cudaDeviceGetPCIBusId(x->pci_bus_id, sizeof x->pci_bus_id, dev);
-    /* Continue the exchange numbering of an earlier transport on this segment (every rank made
-     * the same exchanges): resetting it could hide a record from a peer still waiting for it. */
-    uint64_t a0 = atomic_load(&x->rec[0].seq), a1 = atomic_load(&x->rec[1].seq);
-    s->xseq = a0 > a1 ? a0 : a1;
-  }
-  if (st != SHMDDP_OK) {
-    shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
-    free_state(s, comm->rank);
-    return st;
-  }
   st = shmddp_barrier(comm);
   if (st == SHMDDP_OK) st = cuda_reg_setup(comm, s);
-
-  int want_p2p = c.p2p != 0;
-  const char *env = getenv("SHMDDP_CUDA_P2P");
-  if (env && strcmp(env, "0") == 0) want_p2p = 0;
-  char why[256] = "P2P disabled (SHMDDP_CUDA_P2P=0 or config)";
-  int ok = 0;
-  if (st == SHMDDP_OK && want_p2p && comm->nranks > 1) {
-    ok = verify_p2p(comm, s, c.fail_p2p_check, why, sizeof why);
-    if (ok < 0) st = shmddp_barrier(comm); /* returns the group's error */
-  } else if (comm->nranks == 1) {
-    ok = 1;
-  }
-  int32_t agreed = ok > 0;
-  if (st == SHMDDP_OK)
-    st = shmddp_all_reduce(comm, &agreed, &agreed, 1, SHMDDP_I32, SHMDDP_MIN, SHMDDP_HOST);
-  if (st == SHMDDP_OK && !agreed) {
-    if (!c.quiet && (ok == 0 || comm->rank == 0))
-      fprintf(stderr, "shmddp: warning: rank %d: %s; device collectives use the host-staged "
-                      "transport (slower)\n", comm->rank, ok == 0 ? why : "a peer's P2P check failed");
-  }
-  s->p2p = agreed;
+  if (st == SHMDDP_OK) st = cuda_coloc_setup(comm, s);
+  if (st == SHMDDP_OK) st = agree_p2p(comm, s, &c);
   if (st == SHMDDP_OK) st = setup_staged(comm, s);
-  if (st == SHMDDP_OK && s->p2p && comm->nranks > 1) {
-    /* Copy-engine landing buffers: two chunks per peer, chunks of up to 64 MiB in all. */
-    size_t chunk = ((size_t)64 << 20) / (size_t)(comm->nranks - 1);
-    if (chunk > ((size_t)32 << 20)) chunk = (size_t)32 << 20;
-    void *p = NULL;
-    e = cudaMalloc(&p, 2 * (size_t)(comm->nranks - 1) * chunk);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      st = coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: cannot allocate %zu MiB for the copy-engine "
-                      "buffers: %s", comm->rank, (2 * (size_t)(comm->nranks - 1) * chunk) >> 20,
-                      cudaGetErrorString(e));
-    }
-    s->scratch = p;
-    s->ce_chunk = chunk;
-  }
+  if (st == SHMDDP_OK && s->p2p && comm->nranks > 1) st = alloc_ce_buffers(comm, s);
   if (st == SHMDDP_OK) st = shmddp_barrier(comm);
-  if (st != SHMDDP_OK) {
-    shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
-    free_state(s, comm->rank);
-    return st;
-  }
+  if (st != SHMDDP_OK) return init_failed(comm, s, st);
   comm->dev = s;
   comm->dev_ops = &cuda_device_ops;
   return SHMDDP_OK;
@@ -459,7 +517,14 @@ shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)
 shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
 {
   if (!comm) return SHMDDP_ERR_INVALID;
-  cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+  cudaError_t e;
+  if (comm->dev_ops == &cuda_device_ops && cuda_state(comm)->coloc) {
+    shmddp_status_t cst = cuda_coloc_sync(comm, (cudaStream_t)stream);
+    if (cst != SHMDDP_OK) return cst;
+    e = cudaSuccess;
+  } else {
+    e = cudaStreamSynchronize((cudaStream_t)stream);
+  }
   shmddp_status_t st = shmddp_cuda_check(comm);
   if (st != SHMDDP_OK) return st;
   if (e != cudaSuccess) {

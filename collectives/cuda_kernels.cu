@@ -23,7 +23,7 @@
 
 #include "collectives/cuda_device.h"
 #include "collectives/cuda_internal.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 
 /* ---------------- one-shot (LL) ---------------- */
 

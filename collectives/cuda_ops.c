@@ -11,6 +11,8 @@
  * fewer blocks leave SMs to the convolutions).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
+ * Ranks that share a GPU: auto takes the co-located path (cuda_coloc.c) for every collective and
+ * size, except under CUDA-graph capture; coloc forced takes it for any placement.
  *
  * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
  *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
@@ -26,23 +28,8 @@
 
 #include "collectives/cuda_state.h"
 #include "collectives/device.h"
-#include "kernels/reduce_cuda.h"
-
-#define LTRY(comm, name, call)                                                                \
-  do {                                                                                        \
-    int e_ = (call);                                                                          \
-    if (e_ != 0) {                                                                            \
-      (void)cudaGetLastError();                                                               \
-      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d, %s: %s launch failed: %s",         \
-                        (comm)->rank, (comm)->what, name, cudaGetErrorString((cudaError_t)e_)); \
-    }                                                                                         \
-  } while (0)
-
-#define TRY(x)                                                                                \
-  do {                                                                                        \
-    shmddp_status_t st_ = (x);                                                                \
-    if (st_ != SHMDDP_OK) return st_;                                                         \
-  } while (0)
+#include "collectives/reduce/reduce_cuda.h"
+#include "shm/check.h"
 
 /* Blocks for a two-shot over slice_bytes: the usual count, capped by SHMDDP_CUDA_TS_BLOCKS. */
 static int ts_blocks(const shmddp_comm_t *comm, size_t slice_bytes)
@@ -57,6 +44,7 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   const cuda_state_t *s = cuda_state(comm);
   if (!s->p2p) return SHMDDP_ALGO_STAGED;
   if (req == SHMDDP_ALGO_RING) req = SHMDDP_ALGO_CE_RING;
+  if (req == SHMDDP_ALGO_COLOC) return req;
   if (kind == COLL_ALL_REDUCE) {
     if (req != SHMDDP_ALGO_AUTO) return req;
     if (bytes <= s->direct_max) return SHMDDP_ALGO_DIRECT;
@@ -66,7 +54,8 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   return req == SHMDDP_ALGO_STAGED ? SHMDDP_ALGO_STAGED : SHMDDP_ALGO_DIRECT;
 }
 
-/* Start a device call: report kernels' earlier give-ups, then the common bookkeeping. */
+/* Start a collective on device buffers: report kernels' earlier give-ups, then the common
+ * bookkeeping. */
 static shmddp_status_t enter(shmddp_comm_t *comm, coll_kind_t kind, size_t count,
                              shmddp_dtype_t dtype, shmddp_op_t op, int root, shmddp_algo_t algo)
 {
@@ -78,7 +67,8 @@ static shmddp_status_t local_copy(shmddp_comm_t *comm, void *dst, const void *sr
                                   shmddp_stream_t stream)
 {
   if (dst != src && bytes)
-    CUDA_TRY(comm, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    TRY_AS(cuda_failed, comm,
+           cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
   return SHMDDP_OK;
 }
 
@@ -123,8 +113,25 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   cuda_direct_args_t a;
   direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_F32, SHMDDP_SUM);
   a.barrier_end = 0;
-  LTRY(comm, "barrier", cuda_launch_direct(&a, 1, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
+}
+
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k);
+
+/* The co-located path (cuda_coloc.c) for any of the collectives; when some rank's buffer cannot
+ * be shared, the call's staged version after it (every rank alike). */
+static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *send, void *recv,
+                             size_t count, shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                             shmddp_stream_t stream)
+{
+  int me = comm->rank, staged = 0;
+  cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
+                         .dtype = dtype, .op = op, .root = root, .stream = stream};
+  if (kind == COLL_BROADCAST && me != root) k.send = NULL;
+  if (kind == COLL_REDUCE && me != root) k.recv = NULL;
+  TRY(cuda_coloc_run(comm, &k, &staged));
+  return staged ? coloc_staged(comm, &k) : SHMDDP_OK;
 }
 
 /* ---------------- all_reduce ---------------- */
@@ -148,7 +155,7 @@ static shmddp_status_t ar_oneshot(shmddp_comm_t *comm, const void *send, void *r
     a.send = (const char *)send + off * ds;
     a.recv = (char *)recv + off * ds;
     a.count = count - off < per ? count - off : per;
-    LTRY(comm, "one-shot", cuda_launch_ll(&a, stream));
+    TRY_AS(cuda_launch_failed, comm, cuda_launch_ll(&a, stream));
   }
   return SHMDDP_OK;
 }
@@ -179,7 +186,7 @@ static shmddp_status_t ar_twoshot_scratch(shmddp_comm_t *comm, const void *send,
   a.ts_seq = s->local_arrays.ts_seq;
   a.depoch = s->local_arrays.depoch;
   a.k = cuda_kctl(comm);
-  LTRY(comm, "two-shot", cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_ts(&a, ts_blocks(comm, a.sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -220,7 +227,7 @@ static shmddp_status_t ar_twoshot(shmddp_comm_t *comm, const void *send, void *r
   }
   a.n = hi - lo;
   direct_set_vec(&a);
-  LTRY(comm, "two-shot", cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, ts_blocks(comm, sl * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -248,14 +255,14 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
   size_t ce = cb / ds;
 
   TRY(barrier_launch(comm, stream));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_fork, st));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_fork, st));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_fork, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_fork, 0));
   size_t j = 0;
   for (size_t off = lo; off < hi; off += ce, j++) {
     size_t m = hi - off < ce ? hi - off : ce, k = j & 1;
     unsigned char *land = s->scratch + k * (size_t)(n - 1) * s->ce_chunk;
-    if (j >= 2) CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
+    if (j >= 2) TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_in, s->ev_red[k], 0));
     const void *srcs[CUDA_MAXR];
     for (int r = 0, q = 0; r < n; r++) {
       if (r == me) {
@@ -263,24 +270,26 @@ static shmddp_status_t ar_cering(shmddp_comm_t *comm, const void *send, void *re
         continue;
       }
       void *dst = land + (size_t)q++ * s->ce_chunk;
-      CUDA_TRY(comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
-                                     cudaMemcpyDeviceToDevice, s->cs_in));
+      TRY_AS(cuda_failed, comm, cudaMemcpyAsync(dst, (const char *)P[0][r] + off * ds, m * ds,
+                                                cudaMemcpyDeviceToDevice, s->cs_in));
       srcs[r] = dst;
     }
-    CUDA_TRY(comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
-    CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
-    LTRY(comm, "reduce", reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
-    CUDA_TRY(comm, cudaEventRecord(s->ev_red[k], st));
-    CUDA_TRY(comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_cp[k], s->cs_in));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_cp[k], 0));
+    TRY_AS(cuda_launch_failed, comm,
+           reduce_cuda_multi((char *)recv + off * ds, srcs, n, m, dtype, op, n, st));
+    TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_red[k], st));
+    TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(s->cs_out, s->ev_red[k], 0));
     for (int r = 0; r < n; r++)
       if (r != me)
-        CUDA_TRY(comm, cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
-                                       cudaMemcpyDeviceToDevice, s->cs_out));
+        TRY_AS(cuda_failed, comm,
+               cudaMemcpyAsync((char *)P[1][r] + off * ds, (char *)recv + off * ds, m * ds,
+                               cudaMemcpyDeviceToDevice, s->cs_out));
   }
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_in, s->cs_in));
-  CUDA_TRY(comm, cudaEventRecord(s->ev_join_out, s->cs_out));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
-  CUDA_TRY(comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_in, s->cs_in));
+  TRY_AS(cuda_failed, comm, cudaEventRecord(s->ev_join_out, s->cs_out));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_in, 0));
+  TRY_AS(cuda_failed, comm, cudaStreamWaitEvent(st, s->ev_join_out, 0));
   return barrier_launch(comm, stream);
 }
 
@@ -304,7 +313,7 @@ static void staged_init(const shmddp_comm_t *comm, cuda_staged_args_t *a, int mo
 static shmddp_status_t staged_launch(shmddp_comm_t *comm, const cuda_staged_args_t *a,
                                      shmddp_stream_t stream)
 {
-  LTRY(comm, "host-staged", cuda_launch_staged(a, stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_staged(a, stream));
   return SHMDDP_OK;
 }
 
@@ -313,11 +322,12 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   switch (algo) {
+  case SHMDDP_ALGO_COLOC: return coloc(comm, COLL_ALL_REDUCE, send, recv, count, dtype, op, -1, stream);
   case SHMDDP_ALGO_DIRECT: return ar_oneshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_TWOSHOT: return ar_twoshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_CE_RING: return ar_cering(comm, send, recv, count, dtype, op, stream);
@@ -401,15 +411,35 @@ static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
+/* A co-located call whose buffers some rank cannot share: what the other algorithms do then. */
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k)
+{
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  switch (k->kind) {
+  case COLL_ALL_REDUCE:
+    return ar_scratch_pieces(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_REDUCE_SCATTER:
+    return rs_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_ALL_GATHER: return ag_staged(comm, k->send, k->recv, bytes, k->dtype, k->stream);
+  case COLL_BROADCAST:
+    return bc_staged(comm, k->send, k->recv, bytes, k->dtype, k->root, k->stream);
+  default:
+    return rd_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->root, k->stream);
+  }
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
@@ -426,7 +456,8 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
   a.dst[0] = recv;
   a.n = recvcount;
   direct_set_vec(&a);
-  LTRY(comm, "reduce-scatter", cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
+  TRY_AS(cuda_launch_failed, comm,
+         cuda_launch_direct(&a, cuda_direct_blocks(recvcount * ds), stream));
   return SHMDDP_OK;
 }
 
@@ -435,10 +466,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
-  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks,
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_ALL_GATHER, send, recv, sendcount, dtype, 0, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
@@ -454,7 +488,7 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
   for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[0][r] + (size_t)comm->rank * bytes;
   a.n = bytes;
   direct_set_vec(&a);
-  LTRY(comm, "all-gather", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -463,10 +497,12 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
                                       shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_BROADCAST, send, recv, count, dtype, 0, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
@@ -485,7 +521,7 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
     a.n = bytes;
   }
   direct_set_vec(&a);
-  LTRY(comm, "broadcast", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -494,10 +530,12 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE, send, recv, count, dtype, op, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];
@@ -516,7 +554,7 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
     a.n = count;
   }
   direct_set_vec(&a);
-  LTRY(comm, "reduce", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 

@@ -17,7 +17,7 @@
 
 #include "collectives/cuda_device.h"
 #include "collectives/cuda_internal.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 
 static __device__ __forceinline__ uint64_t *st_post(unsigned char *region, int b)
 {

@@ -21,6 +21,7 @@
 #include "collectives/devmem.h"
 #include "collectives/devmem_cuda.h"
 #include "collectives/fdpass.h"
+#include "shm/check.h"
 #include "shmddp_cuda.h"
 
 typedef struct {
@@ -76,17 +77,25 @@ typedef struct {
   devmem_cuda_ctx_t drv_ctx;
   fdpass_t *mesh;                 /* sockets to the peers in other processes, or NULL */
   devmem_t *mem;                  /* exports and imports of user buffers (cuda_reg.c) */
+  struct cuda_coloc *coloc;       /* the co-located path (cuda_coloc.c) */
 } cuda_state_t;
 
-#define CUDA_TRY(comm, call)                                                                  \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      (void)cudaGetLastError();                                                               \
-      return coll_error((comm), SHMDDP_ERR_CUDA, "rank %d: %s failed: %s", (comm)->rank,      \
-                        #call, cudaGetErrorString(e_));                                       \
-    }                                                                                         \
-  } while (0)
+/* The fail functions of TRY_AS (shm/check.h) for the CUDA transport: a CUDA runtime call, or a
+ * launcher of the transport's kernels (which returns the launch's cudaError_t as an int), failed.
+ * They clear CUDA's last error (the failure is handled here) and record "rank R: CALL failed:
+ * CUDA's message" (a launch also names the collective) as the communicator's last error. */
+static inline shmddp_status_t cuda_failed(shmddp_comm_t *comm, cudaError_t e, const char *call)
+{
+  (void)cudaGetLastError();
+  return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: %s failed: %s", comm->rank, call,
+                    cudaGetErrorString(e));
+}
+static inline shmddp_status_t cuda_launch_failed(shmddp_comm_t *comm, int e, const char *call)
+{
+  (void)cudaGetLastError();
+  return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d, %s: %s failed: %s", comm->rank, comm->what,
+                    call, cudaGetErrorString((cudaError_t)e));
+}
 
 static inline cuda_state_t *cuda_state(const shmddp_comm_t *comm) { return (cuda_state_t *)comm->dev; }
 /* The rank's exchange area is shared by the segment's channels (shmddp_comm_dup): each
@@ -118,6 +127,34 @@ void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s);
 shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Drop every peer buffer this rank mapped (the device is idle). */
 void cuda_reg_release(cuda_state_t *s);
+
+/* cuda_coloc.c: the co-located path. publish (before the init barrier that shows the exchange
+ * area to the peers) creates the events and writes their handles and the GPU's identity; setup
+ * (after it) works out the placement. */
+typedef struct {
+  coll_kind_t kind;
+  const void *send; /* NULL where this rank passes none (a broadcast's non-root) */
+  void *recv;       /* NULL where this rank passes none (a reduce's non-root) */
+  size_t count;     /* as the API call's count (per rank for reduce-scatter and all-gather) */
+  shmddp_dtype_t dtype;
+  shmddp_op_t op;
+  int root;
+  shmddp_stream_t stream;
+} cuda_coloc_call_t;
+shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s);
+shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
+/* Ranks on this rank's GPU (1: alone; 0 before setup). */
+int cuda_coloc_shared(const shmddp_comm_t *comm);
+/* req, or COLOC where auto should take the co-located path for a call on stream. */
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream);
+/* One call through the path. *staged: some rank's buffer cannot be shared (alike on every rank);
+ * the protocol ran without work and the caller must run the call's staged version. */
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged);
+/* shmddp_cuda_sync for a communicator that used the path: polls, watching the abort word. */
+shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream);
+/* Destroy the events (after the peers are done with them). 1: the group failed after co-located
+ * calls, so the caller must leave the device alone (a stream may never drain). */
+int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s);
 
 /* cuda_ops.c: the device collectives' table. */
 extern const struct coll_device_ops cuda_device_ops;

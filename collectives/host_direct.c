@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include "collectives/host.h"
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "shm/check.h"
 #include "shm/wait.h"
 
 typedef struct {
-  shm_waiter_t base;
-  shmddp_comm_t *comm;
+  coll_waiter_t cw;
   int use_ack;
   uint64_t target;
 } direct_waiter_t;
@@ -29,26 +29,19 @@ static uint32_t direct_pending(shm_waiter_t *w)
 {
   direct_waiter_t *d = (direct_waiter_t *)w;
   uint32_t mask = 0;
-  for (int r = 0; r < d->comm->nranks; r++) {
-    coll_ctrl_t *c = d->comm->ctrl[r];
+  for (int r = 0; r < d->cw.comm->nranks; r++) {
+    coll_ctrl_t *c = d->cw.comm->ctrl[r];
     uint64_t v = atomic_load_explicit(d->use_ack ? &c->dack : &c->dpost, memory_order_acquire);
     if (v < d->target) mask |= 1u << r;
   }
   return mask;
 }
 
-static shmddp_status_t direct_check(shm_waiter_t *w, char *err, size_t errlen)
-{
-  return coll_check_peers(((direct_waiter_t *)w)->comm, err, errlen);
-}
-
 static shmddp_status_t direct_wait(shmddp_comm_t *comm, int use_ack, uint64_t target)
 {
-  direct_waiter_t d = {{direct_pending, direct_check, comm->what}, comm, use_ack, target};
-  if (direct_pending(&d.base) == 0) return SHMDDP_OK;
-  char msg[SHM_ABORT_MSG_BYTES];
-  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &d.base, comm->timeout_s, msg, sizeof msg);
-  return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, msg);
+  direct_waiter_t d = {.cw.comm = comm, .use_ack = use_ack, .target = target};
+  if (direct_pending(&d.cw.base) == 0) return SHMDDP_OK;
+  return coll_wait(&d.cw, direct_pending);
 }
 
 static unsigned char *direct_buf(const shmddp_comm_t *comm, int r, uint64_t round)
@@ -65,8 +58,7 @@ shmddp_status_t host_direct_acquire(shmddp_comm_t *comm, unsigned char **payload
 {
   uint64_t k = comm->dround;
   if (k >= COLL_DIRECT_BUFS) {
-    shmddp_status_t st = direct_wait(comm, 1, k - COLL_DIRECT_BUFS + 1);
-    if (st != SHMDDP_OK) return st;
+    TRY(direct_wait(comm, 1, k - COLL_DIRECT_BUFS + 1));
   }
   *payload = direct_buf(comm, comm->rank, k) + COLL_BUF_HEADER;
   return SHMDDP_OK;
@@ -79,12 +71,10 @@ shmddp_status_t host_direct_exchange(shmddp_comm_t *comm, const unsigned char **
   atomic_store_explicit(&comm->ctrl[comm->rank]->dpost, k + 1, memory_order_release);
   comm->dround = k + 1;
   shm_wake_all(comm->seg);
-  shmddp_status_t st = direct_wait(comm, 0, k + 1);
-  if (st != SHMDDP_OK) return st;
+  TRY(direct_wait(comm, 0, k + 1));
   for (int r = 0; r < comm->nranks; r++) {
     const unsigned char *b = direct_buf(comm, r, k);
-    st = coll_verify(comm, b, r);
-    if (st != SHMDDP_OK) return st;
+    TRY(coll_verify(comm, b, r));
     if (payloads) payloads[r] = b + COLL_BUF_HEADER;
   }
   return SHMDDP_OK;
@@ -119,11 +109,9 @@ static shmddp_status_t direct_pieces(shmddp_comm_t *comm, size_t count, size_t p
   for (size_t off = 0; off < count; off += piece) {
     size_t m = count - off < piece ? count - off : piece;
     unsigned char *mine;
-    shmddp_status_t st = host_direct_acquire(comm, &mine);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_direct_acquire(comm, &mine));
     post(x, mine, off, m);
-    st = host_direct_exchange(comm, bufs);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_direct_exchange(comm, bufs));
     take(x, bufs, off, m);
     host_direct_release(comm);
   }
@@ -240,10 +228,8 @@ shmddp_status_t host_reduce(shmddp_comm_t *comm, const void *send, void *recv, s
 shmddp_status_t host_barrier(shmddp_comm_t *comm)
 {
   unsigned char *mine;
-  shmddp_status_t st = host_direct_acquire(comm, &mine);
-  if (st != SHMDDP_OK) return st;
-  st = host_direct_exchange(comm, NULL);
-  if (st != SHMDDP_OK) return st;
+  TRY(host_direct_acquire(comm, &mine));
+  TRY(host_direct_exchange(comm, NULL));
   host_direct_release(comm);
   return SHMDDP_OK;
 }

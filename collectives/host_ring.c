@@ -23,15 +23,15 @@
 #include <string.h>
 
 #include "collectives/host.h"
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "shm/check.h"
 #include "shm/wait.h"
 
 typedef struct {
-  shm_waiter_t base;
+  coll_waiter_t cw;
   _Atomic uint64_t *counter;
   int peer;
   uint64_t target;
-  shmddp_comm_t *comm;
 } ring_waiter_t;
 
 static uint32_t ring_pending(shm_waiter_t *w)
@@ -42,20 +42,12 @@ static uint32_t ring_pending(shm_waiter_t *w)
              : 1u << rw->peer;
 }
 
-static shmddp_status_t ring_check(shm_waiter_t *w, char *err, size_t errlen)
-{
-  return coll_check_peers(((ring_waiter_t *)w)->comm, err, errlen);
-}
-
 static shmddp_status_t ring_wait(shmddp_comm_t *comm, _Atomic uint64_t *counter, int peer,
                                  uint64_t target)
 {
   if (atomic_load_explicit(counter, memory_order_acquire) >= target) return SHMDDP_OK;
-  ring_waiter_t rw = {{ring_pending, ring_check, comm->what}, counter, peer, target, comm};
-  char msg[SHM_ABORT_MSG_BYTES];
-  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &rw.base, comm->timeout_s, msg,
-                                sizeof msg);
-  return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, msg);
+  ring_waiter_t rw = {.cw.comm = comm, .counter = counter, .peer = peer, .target = target};
+  return coll_wait(&rw.cw, ring_pending);
 }
 
 static int next_rank(const shmddp_comm_t *c) { return (c->rank + 1) % c->nranks; }
@@ -76,8 +68,7 @@ shmddp_status_t host_ring_acquire(shmddp_comm_t *comm, unsigned char **payload)
   uint64_t m = comm->rsent;
   if (m >= COLL_RING_BUFS) {
     int nx = next_rank(comm);
-    shmddp_status_t st = ring_wait(comm, &comm->ctrl[nx]->rack, nx, m - COLL_RING_BUFS + 1);
-    if (st != SHMDDP_OK) return st;
+    TRY(ring_wait(comm, &comm->ctrl[nx]->rack, nx, m - COLL_RING_BUFS + 1));
   }
   *payload = ring_buf(comm, comm->rank, m) + COLL_BUF_HEADER;
   return SHMDDP_OK;
@@ -94,11 +85,9 @@ void host_ring_send(shmddp_comm_t *comm)
 shmddp_status_t host_ring_recv(shmddp_comm_t *comm, const unsigned char **payload)
 {
   int pv = prev_rank(comm);
-  shmddp_status_t st = ring_wait(comm, &comm->ctrl[pv]->rpost, pv, comm->rrecv + 1);
-  if (st != SHMDDP_OK) return st;
+  TRY(ring_wait(comm, &comm->ctrl[pv]->rpost, pv, comm->rrecv + 1));
   const unsigned char *b = ring_buf(comm, pv, comm->rrecv);
-  st = coll_verify(comm, b, pv);
-  if (st != SHMDDP_OK) return st;
+  TRY(coll_verify(comm, b, pv));
   *payload = b + COLL_BUF_HEADER;
   return SHMDDP_OK;
 }
@@ -122,17 +111,14 @@ static shmddp_status_t ring_rs_round(shmddp_comm_t *comm, const char *send, cons
   const unsigned char *in;
 #define OWN(s) (send + (seg_off[s] + start[s]) * ds)
   int s = (me - 1 + n) % n;
-  shmddp_status_t st = host_ring_acquire(comm, &out);
-  if (st != SHMDDP_OK) return st;
+  TRY(host_ring_acquire(comm, &out));
   reduce_cpu_load(out, OWN(s), len[s], dtype);
   host_ring_send(comm);
   for (int t = 1; t < n; t++) {
     s = (me - 1 - t + 2 * n) % n;
-    st = host_ring_recv(comm, &in);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_ring_recv(comm, &in));
     if (t < n - 1) {
-      st = host_ring_acquire(comm, &out);
-      if (st != SHMDDP_OK) return st;
+      TRY(host_ring_acquire(comm, &out));
       reduce_cpu_combine(out, in, OWN(s), len[s], dtype, op);
       host_ring_send(comm);
     } else {
@@ -151,18 +137,15 @@ static shmddp_status_t ring_ag_round(shmddp_comm_t *comm, char *recv, const size
   int n = comm->nranks, me = comm->rank;
   unsigned char *out;
   const unsigned char *in;
-  shmddp_status_t st = host_ring_acquire(comm, &out);
-  if (st != SHMDDP_OK) return st;
+  TRY(host_ring_acquire(comm, &out));
   memcpy(out, recv + (seg_off[me] + start[me]) * ds, len[me] * ds);
   host_ring_send(comm);
   for (int u = 1; u < n; u++) {
     int s = (me - u + n) % n;
-    st = host_ring_recv(comm, &in);
-    if (st != SHMDDP_OK) return st;
+    TRY(host_ring_recv(comm, &in));
     memcpy(recv + (seg_off[s] + start[s]) * ds, in, len[s] * ds);
     if (u < n - 1) {
-      st = host_ring_acquire(comm, &out);
-      if (st != SHMDDP_OK) return st;
+      TRY(host_ring_acquire(comm, &out));
       memcpy(out, in, len[s] * ds);
       host_ring_send(comm);
     }
@@ -202,10 +185,8 @@ shmddp_status_t host_ring_all_reduce(shmddp_comm_t *comm, const void *send, void
   for (size_t q = 0; q < rounds; q++) {
     round_ranges(n, seg_len, q, chunk, start, len);
     char *dst = (char *)recv + (seg_off[comm->rank] + start[comm->rank]) * ds;
-    shmddp_status_t st = ring_rs_round(comm, send, seg_off, start, len, dst, dtype, op);
-    if (st != SHMDDP_OK) return st;
-    st = ring_ag_round(comm, recv, seg_off, start, len, ds);
-    if (st != SHMDDP_OK) return st;
+    TRY(ring_rs_round(comm, send, seg_off, start, len, dst, dtype, op));
+    TRY(ring_ag_round(comm, recv, seg_off, start, len, ds));
   }
   return SHMDDP_OK;
 }
@@ -225,9 +206,8 @@ shmddp_status_t host_ring_reduce_scatter(shmddp_comm_t *comm, const void *send, 
   size_t rounds = (recvcount + chunk - 1) / chunk;
   for (size_t q = 0; q < rounds; q++) {
     round_ranges(n, seg_len, q, chunk, start, len);
-    shmddp_status_t st = ring_rs_round(comm, send, seg_off, start, len,
-                                       (char *)recv + start[comm->rank] * ds, dtype, op);
-    if (st != SHMDDP_OK) return st;
+    TRY(ring_rs_round(comm, send, seg_off, start, len, (char *)recv + start[comm->rank] * ds,
+                      dtype, op));
   }
   return SHMDDP_OK;
 }

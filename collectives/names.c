@@ -1,4 +1,5 @@
-/* names.c — names of statuses, dtypes, ops and algorithms, and their parsers. */
+/* names.c — names of statuses, dtypes, ops and algorithms, and their parsers (the size of each
+ * dtype is the reductions' business: reduce/dtype.c). */
 #include "config.h"
 
 #include <string.h>
@@ -25,23 +26,14 @@ static const char *const dtype_names[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_I32] = "i32", [SHMDDP_I64] = "i64", [SHMDDP_I8] = "i8", [SHMDDP_U8] = "u8",
   [SHMDDP_U32] = "u32", [SHMDDP_U64] = "u64", [SHMDDP_F8E4M3] = "f8e4m3",
   [SHMDDP_F8E5M2] = "f8e5m2"};
-static const size_t dtype_sizes[SHMDDP_NUM_DTYPES] = {
-  [SHMDDP_F32] = 4, [SHMDDP_F64] = 8, [SHMDDP_F16] = 2, [SHMDDP_BF16] = 2, [SHMDDP_I32] = 4,
-  [SHMDDP_I64] = 8, [SHMDDP_I8] = 1, [SHMDDP_U8] = 1, [SHMDDP_U32] = 4, [SHMDDP_U64] = 8,
-  [SHMDDP_F8E4M3] = 1, [SHMDDP_F8E5M2] = 1};
 static const char *const op_names[SHMDDP_NUM_OPS] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[SHMDDP_NUM_ALGOS] = {"auto", "direct", "ring", "twoshot",
-                                                         "cering", "staged"};
+                                                         "cering", "staged", "coloc"};
 
 const char *shmddp_strerror(shmddp_status_t status)
 {
   if ((int)status < 0 || status >= SHMDDP_NUM_STATUS) return "unknown status";
   return status_names[status];
-}
-
-size_t shmddp_dtype_size(shmddp_dtype_t dtype)
-{
-  return ((int)dtype >= 0 && dtype < SHMDDP_NUM_DTYPES) ? dtype_sizes[dtype] : 0;
 }
 
 const char *shmddp_dtype_name(shmddp_dtype_t dtype)

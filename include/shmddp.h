@@ -78,6 +78,8 @@ typedef enum {
   SHMDDP_ALGO_TWOSHOT, /* device path: reduce-scatter by direct loads, all-gather by stores */
   SHMDDP_ALGO_CE_RING, /* device path: ring over the copy engines */
   SHMDDP_ALGO_STAGED,  /* device path: through pinned shared host memory (no P2P) */
+  SHMDDP_ALGO_COLOC,   /* device path: streams ordered by interprocess events, one kernel per GPU
+                          (auto for ranks that share a GPU; see shmddp_cuda.h) */
   SHMDDP_NUM_ALGOS
 } shmddp_algo_t;
 

@@ -6,9 +6,10 @@
  *   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;   // device -1: rank % visible GPUs
  *   shmddp_comm_init_cuda(comm, &cc);                     // collective: every rank calls it
  *   shmddp_all_reduce(comm, d_send, d_recv, n, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)stream);
- * A device call is asynchronous: it is enqueued on the stream and returns. Failures that happen
- * on the GPU (a peer died, a peer never arrived) make the kernels give up and are reported by the
- * next call on the communicator, by shmddp_cuda_check() and by shmddp_cuda_sync().
+ * A collective on device buffers is asynchronous: it is enqueued on the stream and returns.
+ * Failures that happen on the GPU (a peer died, a peer never arrived) make the kernels give up
+ * and are reported by the next call on the communicator, by shmddp_cuda_check() and by
+ * shmddp_cuda_sync().
  *
  * Device buffers: any device memory of the rank's process works, at any size. cudaMalloc memory
  * is shared with the peers through legacy CUDA IPC, cuMem memory whose allocation allows POSIX
@@ -32,6 +33,15 @@
  *           (a direct reduce-scatter/all-gather over the copy engines, not a ring)
  *   staged  through cudaHostRegister'ed shared host memory: GPUs without working P2P
  *   ring    on device buffers means cering
+ *   coloc   ranks that share a GPU: no kernel waits for a peer (contexts on one GPU take turns,
+ *           so a spinning kernel would hold the GPU for a whole time slice); each rank records an
+ *           interprocess event when its buffers are ready, the hosts meet in the segment, one
+ *           kernel per GPU (the lowest rank's) reads every rank's input and writes its GPU's
+ *           outputs, and the streams wait on its event. Auto for every call of a group in which
+ *           two ranks share a GPU (mixed placements included: every GPU's lowest rank reads all
+ *           inputs, over P2P for the other GPUs), except calls captured in a CUDA graph, which
+ *           run the algorithms below (correct, but each waits for a time slice). Forced, it
+ *           runs for any placement and refuses capture.
  * Auto: direct up to 1 MiB, twoshot above (through IPC scratch up to 4 MiB, so no host
  * rendezvous; on the users' buffers above); cering only when asked for (it measured slower).
  * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX,
@@ -65,6 +75,10 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
 
 /* 1 when the device collectives go over P2P, 0 when through host memory, -1 without CUDA init. */
 int shmddp_cuda_p2p(const shmddp_comm_t *comm);
+
+/* How many ranks of the group use this rank's GPU (1: it has the GPU to itself), -1 without
+ * CUDA init. Ranks that share a GPU take the co-located algorithm (see above). */
+int shmddp_cuda_colocated(const shmddp_comm_t *comm);
 
 /* SHMDDP_OK, or the error a kernel recorded (peer died: ABORTED; peer absent: TIMEOUT), or the
  * group's abort. Does not wait. */

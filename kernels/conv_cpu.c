@@ -32,14 +32,5 @@ static size_t conv_chunk(const ops_conv_t *c, size_t P)
   return chunk < P ? chunk : P;
 }
 
-#define T float
-#define SFX f32
-#include "kernels/conv_cpu_tmpl.h"
-#undef T
-#undef SFX
-
-#define T double
-#define SFX f64
-#include "kernels/conv_cpu_tmpl.h"
-#undef T
-#undef SFX
+#define CPU_TMPL "kernels/conv_cpu_tmpl.h"
+#include "kernels/cpu_tmpl.h"

@@ -6,14 +6,5 @@
 
 #include "kernels/ops_cpu.h"
 
-#define T float
-#define SFX f32
-#include "kernels/elem_cpu_tmpl.h"
-#undef T
-#undef SFX
-
-#define T double
-#define SFX f64
-#include "kernels/elem_cpu_tmpl.h"
-#undef T
-#undef SFX
+#define CPU_TMPL "kernels/elem_cpu_tmpl.h"
+#include "kernels/cpu_tmpl.h"

@@ -1,4 +1,32 @@
-# kernels/: reductions used by the collectives (CPU reference here; CUDA with the CUDA build).
-libshmddp_core_la_SOURCES += \
-	kernels/half.h \
-	kernels/reduce_cpu.c kernels/reduce_cpu.h
+# kernels/: the trainer's operations (convolution, GEMM, normalisation, element-wise, loss,
+# optimizers) behind the ops table of kernels/ops.h -> libkernels.a. The CPU reference of every op
+# (f32 and f64 from one source each) is always built; with cuDNN the CUDA backend (cuDNN
+# convolutions, own kernels for the rest) is built into libopscuda.a and its objects join
+# libkernels.a. Nothing here uses the rest of the tree: src/device/ picks a backend per device.
+noinst_LIBRARIES += libkernels.a
+# The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
+libkernels_a_CFLAGS = $(AM_CFLAGS) -O3
+libkernels_a_SOURCES = \
+	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
+	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
+	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h \
+	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
+	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
+	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
+	kernels/optim_cpu.c kernels/optim_cpu.h
+
+# The CUDA backend (nvcc's suffix rule in Makefile.am; a separate archive because the per-target
+# flags above would rename objects that rule cannot). Programs that link libopscuda.a itself
+# list it before $(MODEL_LIBS), and $(CUDA_LIBS).
+OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
+OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
+	kernels/conv_skinny_cuda.cu kernels/norm_cuda.cu \
+	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
+if HAVE_CUDNN
+noinst_LIBRARIES += libopscuda.a
+libopscuda_a_SOURCES = $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
+libkernels_a_LIBADD = $(libopscuda_a_OBJECTS)
+EXTRA_libkernels_a_DEPENDENCIES = $(libopscuda_a_OBJECTS)
+else
+EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
+endif

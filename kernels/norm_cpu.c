@@ -54,14 +54,5 @@ int cpu_bn_saved_from_running(const ops_t *o, const float *running_mean,
   return 0;
 }
 
-#define T float
-#define SFX f32
-#include "kernels/norm_cpu_tmpl.h"
-#undef T
-#undef SFX
-
-#define T double
-#define SFX f64
-#include "kernels/norm_cpu_tmpl.h"
-#undef T
-#undef SFX
+#define CPU_TMPL "kernels/norm_cpu_tmpl.h"
+#include "kernels/cpu_tmpl.h"

@@ -1,27 +1,16 @@
 # nccl/: NCCL's C interface served by shmddp.
 # libshmddp_nccl_core.la (not installed) holds the front end; the tests link it with
 # libshmddp_core.la, in every build (a CPU-only build serves host-only communicators, which is
-# how CI runs the conformance suite). The CUDA build installs libshmddp-nccl.la:
-# libshmddp-nccl.so.0 with the code of both and only the nccl*/pnccl* entry points exported
-# (nccl/libshmddp-nccl.map), a libnccl.so.2 link to it in $(libdir)/shmddp-nccl/ for clients
-# that load NCCL by name, and shmddp-nccl-run, which runs a command with the library preloaded.
+# how CI runs the conformance suite; the tests are registered in tests/local.mk). The CUDA build
+# installs libshmddp-nccl.la: libshmddp-nccl.so.0 with the code of both and only the
+# nccl*/pnccl* entry points exported (nccl/libshmddp-nccl.map), a libnccl.so.2 link to it in
+# $(libdir)/shmddp-nccl/ for clients that load NCCL by name, and shmddp-nccl-run, which runs a
+# command with the library preloaded.
 NCCL_SRCS = nccl/internal.h nccl/map.c nccl/dev.c nccl/check.c nccl/join.c nccl/xlate.c \
 	nccl/exec.c nccl/queue.c nccl/api_comm.c nccl/api_coll.c nccl/api_mem.c nccl/stubs.c
-EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map tests/nccl_exports.sh tests/nccl_run.sh \
-	nccl/shmddp-nccl-run.in
+EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map nccl/shmddp-nccl-run.in
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)
-if HAVE_CHECK
-check_PROGRAMS += tests/check_nccl tests/check_nccl_conf
-TESTS += tests/check_nccl tests/check_nccl_conf
-tests_check_nccl_SOURCES = tests/check_nccl.c tools/coll_check.c tools/coll_check.h
-tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
-tests_check_nccl_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf_ref.c \
-	tests/nccl_conf.h
-tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
-tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
-endif
 if HAVE_CUDA
 include_HEADERS += include/shmddp_nccl.h
 lib_LTLIBRARIES += libshmddp-nccl.la
@@ -32,9 +21,6 @@ libshmddp_nccl_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
 EXTRA_libshmddp_nccl_la_DEPENDENCIES = nccl/libshmddp-nccl.map
 NCCL_LINK = libnccl.so.2
 NCCL_RUN_SCRIPT = shmddp-nccl-run
-if HAVE_CHECK
-TESTS += tests/nccl_exports.sh tests/nccl_run.sh
-endif
 else
 EXTRA_DIST += include/shmddp_nccl.h
 NCCL_RUN_SCRIPT =

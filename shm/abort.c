@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "shm/timeutil.h"
-#include "shm/wait.h"
+#include "shm/wake.h"
 
 int shm_abort(shm_segment_t *seg, shmddp_status_t status, int blamed_rank, const char *fmt, ...)
 {

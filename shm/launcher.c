@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "shm/abort.h"
+#include "shm/check.h"
 #include "shm/timeutil.h"
 #include "shm/wait.h"
 
@@ -125,148 +126,189 @@ static void kill_all(const pid_t *pids, const int *alive, int n, int sig)
     if (alive[r]) kill(pids[r], sig);
 }
 
-shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *arg,
-                           shmddp_launch_result_t *res)
+/* What the supervisor knows while it watches the ranks. */
+typedef struct {
+  const shm_launch_opts_t *o;
+  const char *label;
+  shm_segment_t *seg;
+  shmddp_launch_result_t *res;
+  sigset_t block; /* what it takes with sigtimedwait: the stop signals and SIGCHLD */
+  pid_t pids[SHMDDP_MAX_RANKS];
+  int alive[SHMDDP_MAX_RANKS];
+  int status[SHMDDP_MAX_RANKS];
+  int nalive;
+  int first_failed, killed, sent_kill;
+  int interrupted;      /* the stop signal received, 0 before */
+  double kill_deadline; /* 0: none */
+} supervisor_t;
+
+/* The stop signals this run takes: SIGINT and SIGTERM, less any inherited as ignored (see the
+ * top of this file). Blocking an ignored signal would queue it instead of discarding it. */
+static void block_signals(supervisor_t *sv, sigset_t *stop_sigs, sigset_t *oldmask)
 {
-  memset(res, 0, sizeof *res);
-  res->failed_rank = -1;
-  res->exit_code = 1;
-  const char *label = o->label ? o->label : "shmddp";
-
-  shm_segment_t seg;
-  shmddp_status_t st = shm_segment_create(&seg, o->nranks, o->slot_bytes, o->timeout_s,
-                                          res->message, sizeof res->message);
-  if (st != SHMDDP_OK) return st;
-
-  /* The stop signals this run takes: SIGINT and SIGTERM, less any inherited as ignored (see the
-   * top of this file). Blocking an ignored signal would queue it instead of discarding it. */
-  sigset_t block, oldmask, stop_sigs;
-  sigemptyset(&stop_sigs);
-  if (!inherited_ignored(SIGINT)) sigaddset(&stop_sigs, SIGINT);
-  if (!inherited_ignored(SIGTERM)) sigaddset(&stop_sigs, SIGTERM);
-  block = stop_sigs;
-  sigaddset(&block, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &block, &oldmask);
-  if (!o->quiet && !sigismember(&stop_sigs, SIGINT))
+  sigemptyset(stop_sigs);
+  if (!inherited_ignored(SIGINT)) sigaddset(stop_sigs, SIGINT);
+  if (!inherited_ignored(SIGTERM)) sigaddset(stop_sigs, SIGTERM);
+  sv->block = *stop_sigs;
+  sigaddset(&sv->block, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &sv->block, oldmask);
+  if (!sv->o->quiet && !sigismember(stop_sigs, SIGINT))
     fprintf(stderr, "%s: SIGINT was ignored when this started (a background job of a script?) "
-            "and stays ignored; stop the run with SIGTERM\n", label);
+            "and stays ignored; stop the run with SIGTERM\n", sv->label);
   fflush(NULL);
+}
 
+/* Fork every rank. A failed fork stops the ranks already forked and undoes everything. */
+static shmddp_status_t fork_ranks(supervisor_t *sv, const sigset_t *oldmask,
+                                  const sigset_t *stop_sigs, shm_rank_main fn, void *arg)
+{
   pid_t self = getpid();
-  pid_t pids[SHMDDP_MAX_RANKS] = {0};
-  int alive[SHMDDP_MAX_RANKS] = {0};
-  int status[SHMDDP_MAX_RANKS] = {0};
-  int nalive = 0;
-  for (int r = 0; r < o->nranks; r++) {
+  for (int r = 0; r < sv->o->nranks; r++) {
     pid_t pid = fork();
-    if (pid == 0) run_child(&seg, r, self, &oldmask, &stop_sigs, fn, arg);
+    if (pid == 0) run_child(sv->seg, r, self, oldmask, stop_sigs, fn, arg);
     if (pid < 0) {
-      snprintf(res->message, sizeof res->message, "cannot fork rank %d: %s", r, strerror(errno));
-      shm_abort(&seg, SHMDDP_ERR_SYSTEM, -1, "%s", res->message);
-      kill_all(pids, alive, r, SIGKILL);
-      while (nalive > 0 && wait(NULL) > 0) nalive--;
-      sigprocmask(SIG_SETMASK, &oldmask, NULL);
-      shm_segment_destroy(&seg);
+      snprintf(sv->res->message, sizeof sv->res->message, "cannot fork rank %d: %s", r,
+               strerror(errno));
+      shm_abort(sv->seg, SHMDDP_ERR_SYSTEM, -1, "%s", sv->res->message);
+      kill_all(sv->pids, sv->alive, r, SIGKILL);
+      while (sv->nalive > 0 && wait(NULL) > 0) sv->nalive--;
+      sigprocmask(SIG_SETMASK, oldmask, NULL);
+      shm_segment_destroy(sv->seg);
       return SHMDDP_ERR_SYSTEM;
     }
-    pids[r] = pid;
-    alive[r] = 1;
-    nalive++;
+    sv->pids[r] = pid;
+    sv->alive[r] = 1;
+    sv->nalive++;
   }
+  return SHMDDP_OK;
+}
 
-  int first_failed = -1, killed = -1, sent_kill = 0;
-  int interrupted = 0;
-  double kill_deadline = 0; /* 0: none */
-  while (nalive > 0) {
+/* Kill the ranks still alive once the deadline set by a failure or a stop signal has passed. */
+static void kill_overdue(supervisor_t *sv, double now)
+{
+  const shm_launch_opts_t *o = sv->o;
+  if (sv->kill_deadline <= 0 || now < sv->kill_deadline) return;
+  for (int r = 0; r < o->nranks; r++)
+    if (sv->alive[r] && !o->quiet)
+      fprintf(stderr, "%s: rank %d did not stop within %.1f s; killing it\n", sv->label, r,
+              sv->interrupted && sv->first_failed < 0 ? o->stop_grace_s : o->grace_s);
+  kill_all(sv->pids, sv->alive, o->nranks, SIGKILL);
+  sv->sent_kill = 1;
+  sv->kill_deadline = 0;
+}
+
+/* Move the kill deadline to grace_s from now, unless one comes sooner. */
+static void set_deadline(supervisor_t *sv, double grace_s)
+{
+  double dl = shm_now() + grace_s;
+  if (sv->kill_deadline == 0 || dl < sv->kill_deadline) sv->kill_deadline = dl;
+}
+
+/* SIGINT/SIGTERM to the launcher: the first is forwarded (the ranks stop at a step boundary),
+ * a second kills them. */
+static void on_stop_signal(supervisor_t *sv, int sig)
+{
+  const shm_launch_opts_t *o = sv->o;
+  if (sv->interrupted) {
+    kill_all(sv->pids, sv->alive, o->nranks, SIGKILL);
+    sv->sent_kill = 1;
+    return;
+  }
+  sv->interrupted = sig;
+  atomic_store(&sv->seg->hdr->stop_signal, (uint32_t)sig);
+  shm_wake_all(sv->seg);
+  if (!o->quiet)
+    fprintf(stderr, "%s: received %s; asking the ranks to stop (again to kill them)\n",
+            sv->label, strsignal(sig));
+  kill_all(sv->pids, sv->alive, o->nranks, sig);
+  set_deadline(sv, o->stop_grace_s);
+}
+
+/* Rank r (pid) ended with wait status ws: record it in the segment and, for the first failure,
+ * as the group's abort; start the deadline for the others. */
+static void on_rank_end(supervisor_t *sv, int r, pid_t pid, int ws)
+{
+  const shm_launch_opts_t *o = sv->o;
+  shmddp_launch_result_t *res = sv->res;
+  sv->alive[r] = 0;
+  sv->status[r] = ws;
+  sv->nalive--;
+  int ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+  /* A rank killed by a signal (not the one the user sent) is the cause, even when a peer
+   * noticed its death and reported it before the launcher reaped it: name the signal. */
+  int by_signal = !ok && WIFSIGNALED(ws) && !sv->sent_kill &&
+                  !(sv->interrupted && WTERMSIG(ws) == sv->interrupted);
+  char how[128];
+  describe_status(ws, how, sizeof how);
+  if (!ok && sv->first_failed < 0) {
+    sv->first_failed = r;
+    /* A rank that fails on its own records the group's abort before exiting; one that is
+     * killed cannot, so the launcher records it. The first record names the culprit. */
+    shm_abort(sv->seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
+    char why[SHM_ABORT_MSG_BYTES];
+    shm_abort_status(sv->seg, why, sizeof why);
+    if (by_signal) snprintf(why, sizeof why, "rank %d (pid %d) %s", r, (int)pid, how);
+    snprintf(res->message, sizeof res->message, "%s", why);
+    if (!o->quiet && !(sv->interrupted && WIFSIGNALED(ws) && WTERMSIG(ws) == sv->interrupted))
+      fprintf(stderr, "%s: %s; stopping the other ranks\n", sv->label, why);
+    set_deadline(sv, o->grace_s);
+  } else if (by_signal && sv->killed < 0) {
+    snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s", r, (int)pid, how);
+    if (!o->quiet) fprintf(stderr, "%s: %s\n", sv->label, res->message);
+  }
+  if (by_signal && sv->killed < 0) sv->killed = r;
+  /* The state last: a peer that sees the rank failed (shm_wait) records an abort of its own
+   * unless one is there already, and it must find the one above, which names the signal. */
+  shm_rank_info_t *ri = &sv->seg->hdr->rank[r];
+  atomic_store(&ri->exit_status, ws);
+  atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
+  shm_wake_all(sv->seg);
+}
+
+/* Until every rank has ended: take stop signals, reap ranks, kill the overdue. */
+static void supervise(supervisor_t *sv)
+{
+  while (sv->nalive > 0) {
     double now = shm_now();
-    if (kill_deadline > 0 && now >= kill_deadline) {
-      for (int r = 0; r < o->nranks; r++)
-        if (alive[r] && !o->quiet)
-          fprintf(stderr, "%s: rank %d did not stop within %.1f s; killing it\n", label, r,
-                  interrupted && first_failed < 0 ? o->stop_grace_s : o->grace_s);
-      kill_all(pids, alive, o->nranks, SIGKILL);
-      sent_kill = 1;
-      kill_deadline = 0;
-    }
+    kill_overdue(sv, now);
     double wait_s = 0.1;
-    if (kill_deadline > 0 && kill_deadline - now < wait_s) wait_s = kill_deadline - now;
+    if (sv->kill_deadline > 0 && sv->kill_deadline - now < wait_s)
+      wait_s = sv->kill_deadline - now;
     struct timespec ts = shm_timespec(wait_s);
     siginfo_t si;
-    int sig = sigtimedwait(&block, &si, &ts);
-    if (sig == SIGINT || sig == SIGTERM) {
-      if (!interrupted) {
-        interrupted = sig;
-        atomic_store(&seg.hdr->stop_signal, (uint32_t)sig);
-        shm_wake_all(&seg);
-        if (!o->quiet)
-          fprintf(stderr, "%s: received %s; asking the ranks to stop (again to kill them)\n",
-                  label, strsignal(sig));
-        kill_all(pids, alive, o->nranks, sig);
-        double dl = shm_now() + o->stop_grace_s;
-        if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
-      } else {
-        kill_all(pids, alive, o->nranks, SIGKILL);
-        sent_kill = 1;
-      }
-    }
+    int sig = sigtimedwait(&sv->block, &si, &ts);
+    if (sig == SIGINT || sig == SIGTERM) on_stop_signal(sv, sig);
     int ws;
     pid_t pid;
     while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
       int r = -1;
-      for (int i = 0; i < o->nranks; i++)
-        if (pids[i] == pid) r = i;
-      if (r < 0 || !alive[r]) continue;
-      alive[r] = 0;
-      status[r] = ws;
-      nalive--;
-      int ok = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-      /* A rank killed by a signal (not the one the user sent) is the cause, even when a peer
-       * noticed its death and reported it before the launcher reaped it: name the signal. */
-      int by_signal = !ok && WIFSIGNALED(ws) && !sent_kill &&
-                      !(interrupted && WTERMSIG(ws) == interrupted);
-      char how[128];
-      describe_status(ws, how, sizeof how);
-      if (!ok && first_failed < 0) {
-        first_failed = r;
-        /* A rank that fails on its own records the group's abort before exiting; one that is
-         * killed cannot, so the launcher records it. The first record names the culprit. */
-        shm_abort(&seg, SHMDDP_ERR_ABORTED, r, "rank %d (pid %d) %s", r, (int)pid, how);
-        char why[SHM_ABORT_MSG_BYTES];
-        shm_abort_status(&seg, why, sizeof why);
-        if (by_signal) snprintf(why, sizeof why, "rank %d (pid %d) %s", r, (int)pid, how);
-        snprintf(res->message, sizeof res->message, "%s", why);
-        if (!o->quiet && !(interrupted && WIFSIGNALED(ws) && WTERMSIG(ws) == interrupted))
-          fprintf(stderr, "%s: %s; stopping the other ranks\n", label, why);
-        double dl = shm_now() + o->grace_s;
-        if (kill_deadline == 0 || dl < kill_deadline) kill_deadline = dl;
-      } else if (by_signal && killed < 0) {
-        snprintf(res->message, sizeof res->message, "rank %d (pid %d) %s", r, (int)pid, how);
-        if (!o->quiet) fprintf(stderr, "%s: %s\n", label, res->message);
-      }
-      if (by_signal && killed < 0) killed = r;
-      /* The state last: a peer that sees the rank failed (shm_wait) records an abort of its own
-       * unless one is there already, and it must find the one above, which names the signal. */
-      shm_rank_info_t *ri = &seg.hdr->rank[r];
-      atomic_store(&ri->exit_status, ws);
-      atomic_store(&ri->state, ok ? SHM_RANK_EXITED : SHM_RANK_FAILED);
-      shm_wake_all(&seg);
+      for (int i = 0; i < sv->o->nranks; i++)
+        if (sv->pids[i] == pid) r = i;
+      if (r < 0 || !sv->alive[r]) continue;
+      on_rank_end(sv, r, pid, ws);
     }
   }
+}
 
+/* The run's outcome: the rank to blame and the exit code a launcher program should return. */
+static void set_result(supervisor_t *sv)
+{
+  shmddp_launch_result_t *res = sv->res;
+  int interrupted = sv->interrupted, first_failed = sv->first_failed;
   res->interrupted = interrupted;
   if (first_failed >= 0) {
     /* Blame the rank the abort record names when it did fail; the first one reaped may only
      * have reacted to it. */
-    int blamed = atomic_load(&seg.hdr->abort_rank);
-    if (blamed >= 0 && blamed < o->nranks &&
-        !(WIFEXITED(status[blamed]) && WEXITSTATUS(status[blamed]) == 0))
+    int blamed = atomic_load(&sv->seg->hdr->abort_rank);
+    if (blamed >= 0 && blamed < sv->o->nranks &&
+        !(WIFEXITED(sv->status[blamed]) && WEXITSTATUS(sv->status[blamed]) == 0))
       first_failed = blamed;
-    if (killed >= 0) first_failed = killed; /* a signal outranks any report of it */
+    if (sv->killed >= 0) first_failed = sv->killed; /* a signal outranks any report of it */
     res->failed_rank = first_failed;
-    res->exit_code = status_exit_code(status[first_failed]);
+    res->exit_code = status_exit_code(sv->status[first_failed]);
     if (res->exit_code == 0) res->exit_code = 1;
-    if (interrupted && WIFSIGNALED(status[first_failed]) &&
-        WTERMSIG(status[first_failed]) == interrupted)
+    if (interrupted && WIFSIGNALED(sv->status[first_failed]) &&
+        WTERMSIG(sv->status[first_failed]) == interrupted)
       res->exit_code = 128 + interrupted;
   } else if (interrupted) {
     res->exit_code = 128 + interrupted;
@@ -274,6 +316,27 @@ shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *a
   } else {
     res->exit_code = 0;
   }
+}
+
+shmddp_status_t shm_launch(const shm_launch_opts_t *o, shm_rank_main fn, void *arg,
+                           shmddp_launch_result_t *res)
+{
+  memset(res, 0, sizeof *res);
+  res->failed_rank = -1;
+  res->exit_code = 1;
+
+  shm_segment_t seg;
+  shmddp_status_t st = shm_segment_create(&seg, o->nranks, o->slot_bytes, o->timeout_s,
+                                          res->message, sizeof res->message);
+  if (st != SHMDDP_OK) return st;
+
+  supervisor_t sv = {.o = o, .label = o->label ? o->label : "shmddp", .seg = &seg, .res = res,
+                     .first_failed = -1, .killed = -1};
+  sigset_t oldmask, stop_sigs;
+  block_signals(&sv, &stop_sigs, &oldmask);
+  TRY(fork_ranks(&sv, &oldmask, &stop_sigs, fn, arg));
+  supervise(&sv);
+  set_result(&sv);
   sigprocmask(SIG_SETMASK, &oldmask, NULL);
   shm_segment_destroy(&seg);
   return SHMDDP_OK;

@@ -1,25 +1,14 @@
-/* wait.c — spin-then-sleep waiting on the segment's futex word.
- *
- * Protocol. Publishers store their counter (release) and then call shm_wake_all(), which bumps
- * hdr->wake and issues FUTEX_WAKE only when hdr->waiters is non-zero. A waiter reads wake, bumps
- * waiters, re-checks its condition and only then sleeps on wake with the value it read. All
- * operations on wake and waiters are sequentially consistent, so either the waiter's re-check
- * sees the publication or the publisher sees the waiter (and wake has moved, so FUTEX_WAIT
- * returns at once): a wake-up cannot be lost. Sleeps are bounded (at most 50 ms) so a deadline
- * is honoured even if nobody publishes, and 8 ranks on 2 cores do not burn CPU while they wait.
+/* wait.c — spin-then-sleep waiting on the segment's wake word (wake.c: the protocol that makes
+ * a lost wake-up impossible). Sleeps are bounded (at most 50 ms) so a deadline is honoured even
+ * if nobody publishes, and 8 ranks on 2 cores do not burn CPU while they wait.
  */
 #include "config.h"
 
 #include "shm/wait.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "shm/abort.h"
 #include "shm/timeutil.h"
@@ -35,28 +24,6 @@ static inline void cpu_relax(void)
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
 #endif
-}
-
-static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
-{
-  /* Not FUTEX_PRIVATE: the word lives in memory shared between processes. */
-  return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
-}
-
-void shm_wake_all(shm_segment_t *seg)
-{
-  shm_header_t *h = seg->hdr;
-  atomic_fetch_add(&h->wake, 1);
-  if (atomic_load(&h->waiters) != 0) futex(&h->wake, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-void shm_sleep_on_wake(shm_segment_t *seg, uint32_t seen, double max_s)
-{
-  shm_header_t *h = seg->hdr;
-  struct timespec ts = shm_timespec(max_s);
-  atomic_fetch_add(&h->waiters, 1);
-  if (atomic_load(&h->wake) == seen) futex(&h->wake, FUTEX_WAIT, seen, &ts);
-  atomic_fetch_sub(&h->waiters, 1);
 }
 
 void shm_format_ranks(uint32_t mask, char *buf, size_t len)
@@ -101,10 +68,7 @@ shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double t
     }
     double now = shm_now();
     double left = deadline - now;
-    if (left > 0) {
-      struct timespec ts = shm_timespec(left < MAX_SLEEP_S ? left : MAX_SLEEP_S);
-      futex(&h->wake, FUTEX_WAIT, seen, &ts);
-    }
+    if (left > 0) shm_wake_wait(seg, seen, left < MAX_SLEEP_S ? left : MAX_SLEEP_S);
     atomic_fetch_sub(&h->waiters, 1);
     if (w->pending(w) == 0) return SHMDDP_OK;
 

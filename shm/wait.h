@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "shm/segment.h"
+#include "shm/wake.h" /* who waits also publishes: shm_wake_all */
 
 typedef struct shm_waiter shm_waiter_t;
 struct shm_waiter {
@@ -26,12 +27,6 @@ struct shm_waiter {
  * stops. self is the calling rank (for messages). */
 shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
                          char *err, size_t errlen);
-
-/* Sleep until something is published (hdr->wake moves from seen) or max_s passes. */
-void shm_sleep_on_wake(shm_segment_t *seg, uint32_t seen, double max_s);
-
-/* Call after publishing anything a peer may wait for: wakes sleeping waiters. */
-void shm_wake_all(shm_segment_t *seg);
 
 /* "2, 3" from a bitmask of ranks. */
 void shm_format_ranks(uint32_t mask, char *buf, size_t len);

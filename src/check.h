@@ -12,6 +12,7 @@
  *   CHECK_OPS    kernels/' ops table: non-zero, and the message in ops->last_error(ops)
  *   CHECK_COLL   the collectives: a shmddp_status_t, and shmddp_comm_last_error(comm)
  *   CHECK_CUDA   the CUDA runtime: a cudaError_t (src/device/ only; nothing else calls CUDA)
+ *   MPI_CHECK    MPI: an error code (src/world/inter.h, beside the layer that calls MPI)
  * The macros expect `err` and `errlen` in scope. The model's hooks (model.h) are callbacks with
  * no message buffer: a failing hook keeps its message, and its owner puts it in front of the
  * model's (ddp_hook_failure) or returns it at the end of the step (ddp_finish_step). */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/train/options.h"
+#include "src/train/gpu_share.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -269,7 +270,15 @@ START_TEST(test_bad_combinations)
   char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
-  REJECT(&gpu_box, "--nproc", "--nproc", "3");                 /* 2 GPUs */
+  REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
+  /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */
+  ck_assert_int_eq(parse(&c0, &gpu_box, err0, sizeof err0, "--device", "cuda", "--nproc", "3",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c0.nproc, 3);
+  ck_assert_int_eq(c0.gpus, 2);
+  char share[128];
+  train_share_describe(&c0, share, sizeof share);
+  ck_assert_str_eq(share, "ranks 0, 2 share GPU 0; rank 1 alone on GPU 1");
   REJECT(&cpu_box, "--image-size", "--image-size", "62");      /* tiny: 3 levels, 62 % 4 */
   REJECT(&cpu_box, "--image-size", "--widths", "8,8,8,8,8,8", "--image-size", "32");
   REJECT(&cpu_box, "--sync-bn on", "--norm", "group", "--sync-bn", "on");

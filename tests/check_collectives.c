@@ -12,7 +12,7 @@
 #include "shm/timeutil.h"
 #include "tests/failures.h"
 #include "tests/testutil.h"
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 #include "tools/coll_check.h"
 #include "tests/suite_main.h"
 

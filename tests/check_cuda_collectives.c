@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/reduce_cpu.h"
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cpu.h"
+#include "collectives/reduce/reduce_cuda.h"
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tools/coll_check.h"
@@ -60,24 +60,6 @@ static void launch(int nproc, shmddp_rank_fn fn, void *arg, double grace_s,
   cfg.quiet = grace_s > 10; /* the failure tests expect a rank to die */
   shmddp_status_t st = shmddp_launch(&cfg, fn, arg, res);
   ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res->message);
-}
-
-static uint64_t fnv(const void *p, size_t n)
-{
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
-}
-
-/* Every rank holds the same bytes. */
-static int same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
-{
-  int64_t h[2];
-  h[0] = h[1] = (int64_t)fnv(p, n);
-  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
-  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
-  return h[0] == h[1];
 }
 
 static int init_cuda(shmddp_comm_t *comm)
@@ -166,7 +148,7 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
                    "want %g", shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op),
                    count, inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
                    coll_expected(n, first, cs, dt, op));
-          CF_CHECK(f, same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
+          CF_CHECK(f, coll_same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
                    "ranks hold different bits", shmddp_algo_name(used), shmddp_dtype_name(dt),
                    shmddp_op_name(op), count);
           shmddp_algo_t want = shmddp_cuda_p2p(comm) ? m->algos[a] : SHMDDP_ALGO_STAGED;
@@ -182,14 +164,16 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
 }
 
 static const shmddp_algo_t all_algos[] = {SHMDDP_ALGO_DIRECT, SHMDDP_ALGO_TWOSHOT,
-                                          SHMDDP_ALGO_CE_RING, SHMDDP_ALGO_STAGED};
+                                          SHMDDP_ALGO_CE_RING, SHMDDP_ALGO_STAGED,
+                                          SHMDDP_ALGO_COLOC};
+#define NALGOS ((int)(sizeof all_algos / sizeof all_algos[0]))
 static const shmddp_dtype_t float_types[] = {SHMDDP_F32, SHMDDP_F64, SHMDDP_F16, SHMDDP_BF16};
 static const shmddp_op_t main_ops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDDP_MAX};
 
 START_TEST(test_allreduce_matrix)
 {
   static const size_t counts[] = {1, 7, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = float_types, .ndtypes = 4,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = float_types, .ndtypes = 4,
                 .ops = main_ops, .nops = 4, .counts = counts, .ncounts = 5};
   run_matrix(2, matrix_rank, &m, "all_reduce matrix");
 }
@@ -225,7 +209,7 @@ START_TEST(test_allreduce_256mib)
   static const shmddp_dtype_t types[] = {SHMDDP_F32};
   static const shmddp_op_t ops[] = {SHMDDP_SUM};
   static const size_t counts[] = {(size_t)64 << 20}; /* 256 MiB of f32 */
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 1, .ops = ops,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = types, .ndtypes = 1, .ops = ops,
                 .nops = 1, .counts = counts, .ncounts = 1};
   run_matrix(2, matrix_rank, &m, "all_reduce 256 MiB");
 }
@@ -236,7 +220,7 @@ START_TEST(test_allreduce_three_ranks)
   static const shmddp_dtype_t types[] = {SHMDDP_F32, SHMDDP_BF16};
   static const shmddp_op_t ops[] = {SHMDDP_SUM, SHMDDP_MAX};
   static const size_t counts[] = {1, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 2, .ops = ops,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = types, .ndtypes = 2, .ops = ops,
                 .nops = 2, .counts = counts, .ncounts = 4};
   run_matrix(3, matrix_rank, &m, "all_reduce on 3 ranks");
 }
@@ -702,7 +686,7 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   suite_add_tcase(s, tc);
   tc = tcase_create("failures");
   tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, test_killed_rank, 0, 4); /* every algorithm */
+  tcase_add_loop_test(tc, test_killed_rank, 0, NALGOS); /* every algorithm */
   tcase_add_loop_test(tc, test_absent_rank_times_out, 0, 2);
   tcase_add_test(tc, test_p2p_failure_falls_back);
   suite_add_tcase(s, tc);

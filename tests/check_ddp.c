@@ -235,6 +235,9 @@ static const ddp_case_t gpu_cases[] = {
   {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
   {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = BF16_TOL,
    .bf16_wire = 1},
+  /* four ranks: on one GPU they all share it (the co-located collectives) */
+  {.world = 4, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+  {.world = 4, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = 2e-3},
 };
 
 /* Trains case c on c->world ranks; rank 0's weights into params. 0, or -1 with why. */

@@ -1,7 +1,7 @@
-/* check_model_cuda.c — the U-Net (src/unet.c) on the CUDA backend against the same model on the
- * CPU: initial parameters, loss and gradients of a training step in fp32 (TF32), BatchNorm and
- * GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and that a
- * second step learns; the CUDA-graph step against the eager one, and the trainer's updates
+/* check_model_cuda.c — the U-Net (src/model/unet.c) on the CUDA backend against the same model
+ * on the CPU: initial parameters, loss and gradients of a training step in fp32 (TF32),
+ * BatchNorm and GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and
+ * that a second step learns; the CUDA-graph step against the eager one, and the trainer's updates
  * (model_update, working-precision gradients) against optim_step, bit for bit. Exits 77 (SKIP)
  * without a GPU, like check_ops_cuda. */
 #include "config.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/half.h"
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/half.h"
+#include "collectives/reduce/reduce_cpu.h"
 #include "tools/coll_check.h"
 #include "tests/failures.h"
 #include "tests/suite_main.h"

@@ -1,53 +1,200 @@
-# tests/: Check suites, one per module. GPU tests skip (and say so) where there is no GPU.
-if HAVE_CHECK
-check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp
-TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_checkpoint tests/check_ddp tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh
+# tests/local.mk — the one registry of the tests: every test program and script of the tree is
+# listed here, with its build lines, grouped by the layer it tests:
+#   library      check_reduce check_shm check_collectives check_join
+#                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
+#                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
+#                check_nccl_conf; CUDA build: nccl_exports.sh nccl_run.sh
+#   trainer's    check_ops check_model check_optim check_arena check_plan
+#   layers       cuDNN: check_ops_cuda check_model_cuda
+#   trainer      check_cli check_data check_sampler check_metrics check_train check_checkpoint
+#                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
+#                resume_gpu.sh
+#   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
+#   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
+# Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
+# Without the Check library tests/no-check.sh says how to get it.
+AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
+EXTRA_DIST += tests/no-check.sh tests/suite_main.h tests/failures.h tests/testutil.h \
+	tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
-tests_check_reduce_SOURCES = tests/check_reduce.c tools/coll_check.c tools/coll_check.h
+# The model needs only shmddp.h's types, not the library.
+MODEL_TEST_LIBS = $(MODEL_LIBS) $(CUDA_LIBS) -lm $(TEST_LIBS)
+TRAINER_TEST_LIBS = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+
+if HAVE_CHECK
+# ---- the library: reductions, shm/, the collectives, communicators joined by id ----
+check_PROGRAMS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_join
+TESTS += tests/check_reduce tests/check_shm tests/check_collectives tests/check_join
+tests_check_reduce_SOURCES = tests/check_reduce.c
 tests_check_reduce_CFLAGS = $(TEST_CFLAGS)
-tests_check_reduce_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_reduce_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_shm_SOURCES = tests/check_shm.c tests/testutil.h
 tests_check_shm_CFLAGS = $(TEST_CFLAGS)
 tests_check_shm_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h tools/coll_check.c tools/coll_check.h
+tests_check_collectives_SOURCES = tests/check_collectives.c tests/testutil.h
 tests_check_collectives_CFLAGS = $(TEST_CFLAGS)
-tests_check_collectives_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_collectives_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+# Ranks as processes this suite starts itself, and threads.
+tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h
+tests_check_join_CFLAGS = $(TEST_CFLAGS)
+tests_check_join_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+if HAVE_CUDA
+# The CUDA collectives, and communicators joined by id with device buffers.
+check_PROGRAMS += tests/check_cuda_collectives tests/check_join_cuda
+TESTS += tests/check_cuda_collectives tests/check_join_cuda
+tests_check_cuda_collectives_SOURCES = tests/check_cuda_collectives.c
+tests_check_cuda_collectives_CFLAGS = $(TEST_CFLAGS)
+tests_check_cuda_collectives_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tests/join_harness.h
+tests_check_join_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_join_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+# Any device pointer: cudaMalloc, cuMem chunks, ncclMemAlloc, cudaMallocAsync; 1000 reallocations
+# (processes joined by id; SKIP without a GPU).
+check_PROGRAMS += tests/check_devmem_cuda
+TESTS += tests/check_devmem_cuda
+tests_check_devmem_cuda_SOURCES = tests/check_devmem_cuda.c tests/join_harness.h
+tests_check_devmem_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_devmem_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+# Ranks that share a GPU: every collective through the co-located path, in processes and
+# threads, graph capture (SKIP without a GPU).
+check_PROGRAMS += tests/check_coloc_cuda
+TESTS += tests/check_coloc_cuda
+tests_check_coloc_cuda_SOURCES = tests/check_coloc_cuda.c
+tests_check_coloc_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_coloc_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+# The entry points libshmddp-nccl.so exports (and their pnccl twins), and shmddp-nccl-run.
+TESTS += tests/nccl_exports.sh tests/nccl_run.sh
+endif
+# The NCCL front end on host-only communicators (every build), and its conformance harness:
+# every collective x dtype x op x place x count x 2, 3, 5, 8 ranks against an f64 reference;
+# with device buffers on one shared GPU where there is one.
+check_PROGRAMS += tests/check_nccl tests/check_nccl_conf
+TESTS += tests/check_nccl tests/check_nccl_conf
+tests_check_nccl_SOURCES = tests/check_nccl.c
+tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
+tests_check_nccl_LDADD = libcollcheck.a libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf_ref.c \
+	tests/nccl_conf.h
+tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
+tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
+
+# ---- the trainer's layers: ops, model, optimizers, memory ledger and plan ----
+check_PROGRAMS += tests/check_ops tests/check_model tests/check_optim tests/check_arena tests/check_plan
+TESTS += tests/check_ops tests/check_model tests/check_optim tests/check_arena tests/check_plan
+tests_check_ops_SOURCES = tests/check_ops.c
+tests_check_ops_CFLAGS = $(TEST_CFLAGS)
+tests_check_ops_LDADD = $(MODEL_TEST_LIBS)
+tests_check_model_SOURCES = tests/check_model.c tests/unet_fixture.h
+tests_check_model_CFLAGS = $(TEST_CFLAGS)
+tests_check_model_LDADD = $(MODEL_TEST_LIBS)
+tests_check_optim_SOURCES = tests/check_optim.c
+tests_check_optim_CFLAGS = $(TEST_CFLAGS)
+tests_check_optim_LDADD = $(MODEL_TEST_LIBS)
+tests_check_arena_SOURCES = tests/check_arena.c
+tests_check_arena_CFLAGS = $(TEST_CFLAGS)
+tests_check_arena_LDADD = $(MODEL_TEST_LIBS)
+tests_check_plan_SOURCES = tests/check_plan.c tests/unet_fixture.h
+tests_check_plan_CFLAGS = $(TEST_CFLAGS)
+tests_check_plan_LDADD = $(MODEL_TEST_LIBS)
+if HAVE_CUDNN
+# The CUDA ops against the CPU reference, the model on the GPU against the model on the CPU.
+check_PROGRAMS += tests/check_ops_cuda tests/check_model_cuda
+TESTS += tests/check_ops_cuda tests/check_model_cuda
+tests_check_ops_cuda_SOURCES = tests/check_ops_cuda.c tests/ops_cuda_testutil.h
+tests_check_ops_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_ops_cuda_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm $(TEST_LIBS)
+tests_check_model_cuda_SOURCES = tests/check_model_cuda.c tests/ops_cuda_testutil.h
+tests_check_model_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_model_cuda_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) -lm $(TEST_LIBS)
+endif
+
+# ---- the trainer: CLI, data, sampler, metrics, training, checkpoints, DDP and DataParallel,
+# what a run shows ----
+check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
+	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline
+TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
+	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
+	tests/check_report.sh tests/resume.sh tests/resume_gpu.sh
+tests_check_cli_SOURCES = tests/check_cli.c
+tests_check_cli_CFLAGS = $(TEST_CFLAGS)
+tests_check_cli_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_data_SOURCES = tests/check_data.c
+tests_check_data_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
+tests_check_data_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_sampler_SOURCES = tests/check_sampler.c
+tests_check_sampler_CFLAGS = $(TEST_CFLAGS)
+tests_check_sampler_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_metrics_SOURCES = tests/check_metrics.c
+tests_check_metrics_CFLAGS = $(TEST_CFLAGS)
+tests_check_metrics_LDADD = $(TRAINER_TEST_LIBS)
+tests_check_train_SOURCES = tests/check_train.c
+tests_check_train_CFLAGS = $(TEST_CFLAGS)
+tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
 tests_check_checkpoint_CFLAGS = $(TEST_CFLAGS)
 tests_check_checkpoint_LDADD = libtrainer.a $(SHMDDP_LIBS) $(TEST_LIBS)
 tests_check_ddp_SOURCES = tests/check_ddp.c tests/parallel_fixture.h tests/testutil.h
 tests_check_ddp_CFLAGS = $(TEST_CFLAGS)
 tests_check_ddp_LDADD = $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(TEST_LIBS)
+# DataParallel against DDP (CPU devices; the GPU variant skips without 2 GPUs).
+tests_check_dp_SOURCES = tests/check_dp.c tests/parallel_fixture.h tests/testutil.h
+tests_check_dp_CFLAGS = $(TEST_CFLAGS)
+tests_check_dp_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+# The timeline, the per-rank step fields and the end-of-run table (check_report.sh: tools/report
+# on the files a run writes).
+tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/json_mini.h
+tests_check_timeline_CFLAGS = $(TEST_CFLAGS)
+tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
+# What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;
+# checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
+# overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
+# without python3-torch).
+TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
+	tests/predict_torch.sh
+EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+
+# ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
+# (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
+check_PROGRAMS += tests/check_fuzz_regress
+TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
+	tests/fault_ckpt.sh
+tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
+	tests/fuzz/png_input.h
+tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
+tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/no-check.sh tests/kill_rank.sh tests/resume.sh tests/resume_gpu.sh tests/fuzz \
-	tests/suite_main.h tests/failures.h tests/wait_lib.sh
-# PyTorch as the oracle of one CPU training step (SKIP where python3 cannot import torch).
-TESTS += tests/torch_oracle.sh
-EXTRA_DIST += tests/torch_oracle.sh
-AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
+EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
+	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/nccl_exports.sh \
+	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \
+	tests/check_ops_cuda.c tests/check_model_cuda.c tests/ops_cuda_testutil.h \
+	tests/check_devmem_cuda.c
 
-# Communicators joined by a unique id: ranks as processes this suite starts itself, and threads.
-if HAVE_CHECK
-check_PROGRAMS += tests/check_join
-TESTS += tests/check_join
-tests_check_join_SOURCES = tests/check_join.c tests/join_harness.h tools/coll_check.c tools/coll_check.h
-tests_check_join_CFLAGS = $(TEST_CFLAGS)
-tests_check_join_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
-endif
-
-# Across nodes over MPI (tests/mpi.sh; SKIP in a build without MPI): tests/mpi_ddp, an MPI
-# program, runs the DDP engine over the hierarchical world under mpirun.
-TESTS += tests/mpi.sh
-EXTRA_DIST += tests/mpi.sh
+# ---- without Check: PyTorch as the oracle of one CPU training step (SKIP where python3 cannot
+# import torch), and across nodes over MPI (SKIP in a build without MPI) ----
+TESTS += tests/torch_oracle.sh tests/mpi.sh
+EXTRA_DIST += tests/torch_oracle.sh tests/mpi.sh
 if HAVE_MPI
 check_PROGRAMS += tests/mpi_ddp
 tests_mpi_ddp_SOURCES = tests/mpi_ddp.c tests/parallel_fixture.h
 tests_mpi_ddp_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 tests_mpi_ddp_LDADD = libworld_mpi.a $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
 endif
+
+# Ranks that share a GPU, on the CPU: the placement and the event protocol over simulated
+# events (collectives/coloc.h); a SIGKILLed co-located rank on a GPU (SKIP without one).
+if HAVE_CHECK
+check_PROGRAMS += tests/check_coloc
+TESTS += tests/check_coloc
+tests_check_coloc_SOURCES = tests/check_coloc.c tests/failures.h tests/testutil.h
+tests_check_coloc_CFLAGS = $(TEST_CFLAGS)
+tests_check_coloc_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
+endif
+TESTS += tests/kill_rank_gpu.sh
+EXTRA_DIST += tests/kill_rank_gpu.sh tests/check_coloc_cuda.c
 
 # Sharing device buffers between ranks (collectives/devmem.h, fdpass.h) on a fake driver.
 if HAVE_CHECK

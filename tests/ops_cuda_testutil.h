@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 

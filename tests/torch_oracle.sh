@@ -1,7 +1,7 @@
 #!/bin/sh
 # PyTorch as an oracle, on the CPU: one training step of the U-Net (fp32, CPU kernels) against
 # the same step in PyTorch in float64 — the loss and the gradient of every parameter.
-# tools/torch_check writes our step (weights, batch, loss, gradients); tools/torch_crosscheck.py
+# dev/torch_check writes our step (weights, batch, loss, gradients); dev/torch_crosscheck.py
 # rebuilds the network with torch.nn.functional and compares; a CPU fp32 step must agree within
 # 1e-4 (relative, per tensor; measured: about 1e-8 in the loss and 1e-6 in the gradients).
 # BatchNorm and GroupNorm, several widths, image sizes and batch sizes; every case runs and every
@@ -10,8 +10,8 @@
 # SKIP (77) where no python3 can import torch and numpy. On Debian/Ubuntu:
 # apt-get install python3-torch (PyTorch 1.13, CPU; .ci/run installs it).
 set -u
-tc=${top_builddir:-.}/tools/torch_check
-py=${srcdir:-.}/tools/torch_crosscheck.py
+tc=${top_builddir:-.}/dev/torch_check
+py=${srcdir:-.}/dev/torch_crosscheck.py
 # The interpreter: $PYTHON, else python3 on PATH, else the system's /usr/bin/python3 (where apt
 # installs python3-torch, when PATH starts with another python3, e.g. pyenv's).
 py3=""

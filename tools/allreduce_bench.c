@@ -8,7 +8,6 @@
 #include <getopt.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,83 +15,11 @@
 #include <time.h>
 
 #include "build_version.h"
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_table.h"
+#ifdef HAVE_CUDA
+#include "tools/allreduce_bench_cuda.h"
+#endif
 #include "tools/coll_check.h"
-
-static const char *const coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
-
-const char *bench_coll_name(bench_coll_t c) { return coll_names[c]; }
-
-double bench_bus_factor(bench_coll_t c, int n)
-{
-  switch (c) {
-  case BENCH_ALL_REDUCE: return 2.0 * (n - 1) / n;
-  case BENCH_REDUCE_SCATTER: case BENCH_ALL_GATHER: return (double)(n - 1) / n;
-  default: return 1.0;
-  }
-}
-
-void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sendcount,
-                  size_t *recvcount, size_t *count)
-{
-  size_t total = bytes / dsize;
-  switch (c) {
-  case BENCH_REDUCE_SCATTER:
-    *recvcount = total / (size_t)n;
-    *sendcount = *recvcount * (size_t)n;
-    *count = *recvcount;
-    break;
-  case BENCH_ALL_GATHER:
-    *sendcount = total / (size_t)n;
-    *recvcount = *sendcount * (size_t)n;
-    *count = *sendcount;
-    break;
-  default:
-    *sendcount = *recvcount = *count = total;
-  }
-}
-
-void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv)
-{
-  printf("# %s, %d ranks, %s, dtype %s, op %s, %s, %ld iterations after %ld warm-up%s\n",
-         bench_coll_name(o->coll), nranks, o->device_cuda ? "device buffers" : "host buffers",
-         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op),
-         o->inplace ? "in-place" : "out-of-place", o->iters, o->warmup,
-         o->check ? ", results checked" : "");
-  printf("%12s %12s %6s %6s %8s %10s %8s %8s %7s", "size(B)", "count", "type", "redop", "algo",
-         "time(us)", "algbw", "busbw", "#wrong");
-  if (o->compare_nccl)
-    printf(" %10s %8s %8s %7s %7s", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
-  printf("\n");
-  if (tsv) {
-    fprintf(tsv, "bytes\tcount\tdtype\top\talgo\ttime_us\talgbw_GBs\tbusbw_GBs\terrors\t"
-                 "nccl_time_us\tnccl_busbw_GBs\tnccl_errors\tratio_busbw\n");
-  }
-}
-
-void bench_print_row(const bench_opts_t *o, const bench_row_t *r, FILE *tsv)
-{
-  printf("%12zu %12zu %6s %6s %8s %10.2f %8.2f %8.2f %7ld", r->bytes, r->count,
-         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
-         r->time_us, r->algbw, r->busbw, r->errors);
-  double ratio = r->nccl_busbw > 0 ? r->busbw / r->nccl_busbw : NAN;
-  if (o->compare_nccl)
-    printf(" %10.2f %8.2f %8.2f %7ld %7.2f", r->nccl_time_us, r->nccl_algbw, r->nccl_busbw,
-           r->nccl_errors, ratio);
-  printf("\n");
-  fflush(stdout);
-  if (tsv) {
-    fprintf(tsv, "%zu\t%zu\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%ld\t", r->bytes, r->count,
-            shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
-            r->time_us, r->algbw, r->busbw, r->errors);
-    if (r->nccl_time_us >= 0)
-      fprintf(tsv, "%.3f\t%.3f\t%ld\t%.3f\n", r->nccl_time_us, r->nccl_busbw, r->nccl_errors,
-              ratio);
-    else
-      fprintf(tsv, "-\t-\t-\t-\n");
-    fflush(tsv);
-  }
-}
 
 static double now_s(void)
 {
@@ -329,11 +256,13 @@ static void usage(FILE *f)
           "  -d, --datatype T    f32 f64 f16 bf16 i32 i64 (default f32)\n"
           "  -o, --op OP         sum avg min max prod (default sum)\n"
           "  -C, --collective C  all_reduce reduce_scatter all_gather broadcast (default all_reduce)\n"
-          "  -a, --algo NAME     auto direct ring twoshot cering staged (default auto)\n"
+          "  -a, --algo NAME     auto direct ring twoshot cering staged coloc (default auto)\n"
           "  -I, --inplace       in-place instead of out-of-place\n"
           "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
           "  --graph             time CUDA-graph replays of the collective (cuda only)\n"
           "  --tsv FILE          also write the table as tab-separated values\n"
+          "  --copy-bw           also time a device-to-device cudaMemcpyAsync of -e bytes on\n"
+          "                      rank 0's GPU (the others idle), the yardstick for the sweep\n"
           "  --join              ranks join by a unique id (shmddp_comm_init_rank) instead of\n"
           "                      being forked by shmddp_launch: the path of other launchers\n"
           "  -h, --help\n");
@@ -361,6 +290,7 @@ int main(int argc, char **argv)
     {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
     {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
     {"tsv", required_argument, 0, 'T'}, {"join", no_argument, 0, 'J'},
+    {"copy-bw", no_argument, 0, 'B'},
     {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
   int c;
   char *end;
@@ -419,14 +349,14 @@ int main(int argc, char **argv)
     case 'C': {
       int k = -1;
       for (int i = 0; i < 4; i++)
-        if (strcmp(optarg, coll_names[i]) == 0) k = i;
+        if (strcmp(optarg, bench_coll_name((bench_coll_t)i)) == 0) k = i;
       if (k < 0) { fprintf(stderr, "allreduce_bench: unknown collective '%s' (all_reduce reduce_scatter all_gather broadcast)\n", optarg); return 2; }
       o.coll = (bench_coll_t)k;
       break;
     }
     case 'a': {
       int a = shmddp_algo_parse(optarg);
-      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged)\n", optarg); return 2; }
+      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged coloc)\n", optarg); return 2; }
       o.algo = (shmddp_algo_t)a;
       break;
     }
@@ -438,6 +368,7 @@ int main(int argc, char **argv)
     case 'G': o.graph = 1; break;
     case 'T': o.tsv_path = optarg; break;
     case 'J': o.join = 1; break;
+    case 'B': o.copy_bw = 1; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0;
     default: usage(stderr); return 2;
@@ -445,8 +376,8 @@ int main(int argc, char **argv)
   }
   if (optind < argc) { fprintf(stderr, "allreduce_bench: unexpected argument '%s'\n", argv[optind]); return 2; }
   if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
-  if (!o.device_cuda && (o.compare_nccl || o.graph)) {
-    fprintf(stderr, "allreduce_bench: --compare nccl and --graph need --device cuda\n");
+  if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw)) {
+    fprintf(stderr, "allreduce_bench: --compare nccl, --graph and --copy-bw need --device cuda\n");
     return 2;
   }
   if (!o.device_cuda && o.algo > SHMDDP_ALGO_RING) {

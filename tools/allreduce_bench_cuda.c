@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "shmddp_cuda.h"
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_cuda.h"
 #include "tools/coll_check.h"
 #include "tools/nccl_dl.h"
 
@@ -266,6 +266,41 @@ static int one_size(bctx_t *b, size_t bytes, FILE *tsv, long *errors)
   return 0;
 }
 
+/* --copy-bw: a device-to-device copy of max_bytes on rank 0's GPU while the others wait, timed
+ * like a collective (median of BENCH_REPS runs of iters copies); one row, algo "memcpy". */
+static int copy_bandwidth(bctx_t *b, FILE *tsv)
+{
+  const bench_opts_t *o = b->o;
+  size_t bytes = o->max_bytes;
+  double t[BENCH_REPS];
+  if (shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
+  if (b->rank == 0) {
+    char *dst = NULL;
+    CK(cudaMalloc((void **)&dst, bytes));
+    for (long i = 0; i < o->warmup + 1; i++)
+      CK(cudaMemcpyAsync(dst, b->send, bytes, cudaMemcpyDeviceToDevice, b->stream));
+    for (int rep = 0; rep < BENCH_REPS; rep++) {
+      CK(cudaEventRecord(b->e0, b->stream));
+      for (long i = 0; i < o->iters; i++)
+        CK(cudaMemcpyAsync(dst, b->send, bytes, cudaMemcpyDeviceToDevice, b->stream));
+      CK(cudaEventRecord(b->e1, b->stream));
+      CK(cudaEventSynchronize(b->e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, b->e0, b->e1));
+      t[rep] = (double)ms * 1e3 / (double)o->iters;
+    }
+    CK(cudaFree(dst));
+    qsort(t, BENCH_REPS, sizeof t[0], cmp_double);
+    double us = t[BENCH_REPS / 2], gbs = (double)bytes / (us * 1e3);
+    printf("# device-to-device copy of %zu bytes (cudaMemcpyAsync, rank 0's GPU): %.2f us, "
+           "%.2f GB/s\n", bytes, us, gbs);
+    if (tsv)
+      fprintf(tsv, "%zu\t%zu\tu8\tnone\tmemcpy\t%.3f\t%.3f\t%.3f\t0\t\t\t\t\n", bytes, bytes,
+              us, gbs, gbs);
+  }
+  return shmddp_barrier(b->comm) == SHMDDP_OK ? 0 : -1;
+}
+
 int bench_cuda_device_of(int rank)
 {
   int n = 0;
@@ -314,8 +349,10 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   if (b->rank == 0) {
     bench_print_header(o, b->n, tsv);
-    printf("# transport: %s%s\n", shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
-           o->graph ? "; timed: one CUDA-graph replay of all iterations" : "");
+    printf("# transport: %s%s; %d rank(s) on rank 0's GPU\n",
+           shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
+           o->graph ? "; timed: one CUDA-graph replay of all iterations" : "",
+           shmddp_cuda_colocated(comm));
   }
   long total_errors = 0;
   for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
@@ -327,6 +364,7 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
     if (next <= bytes) break;
     bytes = next;
   }
+  if (o->copy_bw && copy_bandwidth(b, tsv)) goto fail;
   rc = total_errors ? 1 : 0;
   goto out;
 fail:

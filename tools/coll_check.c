@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 
 static int is_int(shmddp_dtype_t dtype)
 {
@@ -163,4 +163,21 @@ size_t coll_count_errors(const void *got, size_t n, size_t first, int nranks, in
     }
   }
   return bad;
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+int coll_same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
+{
+  int64_t h[2];
+  h[0] = h[1] = (int64_t)fnv1a(p, n);
+  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
+  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
+  return h[0] == h[1];
 }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #define CMP_MAX_DEV 8
-#define CMP_NCAT 8 /* the ledger's categories, in src/arena.h's order */
+#define CMP_NCAT 8 /* the ledger's categories, in src/device/arena.h's order */
 
 extern const char *const cmp_categories[CMP_NCAT];
 

@@ -4,7 +4,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,42 +16,10 @@
 
 #include "build_version.h"
 #include "shmddp.h"
-#include "tools/doctor.h"
-
-static void line(const char *tag, const char *what, const char *fix, const char *fmt, va_list ap)
-{
-  printf("[%s] %-14s ", tag, what);
-  vprintf(fmt, ap);
-  printf("\n");
-  if (fix) printf("       %-14s -> %s\n", "", fix);
-}
-
-void doctor_ok(doctor_t *d, const char *what, const char *fmt, ...)
-{
-  (void)d;
-  va_list ap;
-  va_start(ap, fmt);
-  line(" ok ", what, NULL, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_warn(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->warnings++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("warn", what, fix, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_fail(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->problems++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("FAIL", what, fix, fmt, ap);
-  va_end(ap);
-}
+#include "tools/doctor_report.h"
+#ifdef HAVE_CUDA
+#include "tools/doctor_gpu.h"
+#endif
 
 static void check_shm(doctor_t *d, int nranks)
 {

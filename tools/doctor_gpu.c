@@ -21,7 +21,7 @@
 
 #include "shm/numa.h"
 #include "shmddp.h"
-#include "tools/doctor.h"
+#include "tools/doctor_gpu.h"
 
 #define MAX_GPUS SHMDDP_MAX_RANKS
 #define COPY_BYTES ((size_t)256 << 20)

@@ -1,23 +1,29 @@
-# tools/: allreduce_bench (nccl-tests style), doctor and the dependency installer. Installed as
-# shmddp-allreduce-bench and shmddp-doctor; tools/allreduce_bench and tools/doctor are links to
-# them in the build tree (Makefile.am).
+# tools/: the programs users install and their helpers: allreduce_bench (nccl-tests style), doctor,
+# compare, report, and the dependency installer. Installed as shmddp-allreduce-bench,
+# shmddp-doctor, shmddp-compare and shmddp-report; tools/allreduce_bench, tools/doctor and
+# tools/compare are links to them in the build tree (Makefile.am). Our own experiments and
+# comparison programs are in dev/.
+
+# The collectives' test patterns and their f64 reference (allreduce_bench -c 1, and the Check
+# suites of the collectives), compiled once.
+noinst_LIBRARIES += libcollcheck.a
+libcollcheck_a_SOURCES = tools/coll_check.c tools/coll_check.h
+
 bin_PROGRAMS += shmddp-allreduce-bench
-shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c tools/allreduce_bench.h \
-	tools/coll_check.c tools/coll_check.h
-shmddp_allreduce_bench_LDADD = $(SHMDDP_LIBS)
+shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c \
+	tools/allreduce_bench_table.c tools/allreduce_bench_table.h
+shmddp_allreduce_bench_LDADD = libcollcheck.a $(SHMDDP_LIBS)
 if HAVE_CUDA
-shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/nccl_dl.c tools/nccl_dl.h
+shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/allreduce_bench_cuda.h \
+	tools/nccl_dl.c tools/nccl_dl.h
 endif
+
 bin_PROGRAMS += shmddp-doctor
-shmddp_doctor_SOURCES = tools/doctor.c tools/doctor.h
+shmddp_doctor_SOURCES = tools/doctor.c tools/doctor_report.c tools/doctor_report.h
 shmddp_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
-shmddp_doctor_SOURCES += tools/doctor_gpu.c
+shmddp_doctor_SOURCES += tools/doctor_gpu.c tools/doctor_gpu.h
 endif
-noinst_PROGRAMS += tools/torch_check
-tools_torch_check_SOURCES = tools/torch_check.c
-tools_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
-EXTRA_DIST += tools/torch_crosscheck.py
 
 # tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a
 # table and SVG charts.
@@ -32,12 +38,3 @@ REPORT_DIRS ?= runs/latest
 .PHONY: report
 report:
 	python3 $(srcdir)/tools/report $(REPORT_DIRS)
-
-# tools/mpi_allreduce_bench (with MPI, not installed): the world's all-reduce across nodes under
-# mpirun, in nccl-tests' columns; with --mpi-native also MPI_Allreduce beside it.
-if HAVE_MPI
-noinst_PROGRAMS += tools/mpi_allreduce_bench
-tools_mpi_allreduce_bench_SOURCES = tools/mpi_allreduce_bench.c
-tools_mpi_allreduce_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
-tools_mpi_allreduce_bench_LDADD = libworld_mpi.a libworld.a $(MODEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
-endif

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "shmddp.h"
-#include "tools/allreduce_bench.h"
+#include "tools/allreduce_bench_table.h"
 
 typedef struct nccl_dl nccl_dl_t;
 typedef struct { char internal[128]; } nccl_dl_uid_t; /* ncclUniqueId */

@@ -8,7 +8,8 @@ import sys
 PARAMS = 31_037_828            # reference U-Net (train_1xh200.tsv)
 GRAD = PARAMS * 4              # f32 gradients, bytes per step
 BATCH = 6                      # per GPU
-STEP_GRAPH_OFF_MS = 2 * BATCH / 1226.08 * 1e3  # DDP 2 x H200 bf16, --cuda-graph off (ddp_2xh200.tsv, call A)
+# DDP 2 x H200 bf16, --cuda-graph off (ddp_2xh200.tsv, the graph-off row)
+STEP_GRAPH_OFF_MS = 2 * BATCH / 1226.08 * 1e3
 STEP_GRAPH_ON_MS = 2 * BATCH / 1650.3 * 1e3    # DDP 2 x H200 bf16 (README table)
 NVL_BUSBW = 317.55             # GB/s, 2-GPU all-reduce of 64 MiB, shmddp two-shot (allreduce_2xh200_auto.txt)
 L = 8                          # GPUs (ranks) per node

@@ -6,7 +6,7 @@
 #      reference U-Net job: final checkpoints compared tensor by tensor, images/s of both (and
 #      of the one-node run without CUDA graphs, which the MPI path cannot use, to separate the
 #      two effects); tests/mpi_ddp --gpu: the engine against one GPU on the whole batch;
-#  (b) the inter-node all-reduce's bandwidth: tools/mpi_allreduce_bench between the 2 ranks
+#  (b) the inter-node all-reduce's bandwidth: dev/mpi_allreduce_bench between the 2 ranks
 #      (device buffers through the world, and host buffers with MPI_Allreduce beside them).
 # On one machine the two "nodes" talk through MPI's shared-memory transport, not a NIC: (b) is
 # what the MPI path itself costs (copies, staging, the ring), an upper bound for a network.
@@ -17,7 +17,7 @@ O=${1:?usage: bench/mpi/run_gpu.sh OUTDIR [BUILD_DIR]}
 B=${2:-}
 [ -n "$B" ] || { [ -x b/shmddp-train ] && B=b || B=.; }
 [ -x "$B/shmddp-train" ] || { echo "run_gpu.sh: no shmddp-train in $B (build first)"; exit 2; }
-[ -x "$B/tools/mpi_allreduce_bench" ] || { echo "run_gpu.sh: $B was configured without MPI (configure --with-mpi)"; exit 2; }
+[ -x "$B/dev/mpi_allreduce_bench" ] || { echo "run_gpu.sh: $B was configured without MPI (configure --with-mpi)"; exit 2; }
 # tests/mpi_ddp is a check program: built here if `make` alone built the tree
 [ -x "$B/tests/mpi_ddp" ] || make -s -C "$B" tests/mpi_ddp > /dev/null 2>&1 ||
   echo "run_gpu.sh: could not build $B/tests/mpi_ddp; its part is left out"
@@ -71,12 +71,12 @@ say "-- tests/mpi_ddp --gpu: the engine over 2 nodes x 1 GPU against one GPU on 
 [ -x "$B/tests/mpi_ddp" ] && timeout -s KILL 300 $MPIRUN "$B/tests/mpi_ddp" --gpu --ranks-per-node 1 2>&1 | tee -a "$S"
 say "== (b) the inter-node all-reduce between the 2 ranks (f32 sum; busbw = algbw for 2 ranks)"
 say "-- device buffers through the world (the path the gradient buckets take)"
-timeout -s KILL 300 $MPIRUN "$B/tools/mpi_allreduce_bench" --device cuda --ranks-per-node 1 \
+timeout -s KILL 300 $MPIRUN "$B/dev/mpi_allreduce_bench" --device cuda --ranks-per-node 1 \
   -b 64K -e 256M -f 4 -n 20 -w 5 2>&1 | tee -a "$S"
 say "-- host buffers: the world's ring, and MPI_Allreduce (Open MPI's own) beside it"
-timeout -s KILL 300 $MPIRUN "$B/tools/mpi_allreduce_bench" --device cpu --ranks-per-node 1 \
+timeout -s KILL 300 $MPIRUN "$B/dev/mpi_allreduce_bench" --device cpu --ranks-per-node 1 \
   -b 64K -e 256M -f 4 -n 20 -w 5 --mpi-native 2>&1 | tee -a "$S"
 say "-- for scale: the same 2 GPUs as one shmddp group (device buffers, one node)"
-timeout -s KILL 300 $MPIRUN "$B/tools/mpi_allreduce_bench" --device cuda --ranks-per-node 2 \
+timeout -s KILL 300 $MPIRUN "$B/dev/mpi_allreduce_bench" --device cuda --ranks-per-node 2 \
   -b 64K -e 256M -f 4 -n 20 -w 5 2>&1 | tee -a "$S"
 echo "run_gpu.sh: done; summary in $S"

@@ -52,6 +52,19 @@ int dev_select(int dev, char *err, size_t errlen)
 #endif
 }
 
+int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen)
+{
+  *free_bytes = *total_bytes = 0;
+  if (dev == DEV_HOST) return 0;
+#ifdef HAVE_CUDNN
+  CHECK_CUDA(cudaSetDevice(dev));
+  CHECK_CUDA(cudaMemGetInfo(free_bytes, total_bytes));
+  return 0;
+#else
+  return no_gpus(err, errlen);
+#endif
+}
+
 int dev_enable_peers(const int *devs, int n, int *direct, char *err, size_t errlen)
 {
   if (direct) *direct = 1;
@@ -239,7 +252,7 @@ int dev_copy_now(void *dst, int dst_dev, const void *src, int src_dev, size_t by
   /* From pageable host memory cudaMemcpy may return once the data is staged, before the DMA
    * lands; work queued next on a non-blocking stream is not ordered behind it. "Now" means
    * done: wait for the legacy stream the copy ran on (seen as a wrong first all-reduce in
-   * tools/mpi_allreduce_bench on the H200, device call C of 2026-12-02). */
+   * dev/mpi_allreduce_bench on the H200). */
   if (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDefault)
     CHECK_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
   return 0;
@@ -397,7 +410,7 @@ int dev_graph_end(void *stream, int ok, dev_graph_t **out, char *err, size_t err
   /* Node priorities as captured: kernels of a high-priority stream (the gradient buckets') keep
    * their priority inside the graph; without the flag every node runs at the launch stream's
    * (on 2 x H200 the two are within noise, 1653 and 1648 img/s: bench/results/ddp_2xh200.tsv,
-   * call F). */
+   * the SHMDDP_GRAPH_PRIORITY=0 row and the one beside it). */
   ce = cudaGraphInstantiateWithFlags(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   if (ce != cudaSuccess) {
     dev_graph_destroy(g);

@@ -43,6 +43,9 @@ int dev_pci_bus_id(int dev, char *buf, size_t len);
 
 /* ---- memory ---- */
 
+/* Free and total bytes of GPU dev (creates the calling process's context there). */
+int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen);
+
 /* Device memory on the current device (not cleared), for the arena's allocator; NULL when it
  * cannot be had. */
 void *dev_alloc(void *ctx, size_t bytes);
@@ -144,12 +147,12 @@ int dev_adamw(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float
 int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, char *err,
                   size_t errlen);
 /* dst = reduce(srcs[0], ..., srcs[nsrc-1]) element-wise in that order, in dtype's accumulator
- * type, rounded once; op AVG divides by avg_div (kernels/reduce_cpu.h's arithmetic, the same
+ * type, rounded once; op AVG divides by avg_div (collectives/reduce/reduce_cpu.h's arithmetic, the same
  * bits on the GPU); dst may alias a source; 1 <= nsrc <= SHMDDP_MAX_RANKS. Queued on stream. */
 int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,
                shmddp_op_t op, int avg_div, int dev, void *stream, char *err, size_t errlen);
 
-/* dst = src converted between f32 and f16/bf16 (round to nearest even; kernels/reduce_cpu.h's
+/* dst = src converted between f32 and f16/bf16 (round to nearest even; collectives/reduce/reduce_cpu.h's
  * reduce_cpu_convert, the same bits on the GPU), n elements on dev, queued on stream. */
 int dev_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t src_t, size_t n,
                 int dev, void *stream, char *err, size_t errlen);

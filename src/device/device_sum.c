@@ -1,5 +1,5 @@
 /* device_sum.c — element-wise reductions of buffers on one device, with the collectives'
- * reduction kernels (kernels/reduce_*): DataParallel's gradient sum over replicas and the
+ * reduction kernels (collectives/reduce/): DataParallel's gradient sum over replicas and the
  * inter-node all-reduce's combining step (src/world/). A file of its own: it needs the shmddp
  * library, which the model does not. */
 #include "config.h"
@@ -8,13 +8,13 @@
 
 #include <stdio.h>
 
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
 #include "src/check.h"
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 #endif
 
 int dev_reduce(void *dst, const void *const *srcs, int nsrc, size_t n, shmddp_dtype_t dtype,

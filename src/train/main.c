@@ -13,6 +13,7 @@
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
 #include "src/train/params.h"
+#include "src/train/gpu_share.h"
 
 int main(int argc, char **argv)
 {
@@ -42,6 +43,17 @@ int main(int argc, char **argv)
     train_job_close(&job);
     if (rc != 0) fprintf(stderr, "train: %s\n", err);
     return rc != 0;
+  }
+  if (train_share_needed(&cfg)) {
+    char share[256];
+    if (train_share_check_memory(&cfg, err, sizeof err) != 0) {
+      fprintf(stderr, "train: %s\n", err);
+      train_job_close(&job);
+      return 2;
+    }
+    train_share_describe(&cfg, share, sizeof share);
+    printf("train: %d ranks on %d GPU%s: %s\n", cfg.nproc, cfg.gpus, cfg.gpus == 1 ? "" : "s",
+           share);
   }
   shmddp_launch_config_t lc = {.nproc = cfg.nproc,
                                .timeout_s = cfg.timeout_s,

@@ -100,7 +100,7 @@ static const option_t options[OPT_COUNT] = {
     [OPT_NPROC] = {"nproc", KIND_INT, F(nproc), 1, SHMDDP_MAX_RANKS, .arg = "N",
                    .section = SEC_PROCS,
                    .help = "ranks; 2 CPU ranks (one per core) make the default job run the DDP "
-                           "path"},
+                           "path; more ranks than GPUs share them: rank r on GPU r % GPUs"},
     [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
                             .arg = "K", .section = SEC_PROCS,
                             .dflt_words = "the ranks of one host",
@@ -515,12 +515,13 @@ static int resolve_ranks(train_config_t *c, const unsigned char *set, const trai
   if (!set[OPT_NPROC])
     c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
   if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
-  if (c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
+  /* More ranks than GPUs share them round-robin (gpu_share.c checks that they fit). */
+  c->gpus = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : 0;
+  if (c->gpus > 0 && c->nproc > c->gpus && c->mode == TRAIN_MODE_DP)
     return usage_error(err, errlen,
-                       "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
-                       "%d (rank r drives GPU r)",
-                       c->nproc, c->nproc, m->visible_gpus, m->visible_gpus == 1 ? "is" : "are",
-                       m->visible_gpus);
+                       "--mode dp drives one GPU per replica: %d replicas need %d GPUs but %d %s "
+                       "visible (in --mode ddp ranks may share GPUs)",
+                       c->nproc, c->nproc, c->gpus, c->gpus == 1 ? "is" : "are");
   return 0;
 }
 

@@ -70,6 +70,8 @@ typedef struct {
   int progress;             /* --progress: a train_progress_mode_t */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
+  int gpus;                 /* cuda, one machine: the GPUs visible at launch; rank r drives GPU
+                               r % gpus, so more ranks than GPUs share them (gpu_share.c) */
 } train_config_t;
 
 /* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,

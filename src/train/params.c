@@ -14,10 +14,10 @@ static const param_t table[] = {
     /* the launcher and the collectives (collectives/launch.c, collectives/cuda_init.c) */
     {.name = "SHMDDP_ALGO",
      .kind = PARAM_CHOICE,
-     .choices = "auto|direct|ring|twoshot|cering|staged",
+     .choices = "auto|direct|ring|twoshot|cering|staged|coloc",
      .dflt = "auto",
      .reader = "collectives, at launch",
-     .meaning = "force one collective algorithm (auto: by size and transport)"},
+     .meaning = "force one collective algorithm (auto: by size and transport; ranks sharing a GPU: coloc)"},
     {.name = "SHMDDP_TIMEOUT",
      .kind = PARAM_NUMBER,
      .dflt = "300 (none for NCCL clients)",

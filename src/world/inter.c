@@ -3,7 +3,7 @@
  * Why not MPI_Allreduce: its order of reduction is the implementation's business (Open MPI picks
  * among several algorithms by size and process count, and may change between versions), so a
  * rerun, or a run beside a different job size, could differ in the last bits. Point-to-point
- * MPI_Sendrecv only moves bytes; the arithmetic is ours (kernels/reduce_*, the same bits on the
+ * MPI_Sendrecv only moves bytes; the arithmetic is ours (collectives/reduce/, the same bits on the
  * CPU and the GPU), in an order fixed by the node number. The ring moves 2(M-1)/M of the buffer
  * in and out of each node, the bandwidth-optimal amount, in M-1 + M-1 steps. */
 #include "config.h"
@@ -38,12 +38,6 @@ int inter_mpi_fail(int code, const char *what, char *err, size_t errlen)
   MPI_Error_string(code, msg, &len);
   return check_fail(err, errlen, "%s failed: %s", what, msg);
 }
-
-#define MPI_CHECK(call, what)                                                                  \
-  do {                                                                                         \
-    int c_ = (call);                                                                           \
-    if (c_ != MPI_SUCCESS) return inter_mpi_fail(c_, (what), err, errlen);                     \
-  } while (0)
 
 int inter_create(inter_t **out, const inter_config_t *cfg, char *err, size_t errlen)
 {

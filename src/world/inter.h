@@ -43,4 +43,12 @@ int inter_broadcast(inter_t *x, void *buf, size_t bytes, int root, char *err, si
 /* The message of an MPI error code, with what failed: returns -1 (src/check.h). */
 int inter_mpi_fail(int code, const char *what, char *err, size_t errlen);
 
+/* The check macro of MPI calls (src/check.h's model; expects err and errlen in scope): an MPI
+ * call that does not return MPI_SUCCESS returns -1 with "WHAT failed: <MPI's message>". */
+#define MPI_CHECK(call, what)                                                                  \
+  do {                                                                                         \
+    int c_ = (call);                                                                           \
+    if (c_ != MPI_SUCCESS) return inter_mpi_fail(c_, (what), err, errlen);                     \
+  } while (0)
+
 #endif

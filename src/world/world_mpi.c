@@ -71,12 +71,6 @@ typedef struct {
 
 static hier_t *H(world_t *w) { return ((hier_world_t *)w)->h; }
 
-#define MPI_CHECK(call, what)                                                                  \
-  do {                                                                                         \
-    int c_ = (call);                                                                           \
-    if (c_ != MPI_SUCCESS) return inter_mpi_fail(c_, (what), err, errlen);                     \
-  } while (0)
-
 /* ---- the hierarchical all-reduce ---- */
 
 static int intra_fail(shmddp_comm_t *c, const char *what, char *err, size_t errlen)

@@ -1,7 +1,8 @@
 /* dnn_graph_bench.c — measures whether cuDNN's graph (backend) API beats the legacy convolution
  * API on the reference U-Net's 3x3 layers, and what a fused convolution costs: the BatchNorm
  * scale/bias + ReLU applied to the input on the way in (prologue) and the per-channel sum and
- * sum of squares of the output produced by the epilogue (GenStats). Issue 17's first direction.
+ * sum of squares of the output produced by the epilogue (GenStats): could fusing BatchNorm into
+ * the convolutions save its memory passes?
  *
  * For every layer shape and direction (forward, backward-data, backward-filter) it times:
  *   legacy   cudnnFind*AlgorithmEx's fastest algorithm (any / deterministic), timed as below
@@ -14,7 +15,7 @@
  * Usage: dnn_graph_bench [-p bf16|f32] [-n batch] [-r reps] [-c max_configs] [-F] [-v]
  *   -l I: only layer I of the table (0: the RGB layer)
  *   -F: also the fused forward graphs (each needs runtime compilation: minutes in all)
- * Built by make in cuDNN builds (tools/dnn_graph_bench, not installed).
+ * Built by make in cuDNN builds (dev/dnn_graph_bench, not installed).
  *
  * What it found on one H200 (bench/results/dnn_graph_1xh200.txt): the graph API's first
  * choices for these layers are the engines the legacy API already runs (the trainer gave

@@ -1,13 +1,13 @@
 /* half.h — IEEE binary16, bfloat16 and the two 8-bit floats <-> f32 conversions on the host,
  * round to nearest even. Used by the host collectives (the small floats reduce in f32) and the
  * CPU reference of the casts and of the GPU reductions. */
-#ifndef KERNELS_HALF_H
-#define KERNELS_HALF_H
+#ifndef COLLECTIVES_REDUCE_HALF_H
+#define COLLECTIVES_REDUCE_HALF_H
 
 #include <stdint.h>
 #include <string.h>
 
-/* The 8-bit float conversions below also serve the GPU reductions (kernels/reduce_cuda.h). */
+/* The 8-bit float conversions below also serve the GPU reductions (reduce_cuda.h). */
 #ifdef __CUDACC__
 #define HALF_HD __host__ __device__
 #else

@@ -1,13 +1,13 @@
 /* reduce_cuda.h — element-wise reductions on the GPU, bit-for-bit the arithmetic of
- * kernels/reduce_cpu.c: f16/bf16 accumulate in f32, f64 in f64, integers wrap; sources are
+ * collectives/reduce/reduce_cpu.c: f16/bf16 accumulate in f32, f64 in f64, integers wrap; sources are
  * combined in the order given (rank order), the result is rounded once; NaN propagates through
  * min/max exactly as OP_MIN/OP_MAX there; f16/bf16 rounding (NaN encoding included) copies
- * kernels/half.h, so a GPU result equals the CPU reference's bits.
+ * collectives/reduce/half.h, so a GPU result equals the CPU reference's bits.
  *
  * C code sees one launcher (reduce_cuda_multi); CUDA code (the collective kernels) also gets the
  * device-side building blocks below, so every kernel reduces with the same code. */
-#ifndef KERNELS_REDUCE_CUDA_H
-#define KERNELS_REDUCE_CUDA_H
+#ifndef COLLECTIVES_REDUCE_REDUCE_CUDA_H
+#define COLLECTIVES_REDUCE_REDUCE_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +41,7 @@ int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 
 #define RC_MAXSRC 8
 
@@ -66,16 +66,13 @@ static __device__ __forceinline__ rc_f8<M, B, INF> __ldcg(const rc_f8<M, B, INF>
   return r;
 }
 
-template <typename T> struct rc_traits;
-template <> struct rc_traits<float> {
-  typedef float acc;
-  static __device__ __forceinline__ float load(float v) { return v; }
-  static __device__ __forceinline__ float store(float a) { return a; }
-};
-template <> struct rc_traits<double> {
-  typedef double acc;
-  static __device__ __forceinline__ double load(double v) { return v; }
-  static __device__ __forceinline__ double store(double a) { return a; }
+/* How an element is read into its accumulator type and stored back: itself for f32, f64 and every
+ * integer type (integers wrap, as in reduce_cpu.c); the 16- and 8-bit floats below accumulate in
+ * f32. */
+template <typename T> struct rc_traits {
+  typedef T acc;
+  static __device__ __forceinline__ T load(T v) { return v; }
+  static __device__ __forceinline__ T store(T a) { return a; }
 };
 template <> struct rc_traits<rc_f16> {
   typedef float acc;
@@ -112,29 +109,6 @@ template <int M, int B, int INF> struct rc_traits<rc_f8<M, B, INF> > {
     return r;
   }
 };
-template <> struct rc_traits<int32_t> {
-  typedef int32_t acc;
-  static __device__ __forceinline__ int32_t load(int32_t v) { return v; }
-  static __device__ __forceinline__ int32_t store(int32_t a) { return a; }
-};
-template <> struct rc_traits<int64_t> {
-  typedef int64_t acc;
-  static __device__ __forceinline__ int64_t load(int64_t v) { return v; }
-  static __device__ __forceinline__ int64_t store(int64_t a) { return a; }
-};
-
-/* Integers accumulate in their own type (wrapping), as in reduce_cpu.c. */
-#define RC_INT_TRAITS(T)                                                                      \
-  template <> struct rc_traits<T> {                                                           \
-    typedef T acc;                                                                            \
-    static __device__ __forceinline__ T load(T v) { return v; }                               \
-    static __device__ __forceinline__ T store(T a) { return a; }                              \
-  };
-RC_INT_TRAITS(int8_t)
-RC_INT_TRAITS(uint8_t)
-RC_INT_TRAITS(uint32_t)
-RC_INT_TRAITS(uint64_t)
-#undef RC_INT_TRAITS
 
 /* The binary operators of reduce_cpu.c (OP_* for floats, IOP_* for integers). */
 template <typename A> struct rc_op {

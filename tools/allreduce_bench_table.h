@@ -1,7 +1,8 @@
-/* allreduce_bench.h — options and table rows shared by the host driver (allreduce_bench.c) and
- * the device driver (the CUDA build's allreduce_bench_cuda.c). */
-#ifndef TOOLS_ALLREDUCE_BENCH_H
-#define TOOLS_ALLREDUCE_BENCH_H
+/* allreduce_bench_table.h — allreduce_bench's options, table rows and table
+ * (allreduce_bench_table.c), shared by the host driver (allreduce_bench.c), the device driver
+ * (the CUDA build's allreduce_bench_cuda.c) and NCCL loaded for comparison (nccl_dl.c). */
+#ifndef TOOLS_ALLREDUCE_BENCH_TABLE_H
+#define TOOLS_ALLREDUCE_BENCH_TABLE_H
 
 #include <stdio.h>
 
@@ -26,6 +27,7 @@ typedef struct {
   int compare_nccl;      /* --compare nccl (device only) */
   int graph;             /* --graph: time CUDA-graph replays (device only) */
   const char *tsv_path;  /* --tsv FILE: rows for bench/results */
+  int copy_bw;           /* --copy-bw: also time a device-to-device copy of -e bytes (device) */
 } bench_opts_t;
 
 /* One measured size. NCCL fields are negative when not measured. */
@@ -38,6 +40,7 @@ typedef struct {
   long nccl_errors;
 } bench_row_t;
 
+/* The table (allreduce_bench_table.c). */
 const char *bench_coll_name(bench_coll_t c);
 /* busbw / algbw for this collective over n ranks (nccl-tests' convention). */
 double bench_bus_factor(bench_coll_t c, int n);
@@ -48,12 +51,5 @@ void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sen
 /* Printing (rank 0 only): the table header and one row, to stdout and to tsv if open. */
 void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv);
 void bench_print_row(const bench_opts_t *o, const bench_row_t *row, FILE *tsv);
-
-#ifdef HAVE_CUDA
-/* The device benchmark, run by every rank (CUDA build only). Returns the rank's exit status. */
-/* The GPU rank r drives: r modulo the visible GPUs (queried in the calling process). */
-int bench_cuda_device_of(int rank);
-int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o);
-#endif
 
 #endif

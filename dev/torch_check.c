@@ -1,5 +1,5 @@
 /* torch_check.c — writes one training step of the model in a simple binary format, so
- * tools/torch_crosscheck.py can rebuild the same U-Net in PyTorch and compare the loss and every
+ * dev/torch_crosscheck.py can rebuild the same U-Net in PyTorch and compare the loss and every
  * gradient. Format (all little-endian, in --out DIR):
  *   meta.txt     "config key=value ..." then one line per parameter tensor:
  *                "tensor NAME OFFSET COUNT SHAPE" (SHAPE as the model stores it, e.g. 64x3x3x3 =

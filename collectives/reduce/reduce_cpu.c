@@ -2,12 +2,12 @@
  * the compiler can vectorise each. See reduce_cpu.h for the arithmetic contract. */
 #include "config.h"
 
-#include "kernels/reduce_cpu.h"
+#include "collectives/reduce/reduce_cpu.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/half.h"
+#include "collectives/reduce/half.h"
 
 #define TILE 1024
 

@@ -1,6 +1,7 @@
-/* doctor.h — shared by tools/doctor.c (host checks) and tools/doctor_gpu.c (CUDA build). */
-#ifndef TOOLS_DOCTOR_H
-#define TOOLS_DOCTOR_H
+/* doctor_report.h — the report lines every check writes (doctor_report.c), shared by the host
+ * checks (doctor.c) and the GPU checks (doctor_gpu.c, CUDA build). */
+#ifndef TOOLS_DOCTOR_REPORT_H
+#define TOOLS_DOCTOR_REPORT_H
 
 typedef struct {
   int problems;
@@ -12,11 +13,5 @@ void doctor_warn(doctor_t *d, const char *what, const char *fix, const char *fmt
     __attribute__((format(printf, 4, 5)));
 void doctor_fail(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-#ifdef HAVE_CUDA
-/* GPUs, driver, libraries, and P2P verified per pair with a real IPC copy between forked
- * processes. Returns the number of GPUs found (0 when none). */
-int doctor_gpus(doctor_t *d);
-#endif
 
 #endif

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Cross-check one training step of shmddp's U-Net against PyTorch (float64 reference).
 
-Usage: tools/torch_crosscheck.py DIR [--tol T] [--torch-precision P] [--ratio-median R]
+Usage: dev/torch_crosscheck.py DIR [--tol T] [--torch-precision P] [--ratio-median R]
                                      [--ratio-max R] [--floor] [--torch-loss-scale S]
-DIR was written by tools/torch_check (see its header for the format). Rebuilds the same network
+DIR was written by dev/torch_check (see its header for the format). Rebuilds the same network
 with torch.nn.functional in float64 (on a GPU when there is one), loads the same weights and
 batch, and compares the loss and every parameter gradient. Prints one line per tensor and a
 summary line `crosscheck: precision=... loss_rel=... grad_rel_max=... grad_rel_median=...`.

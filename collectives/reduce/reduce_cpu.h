@@ -5,8 +5,8 @@
  * itself (with wrap-around) for the integers. A reduction of n inputs rounds once, at the end. NaN propagates
  * through min and max. AVG is SUM followed by a division by the number of ranks (integers:
  * truncation toward zero). */
-#ifndef KERNELS_REDUCE_CPU_H
-#define KERNELS_REDUCE_CPU_H
+#ifndef COLLECTIVES_REDUCE_REDUCE_CPU_H
+#define COLLECTIVES_REDUCE_REDUCE_CPU_H
 
 #include <stddef.h>
 

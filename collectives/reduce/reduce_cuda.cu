@@ -1,6 +1,6 @@
 /* reduce_cuda.cu — the stand-alone multi-source reduction kernel (the copy-engine all-reduce
  * reduces each pulled chunk with it; the tests compare it with reduce_cpu_multi bit for bit). */
-#include "kernels/reduce_cuda.h"
+#include "collectives/reduce/reduce_cuda.h"
 
 #include <cuda_runtime.h>
 #include <string.h>

@@ -1,13 +1,14 @@
 /* ops_cuda_bench.c — where a U-Net training step's time goes on one GPU. Issues the reference
  * U-Net's forward, loss, backward and SGD update through the CUDA ops table in the order
- * src/unet.c does, on random data; times every op with CUDA events after warm-up (TFLOP/s for
- * convolutions, GB/s for the memory-bound ops), and the whole step with and without a CUDA graph.
+ * src/model/unet.c does, on random data; times every op with CUDA events after warm-up (TFLOP/s
+ * for convolutions, GB/s for the memory-bound ops), and the whole step with and without a CUDA
+ * graph.
  * Then what each category costs inside the graph-replayed step: the step captured again without
  * that category's ops, replayed and timed (ablation; the ops-alone figures overstate short
  * kernels by their launch and ramp-up).
  *
- * With -m it instead times the model itself (src/unet.c on the CUDA backend: model_train_step
- * plus optim_step, as the trainer calls them) and prints its memory ledger.
+ * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
+ * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
  *
  * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
  *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-m] */
@@ -251,7 +252,7 @@ static void build(void)
   N.loss = dev(2 * sizeof(double));
 }
 
-/* ---- one training step, in src/unet.c's order ---- */
+/* ---- one training step, in src/model/unet.c's order ---- */
 
 static double conv_flops(const conv_t *cv, int n)
 {

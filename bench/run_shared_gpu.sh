@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# bench/run_shared_gpu.sh OUTDIR [PARTS...] — many ranks on one GPU (the co-located path), on
+# the GPU machine, from a configured and built CUDA tree (run in its root; nothing is built here:
+# `make -j && make -j check TESTS=` first, so the test programs exist). Every rank uses GPU 0.
+#
+# PARTS (default: all of them, about 7 minutes; split into two calls to stay under 5):
+#   tests   check_coloc_cuda (every collective, 2-4 processes and threads, reuse, graphs) and
+#           tests/kill_rank_gpu.sh (a SIGKILLed co-located rank, member and leader)   ~1.5 min
+#   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, the device-to-device copy in the same run,
+#           and the old in-kernel path (-a direct) at small sizes for the before/after  ~1 min
+#           -> OUTDIR/shared_gpu_1xh200.tsv (header: commit, commands) and sweep.log
+#   trainer ./train --nproc 1, 2, 4 on GPU 0 at one global batch (24), --sync-bn off and on  ~2 min
+#   torch   PyTorch DDP through libshmddp-nccl.so: 1 process (batch 12 and 24) and 2 and 4
+#           ranks (batch 6 each), with and without SyncBatchNorm; a SIGKILLed worker  ~3 min
+# Writes OUTDIR/summary.txt (what each part showed) and one log per part. Every part has its own
+# time limit and the others run whatever it did; the exit status is 1 when any part failed.
+set -u
+OUT=${1:?usage: bench/run_shared_gpu.sh OUTDIR [tests sweep trainer torch]}
+shift
+PARTS=${*:-tests sweep trainer torch}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+SUM="$OUT/summary.txt"
+FAILED=0
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+note() { echo "$*" | tee -a "$SUM"; }
+{
+  echo "# shared GPU: ranks sharing GPU ${CUDA_VISIBLE_DEVICES} (co-located path)"
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT  parts: $PARTS"
+  nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
+  echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+} > "$SUM"
+cat "$SUM"
+
+# part NAME LIMIT_S CMD...: run CMD with a time limit, log to OUT/NAME.log, note its status.
+part() {
+  local name=$1 limit=$2
+  shift 2
+  echo "+ $*" > "$OUT/$name.log"
+  timeout -k 10 "$limit" "$@" >> "$OUT/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || FAILED=1
+  note "$name: exit status $rc$([ "$rc" -eq 124 ] && echo " (timed out after $limit s)")"
+  return "$rc"
+}
+
+if has_part tests; then
+  for p in tests/check_coloc_cuda tools/allreduce_bench; do
+    [ -x "$p" ] || { note "tests: $p is missing: build with 'make -j && make -j check TESTS='"; FAILED=1; }
+  done
+  part check_coloc_cuda 240 env CK_VERBOSITY=normal tests/check_coloc_cuda
+  grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda.log" | head -20 | tee -a "$SUM"
+  part kill_rank_gpu 90 env srcdir=. top_builddir=. sh tests/kill_rank_gpu.sh
+  grep -E "victim rank|FAIL" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
+fi
+
+if has_part sweep; then
+  B=./tools/allreduce_bench
+  TSV="$OUT/shared_gpu_1xh200.tsv"
+  C2="$B --device cuda --nproc 2 -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 --copy-bw"
+  C4="$B --device cuda --nproc 4 -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 --copy-bw"
+  C0="$B --device cuda --nproc 2 -a direct -b 8 -e 64K -f 8 -n 5 -w 2 -c 1"
+  {
+    echo "# all-reduce, f32 sum, out-of-place, ranks sharing one GPU (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES); busbw = algbw * 2(n-1)/n"
+    echo "# rows 'memcpy': a device-to-device cudaMemcpyAsync of 64 MiB in the same run (rank 0, the others idle)"
+    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT"
+    nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
+    echo "# command (ranks 2): $C2 --tsv FILE"
+    echo "# command (ranks 4): $C4 --tsv FILE"
+    echo "# command (ranks 2, the in-kernel path before this change): $C0 --tsv FILE"
+  } > "$TSV"
+  : > "$OUT/sweep.log"
+  n=0
+  for c in "$C2" "$C4" "$C0"; do
+    n=$((n + 1))
+    ranks=$(echo "$c" | sed 's/.*--nproc \([0-9]*\).*/\1/')
+    echo "+ $c --tsv $OUT/t$n.tsv" >> "$OUT/sweep.log"
+    timeout -k 10 150 $c --tsv "$OUT/t$n.tsv" >> "$OUT/sweep.log" 2>&1 || { FAILED=1; note "sweep: '$c' failed (see sweep.log)"; }
+    [ -f "$OUT/t$n.tsv" ] || continue
+    awk -v r="$ranks" -v first="$n" 'NR == 1 { if (first == 1) print "ranks\t" $0; next } { print r "\t" $0 }' \
+      "$OUT/t$n.tsv" >> "$TSV"
+    rm -f "$OUT/t$n.tsv"
+  done
+  # The targets, read back from the table: small sizes (8 B..64 KiB) and 64 MiB against the copy.
+  awk -F'\t' '
+    /^#/ || $1 == "ranks" { next }
+    $6 == "memcpy" { copy[$1] = $8; next }
+    $6 == "coloc" && $2 <= 65536 { if ($7 > worst[$1]) worst[$1] = $7 }
+    $6 == "direct" && $2 <= 65536 { if ($7 > old[$1]) old[$1] = $7 }
+    $6 == "coloc" && $2 == 67108864 { big_alg[$1] = $8; big_bus[$1] = $9 }
+    END {
+      for (r in worst) printf "sweep: %s ranks, 8 B..64 KiB: slowest %.1f us (target %d)\n", r, worst[r], (r == 2 ? 50 : 100)
+      for (r in old) printf "sweep: %s ranks, the in-kernel path, 8 B..64 KiB: slowest %.1f us\n", r, old[r]
+      for (r in big_alg) printf "sweep: %s ranks, 64 MiB: algbw %.1f GB/s, busbw %.1f GB/s; copy %.1f GB/s: busbw/copy %.2f (target 0.5)\n", r, big_alg[r], big_bus[r], copy[r], (copy[r] > 0 ? big_bus[r] / copy[r] : 0)
+    }' "$TSV" | tee -a "$SUM"
+  awk -F'\t' '!/^#/ && $1 != "ranks" && $10 + 0 > 0 { bad++ } END { if (bad) print "sweep: " bad " rows with wrong results" }' "$TSV" | tee -a "$SUM"
+fi
+
+if has_part trainer; then
+  # One global batch of 24 images: 1 rank x 24, 2 x 12, 4 x 6 (BENCHMARKS.md's U-Net, bf16).
+  common="--device cuda --widths reference --image-size 256 --classes 4 --optimizer sgd \
+--momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 38 --timing-warmup 8 --train-size 1200 \
+--val-size 12 --workers 8 --log-every 10 --timeout 60 --precision bf16"
+  printf 'nproc\tbatch_per_rank\tsyncbn\timages_per_s\tpeak_mib\n' > "$OUT/trainer.tsv"
+  for sb in off on; do
+    for np in 1 2 4; do
+      bs=$((24 / np))
+      name=train_np${np}_sb${sb}
+      part "$name" 150 ./train $common --nproc $np --batch-size $bs --sync-bn $sb --out "$OUT/$name"
+      ips=$(grep -o 'images_per_s=[0-9.]*' "$OUT/$name.log" | tail -1 | cut -d= -f2)
+      peak=$(grep -o 'peak_mib=[0-9,]*' "$OUT/$name.log" | tail -1 | cut -d= -f2)
+      grep -m1 -i "share" "$OUT/$name.log" | sed 's/^/  start line: /' | tee -a "$SUM"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$np" "$bs" "$sb" "${ips:-failed}" "${peak:-}" >> "$OUT/trainer.tsv"
+    done
+  done
+  # Too many ranks for the GPU's memory: refused before any rank starts (exit status 2).
+  ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$OUT/train_too_big" \
+    > "$OUT/train_too_big.log" 2>&1
+  rc=$?
+  note "trainer: 8 ranks x batch 512 on one GPU: exit status $rc (want 2): $(grep -m1 'need about' "$OUT/train_too_big.log" | cut -c1-200)"
+  [ "$rc" -eq 2 ] || FAILED=1
+  awk -F'\t' 'NR > 1 { ips[$1 "," $3] = $4 } END {
+      split("off on", sbs, " ")
+      for (i = 1; i <= 2; i++) { b = ips["1," sbs[i]]
+        for (n = 2; n <= 4; n *= 2) printf "trainer: --nproc %d --sync-bn %s: %s img/s vs --nproc 1 %s: %.2f (target %s)\n", n, sbs[i], ips[n "," sbs[i]], b, (b > 0 ? ips[n "," sbs[i]] / b : 0), (sbs[i] == "on" ? "0.85" : "0.9") }
+    }' "$OUT/trainer.tsv" | tee -a "$SUM"
+fi
+
+if has_part torch; then
+  LIB=$(ls .libs/libshmddp-nccl.so 2>/dev/null | head -1)
+  if [ -z "$LIB" ] || ! python3 -c "import torch" 2>/dev/null; then
+    note "torch: SKIP (no .libs/libshmddp-nccl.so or no PyTorch)"
+  else
+    LIB=$(readlink -f "$LIB")
+    export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+    D="bench/nccl/ddp_train.py --steps 40 --warmup 15"
+    printf 'ranks\tbatch_per_rank\tsyncbn\timages_per_s\n' > "$OUT/torch.tsv"
+    for sbn in "" --syncbn; do
+      for cfg in "1 12" "1 24" "2 6" "4 6"; do
+        set -- $cfg
+        name=torch_r$1_b$2${sbn:+_syncbn}
+        part "$name" 150 env LD_PRELOAD="$LIB" python3 -m torch.distributed.run --standalone \
+          --nproc-per-node "$1" $D --batch "$2" $sbn --out "$OUT/$name.json"
+        ips=$(grep -o '"img_s": [0-9.]*' "$OUT/$name.json" 2>/dev/null | cut -d' ' -f2)
+        printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${sbn:-none}" "${ips:-failed}" >> "$OUT/torch.tsv"
+      done
+    done
+    awk -F'\t' 'NR > 1 { ips[$1 "," $2 "," $3] = $4 } END {
+        split("none --syncbn", s, " ")
+        for (i = 1; i <= 2; i++) {
+          printf "torch: 2 ranks x 6 %s: %s img/s vs 1 x 12 %s: %.2f (target %s)\n", s[i], ips["2,6," s[i]], ips["1,12," s[i]], (ips["1,12," s[i]] > 0 ? ips["2,6," s[i]] / ips["1,12," s[i]] : 0), (i == 1 ? "0.9" : "0.8")
+          printf "torch: 4 ranks x 6 %s: %s img/s vs 1 x 24 %s: %.2f (target %s)\n", s[i], ips["4,6," s[i]], ips["1,24," s[i]], (ips["1,24," s[i]] > 0 ? ips["4,6," s[i]] / ips["1,24," s[i]] : 0), (i == 1 ? "0.9" : "0.8")
+        }
+      }' "$OUT/torch.tsv" | tee -a "$SUM"
+    part torch_kill 120 env LD_PRELOAD="$LIB" python3 bench/nccl/kill_worker.py --timeout 60 \
+      --hard-timeout 60 --out "$OUT/torch_kill.json"
+    grep -a '^RESULT ' "$OUT/torch_kill.log" | tail -1 | cut -c1-300 | sed 's/^/torch kill: /' | tee -a "$SUM"
+  fi
+fi
+note "done: $([ $FAILED -eq 0 ] && echo "every part passed" || echo "some part FAILED (see the logs)")"
+exit $FAILED

@@ -1,0 +1,35 @@
+# dev/: our own experiments and comparison programs (dev/README.md), built by make, never
+# installed; run them on the GPU machine or under mpirun as each one's opening comment says.
+
+# One training step of the model written out for dev/torch_crosscheck.py, which rebuilds the
+# U-Net in PyTorch and compares the loss and every gradient (tests/torch_oracle.sh).
+noinst_PROGRAMS += dev/torch_check
+dev_torch_check_SOURCES = dev/torch_check.c
+dev_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
+EXTRA_DIST += dev/torch_crosscheck.py dev/README.md
+
+# The world's all-reduce across nodes under mpirun, in nccl-tests' columns; with --mpi-native
+# also MPI_Allreduce beside it (with MPI only).
+if HAVE_MPI
+noinst_PROGRAMS += dev/mpi_allreduce_bench
+dev_mpi_allreduce_bench_SOURCES = dev/mpi_allreduce_bench.c
+dev_mpi_allreduce_bench_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
+dev_mpi_allreduce_bench_LDADD = libworld_mpi.a libworld.a $(MODEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
+else
+EXTRA_DIST += dev/mpi_allreduce_bench.c
+endif
+
+# cuDNN builds: where a U-Net step's time goes, op by op (bench/ops_cuda_run.sh runs it); cuDNN's
+# graph API against its legacy API, layer by layer, and the fused convolution graphs (what it
+# found is in its opening comment).
+DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
+if HAVE_CUDNN
+noinst_PROGRAMS += dev/ops_cuda_bench dev/dnn_graph_bench
+dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c
+dev_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
+dev_dnn_graph_bench_SOURCES = dev/dnn_graph_bench.c
+dev_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+dev_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
+else
+EXTRA_DIST += $(DEV_CUDNN_SRCS)
+endif

@@ -1,1 +1,0 @@
-# kernels/ops.mk: the trainer's operations (CPU reference, and CUDA with the CUDA build).

@@ -1,0 +1,99 @@
+/* gpu_share.c — ranks that share GPUs: the start line's placement and the memory check made
+ * before any rank starts (see gpu_share.h). The collectives between ranks that share a GPU take
+ * the co-located path by themselves (README: Many ranks on one GPU); the engine replays no CUDA
+ * graph then (world_share_gpus), since a captured collective would wait for the GPU's time slice. */
+#include "config.h"
+
+#include "src/train/gpu_share.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "src/device/arena.h"
+#include "src/device/device.h"
+#include "src/model/model.h"
+
+/* What a rank's CUDA context and libraries (cuDNN, cuBLAS handles) take beyond its arena: an
+ * allowance, since it cannot be measured before the ranks exist. */
+#define CONTEXT_ALLOWANCE ((size_t)768 << 20)
+
+int train_share_needed(const train_config_t *c) { return c->gpus > 0 && c->nproc > c->gpus; }
+
+void train_share_describe(const train_config_t *c, char *buf, size_t len)
+{
+  size_t at = 0;
+  buf[0] = '\0';
+  if (!train_share_needed(c)) return;
+  for (int g = 0; g < c->gpus && g < c->nproc; g++) {
+    char ranks[64] = "";
+    size_t n = 0;
+    for (int r = g; r < c->nproc; r += c->gpus)
+      n += (size_t)snprintf(ranks + n, sizeof ranks - n, "%s%d", n ? ", " : "", r);
+    int alone = g + c->gpus >= c->nproc;
+    int w = snprintf(buf + at, len - at, "%s%s %s %s GPU %d", g ? "; " : "",
+                     alone ? "rank" : "ranks", ranks, alone ? "alone on" : "share", g);
+    if (w < 0 || (size_t)w >= len - at) return;
+    at += (size_t)w;
+  }
+}
+
+typedef struct {
+  int ok;
+  size_t plan_bytes, free_bytes, total_bytes;
+  char err[400];
+} probe_t;
+
+/* In the child: the model on GPU 0, its arena's size, the GPU's free memory. */
+static void probe(const train_config_t *c, probe_t *p)
+{
+  model_config_t mc;
+  train_config_model(c, 0, &mc);
+  size_t total = 0;
+  model_t *m = NULL;
+  if (dev_mem_info(0, &p->free_bytes, &total, p->err, sizeof p->err) != 0) return;
+  if (model_create(&m, &mc, p->err, sizeof p->err) != 0) return;
+  p->plan_bytes = arena_total_peak(model_arena(m));
+  p->total_bytes = total;
+  p->ok = 1;
+}
+
+int train_share_check_memory(const train_config_t *c, char *err, size_t errlen)
+{
+  if (!train_share_needed(c)) return 0;
+  int fd[2];
+  if (pipe(fd) != 0) return snprintf(err, errlen, "cannot probe the GPU's memory (pipe)"), -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    probe_t p;
+    memset(&p, 0, sizeof p);
+    probe(c, &p);
+    _exit(write(fd[1], &p, sizeof p) == (ssize_t)sizeof p ? 0 : 1);
+  }
+  close(fd[1]);
+  probe_t p;
+  memset(&p, 0, sizeof p);
+  ssize_t got = pid > 0 ? read(fd[0], &p, sizeof p) : -1;
+  close(fd[0]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+  if (got != (ssize_t)sizeof p || !p.ok)
+    return snprintf(err, errlen, "--nproc %d on %d GPU%s: cannot measure a rank's memory on GPU "
+                    "0: %s", c->nproc, c->gpus, c->gpus == 1 ? "" : "s",
+                    p.err[0] ? p.err : "the probe process failed"), -1;
+  int k = (c->nproc + c->gpus - 1) / c->gpus; /* ranks on GPU 0, the busiest */
+  double gib = 1024.0 * 1024.0 * 1024.0;
+  double per = (double)(p.plan_bytes + CONTEXT_ALLOWANCE) / gib;
+  /* The probe's own context is in use while free is read: one rank's allowance is taken. */
+  double need = per * k - (double)CONTEXT_ALLOWANCE / gib, have = (double)p.free_bytes / gib;
+  if (need <= have) return 0;
+  return snprintf(err, errlen, "--nproc %d on %d GPU%s: the %d ranks on GPU 0 need about %.1f "
+                  "GiB each (the memory plan of this model at --batch-size %d: %.1f GiB, and "
+                  "about %.2f GiB for the rank's CUDA context), %.1f GiB in all, but GPU 0 has "
+                  "%.1f GiB free of %.1f; use fewer ranks per GPU or a smaller --batch-size",
+                  c->nproc, c->gpus, c->gpus == 1 ? "" : "s", k, per, c->batch_size,
+                  (double)p.plan_bytes / gib, (double)CONTEXT_ALLOWANCE / gib, need,
+                  have, (double)p.total_bytes / gib), -1;
+}

@@ -1,0 +1,84 @@
+/* allreduce_bench_table.c — allreduce_bench's table, shared by its host and device drivers and
+ * the NCCL comparison: each collective's name, byte counts and bus-bandwidth factor
+ * (nccl-tests' conventions), and the printed columns (stdout, and --tsv for bench/results). */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "tools/allreduce_bench_table.h"
+
+static const char *const coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+
+const char *bench_coll_name(bench_coll_t c) { return coll_names[c]; }
+
+double bench_bus_factor(bench_coll_t c, int n)
+{
+  switch (c) {
+  case BENCH_ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case BENCH_REDUCE_SCATTER: case BENCH_ALL_GATHER: return (double)(n - 1) / n;
+  default: return 1.0;
+  }
+}
+
+void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sendcount,
+                  size_t *recvcount, size_t *count)
+{
+  size_t total = bytes / dsize;
+  switch (c) {
+  case BENCH_REDUCE_SCATTER:
+    *recvcount = total / (size_t)n;
+    *sendcount = *recvcount * (size_t)n;
+    *count = *recvcount;
+    break;
+  case BENCH_ALL_GATHER:
+    *sendcount = total / (size_t)n;
+    *recvcount = *sendcount * (size_t)n;
+    *count = *sendcount;
+    break;
+  default:
+    *sendcount = *recvcount = *count = total;
+  }
+}
+
+void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv)
+{
+  printf("# %s, %d ranks, %s, dtype %s, op %s, %s, %ld iterations after %ld warm-up%s\n",
+         bench_coll_name(o->coll), nranks, o->device_cuda ? "device buffers" : "host buffers",
+         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op),
+         o->inplace ? "in-place" : "out-of-place", o->iters, o->warmup,
+         o->check ? ", results checked" : "");
+  printf("%12s %12s %6s %6s %8s %10s %8s %8s %7s", "size(B)", "count", "type", "redop", "algo",
+         "time(us)", "algbw", "busbw", "#wrong");
+  if (o->compare_nccl)
+    printf(" %10s %8s %8s %7s %7s", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
+  printf("\n");
+  if (tsv) {
+    fprintf(tsv, "bytes\tcount\tdtype\top\talgo\ttime_us\talgbw_GBs\tbusbw_GBs\terrors\t"
+                 "nccl_time_us\tnccl_busbw_GBs\tnccl_errors\tratio_busbw\n");
+  }
+}
+
+void bench_print_row(const bench_opts_t *o, const bench_row_t *r, FILE *tsv)
+{
+  printf("%12zu %12zu %6s %6s %8s %10.2f %8.2f %8.2f %7ld", r->bytes, r->count,
+         shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
+         r->time_us, r->algbw, r->busbw, r->errors);
+  double ratio = r->nccl_busbw > 0 ? r->busbw / r->nccl_busbw : NAN;
+  if (o->compare_nccl)
+    printf(" %10.2f %8.2f %8.2f %7ld %7.2f", r->nccl_time_us, r->nccl_algbw, r->nccl_busbw,
+           r->nccl_errors, ratio);
+  printf("\n");
+  fflush(stdout);
+  if (tsv) {
+    fprintf(tsv, "%zu\t%zu\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%ld\t", r->bytes, r->count,
+            shmddp_dtype_name(o->dtype), shmddp_op_name(o->op), shmddp_algo_name(r->algo),
+            r->time_us, r->algbw, r->busbw, r->errors);
+    if (r->nccl_time_us >= 0)
+      fprintf(tsv, "%.3f\t%.3f\t%ld\t%.3f\n", r->nccl_time_us, r->nccl_busbw, r->nccl_errors,
+              ratio);
+    else
+      fprintf(tsv, "-\t-\t-\t-\n");
+    fflush(tsv);
+  }
+}
