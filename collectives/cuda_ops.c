@@ -591,7 +591,7 @@ static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *
     a.n = bytes;
   }
   direct_set_vec(&a);
-  LTRY(comm, "block move", cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
   return SHMDDP_OK;
 }
 
@@ -677,7 +677,8 @@ static shmddp_status_t cuda_scale(shmddp_comm_t *comm, const void *src, void *ds
                                   shmddp_stream_t stream)
 {
   TRY(local_copy(comm, dst, src, count * shmddp_dtype_size(dtype), stream));
-  LTRY(comm, "scale", reduce_cuda_scale(dst, count, dtype, scalar, scalar_on_device, stream));
+  TRY_AS(cuda_launch_failed, comm,
+         reduce_cuda_scale(dst, count, dtype, scalar, scalar_on_device, stream));
   return SHMDDP_OK;
 }
 
