@@ -48,8 +48,8 @@ enum {
 int fdpass_send(fdpass_t *m, int peer, const void *msg, size_t len, int fd, char *err,
                 size_t errlen);
 /* Receive the next message from peer if there is one: 1 with *len and *fd (-1: none) set, 0
- * when nothing is queued, FDPASS_GONE when the peer has closed its end and everything it sent
- * has been read, FDPASS_ERROR on an error (the message is dropped and any descriptor it carried
+ * when nothing is queued, FDPASS_GONE when the peer has closed its end (a later call may still
+ * return what it sent before: a reset is said first), FDPASS_ERROR on an error (the message is dropped and any descriptor it carried
  * is closed). A message longer than cap, or with more than one descriptor, is an error. */
 int fdpass_recv(fdpass_t *m, int peer, void *msg, size_t cap, size_t *len, int *fd, char *err,
                 size_t errlen);
