@@ -21,9 +21,11 @@ static const shm_env_param_t table[] = {
      .meaning = "force one collective algorithm (auto: by size and transport; ranks sharing a "
                 "GPU: coloc)"},
     {.name = "SHMDDP_TIMEOUT", .kind = SHM_ENV_NUMBER, .min = 0.001, .max = 31536000,
-     .unit = "seconds", .dflt = "300", .reader = "collectives, when a communicator is made",
+     .unit = "seconds", .dflt = "300 (none for NCCL clients)",
+     .reader = "collectives, when a communicator is made",
      .meaning = "seconds a collective waits for a peer, where the program sets none "
-                "(shmddp-train sets --timeout)"},
+                "(shmddp-train sets --timeout; libshmddp-nccl.so sets no limit unless this is "
+                "set)"},
     {.name = "SHMDDP_SLOT_MB", .kind = SHM_ENV_NUMBER, .min = 0.0625, .max = 65536,
      .unit = "MiB", .dflt = "4", .reader = "collectives, when a communicator is made",
      .meaning = "host staging per rank in the shared segment, MiB (64 KiB to 64 GiB)"},
@@ -58,8 +60,9 @@ static const shm_env_param_t table[] = {
                 "retired and its peers unmap it"},
     /* the NCCL front end (nccl/) */
     {.name = "SHMDDP_NCCL_DEBUG", .kind = SHM_ENV_FLAG, .dflt = "0",
-     .reader = "libshmddp-nccl, when a communicator is made",
-     .meaning = "1: one line per communicator on stderr saying shmddp serves it, and how"},
+     .reader = "libshmddp-nccl.so, at its first message",
+     .meaning = "1: a line per communicator made and every failure on stderr (as "
+                "NCCL_DEBUG=INFO; NCCL_DEBUG=WARN prints the failures only)"},
     /* the trainer's world across machines (src/world/world_mpi.c) */
     {.name = "SHMDDP_MPI_CUDA_AWARE", .kind = SHM_ENV_FLAG,
      .dflt = "what MPIX_Query_cuda_support says", .reader = "shmddp-train under mpirun, world set-up",
@@ -109,6 +112,10 @@ static const shm_env_param_t table[] = {
     {.name = "CUDA_VISIBLE_DEVICES", .kind = SHM_ENV_TEXT, .dflt = "every GPU",
      .reader = "shmddp-train, before forking (without initialising CUDA)",
      .meaning = "the GPUs a run may use; --nproc defaults to their number"},
+    {.name = "NCCL_DEBUG", .kind = SHM_ENV_TEXT, .dflt = "none",
+     .reader = "libshmddp-nccl.so, at its first message",
+     .meaning = "NCCL's own: WARN prints every failure on stderr, INFO and TRACE also a line per "
+                "communicator made"},
 };
 
 #define NPARAMS (sizeof table / sizeof table[0])
