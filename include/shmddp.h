@@ -162,7 +162,7 @@ typedef struct {
                                   sub-group of it that a rank may never join */
 } shmddp_comm_config_t;
 
-#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0}
+#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0, NULL}
 
 /* A new id (random; made by one rank). */
 shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id);
