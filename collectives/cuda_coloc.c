@@ -338,7 +338,8 @@ static shmddp_status_t op_work(void *vctx)
   return SHMDDP_OK;
 }
 
-static const coloc_ops_t cuda_coloc_ops = {op_record, op_wait, op_query, op_rendezvous, op_work};
+static const coloc_ops_t cuda_coloc_ops = {.record = op_record, .wait = op_wait, .query = op_query,
+                                           .rendezvous = op_rendezvous, .work = op_work};
 
 shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged)
 {
