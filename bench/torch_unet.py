@@ -6,8 +6,14 @@ inputs. Prints one line per configuration:  torch <mode> gpus=N syncbn=0|1 prec=
 (max_memory_allocated) reserved_mib=... (max_memory_reserved) device_used_mib=... (the device's used
 memory at the end, CUDA context included, as NVML counts it)
 Modes: single GPU, DDP over N GPUs (NCCL), DDP + SyncBatchNorm. Run it in the same machine call as
-shmddp's own benchmark and report ratios."""
-import argparse, os, sys, time
+shmddp's own benchmark and report ratios.
+--compile MODE: the model through torch.compile (default, reduce-overhead, max-autotune,
+max-autotune-no-cudagraphs; single GPU). The compilation (the first step, and inductor's
+autotuning in it) is timed on its own (compile_s=, the first step's wall time; the second step's
+too, where CUDA graphs are recorded) and excluded from img_s. --compile-cap S: give up after S
+seconds of the first step (prints compile_s=timeout and exits 3), so a benchmark script can bound
+max-autotune's search, which takes minutes for this model on a fresh machine."""
+import argparse, os, signal, sys, time
 
 import torch
 import torch.distributed as dist
@@ -69,6 +75,9 @@ def run(rank, world, args, results):
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    net = model
+    if args.compile != "none":
+        net = torch.compile(model, mode=None if args.compile == "default" else args.compile)
     g = torch.Generator(device="cuda").manual_seed(rank)
     x = torch.randn(args.batch, 3, args.size, args.size, device="cuda", generator=g).to(memory_format=fmt)
     y = torch.randint(0, args.classes, (args.batch, args.size, args.size), device="cuda", generator=g)
@@ -78,13 +87,31 @@ def run(rank, world, args, results):
     def step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(net(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
 
-    for _ in range(args.warmup):
-        step()
+    first = []  # wall seconds of the first two steps: compilation, CUDA graph recording
+    if args.compile != "none" and args.compile_cap > 0:
+        def cap(signum, frame):
+            raise TimeoutError
+        signal.signal(signal.SIGALRM, cap)
+        signal.alarm(args.compile_cap)
+    try:
+        for i in range(args.warmup):
+            t = time.perf_counter()
+            step()
+            if i < 2:
+                torch.cuda.synchronize()
+                first.append(time.perf_counter() - t)
+    except TimeoutError:
+        print("torch single gpus=1 prec=%s compile=%s compile_s=timeout cap_s=%d" % (
+            args.precision, args.compile, args.compile_cap), flush=True)
+        os._exit(3)  # inductor's autotuning workers may still run: leave without waiting
+    signal.alarm(0)
+    if world == 1:
+        results["first_s"] = first
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     if world > 1:
@@ -116,8 +143,18 @@ def main():
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--compile", default="none",
+                    choices=["none", "default", "reduce-overhead", "max-autotune",
+                             "max-autotune-no-cudagraphs"])
+    ap.add_argument("--compile-cap", type=int, default=0,
+                    help="seconds the first (compiling) step may take; 0: no limit")
     args = ap.parse_args()
     world = args.gpus
+    if args.compile != "none" and world > 1:
+        ap.error("--compile is for one GPU (--gpus 1)")
+    if args.steps < 1 or args.warmup < 2:
+        ap.error("--steps >= 1 and --warmup >= 2 (the compiled model's first two steps are not "
+                 "timed)")
     if world == 1:
         res = {}
         run(0, 1, args, res)
@@ -125,12 +162,16 @@ def main():
         manager = mp.Manager()
         res = manager.dict()
         mp.spawn(run, args=(world, args, res), nprocs=world, join=True)
+    first = res.pop("first_s", None) if world == 1 else None
     ms = max(v[0] for v in res.values())
     peaks = [res[r][1] for r in sorted(res.keys())]
     img_s = args.batch * world * args.steps / (ms / 1000.0)
     mode = "single" if world == 1 else ("ddp-syncbn" if args.syncbn else "ddp")
     print(f"torch {mode} gpus={world} syncbn={args.syncbn} prec={args.precision} "
-          f"channels_last={args.channels_last} img_s={img_s:.1f} step_ms={ms / args.steps:.2f} "
+          f"channels_last={args.channels_last} compile={args.compile} "
+          + (f"compile_s={first[0]:.1f} second_step_s={first[1]:.2f} "
+             if first and args.compile != "none" else "")
+          + f"img_s={img_s:.1f} step_ms={ms / args.steps:.3f} timed_steps={args.steps} "
           f"peak_mib={','.join(f'{p:.0f}' for p in peaks)} "
           f"reserved_mib={','.join(f'{res[r][2]:.0f}' for r in sorted(res.keys()))} "
           f"device_used_mib={','.join(f'{res[r][3]:.0f}' for r in sorted(res.keys()))}", flush=True)

@@ -7,13 +7,29 @@
  * that category's ops, replayed and timed (ablation; the ops-alone figures overstate short
  * kernels by their launch and ramp-up).
  *
+ * Each ablation is timed against the full step replayed alternately with it (the median of the
+ * pairs' differences), so the GPU's clock drifting over the run cancels out.
+ *
+ * With -A FILE (and -J FILE) it also writes the account of the step (dev/step_account.h): per
+ * layer and pass the FLOPs and bytes from the shapes, the cost inside the graph of that layer's
+ * operations of that pass (ablation again, one (layer, pass) at a time, -R pairs each, for at
+ * most -T seconds: rows left then print unmeasured), and the roofline
+ * against ceilings measured in the same run (a large matrix product on cuBLAS in the step's
+ * dtype, a device-to-device copy), as markdown (and JSON for tools/report --account).
+ *
+ * The step follows src/model/unet.c's schedule, including which levels backward recomputes the
+ * norm outputs, skips and concats at (-r: auto as the model's SHMDDP_RECOMPUTE=auto: the two
+ * shallowest in 16-bit, none in f32; all, none, or a number of levels).
+ *
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
  *
  * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
- *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-m] */
+ *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-r auto|all|none|N]
+ *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-m] */
 #include "config.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dev/step_account.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "src/device/arena.h"
@@ -50,7 +67,7 @@ static size_t E; /* bytes per element */
 /* ---- per-op timing: one event before each op in a profiled step ---- */
 
 typedef struct {
-  const char *cat;
+  acct_pass_t pass;
   char name[64];
   double flops, bytes, ms;
 } rec_t;
@@ -58,7 +75,11 @@ typedef struct {
 static rec_t recs[MAXREC];
 static cudaEvent_t evs[MAXREC + 1], ends[MAXREC];
 static int nrec, profiling, nprofiled;
-static const char *skip_cat; /* ablation: this category's ops are not issued */
+static acct_t account;  /* filled by the step issued with accounting on */
+static int accounting;
+/* ablation: the ops of this pass (of this layer only, when skip_layer) are not issued */
+static int skip_pass = -1;
+static const char *skip_layer;
 
 /* Closes the op in progress (profiling only). */
 static void op_end(void)
@@ -66,24 +87,31 @@ static void op_end(void)
   if (profiling && nrec > 0) CU(cudaEventRecord(ends[nrec - 1], S));
 }
 
-static void op_begin(const char *cat, const char *name, double flops, double bytes)
+/* Whether the op is left out of this step (ablation). */
+static int skipped(acct_pass_t pass, const char *name)
 {
+  return (int)pass == skip_pass && (!skip_layer || !strcmp(skip_layer, name));
+}
+
+static void op_begin(acct_pass_t pass, const char *name, acct_cost_t cost)
+{
+  if (accounting && acct_add(&account, name, pass, cost) != 0) DIE("out of memory");
   if (!profiling) return;
   op_end();
   CU(cudaStreamSynchronize(S)); /* the next op starts on an idle GPU: no queue, no gap */
   if (nrec >= MAXREC) DIE("more than %d ops in a step", MAXREC);
   rec_t *r = &recs[nrec];
-  r->cat = cat;
+  r->pass = pass;
   snprintf(r->name, sizeof r->name, "%s", name);
-  r->flops = flops;
-  r->bytes = bytes;
+  r->flops = cost.flops;
+  r->bytes = cost.bytes;
   CU(cudaEventRecord(evs[nrec++], S));
 }
 
-#define OP(cat, name, flops, bytes, call)                                                      \
+#define OP(pass, name, cost, call)                                                             \
   do {                                                                                         \
-    if (skip_cat && !strcmp(skip_cat, (cat))) break;                                           \
-    op_begin((cat), (name), (flops), (bytes));                                                 \
+    if (skipped((pass), (name))) break;                                                        \
+    op_begin((pass), (name), (cost));                                                          \
     if ((call) != 0) DIE("%s (%s): %s", (name), #call, O.last_error(&O));                      \
   } while (0)
 
@@ -254,157 +282,185 @@ static void build(void)
 
 /* ---- one training step, in src/model/unet.c's order ---- */
 
-static double conv_flops(const conv_t *cv, int n)
-{
-  int k = cv->c.kind == OPS_CONV3X3 ? 9 : cv->c.kind == OPS_CONV1X1 ? 1 : 4;
-  return 2.0 * n * cv->c.h * cv->c.w * cv->c.cin * cv->c.cout * k;
-}
+/* Levels below this one make their norm outputs, skips and concats again in backward; deeper
+ * ones keep forward's (src/model/unet.c, recompute_policy). */
+static int recompute_levels;
+static int kept(int level) { return level >= recompute_levels; }
 
 /* The trainer's one-rank bf16 step keeps the weight gradients in bf16 for the optimizer
  * (model_config_t.working_grads); fp16 (loss scaling) folds each layer's into f32. */
 static int working_grads(void) { return O.dtype == OPS_BF16; }
 
+static acct_cost_t conv_cost(const conv_t *cv, acct_pass_t pass, int n)
+{
+  return acct_conv(&cv->c, pass, n, E, E); /* weight gradients in the compute dtype first */
+}
+
 static void grads_done(size_t off, size_t count, const char *name)
 {
   if (O.dtype != OPS_F32 && !working_grads())
-    OP("cast grads", name, 0, count * (E + 4), O.to_f32(&O, wg_at(off), count, N.g32 + off, 0));
+    OP(ACCT_CAST_GRADS, name, acct_cast(count, E),
+       O.to_f32(&O, wg_at(off), count, N.g32 + off, 0));
 }
 
 static void conv_fwd(conv_t *cv, int n, const void *x, void *y)
 {
   const void *b = cv->c.kind == OPS_CONV3X3 ? NULL : wp_at(cv->b_off);
-  OP("conv fwd", cv->name, conv_flops(cv, n), 0,
+  OP(ACCT_CONV_FWD, cv->name, conv_cost(cv, ACCT_CONV_FWD, n),
      O.conv_fwd(&O, &cv->c, n, x, wp_at(cv->w_off), b, y, N.ws));
 }
 
 static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
 {
   int bias = cv->c.kind != OPS_CONV3X3;
-  OP("conv bwd filter", cv->name, conv_flops(cv, n), 0,
+  OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
      O.conv_bwd_filter(&O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL,
                        0, N.ws));
   /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
   grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
   if (dx)
-    OP("conv bwd data", cv->name, conv_flops(cv, n), 0,
+    OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
        O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
 }
 
 static void block_fwd(blk_t *b, int n, const void *in)
 {
-  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
   conv_fwd(&b->conv, n, in, b->a);
   /* statistics and finalisation in one (the model without SyncBN) */
-  OP("bn stats", b->conv.name, 0, PC * E,
+  OP(ACCT_BN_STATS, b->conv.name, acct_bn(ACCT_BN_STATS, P, b->C, E),
      O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->stats,
                          b->saved));
-  OP("bn apply+relu", b->conv.name, 0, 2 * PC * E,
+  OP(ACCT_BN_APPLY, b->conv.name, acct_bn(ACCT_BN_APPLY, P, b->C, E),
      O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
 }
 
 /* The model keeps only a block's conv output and makes its norm+ReLU output again where
- * backward (or the skip) needs it: one more elementwise pass (src/model/unet.c). */
-static void recompute(blk_t *b, int n)
+ * backward needs it, at the levels it recomputes: one more elementwise pass. */
+static void recompute(blk_t *b, int n, int level)
 {
-  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
-  OP("bn recompute", b->conv.name, 0, 2 * PC * E,
+  if (kept(level)) return; /* forward's output is still there */
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
+  OP(ACCT_BN_RECOMPUTE, b->conv.name, acct_bn(ACCT_BN_RECOMPUTE, P, b->C, E),
      O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
 }
 
 static void block_bwd(blk_t *b, int n, const void *in, void *d, void *dx)
 {
-  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w, PC = P * b->C;
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
   /* the ReLU's mask recomputed from the BN input, as the model runs it (no read of r) */
   ops_relu_t mask = {.gamma = wp_at(b->g_off), .beta = wp_at(b->g_off + b->C)};
-  OP("bn bwd reduce", b->conv.name, 0, 2 * PC * E,
+  OP(ACCT_BN_BWD_REDUCE, b->conv.name, acct_bn(ACCT_BN_BWD_REDUCE, P, b->C, E),
      O.bn_bwd_reduce(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wg_at(b->g_off),
                      wg_at(b->g_off + b->C), 0));
-  OP("bn bwd apply", b->conv.name, 0, 3 * PC * E,
+  OP(ACCT_BN_BWD_APPLY, b->conv.name, acct_bn(ACCT_BN_BWD_APPLY, P, b->C, E),
      O.bn_bwd_apply(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wp_at(b->g_off), d));
   grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
   conv_bwd(&b->conv, n, in, d, dx);
 }
 
-static void step(int n)
+static void forward(int n)
 {
+  char name[32];
   size_t P0 = (size_t)n * N.H * N.W;
   if (O.dtype != OPS_F32)
-    OP("cast input", "x", 0, P0 * 3 * (4 + E), O.from_f32(&O, N.x32, P0 * 3, N.x));
+    OP(ACCT_CAST_INPUT, "input", acct_cast(P0 * 3, E), O.from_f32(&O, N.x32, P0 * 3, N.x));
   const void *in = N.x;
   for (int i = 0; i < N.L; i++) {
     if (i > 0) {
-      size_t Q = P0 >> (2 * i), C = N.widths[i - 1];
-      OP("maxpool", N.enc1[i].conv.name, 0, Q * C * (5 * E + 1),
-         O.maxpool_fwd(&O, N.enc2[i - 1].r, n, N.H >> (i - 1), N.W >> (i - 1), (int)C,
-                       N.pooled[i], N.arg[i]));
+      int C = N.widths[i - 1], h = N.H >> (i - 1), w = N.W >> (i - 1);
+      snprintf(name, sizeof name, "enc%d.pool", i - 1);
+      OP(ACCT_MAXPOOL, name, acct_maxpool_fwd(n, h, w, C, E),
+         O.maxpool_fwd(&O, N.enc2[i - 1].r, n, h, w, C, N.pooled[i], N.arg[i]));
       in = N.pooled[i];
     }
     block_fwd(&N.enc1[i], n, in);
     block_fwd(&N.enc2[i], n, N.enc1[i].r);
     in = N.enc2[i].r;
   }
+  /* the encoder outputs (the skips) live until their concat: nothing recomputed in forward */
   for (int i = N.L - 2; i >= 0; i--) {
     size_t P = P0 >> (2 * i);
     conv_fwd(&N.up[i], n, in, N.g[0]);
-    recompute(&N.enc2[i], n); /* the skip */
-    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
+    snprintf(name, sizeof name, "dec%d.concat", i);
+    OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 1, E),
        O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
     block_fwd(&N.dec1[i], n, N.cat[i]);
     block_fwd(&N.dec2[i], n, N.dec1[i].r);
     in = N.dec2[i].r;
   }
-  const void *head_in = in;
   conv_fwd(&N.head, n, in, N.logits);
-  OP("loss", "softmax CE", 0, P0 * (2.0 * N.K * E + 4),
+  OP(ACCT_LOSS, "loss", acct_loss(P0, N.K, E),
      ops_cuda_softmax_ce_async(&O, N.logits, N.labels, P0, N.K, -1, 1, 0, N.g[0], NULL,
                                N.loss));
+}
+
+/* The decoder's backward; returns which of N.g holds the gradient flowing into the encoder. */
+static int decoder_bwd(int n)
+{
+  char name[32];
+  size_t P0 = (size_t)n * N.H * N.W;
   int cur = 1;
-  conv_bwd(&N.head, n, head_in, N.g[0], N.g[1]);
+  conv_bwd(&N.head, n, N.L > 1 ? N.dec2[0].r : N.enc2[0].r, N.g[0], N.g[1]);
   for (int i = 0; i <= N.L - 2; i++) {
     size_t P = P0 >> (2 * i);
-    recompute(&N.dec1[i], n);
+    recompute(&N.dec1[i], n, i);
     block_bwd(&N.dec2[i], n, N.dec1[i].r, N.g[cur], N.g[!cur]);
     cur = !cur;
-    /* the concat again: the skip recomputed straight into its first half, then the up-conv's
-     * output copied into the second (the model keeps the up-conv output; here a buffer of its
-     * size stands in, for the time of the pass) */
-    {
+    snprintf(name, sizeof name, "dec%d.concat", i);
+    if (!kept(i)) {
+      /* the concat again: the skip recomputed straight into its first half, then the up-conv's
+       * output copied into the second (the model keeps the up-conv output; here a buffer of its
+       * size stands in, for the time of the pass) */
       blk_t *b = &N.enc2[i];
-      OP("bn recompute", b->conv.name, 0, 2.0 * P * b->C * E,
+      OP(ACCT_BN_RECOMPUTE, b->conv.name, acct_bn(ACCT_BN_RECOMPUTE, P, b->C, E),
          O.bn_apply_ld(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1,
                        N.cat[i], 2 * (size_t)b->C));
+      OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
+         O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     }
-    OP("concat", N.up[i].name, 0, 2.0 * P * N.widths[i] * E,
-       O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     block_bwd(&N.dec1[i], n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
-    OP("concat", N.up[i].name, 0, 4.0 * P * N.widths[i] * E,
+    OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
        O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
     cur = !cur;
-    recompute(i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1], n);
-    const void *below = i == N.L - 2 ? N.enc2[N.L - 1].r : N.dec2[i + 1].r;
-    conv_bwd(&N.up[i], n, below, N.g[cur], N.g[!cur]);
+    blk_t *below = i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1];
+    recompute(below, n, i + 1);
+    conv_bwd(&N.up[i], n, below->r, N.g[cur], N.g[!cur]);
     cur = !cur;
   }
+  return cur;
+}
+
+static void encoder_bwd(int n, int cur)
+{
+  char name[32];
   for (int i = N.L - 1; i >= 0; i--) {
     void *d = N.g[cur];
     if (i < N.L - 1) {
-      size_t Q = P0 >> (2 * (i + 1)), C = N.widths[i];
-      OP("maxpool", N.enc2[i].conv.name, 0, Q * C * (9 * E + 1),
-         O.maxpool_bwd(&O, N.g[cur], N.arg[i + 1], n, N.H >> i, N.W >> i, (int)C, N.dskip[i],
-                       1));
+      int C = N.widths[i], h = N.H >> i, w = N.W >> i;
+      snprintf(name, sizeof name, "enc%d.pool", i);
+      OP(ACCT_MAXPOOL, name, acct_maxpool_bwd(n, h, w, C, E, 1),
+         O.maxpool_bwd(&O, N.g[cur], N.arg[i + 1], n, h, w, C, N.dskip[i], 1));
       d = N.dskip[i];
     }
     void *fb = d == N.g[0] ? N.g[1] : N.g[0];
-    recompute(&N.enc1[i], n);
+    recompute(&N.enc1[i], n, i);
     block_bwd(&N.enc2[i], n, N.enc1[i].r, d, fb);
     void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
     block_bwd(&N.enc1[i], n, i == 0 ? N.x : N.pooled[i], fb, dx);
     if (dx) cur = dx == N.g[0] ? 0 : 1;
   }
+}
+
+static void step(int n)
+{
+  forward(n);
+  encoder_bwd(n, decoder_bwd(n));
   char err[256];
-  op_begin("optimizer", "SGD momentum", 0,
-           N.nparams * (12.0 + (working_grads() ? E : 4) + (O.dtype == OPS_F32 ? 0 : E)));
+  size_t gE = working_grads() ? E : 4;
+  if (skipped(ACCT_OPTIMIZER, "SGD momentum")) return;
+  op_begin(ACCT_OPTIMIZER, "SGD momentum", acct_sgd(N.nparams, gE, O.dtype == OPS_F32 ? 0 : E));
   if (ops_cuda_sgd(N.p32, working_grads() ? N.wg : N.g32, working_grads() ? O.dtype : OPS_F32,
                    N.mom, N.nparams, 1e-6, 1e-4, 0.9, 0, 1, O.dtype == OPS_F32 ? NULL : N.wp,
                    O.dtype, S, err, sizeof err) != 0)
@@ -421,32 +477,30 @@ static int cmp_ms(const void *a, const void *b)
 
 static void report(double step_ms, int top)
 {
-  const char *cats[32];
-  double cms[32] = {0}, cfl[32] = {0}, cby[32] = {0};
-  int ccount[32] = {0}, nc = 0;
+  double cms[ACCT_NPASS] = {0}, cfl[ACCT_NPASS] = {0}, cby[ACCT_NPASS] = {0};
+  int ccount[ACCT_NPASS] = {0};
   double total = 0;
   for (int i = 0; i < nrec; i++) {
-    int c = 0;
-    while (c < nc && strcmp(cats[c], recs[i].cat)) c++;
-    if (c == nc) cats[nc++] = recs[i].cat;
+    int c = recs[i].pass;
     cms[c] += recs[i].ms, cfl[c] += recs[i].flops, cby[c] += recs[i].bytes, ccount[c]++;
     total += recs[i].ms;
   }
   printf("\nper category (one step, mean of %d profiled steps, each op timed alone on an idle "
          "GPU):\n%-16s %6s %9s %6s %9s %9s\n", nprofiled, "category", "ops", "ms", "%", "TFLOP/s",
          "GB/s");
-  for (int c = 0; c < nc; c++)
-    printf("%-16s %6d %9.3f %5.1f%% %9.1f %9.0f\n", cats[c], ccount[c], cms[c],
-           100 * cms[c] / total, cfl[c] ? cfl[c] / cms[c] / 1e9 : 0,
-           cby[c] ? cby[c] / cms[c] / 1e6 : 0);
+  for (int c = 0; c < ACCT_NPASS; c++)
+    if (ccount[c])
+      printf("%-16s %6d %9.3f %5.1f%% %9.1f %9.0f\n", acct_pass_name((acct_pass_t)c), ccount[c],
+             cms[c], 100 * cms[c] / total, cfl[c] ? cfl[c] / cms[c] / 1e9 : 0,
+             cby[c] ? cby[c] / cms[c] / 1e6 : 0);
   printf("%-16s %6d %9.3f (sum of the ops alone; the step on the stream: %.3f ms)\n", "total",
          nrec, total, step_ms);
   qsort(recs, (size_t)nrec, sizeof *recs, cmp_ms);
   printf("\ntop %d ops:\n%-16s %-14s %9s %9s %9s\n", top, "category", "layer", "ms", "TFLOP/s",
          "GB/s");
   for (int i = 0; i < top && i < nrec; i++)
-    printf("%-16s %-14s %9.3f %9.1f %9.0f\n", recs[i].cat, recs[i].name, recs[i].ms,
-           recs[i].flops ? recs[i].flops / recs[i].ms / 1e9 : 0,
+    printf("%-16s %-14s %9.3f %9.1f %9.0f\n", acct_pass_name(recs[i].pass), recs[i].name,
+           recs[i].ms, recs[i].flops ? recs[i].flops / recs[i].ms / 1e9 : 0,
            recs[i].bytes ? recs[i].bytes / recs[i].ms / 1e6 : 0);
 }
 
@@ -542,12 +596,234 @@ static int model_bench(ops_dtype_t dt, int iters, int warm)
   return isfinite(loss) ? 0 : 1;
 }
 
+/* ---- the step captured as a CUDA graph, and ablations inside it ---- */
+
+/* The step captured (without what skip_pass/skip_layer leave out) and instantiated; NULL
+ * when capture fails (only reported for the full step). */
+static cudaGraphExec_t capture(cudaError_t *why)
+{
+  cudaGraph_t g;
+  cudaGraphExec_t e = NULL;
+  cudaError_t ge = cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed);
+  if (ge == cudaSuccess) {
+    step(N.N);
+    ge = cudaStreamEndCapture(S, &g);
+    if (ge == cudaSuccess) {
+      ge = cudaGraphInstantiate(&e, g, 0);
+      cudaGraphDestroy(g);
+    }
+  }
+  if (why) *why = ge;
+  if (ge != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  for (int i = 0; i < 2; i++) CU(cudaGraphLaunch(e, S));
+  return e;
+}
+
+/* What the ablated graph b saves against the full step a: `pairs` samples, each `reps` replays
+ * of one then `reps` of the other (the order alternating), the median of the differences per
+ * replay. *full_ms: the median of a's samples. */
+static double ablation_ms(cudaGraphExec_t a, cudaGraphExec_t b, int pairs, int reps,
+                          double *full_ms)
+{
+  cudaEvent_t ev[3];
+  for (int i = 0; i < 3; i++) CU(cudaEventCreate(&ev[i]));
+  double *d = malloc(2 * pairs * sizeof *d), *f = d + pairs;
+  for (int s = 0; s < pairs; s++) {
+    cudaGraphExec_t first = s % 2 ? b : a, second = s % 2 ? a : b;
+    CU(cudaEventRecord(ev[0], S));
+    for (int r = 0; r < reps; r++) CU(cudaGraphLaunch(first, S));
+    CU(cudaEventRecord(ev[1], S));
+    for (int r = 0; r < reps; r++) CU(cudaGraphLaunch(second, S));
+    CU(cudaEventRecord(ev[2], S));
+    CU(cudaEventSynchronize(ev[2]));
+    float t1, t2;
+    CU(cudaEventElapsedTime(&t1, ev[0], ev[1]));
+    CU(cudaEventElapsedTime(&t2, ev[1], ev[2]));
+    double ta = (s % 2 ? t2 : t1) / reps, tb = (s % 2 ? t1 : t2) / reps;
+    d[s] = ta - tb;
+    f[s] = ta;
+  }
+  double m = median(d, pairs);
+  if (full_ms) *full_ms = median(f, pairs);
+  free(d);
+  for (int i = 0; i < 3; i++) cudaEventDestroy(ev[i]);
+  return m;
+}
+
+/* The step without pass p (of one layer, or of every layer when layer is NULL): its cost. */
+static double ablate(cudaGraphExec_t full, int p, const char *layer, int pairs, double *full_ms)
+{
+  skip_pass = p;
+  skip_layer = layer;
+  cudaGraphExec_t e = capture(NULL);
+  skip_pass = -1;
+  skip_layer = NULL;
+  if (!e) DIE("capturing the step without %s of %s failed", acct_pass_name((acct_pass_t)p),
+              layer ? layer : "every layer");
+  double ms = ablation_ms(full, e, pairs, 4, full_ms);
+  CU(cudaGraphExecDestroy(e));
+  return ms;
+}
+
+/* Per category: what each costs inside the graph-replayed step. pass_ms[p] gets it (negative
+ * for passes the step does not have); returns the full step's median over all the pairs. */
+static double ablate_passes(cudaGraphExec_t exec, int iters, double pass_ms[ACCT_NPASS])
+{
+  int present[ACCT_NPASS] = {0};
+  for (int i = 0; i < nrec; i++) present[recs[i].pass] = 1;
+  double full[ACCT_NPASS], sum = 0, step_ms;
+  int nf = 0;
+  int pairs = iters / 4 > 5 ? iters / 4 : 5;
+  printf("\nin the CUDA graph (step %.3f ms): the step without each category, %d pairs of 4 "
+         "replays each\n%-16s %9s %9s %6s\n", time_steps(iters, exec), pairs, "category",
+         "without", "costs ms", "%");
+  for (int p = 0; p < ACCT_NPASS; p++) {
+    pass_ms[p] = -1;
+    if (!present[p]) continue;
+    double f;
+    pass_ms[p] = ablate(exec, p, NULL, pairs, &f);
+    full[nf++] = f;
+    printf("%-16s %9.3f %9.3f %5.1f%%\n", acct_pass_name((acct_pass_t)p), f - pass_ms[p],
+           pass_ms[p], 100 * pass_ms[p] / f);
+    sum += pass_ms[p];
+  }
+  step_ms = median(full, nf);
+  printf("%-16s %9s %9.3f %5.1f%% (the rest: launch gaps and what no category removes alone; "
+         "full step %.3f ms, median over the pairs)\n", "sum", "", sum, 100 * sum / step_ms,
+         step_ms);
+  return step_ms;
+}
+
+/* ---- ceilings: a large matrix product on cuBLAS, a device-to-device copy ---- */
+
+static double gemm_ceiling(ops_dtype_t dt)
+{
+  const int n = 8192;
+  const size_t count = (size_t)n * n;
+  cudaDataType_t ty = dt == OPS_BF16 ? CUDA_R_16BF : dt == OPS_F16 ? CUDA_R_16F : CUDA_R_32F;
+  cublasComputeType_t ct = dt == OPS_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  /* random operands (never zeros), cast to the dtype by the ops table */
+  float *h = malloc(count * sizeof *h), *d32 = dev(count * sizeof *h);
+  for (size_t i = 0; i < (1u << 20); i++) h[i] = rnd();
+  for (size_t i = 1u << 20; i < count; i++) h[i] = h[(i * 2654435761u) & ((1u << 20) - 1)];
+  CU(cudaMemcpy(d32, h, count * sizeof *h, cudaMemcpyHostToDevice));
+  free(h);
+  void *m[3];
+  for (int k = 0; k < 3; k++) {
+    m[k] = dev(count * E);
+    if (O.from_f32(&O, d32, count, m[k])) DIE("cast: %s", O.last_error(&O));
+  }
+  CU(cudaFree(d32));
+  cublasHandle_t hb;
+  if (cublasCreate(&hb) != CUBLAS_STATUS_SUCCESS) DIE("cublasCreate failed");
+  cublasSetStream(hb, S);
+  const float one = 1, zero = 0;
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  double t[5];
+  for (int rep = -2; rep < 5; rep++) {
+    CU(cudaEventRecord(a, S));
+    if (cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, m[0], ty, n, m[1], ty, n, &zero,
+                     m[2], ty, n, ct, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+      DIE("cublasGemmEx failed");
+    CU(cudaEventRecord(b, S));
+    CU(cudaEventSynchronize(b));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, a, b));
+    if (rep >= 0) t[rep] = ms;
+  }
+  cublasDestroy(hb);
+  for (int k = 0; k < 3; k++) CU(cudaFree(m[k]));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 2.0 * n * n * n / (median(t, 5) * 1e-3);
+}
+
+static double copy_ceiling(void)
+{
+  const size_t bytes = (size_t)512 << 20;
+  void *src = dev(bytes), *dst = dev(bytes);
+  CU(cudaMemsetAsync(src, 0x5a, bytes, S));
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  double t[7];
+  for (int rep = -2; rep < 7; rep++) {
+    CU(cudaEventRecord(a, S));
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S));
+    CU(cudaEventRecord(b, S));
+    CU(cudaEventSynchronize(b));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, a, b));
+    if (rep >= 0) t[rep] = ms;
+  }
+  CU(cudaFree(src));
+  CU(cudaFree(dst));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 2.0 * bytes / (median(t, 7) * 1e-3); /* read + written */
+}
+
+/* ---- the account: every (layer, pass) ablated, the ceilings, the files ---- */
+
+/* The rows are ablated until cap_s seconds have gone (the rest print unmeasured). */
+static void write_account(const char *md, const char *json, double pass_ms[ACCT_NPASS],
+                          double step_ms, cudaGraphExec_t exec, int pairs, double cap_s,
+                          const char *device, const char *config)
+{
+  acct_report_t r = {.device = device, .config = config, .images = N.N};
+  r.ceiling.flops = gemm_ceiling(O.dtype);
+  r.ceiling.bw = copy_ceiling();
+  printf("\nceilings: matrix product %.1f TFLOP/s, device-to-device copy %.0f GB/s (read + "
+         "written)\n", r.ceiling.flops / 1e12, r.ceiling.bw / 1e9);
+  double full[MAXREC], t0 = now_ms();
+  int done = 0;
+  for (; done < account.n && now_ms() - t0 < 1e3 * cap_s; done++) {
+    acct_row_t *row = &account.rows[done];
+    row->ms = ablate(exec, row->pass, row->layer, pairs, &full[done]);
+  }
+  r.step_ms = done ? median(full, done) : step_ms;
+  printf("account: %d of %d (layer, pass) rows ablated in %.0f s (cap %.0f s), %d pairs each; "
+         "full step %.3f ms (at the categories: %.3f)\n", done, account.n,
+         (now_ms() - t0) / 1e3, cap_s, pairs, r.step_ms, step_ms);
+  for (int p = 0; p < ACCT_NPASS; p++) r.pass_ms[p] = pass_ms[p];
+  FILE *f = fopen(md, "w");
+  if (!f || acct_write_markdown(f, &account, &r) != 0 || fclose(f) != 0)
+    DIE("writing %s failed", md);
+  printf("account: %s (MFU %.1f %%)\n", md, 100 * acct_mfu(&account, &r));
+  if (json) {
+    f = fopen(json, "w");
+    if (!f || acct_write_json(f, &account, &r) != 0 || fclose(f) != 0)
+      DIE("writing %s failed", json);
+    printf("account: %s\n", json);
+  }
+}
+
+/* -r: auto (the model's SHMDDP_RECOMPUTE=auto), all, none or a number of levels. */
+static int parse_recompute(const char *v, ops_dtype_t dt)
+{
+  if (!strcmp(v, "auto")) return dt == OPS_F32 ? 0 : (N.L < 2 ? N.L : 2);
+  if (!strcmp(v, "all")) return N.L;
+  if (!strcmp(v, "none")) return 0;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (end == v || *end || n < 0 || n > N.L)
+    DIE("-r %s: use auto, all, none or 0..%d", v, N.L);
+  return (int)n;
+}
+
 int main(int argc, char **argv)
 {
-  const char *prec = "bf16", *widths = "64,128,256,512,1024";
-  int iters = 30, warm = 8, top = 25, opt, model = 0;
+  const char *prec = "bf16", *widths = "64,128,256,512,1024", *recomp = "auto";
+  const char *acct_md = NULL, *acct_json = NULL;
+  int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7;
+  double cap_s = 150; /* the account's row ablations */
   N.N = 6, N.H = N.W = 256, N.K = 4;
-  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:m")) != -1) {
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:m")) != -1) {
     switch (opt) {
     case 'p': prec = optarg; break;
     case 'b': N.N = atoi(optarg); break;
@@ -557,9 +833,15 @@ int main(int argc, char **argv)
     case 'n': iters = atoi(optarg); break;
     case 'W': warm = atoi(optarg); break;
     case 't': top = atoi(optarg); break;
+    case 'r': recomp = optarg; break;
+    case 'A': acct_md = optarg; break;
+    case 'J': acct_json = optarg; break;
+    case 'R': pairs = atoi(optarg); break;
+    case 'T': cap_s = atof(optarg); break;
     case 'm': model = 1; break;
     default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
-                 "[-n iters] [-W warmup] [-t top] [-m]", argv[0]);
+                 "[-n iters] [-W warmup] [-t top] [-r auto|all|none|N] [-A account.md "
+                 "[-J account.json] [-R pairs] [-T seconds]] [-m]", argv[0]);
     }
   }
   for (const char *s = widths; *s && N.L < MAXL; N.L++) {
@@ -570,8 +852,11 @@ int main(int argc, char **argv)
   }
   ops_dtype_t dt = !strcmp(prec, "f32") || !strcmp(prec, "fp32") ? OPS_F32
                    : !strcmp(prec, "f16") || !strcmp(prec, "fp16") ? OPS_F16 : OPS_BF16;
-  if (N.N < 1 || N.H % (1 << (N.L - 1)) || N.K < 2 || iters < 1)
-    DIE("batch %d, size %d, %d levels, %d classes: invalid", N.N, N.H, N.L, N.K);
+  if (N.N < 1 || N.H % (1 << (N.L - 1)) || N.K < 2 || iters < 1 || pairs < 1)
+    DIE("batch %d, size %d, %d levels, %d classes, %d iterations, %d pairs: invalid", N.N, N.H,
+        N.L, N.K, iters, pairs);
+  if (acct_json && !acct_md) DIE("-J needs -A (the account's markdown)");
+  recompute_levels = parse_recompute(recomp, dt);
   char err[512];
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
@@ -583,8 +868,11 @@ int main(int argc, char **argv)
   size_t free0, total;
   CU(cudaMemGetInfo(&free0, &total));
   build();
-  printf("ops_cuda_bench: %s, %s, U-Net %s, batch %d, 3x%dx%d, %d classes, %zu parameters, "
-         "conv workspace %.1f MiB\n", prop.name, O.name, widths, N.N, N.H, N.W, N.K, N.nparams,
+  char config[256];
+  snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters, "
+           "SGD momentum; backward recomputes at %d of %d levels (-r %s)", widths, O.name, N.N,
+           N.H, N.W, N.K, N.nparams, recompute_levels, N.L, recomp);
+  printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);
   CU(cudaStreamSynchronize(S));
@@ -595,26 +883,19 @@ int main(int argc, char **argv)
   printf("step (stream): %.3f ms median of %d = %.1f img/s; device memory in use %.0f MiB\n", ms,
          iters, N.N * 1000.0 / ms, (free0 - free1) / 1048576.0);
   /* the same step captured in a CUDA graph: launch overhead gone (not fatal if it fails) */
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  cudaError_t ge = cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed);
-  if (ge == cudaSuccess) {
-    step(N.N);
-    ge = cudaStreamEndCapture(S, &graph);
-  }
-  if (ge == cudaSuccess) ge = cudaGraphInstantiate(&exec, graph, 0);
-  if (ge == cudaSuccess) {
-    for (int i = 0; i < 3; i++) CU(cudaGraphLaunch(exec, S));
+  cudaError_t ge;
+  cudaGraphExec_t exec = capture(&ge);
+  if (exec) {
     double gms = time_steps(iters, exec);
     printf("step (CUDA graph): %.3f ms median of %d = %.1f img/s\n", gms, iters,
            N.N * 1000.0 / gms);
   } else {
     printf("step (CUDA graph): capture failed: %s\n", cudaGetErrorString(ge));
-    cudaGetLastError();
   }
   /* Per-op profile: events around each op, with the stream drained before it, so an op's
    * time is its own kernels (and the launch gaps between them) on an idle GPU. (Events recorded
-   * inside a CUDA graph cannot be timed: cudaEventElapsedTime says "invalid argument".) */
+   * inside a CUDA graph cannot be timed: cudaEventElapsedTime says "invalid argument".) The
+   * first profiled step also fills the account's rows. */
   for (int i = 0; i <= MAXREC; i++) CU(cudaEventCreate(&evs[i]));
   for (int i = 0; i < MAXREC; i++) CU(cudaEventCreate(&ends[i]));
   static double acc[MAXREC];
@@ -622,9 +903,10 @@ int main(int argc, char **argv)
   for (int s = 0; s < nsteps; s++) {
     nrec = 0;
     profiling = 1;
+    accounting = s == 0;
     step(N.N);
     op_end();
-    profiling = 0;
+    profiling = accounting = 0;
     CU(cudaStreamSynchronize(S));
     if (n0 >= 0 && nrec != n0) DIE("steps issued %d and %d ops", n0, nrec);
     n0 = nrec;
@@ -644,38 +926,17 @@ int main(int argc, char **argv)
    * is what the category costs inside the real step (overlap, caches and launch gaps as they
    * are), which the ops-alone figures above overstate for short kernels. The skipped ops'
    * outputs keep the previous step's values: timings of these ops do not depend on values. */
-  if (ge == cudaSuccess) {
-    const char *cats[32];
-    int nc = 0;
-    for (int i = 0; i < nrec; i++) {
-      int c = 0;
-      while (c < nc && strcmp(cats[c], recs[i].cat)) c++;
-      if (c == nc && nc < 32) cats[nc++] = recs[i].cat;
-    }
-    double gms = time_steps(iters, exec), sum = 0;
-    printf("\nin the CUDA graph (step %.3f ms): the step without each category, %d replays each\n"
-           "%-16s %9s %9s %6s\n", gms, iters, "category", "without", "costs ms", "%");
-    for (int c = 0; c < nc; c++) {
-      cudaGraph_t g2;
-      cudaGraphExec_t e2;
-      skip_cat = cats[c];
-      CU(cudaStreamBeginCapture(S, cudaStreamCaptureModeRelaxed));
-      step(N.N);
-      CU(cudaStreamEndCapture(S, &g2));
-      skip_cat = NULL;
-      CU(cudaGraphInstantiate(&e2, g2, 0));
-      for (int i = 0; i < 3; i++) CU(cudaGraphLaunch(e2, S));
-      double w = time_steps(iters, e2);
-      printf("%-16s %9.3f %9.3f %5.1f%%\n", cats[c], w, gms - w, 100 * (gms - w) / gms);
-      sum += gms - w;
-      CU(cudaGraphExecDestroy(e2));
-      CU(cudaGraphDestroy(g2));
-    }
-    printf("%-16s %9s %9.3f %5.1f%% (the rest: launch gaps and what no category removes alone)\n",
-           "sum", "", sum, 100 * sum / gms);
+  if (exec) {
+    double pass_ms[ACCT_NPASS];
+    double step_ms = ablate_passes(exec, iters, pass_ms);
+    if (acct_md)
+      write_account(acct_md, acct_json, pass_ms, step_ms, exec, pairs, cap_s, prop.name, config);
+  } else if (acct_md) {
+    DIE("no account without the CUDA graph of the step");
   }
   report(ms, top);
   printf("\nlast loss %.4f over %.0f pixels (finite: %s)\n", loss[0] / loss[1], loss[1],
          isfinite(loss[0]) ? "yes" : "NO");
+  acct_free(&account);
   return isfinite(loss[0]) ? 0 : 1;
 }

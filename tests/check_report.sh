@@ -59,6 +59,23 @@ python3 "$src/tools/report" "$tmp/cpu" --merge-timeline "$tmp/cpu/timeline.json"
   > "$tmp/report.log" 2>&1 || { cat "$tmp/report.log"; fail "tools/report failed on the CPU run"; }
 python3 "$src/tools/report" "$tmp/gpu" "$tmp/cpu" --label gpu --label cpu -o "$tmp/both.html" \
   > "$tmp/report2.log" 2>&1 || { cat "$tmp/report2.log"; fail "tools/report failed on two runs"; }
+# The step's account as bench/ops_cuda_bench -J writes it (made up: three passes), in the step
+# section; an unreadable one is a note, not a failure.
+cat > "$tmp/account.json" <<'EOF2'
+{"device": "GPU", "config": "U-Net test", "step_ms": 6.0, "images": 6, "ceiling_tflops": 790,
+ "ceiling_gbs": 4300, "gflop": 1733.1, "gbytes": 5.2, "roofline_ms": 3.4, "mfu": 0.3656,
+ "passes": [
+  {"pass": "conv fwd", "ops": 23, "gflop": 578.2, "mb": 900, "ms": 1.1, "roofline_ms": 0.73},
+  {"pass": "bn stats", "ops": 18, "gflop": 0, "mb": 384, "ms": 0.31, "roofline_ms": 0.089},
+  {"pass": "optimizer", "ops": 1, "gflop": 0, "mb": 620, "ms": null, "roofline_ms": 0.14}],
+ "rows": []}
+EOF2
+python3 "$src/tools/report" "$tmp/gpu" --account "$tmp/account.json" -o "$tmp/account.html" \
+  > "$tmp/report3.log" 2>&1 || { cat "$tmp/report3.log"; fail "tools/report failed with --account"; }
+echo "not json" > "$tmp/bad.json"
+python3 "$src/tools/report" "$tmp/gpu" --account "$tmp/bad.json" -o "$tmp/bad.html" \
+  > "$tmp/report4.log" 2>&1 || { cat "$tmp/report4.log"; fail "tools/report failed on a bad account"; }
+grep -q "unreadable" "$tmp/bad.html" || fail "a bad account file is not reported as unreadable"
 
 python3 - "$tmp" <<'EOF'
 import html.parser, json, math, re, sys
@@ -173,5 +190,14 @@ for row in ("r0 host", "r0 compute", "r0 comm", "r1 comm"):
     assert row in text, "GPU timeline lacks the row " + row
 assert "gpu" in "".join(both["summary"]["text"]) and "cpu" in "".join(both["summary"]["text"])
 assert len(both["memory"]["svgs"]) == 2 and len(both["allreduce"]["svgs"]) == 4
+acc = parse(tmp + "/account.html")["step-split"]
+text = "".join(acc["text"])
+for want in ("Account of the step", "MFU 36.6 %", "790.0", "conv fwd", "bn stats", "roofline ms"):
+    assert want in text, "the account lacks '%s': %s" % (want, text)
+assert "620" not in text, "a pass without a measured time is drawn"
+# two segments (roofline, above) per measured pass, besides the step bars
+first = acc["svgs"][0]
+inside(first, "account chart")
+assert sum(1 for t, a in first["shapes"] if t == "rect") == 4, "account: 2 bars x 2 passes"
 print("check_report: report structure ok")
 EOF

@@ -11,6 +11,7 @@
 #                resume_gpu.sh
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
+#   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
 # Without the Check library tests/no-check.sh says how to get it.
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
@@ -156,6 +157,14 @@ tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_inp
 	tests/fuzz/png_input.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
 tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
+
+# ---- dev/: the step account's FLOP and byte arithmetic against hand-worked layers ----
+check_PROGRAMS += tests/check_account
+TESTS += tests/check_account
+tests_check_account_SOURCES = tests/check_account.c dev/step_account.c dev/step_account.h \
+	tests/json_mini.c tests/json_mini.h
+tests_check_account_CFLAGS = $(TEST_CFLAGS)
+tests_check_account_LDADD = $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
