@@ -87,7 +87,7 @@ if has_part tests; then
     part check_coloc_cuda_$w 100 env SHMDDP_COLOC_WAIT=$w CK_VERBOSITY=normal tests/check_coloc_cuda
     grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda_$w.log" | head -20 | sed "s/^/  ($w waits) /" | tee -a "$SUM"
   done
-  part kill_rank_gpu 90 env srcdir=. top_builddir=. KILL_WAITS="host stream" sh tests/kill_rank_gpu.sh
+  part kill_rank_gpu 120 env srcdir=. top_builddir=. KILL_WAITS="host stream" sh tests/kill_rank_gpu.sh
   grep -E "victim rank|FAIL" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
 fi
 
