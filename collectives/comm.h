@@ -18,6 +18,9 @@ typedef enum {
   COLL_BROADCAST,
   COLL_REDUCE,
   COLL_BARRIER,
+  COLL_ALL_TO_ALL,
+  COLL_GATHER,
+  COLL_SCATTER,
   COLL_NUM_KINDS
 } coll_kind_t;
 

@@ -362,8 +362,10 @@ static shmddp_status_t rs_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
-static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
-                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+/* Every rank posts send; the ranks in `takers` copy every rank's into recv, in rank order. */
+static shmddp_status_t gather_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                     size_t bytes, shmddp_dtype_t dtype, int takers,
+                                     shmddp_stream_t stream)
 {
   cuda_staged_args_t a;
   staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
@@ -371,8 +373,14 @@ static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *re
   a.src_bytes = bytes;
   a.dst = recv;
   a.dst_stride = bytes;
-  a.copy_mask = (1u << comm->nranks) - 1;
+  a.copy_mask = takers ? (1u << comm->nranks) - 1 : 0;
   return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  return gather_staged(comm, send, recv, bytes, dtype, 1, stream);
 }
 
 static shmddp_status_t bc_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
@@ -550,8 +558,141 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   return SHMDDP_OK;
 }
 
+/* ---------------- all-to-all, gather, scatter ----------------
+ * Block moves, one direct copy kernel per block, every rank launching the same number of kernels
+ * (a rank with nothing to move takes part in the handshakes only). P2P: the receivers' buffers
+ * are exchanged and each rank pushes its blocks (launch j: rank r's block (r + j) % n); staged:
+ * launch j posts the same blocks and each receiver copies the one that is its own. */
+
+/* Launch j of n block moves: this rank posts/pushes block `to` of send (NULL: nothing) and
+ * receives the block `from` posts into recv + from * stride (from < 0: nothing). */
+static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *P, const void *src,
+                                  size_t bytes, int to, size_t dst_off, void *recv, int from,
+                                  size_t stride, shmddp_stream_t stream)
+{
+  if (staged) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+    a.src = src;
+    a.src_bytes = bytes;
+    a.post_data = src != NULL;
+    a.dst = recv;
+    a.dst_stride = stride;
+    a.copy_mask = from >= 0 ? 1u << from : 0;
+    return staged_launch(comm, &a, stream);
+  }
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+  if (src && P[to]) {
+    a.nsrc = 1;
+    a.src[0] = src;
+    a.ndst = 1;
+    a.dst[0] = (char *)P[to] + dst_off;
+    a.n = bytes;
+  }
+  direct_set_vec(&a);
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+/* The start of a block-moving call: bookkeeping, and the cases with nothing to move between
+ * ranks (*done). Returns the algorithm through *staged. */
+static shmddp_status_t enter_moves(shmddp_comm_t *comm, coll_kind_t kind, const void *send,
+                                   void *recv, size_t count, shmddp_dtype_t dtype, int root,
+                                   shmddp_stream_t stream, int *staged, int *done)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, kind, bytes, SHMDDP_ALGO_AUTO);
+  *staged = algo == SHMDDP_ALGO_STAGED;
+  *done = 1;
+  TRY(enter(comm, kind, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  *done = 0;
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t count, shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  size_t all = bytes * (size_t)comm->nranks;
+  if ((const char *)send < (const char *)recv + all && (const char *)recv < (const char *)send + all)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "shmddp_all_to_all: on device buffers send and "
+                      "recv must not overlap (a peer may overwrite a block before it is sent)");
+  TRY(enter_moves(comm, COLL_ALL_TO_ALL, send, recv, count, dtype, -1, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  size_t len[1] = {all};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  for (int j = 0; j < n; j++) {
+    int to = (me + j) % n, from = (me - j + n) % n;
+    TRY(block_move(comm, staged, P[0], (const char *)send + (size_t)to * bytes, bytes, to,
+                   (size_t)me * bytes, recv, from, bytes, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  TRY(enter_moves(comm, COLL_GATHER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {me == root ? recv : NULL};
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return gather_staged(comm, send, recv, bytes, dtype, me == root, stream);
+  return block_move(comm, 0, P[0], send, bytes, root, (size_t)me * bytes, NULL, -1, 0, stream);
+}
+
+static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                    size_t count, shmddp_dtype_t dtype, int root,
+                                    shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  TRY(enter_moves(comm, COLL_SCATTER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  size_t len[1] = {bytes};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  for (int j = 0; j < n; j++) {
+    const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
+    TRY(block_move(comm, staged, P[0], src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                                  shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                                  shmddp_stream_t stream)
+{
+  TRY(local_copy(comm, dst, src, count * shmddp_dtype_size(dtype), stream));
+  TRY_AS(cuda_launch_failed, comm,
+         reduce_cuda_scale(dst, count, dtype, scalar, scalar_on_device, stream));
+  return SHMDDP_OK;
+}
+
 static void cuda_teardown(shmddp_comm_t *comm) { shmddp_comm_free_cuda(comm); }
 
 const struct coll_device_ops cuda_device_ops = {
-  cuda_all_reduce, cuda_reduce_scatter, cuda_all_gather, cuda_broadcast, cuda_reduce, cuda_teardown,
+  .all_reduce = cuda_all_reduce,
+  .reduce_scatter = cuda_reduce_scatter,
+  .all_gather = cuda_all_gather,
+  .broadcast = cuda_broadcast,
+  .reduce = cuda_reduce,
+  .all_to_all = cuda_all_to_all,
+  .gather = cuda_gather,
+  .scatter = cuda_scatter,
+  .scale = cuda_scale,
+  .teardown = cuda_teardown,
 };

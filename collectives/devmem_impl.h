@@ -55,6 +55,12 @@ typedef struct {
   devmem_msg_t msg;
 } devmem_pending_t;
 
+/* A retirement not yet sent to one peer. */
+typedef struct {
+  int peer;
+  uint64_t export_id, due;
+} devmem_outgoing_t;
+
 typedef struct {
   uint64_t reg, export_id; /* export_id 0: nothing exported (PRIVATE, or no remote peer) */
 } devmem_reg_t;
@@ -75,6 +81,8 @@ struct devmem {
   size_t nimp[SHMDDP_MAX_RANKS], capimp[SHMDDP_MAX_RANKS];
   devmem_pending_t *pend;
   size_t npend, cappend;
+  devmem_outgoing_t *out; /* retirements to send at the next exchange, in order */
+  size_t nout, capout;
   devmem_reg_t *regs;
   size_t nregs, capregs;
   devmem_stats_t st;

@@ -59,7 +59,7 @@ static int drain(devmem_t *m, char *err, size_t errlen)
       size_t len = 0;
       int fd = -1;
       int r = fdpass_recv(m->mesh, p, &g, sizeof g, &len, &fd, err, errlen);
-      if (r == 0) break;
+      if (r == 0 || r == FDPASS_GONE) break; /* gone: the peer has left (the rendezvous tells) */
       if (r < 0 || take_message(m, p, &g, len, fd, err, errlen) != 0) return -1;
     }
   }

@@ -206,7 +206,7 @@ shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **out, int nranks,
 
   char err[512];
   shm_join_args_t a = {.nranks = nranks, .rank = rank, .slot_bytes = cfg.slot_bytes,
-                       .timeout_s = cfg.timeout_s};
+                       .timeout_s = cfg.timeout_s, .watch = cfg.parent ? cfg.parent->seg : NULL};
   shmddp_algo_t algo;
   st = coll_env_settings(&a.slot_bytes, &a.timeout_s, &algo, err, sizeof err);
   if (st != SHMDDP_OK) return fail(st, "%s", err);
@@ -273,6 +273,15 @@ shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm)
   shm_abort(comm->seg, SHMDDP_ERR_ABORTED, comm->rank,
             "rank %d aborted the communicator (shmddp_comm_abort)", comm->rank);
   return SHMDDP_OK;
+}
+
+shmddp_status_t shmddp_comm_check(const shmddp_comm_t *comm, char *why, size_t len)
+{
+  if (!comm) return fail(SHMDDP_ERR_INVALID, "shmddp_comm_check: comm is NULL");
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (why && len) snprintf(why, len, "%s", st == SHMDDP_OK ? "" : msg);
+  return st;
 }
 
 #if !HAVE_CUDA

@@ -12,12 +12,21 @@
  * Programs written against shmddp itself use shmddp.h; this header exists for the library's own
  * build and tests, and for C programs that want to call the interface without NCCL installed.
  *
- * What is served (see the README for the limits): unique ids, init (rank, config, all, split),
- * finalize/destroy/abort, async errors, the queries, all-reduce, broadcast, reduce, all-gather,
- * reduce-scatter, send/recv, groups, pre-multiplied sums, MemAlloc/Free; every integer and
- * floating dtype except the 8-bit floats. Other entry points exist (a client that imports them
- * loads) and return ncclInvalidUsage, saying once on stderr which call is not supported.
- * SHMDDP_NCCL_DEBUG=1 prints one line per communicator when it is made. */
+ * What is served (the README states the deliberate differences: abort is group-wide, one
+ * machine, at most 8 ranks): every function of NCCL 2.28's C interface, each also under its
+ * pnccl name (profilers interpose on those). Unique ids; init (rank, config, scalable, all,
+ * grouped); split; finalize (waits for the streams the communicator's calls went to), destroy,
+ * abort, revoke; async errors; the queries; all-reduce, broadcast, reduce, all-gather,
+ * reduce-scatter, all-to-all, gather, scatter, send/recv (oneself included, inside a group);
+ * groups; pre-multiplied sums (sum over ranks of each rank's scalar times its input; the scalar
+ * captured when the call is queued, or read from device memory when it runs); every dtype,
+ * both 8-bit floats included. Device-communicator, window, shrink, suspend/resume and
+ * memory-statistics calls exist (a client that imports them loads) and return ncclInvalidUsage,
+ * saying once on stderr which call is not supported. A refused argument is returned by the
+ * call itself, and ncclGetLastError names it. There is no timeout: a call waits for its peers as
+ * long as they live (a dead peer is reported within about a second); SHMDDP_TIMEOUT sets one.
+ * NCCL_DEBUG=WARN prints failures, NCCL_DEBUG=INFO (or SHMDDP_NCCL_DEBUG=1) also one line per
+ * communicator made; lines carry the config's commName. */
 #ifndef SHMDDP_NCCL_H
 #define SHMDDP_NCCL_H
 
@@ -77,8 +86,8 @@ typedef enum {
   ncclFloat64 = 8,
   ncclDouble = 8,
   ncclBfloat16 = 9,
-  ncclFloat8e4m3 = 10, /* refused: shmddp has no 8-bit floats */
-  ncclFloat8e5m2 = 11,
+  ncclFloat8e4m3 = 10, /* 8-bit floats: 4 exponent bits, 3 mantissa bits, no infinity */
+  ncclFloat8e5m2 = 11, /* 5 exponent bits, 2 mantissa bits (IEEE-like, with infinities) */
   ncclNumTypes = 12
 } ncclDataType_t;
 
@@ -88,9 +97,10 @@ typedef enum {
 } ncclScalarResidence_t;
 
 /* The configuration a client passes to ncclCommInitRankConfig / ncclCommSplit. It grew release
- * by release; a client fills size and version for its own layout, and fields its version does
- * not have count as unset. Only blocking matters here: shmddp's init always completes before it
- * returns (a non-blocking client then sees ncclSuccess at once). */
+ * by release; a client fills size and version for its own layout, and fields past its size
+ * count as unset. Read here: blocking (shmddp's init always completes before it returns, so a
+ * non-blocking client sees ncclSuccess at once), commName (in messages), splitShare, and the
+ * CTA bounds (checked and accepted: shmddp sizes its own kernels). */
 typedef struct {
   size_t size;               /* @0  sizeof the client's struct */
   unsigned int magic;        /* @8  SHMDDP_NCCL_CONFIG_MAGIC */
@@ -126,6 +136,8 @@ ncclResult_t ncclGetVersion(int *version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
 const char *ncclGetErrorString(ncclResult_t result);
 const char *ncclGetLastError(ncclComm_t comm);
+/* Read NCCL_DEBUG / SHMDDP_NCCL_DEBUG again at the next message. */
+void ncclResetDebugInit(void);
 
 /* ---- communicators ---- */
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank);
@@ -144,6 +156,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm);
  * waiting for a peer give up; then the communicator is freed once the calls in flight on it
  * have returned. */
 ncclResult_t ncclCommAbort(ncclComm_t comm);
+/* Ends the calls in flight on every rank and refuses new ones; destroy it afterwards.
+ * revokeFlags: 0 (NCCL_REVOKE_DEFAULT). */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device);
@@ -152,7 +167,8 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
 /* ---- memory ---- */
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);
 ncclResult_t ncclMemFree(void *ptr);
-/* Accepted and ignored: shmddp registers each allocation at its first use. */
+/* ncclMemAlloc: device memory every peer maps without a copy. Register: the buffer is exported
+ * on the communicator's device transport until Deregister (host-only: nothing to do). */
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
 
@@ -178,6 +194,18 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                shmddp_nccl_stream_t stream);
+/* Block j of sendbuff (count elements) goes to block `rank` of rank j's recvbuff. */
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, shmddp_nccl_stream_t stream);
+/* root's recvbuff receives nranks blocks of count elements, in rank order. */
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm,
+                        shmddp_nccl_stream_t stream);
+/* Rank i receives block i of root's sendbuff. */
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                         shmddp_nccl_stream_t stream);
+/* peer may be the calling rank inside a group (the matching call in the same group). */
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, shmddp_nccl_stream_t stream);
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -187,6 +215,8 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
  * communicators, one thread) ---- */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
+/* Ends the group without running it; shmddp has no cost model: ncclInvalidUsage. */
+ncclResult_t ncclGroupSimulateEnd(void *simInfo);
 
 #ifdef __cplusplus
 }

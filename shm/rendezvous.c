@@ -79,6 +79,7 @@ static shmddp_status_t create_and_publish(shm_segment_t *seg, const shm_join_arg
 typedef struct {
   shm_waiter_t w;
   shm_segment_t *seg;
+  const shm_segment_t *watch;
 } arrival_t;
 
 static uint32_t arrival_pending(shm_waiter_t *w)
@@ -91,10 +92,17 @@ static uint32_t arrival_pending(shm_waiter_t *w)
   return mask;
 }
 
-/* Before the group is complete there is no watcher thread: look for a member that died. */
+/* Before the group is complete there is no watcher thread: look for a member that died, and
+ * at the parent group (a rank that will never come may be stopped there). */
 static shmddp_status_t arrival_check(shm_waiter_t *w, char *err, size_t errlen)
 {
   shm_segment_t *seg = ((arrival_t *)w)->seg;
+  const shm_segment_t *watch = ((arrival_t *)w)->watch;
+  char why[SHM_ABORT_MSG_BYTES];
+  if (watch && shm_abort_status(watch, why, sizeof why) != SHMDDP_OK) {
+    snprintf(err, errlen, "the parent group failed while this group was forming: %s", why);
+    return SHMDDP_ERR_ABORTED;
+  }
   for (int r = 0; r < seg->nranks; r++) {
     shm_rank_info_t *ri = &seg->hdr->rank[r];
     if (atomic_load(&ri->state) != SHM_RANK_RUNNING) continue;
@@ -226,7 +234,7 @@ shmddp_status_t shm_join(shm_segment_t *seg, const shm_join_args_t *a, char *err
   atomic_fetch_add(&h->joined, 1);
   mark_seen(seg, a->rank, a->name);
 
-  arrival_t aw = {{arrival_pending, arrival_check, "shmddp_comm_init_rank"}, seg};
+  arrival_t aw = {{arrival_pending, arrival_check, "shmddp_comm_init_rank"}, seg, a->watch};
   double left = deadline - shm_now();
   st = shm_wait(seg, a->rank, &aw.w, left > 0.001 ? left : 0.001, err, errlen);
   if (st != SHMDDP_OK) {

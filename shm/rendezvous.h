@@ -20,6 +20,8 @@ typedef struct {
   size_t slot_bytes;         /* used by the rank that creates the segment */
   double timeout_s;
   int device_mode;           /* 1: this rank drives a GPU; every rank must say the same */
+  const shm_segment_t *watch; /* NULL, or a segment (a parent group) whose failure also ends
+                                 the wait for the other ranks */
 } shm_join_args_t;
 
 /* Join (or create) the id's segment and wait for every rank. On success the segment is mapped,

@@ -3,7 +3,7 @@
 #   library      check_reduce check_shm check_collectives check_join
 #                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
-#                nccl_exports.sh
+#                check_nccl_conf; CUDA build: nccl_exports.sh nccl_run.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
 #   trainer      check_cli check_data check_sampler check_metrics check_train check_checkpoint
@@ -64,13 +64,21 @@ TESTS += tests/check_coloc_cuda
 tests_check_coloc_cuda_SOURCES = tests/check_coloc_cuda.c
 tests_check_coloc_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_coloc_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
-# The NCCL front end on host-only communicators, and the entry points libshmddp-nccl.so exports.
-check_PROGRAMS += tests/check_nccl
-TESTS += tests/check_nccl tests/nccl_exports.sh
+# The entry points libshmddp-nccl.so exports (and their pnccl twins), and shmddp-nccl-run.
+TESTS += tests/nccl_exports.sh tests/nccl_run.sh
+endif
+# The NCCL front end on host-only communicators (every build), and its conformance harness:
+# every collective x dtype x op x place x count x 2, 3, 5, 8 ranks against an f64 reference;
+# with device buffers on one shared GPU where there is one.
+check_PROGRAMS += tests/check_nccl tests/check_nccl_conf
+TESTS += tests/check_nccl tests/check_nccl_conf
 tests_check_nccl_SOURCES = tests/check_nccl.c
 tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_LDADD = libcollcheck.a libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
-endif
+tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/nccl_conf_ref.c \
+	tests/nccl_conf.h
+tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
+tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
 
 # ---- the trainer's layers: ops, model, optimizers, memory ledger and plan ----
 check_PROGRAMS += tests/check_ops tests/check_model tests/check_optim tests/check_arena tests/check_plan
@@ -170,7 +178,7 @@ TESTS += tests/no-check.sh
 endif
 EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/nccl_exports.sh \
-	tests/check_cuda_collectives.c tests/check_join_cuda.c tests/check_nccl.c \
+	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \
 	tests/check_ops_cuda.c tests/check_model_cuda.c tests/ops_cuda_testutil.h \
 	tests/check_devmem_cuda.c
 

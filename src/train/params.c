@@ -20,10 +20,11 @@ static const param_t table[] = {
      .meaning = "force one collective algorithm (auto: by size and transport; ranks sharing a GPU: coloc)"},
     {.name = "SHMDDP_TIMEOUT",
      .kind = PARAM_NUMBER,
-     .dflt = "300",
+     .dflt = "300 (none for NCCL clients)",
      .reader = "collectives, at launch",
      .meaning = "seconds a collective waits for a peer, where the program sets none "
-                "(shmddp-train sets --timeout)"},
+                "(shmddp-train sets --timeout; libshmddp-nccl.so sets no limit unless this is "
+                "set)"},
     {.name = "SHMDDP_SLOT_MB",
      .kind = PARAM_NUMBER,
      .dflt = "4",
@@ -81,6 +82,12 @@ static const param_t table[] = {
      .reader = "collectives, device transport set-up",
      .meaning = "live exports of a rank's device buffers (16..1048576) before the least recently "
                 "used one is retired and its peers unmap it"},
+    {.name = "SHMDDP_NCCL_DEBUG",
+     .kind = PARAM_FLAG,
+     .dflt = "0",
+     .reader = "libshmddp-nccl.so, at its first message",
+     .meaning = "1: a line per communicator made and every failure on stderr (as "
+                "NCCL_DEBUG=INFO; NCCL_DEBUG=WARN prints the failures only)"},
     /* the CUDA backend of the model's ops (kernels/) */
     {.name = "SHMDDP_TF32",
      .kind = PARAM_FLAG,
