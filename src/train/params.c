@@ -30,6 +30,15 @@ static const param_t table[] = {
      .dflt = "4",
      .reader = "collectives, at launch",
      .meaning = "host staging per rank in the shared segment, MiB"},
+    {.name = "SHMDDP_COLOC_WAIT",
+     .kind = PARAM_CHOICE,
+     .choices = "host|stream|leader",
+     .dflt = "host",
+     .reader = "collectives, device transport set-up",
+     .meaning = "ranks that share a GPU: where a rank waits for its peers' events (host: its host "
+                "queries them, so no stream waits for another process; stream: its stream waits, "
+                "the call returns at once; leader: host in each GPU's lowest rank, stream in the "
+                "others)"},
     {.name = "SHMDDP_CUDA_P2P",
      .kind = PARAM_FLAG,
      .dflt = "1",
