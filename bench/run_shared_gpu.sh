@@ -3,21 +3,32 @@
 # the GPU machine, from a configured and built CUDA tree (run in its root; nothing is built here:
 # `make -j && make -j check TESTS=` first, so the test programs exist). Every rank uses GPU 0.
 #
-# PARTS (default: all of them, about 7 minutes; split into two calls to stay under 5):
-#   tests   check_coloc_cuda (every collective, 2-4 processes and threads, reuse, graphs) and
-#           tests/kill_rank_gpu.sh (a SIGKILLed co-located rank, member and leader)   ~1.5 min
-#   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, the device-to-device copy in the same run,
-#           and the old in-kernel path (-a direct) at small sizes for the before/after  ~1 min
+# PARTS (default: all of them, in this order, which needs about 9 minutes: give them in three
+# calls, `handoff tests sweep` (about 3.5 min), `trainer`, `torch`, each under the budget):
+#   handoff dev/coloc_handoff: one hand-over between 2 and 4 processes under each way of waiting
+#           for the peers' events (stream, host, per-rank kernels, mixed, driver)   < 1 min
+#           -> OUTDIR/handoff.tsv and handoff.log
+#   tests   check_coloc_cuda (every collective, 2-4 processes and threads, reuse, graphs) under
+#           each wait of TEST_WAITS (default "host leader"; host is the default, leader mixes
+#           host and stream waits), and tests/kill_rank_gpu.sh (a SIGKILLed co-located rank,
+#           member and leader, host and stream waits)                           ~1.5 min
+#   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, under each wait of SWEEP_WAITS (default
+#           "host stream leader"), the device-to-device copy in the same run, and the old
+#           in-kernel path (-a direct) at small sizes for the before/after     ~1 min
 #           -> OUTDIR/shared_gpu_1xh200.tsv (header: commit, commands) and sweep.log
 #   trainer ./train --nproc 1, 2, 4 on GPU 0 at one global batch (24), --sync-bn off and on  ~2 min
 #   torch   PyTorch DDP through libshmddp-nccl.so: 1 process (batch 12 and 24) and 2 and 4
 #           ranks (batch 6 each), with and without SyncBatchNorm; a SIGKILLed worker  ~3 min
-# Writes OUTDIR/summary.txt (what each part showed) and one log per part. Every part has its own
-# time limit and the others run whatever it did; the exit status is 1 when any part failed.
+# Writes OUTDIR/summary.txt (what each part showed, and how long it took) and one log per part.
+# Every part has its own time limit, cut to what is left of BUDGET_S (default 235 s) from the
+# start; a part that finds less than 10 s left is skipped and says so. The exit status is 1 when
+# any part failed or was skipped.
 set -u
 OUT=${1:?usage: bench/run_shared_gpu.sh OUTDIR [tests sweep trainer torch]}
 shift
-PARTS=${*:-tests sweep trainer torch}
+PARTS=${*:-handoff tests sweep trainer torch}
+BUDGET_S=${BUDGET_S:-235}
+T_START=$(date +%s)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
@@ -34,68 +45,110 @@ note() { echo "$*" | tee -a "$SUM"; }
 } > "$SUM"
 cat "$SUM"
 
-# part NAME LIMIT_S CMD...: run CMD with a time limit, log to OUT/NAME.log, note its status.
+# left_s: seconds left of the budget.
+left_s() { echo $((BUDGET_S - ($(date +%s) - T_START))); }
+
+# part NAME LIMIT_S CMD...: run CMD with a time limit (cut to what is left of the budget), log to
+# OUT/NAME.log, note its status and time.
 part() {
-  local name=$1 limit=$2
+  local name=$1 limit=$2 left
   shift 2
+  left=$(left_s)
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 10 ]; then
+    FAILED=1
+    note "$name: skipped: the budget of $BUDGET_S s is spent"
+    return 1
+  fi
   echo "+ $*" > "$OUT/$name.log"
+  local t0=$(date +%s)
   timeout -k 10 "$limit" "$@" >> "$OUT/$name.log" 2>&1
   local rc=$?
   [ "$rc" -eq 0 ] || FAILED=1
-  note "$name: exit status $rc$([ "$rc" -eq 124 ] && echo " (timed out after $limit s)")"
+  note "$name: exit status $rc after $(($(date +%s) - t0)) s$([ "$rc" -eq 124 ] && echo " (timed out after $limit s)")"
   return "$rc"
 }
+
+if has_part handoff; then
+  if [ -x dev/coloc_handoff ]; then
+    part handoff 60 dev/coloc_handoff -r 2,4 -n 200 -w 20 -o "$OUT/handoff.tsv"
+    sed -n '/^strategy/,$p' "$OUT/handoff.log" | sed 's/^/handoff: /' | tee -a "$SUM"
+  else
+    note "handoff: dev/coloc_handoff is missing (a build without CUDA?)"
+    FAILED=1
+  fi
+fi
 
 if has_part tests; then
   for p in tests/check_coloc_cuda tools/allreduce_bench; do
     [ -x "$p" ] || { note "tests: $p is missing: build with 'make -j && make -j check TESTS='"; FAILED=1; }
   done
-  part check_coloc_cuda 240 env CK_VERBOSITY=normal tests/check_coloc_cuda
-  grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda.log" | head -20 | tee -a "$SUM"
-  part kill_rank_gpu 90 env srcdir=. top_builddir=. sh tests/kill_rank_gpu.sh
+  for w in ${TEST_WAITS:-host leader}; do
+    part check_coloc_cuda_$w 100 env SHMDDP_COLOC_WAIT=$w CK_VERBOSITY=normal tests/check_coloc_cuda
+    grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda_$w.log" | head -20 | sed "s/^/  ($w waits) /" | tee -a "$SUM"
+  done
+  part kill_rank_gpu 120 env srcdir=. top_builddir=. KILL_WAITS="host stream" sh tests/kill_rank_gpu.sh
   grep -E "victim rank|FAIL" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
 fi
 
 if has_part sweep; then
   B=./tools/allreduce_bench
   TSV="$OUT/shared_gpu_1xh200.tsv"
+  WAITS=${SWEEP_WAITS:-host stream leader}
   C2="$B --device cuda --nproc 2 -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 --copy-bw"
   C4="$B --device cuda --nproc 4 -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 --copy-bw"
   C0="$B --device cuda --nproc 2 -a direct -b 8 -e 64K -f 8 -n 5 -w 2 -c 1"
   {
     echo "# all-reduce, f32 sum, out-of-place, ranks sharing one GPU (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES); busbw = algbw * 2(n-1)/n"
+    echo "# column waits: SHMDDP_COLOC_WAIT of the run (host: the default; '-': the in-kernel path)"
     echo "# rows 'memcpy': a device-to-device cudaMemcpyAsync of 64 MiB in the same run (rank 0, the others idle)"
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT"
     nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
-    echo "# command (ranks 2): $C2 --tsv FILE"
-    echo "# command (ranks 4): $C4 --tsv FILE"
-    echo "# command (ranks 2, the in-kernel path before this change): $C0 --tsv FILE"
+    echo "# command (ranks 2, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C2 --tsv FILE"
+    echo "# command (ranks 4, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C4 --tsv FILE"
+    echo "# command (ranks 2, the in-kernel path before the co-located one): $C0 --tsv FILE"
   } > "$TSV"
   : > "$OUT/sweep.log"
   n=0
-  for c in "$C2" "$C4" "$C0"; do
+  runs=()
+  for w in $WAITS; do runs+=("$w|$C2" "$w|$C4"); done
+  runs+=("-|$C0")
+  for run in "${runs[@]}"; do
     n=$((n + 1))
+    w=${run%%|*}
+    c=${run#*|}
     ranks=$(echo "$c" | sed 's/.*--nproc \([0-9]*\).*/\1/')
-    echo "+ $c --tsv $OUT/t$n.tsv" >> "$OUT/sweep.log"
-    timeout -k 10 150 $c --tsv "$OUT/t$n.tsv" >> "$OUT/sweep.log" 2>&1 || { FAILED=1; note "sweep: '$c' failed (see sweep.log)"; }
+    limit=$(left_s)
+    [ "$limit" -gt 60 ] && limit=60
+    if [ "$limit" -lt 10 ]; then
+      FAILED=1
+      note "sweep: '$c' ($w waits) skipped: the budget of $BUDGET_S s is spent"
+      continue
+    fi
+    echo "+ SHMDDP_COLOC_WAIT=$w $c --tsv $OUT/t$n.tsv" >> "$OUT/sweep.log"
+    t0=$(date +%s)
+    SHMDDP_COLOC_WAIT=$([ "$w" = - ] && echo host || echo "$w") timeout -k 10 "$limit" $c \
+      --tsv "$OUT/t$n.tsv" >> "$OUT/sweep.log" 2>&1 || { FAILED=1; note "sweep: '$c' ($w waits) failed (see sweep.log)"; }
+    echo "# ($(($(date +%s) - t0)) s)" >> "$OUT/sweep.log"
     [ -f "$OUT/t$n.tsv" ] || continue
-    awk -v r="$ranks" -v first="$n" 'NR == 1 { if (first == 1) print "ranks\t" $0; next } { print r "\t" $0 }' \
+    awk -v r="$ranks" -v w="$w" -v first="$n" 'NR == 1 { if (first == 1) print "ranks\twaits\t" $0; next } { print r "\t" w "\t" $0 }' \
       "$OUT/t$n.tsv" >> "$TSV"
     rm -f "$OUT/t$n.tsv"
   done
   # The targets, read back from the table: small sizes (8 B..64 KiB) and 64 MiB against the copy.
   awk -F'\t' '
     /^#/ || $1 == "ranks" { next }
-    $6 == "memcpy" { copy[$1] = $8; next }
-    $6 == "coloc" && $2 <= 65536 { if ($7 > worst[$1]) worst[$1] = $7 }
-    $6 == "direct" && $2 <= 65536 { if ($7 > old[$1]) old[$1] = $7 }
-    $6 == "coloc" && $2 == 67108864 { big_alg[$1] = $8; big_bus[$1] = $9 }
+    $7 == "memcpy" { copy[$1 "," $2] = $9; next }
+    $7 == "coloc" && $3 <= 65536 { k = $1 "," $2; if ($8 > worst[k]) worst[k] = $8 }
+    $7 == "coloc" && $3 == 4194304 { mid[$1 "," $2] = $8 }
+    $7 == "direct" && $3 <= 65536 { if ($8 > old[$1]) old[$1] = $8 }
+    $7 == "coloc" && $3 == 67108864 { big_alg[$1 "," $2] = $9; big_bus[$1 "," $2] = $10 }
     END {
-      for (r in worst) printf "sweep: %s ranks, 8 B..64 KiB: slowest %.1f us (target %d)\n", r, worst[r], (r == 2 ? 50 : 100)
+      for (k in worst) { split(k, a, ","); printf "sweep: %s ranks, %s waits, 8 B..64 KiB: slowest %.1f us (target %d); 4 MiB: %.1f us\n", a[1], a[2], worst[k], (a[1] == 2 ? 50 : 100), mid[k] }
       for (r in old) printf "sweep: %s ranks, the in-kernel path, 8 B..64 KiB: slowest %.1f us\n", r, old[r]
-      for (r in big_alg) printf "sweep: %s ranks, 64 MiB: algbw %.1f GB/s, busbw %.1f GB/s; copy %.1f GB/s: busbw/copy %.2f (target 0.5)\n", r, big_alg[r], big_bus[r], copy[r], (copy[r] > 0 ? big_bus[r] / copy[r] : 0)
-    }' "$TSV" | tee -a "$SUM"
-  awk -F'\t' '!/^#/ && $1 != "ranks" && $10 + 0 > 0 { bad++ } END { if (bad) print "sweep: " bad " rows with wrong results" }' "$TSV" | tee -a "$SUM"
+      for (k in big_alg) { split(k, a, ","); printf "sweep: %s ranks, %s waits, 64 MiB: algbw %.1f GB/s, busbw %.1f GB/s; copy %.1f GB/s: busbw/copy %.2f (target 0.5)\n", a[1], a[2], big_alg[k], big_bus[k], copy[k], (copy[k] > 0 ? big_bus[k] / copy[k] : 0) }
+    }' "$TSV" | sort | tee -a "$SUM"
+  awk -F'\t' '!/^#/ && $1 != "ranks" && $11 + 0 > 0 { bad++ } END { if (bad) print "sweep: " bad " rows with wrong results" }' "$TSV" | tee -a "$SUM"
 fi
 
 if has_part trainer; then

@@ -38,9 +38,22 @@
  * leader's teardown waits for. (e) The result is bitwise the same on every rank: every leader
  * reduces all inputs in rank order with the same code.
  *
- * Host cost per call: one rendezvous and one wait for the leaders' 2k-1. The GPU switches
- * contexts a few times per call instead of waiting out a time slice. A CUDA graph cannot hold
- * host waits, so captured calls do not come here (cuda_ops.c). */
+ * Where a rank waits (coloc_wait_t, each rank's own choice). Above, "make the stream wait" is
+ * a stream wait (cudaStreamWaitEvent). A rank that waits on the host instead queries the event
+ * at the same point of the protocol until it has completed, and goes on only then: its host
+ * waits where its stream would have, so (a) to (e) hold as they are — a query runs in the same
+ * window as the stream wait it replaces, after the record it is meant for was published and
+ * before the publish that lets that event be recorded again, and what it waits for has
+ * completed, not only been ordered. Why: a stream that waits for another context's event seems
+ * to keep its context's turn on the GPU until the turn's time slice runs out (all-reduces with
+ * stream waits on one H200 took about 285 us per context and call, at any size; dev/coloc_handoff
+ * compares the ways of waiting), while a context with no work gives the GPU up at once. With host waits no stream ever waits for another context. The price: the call
+ * blocks its host, the leader's until every rank's input is ready, a member's until the result
+ * is; calls on several communicators must then come in the same order on every rank (as NCCL
+ * asks anyway), or the hosts wait for each other.
+ *
+ * Host cost per call: one rendezvous and one wait for the leaders' 2k-1 (and the host waits).
+ * A CUDA graph cannot hold host steps, so captured calls do not come here (cuda_ops.c). */
 #include "config.h"
 
 #include "collectives/coloc.h"
@@ -50,6 +63,26 @@
 
 #include "shm/abort.h"
 #include "shm/wait.h"
+
+static const char *const wait_names[COLOC_NWAITS] = {"host", "stream", "leader"};
+
+int coloc_wait_parse(const char *s)
+{
+  for (int w = 0; s && w < COLOC_NWAITS; w++)
+    if (strcmp(s, wait_names[w]) == 0) return w;
+  return -1;
+}
+
+const char *coloc_wait_name(coloc_wait_t w)
+{
+  return w >= 0 && w < COLOC_NWAITS ? wait_names[w] : "?";
+}
+
+int coloc_host_waits(coloc_wait_t w, const coloc_plan_t *p, int rank)
+{
+  if (w == COLOC_WAIT_LEADER) return rank >= 0 && rank < p->nranks && (p->leaders >> rank & 1);
+  return w == COLOC_WAIT_HOST;
+}
 
 int coloc_plan(coloc_plan_t *p, int nranks, const char (*keys)[COLOC_KEY_BYTES])
 {
@@ -137,6 +170,62 @@ static shmddp_status_t wait_words(shmddp_comm_t *comm, const coloc_state_t *cs, 
   return st == SHMDDP_OK ? st : coll_wait_failed(comm, st, err);
 }
 
+/* Host waits: query the events of the ranks in mask until every one has completed. */
+typedef struct {
+  shm_waiter_t w;
+  shmddp_comm_t *comm;
+  const coloc_ops_t *ops;
+  void *ctx;
+  int kind;
+  uint64_t seq;
+  uint32_t left;
+  shmddp_status_t failed; /* a query's error (its message is the communicator's) */
+} event_wait_t;
+
+static uint32_t events_pending(shm_waiter_t *w)
+{
+  event_wait_t *x = (event_wait_t *)w;
+  for (int r = 0; x->left >> r; r++) {
+    if (!(x->left >> r & 1)) continue;
+    int done = 0;
+    shmddp_status_t st = x->ops->query(x->ctx, r, x->kind, x->seq, &done);
+    if (st != SHMDDP_OK) {
+      x->failed = st;
+      x->left = 0;
+    } else if (done) {
+      x->left &= ~(1u << r);
+    }
+  }
+  return x->left;
+}
+
+static shmddp_status_t events_check(shm_waiter_t *w, char *err, size_t errlen)
+{
+  return coll_check_peers(((event_wait_t *)w)->comm, err, errlen);
+}
+
+/* Wait for event kind of call seq of every rank in mask but this one: on the stream, or on the
+ * host (cs->host_waits). */
+static shmddp_status_t wait_events(shmddp_comm_t *comm, const coloc_state_t *cs,
+                                   const coloc_ops_t *ops, void *ctx, uint32_t mask, int kind,
+                                   uint64_t seq)
+{
+  mask &= ~(1u << comm->rank);
+  shmddp_status_t st = SHMDDP_OK;
+  if (!cs->host_waits) {
+    for (int q = 0; q < cs->plan.nranks && st == SHMDDP_OK; q++)
+      if (mask >> q & 1) st = ops->wait(ctx, q, kind, seq);
+    return st;
+  }
+  if (!mask) return SHMDDP_OK;
+  event_wait_t x = {{events_pending, events_check, comm->what}, comm, ops, ctx, kind, seq, mask,
+                    SHMDDP_OK};
+  char err[SHM_ABORT_MSG_BYTES];
+  st = shm_poll(comm->seg, comm->rank, &x.w, comm->timeout_s, err, sizeof err);
+  if (st != SHMDDP_OK) return coll_wait_failed(comm, st, err);
+  return x.failed;
+}
+
 static void publish(shmddp_comm_t *comm, coloc_state_t *cs, uint64_t v)
 {
   atomic_store_explicit(cs->done[comm->rank], v, memory_order_release);
@@ -151,8 +240,8 @@ static shmddp_status_t ready_and_work(shmddp_comm_t *comm, coloc_state_t *cs,
   shmddp_status_t st = ops->record(ctx, COLOC_READY, k);
   if (st == SHMDDP_OK) st = ops->rendezvous(ctx, k);
   if (st != SHMDDP_OK || !(cs->plan.leaders >> me & 1)) return st;
-  for (int q = 0; q < cs->plan.nranks && st == SHMDDP_OK; q++)
-    if (q != me) st = ops->wait(ctx, q, COLOC_READY, k);
+  uint32_t all = cs->plan.nranks >= 32 ? ~0u : (1u << cs->plan.nranks) - 1;
+  st = wait_events(comm, cs, ops, ctx, all, COLOC_READY, k);
   if (st == SHMDDP_OK) st = ops->work(ctx);
   if (st == SHMDDP_OK) st = ops->record(ctx, COLOC_DONE, k);
   if (st == SHMDDP_OK) publish(comm, cs, 2 * k - 1);
@@ -167,8 +256,7 @@ shmddp_status_t coloc_call(shmddp_comm_t *comm, coloc_state_t *cs, const coloc_o
   shmddp_status_t st = ready_and_work(comm, cs, ops, ctx, k);
   uint32_t others = cs->plan.leaders & ~(1u << me);
   if (st == SHMDDP_OK) st = wait_words(comm, cs, others, 2 * k - 1);
-  for (int g = 0; g < cs->plan.nranks && st == SHMDDP_OK; g++)
-    if (others >> g & 1) st = ops->wait(ctx, g, COLOC_DONE, k);
+  if (st == SHMDDP_OK) st = wait_events(comm, cs, ops, ctx, others, COLOC_DONE, k);
   if (st == SHMDDP_OK) {
     publish(comm, cs, 2 * k);
     return SHMDDP_OK;

@@ -35,6 +35,18 @@ void coloc_describe(const coloc_plan_t *p, const char *const *names, char *buf, 
 
 enum { COLOC_READY = 0, COLOC_DONE = 1, COLOC_NKINDS };
 
+/* Where a rank waits for its peers' events (see coloc.c): on the host (it queries them until they
+ * have completed, then goes on; its streams never wait for another context), on its stream (the
+ * stream waits; the host goes on at once), or on the host for leaders and on the stream for
+ * members. The choice is each rank's own: ranks with different choices work together. */
+typedef enum { COLOC_WAIT_HOST = 0, COLOC_WAIT_STREAM, COLOC_WAIT_LEADER, COLOC_NWAITS } coloc_wait_t;
+
+/* "host", "stream", "leader" -> the choice; -1 for anything else (NULL or empty: -1 too). */
+int coloc_wait_parse(const char *s);
+const char *coloc_wait_name(coloc_wait_t w);
+/* Whether rank waits on the host under choice w. */
+int coloc_host_waits(coloc_wait_t w, const coloc_plan_t *p, int rank);
+
 /* What a transport supplies for one call. Every function returns a status; a failure stops the
  * group (coloc_call aborts it with the message) because the peers would wait for this rank. */
 typedef struct {
@@ -43,6 +55,9 @@ typedef struct {
   /* Make the call's stream wait for rank `peer`'s event `kind`, whose latest record is call
    * `seq`'s (the protocol guarantees it; a simulated transport checks it). */
   shmddp_status_t (*wait)(void *ctx, int peer, int kind, uint64_t seq);
+  /* Host waits: set *done to whether rank `peer`'s event `kind`, whose latest record is call
+   * `seq`'s, has completed. Called until it has (with short pauses, and the group's checks). */
+  shmddp_status_t (*query)(void *ctx, int peer, int kind, uint64_t seq, int *done);
   /* Publish that this rank has recorded READY for call seq (and whatever the work needs, e.g.
    * its buffers) and return once every rank has; a rank in another call is an error. */
   shmddp_status_t (*rendezvous)(void *ctx, uint64_t seq);
@@ -57,12 +72,14 @@ typedef struct {
   coloc_plan_t plan;
   _Atomic uint64_t *done[SHMDDP_MAX_RANKS];
   uint64_t calls; /* calls made through the protocol (the same count on every rank) */
+  int host_waits; /* this rank queries its peers' events (query) instead of waiting on them */
 } coloc_state_t;
 
 /* Set up the state of a rank that starts (or restarts) the protocol on a communicator: calls
  * continues from the largest published word, so a rank still reading an earlier life's words
  * can never mistake them for new ones. Call it when every rank has finished its earlier calls
- * (after a barrier) and before any rank's next call. */
+ * (after a barrier) and before any rank's next call. It waits on its stream; set host_waits
+ * (coloc_host_waits) afterwards for host waits. */
 void coloc_state_init(coloc_state_t *cs, const coloc_plan_t *plan,
                       _Atomic uint64_t *const *done_words);
 

@@ -9,6 +9,13 @@
  * use and kept (in-process peers' events are used as they are). The placement (ranks grouped by
  * UUID) is the same on every rank.
  *
+ * Waits (SHMDDP_COLOC_WAIT, read once here when the transport is set up; each rank's own):
+ * host (the default) queries the peers' events with cudaEventQuery until they have completed, so
+ * no stream ever waits for another context's event; stream makes the stream wait for them
+ * (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders and on the
+ * stream in members. coloc.c says why host waits are the default; bench/run_shared_gpu.sh
+ * compares the three.
+ *
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except
  * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
  * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
@@ -21,8 +28,8 @@
  * in-kernel algorithms over the segment or the scratch areas, which wait for the GPU's time
  * slice), ordered after every rank's READY by the protocol's events.
  *
- * Failure: a stream may wait on the event of a peer that died before its record ran, and such a
- * wait never ends. So shmddp_cuda_sync polls (and returns the group's error), and a rank whose
+ * Failure: a stream may wait on the event of a peer that died before its record ran (stream
+ * waits), and such a wait never ends; host waits poll the group's abort word instead. So shmddp_cuda_sync polls (and returns the group's error), and a rank whose
  * group failed after co-located calls leaves its CUDA objects to the process's exit instead of
  * synchronizing the device to free them. */
 #include "config.h"
@@ -37,6 +44,7 @@
 #include "collectives/cuda_coloc.h"
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
+#include "shm/env.h"
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t word; /* coloc.c's protocol word */
@@ -55,6 +63,7 @@ struct cuda_coloc {
   unsigned char imported[COLOC_NKINDS][CUDA_MAXR];
   cudaEvent_t sync_ev; /* shmddp_cuda_sync's marker */
   int max_blocks;      /* per launch: 4 per SM */
+  coloc_wait_t wait;   /* SHMDDP_COLOC_WAIT */
 };
 
 static coloc_xchg_t *coloc_xchg(const shmddp_comm_t *comm, int rank)
@@ -84,11 +93,24 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   return cudaSuccess;
 }
 
+/* SHMDDP_COLOC_WAIT (shm/env.c): host (the default), stream or leader; a value it does not take
+ * is SHMDDP_ERR_INVALID with the message. */
+static shmddp_status_t read_wait(shmddp_comm_t *comm, coloc_wait_t *wait)
+{
+  const char *v = NULL;
+  char err[256];
+  int rc = shm_env_choice("SHMDDP_COLOC_WAIT", &v, err, sizeof err);
+  if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *wait = rc ? (coloc_wait_t)coloc_wait_parse(v) : COLOC_WAIT_HOST;
+  return SHMDDP_OK;
+}
+
 shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
 {
   struct cuda_coloc *c = calloc(1, sizeof *c);
   if (!c) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->coloc = c;
+  TRY(read_wait(comm, &c->wait));
   coloc_xchg_t *x = coloc_xchg(comm, comm->rank);
   memset(x->key, 0, sizeof x->key);
   cudaError_t e = make_events(c, x, s->device);
@@ -114,6 +136,7 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s)
   if (coloc_plan(&plan, comm->nranks, (const char(*)[COLOC_KEY_BYTES])keys) != 0)
     memset(&plan, 0, sizeof plan); /* a rank has no events: the path is off (nranks 0) */
   coloc_state_init(&s->coloc->proto, &plan, words);
+  s->coloc->proto.host_waits = coloc_host_waits(s->coloc->wait, &plan, comm->rank);
   return SHMDDP_OK;
 }
 
@@ -160,11 +183,10 @@ static shmddp_status_t op_record(void *vctx, int kind, uint64_t seq)
   return SHMDDP_OK;
 }
 
-static shmddp_status_t op_wait(void *vctx, int peer, int kind, uint64_t seq)
+/* Rank peer's event kind as this process sees it (opened on first use). */
+static shmddp_status_t peer_event(ctx_t *c, int peer, int kind, cudaEvent_t *ev)
 {
-  ctx_t *c = vctx;
   struct cuda_coloc *cc = c->s->coloc;
-  (void)seq;
   if (!cc->peer[kind][peer]) {
     const coloc_xchg_t *x = coloc_xchg(c->comm, peer);
     if (c->s->peer_local[peer]) {
@@ -175,8 +197,33 @@ static shmddp_status_t op_wait(void *vctx, int peer, int kind, uint64_t seq)
       cc->imported[kind][peer] = 1;
     }
   }
-  TRY_AS(cuda_failed, c->comm, cudaStreamWaitEvent((cudaStream_t)c->k->stream, cc->peer[kind][peer], 0));
+  *ev = cc->peer[kind][peer];
   return SHMDDP_OK;
+}
+
+static shmddp_status_t op_wait(void *vctx, int peer, int kind, uint64_t seq)
+{
+  ctx_t *c = vctx;
+  cudaEvent_t ev;
+  (void)seq;
+  TRY(peer_event(c, peer, kind, &ev));
+  TRY_AS(cuda_failed, c->comm, cudaStreamWaitEvent((cudaStream_t)c->k->stream, ev, 0));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t op_query(void *vctx, int peer, int kind, uint64_t seq, int *done)
+{
+  ctx_t *c = vctx;
+  cudaEvent_t ev;
+  (void)seq;
+  TRY(peer_event(c, peer, kind, &ev));
+  cudaError_t e = cudaEventQuery(ev);
+  *done = e == cudaSuccess;
+  if (e == cudaSuccess) return SHMDDP_OK;
+  (void)cudaGetLastError(); /* so the leader's launch check cannot see "not ready" */
+  if (e == cudaErrorNotReady) return SHMDDP_OK;
+  return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: querying rank %d's event: %s",
+                    c->comm->rank, c->comm->what, peer, cudaGetErrorString(e));
 }
 
 /* The exchange is the rendezvous: it returns once every rank has published its buffers. The
@@ -291,7 +338,8 @@ static shmddp_status_t op_work(void *vctx)
   return SHMDDP_OK;
 }
 
-static const coloc_ops_t cuda_coloc_ops = {op_record, op_wait, op_rendezvous, op_work};
+static const coloc_ops_t cuda_coloc_ops = {.record = op_record, .wait = op_wait, .query = op_query,
+                                           .rendezvous = op_rendezvous, .work = op_work};
 
 shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged)
 {

@@ -37,7 +37,8 @@
  *           so a spinning kernel would hold the GPU for a whole time slice); each rank records an
  *           interprocess event when its buffers are ready, the hosts meet in the segment, one
  *           kernel per GPU (the lowest rank's) reads every rank's input and writes its GPU's
- *           outputs, and the streams wait on its event. Auto for every call of a group in which
+ *           outputs, and the others go on once its event has completed (SHMDDP_COLOC_WAIT
+ *           below says how they wait). Auto for every call of a group in which
  *           two ranks share a GPU (mixed placements included: every GPU's lowest rank reads all
  *           inputs, over P2P for the other GPUs), except calls captured in a CUDA graph, which
  *           run the algorithms below (correct, but each waits for a time slice). Forced, it
@@ -45,7 +46,10 @@
  * Auto: direct up to 1 MiB, twoshot above (through IPC scratch up to 4 MiB, so no host
  * rendezvous; on the users' buffers above); cering only when asked for (it measured slower).
  * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX,
- * SHMDDP_CUDA_TS_MAX and SHMDDP_CUDA_CE_MIN (bytes, K/M/G suffixes) move the auto thresholds. */
+ * SHMDDP_CUDA_TS_MAX and SHMDDP_CUDA_CE_MIN (bytes, K/M/G suffixes) move the auto thresholds;
+ * SHMDDP_COLOC_WAIT=host|stream|leader says where coloc waits for the peers' events (host, the
+ * default: the call blocks its host until they have completed, and no stream ever waits for
+ * another process; stream: the stream waits and the call returns at once). */
 #ifndef SHMDDP_CUDA_H
 #define SHMDDP_CUDA_H
 

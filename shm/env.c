@@ -34,6 +34,12 @@ static const shm_env_param_t table[] = {
      .meaning = "after a SIGINT/SIGTERM, how long ranks may take to stop at a step boundary "
                 "(and checkpoint) before they are killed; repeated signals meanwhile are absorbed"},
     /* the CUDA transport (collectives/cuda_init.c) */
+    {.name = "SHMDDP_COLOC_WAIT", .kind = SHM_ENV_CHOICE, .choices = "host|stream|leader",
+     .dflt = "host", .reader = "collectives, device transport set-up",
+     .meaning = "ranks that share a GPU: where a rank waits for its peers' events (host: its host "
+                "queries them, so no stream waits for another process; stream: its stream waits, "
+                "the call returns at once; leader: host in each GPU's lowest rank, stream in the "
+                "others)"},
     {.name = "SHMDDP_CUDA_P2P", .kind = SHM_ENV_FLAG, .dflt = "1",
      .reader = "collectives, device transport set-up",
      .meaning = "0: no peer-to-peer access; device collectives go through pinned host memory"},

@@ -1,17 +1,23 @@
 /* check_coloc.c — the co-located path's logic on the CPU: the placement of ranks on devices, and
  * the event protocol (collectives/coloc.c) run by forked ranks over a simulated transport whose
- * "events" remember the call of their latest record, so every wait is checked against the record
- * it must see (an event recorded again too early is caught), and whose "kernel" is the leader's
- * host reduction into its group's outputs (a rank that returns before the work is done, or a
- * leader that reads an input already overwritten, gives a wrong sum). Ranks sleep at random
- * points to vary the interleavings. Also: a dead leader or member, a mismatched call, restart
- * from the published words, and a protocol without its DONE wait, which these checks catch. */
+ * "events" remember the call of their latest record, so every wait and query is checked against
+ * the record it must see (an event recorded again too early is caught), and whose "kernel" is the
+ * leader's host reduction into its group's outputs (a rank that returns before the work is done,
+ * or a leader that reads an input already overwritten, gives a wrong sum). A simulated record
+ * completes a random time after it is made, as a GPU's would: a rank that waits on the host must
+ * have seen what it waits for complete (the leader every READY before its work, a member every
+ * leader's DONE before it returns). Every wait choice (host, stream, leader, and ranks with
+ * different choices) runs every placement. Ranks sleep at random points to vary the
+ * interleavings. Also: a dead leader or member (before its call, or after publishing an event
+ * that never completes), a mismatched call, restart from the published words, and protocols
+ * without their DONE wait, on the stream and on the host, which these checks catch. */
 #include "config.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collectives/coloc.h"
@@ -106,13 +112,22 @@ typedef struct {
   _Alignas(128) _Atomic uint64_t ready;         /* the rendezvous */
   uint64_t count[2];                            /* the call's count, by the parity of ready */
   _Alignas(128) _Atomic uint64_t gen[COLOC_NKINDS]; /* simulated events: latest record's call */
+  _Atomic uint64_t done[COLOC_NKINDS]; /* the latest record: SIM_DONE(completion time, call) */
   double in[ELEMS], out[ELEMS];
 } sim_rank_t;
 
-enum { SIM_OK = 0, SIM_BROKEN, SIM_DIE, SIM_MISMATCH };
+/* A simulated record: when it completes (microseconds on the monotonic clock), and its call. */
+#define SIM_DONE(us, call) ((uint64_t)(us) << 16 | ((call) & 0xffff))
+#define SIM_NEVER (~0ull >> 16)
+
+enum { SIM_OK = 0, SIM_BROKEN, SIM_BROKEN_HOST, SIM_DIE, SIM_DIE_PUBLISHED, SIM_MISMATCH };
+
+/* The wait choices a run gives its ranks: one for all, or host and stream alternating. */
+enum { SIM_WAIT_MIXED = COLOC_NWAITS, SIM_NWAITS };
 
 typedef struct {
-  int nranks, mode, victim, at_call; /* SIM_DIE / SIM_MISMATCH: which rank, at which call */
+  int nranks, mode, victim, at_call; /* SIM_DIE* / SIM_MISMATCH: which rank, at which call */
+  int wait;                          /* a coloc_wait_t, or SIM_WAIT_MIXED */
   const char *keys[SHMDDP_MAX_RANKS];
   sim_rank_t rank[SHMDDP_MAX_RANKS];
   case_failures_t fails[SHMDDP_MAX_RANKS];
@@ -127,6 +142,8 @@ typedef struct {
   sim_t *sim;
   const coloc_plan_t *plan;
   unsigned rng;
+  int host_waits;
+  uint64_t seq; /* the call in progress */
 } sim_ctx_t;
 
 /* Sometimes sleep a little, so ranks reach each step in varying orders. */
@@ -136,11 +153,46 @@ static void jitter(sim_ctx_t *c)
   if (r % 4 == 0) usleep(r % 40);
 }
 
+static uint64_t now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int victim_from(const sim_ctx_t *c, int mode, uint64_t seq)
+{
+  return c->sim->mode == mode && c->comm->rank == c->sim->victim && seq >= (uint64_t)c->sim->at_call;
+}
+
+/* The record completes up to 300 us later (never, for a victim that dies after publishing). */
 static shmddp_status_t sim_record(void *v, int kind, uint64_t seq)
 {
   sim_ctx_t *c = v;
   jitter(c);
-  atomic_store(&c->sim->rank[c->comm->rank].gen[kind], seq);
+  sim_rank_t *mine = &c->sim->rank[c->comm->rank];
+  uint64_t at = victim_from(c, SIM_DIE_PUBLISHED, seq) ? SIM_NEVER
+                                                       : now_us() + (unsigned)rand_r(&c->rng) % 300;
+  atomic_store(&mine->done[kind], SIM_DONE(at, seq));
+  atomic_store(&mine->gen[kind], seq);
+  return SHMDDP_OK;
+}
+
+/* Whether rank peer's event kind of call seq has completed; a record of another call is a
+ * failure (the record meant for this call was replaced, or is not there yet). */
+static int sim_completed(sim_ctx_t *c, int peer, int kind, uint64_t seq)
+{
+  uint64_t d = atomic_load(&c->sim->rank[peer].done[kind]);
+  CF_CHECK(&c->sim->fails[c->comm->rank], (d & 0xffff) == (seq & 0xffff), "call %llu: queried "
+           "rank %d's %s event, whose latest record is call %llu's", (unsigned long long)seq, peer,
+           kind == COLOC_READY ? "READY" : "DONE", (unsigned long long)(d & 0xffff));
+  return (d >> 16) <= now_us();
+}
+
+static shmddp_status_t sim_query(void *v, int peer, int kind, uint64_t seq, int *done)
+{
+  sim_ctx_t *c = v;
+  *done = c->sim->mode == SIM_BROKEN_HOST || sim_completed(c, peer, kind, seq);
   return SHMDDP_OK;
 }
 
@@ -187,6 +239,7 @@ static shmddp_status_t sim_rendezvous(void *v, uint64_t seq)
   char err[SHM_ABORT_MSG_BYTES];
   shmddp_status_t st = shm_wait(comm->seg, comm->rank, &x.w, comm->timeout_s, err, sizeof err);
   if (st != SHMDDP_OK) return coll_wait_failed(comm, st, err);
+  if (victim_from(c, SIM_DIE_PUBLISHED, seq)) _exit(7); /* its READY never completes */
   /* As the CUDA transport's exchange does: the peers' records of this call must match. A peer
    * writes this parity again only at seq + 2, after this rank's seq + 1. */
   for (int r = 0; r < comm->nranks; r++)
@@ -197,10 +250,22 @@ static shmddp_status_t sim_rendezvous(void *v, uint64_t seq)
   return SHMDDP_OK;
 }
 
+/* A rank that waits on the host has seen the events it waited for complete: a leader every
+ * READY of the call before its work, a rank every other leader's DONE before it returns. */
+static void check_completed(sim_ctx_t *c, uint32_t ranks, int kind, uint64_t seq)
+{
+  for (int q = 0; q < c->sim->nranks; q++)
+    if ((ranks >> q & 1) && q != c->comm->rank)
+      CF_CHECK(&c->sim->fails[c->comm->rank], sim_completed(c, q, kind, seq), "call %llu: went "
+               "on before rank %d's %s event completed", (unsigned long long)seq, q,
+               kind == COLOC_READY ? "READY" : "DONE");
+}
+
 /* The leader's "kernel": every input in rank order into the outputs of its group. */
 static shmddp_status_t sim_work(void *v)
 {
   sim_ctx_t *c = v;
+  if (c->host_waits) check_completed(c, ~0u, COLOC_READY, c->seq);
   jitter(c);
   uint32_t g = c->plan->members[c->plan->group[c->comm->rank]];
   for (int i = 0; i < ELEMS; i++) {
@@ -212,7 +277,8 @@ static shmddp_status_t sim_work(void *v)
   return SHMDDP_OK;
 }
 
-static const coloc_ops_t sim_ops = {sim_record, sim_wait, sim_rendezvous, sim_work};
+static const coloc_ops_t sim_ops = {.record = sim_record, .wait = sim_wait, .query = sim_query,
+                                    .rendezvous = sim_rendezvous, .work = sim_work};
 
 static double input(int rank, uint64_t call, int i) { return rank * 1000.0 + (double)call + i * 0.5; }
 
@@ -244,9 +310,13 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
   }
   coloc_plan_t plan;
   if (coloc_plan(&plan, n, (const char(*)[COLOC_KEY_BYTES])keys) != 0) return 1;
+  coloc_wait_t wait = sim->wait == SIM_WAIT_MIXED ? (me % 2 ? COLOC_WAIT_STREAM : COLOC_WAIT_HOST)
+                                                  : (coloc_wait_t)sim->wait;
   coloc_state_t cs;
   coloc_state_init(&cs, &plan, words);
-  sim_ctx_t c = {.comm = comm, .sim = sim, .plan = &plan, .rng = 12345u + (unsigned)me * 77u};
+  cs.host_waits = coloc_host_waits(wait, &plan, me);
+  sim_ctx_t c = {.comm = comm, .sim = sim, .plan = &plan, .rng = 12345u + (unsigned)me * 77u,
+                 .host_waits = cs.host_waits};
   sim_rank_t *mine = &sim->rank[me];
   shmddp_status_t st = SHMDDP_OK;
   for (uint64_t call = 1; call <= CALLS && st == SHMDDP_OK; call++) {
@@ -256,8 +326,10 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
     if (sim->mode == SIM_DIE && me == sim->victim && call == (uint64_t)sim->at_call) _exit(7);
     st = coll_begin(comm, COLL_ALL_REDUCE, count, SHMDDP_F64, SHMDDP_SUM, -1, SHMDDP_ALGO_COLOC);
     if (st != SHMDDP_OK) break;
+    c.seq = cs.calls + 1;
     st = sim->mode == SIM_BROKEN ? broken_call(comm, &cs, &c) : coloc_call(comm, &cs, &sim_ops, &c);
     if (st != SHMDDP_OK) break;
+    if (cs.host_waits) check_completed(&c, plan.leaders, COLOC_DONE, call);
     int bad = 0;
     for (int i = 0; i < ELEMS; i++) {
       double want = 0;
@@ -278,6 +350,8 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
   if (shmddp_barrier(comm) != SHMDDP_OK) return 1;
   coloc_state_t again;
   coloc_state_init(&again, &plan, words);
+  again.host_waits = cs.host_waits;
+  c.seq = again.calls + 1;
   CF_CHECK(f, again.calls == CALLS, "restarted at call %llu, want %d",
            (unsigned long long)again.calls, CALLS);
   for (int i = 0; i < ELEMS; i++) mine->in[i] = input(me, CALLS + 1, i);
@@ -293,11 +367,12 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
 static void setup(void) { g_sim = test_shared_alloc(sizeof *g_sim); }
 static void teardown(void) { munmap(g_sim, sizeof *g_sim); }
 
-static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int mode, int victim,
-                                      int at_call)
+static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int wait, int mode,
+                                      int victim, int at_call)
 {
   memset(g_sim, 0, sizeof *g_sim);
   g_sim->nranks = nranks;
+  g_sim->wait = wait;
   g_sim->mode = mode;
   g_sim->victim = victim;
   g_sim->at_call = at_call;
@@ -335,43 +410,58 @@ static const placement_t placements[] = {
   {"eight on one GPU", 8, {"A", "A", "A", "A", "A", "A", "A", "A"}},
 };
 
+static const char *wait_label(int wait)
+{
+  return wait == SIM_WAIT_MIXED ? "host and stream alternating" : coloc_wait_name((coloc_wait_t)wait);
+}
+
+/* Every placement under every wait choice (_i: placement * SIM_NWAITS + choice). */
 START_TEST(protocol_orders_every_wait_after_its_record)
 {
-  const placement_t *p = &placements[_i];
-  shmddp_launch_result_t res = run_sim(p->nranks, p->keys, SIM_OK, 0, 0);
+  const placement_t *p = &placements[_i / SIM_NWAITS];
+  int wait = _i % SIM_NWAITS;
+  shmddp_launch_result_t res = run_sim(p->nranks, p->keys, wait, SIM_OK, 0, 0);
   case_failures_t all = all_failures();
-  ck_assert_msg(res.exit_code == 0, "%s: a rank failed: %s", p->name, res.message);
-  ck_assert_msg(all.checks >= (long)p->nranks * CALLS, "%s: only %ld checks ran", p->name,
+  char name[160];
+  snprintf(name, sizeof name, "%s, %s waits", p->name, wait_label(wait));
+  ck_assert_msg(res.exit_code == 0, "%s: a rank failed: %s", name, res.message);
+  ck_assert_msg(all.checks >= (long)p->nranks * CALLS, "%s: only %ld checks ran", name,
                 all.checks);
-  CF_ASSERT_NONE(&all, p->name);
+  CF_ASSERT_NONE(&all, name);
 }
 END_TEST
 
+/* _i 0: stream waits without step 4 (a member returns right after the rendezvous); _i 1: host
+ * waits whose queries say "complete" at once. */
 START_TEST(checks_catch_a_protocol_without_its_done_wait)
 {
   static const char *const keys[] = {"A", "A"};
-  run_sim(2, keys, SIM_BROKEN, 0, 0);
+  if (_i == 0) run_sim(2, keys, COLOC_WAIT_STREAM, SIM_BROKEN, 0, 0);
+  else run_sim(2, keys, COLOC_WAIT_HOST, SIM_BROKEN_HOST, 0, 0);
   case_failures_t all = all_failures();
-  ck_assert_msg(all.failed > 0, "a member that returns before the leader's work was not caught "
-                "in %ld checks", all.checks);
+  ck_assert_msg(all.failed > 0, "%s: a rank that goes on before what it waits for was not caught "
+                "in %ld checks", _i ? "host waits" : "stream waits", all.checks);
 }
 END_TEST
 
-/* A leader (rank 0) or a member (rank 1) dies before call 50: every other rank returns an error
- * that names it, instead of waiting. */
+/* A leader (rank 0) or a member (rank 1) dies at call 50, under each wait choice: before the call,
+ * or after publishing a READY that never completes (a peer waiting on the host for it polls
+ * instead of sleeping on the segment). Every other rank returns an error that names it, instead
+ * of waiting. _i: (victim, when, wait choice). */
 START_TEST(dead_rank_is_named)
 {
   static const char *const keys[] = {"A", "A", "A"};
-  int victim = _i;
-  shmddp_launch_result_t res = run_sim(3, keys, SIM_DIE, victim, 50);
+  int victim = _i % 2, mode = (_i / 2) % 2 ? SIM_DIE_PUBLISHED : SIM_DIE, wait = _i / 4;
+  shmddp_launch_result_t res = run_sim(3, keys, wait, mode, victim, 50);
   ck_assert_int_ne(res.exit_code, 0);
   char want[16];
   snprintf(want, sizeof want, "rank %d", victim);
   for (int r = 0; r < 3; r++) {
     if (r == victim) continue;
-    ck_assert_msg(g_sim->status[r] != SHMDDP_OK, "rank %d did not notice", r);
-    ck_assert_msg(strstr(g_sim->msg[r], want) != NULL, "rank %d's error does not name %s: %s", r,
-                  want, g_sim->msg[r]);
+    ck_assert_msg(g_sim->status[r] != SHMDDP_OK, "%s waits: rank %d did not notice",
+                  wait_label(wait), r);
+    ck_assert_msg(strstr(g_sim->msg[r], want) != NULL, "%s waits: rank %d's error does not name "
+                  "%s: %s", wait_label(wait), r, want, g_sim->msg[r]);
   }
 }
 END_TEST
@@ -379,7 +469,7 @@ END_TEST
 START_TEST(mismatched_call_is_an_error)
 {
   static const char *const keys[] = {"A", "A", "B"};
-  run_sim(3, keys, SIM_MISMATCH, 2, 20);
+  run_sim(3, keys, COLOC_WAIT_HOST, SIM_MISMATCH, 2, 20);
   int mismatch = 0;
   for (int r = 0; r < 3; r++) {
     ck_assert_msg(g_sim->status[r] != SHMDDP_OK, "rank %d went on", r);
@@ -400,9 +490,9 @@ static Suite *coloc_suite(const suite_env_t *env)
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_loop_test(tc, protocol_orders_every_wait_after_its_record, 0,
-                      (int)(sizeof placements / sizeof placements[0]));
-  tcase_add_test(tc, checks_catch_a_protocol_without_its_done_wait);
-  tcase_add_loop_test(tc, dead_rank_is_named, 0, 2);
+                      (int)(sizeof placements / sizeof placements[0]) * SIM_NWAITS);
+  tcase_add_loop_test(tc, checks_catch_a_protocol_without_its_done_wait, 0, 2);
+  tcase_add_loop_test(tc, dead_rank_is_named, 0, 4 * SIM_NWAITS);
   tcase_add_test(tc, mismatched_call_is_an_error);
   suite_add_tcase(s, tc);
   return s;

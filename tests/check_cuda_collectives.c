@@ -553,8 +553,11 @@ static void random_fill(void *buf, size_t n, shmddp_dtype_t dt)
     }
     case SHMDDP_F16: case SHMDDP_BF16: ((uint16_t *)buf)[i] = (uint16_t)(r >> 20); break;
     case SHMDDP_I32: case SHMDDP_U32: ((uint32_t *)buf)[i] = (uint32_t)(r >> 17); break;
-    case SHMDDP_I8: case SHMDDP_U8: ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); break;
-    default: ((uint64_t *)buf)[i] = r * 3; break; /* i64, u64 */
+    case SHMDDP_I8: case SHMDDP_U8: case SHMDDP_F8E4M3: case SHMDDP_F8E5M2:
+      ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); /* any bit pattern, NaNs included */
+      break;
+    case SHMDDP_I64: case SHMDDP_U64: ((uint64_t *)buf)[i] = r * 3; break;
+    default: ck_abort_msg("random_fill: no generator for %s", shmddp_dtype_name(dt));
     }
   }
 }
@@ -567,6 +570,8 @@ static int is_nan(shmddp_dtype_t dt, const void *p)
   case SHMDDP_F64: { double d; memcpy(&d, p, 8); return d != d; }
   case SHMDDP_F16: memcpy(&h, p, 2); return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
   case SHMDDP_BF16: memcpy(&h, p, 2); return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+  case SHMDDP_F8E4M3: return (*(const uint8_t *)p & 0x7f) == 0x7f;
+  case SHMDDP_F8E5M2: return (*(const uint8_t *)p & 0x7c) == 0x7c && (*(const uint8_t *)p & 3);
   default: return 0;
   }
 }

@@ -69,10 +69,15 @@ static int run_one(bctx_t *b, int nccl, const void *s, void *r, size_t count)
                      b->err, sizeof b->err) ? -1 : 0;
 }
 
+/* Ours through shmddp_cuda_sync, which gives up when the group fails (a stream may wait for a
+ * dead peer's event that never comes). */
 static int sync_all(bctx_t *b, int nccl)
 {
-  CK(cudaStreamSynchronize(b->stream));
-  if (!nccl && shmddp_cuda_check(b->comm) != SHMDDP_OK) {
+  if (nccl) {
+    CK(cudaStreamSynchronize(b->stream));
+    return 0;
+  }
+  if (shmddp_cuda_sync(b->comm, (shmddp_stream_t)b->stream) != SHMDDP_OK) {
     snprintf(b->err, sizeof b->err, "%s", shmddp_comm_last_error(b->comm));
     return -1;
   }
@@ -353,6 +358,7 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
            shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
            o->graph ? "; timed: one CUDA-graph replay of all iterations" : "",
            shmddp_cuda_colocated(comm));
+    fflush(stdout); /* the start of the run, for whoever watches the output (tests) */
   }
   long total_errors = 0;
   for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
@@ -372,7 +378,9 @@ fail:
   rc = 1;
 out:
   if (tsv) fclose(tsv);
-  if (b->stream) cudaStreamSynchronize(b->stream);
+  /* After a failure of the group the stream may never drain (it may wait for a dead peer's
+   * event), and freeing would wait with it: the process's exit frees the buffers. */
+  if (b->stream && shmddp_cuda_sync(comm, (shmddp_stream_t)b->stream) != SHMDDP_OK) return rc ? rc : 1;
   if (b->ncomm) nccl_dl_comm_destroy(b->nc, b->ncomm);
   nccl_dl_close(b->nc);
   cudaFree(b->send);
