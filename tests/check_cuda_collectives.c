@@ -350,9 +350,11 @@ static int graph_rank(shmddp_comm_t *comm, void *arg)
     }
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    /* and the communicator still works outside the graph */
+    /* and the communicator still works outside the graph (the input written on s: s does not
+     * wait for the legacy stream, and a cudaMemcpy from pageable memory may return before its
+     * last bytes have landed) */
     coll_fill(h, count, 0, rank, 7, SHMDDP_F32, SHMDDP_SUM);
-    RCUDA(cudaMemcpy(send, h, bytes, cudaMemcpyHostToDevice));
+    RCUDA(cudaMemcpyAsync(send, h, bytes, cudaMemcpyHostToDevice, s));
     RST(shmddp_all_reduce(comm, send, recv, count, SHMDDP_F32, SHMDDP_SUM, st));
     RST(shmddp_cuda_sync(comm, st));
     RCUDA(cudaMemcpy(h, recv, bytes, cudaMemcpyDeviceToHost));
