@@ -44,6 +44,7 @@
 #include "collectives/cuda_coloc.h"
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
+#include "shm/env.h"
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t word; /* coloc.c's protocol word */
@@ -92,17 +93,16 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   return cudaSuccess;
 }
 
-/* SHMDDP_COLOC_WAIT: host (default), stream or leader; anything else is the default, said once. */
-static coloc_wait_t read_wait(const shmddp_comm_t *comm)
+/* SHMDDP_COLOC_WAIT (shm/env.c): host (the default), stream or leader; a value it does not take
+ * is SHMDDP_ERR_INVALID with the message. */
+static shmddp_status_t read_wait(shmddp_comm_t *comm, coloc_wait_t *wait)
 {
-  const char *v = getenv("SHMDDP_COLOC_WAIT");
-  if (!v || !*v) return COLOC_WAIT_HOST;
-  int w = coloc_wait_parse(v);
-  if (w >= 0) return (coloc_wait_t)w;
-  if (comm->rank == 0)
-    fprintf(stderr, "shmddp: warning: SHMDDP_COLOC_WAIT=%s is not host, stream or leader; "
-            "ranks that share a GPU wait on the host\n", v);
-  return COLOC_WAIT_HOST;
+  const char *v = NULL;
+  char err[256];
+  int rc = shm_env_choice("SHMDDP_COLOC_WAIT", &v, err, sizeof err);
+  if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *wait = rc ? (coloc_wait_t)coloc_wait_parse(v) : COLOC_WAIT_HOST;
+  return SHMDDP_OK;
 }
 
 shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
@@ -110,7 +110,7 @@ shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
   struct cuda_coloc *c = calloc(1, sizeof *c);
   if (!c) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->coloc = c;
-  c->wait = read_wait(comm);
+  TRY(read_wait(comm, &c->wait));
   coloc_xchg_t *x = coloc_xchg(comm, comm->rank);
   memset(x->key, 0, sizeof x->key);
   cudaError_t e = make_events(c, x, s->device);

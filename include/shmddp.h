@@ -94,7 +94,8 @@ typedef struct {
   size_t slot_bytes;     /* host staging bytes per rank; 0: SHMDDP_SLOT_MB or 4 MiB */
   double timeout_s;      /* how long any wait may last; 0: SHMDDP_TIMEOUT or 300 s */
   double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
-  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly; 0: 30 s */
+  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
+                            signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
   int bind_numa;         /* bind rank r to the NUMA node of GPU r (when gpus_per_rank) */
   int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
@@ -161,7 +162,7 @@ typedef struct {
                                   sub-group of it that a rank may never join */
 } shmddp_comm_config_t;
 
-#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0}
+#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0, NULL}
 
 /* A new id (random; made by one rank). */
 shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id);

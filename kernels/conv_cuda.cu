@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 /* Algorithms that need more workspace than this are not considered (bytes; an environment
  * variable overrides it, in MiB). */
@@ -59,11 +60,8 @@ typedef struct {
   int deterministic;            /* heuristics keep only deterministic algorithms */
 } conv_plan_t;
 
-static int env_is(const char *name, const char *value)
-{
-  const char *e = getenv(name);
-  return e && !strcmp(e, value);
-}
+/* The planner's switches (shm/env.h: the trainer has checked their values before it runs). */
+static int env_is(const char *name, const char *value) { return shm_env_is(name, value); }
 
 static cudnnDataType_t dnn_type(ops_dtype_t d)
 {
@@ -106,8 +104,8 @@ void opc_conv_plan_free(const ops_t *o, ops_conv_t *c)
 
 static size_t ws_limit(void)
 {
-  const char *e = getenv("SHMDDP_CONV_WS_MB");
-  return e && atol(e) > 0 ? (size_t)atol(e) << 20 : CONV_WS_LIMIT_DEFAULT;
+  long mb = shm_env_count_or("SHMDDP_CONV_WS_MB", 0);
+  return mb > 0 ? (size_t)mb << 20 : CONV_WS_LIMIT_DEFAULT;
 }
 
 /* Times every algorithm of the three directions at batch max_n on scratch buffers filled with

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 #ifdef HAVE_CUBLAS
 #include <cublas_v2.h>
@@ -23,8 +24,7 @@
 /* At planning time (SHMDDP_CONV1X1 is read there, not per call). */
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind)
 {
-  const char *e = getenv("SHMDDP_CONV1X1");
-  return kind == OPS_CONV1X1 && !(e && !strcmp(e, "cudnn")); /* skinny ones: see above */
+  return kind == OPS_CONV1X1 && !shm_env_is("SHMDDP_CONV1X1", "cudnn"); /* skinny ones: above */
 }
 
 static int blas(const ops_t *o, cublasHandle_t *out)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 #define SK_MAX_COUT 8
 #define SK_MAX_CIN 256
@@ -25,8 +26,8 @@
 
 int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c)
 {
-  const char *e = getenv("SHMDDP_CONV1X1"); /* "cudnn", "gemm": the other paths, for tests */
-  if (e && (!strcmp(e, "cudnn") || !strcmp(e, "gemm"))) return 0;
+  /* "cudnn", "gemm": the other paths, for tests */
+  if (shm_env_is("SHMDDP_CONV1X1", "cudnn") || shm_env_is("SHMDDP_CONV1X1", "gemm")) return 0;
   return c->kind == OPS_CONV1X1 && c->cout <= SK_MAX_COUT && c->cin <= SK_MAX_CIN;
 }
 

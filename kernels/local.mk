@@ -2,7 +2,8 @@
 # optimizers) behind the ops table of kernels/ops.h -> libkernels.a. The CPU reference of every op
 # (f32 and f64 from one source each) is always built; with cuDNN the CUDA backend (cuDNN
 # convolutions, own kernels for the rest) is built into libopscuda.a and its objects join
-# libkernels.a. Nothing here uses the rest of the tree: src/device/ picks a backend per device.
+# libkernels.a. Nothing here uses the rest of the tree but the environment table (shm/env.h, in
+# libshmddp_core.la, which $(MODEL_LIBS) lists after it): src/device/ picks a backend per device.
 noinst_LIBRARIES += libkernels.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libkernels_a_CFLAGS = $(AM_CFLAGS) -O3

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nccl/internal.h"
+#include "shm/env.h"
 
 #define P2P_TAG_BASE 0x7032700000000000ULL /* tags of the pair communicators' derived ids */
 #define NO_TIMEOUT_S 1e9                   /* about 30 years: no limit */
@@ -21,9 +22,10 @@ static shmddp_comm_config_t join_config(int device)
 {
   shmddp_comm_config_t cfg = SHMDDP_COMM_CONFIG_INIT;
   cfg.device = device >= 0 ? device : SHMDDP_DEVICE_NONE;
-  /* 0 lets the library read SHMDDP_TIMEOUT; unset, there is no limit. */
-  const char *t = getenv("SHMDDP_TIMEOUT");
-  cfg.timeout_s = t && *t ? 0 : NO_TIMEOUT_S;
+  /* Set, 0 lets the library read SHMDDP_TIMEOUT (and refuse a bad value); unset, no limit. */
+  double t;
+  char err[256];
+  cfg.timeout_s = shm_env_number("SHMDDP_TIMEOUT", &t, err, sizeof err) != 0 ? 0 : NO_TIMEOUT_S;
   return cfg;
 }
 

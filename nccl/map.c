@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "nccl/internal.h"
+#include "shm/env.h"
 
 static _Thread_local char tl_last[512];
 
@@ -20,10 +21,15 @@ static _Atomic int debug_level = -1;
 
 static int read_debug_level(void)
 {
-  const char *v = getenv("SHMDDP_NCCL_DEBUG");
-  if (v && *v && strcmp(v, "0") != 0) return 2;
-  v = getenv("NCCL_DEBUG");
-  if (!v || !*v) return 0;
+  int on = 0;
+  const char *v = NULL;
+  char err[256];
+  /* No caller to refuse a debug switch to: a value SHMDDP_NCCL_DEBUG does not take is said and
+   * ignored. NCCL_DEBUG is NCCL's own (any text; what we do not print for is ignored). */
+  if (shm_env_flag("SHMDDP_NCCL_DEBUG", &on, err, sizeof err) < 0)
+    fprintf(stderr, "shmddp-nccl:%d NCCL WARN %s; ignored\n", (int)getpid(), err);
+  if (on) return 2;
+  if (shm_env_choice("NCCL_DEBUG", &v, err, sizeof err) <= 0) return 0;
   if (strcasecmp(v, "WARN") == 0) return 1;
   if (strcasecmp(v, "INFO") == 0 || strcasecmp(v, "TRACE") == 0) return 2;
   return 0; /* VERSION, NONE, ABORT: nothing of ours to say */

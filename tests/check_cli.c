@@ -332,7 +332,7 @@ START_TEST(test_help_lists_every_flag)
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
     "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
-    "--ignore-label", "--ranks-per-node", "--grad-comm", NULL};
+    "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

@@ -21,10 +21,9 @@ static inline void *test_shared_alloc(size_t bytes)
 }
 
 /* Number of entries in /dev/shm created by a launcher with this pid. */
-static inline int test_count_segments(pid_t pid)
+/* Entries of /dev/shm whose name starts with prefix. */
+static inline int test_count_prefix(const char *prefix)
 {
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "shmddp-%d-", (int)pid);
   DIR *d = opendir("/dev/shm");
   if (!d) return 0;
   int n = 0;
@@ -33,6 +32,13 @@ static inline int test_count_segments(pid_t pid)
     if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
   closedir(d);
   return n;
+}
+
+static inline int test_count_segments(pid_t pid)
+{
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "shmddp-%d-", (int)pid);
+  return test_count_prefix(prefix);
 }
 
 static inline shmddp_launch_result_t test_launch(int nproc, double timeout_s, size_t slot_bytes,

@@ -12,7 +12,6 @@ libtrainer_a_SOURCES = \
 	src/train/ckpt_state.c src/train/ckpt_state.h \
 	src/train/ckpt_file.c src/train/ckpt_file.h \
 	src/train/metrics.c src/train/metrics.h \
-	src/train/params.c src/train/params.h \
 	src/train/gpu_share.c src/train/gpu_share.h
 
 bin_PROGRAMS += shmddp-train

@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shm/env.h"
 #include "shmddp.h"
 #include "src/train/job.h"
 #include "src/train/loop_ddp.h"
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
-#include "src/train/params.h"
 #include "src/train/gpu_share.h"
 
 int main(int argc, char **argv)
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
-  if (params_check_env(environ, stderr, err, sizeof err) != 0) {
+  if (shm_env_check_environ(environ, "train", stderr, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }

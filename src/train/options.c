@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "build_version.h"
+#include "shm/env.h"
 #include "src/data/data.h"
-#include "src/train/params.h"
 
 /* Choices are stored as their index: the enums below number their values in the order of the
  * choice lists, and are int-sized. */
@@ -40,7 +40,7 @@ typedef enum {
   KIND_WIDTHS, /* levels, widths and widths_name: a preset or a list */
   KIND_DATA,   /* synthetic, or a directory into data_dir */
   KIND_MASKMAP, /* VALUE:LABEL,... into mask_map */
-  KIND_ACTION  /* --help, --help-env: print and stop */
+  KIND_ACTION  /* --help, --help-env: print and stop; with choices, an optional =VALUE */
 } opt_kind_t;
 
 enum {
@@ -72,7 +72,8 @@ enum {
   OPT_DEVICE, OPT_NPROC, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
-  OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
+  OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
+  OPT_MAX_IMAGE_PIXELS, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
   OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV,
   OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
   OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
@@ -90,6 +91,7 @@ static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
 static const char *const progress_names[] = {"auto", "bar", "lines", "off", NULL};
+static const char *const help_env_names[] = {"markdown", NULL};
 
 /* The GPU defaults are the reference configuration of BENCHMARKS.md (4 epochs: about a minute
  * on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the CPU ones make
@@ -165,6 +167,13 @@ static const option_t options[OPT_COUNT] = {
                       .dflt_words = "600 (cuda), 128 (cpu) for synthetic; for DIR without "
                                     "val/: the last 10% of the files by name",
                       .help = "validation samples"},
+    [OPT_MAX_IMAGE_PIXELS] = {"max-image-pixels", KIND_LONG, F(max_image_pixels), 1, 268435456,
+                              .arg = "N", .dflt = "67108864", /* DATA_PNG_DEFAULT_MAX_PIXELS */
+                              .section = SEC_DATA,
+                              .dflt_words = "67108864 (8192 x 8192)",
+                              .help = "DIR: refuse a PNG of more pixels (checked in its header, "
+                                      "before it is decoded; the largest image sizes every "
+                                      "loader buffer); 1 to 2^28"},
     [OPT_WORKERS] = {"workers", KIND_INT, F(workers), 0, 64, .arg = "N", .dflt = "8",
                      .dflt_cpu = "1", .section = SEC_DATA,
                      .help = "loader threads per rank (0: load in the training thread)"},
@@ -262,8 +271,10 @@ static const option_t options[OPT_COUNT] = {
                                 "at"},
     [OPT_HELP] = {"help", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
                   .help = "this text (also -h)"},
-    [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
-                      .help = "the environment variables shmddp reads, with their defaults"},
+    [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .choices = help_env_names,
+                      .section = SEC_OUTPUT,
+                      .help = "the environment variables shmddp reads, with their ranges and "
+                              "defaults (--help-env=markdown: as the README's table)"},
     [OPT_VERSION] = {"version", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
                      .help = "the version (and the git commit it was built from)"},
 };
@@ -733,13 +744,13 @@ static const struct option *getopt_table(void)
 {
   static struct option t[OPT_COUNT + 1];
   if (!t[0].name)
-    for (int i = 0; i < OPT_COUNT; i++)
-      t[i] = (struct option){.name = options[i].name,
-                             .has_arg = options[i].kind == KIND_FLAG ||
-                                                options[i].kind == KIND_ACTION
-                                            ? no_argument
-                                            : required_argument,
-                             .val = 256 + i};
+    for (int i = 0; i < OPT_COUNT; i++) {
+      const option_t *o = &options[i];
+      int has_arg = o->kind == KIND_ACTION ? (o->choices ? optional_argument : no_argument)
+                    : o->kind == KIND_FLAG ? no_argument
+                                           : required_argument;
+      t[i] = (struct option){.name = o->name, .has_arg = has_arg, .val = 256 + i};
+    }
   return t;
 }
 
@@ -766,8 +777,13 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       train_config_usage(out, m);
       return 1;
     }
-    if (id == OPT_HELP_ENV) {
-      params_print(out);
+    if (id == OPT_HELP_ENV) { /* --help-env=markdown: the README's table */
+      int markdown = 0;
+      int rc = optarg ? parse_choice("--help-env", optarg, help_env_names, &markdown, err, errlen)
+                      : 0;
+      if (rc) return rc;
+      if (optarg) shm_env_print_markdown(out);
+      else shm_env_print(out);
       return 1;
     }
     if (id == OPT_VERSION) {

@@ -48,6 +48,7 @@ typedef struct {
   int synthetic;            /* --data synthetic */
   char data_dir[TRAIN_PATH_MAX];
   long train_size, val_size; /* synthetic sizes; for a directory val_size 0 = 10 % */
+  long max_image_pixels;    /* a directory's PNGs: the most pixels one may have */
   int workers;
   uint64_t seed;
   char out_dir[TRAIN_PATH_MAX];
