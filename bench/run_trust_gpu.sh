@@ -24,8 +24,8 @@ part() { # NAME LIMIT_S COMMAND...: run, log, record PASS/FAIL/SKIP
   summary+=("$name: $r")
 }
 before=$(ls /dev/shm | grep -c '^shmddp' || true)
-part check_join_cuda 45 tests/check_join_cuda
-part check_cuda_collectives 50 tests/check_cuda_collectives
+part check_join_cuda 150 tests/check_join_cuda
+part check_cuda_collectives 120 tests/check_cuda_collectives
 B="./tools/allreduce_bench --device cuda -p 2 -b 8 -e 16M -f 8 -n 5 -w 2 -c 1"
 part staged_forked 25 env SHMDDP_CUDA_P2P=0 $B -a staged
 part staged_joined 25 env SHMDDP_CUDA_P2P=0 $B -a staged --join
