@@ -568,31 +568,20 @@ END_TEST
 static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
-  TCase *tc = tcase_create("module");
-  tcase_add_test(tc, test_off_is_a_no_op);
-  tcase_add_test(tc, test_host_window);
-  tcase_add_test(tc, test_close_inside_window);
+  TCase *tc = SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window,
+                         test_close_inside_window);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  suite_add_tcase(s, tc);
 #ifdef HAVE_CUDA
   if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) {
-    tc = tcase_create("cuda");
-    tcase_add_test(tc, test_cuda_events);
+    tc = SUITE_CASE(s, "cuda", test_cuda_events);
     tcase_set_timeout(tc, 120); /* bounds a hang only */
-    suite_add_tcase(s, tc);
   }
 #else
   suite_gpu_cases(env, 1, 0, "test_cuda_events");
 #endif
-  tc = tcase_create("summary");
-  tcase_add_test(tc, test_nvml_absent);
-  tcase_add_test(tc, test_summary_gathers_ranks);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("training");
-  tcase_add_test(tc, test_ddp_cpu_run);
-  tcase_add_test(tc, test_ddp_cpu_run_off);
+  SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks);
+  tc = SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
   tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -158,11 +158,8 @@ END_TEST
 static Suite *train_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("train");
-  TCase *tc = tcase_create("cpu");
-  tcase_add_test(tc, test_same_run_whatever_the_workers);
-  tcase_add_test(tc, test_two_ranks_learn);
+  TCase *tc = SUITE_CASE(s, "cpu", test_same_run_whatever_the_workers, test_two_ranks_learn);
   tcase_set_timeout(tc, 600); /* bounds a hang only */
-  suite_add_tcase(s, tc);
   return s;
 }
 
