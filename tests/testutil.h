@@ -20,7 +20,6 @@ static inline void *test_shared_alloc(size_t bytes)
   return p;
 }
 
-/* Number of entries in /dev/shm created by a launcher with this pid. */
 /* Entries of /dev/shm whose name starts with prefix. */
 static inline int test_count_prefix(const char *prefix)
 {
@@ -34,6 +33,7 @@ static inline int test_count_prefix(const char *prefix)
   return n;
 }
 
+/* Number of entries in /dev/shm created by a launcher with this pid. */
 static inline int test_count_segments(pid_t pid)
 {
   char prefix[64];
