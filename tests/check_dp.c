@@ -429,12 +429,7 @@ static Suite *dp_suite(const suite_env_t *env)
   TCase *tc = SUITE_CASE(s, "equivalence", cpu_dp_equals_ddp, ledger_shows_device0_extras,
                          dp_trainer_equals_ddp_trainer);
   tcase_set_timeout(tc, 600); /* bounds a hang only */
-#ifdef HAVE_CUDNN
-  const int built = 1;
-#else
-  const int built = 0;
-#endif
-  if (suite_gpu_cases(env, 2, built, "gpu_dp_equals_ddp")) {
+  if (suite_gpu_cases(env, 2, SUITE_BUILT_CUDNN, "gpu_dp_equals_ddp")) {
     tc = SUITE_CASE(s, "gpu", gpu_dp_equals_ddp);
     tcase_set_timeout(tc, 600);
   }

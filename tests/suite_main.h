@@ -73,6 +73,13 @@ static inline int suite_count_gpus(char *why, size_t len)
 #endif
 }
 
+/* Whether this build has the trainer's GPU operations (cuDNN): `built` for their cases below. */
+#ifdef HAVE_CUDNN
+#define SUITE_BUILT_CUDNN 1
+#else
+#define SUITE_BUILT_CUDNN 0
+#endif
+
 /* Whether cases that need `needed` GPUs and were compiled in (`built`) can run here. When not,
  * prints that `what` was not registered, and why. */
 static inline int suite_gpu_cases(const suite_env_t *env, int needed, int built, const char *what)

@@ -1,11 +1,13 @@
 /* testutil.h — helpers shared by the Check suites: memory that survives into forked ranks,
- * and a launch wrapper that fails the test with the launcher's message. */
+ * scratch directories removed, and a launch wrapper that fails the test with the launcher's
+ * message. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +20,14 @@ static inline void *test_shared_alloc(size_t bytes)
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(p, MAP_FAILED);
   return p;
+}
+
+/* Removes a test's scratch directory and everything in it; says so when it cannot. */
+static inline void test_rm_rf(const char *dir)
+{
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* Entries of /dev/shm whose name starts with prefix. */
