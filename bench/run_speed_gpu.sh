@@ -1,5 +1,5 @@
 #!/bin/sh
-# The training-speed record on one GPU, in one device call: (a) the account of the step
+# The training-speed record on one GPU, in one run of this script: (a) the account of the step
 # (dev/ops_cuda_bench -A: per layer and pass the FLOPs, bytes, time inside the replayed step,
 # the roofline against a cuBLAS GEMM and a device-to-device copy measured in the same run, MFU),
 # (b) the PyTorch anchor of the same model and settings, eager and torch.compile (max-autotune

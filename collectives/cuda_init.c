@@ -1,7 +1,7 @@
 /* cuda_init.c — setting up and tearing down the CUDA transport of a communicator: GPU choice,
  * the IPC-exported control memory, the P2P check between every pair (a real remote write and a
- * read-back, not cudaDeviceCanAccessPeer), the host-staged fallback's shared memory, and the
- * asynchronous error reporting of the kernels.
+ * read-back, not cudaDeviceCanAccessPeer), the host-staged fallback's shared memory, and
+ * shmddp_cuda_sync (the kernels' asynchronous errors are read in cuda_check.c).
  *
  * Order of init (collective; the host barriers between steps also publish the exchange area):
  *   1. device memory is allocated and zeroed (and the zeroing finished) before its IPC handle is
@@ -489,26 +489,6 @@ int shmddp_cuda_p2p(const shmddp_comm_t *comm)
 {
   if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
   return cuda_state(comm)->p2p;
-}
-
-shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)
-{
-  if (!comm) return SHMDDP_ERR_INVALID;
-  char msg[SHM_ABORT_MSG_BYTES];
-  cuda_state_t *s = comm->dev_ops == &cuda_device_ops ? cuda_state(comm) : NULL;
-  uint32_t code = s ? *s->err_host : 0;
-  if (code == CUDA_GAVE_UP_TIMEOUT)
-    shm_abort(comm->seg, SHMDDP_ERR_TIMEOUT, comm->rank,
-              "timed out after %.0f s: a device collective on rank %d waited for a peer that did "
-              "not arrive (raise the limit with SHMDDP_TIMEOUT if the peers are just slow)",
-              s->timeout_s, comm->rank);
-  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
-  if (st == SHMDDP_OK && code)
-    return coll_error(comm, code == CUDA_GAVE_UP_TIMEOUT ? SHMDDP_ERR_TIMEOUT : SHMDDP_ERR_ABORTED,
-                      "rank %d: a device collective gave up waiting for a peer", comm->rank);
-  if (st != SHMDDP_OK)
-    return coll_error(comm, st, "rank %d: the group has stopped: %s", comm->rank, msg);
-  return SHMDDP_OK;
 }
 
 shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)

@@ -1,6 +1,7 @@
 /* devmem.c — the export side of devmem.h: finding a buffer among the live exports, making new
  * ones (VMM chunks sent to the peers as descriptors), eviction, retirement of freed memory,
- * registrations; and the state's life. The protocol is described in devmem.h. */
+ * registrations; and the state's life, the dropping of an import included (the import side,
+ * devmem_import.c, builds on this file). The protocol is described in devmem.h. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -420,6 +421,29 @@ void devmem_stats(const devmem_t *m, devmem_stats_t *out)
   out->pending = m->npend;
   out->unsent = m->nout;
   pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
+}
+
+void devmem_unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n)
+{
+  for (uint32_t i = 0; i < n; i++) m->drv->vmm_unmap(m->drv->ctx, va + pc[i].offset, pc[i].size);
+}
+
+void devmem_drop_import(devmem_t *m, int peer, size_t i)
+{
+  devmem_import_t *x = &m->imp[peer][i];
+  const devmem_driver_t *d = m->drv;
+  if (x->kind == DEVMEM_LEGACY) {
+    /* Another import of the same handle keeps the mapping. */
+    int shared = 0;
+    for (size_t j = 0; j < m->nimp[peer] && !shared; j++)
+      shared = j != i && m->imp[peer][j].kind == DEVMEM_LEGACY && m->imp[peer][j].va == x->va;
+    if (!shared) d->legacy_close(d->ctx, x->va);
+  } else {
+    devmem_unmap_chunks(m, x->va, x->pieces, x->npieces);
+    d->va_free(d->ctx, x->va, x->size);
+    free(x->pieces);
+  }
+  m->imp[peer][i] = m->imp[peer][--m->nimp[peer]];
 }
 
 void devmem_free(devmem_t *m)

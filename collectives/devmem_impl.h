@@ -1,5 +1,6 @@
-/* devmem_impl.h — the state behind devmem.h, shared by its export side (devmem.c) and its import
- * side (devmem_import.c), and the message the owner of an export sends its peers. */
+/* devmem_impl.h — the state behind devmem.h, shared by its export side and the state's life
+ * (devmem.c) and its import side (devmem_import.c, above devmem.c), and the message the owner of
+ * an export sends its peers. */
 #ifndef COLL_DEVMEM_IMPL_H
 #define COLL_DEVMEM_IMPL_H
 
@@ -93,6 +94,8 @@ int devmem_grow(void **arr, size_t *cap, size_t need, size_t size);
 int devmem_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The driver's name for err. */
 const char *devmem_drv_error(const devmem_t *m, int err);
+/* Unmap the first n chunks of a VMM import mapped at va (the range stays reserved). */
+void devmem_unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n);
 /* Drop one import of peer (the device must be idle); its slot is reused. */
 void devmem_drop_import(devmem_t *m, int peer, size_t i);
 

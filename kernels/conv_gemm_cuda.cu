@@ -1,6 +1,6 @@
 /* conv_gemm_cuda.cu — 1x1 convolutions as plain GEMMs over the NHWC pixels, through cuBLAS
  * (cuDNN is slow for them). The 2x2 transposed convolutions stay on cuDNN: through cuBLAS they
- * lost (788.4 against 807.3 img/s in call A, bench/results/train_1xh200.tsv).
+ * lost (788.4 against 807.3 img/s, bench/results/train_1xh200.tsv).
  *
  * Column-major view: an NHWC tensor of P pixels and C channels is a C x P matrix (ld C).
  *   1x1, weights [cout][cin] = a cin x cout matrix W:

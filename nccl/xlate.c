@@ -14,7 +14,7 @@
 
 #include "nccl/internal.h"
 
-/* Remember the stream of a device call, so that ncclCommFinalize can wait for it. */
+/* Remember the stream of a call on a GPU communicator, so that ncclCommFinalize can wait for it. */
 static void note_stream(ncclComm_t comm, void *stream)
 {
   if (comm->device < 0) return;

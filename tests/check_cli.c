@@ -405,19 +405,9 @@ END_TEST
 static Suite *cli_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("cli");
-  TCase *tc = tcase_create("defaults");
-  tcase_add_test(tc, test_defaults_cpu);
-  tcase_add_test(tc, test_defaults_gpu);
-  tcase_add_test(tc, test_help_lists_every_flag);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("validation");
-  tcase_add_test(tc, test_values_accepted);
-  tcase_add_test(tc, test_bad_values);
-  tcase_add_test(tc, test_bad_combinations);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("machine");
-  tcase_add_test(tc, test_count_gpus);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "defaults", test_defaults_cpu, test_defaults_gpu, test_help_lists_every_flag);
+  SUITE_CASE(s, "validation", test_values_accepted, test_bad_values, test_bad_combinations);
+  SUITE_CASE(s, "machine", test_count_gpus);
   return s;
 }
 

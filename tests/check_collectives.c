@@ -504,17 +504,11 @@ END_TEST
 static Suite *collectives_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("collectives");
-  TCase *tc = tcase_create("matrix");
+  TCase *tc = SUITE_CASE(s, "matrix", matrix_world_1, matrix_world_2, matrix_world_3,
+                         matrix_world_4, matrix_world_8, results_repeat_bit_for_bit,
+                         duplicated_communicators_are_independent);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, matrix_world_1);
-  tcase_add_test(tc, matrix_world_2);
-  tcase_add_test(tc, matrix_world_3);
-  tcase_add_test(tc, matrix_world_4);
-  tcase_add_test(tc, matrix_world_8);
-  tcase_add_test(tc, results_repeat_bit_for_bit);
-  tcase_add_test(tc, duplicated_communicators_are_independent);
-  suite_add_tcase(s, tc);
   tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */

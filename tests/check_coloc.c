@@ -483,10 +483,8 @@ static Suite *coloc_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("coloc");
-  TCase *tc = tcase_create("placement");
-  tcase_add_test(tc, placement_groups_ranks_by_device);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("protocol");
+  SUITE_CASE(s, "placement", placement_groups_ranks_by_device);
+  TCase *tc = tcase_create("protocol");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_loop_test(tc, protocol_orders_every_wait_after_its_record, 0,

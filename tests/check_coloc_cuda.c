@@ -529,12 +529,9 @@ static Suite *make_coloc_cuda_suite(const suite_env_t *env)
   tcase_add_test(tc, unshareable_buffers_are_staged);
   suite_add_tcase(s, tc);
   if (suite_gpu_cases(env, 2, 1, "mixed placements (4 ranks on 2 GPUs, coloc across GPUs)")) {
-    tc = tcase_create("two_gpus");
+    tc = SUITE_CASE(s, "two_gpus", mixed_placement_four_ranks_on_two_gpus, forced_across_two_gpus);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, mixed_placement_four_ranks_on_two_gpus);
-    tcase_add_test(tc, forced_across_two_gpus);
-    suite_add_tcase(s, tc);
   }
   return s;
 }

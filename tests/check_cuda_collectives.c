@@ -669,28 +669,18 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   if (env->gpus < 2)
     printf("check_cuda_collectives: %d GPU visible: ranks share it (correctness only)\n", env->gpus);
   Suite *s = suite_create("cuda_collectives");
-  TCase *tc;
-  tc = tcase_create("reduce_kernel");
+  TCase *tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
+                         test_convert_kernel_matches_cpu);
   tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_reduce_kernel_matches_cpu);
-  tcase_add_test(tc, test_convert_kernel_matches_cpu);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("all_reduce");
+  tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
+                  test_allreduce_256mib, test_allreduce_three_ranks);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_allreduce_matrix);
-  tcase_add_test(tc, test_allreduce_auto_and_ints);
-  tcase_add_test(tc, test_allreduce_256mib);
-  tcase_add_test(tc, test_allreduce_three_ranks);
-  suite_add_tcase(s, tc);
   tc = tcase_create("other_collectives");
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_other_collectives, 2, 4); /* 2 and 3 ranks */
   suite_add_tcase(s, tc);
-  tc = tcase_create("graphs");
+  tc = SUITE_CASE(s, "graphs", test_graph_replay, test_duplicate_communicator);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_graph_replay);
-  tcase_add_test(tc, test_duplicate_communicator);
-  suite_add_tcase(s, tc);
   tc = tcase_create("failures");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_killed_rank, 0, NALGOS); /* every algorithm */

@@ -701,25 +701,14 @@ static Suite *data_suite(const suite_env_t *env)
   tcase_add_test(tc, test_synth_bad_config);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
-  tc = tcase_create("png");
+  tc = SUITE_CASE(s, "png", test_png_dir_reads_back, test_png_formats, test_png_missing_mask,
+                  test_png_size_mismatch, test_png_label_too_large, test_png_corrupt,
+                  test_png_not_png, test_png_empty_and_small, test_png_pixel_limit);
   tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
-  tcase_add_test(tc, test_png_dir_reads_back);
-  tcase_add_test(tc, test_png_formats);
-  tcase_add_test(tc, test_png_missing_mask);
-  tcase_add_test(tc, test_png_size_mismatch);
-  tcase_add_test(tc, test_png_label_too_large);
-  tcase_add_test(tc, test_png_corrupt);
-  tcase_add_test(tc, test_png_not_png);
-  tcase_add_test(tc, test_png_empty_and_small);
-  tcase_add_test(tc, test_png_pixel_limit);
   tcase_add_loop_test(tc, test_loader_reports_errors, 0, 2);
   tcase_add_loop_test(tc, test_loader_png_swapped_for_larger, 0, 3);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("pipeline");
-  tcase_add_test(tc, test_augment);
-  tcase_add_test(tc, test_loader_independent_of_workers);
+  tc = SUITE_CASE(s, "pipeline", test_augment, test_loader_independent_of_workers);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  suite_add_tcase(s, tc);
   return s;
 }
 

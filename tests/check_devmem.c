@@ -489,21 +489,12 @@ END_TEST
 static Suite *devmem_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("devmem");
-  TCase *tc = tcase_create("protocol");
+  TCase *tc = SUITE_CASE(s, "protocol", churn_2_ranks, churn_3_ranks, eviction_beyond_the_cap,
+                         registration_pins_and_releases, peer_left_before_deregister,
+                         more_retirements_than_a_socket_holds, more_chunks_than_a_socket_holds,
+                         vmm_spans_across_chunks, private_and_local_memory, crafted_records_refused,
+                         descriptor_passing, other_user_refused);
   tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, churn_2_ranks);
-  tcase_add_test(tc, churn_3_ranks);
-  tcase_add_test(tc, eviction_beyond_the_cap);
-  tcase_add_test(tc, registration_pins_and_releases);
-  tcase_add_test(tc, peer_left_before_deregister);
-  tcase_add_test(tc, more_retirements_than_a_socket_holds);
-  tcase_add_test(tc, more_chunks_than_a_socket_holds);
-  tcase_add_test(tc, vmm_spans_across_chunks);
-  tcase_add_test(tc, private_and_local_memory);
-  tcase_add_test(tc, crafted_records_refused);
-  tcase_add_test(tc, descriptor_passing);
-  tcase_add_test(tc, other_user_refused);
-  suite_add_tcase(s, tc);
   return s;
 }
 

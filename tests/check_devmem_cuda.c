@@ -356,12 +356,9 @@ END_TEST
 static Suite *devmem_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("devmem_cuda");
-  TCase *tc = tcase_create("gpu");
+  TCase *tc = SUITE_CASE(s, "gpu", every_kind_2_ranks, every_kind_3_ranks,
+                         free_and_realloc_1000_times);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, every_kind_2_ranks);
-  tcase_add_test(tc, every_kind_3_ranks);
-  tcase_add_test(tc, free_and_realloc_1000_times);
-  suite_add_tcase(s, tc);
   return s;
 }
 

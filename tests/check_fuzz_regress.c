@@ -102,12 +102,8 @@ END_TEST
 static Suite *fuzz_regress_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("fuzz_regress");
-  TCase *tc = tcase_create("replay");
+  TCase *tc = SUITE_CASE(s, "replay", cli_inputs, png_inputs, segment_inputs);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, cli_inputs);
-  tcase_add_test(tc, png_inputs);
-  tcase_add_test(tc, segment_inputs);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -493,24 +493,15 @@ END_TEST
 static Suite *join_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("join");
-  TCase *tc = tcase_create("processes");
+  TCase *tc = SUITE_CASE(s, "processes", processes_run_every_collective_2,
+                         processes_run_every_collective_3, two_groups_at_once_do_not_interfere,
+                         sigkilled_rank_is_named_within_2s, missing_rank_times_out_named);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, processes_run_every_collective_2);
-  tcase_add_test(tc, processes_run_every_collective_3);
-  tcase_add_test(tc, two_groups_at_once_do_not_interfere);
-  tcase_add_test(tc, sigkilled_rank_is_named_within_2s);
-  tcase_add_test(tc, missing_rank_times_out_named);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("threads");
+  tc = SUITE_CASE(s, "threads", threads_run_every_collective_1, threads_run_every_collective_2,
+                  threads_run_every_collective_4, abort_from_another_thread_unblocks_a_call,
+                  bad_arguments_are_refused_on_every_rank, ids_and_their_text,
+                  duplicates_of_a_joined_communicator);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, threads_run_every_collective_1);
-  tcase_add_test(tc, threads_run_every_collective_2);
-  tcase_add_test(tc, threads_run_every_collective_4);
-  tcase_add_test(tc, abort_from_another_thread_unblocks_a_call);
-  tcase_add_test(tc, bad_arguments_are_refused_on_every_rank);
-  tcase_add_test(tc, ids_and_their_text);
-  tcase_add_test(tc, duplicates_of_a_joined_communicator);
-  suite_add_tcase(s, tc);
   return s;
 }
 

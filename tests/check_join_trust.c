@@ -526,22 +526,16 @@ static Suite *join_trust_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("join_trust");
-  TCase *tc = tcase_create("same_user");
+  TCase *tc = SUITE_CASE(s, "same_user", out_of_range_rank_is_refused_at_once,
+                         names_reveal_nothing_of_the_id, derived_ids_depend_on_the_whole_secret,
+                         own_segment_granting_others_access_is_refused,
+                         killed_creator_leaves_nothing_and_live_groups_stay,
+                         reused_pid_does_not_keep_a_dead_group, failing_watcher_is_reported);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, out_of_range_rank_is_refused_at_once);
-  tcase_add_test(tc, names_reveal_nothing_of_the_id);
-  tcase_add_test(tc, derived_ids_depend_on_the_whole_secret);
-  tcase_add_test(tc, own_segment_granting_others_access_is_refused);
-  tcase_add_test(tc, killed_creator_leaves_nothing_and_live_groups_stay);
-  tcase_add_test(tc, reused_pid_does_not_keep_a_dead_group);
-  tcase_add_test(tc, failing_watcher_is_reported);
-  suite_add_tcase(s, tc);
   if (geteuid() == 0) {
-    tc = tcase_create("other_user");
+    tc = SUITE_CASE(s, "other_user", another_users_planted_segment_is_refused,
+                    another_user_cannot_open_a_forming_group);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, another_users_planted_segment_is_refused);
-    tcase_add_test(tc, another_user_cannot_open_a_forming_group);
-    suite_add_tcase(s, tc);
   } else {
     printf("check_join_trust: not registered (SKIP): other_user: needs root to take a "
            "throwaway uid\n");

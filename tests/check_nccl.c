@@ -418,20 +418,12 @@ END_TEST
 static Suite *nccl_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("nccl");
-  TCase *tc = tcase_create("translations");
-  tcase_add_test(tc, config_structs_of_every_size);
-  tcase_add_test(tc, dtypes_ops_and_results_map);
-  tcase_add_test(tc, unserved_calls_say_so);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("served");
+  SUITE_CASE(s, "translations", config_structs_of_every_size, dtypes_ops_and_results_map,
+             unserved_calls_say_so);
+  TCase *tc = SUITE_CASE(s, "served", collectives_every_dtype_2, collectives_every_dtype_3,
+                         one_thread_drives_every_rank_in_groups, split_by_color_and_key,
+                         abort_reaches_the_peer_as_remote_error, bad_calls_are_refused);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, collectives_every_dtype_2);
-  tcase_add_test(tc, collectives_every_dtype_3);
-  tcase_add_test(tc, one_thread_drives_every_rank_in_groups);
-  tcase_add_test(tc, split_by_color_and_key);
-  tcase_add_test(tc, abort_reaches_the_peer_as_remote_error);
-  tcase_add_test(tc, bad_calls_are_refused);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -639,38 +639,22 @@ END_TEST
 static Suite *make_ops_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops_cuda");
-  TCase *tc = tcase_create("elementwise");
+  TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_concat);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_casts);
-  tcase_add_test(tc, test_relu);
-  tcase_add_test(tc, test_maxpool);
-  tcase_add_test(tc, test_concat);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("normalisation");
+  tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_batchnorm);
-  tcase_add_test(tc, test_groupnorm);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("loss");
+  tc = SUITE_CASE(s, "loss", test_softmax_ce);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_softmax_ce);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("conv");
+  tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
-  tcase_add_test(tc, test_conv);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("optimizer");
+  tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
+                  test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_optim);
-  tcase_add_test(tc, test_optim_16bit_grads);
-  tcase_add_test(tc, test_nonfinite);
-  tcase_add_test(tc, test_init_errors);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -253,20 +253,11 @@ END_TEST
 static Suite *reduce_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("reduce");
-  TCase *tc = tcase_create("half");
-  tcase_add_test(tc, f16_roundtrip_every_value);
-  tcase_add_test(tc, f16_rounding_matches_reference);
-  tcase_add_test(tc, bf16_rounding_matches_reference);
-  tcase_add_test(tc, f8_rounding_matches_reference);
-  tcase_add_test(tc, convert_buffers);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("reduce");
+  SUITE_CASE(s, "half", f16_roundtrip_every_value, f16_rounding_matches_reference,
+             bf16_rounding_matches_reference, f8_rounding_matches_reference, convert_buffers);
+  TCase *tc = SUITE_CASE(s, "reduce", multi_matches_reference, chain_equals_multi,
+                         nan_propagates_through_min_max, integer_sum_wraps_and_avg_truncates);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, multi_matches_reference);
-  tcase_add_test(tc, chain_equals_multi);
-  tcase_add_test(tc, nan_propagates_through_min_max);
-  tcase_add_test(tc, integer_sum_wraps_and_avg_truncates);
-  suite_add_tcase(s, tc);
   return s;
 }
 

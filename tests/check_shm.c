@@ -684,33 +684,19 @@ END_TEST
 static Suite *shm_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("shm");
-  TCase *tc = tcase_create("segment");
-  tcase_add_test(tc, segment_is_unlinked_and_laid_out);
-  tcase_add_test(tc, segment_refuses_bad_sizes_with_advice);
-  tcase_add_test(tc, blake2s_matches_reference_vectors);
-  tcase_add_test(tc, env_reader_refuses_junk_range_and_overflow);
-  tcase_add_test(tc, staging_file_is_reserved_private_and_checked);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("launcher");
+  SUITE_CASE(s, "segment", segment_is_unlinked_and_laid_out, segment_refuses_bad_sizes_with_advice,
+             blake2s_matches_reference_vectors, env_reader_refuses_junk_range_and_overflow,
+             staging_file_is_reserved_private_and_checked);
+  TCase *tc = SUITE_CASE(s, "launcher", launch_runs_every_rank, launch_rejects_bad_world_sizes,
+                         failed_rank_stops_the_others, killed_rank_ends_the_run_within_2s,
+                         unresponsive_rank_is_killed_after_grace,
+                         barrier_timeout_names_the_absent_rank, abort_reaches_every_rank,
+                         sigterm_asks_ranks_to_stop, sigint_asks_ranks_to_stop,
+                         inherited_ignored_sigint_stays_ignored, repeated_sigterm_is_absorbed,
+                         bad_environment_is_refused_at_launch_and_join, eight_ranks_oversubscribed);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, launch_runs_every_rank);
-  tcase_add_test(tc, launch_rejects_bad_world_sizes);
-  tcase_add_test(tc, failed_rank_stops_the_others);
-  tcase_add_test(tc, killed_rank_ends_the_run_within_2s);
-  tcase_add_test(tc, unresponsive_rank_is_killed_after_grace);
-  tcase_add_test(tc, barrier_timeout_names_the_absent_rank);
-  tcase_add_test(tc, abort_reaches_every_rank);
-  tcase_add_test(tc, sigterm_asks_ranks_to_stop);
-  tcase_add_test(tc, sigint_asks_ranks_to_stop);
-  tcase_add_test(tc, inherited_ignored_sigint_stays_ignored);
-  tcase_add_test(tc, repeated_sigterm_is_absorbed);
-  tcase_add_test(tc, bad_environment_is_refused_at_launch_and_join);
-  tcase_add_test(tc, eight_ranks_oversubscribed);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("numa");
-  tcase_add_test(tc, numa_node_from_sysfs);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "numa", numa_node_from_sysfs);
   return s;
 }
 

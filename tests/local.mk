@@ -136,7 +136,7 @@ tests_check_sampler_LDADD = $(TRAINER_TEST_LIBS)
 tests_check_metrics_SOURCES = tests/check_metrics.c
 tests_check_metrics_CFLAGS = $(TEST_CFLAGS)
 tests_check_metrics_LDADD = $(TRAINER_TEST_LIBS)
-tests_check_train_SOURCES = tests/check_train.c
+tests_check_train_SOURCES = tests/check_train.c tests/train_run.h tests/testutil.h
 tests_check_train_CFLAGS = $(TEST_CFLAGS)
 tests_check_train_LDADD = $(TRAINER_TEST_LIBS)
 tests_check_checkpoint_SOURCES = tests/check_checkpoint.c tests/fuzz/ckpt_input.h
@@ -151,7 +151,8 @@ tests_check_dp_CFLAGS = $(TEST_CFLAGS)
 tests_check_dp_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 # The timeline, the per-rank step fields and the end-of-run table (check_report.sh: tools/report
 # on the files a run writes).
-tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/json_mini.h
+tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/json_mini.h \
+	tests/train_run.h tests/testutil.h
 tests_check_timeline_CFLAGS = $(TEST_CFLAGS)
 tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;

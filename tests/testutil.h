@@ -1,11 +1,13 @@
 /* testutil.h — helpers shared by the Check suites: memory that survives into forked ranks,
- * and a launch wrapper that fails the test with the launcher's message. */
+ * scratch directories removed, and a launch wrapper that fails the test with the launcher's
+ * message. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,7 +22,14 @@ static inline void *test_shared_alloc(size_t bytes)
   return p;
 }
 
-/* Number of entries in /dev/shm created by a launcher with this pid. */
+/* Removes a test's scratch directory and everything in it; says so when it cannot. */
+static inline void test_rm_rf(const char *dir)
+{
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* Entries of /dev/shm whose name starts with prefix. */
 static inline int test_count_prefix(const char *prefix)
 {
@@ -34,6 +43,7 @@ static inline int test_count_prefix(const char *prefix)
   return n;
 }
 
+/* Number of entries in /dev/shm created by a launcher with this pid. */
 static inline int test_count_segments(pid_t pid)
 {
   char prefix[64];

@@ -584,7 +584,7 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
  * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
  * in fp32 keeping everything is 4.5-4.8 % faster and still below PyTorch's memory; in 16-bit
  * the two shallowest levels (most of the bytes) are recomputed and the rest kept, the fastest
- * choice under 0.8 x PyTorch's memory (issue 17). */
+ * choice under 0.8 x PyTorch's memory. */
 #define RECOMPUTE_AUTO_16BIT 2
 static int recompute_policy(model_t *m, char *err, size_t errlen)
 {
