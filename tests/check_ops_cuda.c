@@ -454,6 +454,11 @@ START_TEST(test_conv)
     conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2); /* at its width: own kernels, many blocks */
     conv_case(OPS_CONV1X1, 5, 7, 12, 3, 2, 1);   /* off the vector width, odd outputs */
     conv_case(OPS_CONV1X1, 4, 4, 16, 8, 2, 2);   /* the most outputs the own kernels take */
+    conv_case(OPS_CONV1X1, 9, 13, 256, 8, 2, 2); /* the most inputs: a lane owns several chunks */
+    conv_case(OPS_CONV1X1, 7, 9, 200, 5, 3, 3);  /* chunks that fill no power of two of lanes */
+    conv_case(OPS_CONV1X1, 33, 31, 64, 4, 6, 5); /* the head's width, a pixel count off every
+                                                    warp and unroll multiple, many blocks */
+    conv_case(OPS_CONV1X1, 3, 3, 2, 6, 1, 1);    /* more outputs than lanes per pixel */
     conv_case(OPS_CONV1X1, 4, 4, 16, 12, 2, 2);  /* more: cuBLAS */
     conv_case_at(OPS_CONV1X1, 8, 8, 16, 4, 2, 2, 2); /* misaligned weights, own kernels */
     setenv("SHMDDP_CONV1X1", "gemm", 1);
