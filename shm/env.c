@@ -84,8 +84,8 @@ static const shm_env_param_t table[] = {
      .meaning = "how cuDNN's algorithms are chosen: deterministic heuristics, or timing them all"},
     {.name = "SHMDDP_CONV_PAD", .kind = SHM_ENV_FLAG, .dflt = "1",
      .reader = "kernels, when a convolution is planned",
-     .meaning = "0: no zero-padding of few input channels (the RGB layer) to the tensor cores' "
-                "width"},
+     .meaning = "0: the layer of few input channels (RGB) on cuDNN at its own width: no "
+                "zero-padding to the tensor cores' width, no own kernels"},
     {.name = "SHMDDP_CONV1X1", .kind = SHM_ENV_CHOICE, .choices = "cudnn|gemm",
      .dflt = "own kernels for few outputs (the head), cuBLAS otherwise",
      .reader = "kernels, when a convolution is planned",

@@ -448,6 +448,10 @@ START_TEST(test_conv)
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer (cuDNN, padded) */
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
     conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2); /* at its width, many blocks */
+    conv_case(OPS_CONV3X3, 33, 17, 3, 48, 3, 2); /* 16-bit: own kernels, tiles across rows and
+                                                    images, a partial last tile */
+    conv_case(OPS_CONV3X3, 9, 11, 2, 32, 2, 1);  /* two inputs, a smaller batch */
+    conv_case(OPS_CONV3X3, 1, 5, 1, 16, 1, 1);   /* one row: every tap off the image's edge */
     conv_case(OPS_CONV3X3, 6, 6, 1, 8, 2, 2);    /* one input channel */
     conv_case(OPS_CONV3X3, 7, 5, 4, 24, 3, 1);   /* four, odd sizes, a smaller batch */
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
