@@ -130,6 +130,10 @@ typedef struct {
    SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT,                       \
    SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT, SHMDDP_NCCL_UNSET_INT}
 #define SHMDDP_NCCL_SPLIT_NOCOLOR (-1)
+/* ncclCommShrink's flags (NCCL 2.27): DEFAULT leaves the parent as it is; ABORT ends the
+ * parent's work first (here on every rank: the parent is revoked), for a parent whose peer died. */
+#define SHMDDP_NCCL_SHRINK_DEFAULT 0
+#define SHMDDP_NCCL_SHRINK_ABORT 1
 
 /* ---- version, ids, errors ---- */
 ncclResult_t ncclGetVersion(int *version);
@@ -150,6 +154,10 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, in
 ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config);
+/* Called by the ranks that remain (never by the excluded, which may be dead): a communicator of
+ * them, renumbered in their order. config NULL: the parent's settings. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 /* From any thread: pending and later calls of every rank end with ncclRemoteError, kernels

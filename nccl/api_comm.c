@@ -1,5 +1,5 @@
 /* api_comm.c — NCCL's communicator calls: version, ids, init (rank, config, scalable, all),
- * split, finalize / destroy / abort / revoke, async errors, queries, pre-multiplied sums, debug.
+ * split, shrink, finalize / destroy / abort / revoke, async errors, queries, pre-multiplied sums, debug.
  * Each checks its arguments here; init goes through the queue (it may be grouped), the others
  * call the layer below directly. */
 #include "config.h"
@@ -116,6 +116,21 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 }
 NCCL_ALIAS(ncclCommInitAll)
 
+/* The config of a communicator made from comm: the client's, or comm's own when it passes none. */
+static ncclResult_t child_config(ncclComm_t comm, const char *fn, const ncclConfig_t *config,
+                                 nccl_config_t *cfg)
+{
+  char err[256];
+  ncclResult_t r = nccl_parse_config(config, cfg, err, sizeof err);
+  if (r != ncclSuccess) return nccl_fail(comm, r, "%s: argument config: %s", fn, err);
+  if (!config) {
+    cfg->blocking = comm->blocking;
+    cfg->split_share = comm->split_share;
+    snprintf(cfg->name, sizeof cfg->name, "%s", comm->name);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config)
 {
@@ -127,20 +142,75 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   if (color < SHMDDP_NCCL_SPLIT_NOCOLOR)
     return nccl_fail(comm, ncclInvalidArgument, "%s: argument color is %d (use >= 0, or "
                      "NCCL_SPLIT_NOCOLOR)", fn, color);
-  char err[256];
   nccl_config_t cfg;
-  r = nccl_parse_config(config, &cfg, err, sizeof err);
-  if (r != ncclSuccess) return nccl_fail(comm, r, "%s: argument config: %s", fn, err);
-  if (!config) { /* the parent's settings */
-    cfg.blocking = comm->blocking;
-    cfg.split_share = comm->split_share;
-  }
+  r = child_config(comm, fn, config, &cfg);
+  if (r != ncclSuccess) return r;
   atomic_fetch_add(&comm->inflight, 1);
   r = nccl_split(comm, color, key, &cfg, newcomm);
   atomic_fetch_sub(&comm->inflight, 1);
   return r;
 }
 NCCL_ALIAS(ncclCommSplit)
+
+/* The excluded ranks as a set (bit r: rank r), or an error naming the bad entry. */
+static ncclResult_t excluded_set(ncclComm_t comm, const char *fn, const int *list, int count,
+                                 uint32_t *set)
+{
+  *set = 0;
+  if (count < 0 || count >= comm->nranks)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksCount is %d: exclude "
+                     "0 to %d of the %d ranks (at least one must remain)", fn, count,
+                     comm->nranks - 1, comm->nranks);
+  if (count > 0 && !list)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList is NULL "
+                     "(excludeRanksCount %d)", fn, count);
+  for (int i = 0; i < count; i++) {
+    int r = list[i];
+    if (r < 0 || r >= comm->nranks)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] is %d, not "
+                       "a rank of this communicator (0..%d)", fn, i, r, comm->nranks - 1);
+    if (r == comm->rank)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] is the "
+                       "calling rank %d: only the ranks that remain call ncclCommShrink", fn, i, r);
+    if (*set & 1u << r)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] repeats "
+                       "rank %d", fn, i, r);
+    *set |= 1u << r;
+  }
+  return ncclSuccess;
+}
+
+/* Called by the ranks that remain. A revoked or failed parent may be shrunk (that is what
+ * shrinking is for), so only its existence and init are checked. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+  const char *fn = "ncclCommShrink";
+  if (!comm) return nccl_fail(NULL, ncclInvalidArgument, "%s: argument comm is NULL", fn);
+  if (comm->init_result != ncclSuccess)
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator's init %s", fn,
+                     comm->init_result == ncclInProgress ? "has not run (call ncclGroupEnd "
+                     "first)" : "failed");
+  if (atomic_load(&comm->aborted))
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator was aborted", fn);
+  if (!newcomm) return nccl_fail(comm, ncclInvalidArgument, "%s: argument newcomm is NULL", fn);
+  *newcomm = NULL;
+  if (shrinkFlags != SHMDDP_NCCL_SHRINK_DEFAULT && shrinkFlags != SHMDDP_NCCL_SHRINK_ABORT)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument shrinkFlags is %#x: use "
+                     "NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)", fn, (unsigned)shrinkFlags);
+  uint32_t set;
+  ncclResult_t r = excluded_set(comm, fn, excludeRanksList, excludeRanksCount, &set);
+  nccl_config_t cfg;
+  if (r == ncclSuccess) r = child_config(comm, fn, config, &cfg);
+  if (r != ncclSuccess) return r;
+  int abort_first = shrinkFlags == SHMDDP_NCCL_SHRINK_ABORT;
+  if (abort_first) return nccl_shrink(comm, set, 1, &cfg, newcomm); /* waits for inflight */
+  atomic_fetch_add(&comm->inflight, 1);
+  r = nccl_shrink(comm, set, 0, &cfg, newcomm);
+  atomic_fetch_sub(&comm->inflight, 1);
+  return r;
+}
+NCCL_ALIAS(ncclCommShrink)
 
 /* Every call of this front end has been handed to its stream or completed when it returned:
  * finalizing waits for the streams this communicator's calls were enqueued on, then reports
@@ -184,9 +254,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
   if (revokeFlags != 0)
     return nccl_fail(comm, ncclInvalidArgument, "%s: argument revokeFlags is %#x: only "
                      "NCCL_REVOKE_DEFAULT (0) is defined", fn, (unsigned)revokeFlags);
-  atomic_store(&comm->revoked, 1);
-  nccl_abort_group(comm, "the communicator was revoked (ncclCommRevoke)");
-  while (atomic_load(&comm->inflight) > 0) sched_yield();
+  nccl_revoke(comm, "the communicator was revoked (ncclCommRevoke)");
   return ncclSuccess;
 }
 NCCL_ALIAS(ncclCommRevoke)

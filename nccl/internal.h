@@ -10,8 +10,8 @@
  *   exec.c                  the one executor: runs a call, or a group's calls one lane per
  *                           communicator, and aborts the group when a call fails after its peers
  *                           are committed
- *   xlate.c, join.c         translation into shmddp: collectives and send/recv (xlate.c),
- *                           communicators made, split, freed (join.c)
+ *   xlate.c, join.c,        translation into shmddp: collectives and send/recv (xlate.c),
+ *   shrink.c                communicators made, split, freed (join.c), shrunk (shrink.c)
  * under them map.c (types, results, errors, config, debug lines) and dev.c (the few CUDA runtime
  * calls, absent from a CPU-only build, where every communicator is host-only). */
 #ifndef NCCL_INTERNAL_H
@@ -62,6 +62,7 @@ struct ncclComm {
   _Atomic int aborted;
   _Atomic int revoked;
   ncclResult_t init_result;              /* of a grouped init, until it has run: ncclInProgress */
+  uint16_t shrinks[1u << SHMDDP_MAX_RANKS]; /* shrinks made so far, per set of excluded ranks */
   int blocking, split_share;
   char name[64];                         /* config.commName, or "" */
   char last_error[512];
@@ -152,8 +153,9 @@ ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle);
 const char *nccl_dev_transport(shmddp_comm_t *c);
 
 /* ---- join.c: communicators ---- */
-/* Join the group (what NCCL_CALL_INIT runs). */
-ncclResult_t nccl_join(ncclComm_t comm, int nranks, shmddp_unique_id_t id, int rank, int device);
+/* Join the group (what NCCL_CALL_INIT runs); fn names the entry point in messages. */
+ncclResult_t nccl_join(ncclComm_t comm, const char *fn, int nranks, shmddp_unique_id_t id,
+                       int rank, int device);
 /* The two-rank communicator with peer (made on first use; collective over the pair). */
 ncclResult_t nccl_pair(ncclComm_t comm, int peer, shmddp_comm_t **out);
 /* Split comm by (color, key) into *out (NULL for SPLIT_NOCOLOR); collective over comm. */
@@ -161,8 +163,20 @@ ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t
                         ncclComm_t *out);
 /* A communicator not yet joined (init runs later, or now). */
 ncclComm_t nccl_comm_new(const nccl_config_t *cfg);
+/* ---- shrink.c ---- */
+/* The communicator of comm's ranks outside the set `excluded` (bit r: rank r), renumbered in
+ * order; collective over those ranks only. abort_first: end comm's work on every rank first. */
+ncclResult_t nccl_shrink(ncclComm_t comm, uint32_t excluded, int abort_first,
+                         const nccl_config_t *cfg, ncclComm_t *out);
+/* The id the survivors of the count-th shrink of a group with id parent, excluding `excluded`,
+ * meet by (the tests compute its segment's name). */
+shmddp_status_t nccl_shrink_id(const shmddp_unique_id_t *parent, uint32_t excluded,
+                               unsigned count, shmddp_unique_id_t *out);
+
 /* Mark the whole group failed with reason, so every peer's pending and later calls end. */
 void nccl_abort_group(ncclComm_t comm, const char *reason);
+/* Refuse new calls on comm, abort its group with reason, wait for the calls in flight here. */
+void nccl_revoke(ncclComm_t comm, const char *reason);
 /* Abort every transport of comm (from any thread), wait for the calls in flight, free. */
 void nccl_comm_abort_free(ncclComm_t comm);
 void nccl_comm_free(ncclComm_t comm);

@@ -13,7 +13,6 @@
   ncclResult_t name(void) { return nccl_unsupported(#name); }                                 \
   NCCL_ALIAS(name)
 
-UNSERVED(ncclCommShrink)
 UNSERVED(ncclCommWindowRegister)
 UNSERVED(ncclCommWindowDeregister)
 UNSERVED(ncclDevCommCreate)

@@ -1,0 +1,339 @@
+/* check_nccl_life.c — the NCCL front end's communicator life beyond init and split, on host-only
+ * communicators: ncclCommShrink (3 -> 2 and 5 -> 3 ranks with the conformance harness run on the
+ * shrunk communicator, a second shrink of the same set, after a rank was SIGKILLed with
+ * NCCL_SHRINK_ABORT, bad arguments refused by the call). Ranks are threads, or processes where a
+ * rank must die. CUDA_VISIBLE_DEVICES is emptied first so every communicator is host-only. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "collectives/comm.h"
+#include "nccl/internal.h"
+#include "shm/timeutil.h"
+#include "tests/nccl_conf.h"
+#include "tests/suite_main.h"
+#include "tests/testutil.h"
+
+#define WAIT_BOUND_S 120.0 /* bounds a hang; every wait below is for an event */
+
+/* ---- ranks as threads ---- */
+
+typedef struct life_rank life_rank_t;
+typedef void (*life_fn)(life_rank_t *t, ncclComm_t comm);
+
+struct life_rank {
+  ncclUniqueId id;
+  int n, rank;
+  life_fn fn;
+  const void *arg;
+  conf_result_t res; /* the conformance harness's result on a derived communicator */
+  char fails[768];
+};
+
+static void lfail(life_rank_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void lfail(life_rank_t *t, const char *fmt, ...)
+{
+  size_t off = strlen(t->fails);
+  if (off + 80 >= sizeof t->fails) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->fails + off, sizeof t->fails - off, fmt, ap);
+  va_end(ap);
+  off = strlen(t->fails);
+  snprintf(t->fails + off, sizeof t->fails - off, "; ");
+}
+
+static void *life_main(void *arg)
+{
+  life_rank_t *t = arg;
+  ncclConfig_t cfg = SHMDDP_NCCL_CONFIG_INIT;
+  cfg.commName = "parent";
+  ncclComm_t comm = NULL;
+  if (ncclCommInitRankConfig(&comm, t->n, t->id, t->rank, &cfg) != ncclSuccess) {
+    lfail(t, "init: %s", ncclGetLastError(NULL));
+    return NULL;
+  }
+  t->fn(t, comm);
+  ncclCommDestroy(comm);
+  return NULL;
+}
+
+/* Run fn on n ranks (threads) of one communicator; fails the test with every rank's failures. */
+static void run_ranks(int n, life_fn fn, const void *arg)
+{
+  life_rank_t t[8];
+  pthread_t th[8];
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    memset(&t[r], 0, sizeof t[r]);
+    t[r] = (life_rank_t){.id = id, .n = n, .rank = r, .fn = fn, .arg = arg};
+    ck_assert_int_eq(pthread_create(&th[r], NULL, life_main, &t[r]), 0);
+  }
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < n; r++) {
+    ck_assert_msg(t[r].fails[0] == 0, "%d ranks, rank %d: %s", n, r, t[r].fails);
+    ck_assert_msg(t[r].res.failures == 0, "rank %d: %ld of %ld conformance checks failed: %s", r,
+                  t[r].res.failures, t[r].res.checks, t[r].res.fails);
+  }
+}
+
+/* A sum over the ranks of comm, to show a communicator works (and which ranks are in it). */
+static long long rank_sum(life_rank_t *t, ncclComm_t comm, long long mine, const char *what)
+{
+  long long sum = -1;
+  ncclResult_t r = ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, comm, NULL);
+  if (r != ncclSuccess) lfail(t, "%s: all-reduce: %s", what, ncclGetLastError(comm));
+  return sum;
+}
+
+/* ---- shrink ---- */
+
+static const size_t shrink_counts[] = {0, 1, 7, 1023};
+
+typedef struct {
+  int nexcl, excl[4];
+  int with_config; /* pass a config (commName "child", non-blocking) instead of NULL */
+} shrink_case_t;
+
+static int is_excluded(const shrink_case_t *sc, int rank)
+{
+  for (int i = 0; i < sc->nexcl; i++)
+    if (sc->excl[i] == rank) return 1;
+  return 0;
+}
+
+/* The survivors shrink, run the conformance harness on the new communicator, shrink again with
+ * the same set (a group of its own); then every rank, the excluded too, uses the parent. */
+static void shrink_rank(life_rank_t *t, ncclComm_t comm)
+{
+  const shrink_case_t *sc = t->arg;
+  int m = t->n - sc->nexcl, expect_rank = 0;
+  long long members = 0; /* sum of the survivors' old ranks */
+  for (int r = 0; r < t->n; r++)
+    if (!is_excluded(sc, r)) {
+      members += r;
+      expect_rank += r < t->rank;
+    }
+  if (!is_excluded(sc, t->rank)) {
+    ncclConfig_t cfg = SHMDDP_NCCL_CONFIG_INIT;
+    cfg.commName = "child";
+    cfg.blocking = 0;
+    ncclComm_t nc = NULL, nc2 = NULL;
+    if (ncclCommShrink(comm, (int *)sc->excl, sc->nexcl, &nc, sc->with_config ? &cfg : NULL,
+                       SHMDDP_NCCL_SHRINK_DEFAULT) != ncclSuccess) {
+      lfail(t, "shrink: %s", ncclGetLastError(comm));
+      return;
+    }
+    int count = 0, rank = -1;
+    ncclCommCount(nc, &count);
+    ncclCommUserRank(nc, &rank);
+    if (count != m || rank != expect_rank)
+      lfail(t, "shrunk: %d ranks, rank %d (want %d, %d)", count, rank, m, expect_rank);
+    if (strcmp(nc->name, sc->with_config ? "child" : "parent") != 0 ||
+        nc->blocking != (sc->with_config ? 0 : 1))
+      lfail(t, "shrunk config: name '%s' blocking %d", nc->name, nc->blocking);
+    conf_plan_t plan = {.nranks = m, .device = -1, .counts = shrink_counts, .ncounts = 4,
+                        .colls = CONF_ALL_COLLS,
+                        .types = 1u << ncclInt32 | 1u << ncclFloat32 | 1u << ncclBfloat16,
+                        .ops = CONF_ALL_OPS, .sample = 3, .inplace = 2};
+    conf_run_rank(nc, rank, &plan, &t->res);
+    if (t->res.calls == 0) lfail(t, "no conformance call ran");
+    if (ncclCommShrink(comm, (int *)sc->excl, sc->nexcl, &nc2, NULL, 0) != ncclSuccess)
+      lfail(t, "second shrink: %s", ncclGetLastError(comm));
+    else if (rank_sum(t, nc2, t->rank, "second shrink") != members)
+      lfail(t, "the second shrunk communicator's sum is not the survivors'");
+    if (rank_sum(t, nc, t->rank, "first shrink, again") != members)
+      lfail(t, "the first shrunk communicator's sum is not the survivors'");
+    ncclCommDestroy(nc2);
+    ncclCommDestroy(nc);
+  }
+  /* NCCL_SHRINK_DEFAULT leaves the parent as it was: every rank still uses it. */
+  if (rank_sum(t, comm, t->rank, "parent") != (long long)t->n * (t->n - 1) / 2)
+    lfail(t, "the parent's sum is wrong after the shrink");
+}
+
+START_TEST(shrink_3_to_2)
+{
+  shrink_case_t sc = {.nexcl = 1, .excl = {1}};
+  run_ranks(3, shrink_rank, &sc);
+}
+END_TEST
+
+START_TEST(shrink_5_to_3_with_config)
+{
+  shrink_case_t sc = {.nexcl = 2, .excl = {3, 1}, .with_config = 1};
+  run_ranks(5, shrink_rank, &sc);
+}
+END_TEST
+
+/* Each refused call returns ncclInvalidArgument and ncclGetLastError names the argument. */
+static void refused(ncclComm_t comm, int *list, int count, ncclComm_t *out, ncclConfig_t *cfg,
+                    int flags, const char *named)
+{
+  ncclResult_t r = ncclCommShrink(comm, list, count, out, cfg, flags);
+  ck_assert_msg(r == ncclInvalidArgument, "%s: got %d", named, (int)r);
+  ck_assert_msg(strstr(ncclGetLastError(comm), named), "'%s' not in '%s'", named,
+                ncclGetLastError(comm));
+  ck_assert_ptr_null(out ? *out : NULL);
+}
+
+START_TEST(shrink_bad_arguments_are_refused)
+{
+  enum { N = 3 };
+  ncclUniqueId id;
+  ncclComm_t comms[N], out = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommInitRank(&comms[r], N, id, r), ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ncclComm_t c = comms[0];
+  int out_of_range[] = {1, 3}, negative[] = {-1}, dup[] = {2, 2}, self[] = {2, 0}, all[] = {0, 1, 2};
+  refused(c, out_of_range, 2, &out, NULL, 0, "excludeRanksList[1] is 3, not a rank");
+  refused(c, negative, 1, &out, NULL, 0, "excludeRanksList[0] is -1");
+  refused(c, dup, 2, &out, NULL, 0, "excludeRanksList[1] repeats rank 2");
+  refused(c, self, 2, &out, NULL, 0, "excludeRanksList[1] is the calling rank 0");
+  refused(c, all, 3, &out, NULL, 0, "excludeRanksCount is 3");
+  refused(c, all, -1, &out, NULL, 0, "excludeRanksCount is -1");
+  refused(c, NULL, 1, &out, NULL, 0, "excludeRanksList is NULL");
+  refused(c, dup, 1, NULL, NULL, 0, "newcomm is NULL");
+  refused(c, dup, 1, &out, NULL, 2, "shrinkFlags is 0x2");
+  ncclConfig_t cfg = SHMDDP_NCCL_CONFIG_INIT;
+  cfg.magic = 7;
+  refused(c, dup, 1, &out, &cfg, 0, "config");
+  ck_assert_int_eq(ncclCommShrink(NULL, dup, 1, &out, NULL, 0), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "argument comm is NULL"));
+  /* Nothing was started: the communicator still works on every rank. */
+  long long x[N], sum[N];
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < N; r++) {
+    x[r] = r + 1;
+    ncclAllReduce(&x[r], &sum[r], 1, ncclInt64, ncclSum, comms[r], NULL);
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < N; r++) ck_assert_int_eq(sum[r], 6);
+  for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
+/* ---- shrink after a rank was killed (ranks as processes) ---- */
+
+enum { KILL_N = 3, KILL_VICTIM = 2 };
+
+typedef struct {
+  _Atomic int first_done; /* survivors that finished the first all-reduce */
+  int stage[KILL_N];      /* how far each rank got (for the failure message) */
+  char msg[KILL_N][256];
+} kill_shared_t;
+
+static int kill_rank_main(kill_shared_t *sh, ncclUniqueId id, int rank)
+{
+  ncclComm_t comm = NULL, nc = NULL;
+#define STEP(k, cond, ...)                                                                    \
+  do {                                                                                        \
+    sh->stage[rank] = k;                                                                      \
+    if (!(cond)) {                                                                            \
+      snprintf(sh->msg[rank], sizeof sh->msg[rank], __VA_ARGS__);                             \
+      return 1;                                                                               \
+    }                                                                                         \
+  } while (0)
+  STEP(1, ncclCommInitRank(&comm, KILL_N, id, rank) == ncclSuccess, "init: %s",
+       ncclGetLastError(NULL));
+  long long x = rank, sum = -1;
+  STEP(2, ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, comm, NULL) == ncclSuccess && sum == 3,
+       "first all-reduce: %lld, %s", sum, ncclGetLastError(comm));
+  if (rank == KILL_VICTIM) {
+    double deadline = shm_now() + WAIT_BOUND_S; /* the survivors have read its contribution */
+    while (atomic_load(&sh->first_done) < KILL_N - 1 && shm_now() < deadline) shm_sleep(0.001);
+    raise(SIGKILL);
+  }
+  atomic_fetch_add(&sh->first_done, 1);
+  ncclResult_t r = ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, comm, NULL);
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  STEP(3, r == ncclRemoteError && async == ncclRemoteError, "the dead peer: call %d, async %d",
+       (int)r, (int)async);
+  int excl[] = {KILL_VICTIM};
+  STEP(4, ncclCommShrink(comm, excl, 1, &nc, NULL, SHMDDP_NCCL_SHRINK_ABORT) == ncclSuccess,
+       "shrink: %s", ncclGetLastError(comm));
+  int count = 0, me = -1;
+  ncclCommCount(nc, &count);
+  ncclCommUserRank(nc, &me);
+  STEP(5, count == 2 && me == rank, "shrunk: %d ranks, rank %d", count, me);
+  float v[1000], got[1000];
+  for (int i = 0; i < 1000; i++) v[i] = (float)(i * (rank + 1));
+  STEP(6, ncclAllReduce(v, got, 1000, ncclFloat32, ncclSum, nc, NULL) == ncclSuccess,
+       "all-reduce on the shrunk communicator: %s", ncclGetLastError(nc));
+  for (int i = 0; i < 1000; i++) STEP(7, got[i] == (float)(3 * i), "element %d is %g", i, got[i]);
+  STEP(8, ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, comm, NULL) == ncclInvalidUsage &&
+              strstr(ncclGetLastError(comm), "revoked"),
+       "the aborted parent still takes calls: %s", ncclGetLastError(comm));
+  STEP(9, ncclCommDestroy(nc) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess, "destroy");
+#undef STEP
+  return 0;
+}
+
+START_TEST(shrink_with_abort_after_a_rank_was_killed)
+{
+  kill_shared_t *sh = test_shared_alloc(sizeof *sh);
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  pid_t pids[KILL_N];
+  fflush(NULL);
+  for (int r = 0; r < KILL_N; r++) {
+    pids[r] = fork();
+    ck_assert_int_ge(pids[r], 0);
+    if (pids[r] == 0) _exit(kill_rank_main(sh, id, r));
+  }
+  for (int r = 0; r < KILL_N; r++) {
+    int ws = 0;
+    double deadline = shm_now() + WAIT_BOUND_S;
+    while (waitpid(pids[r], &ws, WNOHANG) == 0 && shm_now() < deadline) shm_sleep(0.005);
+    if (shm_now() >= deadline) kill(pids[r], SIGKILL), waitpid(pids[r], &ws, 0);
+    if (r == KILL_VICTIM)
+      ck_assert_msg(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "the victim was not killed");
+    else
+      ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "rank %d, step %d: %s", r,
+                    sh->stage[r], sh->msg[r]);
+  }
+  /* Nothing left in /dev/shm: neither the parent's segment nor the shrunk group's. */
+  shmddp_unique_id_t parent, child;
+  memcpy(parent.internal, id.internal, sizeof parent.internal);
+  ck_assert_int_eq(nccl_shrink_id(&parent, 1u << KILL_VICTIM, 0, &child), SHMDDP_OK);
+  const shmddp_unique_id_t *ids[] = {&parent, &child};
+  for (int i = 0; i < 2; i++) {
+    char name[96], path[128];
+    struct stat sb;
+    coll_id_segment_name(ids[i], name, sizeof name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    ck_assert_msg(stat(path, &sb) != 0 && errno == ENOENT, "%s was left behind", path);
+  }
+}
+END_TEST
+
+static Suite *life_suite(const suite_env_t *env)
+{
+  (void)env;
+  Suite *s = suite_create("nccl_life");
+  TCase *tc = SUITE_CASE(s, "shrink", shrink_3_to_2, shrink_5_to_3_with_config,
+                         shrink_bad_arguments_are_refused, shrink_with_abort_after_a_rank_was_killed);
+  tcase_set_timeout(tc, 300);
+  return s;
+}
+
+int main(void)
+{
+  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host-only communicators, before any CUDA call */
+  setenv("SHMDDP_TIMEOUT", "60", 0);
+  return suite_main("check_nccl_life", life_suite, SUITE_CPU_ONLY);
+}
