@@ -43,6 +43,8 @@ extern "C" {
 typedef struct CUstream_st *shmddp_nccl_stream_t; /* the same type as cudaStream_t */
 
 typedef struct ncclComm *ncclComm_t;
+/* A registered window (NCCL 2.27): the handle ncclCommWindowRegister returns. */
+typedef struct ncclWindow_vidmem *ncclWindow_t;
 
 typedef struct {
   char internal[128];
@@ -179,6 +181,18 @@ ncclResult_t ncclMemFree(void *ptr);
  * on the communicator's device transport until Deregister (host-only: nothing to do). */
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
+/* Windows (NCCL 2.27): [buff, buff + size) registered as ncclCommRegister does, *win the handle,
+ * released by ncclCommWindowDeregister or with the communicator. NCCL calls registration
+ * collective; here it needs no peer, so a call from every rank, as NCCL asks, is also fine.
+ * winFlags: a set of the SHMDDP_NCCL_WIN_* bits below (hints: shmddp orders every call and
+ * does not depend on equal offsets). */
+#define SHMDDP_NCCL_WIN_DEFAULT 0x00
+#define SHMDDP_NCCL_WIN_COLL_SYMMETRIC 0x01  /* every rank passes equal offsets into its window */
+#define SHMDDP_NCCL_WIN_STRICT_ORDERING 0x02 /* later releases: ordering for one-sided signals */
+#define SHMDDP_NCCL_WIN_GIN_ONLY 0x04        /* later releases: for GPU-initiated networking */
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags);
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 
 /* ---- reduction operators ---- */
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,

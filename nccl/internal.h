@@ -11,7 +11,8 @@
  *                           communicator, and aborts the group when a call fails after its peers
  *                           are committed
  *   xlate.c, join.c,        translation into shmddp: collectives and send/recv (xlate.c),
- *   shrink.c                communicators made, split, freed (join.c), shrunk (shrink.c)
+ *   shrink.c, window.c      communicators made, split, freed (join.c), shrunk (shrink.c),
+ *                           their registered buffers and windows (window.c)
  * under them map.c (types, results, errors, config, debug lines) and dev.c (the few CUDA runtime
  * calls, absent from a CPU-only build, where every communicator is host-only). */
 #ifndef NCCL_INTERNAL_H
@@ -63,6 +64,7 @@ struct ncclComm {
   _Atomic int revoked;
   ncclResult_t init_result;              /* of a grouped init, until it has run: ncclInProgress */
   uint16_t shrinks[1u << SHMDDP_MAX_RANKS]; /* shrinks made so far, per set of excluded ranks */
+  struct ncclWindow_vidmem *regs;        /* registered buffers and windows (window.c) */
   int blocking, split_share;
   char name[64];                         /* config.commName, or "" */
   char last_error[512];
@@ -163,6 +165,19 @@ ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t
                         ncclComm_t *out);
 /* A communicator not yet joined (init runs later, or now). */
 ncclComm_t nccl_comm_new(const nccl_config_t *cfg);
+/* ---- window.c: registered buffers and windows ---- */
+/* Register [buff, buff + bytes) on comm (window: a window of ncclCommWindowRegister, else a
+ * buffer of ncclCommRegister); *out is the client's handle. */
+ncclResult_t nccl_reg_add(ncclComm_t comm, const char *fn, void *buff, size_t bytes, int window,
+                          int flags, ncclWindow_t *out);
+/* Release a handle of comm's (the argument arg of fn), or refuse one comm does not hold. */
+ncclResult_t nccl_reg_remove(ncclComm_t comm, const char *fn, const char *arg, void *handle,
+                             int window);
+/* Release every registration left on comm (ncclCommDestroy, ncclCommAbort). */
+void nccl_reg_release_all(ncclComm_t comm);
+/* Bytes of device memory comm keeps registered. */
+size_t nccl_reg_bytes(ncclComm_t comm);
+
 /* ---- shrink.c ---- */
 /* The communicator of comm's ranks outside the set `excluded` (bit r: rank r), renumbered in
  * order; collective over those ranks only. abort_first: end comm's work on every rank first. */

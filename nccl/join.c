@@ -162,6 +162,7 @@ ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out)
 
 void nccl_comm_free(ncclComm_t comm)
 {
+  nccl_reg_release_all(comm); /* while the transport they are registered on is alive */
   for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
     if (comm->p2p[p]) shmddp_comm_destroy(comm->p2p[p]);
   if (comm->c) shmddp_comm_destroy(comm->c);

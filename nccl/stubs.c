@@ -13,8 +13,6 @@
   ncclResult_t name(void) { return nccl_unsupported(#name); }                                 \
   NCCL_ALIAS(name)
 
-UNSERVED(ncclCommWindowRegister)
-UNSERVED(ncclCommWindowDeregister)
 UNSERVED(ncclDevCommCreate)
 UNSERVED(ncclDevCommDestroy)
 UNSERVED(ncclCommSuspend)

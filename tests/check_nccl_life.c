@@ -1,8 +1,11 @@
 /* check_nccl_life.c — the NCCL front end's communicator life beyond init and split, on host-only
  * communicators: ncclCommShrink (3 -> 2 and 5 -> 3 ranks with the conformance harness run on the
  * shrunk communicator, a second shrink of the same set, after a rank was SIGKILLed with
- * NCCL_SHRINK_ABORT, bad arguments refused by the call). Ranks are threads, or processes where a
- * rank must die. CUDA_VISIBLE_DEVICES is emptied first so every communicator is host-only. */
+ * NCCL_SHRINK_ABORT, bad arguments refused by the call), windows (registered, reduced on in
+ * place, released; handles checked). Ranks are threads, or processes where a rank must die.
+ * The host cases empty CUDA_VISIBLE_DEVICES first, so their communicators are host-only on a GPU
+ * machine too; the GPU case (windows on device memory, ranks as processes sharing GPU 0) runs
+ * where a GPU is visible and is left out, saying so, elsewhere. */
 #include "config.h"
 
 #include <check.h>
@@ -88,6 +91,40 @@ static void run_ranks(int n, life_fn fn, const void *arg)
   }
 }
 
+#ifdef HAVE_CUDA
+/* The same with ranks as processes (forked before any CUDA call): for device buffers, which
+ * are shared between processes through the transport's registration. */
+static void run_processes(int n, life_fn fn, const void *arg)
+{
+  life_rank_t *t = test_shared_alloc((size_t)n * sizeof *t);
+  pid_t pids[8];
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  fflush(NULL);
+  for (int r = 0; r < n; r++) {
+    t[r] = (life_rank_t){.id = id, .n = n, .rank = r, .fn = fn, .arg = arg};
+    pids[r] = fork();
+    ck_assert_int_ge(pids[r], 0);
+    if (pids[r] == 0) {
+      life_main(&t[r]);
+      _exit(0);
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    int ws = 0;
+    double deadline = shm_now() + WAIT_BOUND_S;
+    while (waitpid(pids[r], &ws, WNOHANG) == 0 && shm_now() < deadline) shm_sleep(0.005);
+    if (shm_now() >= deadline) kill(pids[r], SIGKILL), waitpid(pids[r], &ws, 0);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "rank %d's process ended abnormally: %s",
+                  r, t[r].fails);
+    ck_assert_msg(t[r].fails[0] == 0, "%d ranks, rank %d: %s", n, r, t[r].fails);
+  }
+}
+#endif
+
+/* Host-only communicators: no GPU visible to this test's ranks (set before any CUDA call). */
+static void host_only(void) { setenv("CUDA_VISIBLE_DEVICES", "", 1); }
+
 /* A sum over the ranks of comm, to show a communicator works (and which ranks are in it). */
 static long long rank_sum(life_rank_t *t, ncclComm_t comm, long long mine, const char *what)
 {
@@ -165,6 +202,7 @@ static void shrink_rank(life_rank_t *t, ncclComm_t comm)
 
 START_TEST(shrink_3_to_2)
 {
+  host_only();
   shrink_case_t sc = {.nexcl = 1, .excl = {1}};
   run_ranks(3, shrink_rank, &sc);
 }
@@ -172,6 +210,7 @@ END_TEST
 
 START_TEST(shrink_5_to_3_with_config)
 {
+  host_only();
   shrink_case_t sc = {.nexcl = 2, .excl = {3, 1}, .with_config = 1};
   run_ranks(5, shrink_rank, &sc);
 }
@@ -190,6 +229,7 @@ static void refused(ncclComm_t comm, int *list, int count, ncclComm_t *out, nccl
 
 START_TEST(shrink_bad_arguments_are_refused)
 {
+  host_only();
   enum { N = 3 };
   ncclUniqueId id;
   ncclComm_t comms[N], out = NULL;
@@ -225,6 +265,125 @@ START_TEST(shrink_bad_arguments_are_refused)
   for (int r = 0; r < N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
 }
 END_TEST
+
+/* ---- windows ---- */
+
+/* Expect ncclInvalidArgument from a window call, with ncclGetLastError naming the argument. */
+#define REFUSED(t, comm, call, named)                                                         \
+  do {                                                                                        \
+    ncclResult_t r_ = (call);                                                                 \
+    if (r_ != ncclInvalidArgument || !strstr(ncclGetLastError(comm), named))                  \
+      lfail(t, "%s: got %d, '%s'", #call, (int)r_, ncclGetLastError(comm));                   \
+  } while (0)
+
+/* Register a window, reduce in place on it, release it; every misuse refused by the call. */
+static void window_rank(life_rank_t *t, ncclComm_t comm)
+{
+  enum { COUNT = 4096 };
+  static _Thread_local float buf[COUNT], other[64];
+  ncclWindow_t win = NULL, kept = NULL;
+  void *handle = NULL;
+  if (ncclCommWindowRegister(comm, buf, sizeof buf, &win, SHMDDP_NCCL_WIN_COLL_SYMMETRIC) !=
+          ncclSuccess || !win) {
+    lfail(t, "register: %s", ncclGetLastError(comm));
+    return;
+  }
+  for (int i = 0; i < COUNT; i++) buf[i] = (float)(i % 97) * (float)(t->rank + 1);
+  if (ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess)
+    lfail(t, "all-reduce on the window: %s", ncclGetLastError(comm));
+  float factor = (float)(t->n * (t->n + 1) / 2);
+  for (int i = 0; i < COUNT; i++)
+    if (buf[i] != (float)(i % 97) * factor) {
+      lfail(t, "window element %d is %g, want %g", i, buf[i], (float)(i % 97) * factor);
+      break;
+    }
+  REFUSED(t, comm, ncclCommWindowRegister(comm, other, sizeof other, &kept, 0x100), "winFlags is 0x100");
+  REFUSED(t, comm, ncclCommWindowRegister(comm, other, 0, &kept, 0), "argument size is 0");
+  REFUSED(t, comm, ncclCommWindowRegister(comm, other, sizeof other, NULL, 0), "argument win is NULL");
+  REFUSED(t, comm, ncclCommWindowRegister(comm, NULL, sizeof other, &kept, 0), "argument buff is NULL");
+  /* A buffer of ncclCommRegister is not a window, and the reverse. */
+  if (ncclCommRegister(comm, other, sizeof other, &handle) != ncclSuccess || !handle)
+    lfail(t, "ncclCommRegister: %s", ncclGetLastError(comm));
+  REFUSED(t, comm, ncclCommWindowDeregister(comm, (ncclWindow_t)handle), "not a window registered");
+  REFUSED(t, comm, ncclCommDeregister(comm, win), "not a buffer registered");
+  if (ncclCommDeregister(comm, handle) != ncclSuccess)
+    lfail(t, "ncclCommDeregister: %s", ncclGetLastError(comm));
+  if (ncclCommWindowDeregister(comm, win) != ncclSuccess)
+    lfail(t, "deregister: %s", ncclGetLastError(comm));
+  REFUSED(t, comm, ncclCommWindowDeregister(comm, win), "or already deregistered");
+  REFUSED(t, comm, ncclCommWindowDeregister(comm, (ncclWindow_t)other), "not a window registered");
+  REFUSED(t, comm, ncclCommWindowDeregister(comm, NULL), "argument win is NULL");
+  /* One left registered: released with the communicator (a leak checker sees it otherwise). */
+  if (ncclCommWindowRegister(comm, other, sizeof other, &kept, 0) != ncclSuccess)
+    lfail(t, "second register: %s", ncclGetLastError(comm));
+}
+
+START_TEST(windows_register_use_release)
+{
+  host_only();
+  run_ranks(2, window_rank, NULL);
+  run_ranks(3, window_rank, NULL);
+}
+END_TEST
+
+#ifdef HAVE_CUDA
+/* Windows on device memory of one GPU that the ranks share: ncclMemAlloc's (cuMem) and
+ * cudaMalloc's, above the small-message sizes, reduced in place through the window. */
+static void device_window_rank(life_rank_t *t, ncclComm_t comm)
+{
+  enum { COUNT = (4 << 20) + 5 }; /* 16 MiB of floats and a bit */
+  int dev = -1;
+  if (ncclCommCuDevice(comm, &dev) != ncclSuccess || dev < 0) {
+    lfail(t, "not a device communicator (device %d)", dev);
+    return;
+  }
+  float *h = malloc(COUNT * sizeof *h);
+  cudaStream_t stream = NULL;
+  if (!h || cudaStreamCreate(&stream) != cudaSuccess) {
+    lfail(t, "host buffer or stream");
+    free(h);
+    return;
+  }
+  for (int kind = 0; kind < 2; kind++) {
+    const char *what = kind ? "cudaMalloc" : "ncclMemAlloc";
+    void *d = NULL;
+    ncclWindow_t win = NULL;
+    if ((kind ? cudaMalloc(&d, COUNT * sizeof *h) != cudaSuccess
+              : ncclMemAlloc(&d, COUNT * sizeof *h) != ncclSuccess)) {
+      lfail(t, "%s failed", what);
+      continue;
+    }
+    for (size_t i = 0; i < COUNT; i++) h[i] = (float)(i % 97) * (float)(t->rank + 1);
+    cudaMemcpy(d, h, COUNT * sizeof *h, cudaMemcpyHostToDevice);
+    if (ncclCommWindowRegister(comm, d, COUNT * sizeof *h, &win, 0) != ncclSuccess)
+      lfail(t, "%s: register: %s", what, ncclGetLastError(comm));
+    else if (ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, (shmddp_nccl_stream_t)stream) !=
+             ncclSuccess)
+      lfail(t, "%s: all-reduce: %s", what, ncclGetLastError(comm));
+    cudaStreamSynchronize(stream);
+    cudaMemcpy(h, d, COUNT * sizeof *h, cudaMemcpyDeviceToHost);
+    float factor = (float)(t->n * (t->n + 1) / 2);
+    for (size_t i = 0; i < COUNT; i++)
+      if (h[i] != (float)(i % 97) * factor) {
+        lfail(t, "%s: element %zu is %g, want %g", what, i, h[i], (float)(i % 97) * factor);
+        break;
+      }
+    if (win && ncclCommWindowDeregister(comm, win) != ncclSuccess)
+      lfail(t, "%s: deregister: %s", what, ncclGetLastError(comm));
+    if (kind) cudaFree(d);
+    else ncclMemFree(d);
+  }
+  cudaStreamDestroy(stream);
+  free(h);
+}
+
+START_TEST(device_windows_processes_sharing_a_gpu)
+{
+  run_processes(2, device_window_rank, NULL);
+  run_processes(3, device_window_rank, NULL);
+}
+END_TEST
+#endif
 
 /* ---- shrink after a rank was killed (ranks as processes) ---- */
 
@@ -285,6 +444,7 @@ static int kill_rank_main(kill_shared_t *sh, ncclUniqueId id, int rank)
 
 START_TEST(shrink_with_abort_after_a_rank_was_killed)
 {
+  host_only();
   kill_shared_t *sh = test_shared_alloc(sizeof *sh);
   ncclUniqueId id;
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
@@ -323,17 +483,22 @@ END_TEST
 
 static Suite *life_suite(const suite_env_t *env)
 {
-  (void)env;
   Suite *s = suite_create("nccl_life");
   TCase *tc = SUITE_CASE(s, "shrink", shrink_3_to_2, shrink_5_to_3_with_config,
                          shrink_bad_arguments_are_refused, shrink_with_abort_after_a_rank_was_killed);
   tcase_set_timeout(tc, 300);
+  SUITE_CASE(s, "windows", windows_register_use_release);
+#ifdef HAVE_CUDA
+  if (suite_gpu_cases(env, 1, 1, "device windows"))
+    tcase_set_timeout(SUITE_CASE(s, "gpu", device_windows_processes_sharing_a_gpu), 300);
+#else
+  suite_gpu_cases(env, 1, 0, "device windows");
+#endif
   return s;
 }
 
 int main(void)
 {
-  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host-only communicators, before any CUDA call */
   setenv("SHMDDP_TIMEOUT", "60", 0);
-  return suite_main("check_nccl_life", life_suite, SUITE_CPU_ONLY);
+  return suite_main("check_nccl_life", life_suite, SUITE_SOME_GPU);
 }
