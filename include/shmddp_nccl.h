@@ -237,8 +237,21 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
  * communicators, one thread) ---- */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
-/* Ends the group without running it; shmddp has no cost model: ncclInvalidUsage. */
-ncclResult_t ncclGroupSimulateEnd(void *simInfo);
+/* What ncclGroupSimulateEnd fills (NCCL 2.22; x86-64 offsets): the client sets size, magic and
+ * version (its header's version code); estimatedTime is written, in microseconds. */
+typedef struct {
+  size_t size;          /* @0  sizeof the client's struct (24) */
+  unsigned int magic;   /* @8  SHMDDP_NCCL_SIM_INFO_MAGIC */
+  unsigned int version; /* @12 */
+  float estimatedTime;  /* @16 */
+} ncclSimInfo_t;
+#define SHMDDP_NCCL_SIM_INFO_MAGIC 0x74685283u
+#define SHMDDP_NCCL_SIM_INFO_SINCE 22200 /* the first version code with the struct */
+#define SHMDDP_NCCL_SIM_INFO_INIT                                                             \
+  {sizeof(ncclSimInfo_t), SHMDDP_NCCL_SIM_INFO_MAGIC, SHMDDP_NCCL_VERSION_CODE, -1.0f}
+/* Ends the group without running its calls and estimates their time with our own coarse
+ * latency-bandwidth model (nccl/simulate.c), not a measurement. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 
 #ifdef __cplusplus
 }

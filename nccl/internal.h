@@ -207,6 +207,10 @@ ncclResult_t nccl_xlate_self(nccl_call_t *const *calls, size_t n);
 ncclResult_t nccl_exec_one(const nccl_call_t *call);
 ncclResult_t nccl_exec_group(nccl_call_t *calls, size_t n);
 
+/* ---- simulate.c ---- */
+/* Estimated microseconds a group of these calls takes (our own coarse model). */
+float nccl_sim_estimate(const nccl_call_t *calls, size_t n);
+
 /* ---- queue.c ---- */
 /* Run a call now (outside a group), or queue it (inside one). */
 ncclResult_t nccl_enqueue(const nccl_call_t *call);

@@ -2,7 +2,8 @@
  * communicators: ncclCommShrink (3 -> 2 and 5 -> 3 ranks with the conformance harness run on the
  * shrunk communicator, a second shrink of the same set, after a rank was SIGKILLed with
  * NCCL_SHRINK_ABORT, bad arguments refused by the call), windows (registered, reduced on in
- * place, released; handles checked). Ranks are threads, or processes where a rank must die.
+ * place, released; handles checked), ncclGroupSimulateEnd (estimates, runs nothing, checks its
+ * struct). Ranks are threads, or processes where a rank must die.
  * The host cases empty CUDA_VISIBLE_DEVICES first, so their communicators are host-only on a GPU
  * machine too; the GPU case (windows on device memory, ranks as processes sharing GPU 0) runs
  * where a GPU is visible and is left out, saying so, elsewhere. */
@@ -385,6 +386,78 @@ START_TEST(device_windows_processes_sharing_a_gpu)
 END_TEST
 #endif
 
+/* ---- ncclGroupSimulateEnd ---- */
+
+enum { SIM_N = 2, SIM_COUNT = 1 << 18 };
+
+/* Queue one all-reduce of count floats on each of comms[0..ncomms) (k times each). */
+static void queue_sums(ncclComm_t *comms, int ncomms, int k, float (*send)[SIM_COUNT],
+                       float (*recv)[SIM_COUNT], size_t count)
+{
+  for (int rep = 0; rep < k; rep++)
+    for (int r = 0; r < ncomms; r++)
+      ck_assert_int_eq(ncclAllReduce(send[r], recv[r], count, ncclFloat32, ncclSum, comms[r], NULL),
+                       ncclSuccess);
+}
+
+static float simulated(ncclComm_t *comms, int ncomms, int k, float (*send)[SIM_COUNT],
+                       float (*recv)[SIM_COUNT], size_t count)
+{
+  ncclSimInfo_t si = SHMDDP_NCCL_SIM_INFO_INIT;
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  queue_sums(comms, ncomms, k, send, recv, count);
+  ck_assert_int_eq(ncclGroupSimulateEnd(&si), ncclSuccess);
+  return si.estimatedTime;
+}
+
+START_TEST(simulated_groups_estimate_and_run_nothing)
+{
+  host_only();
+  static float send[SIM_N][SIM_COUNT], recv[SIM_N][SIM_COUNT];
+  ncclUniqueId id;
+  ncclComm_t comms[SIM_N];
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < SIM_N; r++) ck_assert_int_eq(ncclCommInitRank(&comms[r], SIM_N, id, r), ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < SIM_N; r++)
+    for (int i = 0; i < SIM_COUNT; i++) send[r][i] = (float)(r + 1), recv[r][i] = -7;
+  /* Nothing runs (one thread drives both ranks: a call that ran alone would wait for ever). */
+  float one = simulated(comms, SIM_N, 1, send, recv, SIM_COUNT);
+  ck_assert_msg(one > 0, "estimate %g", one);
+  for (int r = 0; r < SIM_N; r++) ck_assert(recv[r][0] == -7 && recv[r][SIM_COUNT - 1] == -7);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage); /* the group was ended */
+  /* The model: more bytes cost more; a communicator's calls add up; communicators overlap. */
+  float half = simulated(comms, SIM_N, 1, send, recv, SIM_COUNT / 2);
+  float twice = simulated(comms, SIM_N, 2, send, recv, SIM_COUNT);
+  float alone = simulated(comms, 1, 1, send, recv, SIM_COUNT);
+  ck_assert_msg(half < one && twice > 1.99f * one && twice < 2.01f * one && alone == one,
+                "half %g, one %g, twice %g, one communicator %g", half, one, twice, alone);
+  ncclSimInfo_t si = SHMDDP_NCCL_SIM_INFO_INIT;
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  ck_assert_int_eq(ncclGroupSimulateEnd(&si), ncclSuccess);
+  ck_assert(si.estimatedTime == 0); /* an empty group */
+  /* A refused struct leaves the group open; ncclGroupEnd then runs its calls. */
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  queue_sums(comms, SIM_N, 1, send, recv, SIM_COUNT);
+  static const struct { size_t size; unsigned magic, version; const char *named; } bad[] = {
+    {24, 0x1234, 22809, "wrong magic"}, {8, SHMDDP_NCCL_SIM_INFO_MAGIC, 22809, "smaller"},
+    {24, SHMDDP_NCCL_SIM_INFO_MAGIC, 21900, "predates"}};
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+    ncclSimInfo_t x = {bad[b].size, bad[b].magic, bad[b].version, -1.0f};
+    ck_assert_int_eq(ncclGroupSimulateEnd(&x), ncclInvalidArgument);
+    ck_assert_msg(strstr(ncclGetLastError(NULL), bad[b].named), "%s", ncclGetLastError(NULL));
+    ck_assert(x.estimatedTime == -1.0f);
+  }
+  ck_assert_int_eq(ncclGroupSimulateEnd(NULL), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "argument simInfo is NULL"));
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < SIM_N; r++) ck_assert(recv[r][0] == 3 && recv[r][SIM_COUNT - 1] == 3);
+  ck_assert_int_eq(ncclGroupSimulateEnd(&si), ncclInvalidUsage); /* no group */
+  for (int r = 0; r < SIM_N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
 /* ---- shrink after a rank was killed (ranks as processes) ---- */
 
 enum { KILL_N = 3, KILL_VICTIM = 2 };
@@ -488,6 +561,7 @@ static Suite *life_suite(const suite_env_t *env)
                          shrink_bad_arguments_are_refused, shrink_with_abort_after_a_rank_was_killed);
   tcase_set_timeout(tc, 300);
   SUITE_CASE(s, "windows", windows_register_use_release);
+  SUITE_CASE(s, "simulate", simulated_groups_estimate_and_run_nothing);
 #ifdef HAVE_CUDA
   if (suite_gpu_cases(env, 1, 1, "device windows"))
     tcase_set_timeout(SUITE_CASE(s, "gpu", device_windows_processes_sharing_a_gpu), 300);
