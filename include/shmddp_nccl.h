@@ -31,6 +31,7 @@
 #define SHMDDP_NCCL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,6 +174,28 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int *count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
+
+/* Growing (NCCL 2.29): one rank of comm makes an id (one at a time, each used once) and hands
+ * it to the new ranks; the ranks of comm call ncclCommGrow(comm, nRanks, &id or NULL, -1, ...)
+ * (the id on the rank that made it) and keep their ranks; each new rank calls
+ * ncclCommGrow(NULL, nRanks, &id, its rank, ...). */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config);
+
+/* Suspend (NCCL 2.29): completes the communicator's work, then its calls are refused until
+ * ncclCommResume; NCCL_SUSPEND_MEM also gives back its scratch device memory. */
+#define SHMDDP_NCCL_SUSPEND_MEM 0x01
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+/* Memory statistics (NCCL 2.29), in bytes except GpuMemSuspended (0 or 1). */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* device memory that suspending gives back (scratch) */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended with NCCL_SUSPEND_MEM */
+  ncclStatGpuMemPersist = 2,   /* device memory kept: registered buffers and windows */
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
 
 /* ---- memory ---- */
 ncclResult_t ncclMemAlloc(void **ptr, size_t size);

@@ -2,8 +2,8 @@
  *
  * The front end is four layers, each calling only the ones below it:
  *   api_coll.c, api_comm.c, entry points: check every argument (with check.c), translate
- *   api_mem.c               types, and fill a call descriptor with everything the call needs
- *                           (the pre-multiplied sum's scalar included), so nothing is looked up
+ *   api_mem.c,              types, and fill a call descriptor with everything the call needs
+ *   api_suspend.c           (the pre-multiplied sum's scalar included), so nothing is looked up
  *                           again when it runs
  *   queue.c                 ncclGroupStart/End: outside a group a call runs at once; inside, it
  *                           is queued per thread until the outermost ncclGroupEnd
@@ -11,8 +11,8 @@
  *                           communicator, and aborts the group when a call fails after its peers
  *                           are committed
  *   xlate.c, join.c,        translation into shmddp: collectives and send/recv (xlate.c),
- *   shrink.c, window.c      communicators made, split, freed (join.c), shrunk (shrink.c),
- *                           their registered buffers and windows (window.c)
+ *   shrink.c, grow.c,       communicators made, split, freed (join.c), shrunk (shrink.c),
+ *   window.c                grown (grow.c), their registered buffers and windows (window.c)
  * under them map.c (types, results, errors, config, debug lines) and dev.c (the few CUDA runtime
  * calls, absent from a CPU-only build, where every communicator is host-only). */
 #ifndef NCCL_INTERNAL_H
@@ -62,6 +62,9 @@ struct ncclComm {
   _Atomic int inflight;                  /* calls running on this communicator */
   _Atomic int aborted;
   _Atomic int revoked;
+  _Atomic int suspended;                 /* ncclCommSuspend: 1, 2 with its memory released */
+  int grow_pending;                      /* ncclCommGetUniqueId made grow_id; not used yet */
+  shmddp_unique_id_t grow_id;
   ncclResult_t init_result;              /* of a grouped init, until it has run: ncclInProgress */
   uint16_t shrinks[1u << SHMDDP_MAX_RANKS]; /* shrinks made so far, per set of excluded ranks */
   struct ncclWindow_vidmem *regs;        /* registered buffers and windows (window.c) */
@@ -197,6 +200,18 @@ void nccl_comm_abort_free(ncclComm_t comm);
 void nccl_comm_free(ncclComm_t comm);
 /* Scratch of at least bytes (host or device memory as comm is). */
 ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out);
+/* Bytes of scratch comm holds, and giving it back (no call of comm may be in flight). */
+size_t nccl_scratch_bytes(ncclComm_t comm);
+void nccl_scratch_release(ncclComm_t comm);
+/* Wait for the streams comm's calls went to, then report what failed there (fn in messages). */
+ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn);
+
+/* ---- grow.c ---- */
+/* An existing rank of comm joins the grown group of nranks (rank unchanged); id: the id that
+ * ncclCommGetUniqueId made, on the one rank that passes it, NULL on the others. Collective over
+ * comm, then over the grown group. */
+ncclResult_t nccl_grow(ncclComm_t comm, int nranks, const shmddp_unique_id_t *id,
+                       const nccl_config_t *cfg, ncclComm_t *out);
 
 /* ---- xlate.c: one call in shmddp's terms (on the calling thread, the device set) ---- */
 ncclResult_t nccl_xlate(const nccl_call_t *call);

@@ -160,18 +160,41 @@ ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out)
   return ncclSuccess;
 }
 
-void nccl_comm_free(ncclComm_t comm)
+size_t nccl_scratch_bytes(ncclComm_t comm)
 {
-  nccl_reg_release_all(comm); /* while the transport they are registered on is alive */
-  for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
-    if (comm->p2p[p]) shmddp_comm_destroy(comm->p2p[p]);
-  if (comm->c) shmddp_comm_destroy(comm->c);
+  size_t total = 0;
+  for (nccl_scratch_t *s = comm->scratch; s; s = s->older) total += s->bytes;
+  return total;
+}
+
+void nccl_scratch_release(ncclComm_t comm)
+{
   while (comm->scratch) {
     nccl_scratch_t *s = comm->scratch;
     comm->scratch = s->older;
     nccl_dev_free(s->p, comm->device >= 0);
     free(s);
   }
+}
+
+ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn)
+{
+  for (int i = 0; i < NCCL_MAX_STREAMS; i++) {
+    if (i > 0 && !comm->streams[i]) break;
+    ncclResult_t r = nccl_dev_sync(comm, comm->streams[i]);
+    if (r != ncclSuccess) return r;
+  }
+  shmddp_status_t st = nccl_dev_check(comm->c);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, fn);
+}
+
+void nccl_comm_free(ncclComm_t comm)
+{
+  nccl_reg_release_all(comm); /* while the transport they are registered on is alive */
+  for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
+    if (comm->p2p[p]) shmddp_comm_destroy(comm->p2p[p]);
+  if (comm->c) shmddp_comm_destroy(comm->c);
+  nccl_scratch_release(comm);
   free(comm);
 }
 

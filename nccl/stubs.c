@@ -15,11 +15,5 @@
 
 UNSERVED(ncclDevCommCreate)
 UNSERVED(ncclDevCommDestroy)
-UNSERVED(ncclCommSuspend)
-UNSERVED(ncclCommResume)
-UNSERVED(ncclCommMemStats)
-UNSERVED(ncclCommInitRankScalableConfig)
-UNSERVED(ncclCommGetUniqueId)
-UNSERVED(ncclCommGrow)
 UNSERVED(ncclPutSignal)
 UNSERVED(ncclWaitSignal)

@@ -3,7 +3,8 @@
  * shrunk communicator, a second shrink of the same set, after a rank was SIGKILLed with
  * NCCL_SHRINK_ABORT, bad arguments refused by the call), windows (registered, reduced on in
  * place, released; handles checked), ncclGroupSimulateEnd (estimates, runs nothing, checks its
- * struct). Ranks are threads, or processes where a rank must die.
+ * struct), suspend/resume and memory statistics, grow (2 -> 3 and 3 -> 5 ranks, the conformance
+ * harness on the grown communicator; bad arguments). Ranks are threads, or processes where a rank must die.
  * The host cases empty CUDA_VISIBLE_DEVICES first, so their communicators are host-only on a GPU
  * machine too; the GPU case (windows on device memory, ranks as processes sharing GPU 0) runs
  * where a GPU is visible and is left out, saying so, elsewhere. */
@@ -356,8 +357,13 @@ static void device_window_rank(life_rank_t *t, ncclComm_t comm)
     }
     for (size_t i = 0; i < COUNT; i++) h[i] = (float)(i % 97) * (float)(t->rank + 1);
     cudaMemcpy(d, h, COUNT * sizeof *h, cudaMemcpyHostToDevice);
+    uint64_t kept = 0;
     if (ncclCommWindowRegister(comm, d, COUNT * sizeof *h, &win, 0) != ncclSuccess)
       lfail(t, "%s: register: %s", what, ncclGetLastError(comm));
+    else if (ncclCommMemStats(comm, ncclStatGpuMemPersist, &kept) != ncclSuccess ||
+             kept != COUNT * sizeof *h)
+      lfail(t, "%s: %llu bytes kept registered, want %zu", what, (unsigned long long)kept,
+            COUNT * sizeof *h);
     else if (ncclAllReduce(d, d, COUNT, ncclFloat32, ncclSum, comm, (shmddp_nccl_stream_t)stream) !=
              ncclSuccess)
       lfail(t, "%s: all-reduce: %s", what, ncclGetLastError(comm));
@@ -455,6 +461,210 @@ START_TEST(simulated_groups_estimate_and_run_nothing)
   for (int r = 0; r < SIM_N; r++) ck_assert(recv[r][0] == 3 && recv[r][SIM_COUNT - 1] == 3);
   ck_assert_int_eq(ncclGroupSimulateEnd(&si), ncclInvalidUsage); /* no group */
   for (int r = 0; r < SIM_N; r++) ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+}
+END_TEST
+
+/* ---- suspend, resume, memory statistics ---- */
+
+static uint64_t stat_of(ncclComm_t comm, ncclCommMemStat_t which)
+{
+  uint64_t v = 12345;
+  ck_assert_int_eq(ncclCommMemStats(comm, which, &v), ncclSuccess);
+  return v;
+}
+
+/* One rank: statistics follow registrations and scratch; suspended calls are refused. */
+START_TEST(suspend_resume_and_memory_statistics)
+{
+  host_only();
+  ncclUniqueId id;
+  ncclComm_t comm;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  /* A host-only communicator holds no GPU memory, registered or not. */
+  static float buf[1024];
+  ncclWindow_t win;
+  ck_assert_int_eq(ncclCommWindowRegister(comm, buf, sizeof buf, &win, 0), ncclSuccess);
+  for (int s = ncclStatGpuMemSuspend; s <= ncclStatGpuMemTotal; s++)
+    ck_assert_uint_eq(stat_of(comm, (ncclCommMemStat_t)s), 0);
+  uint64_t v;
+  ck_assert_int_eq(ncclCommMemStats(comm, (ncclCommMemStat_t)4, &v), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "argument stat is 4"));
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemTotal, NULL), ncclInvalidArgument);
+  /* A pre-multiplied sum makes scratch; NCCL_SUSPEND_MEM gives it back. */
+  float s2 = 2, x = 3, y = 0;
+  ncclRedOp_t op;
+  ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &s2, ncclFloat32, ncclScalarHostImmediate, comm),
+                   ncclSuccess);
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, op, comm, NULL), ncclSuccess);
+  ck_assert(y == 6);
+  ck_assert_uint_gt(nccl_scratch_bytes(comm), 0);
+  ck_assert_int_eq(ncclCommSuspend(comm, 0x10), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "argument flags is 0x10"));
+  ck_assert_int_eq(ncclCommResume(comm), ncclInvalidUsage); /* not suspended */
+  ck_assert_int_eq(ncclCommSuspend(comm, SHMDDP_NCCL_SUSPEND_MEM), ncclSuccess);
+  ck_assert_uint_eq(nccl_scratch_bytes(comm), 0);
+  ck_assert_uint_eq(stat_of(comm, ncclStatGpuMemSuspended), 1);
+  ck_assert_int_eq(ncclCommSuspend(comm, 0), ncclInvalidUsage);
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "suspended (ncclCommSuspend): call ncclCommResume"));
+  ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
+  ck_assert_uint_eq(stat_of(comm, ncclStatGpuMemSuspended), 0);
+  y = 0;
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, op, comm, NULL), ncclSuccess);
+  ck_assert(y == 6); /* scratch made again */
+  ck_assert_int_eq(ncclCommSuspend(comm, 0), ncclSuccess); /* destroyed while suspended */
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* Suspending is local: a peer's call in flight is not disturbed and completes after the resume. */
+static void suspend_rank(life_rank_t *t, ncclComm_t comm)
+{
+  long long x = t->rank + 1, sum = 0;
+  if (t->rank == 0) {
+    /* Rank 0's all-reduce is in flight until rank 1 joins it, after its own suspension. */
+    if (ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, comm, NULL) != ncclSuccess || sum != 3)
+      lfail(t, "all-reduce before the peer's suspension: %lld", sum);
+    return;
+  }
+  if (ncclCommSuspend(comm, 0) != ncclSuccess) lfail(t, "suspend: %s", ncclGetLastError(comm));
+  if (ncclCommResume(comm) != ncclSuccess) lfail(t, "resume: %s", ncclGetLastError(comm));
+  if (ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, comm, NULL) != ncclSuccess || sum != 3)
+    lfail(t, "all-reduce after resume: %lld", sum);
+}
+
+START_TEST(suspend_is_local_and_resumes)
+{
+  host_only();
+  run_ranks(2, suspend_rank, NULL);
+}
+END_TEST
+
+/* ---- grow ---- */
+
+typedef struct {
+  _Atomic int ready;
+  ncclUniqueId id;
+  int old_n, new_n;
+  life_rank_t t[8];
+} grow_case_t;
+
+static void grown_checks(life_rank_t *t, ncclComm_t nc, int n, int rank)
+{
+  int count = 0, me = -1;
+  ncclCommCount(nc, &count);
+  ncclCommUserRank(nc, &me);
+  if (count != n || me != rank) lfail(t, "grown: %d ranks, rank %d (want %d, %d)", count, me, n, rank);
+  conf_plan_t plan = {.nranks = n, .device = -1, .counts = shrink_counts, .ncounts = 4,
+                      .colls = CONF_ALL_COLLS, .types = 1u << ncclInt64 | 1u << ncclFloat16,
+                      .ops = CONF_ALL_OPS, .sample = 3, .inplace = 2};
+  conf_run_rank(nc, rank, &plan, &t->res);
+  if (t->res.calls == 0) lfail(t, "no conformance call ran");
+}
+
+static void *grow_old_rank(void *arg)
+{
+  life_rank_t *t = arg;
+  grow_case_t *g = (grow_case_t *)t->arg;
+  ncclComm_t comm = NULL, nc = NULL;
+  if (ncclCommInitRank(&comm, g->old_n, t->id, t->rank) != ncclSuccess) {
+    lfail(t, "init: %s", ncclGetLastError(NULL));
+    return NULL;
+  }
+  ncclUniqueId id, again;
+  if (t->rank == 0) {
+    if (ncclCommGetUniqueId(comm, &id) != ncclSuccess) lfail(t, "id: %s", ncclGetLastError(comm));
+    if (ncclCommGetUniqueId(comm, &again) != ncclInvalidUsage) lfail(t, "a second id while one is unused");
+    g->id = id;
+    atomic_store(&g->ready, 1);
+  }
+  if (ncclCommGrow(comm, g->new_n, t->rank == 0 ? &id : NULL, -1, &nc, NULL) != ncclSuccess) {
+    lfail(t, "grow: %s", ncclGetLastError(comm));
+  } else {
+    grown_checks(t, nc, g->new_n, t->rank);
+    ncclCommDestroy(nc);
+  }
+  if (t->rank == 0 && ncclCommGetUniqueId(comm, &again) != ncclSuccess)
+    lfail(t, "no new id after the first was used: %s", ncclGetLastError(comm));
+  ncclCommDestroy(comm);
+  return NULL;
+}
+
+static void *grow_new_rank(void *arg)
+{
+  life_rank_t *t = arg;
+  grow_case_t *g = (grow_case_t *)t->arg;
+  double deadline = shm_now() + WAIT_BOUND_S;
+  while (!atomic_load(&g->ready) && shm_now() < deadline) shm_sleep(0.001);
+  ncclComm_t nc = NULL;
+  ncclConfig_t cfg = SHMDDP_NCCL_CONFIG_INIT;
+  cfg.commName = "grown";
+  if (ncclCommGrow(NULL, g->new_n, &g->id, t->rank, &nc, &cfg) != ncclSuccess) {
+    lfail(t, "grow (new rank): %s", ncclGetLastError(NULL));
+    return NULL;
+  }
+  if (strcmp(nc->name, "grown") != 0) lfail(t, "the new rank's config was not used");
+  grown_checks(t, nc, g->new_n, t->rank);
+  ncclCommDestroy(nc);
+  return NULL;
+}
+
+static void grow(int old_n, int new_n)
+{
+  static grow_case_t g;
+  memset(&g, 0, sizeof g);
+  g.old_n = old_n;
+  g.new_n = new_n;
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  pthread_t th[8];
+  for (int r = 0; r < new_n; r++) {
+    g.t[r] = (life_rank_t){.id = id, .n = new_n, .rank = r, .arg = &g};
+    ck_assert_int_eq(pthread_create(&th[r], NULL, r < old_n ? grow_old_rank : grow_new_rank, &g.t[r]), 0);
+  }
+  for (int r = 0; r < new_n; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < new_n; r++) {
+    ck_assert_msg(g.t[r].fails[0] == 0, "rank %d: %s", r, g.t[r].fails);
+    ck_assert_msg(g.t[r].res.failures == 0, "rank %d: %s", r, g.t[r].res.fails);
+  }
+}
+
+START_TEST(grow_2_to_3_and_3_to_5)
+{
+  host_only();
+  grow(2, 3);
+  grow(3, 5);
+}
+END_TEST
+
+START_TEST(grow_bad_arguments_are_refused)
+{
+  host_only();
+  ncclUniqueId id, made, other;
+  ncclComm_t comm, nc = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclGetUniqueId(&other), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  ck_assert_int_eq(ncclCommGetUniqueId(comm, &made), ncclSuccess);
+  static const struct { int with_comm, n, rank, which_id; const char *named; } bad[] = {
+    {1, 2, 0, 1, "argument rank is 0: ranks of comm pass -1"},
+    {1, 1, -1, 1, "argument nRanks is 1"},
+    {1, 9, -1, 1, "argument nRanks is 9"},
+    {1, 2, -1, 2, "not the id this communicator's ncclCommGetUniqueId made"},
+    {0, 2, 0, 0, "argument uniqueId is NULL"},
+    {0, 2, 2, 1, "argument rank is 2, not in 0..1"},
+    {0, 2, -1, 1, "argument rank is -1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const ncclUniqueId *u = bad[i].which_id == 1 ? &made : bad[i].which_id == 2 ? &other : NULL;
+    ncclComm_t c = bad[i].with_comm ? comm : NULL;
+    ck_assert_int_eq(ncclCommGrow(c, bad[i].n, u, bad[i].rank, &nc, NULL), ncclInvalidArgument);
+    ck_assert_msg(strstr(ncclGetLastError(c), bad[i].named), "%zu: %s", i, ncclGetLastError(c));
+    ck_assert_ptr_null(nc);
+  }
+  ck_assert_int_eq(ncclCommGrow(comm, 2, &made, -1, NULL, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommGetUniqueId(comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
 END_TEST
 
@@ -562,6 +772,8 @@ static Suite *life_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 300);
   SUITE_CASE(s, "windows", windows_register_use_release);
   SUITE_CASE(s, "simulate", simulated_groups_estimate_and_run_nothing);
+  SUITE_CASE(s, "suspend", suspend_resume_and_memory_statistics, suspend_is_local_and_resumes);
+  tcase_set_timeout(SUITE_CASE(s, "grow", grow_2_to_3_and_3_to_5, grow_bad_arguments_are_refused), 300);
 #ifdef HAVE_CUDA
   if (suite_gpu_cases(env, 1, 1, "device windows"))
     tcase_set_timeout(SUITE_CASE(s, "gpu", device_windows_processes_sharing_a_gpu), 300);
