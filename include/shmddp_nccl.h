@@ -13,17 +13,18 @@
  * build and tests, and for C programs that want to call the interface without NCCL installed.
  *
  * What is served (the README states the deliberate differences: abort is group-wide, one
- * machine, at most 8 ranks): every function of NCCL 2.28's C interface, each also under its
+ * machine, at most 8 ranks, no device API): every function of NCCL 2.28's C interface, each also under its
  * pnccl name (profilers interpose on those). Unique ids; init (rank, config, scalable, all,
  * grouped); split; finalize (waits for the streams the communicator's calls went to), destroy,
  * abort, revoke; async errors; the queries; all-reduce, broadcast, reduce, all-gather,
  * reduce-scatter, all-to-all, gather, scatter, send/recv (oneself included, inside a group);
  * groups; pre-multiplied sums (sum over ranks of each rank's scalar times its input; the scalar
  * captured when the call is queued, or read from device memory when it runs); every dtype,
- * both 8-bit floats included. Device-communicator, window, shrink, suspend/resume and
- * memory-statistics calls exist (a client that imports them loads) and return ncclInvalidUsage,
- * saying once on stderr which call is not supported. A refused argument is returned by the
- * call itself, and ncclGetLastError names it. There is no timeout: a call waits for its peers as
+ * both 8-bit floats included; shrink, grow, suspend/resume, memory statistics, windows, simulated
+ * groups. The device API (ncclDevCommCreate/Destroy) and one-sided ncclPutSignal/ncclWaitSignal
+ * exist (a client that imports them loads) and return ncclInvalidUsage, saying once on stderr
+ * which call is not supported and why. A refused argument is returned by the call itself, and
+ * ncclGetLastError names it. There is no timeout: a call waits for its peers as
  * long as they live (a dead peer is reported within about a second); SHMDDP_TIMEOUT sets one.
  * NCCL_DEBUG=WARN prints failures, NCCL_DEBUG=INFO (or SHMDDP_NCCL_DEBUG=1) also one line per
  * communicator made; lines carry the config's commName. */

@@ -116,8 +116,8 @@ typedef struct {
 /* Parse a client's config of any known size, or an error. */
 ncclResult_t nccl_parse_config(const ncclConfig_t *config, nccl_config_t *out, char *err,
                                size_t len);
-/* Say once on stderr that name is not served. */
-ncclResult_t nccl_unsupported(const char *name);
+/* Say once on stderr that name is not served, and why. */
+ncclResult_t nccl_unsupported(const char *name, const char *why);
 /* Debug level: 0 quiet, 1 warnings (NCCL_DEBUG=WARN), 2 info (NCCL_DEBUG=INFO, or
  * SHMDDP_NCCL_DEBUG=1). Read once; ncclResetDebugInit reads again. */
 int nccl_debug_level(void);

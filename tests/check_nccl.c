@@ -118,8 +118,11 @@ END_TEST
 START_TEST(unserved_calls_say_so)
 {
   ncclResult_t ncclPutSignal(void);
+  ncclResult_t ncclDevCommCreate(void);
   ck_assert_int_eq(ncclPutSignal(), ncclInvalidUsage);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclPutSignal is not supported"));
+  ck_assert_int_eq(ncclDevCommCreate(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "device-side library"));
 }
 END_TEST
 
