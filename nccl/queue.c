@@ -9,6 +9,8 @@
 
 #include "nccl/internal.h"
 
+_Static_assert(sizeof(ncclSimInfo_t) == 24, "ncclSimInfo_t layout (x86-64, 2.22)");
+
 static _Thread_local int depth;
 static _Thread_local nccl_call_t *queue;
 static _Thread_local size_t nqueue, capqueue;
