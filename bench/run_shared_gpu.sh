@@ -260,6 +260,13 @@ if has_part trainer; then
       printf '%s\t%s\t%s\t%s\t%s\n' "$np" "$bs" "$sb" "${ips:-failed}" "${peak:-}" >> "$OUT/trainer.tsv"
     done
   done
+  # Under MPS the step is replayed as a CUDA graph (captured collectives take the in-kernel
+  # algorithms at every size): one run without, for the trade-off.
+  if [ "$MPS" = 1 ]; then
+    name=train_np2_sbon_nograph
+    part "$name" 150 ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --cuda-graph off --out "$OUT/$name"
+    note "trainer: --nproc 2 --sync-bn on --cuda-graph off: $(grep -o 'images_per_s=[0-9.]*' "$OUT/$name.log" | tail -1) (graph on: the table)"
+  fi
   # Too many ranks for the GPU's memory: refused before any rank starts (exit status 2).
   ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$OUT/train_too_big" \
     > "$OUT/train_too_big.log" 2>&1
