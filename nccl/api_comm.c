@@ -1,10 +1,9 @@
 /* api_comm.c — NCCL's communicator calls: version, ids, init (rank, config, scalable, all),
- * split, finalize / destroy / abort / revoke, async errors, queries, pre-multiplied sums, debug.
+ * split, shrink, grow, finalize / destroy / abort / revoke, async errors, queries, pre-multiplied sums, debug.
  * Each checks its arguments here; init goes through the queue (it may be grouped), the others
  * call the layer below directly. */
 #include "config.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +115,21 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 }
 NCCL_ALIAS(ncclCommInitAll)
 
+/* The config of a communicator made from comm: the client's, or comm's own when it passes none. */
+static ncclResult_t child_config(ncclComm_t comm, const char *fn, const ncclConfig_t *config,
+                                 nccl_config_t *cfg)
+{
+  char err[256];
+  ncclResult_t r = nccl_parse_config(config, cfg, err, sizeof err);
+  if (r != ncclSuccess) return nccl_fail(comm, r, "%s: argument config: %s", fn, err);
+  if (!config) {
+    cfg->blocking = comm->blocking;
+    cfg->split_share = comm->split_share;
+    snprintf(cfg->name, sizeof cfg->name, "%s", comm->name);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            ncclConfig_t *config)
 {
@@ -127,20 +141,156 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
   if (color < SHMDDP_NCCL_SPLIT_NOCOLOR)
     return nccl_fail(comm, ncclInvalidArgument, "%s: argument color is %d (use >= 0, or "
                      "NCCL_SPLIT_NOCOLOR)", fn, color);
-  char err[256];
   nccl_config_t cfg;
-  r = nccl_parse_config(config, &cfg, err, sizeof err);
-  if (r != ncclSuccess) return nccl_fail(comm, r, "%s: argument config: %s", fn, err);
-  if (!config) { /* the parent's settings */
-    cfg.blocking = comm->blocking;
-    cfg.split_share = comm->split_share;
-  }
+  r = child_config(comm, fn, config, &cfg);
+  if (r != ncclSuccess) return r;
   atomic_fetch_add(&comm->inflight, 1);
   r = nccl_split(comm, color, key, &cfg, newcomm);
   atomic_fetch_sub(&comm->inflight, 1);
   return r;
 }
 NCCL_ALIAS(ncclCommSplit)
+
+/* The excluded ranks as a set (bit r: rank r), or an error naming the bad entry. */
+static ncclResult_t excluded_set(ncclComm_t comm, const char *fn, const int *list, int count,
+                                 uint32_t *set)
+{
+  *set = 0;
+  if (count < 0 || count >= comm->nranks)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksCount is %d: exclude "
+                     "0 to %d of the %d ranks (at least one must remain)", fn, count,
+                     comm->nranks - 1, comm->nranks);
+  if (count > 0 && !list)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList is NULL "
+                     "(excludeRanksCount %d)", fn, count);
+  for (int i = 0; i < count; i++) {
+    int r = list[i];
+    if (r < 0 || r >= comm->nranks)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] is %d, not "
+                       "a rank of this communicator (0..%d)", fn, i, r, comm->nranks - 1);
+    if (r == comm->rank)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] is the "
+                       "calling rank %d: only the ranks that remain call ncclCommShrink", fn, i, r);
+    if (*set & 1u << r)
+      return nccl_fail(comm, ncclInvalidArgument, "%s: argument excludeRanksList[%d] repeats "
+                       "rank %d", fn, i, r);
+    *set |= 1u << r;
+  }
+  return ncclSuccess;
+}
+
+/* Called by the ranks that remain. A revoked or failed parent may be shrunk (that is what
+ * shrinking is for), so only its existence and init are checked. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+  const char *fn = "ncclCommShrink";
+  if (!comm) return nccl_fail(NULL, ncclInvalidArgument, "%s: argument comm is NULL", fn);
+  if (comm->init_result != ncclSuccess)
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator's init %s", fn,
+                     comm->init_result == ncclInProgress ? "has not run (call ncclGroupEnd "
+                     "first)" : "failed");
+  if (atomic_load(&comm->aborted))
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator was aborted", fn);
+  if (!newcomm) return nccl_fail(comm, ncclInvalidArgument, "%s: argument newcomm is NULL", fn);
+  *newcomm = NULL;
+  if (shrinkFlags != SHMDDP_NCCL_SHRINK_DEFAULT && shrinkFlags != SHMDDP_NCCL_SHRINK_ABORT)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument shrinkFlags is %#x: use "
+                     "NCCL_SHRINK_DEFAULT (0) or NCCL_SHRINK_ABORT (1)", fn, (unsigned)shrinkFlags);
+  uint32_t set;
+  ncclResult_t r = excluded_set(comm, fn, excludeRanksList, excludeRanksCount, &set);
+  nccl_config_t cfg;
+  if (r == ncclSuccess) r = child_config(comm, fn, config, &cfg);
+  if (r != ncclSuccess) return r;
+  int abort_first = shrinkFlags == SHMDDP_NCCL_SHRINK_ABORT;
+  if (abort_first) return nccl_shrink(comm, set, 1, &cfg, newcomm); /* waits for inflight */
+  atomic_fetch_add(&comm->inflight, 1);
+  r = nccl_shrink(comm, set, 0, &cfg, newcomm);
+  atomic_fetch_sub(&comm->inflight, 1);
+  return r;
+}
+NCCL_ALIAS(ncclCommShrink)
+
+/* An id for growing comm (NCCL 2.29): one at a time, each used by one ncclCommGrow. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+  const char *fn = "ncclCommGetUniqueId";
+  ncclResult_t r = nccl_check_comm(comm, fn);
+  if (r != ncclSuccess) return r;
+  if (!uniqueId) return nccl_fail(comm, ncclInvalidArgument, "%s: argument uniqueId is NULL", fn);
+  if (comm->grow_pending)
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the id made before has not grown the "
+                     "communicator yet: call ncclCommGrow with it first", fn);
+  shmddp_status_t st = shmddp_get_unique_id(&comm->grow_id);
+  if (st != SHMDDP_OK) return nccl_fail_st(comm, st, NULL, fn);
+  memcpy(uniqueId->internal, comm->grow_id.internal, sizeof uniqueId->internal);
+  comm->grow_pending = 1;
+  return ncclSuccess;
+}
+NCCL_ALIAS(ncclCommGetUniqueId)
+
+/* A rank joining by the id: a communicator of nRanks in which it is rank. */
+static ncclResult_t grow_new_rank(int nRanks, const ncclUniqueId *uniqueId, int rank,
+                                  ncclComm_t *newcomm, ncclConfig_t *config)
+{
+  const char *fn = "ncclCommGrow";
+  if (!uniqueId)
+    return nccl_fail(NULL, ncclInvalidArgument, "%s: argument uniqueId is NULL: a new rank "
+                     "(comm NULL) joins by the id the communicator's ncclCommGetUniqueId made", fn);
+  if (rank < 0 || rank >= nRanks)
+    return nccl_fail(NULL, ncclInvalidArgument, "%s: argument rank is %d, not in 0..%d", fn,
+                     rank, nRanks - 1);
+  char err[256];
+  nccl_config_t cfg;
+  ncclResult_t r = nccl_parse_config(config, &cfg, err, sizeof err);
+  if (r != ncclSuccess) return nccl_fail(NULL, r, "%s: argument config: %s", fn, err);
+  ncclComm_t nc = nccl_comm_new(&cfg);
+  if (!nc) return nccl_fail(NULL, ncclSystemError, "%s: out of host memory", fn);
+  shmddp_unique_id_t id;
+  memcpy(id.internal, uniqueId->internal, sizeof id.internal);
+  r = nccl_join(nc, fn, nRanks, id, rank, nccl_dev_current());
+  if (r != ncclSuccess) {
+    nccl_comm_free(nc);
+    return r;
+  }
+  *newcomm = nc;
+  return ncclSuccess;
+}
+
+/* NCCL 2.29. Ranks of comm: uniqueId on the one that made it, NULL on the others, rank -1 (they
+ * keep theirs); new ranks: comm NULL, the id, their rank (above the existing ones). */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config)
+{
+  const char *fn = "ncclCommGrow";
+  if (!newcomm) return nccl_fail(comm, ncclInvalidArgument, "%s: argument newcomm is NULL", fn);
+  *newcomm = NULL;
+  int have = comm ? comm->nranks : 0;
+  if (nRanks <= (have ? have : 1) || nRanks > SHMDDP_MAX_RANKS)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument nRanks is %d: the grown "
+                     "communicator has %d to %d ranks", fn, nRanks, (have ? have : 1) + 1,
+                     SHMDDP_MAX_RANKS);
+  if (!comm) return grow_new_rank(nRanks, uniqueId, rank, newcomm, config);
+  ncclResult_t r = nccl_check_comm(comm, fn);
+  if (r != ncclSuccess) return r;
+  if (rank != -1)
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument rank is %d: ranks of comm pass "
+                     "-1 (they keep their rank)", fn, rank);
+  if (uniqueId && (!comm->grow_pending ||
+                   memcmp(uniqueId->internal, comm->grow_id.internal, sizeof uniqueId->internal)))
+    return nccl_fail(comm, ncclInvalidArgument, "%s: argument uniqueId is not the id this "
+                     "communicator's ncclCommGetUniqueId made (or it was used already)", fn);
+  nccl_config_t cfg;
+  r = child_config(comm, fn, config, &cfg);
+  if (r != ncclSuccess) return r;
+  shmddp_unique_id_t id;
+  if (uniqueId) memcpy(id.internal, uniqueId->internal, sizeof id.internal);
+  atomic_fetch_add(&comm->inflight, 1);
+  r = nccl_grow(comm, nRanks, uniqueId ? &id : NULL, &cfg, newcomm);
+  atomic_fetch_sub(&comm->inflight, 1);
+  return r;
+}
+NCCL_ALIAS(ncclCommGrow)
 
 /* Every call of this front end has been handed to its stream or completed when it returned:
  * finalizing waits for the streams this communicator's calls were enqueued on, then reports
@@ -149,13 +299,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
   if (!comm) return nccl_fail(NULL, ncclInvalidArgument, "ncclCommFinalize: argument comm is NULL");
   if (comm->init_result != ncclSuccess) return ncclSuccess;
-  for (int i = 0; i < NCCL_MAX_STREAMS; i++) {
-    if (i > 0 && !comm->streams[i]) break;
-    ncclResult_t r = nccl_dev_sync(comm, comm->streams[i]);
-    if (r != ncclSuccess) return r;
-  }
-  shmddp_status_t st = nccl_dev_check(comm->c);
-  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, "ncclCommFinalize");
+  return nccl_comm_drain(comm, "ncclCommFinalize");
 }
 NCCL_ALIAS(ncclCommFinalize)
 
@@ -184,9 +328,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
   if (revokeFlags != 0)
     return nccl_fail(comm, ncclInvalidArgument, "%s: argument revokeFlags is %#x: only "
                      "NCCL_REVOKE_DEFAULT (0) is defined", fn, (unsigned)revokeFlags);
-  atomic_store(&comm->revoked, 1);
-  nccl_abort_group(comm, "the communicator was revoked (ncclCommRevoke)");
-  while (atomic_load(&comm->inflight) > 0) sched_yield();
+  nccl_revoke(comm, "the communicator was revoked (ncclCommRevoke)");
   return ncclSuccess;
 }
 NCCL_ALIAS(ncclCommRevoke)

@@ -12,7 +12,11 @@ ncclResult_t nccl_check_comm(ncclComm_t comm, const char *fn)
     return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator was aborted", fn);
   if (atomic_load(&comm->revoked))
     return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator was revoked "
-                     "(ncclCommRevoke): destroy it", fn);
+                     "(ncclCommRevoke, or ncclCommShrink with NCCL_SHRINK_ABORT): destroy it",
+                     fn);
+  if (atomic_load(&comm->suspended))
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator is suspended "
+                     "(ncclCommSuspend): call ncclCommResume first", fn);
   if (comm->init_result == ncclInProgress && !nccl_in_group())
     return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator's init has not run (call "
                      "ncclGroupEnd first)", fn);

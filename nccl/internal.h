@@ -2,16 +2,17 @@
  *
  * The front end is four layers, each calling only the ones below it:
  *   api_coll.c, api_comm.c, entry points: check every argument (with check.c), translate
- *   api_mem.c               types, and fill a call descriptor with everything the call needs
- *                           (the pre-multiplied sum's scalar included), so nothing is looked up
+ *   api_mem.c,              types, and fill a call descriptor with everything the call needs
+ *   api_suspend.c           (the pre-multiplied sum's scalar included), so nothing is looked up
  *                           again when it runs
  *   queue.c                 ncclGroupStart/End: outside a group a call runs at once; inside, it
  *                           is queued per thread until the outermost ncclGroupEnd
  *   exec.c                  the one executor: runs a call, or a group's calls one lane per
  *                           communicator, and aborts the group when a call fails after its peers
  *                           are committed
- *   xlate.c, join.c         translation into shmddp: collectives and send/recv (xlate.c),
- *                           communicators made, split, freed (join.c)
+ *   xlate.c, join.c,        translation into shmddp: collectives and send/recv (xlate.c),
+ *   shrink.c, grow.c,       communicators made, split, freed (join.c), shrunk (shrink.c),
+ *   window.c                grown (grow.c), their registered buffers and windows (window.c)
  * under them map.c (types, results, errors, config, debug lines) and dev.c (the few CUDA runtime
  * calls, absent from a CPU-only build, where every communicator is host-only). */
 #ifndef NCCL_INTERNAL_H
@@ -61,7 +62,12 @@ struct ncclComm {
   _Atomic int inflight;                  /* calls running on this communicator */
   _Atomic int aborted;
   _Atomic int revoked;
+  _Atomic int suspended;                 /* ncclCommSuspend: 1, 2 with its memory released */
+  int grow_pending;                      /* ncclCommGetUniqueId made grow_id; not used yet */
+  shmddp_unique_id_t grow_id;
   ncclResult_t init_result;              /* of a grouped init, until it has run: ncclInProgress */
+  uint16_t shrinks[1u << SHMDDP_MAX_RANKS]; /* shrinks made so far, per set of excluded ranks */
+  struct ncclWindow_vidmem *regs;        /* registered buffers and windows (window.c) */
   int blocking, split_share;
   char name[64];                         /* config.commName, or "" */
   char last_error[512];
@@ -110,8 +116,8 @@ typedef struct {
 /* Parse a client's config of any known size, or an error. */
 ncclResult_t nccl_parse_config(const ncclConfig_t *config, nccl_config_t *out, char *err,
                                size_t len);
-/* Say once on stderr that name is not served. */
-ncclResult_t nccl_unsupported(const char *name);
+/* Say once on stderr that name is not served, and why. */
+ncclResult_t nccl_unsupported(const char *name, const char *why);
 /* Debug level: 0 quiet, 1 warnings (NCCL_DEBUG=WARN), 2 info (NCCL_DEBUG=INFO, or
  * SHMDDP_NCCL_DEBUG=1). Read once; ncclResetDebugInit reads again. */
 int nccl_debug_level(void);
@@ -152,8 +158,9 @@ ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle);
 const char *nccl_dev_transport(shmddp_comm_t *c);
 
 /* ---- join.c: communicators ---- */
-/* Join the group (what NCCL_CALL_INIT runs). */
-ncclResult_t nccl_join(ncclComm_t comm, int nranks, shmddp_unique_id_t id, int rank, int device);
+/* Join the group (what NCCL_CALL_INIT runs); fn names the entry point in messages. */
+ncclResult_t nccl_join(ncclComm_t comm, const char *fn, int nranks, shmddp_unique_id_t id,
+                       int rank, int device);
 /* The two-rank communicator with peer (made on first use; collective over the pair). */
 ncclResult_t nccl_pair(ncclComm_t comm, int peer, shmddp_comm_t **out);
 /* Split comm by (color, key) into *out (NULL for SPLIT_NOCOLOR); collective over comm. */
@@ -161,13 +168,50 @@ ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t
                         ncclComm_t *out);
 /* A communicator not yet joined (init runs later, or now). */
 ncclComm_t nccl_comm_new(const nccl_config_t *cfg);
+/* ---- window.c: registered buffers and windows ---- */
+/* Register [buff, buff + bytes) on comm (window: a window of ncclCommWindowRegister, else a
+ * buffer of ncclCommRegister); *out is the client's handle. */
+ncclResult_t nccl_reg_add(ncclComm_t comm, const char *fn, void *buff, size_t bytes, int window,
+                          int flags, ncclWindow_t *out);
+/* Release a handle of comm's (the argument arg of fn), or refuse one comm does not hold. */
+ncclResult_t nccl_reg_remove(ncclComm_t comm, const char *fn, const char *arg, void *handle,
+                             int window);
+/* Release every registration left on comm (ncclCommDestroy, ncclCommAbort). */
+void nccl_reg_release_all(ncclComm_t comm);
+/* Bytes of device memory comm keeps registered. */
+size_t nccl_reg_bytes(ncclComm_t comm);
+
+/* ---- shrink.c ---- */
+/* The communicator of comm's ranks outside the set `excluded` (bit r: rank r), renumbered in
+ * order; collective over those ranks only. abort_first: end comm's work on every rank first. */
+ncclResult_t nccl_shrink(ncclComm_t comm, uint32_t excluded, int abort_first,
+                         const nccl_config_t *cfg, ncclComm_t *out);
+/* The id the survivors of the count-th shrink of a group with id parent, excluding `excluded`,
+ * meet by (the tests compute its segment's name). */
+shmddp_status_t nccl_shrink_id(const shmddp_unique_id_t *parent, uint32_t excluded,
+                               unsigned count, shmddp_unique_id_t *out);
+
 /* Mark the whole group failed with reason, so every peer's pending and later calls end. */
 void nccl_abort_group(ncclComm_t comm, const char *reason);
+/* Refuse new calls on comm, abort its group with reason, wait for the calls in flight here. */
+void nccl_revoke(ncclComm_t comm, const char *reason);
 /* Abort every transport of comm (from any thread), wait for the calls in flight, free. */
 void nccl_comm_abort_free(ncclComm_t comm);
 void nccl_comm_free(ncclComm_t comm);
 /* Scratch of at least bytes (host or device memory as comm is). */
 ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out);
+/* Bytes of scratch comm holds, and giving it back (no call of comm may be in flight). */
+size_t nccl_scratch_bytes(ncclComm_t comm);
+void nccl_scratch_release(ncclComm_t comm);
+/* Wait for the streams comm's calls went to, then report what failed there (fn in messages). */
+ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn);
+
+/* ---- grow.c ---- */
+/* An existing rank of comm joins the grown group of nranks (rank unchanged); id: the id that
+ * ncclCommGetUniqueId made, on the one rank that passes it, NULL on the others. Collective over
+ * comm, then over the grown group. */
+ncclResult_t nccl_grow(ncclComm_t comm, int nranks, const shmddp_unique_id_t *id,
+                       const nccl_config_t *cfg, ncclComm_t *out);
 
 /* ---- xlate.c: one call in shmddp's terms (on the calling thread, the device set) ---- */
 ncclResult_t nccl_xlate(const nccl_call_t *call);
@@ -177,6 +221,10 @@ ncclResult_t nccl_xlate_self(nccl_call_t *const *calls, size_t n);
 /* ---- exec.c: the executor ---- */
 ncclResult_t nccl_exec_one(const nccl_call_t *call);
 ncclResult_t nccl_exec_group(nccl_call_t *calls, size_t n);
+
+/* ---- simulate.c ---- */
+/* Estimated microseconds a group of these calls takes (our own coarse model). */
+float nccl_sim_estimate(const nccl_call_t *calls, size_t n);
 
 /* ---- queue.c ---- */
 /* Run a call now (outside a group), or queue it (inside one). */

@@ -41,7 +41,8 @@ ncclComm_t nccl_comm_new(const nccl_config_t *cfg)
   return comm;
 }
 
-ncclResult_t nccl_join(ncclComm_t comm, int nranks, shmddp_unique_id_t id, int rank, int device)
+ncclResult_t nccl_join(ncclComm_t comm, const char *fn, int nranks, shmddp_unique_id_t id,
+                       int rank, int device)
 {
   comm->nranks = nranks;
   comm->rank = rank;
@@ -50,7 +51,7 @@ ncclResult_t nccl_join(ncclComm_t comm, int nranks, shmddp_unique_id_t id, int r
                                          "cannot select GPU %d for rank %d", device, rank);
   shmddp_comm_config_t cfg = join_config(device);
   shmddp_status_t st = shmddp_comm_init_rank_config(&comm->c, nranks, id, rank, &cfg);
-  if (st != SHMDDP_OK) return comm->init_result = nccl_fail_st(comm, st, NULL, "ncclCommInitRank");
+  if (st != SHMDDP_OK) return comm->init_result = nccl_fail_st(comm, st, NULL, fn);
   comm->device = device;
   comm->id = id;
   nccl_log(comm, 2, "communicator made: served by shmddp on %s%d (%s)",
@@ -114,7 +115,7 @@ ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t
   int m = split_members(all, comm->nranks, color, comm->rank, members, &newrank);
   ncclComm_t nc = nccl_comm_new(cfg);
   if (!nc) return nccl_fail(comm, ncclSystemError, "ncclCommSplit: out of host memory");
-  ncclResult_t r = nccl_join(nc, m, ids[members[0]], newrank, comm->device);
+  ncclResult_t r = nccl_join(nc, "ncclCommSplit", m, ids[members[0]], newrank, comm->device);
   if (r != ncclSuccess) {
     snprintf(comm->last_error, sizeof comm->last_error, "%s", nc->last_error);
     free(nc);
@@ -129,6 +130,14 @@ void nccl_abort_group(ncclComm_t comm, const char *reason)
   if (comm->c) shmddp_abort(comm->c, reason);
   for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
     if (comm->p2p[p]) shmddp_abort(comm->p2p[p], reason);
+}
+
+void nccl_revoke(ncclComm_t comm, const char *reason)
+{
+  atomic_store(&comm->revoked, 1);
+  nccl_abort_group(comm, reason);
+  /* A call blocked on another thread sees the abort within a wait's sleep bound and leaves. */
+  while (atomic_load(&comm->inflight) > 0) sched_yield();
 }
 
 ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out)
@@ -151,17 +160,41 @@ ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out)
   return ncclSuccess;
 }
 
-void nccl_comm_free(ncclComm_t comm)
+size_t nccl_scratch_bytes(ncclComm_t comm)
 {
-  for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
-    if (comm->p2p[p]) shmddp_comm_destroy(comm->p2p[p]);
-  if (comm->c) shmddp_comm_destroy(comm->c);
+  size_t total = 0;
+  for (nccl_scratch_t *s = comm->scratch; s; s = s->older) total += s->bytes;
+  return total;
+}
+
+void nccl_scratch_release(ncclComm_t comm)
+{
   while (comm->scratch) {
     nccl_scratch_t *s = comm->scratch;
     comm->scratch = s->older;
     nccl_dev_free(s->p, comm->device >= 0);
     free(s);
   }
+}
+
+ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn)
+{
+  for (int i = 0; i < NCCL_MAX_STREAMS; i++) {
+    if (i > 0 && !comm->streams[i]) break;
+    ncclResult_t r = nccl_dev_sync(comm, comm->streams[i]);
+    if (r != ncclSuccess) return r;
+  }
+  shmddp_status_t st = nccl_dev_check(comm->c);
+  return st == SHMDDP_OK ? ncclSuccess : nccl_fail_st(comm, st, comm->c, fn);
+}
+
+void nccl_comm_free(ncclComm_t comm)
+{
+  nccl_reg_release_all(comm); /* while the transport they are registered on is alive */
+  for (int p = 0; p < SHMDDP_MAX_RANKS; p++)
+    if (comm->p2p[p]) shmddp_comm_destroy(comm->p2p[p]);
+  if (comm->c) shmddp_comm_destroy(comm->c);
+  nccl_scratch_release(comm);
   free(comm);
 }
 

@@ -244,7 +244,7 @@ ncclResult_t nccl_parse_config(const ncclConfig_t *config, nccl_config_t *out, c
   return ncclSuccess;
 }
 
-ncclResult_t nccl_unsupported(const char *name)
+ncclResult_t nccl_unsupported(const char *name, const char *why)
 {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   static char said[32][48];
@@ -255,7 +255,8 @@ ncclResult_t nccl_unsupported(const char *name)
   if (!seen && nsaid < 32) snprintf(said[nsaid++], sizeof said[0], "%s", name);
   pthread_mutex_unlock(&lock);
   if (!seen)
-    fprintf(stderr, "shmddp-nccl: %s is not supported by shmddp's NCCL front end; returning "
-            "ncclInvalidUsage\n", name);
-  return nccl_fail(NULL, ncclInvalidUsage, "%s is not supported by shmddp's NCCL front end", name);
+    fprintf(stderr, "shmddp-nccl: %s is not supported by shmddp's NCCL front end (%s); "
+            "returning ncclInvalidUsage\n", name, why);
+  return nccl_fail(NULL, ncclInvalidUsage, "%s is not supported by shmddp's NCCL front end: %s",
+                   name, why);
 }

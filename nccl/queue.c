@@ -4,9 +4,12 @@
  * ncclGroupEnd. */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "nccl/internal.h"
+
+_Static_assert(sizeof(ncclSimInfo_t) == 24, "ncclSimInfo_t layout (x86-64, 2.22)");
 
 static _Thread_local int depth;
 static _Thread_local nccl_call_t *queue;
@@ -52,18 +55,35 @@ ncclResult_t ncclGroupEnd(void)
 }
 NCCL_ALIAS(ncclGroupEnd)
 
-/* Checks a group without running it; shmddp has no cost model to report, so it says so. */
-ncclResult_t ncclGroupSimulateEnd(void *simInfo)
+/* The client's ncclSimInfo_t: magic, and a size and version of a release that has it (2.22);
+ * "" or why not. */
+static const char *sim_info_problem(const ncclSimInfo_t *si)
 {
-  (void)simInfo;
-  if (depth == 0)
-    return nccl_fail(NULL, ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
-  if (--depth == 0) {
-    nqueue = 0;
-    free(queue);
-    queue = NULL;
-    capqueue = 0;
-  }
-  return nccl_unsupported("ncclGroupSimulateEnd");
+  if (!si) return "argument simInfo is NULL";
+  if (si->magic != SHMDDP_NCCL_SIM_INFO_MAGIC) return "ncclSimInfo_t has the wrong magic";
+  if (si->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof si->estimatedTime)
+    return "ncclSimInfo_t is smaller than any release's";
+  if (si->version < SHMDDP_NCCL_SIM_INFO_SINCE) return "ncclSimInfo_t's version predates it";
+  return "";
+}
+
+/* Ends the group without running its calls (they are dropped, as NCCL drops them) and reports
+ * their estimated time. A refused simInfo leaves the group open: call ncclGroupEnd, or this
+ * again with a valid one. Inside a nested group only the depth drops; the calls stay queued. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+  const char *fn = "ncclGroupSimulateEnd";
+  if (depth == 0) return nccl_fail(NULL, ncclInvalidUsage, "%s without ncclGroupStart", fn);
+  const char *problem = sim_info_problem(simInfo);
+  if (problem[0])
+    return nccl_fail(NULL, ncclInvalidArgument, "%s: %s: initialise it with "
+                     "NCCL_SIM_INFO_INITIALIZER (the group is still open)", fn, problem);
+  simInfo->estimatedTime = nccl_sim_estimate(queue, nqueue);
+  if (--depth > 0) return ncclSuccess;
+  nqueue = 0;
+  free(queue);
+  queue = NULL;
+  capqueue = 0;
+  return ncclSuccess;
 }
 NCCL_ALIAS(ncclGroupSimulateEnd)

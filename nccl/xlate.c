@@ -70,7 +70,7 @@ static shmddp_status_t p2p(const nccl_call_t *k, shmddp_comm_t *pair, shmddp_str
 ncclResult_t nccl_xlate(const nccl_call_t *k)
 {
   ncclComm_t comm = k->comm;
-  if (k->kind == NCCL_CALL_INIT) return nccl_join(comm, k->nranks, k->id, k->rank, k->device);
+  if (k->kind == NCCL_CALL_INIT) return nccl_join(comm, k->fn, k->nranks, k->id, k->rank, k->device);
   note_stream(comm, k->stream);
   shmddp_stream_t s = nccl_dev_stream(comm, k->stream);
   shmddp_comm_t *c = comm->c;

@@ -117,9 +117,12 @@ END_TEST
 
 START_TEST(unserved_calls_say_so)
 {
-  ncclResult_t ncclCommShrink(void);
-  ck_assert_int_eq(ncclCommShrink(), ncclInvalidUsage);
-  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclCommShrink is not supported"));
+  ncclResult_t ncclPutSignal(void);
+  ncclResult_t ncclDevCommCreate(void);
+  ck_assert_int_eq(ncclPutSignal(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclPutSignal is not supported"));
+  ck_assert_int_eq(ncclDevCommCreate(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "device-side library"));
 }
 END_TEST
 

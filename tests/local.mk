@@ -3,7 +3,7 @@
 #   library      check_reduce check_shm check_collectives check_join check_join_trust
 #                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
-#                check_nccl_conf; CUDA build: nccl_exports.sh nccl_run.sh;
+#                check_nccl_conf, check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
 #                any build: nccl_run_mps.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
@@ -87,6 +87,14 @@ tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/
 	tests/nccl_conf.h
 tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
+# The communicator's life beyond init and split: shrink (after a SIGKILL too), with the
+# conformance harness on the communicators it makes (host-only).
+check_PROGRAMS += tests/check_nccl_life
+TESTS += tests/check_nccl_life
+tests_check_nccl_life_SOURCES = tests/check_nccl_life.c tests/nccl_conf.c tests/nccl_conf_ref.c \
+	tests/nccl_conf.h tests/testutil.h
+tests_check_nccl_life_CFLAGS = $(TEST_CFLAGS)
+tests_check_nccl_life_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
 
 # ---- the trainer's layers: ops, model, optimizers, memory ledger and plan ----
 check_PROGRAMS += tests/check_ops tests/check_model tests/check_optim tests/check_arena tests/check_plan
