@@ -62,6 +62,15 @@ cat "$SUM"
 # left_s: seconds left of the budget.
 left_s() { echo $((BUDGET_S - ($(date +%s) - T_START))); }
 
+# sweep_head COLUMN: the sweep table's header lines (COLUMN: what its second column says).
+sweep_head() {
+  echo "# all-reduce, f32 sum, out-of-place, ranks sharing one GPU (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES); busbw = algbw * 2(n-1)/n"
+  echo "# column $1"
+  echo "# rows 'memcpy': a device-to-device cudaMemcpyAsync of 64 MiB in the same run (rank 0, the others idle)"
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT"
+  nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
+}
+
 # MPS=1: $MPSRUN CMD... runs CMD under the wrapper's private daemon, without its preload;
 # mps_left NAME notes whatever of ours is left (a daemon, a folder), which must be nothing.
 RUNNER=./shmddp-nccl-run
@@ -137,11 +146,7 @@ if has_part sweep && [ "$MPS" = 1 ]; then
   B=./tools/allreduce_bench
   TSV="$OUT/shared_gpu_mps_1xh200.tsv"
   {
-    echo "# all-reduce, f32 sum, out-of-place, ranks sharing one GPU (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES); busbw = algbw * 2(n-1)/n"
-    echo "# column mode: mps-auto (the library's choice under a private MPS daemon), mps-coloc / mps-direct (forced, for the size limit), plain-auto (no MPS, the same call)"
-    echo "# rows 'memcpy': a device-to-device cudaMemcpyAsync of 64 MiB in the same run (rank 0, the others idle)"
-    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT"
-    nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
+    sweep_head "mode: mps-auto (the library's choice under a private MPS daemon), mps-coloc / mps-direct (forced, for the size limit), plain-auto (no MPS, the same call)"
     echo "# command: SHMDDP_NCCL_LIB=/dev/null ./shmddp-nccl-run --mps $B --device cuda --nproc N [-a ALGO] -b 8 -e 64M|16M -f 2 -n 20 -w 5 -c 1 [--copy-bw] --tsv FILE"
     echo "# command (plain-auto): $B --device cuda --nproc N -b 8 -e 64K -f 8 -n 10 -w 2 -c 1 --tsv FILE"
   } > "$TSV"
@@ -191,11 +196,7 @@ elif has_part sweep; then
   C4="$B --device cuda --nproc 4 -b 8 -e 64M -f 2 -n 20 -w 5 -c 1 --copy-bw"
   C0="$B --device cuda --nproc 2 -a direct -b 8 -e 64K -f 8 -n 5 -w 2 -c 1"
   {
-    echo "# all-reduce, f32 sum, out-of-place, ranks sharing one GPU (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES); busbw = algbw * 2(n-1)/n"
-    echo "# column waits: SHMDDP_COLOC_WAIT of the run (host: the default; '-': the in-kernel path)"
-    echo "# rows 'memcpy': a device-to-device cudaMemcpyAsync of 64 MiB in the same run (rank 0, the others idle)"
-    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT"
-    nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
+    sweep_head "waits: SHMDDP_COLOC_WAIT of the run (host: the default; '-': the in-kernel path)"
     echo "# command (ranks 2, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C2 --tsv FILE"
     echo "# command (ranks 4, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C4 --tsv FILE"
     echo "# command (ranks 2, the in-kernel path before the co-located one): $C0 --tsv FILE"

@@ -301,7 +301,7 @@ int mps_probe(const mps_daemon_t *d, mps_probe_fn fn, void *arg, double timeout_
   int ready = poll(&p, 1, (int)(timeout_s * 1000));
   ssize_t got = ready > 0 ? read(fd[0], &r, sizeof r) : -1;
   close(fd[0]);
-  if (ready <= 0) signal_child(pid, SIGKILL), kill(pid, SIGKILL);
+  if (ready <= 0) kill(pid, SIGKILL);
   int status = 0;
   reap_within(pid, 5.0, &status);
   if (ready == 0)
