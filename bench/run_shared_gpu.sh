@@ -24,9 +24,12 @@
 # (SHMDDP_NCCL_LIB=/dev/null there: the wrapper's daemon without the NCCL preload; ld.so warns
 # once per process and goes on). The sweep then runs auto (the choice under MPS), and coloc and
 # direct forced up to 16 MiB (for the size limit between them, COLOC_MPS_KERNEL_MAX), and the
-# small sizes without MPS in the same call for the ratio; the handoff part is left out. After
-# each part: no daemon, no folder of ours left. Budget 470 s by default; about 8 minutes:
-#   MPS=1 bench/run_shared_gpu.sh OUTDIR tests sweep trainer torch
+# small sizes without MPS in the same call for the ratio; the trainer part adds a run without
+# the CUDA graph and a stopped (SIGTERM) and a broken (a rank SIGKILLed) job; the handoff part is
+# left out. After each part: no daemon, no folder of ours left. Budget 470 s by default; about
+# 9 minutes in two calls:
+#   MPS=1 bench/run_shared_gpu.sh OUTDIR/a tests sweep trainer     (~6 min)
+#   MPS=1 bench/run_shared_gpu.sh OUTDIR/b torch                   (~3 min)
 # Writes OUTDIR/summary.txt (what each part showed, and how long it took) and one log per part.
 # Every part has its own time limit, cut to what is left of BUDGET_S (default 235 s) from the
 # start; a part that finds less than 10 s left is skipped and says so. The exit status is 1 when
@@ -267,6 +270,33 @@ if has_part trainer; then
     name=train_np2_sbon_nograph
     part "$name" 150 ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --cuda-graph off --out "$OUT/$name"
     note "trainer: --nproc 2 --sync-bn on --cuda-graph off: $(grep -o 'images_per_s=[0-9.]*' "$OUT/$name.log" | tail -1) (graph on: the table)"
+  fi
+  # Under MPS: the daemon is stopped and its folder removed when the job is stopped (SIGTERM to
+  # the launcher; a background job of a script ignores SIGINT) or loses a rank (SIGKILL): started,
+  # waited for until its log has steps.
+  if [ "$MPS" = 1 ]; then
+    for how in TERM KILL; do
+      name=train_stop_$how
+      ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --steps 100000 --log-every 1 \
+        --out "$OUT/$name" > "$OUT/$name.log" 2>&1 &
+      tp=$!
+      i=0
+      while [ $i -lt 600 ] && kill -0 $tp 2>/dev/null && ! grep -q '"step"' "$OUT/$name/log.jsonl" 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+      done
+      if [ "$how" = TERM ]; then
+        kill -TERM $tp
+      else # a rank: a child of the launcher that is not the daemon
+        victim=$(for c in $(pgrep -P $tp); do grep -qa mps "/proc/$c/cmdline" || echo "$c"; done | tail -1)
+        kill -KILL "$victim" 2>/dev/null
+      fi
+      t0=$(date +%s)
+      timeout 60 tail --pid=$tp -f /dev/null || { note "trainer: $how: still running after 60 s: killed"; kill -KILL $tp; }
+      wait $tp
+      rc=$?
+      note "trainer: SIG$how test: exit status $rc after $(($(date +%s) - t0)) s; $(grep -m1 -E 'MPS:' "$OUT/$name.log")"
+      mps_left "trainer after $how"
+    done
   fi
   # Too many ranks for the GPU's memory: refused before any rank starts (exit status 2).
   ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$OUT/train_too_big" \
