@@ -53,7 +53,13 @@
  * asks anyway), or the hosts wait for each other.
  *
  * Host cost per call: one rendezvous and one wait for the leaders' 2k-1 (and the host waits).
- * A CUDA graph cannot hold host steps, so captured calls do not come here (cuda_ops.c). */
+ * A CUDA graph cannot hold host steps, so captured calls do not come here (cuda_ops.c).
+ *
+ * Under MPS (every rank that shares a device says so at set-up) the contexts do not take turns:
+ * the kernels of all ranks on a GPU run side by side, so a kernel that waits on a peer's flag
+ * waits microseconds, as on separate GPUs. Small calls then take the in-kernel algorithms (no host
+ * step at all, and capturable), large ones still this protocol, whose one kernel reads every input
+ * at the GPU's full bandwidth (coloc_use_path; the size from measurements on one H200). */
 #include "config.h"
 
 #include "collectives/coloc.h"
@@ -104,6 +110,22 @@ int coloc_plan(coloc_plan_t *p, int nranks, const char (*keys)[COLOC_KEY_BYTES])
     if (p->members[g] != 1u << r) p->shared = 1;
   }
   return 0;
+}
+
+int coloc_all_mps(const coloc_plan_t *p, const int *mps)
+{
+  if (!p->shared) return 0;
+  for (int r = 0; r < p->nranks; r++) {
+    uint32_t g = p->members[p->group[r]];
+    if ((g & (g - 1)) != 0 && !mps[r]) return 0; /* r shares its device and is not under MPS */
+  }
+  return 1;
+}
+
+int coloc_use_path(const coloc_plan_t *p, int all_mps, size_t bytes, int capturing)
+{
+  if (!p->shared || capturing) return 0;
+  return !all_mps || bytes > COLOC_MPS_KERNEL_MAX;
 }
 
 void coloc_describe(const coloc_plan_t *p, const char *const *names, char *buf, size_t len)

@@ -19,7 +19,9 @@
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except
  * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
  * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
- * forces it for any placement (P2P needed), and then refuses capture.
+ * forces it for any placement (P2P needed), and then refuses capture. When every rank that
+ * shares a GPU runs under MPS (each publishes the driver's cudaDevAttrMpsEnabled beside its
+ * events), calls up to COLOC_MPS_KERNEL_MAX take the in-kernel algorithms instead (coloc.c).
  *
  * Memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem without a shareable
  * handle): the exchange says so alike on every rank and maps nothing. The call still goes through
@@ -51,6 +53,7 @@ typedef struct {
   cudaIpcEventHandle_t handle[COLOC_NKINDS];
   uint64_t ptr[COLOC_NKINDS]; /* the events as this process sees them (in-process peers) */
   char key[COLOC_KEY_BYTES];  /* the GPU's UUID */
+  int32_t mps;                /* 1: the driver runs this rank's context under MPS */
 } coloc_xchg_t;
 
 _Static_assert(sizeof(cuda_xchg_t) + sizeof(coloc_xchg_t) + SHM_LINE <= CUDA_XCHG_SHARE,
@@ -90,6 +93,14 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   for (int i = 0; i < 16; i++)
     at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
   c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
+  int mps = 0;
+#if CUDART_VERSION >= 12000
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    (void)cudaGetLastError(); /* an older driver: not known, so not assumed */
+    mps = 0;
+  }
+#endif
+  x->mps = mps != 0;
   return cudaSuccess;
 }
 
@@ -113,6 +124,7 @@ shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
   TRY(read_wait(comm, &c->wait));
   coloc_xchg_t *x = coloc_xchg(comm, comm->rank);
   memset(x->key, 0, sizeof x->key);
+  x->mps = 0;
   cudaError_t e = make_events(c, x, s->device);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
@@ -128,15 +140,18 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s)
 {
   char keys[CUDA_MAXR][COLOC_KEY_BYTES];
   _Atomic uint64_t *words[CUDA_MAXR];
+  int mps[CUDA_MAXR];
   for (int r = 0; r < comm->nranks; r++) {
     memcpy(keys[r], coloc_xchg(comm, r)->key, COLOC_KEY_BYTES);
     words[r] = &coloc_xchg(comm, r)->word;
+    mps[r] = coloc_xchg(comm, r)->mps == 1; /* anything else read from the segment: no */
   }
   coloc_plan_t plan;
   if (coloc_plan(&plan, comm->nranks, (const char(*)[COLOC_KEY_BYTES])keys) != 0)
     memset(&plan, 0, sizeof plan); /* a rank has no events: the path is off (nranks 0) */
   coloc_state_init(&s->coloc->proto, &plan, words);
   s->coloc->proto.host_waits = coloc_host_waits(s->coloc->wait, &plan, comm->rank);
+  s->coloc->proto.all_mps = coloc_all_mps(&plan, mps);
   return SHMDDP_OK;
 }
 
@@ -158,11 +173,21 @@ static int capturing(cudaStream_t stream)
   return cs != cudaStreamCaptureStatusNone;
 }
 
-shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream)
+int cuda_coloc_all_mps(const shmddp_comm_t *comm)
+{
+  const cuda_state_t *s = cuda_state(comm);
+  return s->coloc && s->coloc->proto.plan.shared && s->coloc->proto.all_mps;
+}
+
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
+                              shmddp_stream_t stream)
 {
   const cuda_state_t *s = cuda_state(comm);
   if (req != SHMDDP_ALGO_AUTO || !s->coloc || !s->coloc->proto.plan.shared) return req;
-  return capturing((cudaStream_t)stream) ? req : SHMDDP_ALGO_COLOC;
+  const coloc_state_t *p = &s->coloc->proto;
+  return coloc_use_path(&p->plan, p->all_mps, bytes, capturing((cudaStream_t)stream))
+             ? SHMDDP_ALGO_COLOC
+             : req;
 }
 
 /* ---------------- one call ---------------- */
@@ -421,4 +446,10 @@ int shmddp_cuda_colocated(const shmddp_comm_t *comm)
 {
   if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
   return cuda_coloc_shared(comm);
+}
+
+int shmddp_cuda_colocated_mps(const shmddp_comm_t *comm)
+{
+  if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
+  return cuda_coloc_all_mps(comm);
 }

@@ -146,7 +146,10 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Ranks on this rank's GPU (1: alone; 0 before setup). */
 int cuda_coloc_shared(const shmddp_comm_t *comm);
 /* req, or COLOC where auto should take the co-located path for a call on stream. */
-shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream);
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
+                              shmddp_stream_t stream);
+/* 1 when ranks share a GPU and every one of them runs under MPS. */
+int cuda_coloc_all_mps(const shmddp_comm_t *comm);
 /* One call through the path. *staged: some rank's buffer cannot be shared (alike on every rank);
  * the protocol ran without work and the caller must run the call's staged version. */
 shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged);

@@ -83,6 +83,11 @@ int shmddp_cuda_p2p(const shmddp_comm_t *comm);
 /* How many ranks of the group use this rank's GPU (1: it has the GPU to itself), -1 without
  * CUDA init. Ranks that share a GPU take the co-located algorithm (see above). */
 int shmddp_cuda_colocated(const shmddp_comm_t *comm);
+/* 1 when ranks of the group share a GPU and every one of them runs under MPS (the driver's
+ * cudaDevAttrMpsEnabled, published at set-up): their small collectives then take the in-kernel
+ * algorithms, which also serve CUDA-graph capture at full speed. 0 otherwise, -1 without CUDA
+ * init. */
+int shmddp_cuda_colocated_mps(const shmddp_comm_t *comm);
 
 /* SHMDDP_OK, or the error a kernel recorded (peer died: ABORTED; peer absent: TIMEOUT), or the
  * group's abort. Does not wait. */

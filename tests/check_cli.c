@@ -96,6 +96,12 @@ START_TEST(test_defaults_gpu)
   ck_assert_int_eq(c.image_size, 256);
   ck_assert_int_eq(c.batch_size, 6);
   ck_assert_int_eq(c.precision, MODEL_BF16);
+  /* Ranks sharing a GPU get a private MPS daemon when one can be had; on and off are taken. */
+  ck_assert_int_eq(c.mps, TRAIN_MPS_AUTO);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--mps", "on", (char *)NULL), 0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_ON);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--mps", "off", (char *)NULL), 0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
   /* Bit-identical runs and CUDA graphs by default; both can be switched off. */
   ck_assert_int_eq(c.deterministic, 1);
   ck_assert_int_eq(c.cuda_graph, 1);
@@ -269,6 +275,7 @@ START_TEST(test_bad_combinations)
   train_config_t c0;
   char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
+  REJECT(&gpu_box, "--mps", "--mps", "yes");                    /* auto, on or off */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
   REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
   /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */

@@ -3,10 +3,11 @@
 #   library      check_reduce check_shm check_collectives check_join check_join_trust
 #                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
-#                check_nccl_conf, check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh
+#                check_nccl_conf, check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
+#                any build: nccl_run_mps.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
-#   trainer      check_cli check_data check_sampler check_metrics check_train check_checkpoint
+#   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
 #                resume_gpu.sh readme_env.sh
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
@@ -132,6 +133,16 @@ check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/che
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/readme_env.sh
+# shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
+TESTS += tests/nccl_run_mps.sh
+EXTRA_DIST += tests/nccl_run_mps.sh
+# The job's private MPS daemon and --mps, over a stand-in control program (no GPU needed).
+check_PROGRAMS += tests/check_mps
+TESTS += tests/check_mps
+EXTRA_DIST += tests/fake_mps_control
+tests_check_mps_SOURCES = tests/check_mps.c tests/testutil.h
+tests_check_mps_CFLAGS = $(TEST_CFLAGS)
+tests_check_mps_LDADD = $(TRAINER_TEST_LIBS)
 tests_check_cli_SOURCES = tests/check_cli.c
 tests_check_cli_CFLAGS = $(TEST_CFLAGS)
 tests_check_cli_LDADD = $(TRAINER_TEST_LIBS)

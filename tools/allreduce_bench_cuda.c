@@ -354,10 +354,11 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   if (b->rank == 0) {
     bench_print_header(o, b->n, tsv);
-    printf("# transport: %s%s; %d rank(s) on rank 0's GPU\n",
+    printf("# transport: %s%s; %d rank(s) on rank 0's GPU%s\n",
            shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
            o->graph ? "; timed: one CUDA-graph replay of all iterations" : "",
-           shmddp_cuda_colocated(comm));
+           shmddp_cuda_colocated(comm),
+           shmddp_cuda_colocated_mps(comm) == 1 ? ", every sharing rank under MPS" : "");
     fflush(stdout); /* the start of the run, for whoever watches the output (tests) */
   }
   long total_errors = 0;

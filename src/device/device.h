@@ -45,6 +45,9 @@ int dev_pci_bus_id(int dev, char *buf, size_t len);
 
 /* Free and total bytes of GPU dev (creates the calling process's context there). */
 int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen);
+/* Whether contexts on GPU dev run under MPS (the driver's answer; makes the process's first
+ * CUDA call if none was made). 0 with *enabled set, or -1 with the message. */
+int dev_mps_enabled(int dev, int *enabled, char *err, size_t errlen);
 
 /* Device memory on the current device (not cleared), for the arena's allocator; NULL when it
  * cannot be had. */
@@ -162,6 +165,9 @@ int dev_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t
 /* Prepare comm for buffers on GPU dev (the device transport; collective: every rank calls it);
  * max_blocks > 0 caps the blocks of its bandwidth-bound algorithms. No-op for DEV_HOST. */
 int dev_comm_attach(shmddp_comm_t *comm, int dev, int max_blocks, char *err, size_t errlen);
+/* 1 when ranks of comm share a GPU and all of them run under MPS (after dev_comm_attach): their
+ * captured collectives then run at full speed, so the engine may replay CUDA graphs. */
+int dev_comm_shared_mps(shmddp_comm_t *comm, int dev);
 /* Errors the device collectives queued so far have met (no-op for DEV_HOST). */
 int dev_comm_check(shmddp_comm_t *comm, int dev, char *err, size_t errlen);
 /* Wait for comm's collectives queued on stream (no-op for DEV_HOST). */

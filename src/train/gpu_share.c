@@ -1,7 +1,9 @@
 /* gpu_share.c — ranks that share GPUs: the start line's placement and the memory check made
  * before any rank starts (see gpu_share.h). The collectives between ranks that share a GPU take
  * the co-located path by themselves (README: Many ranks on one GPU); the engine replays no CUDA
- * graph then (world_share_gpus), since a captured collective would wait for the GPU's time slice. */
+ * graph then (world_share_gpus), since a captured collective would wait for the GPU's time slice,
+ * unless every rank runs under MPS. --mps: the private MPS daemon's policy (the process
+ * management is mps.c's). */
 #include "config.h"
 
 #include "src/train/gpu_share.h"
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "src/device/arena.h"
+#include "src/check.h"
 #include "src/device/device.h"
 #include "src/model/model.h"
 
@@ -96,4 +99,78 @@ int train_share_check_memory(const train_config_t *c, char *err, size_t errlen)
                   c->nproc, c->gpus, c->gpus == 1 ? "" : "s", k, per, c->batch_size,
                   (double)p.plan_bytes / gib, (double)CONTEXT_ALLOWANCE / gib, need,
                   have, (double)p.total_bytes / gib), -1;
+}
+
+/* How long the daemon may take to make its control pipe, a first CUDA call under it to answer
+ * (the server starts on that call), and the daemon to quit. */
+#define MPS_READY_S 10.0
+#define MPS_PROBE_S 60.0
+#define MPS_STOP_S 10.0
+
+/* In a child with the daemon's environment: one CUDA call, and the driver's word on MPS. */
+static int mps_probe_gpu(void *arg, char *err, size_t errlen)
+{
+  int enabled = 0;
+  (void)arg;
+  if (dev_mps_enabled(0, &enabled, err, errlen) != 0) return -1;
+  if (!enabled)
+    return check_fail(err, errlen, "the driver did not run a CUDA context under the daemon");
+  return 0;
+}
+
+/* Why no daemon could serve: --mps on refuses the job, auto says so on the start line. */
+static int mps_not_had(const train_config_t *c, const char *why, char *line, size_t len,
+                       char *err, size_t errlen)
+{
+  if (c->mps == TRAIN_MPS_ON)
+    return check_fail(err, errlen, "--mps on: no MPS daemon for the ranks that share a GPU: %s "
+                      "(or run with --mps off: the ranks take turns on the GPU)", why);
+  snprintf(line, len, "MPS: not used (%s): the ranks that share a GPU take turns on it", why);
+  return 0;
+}
+
+int train_share_mps_start(const train_config_t *c, mps_daemon_t *d, char *line, size_t len,
+                          char *err, size_t errlen)
+{
+  memset(d, 0, sizeof *d);
+  line[0] = '\0';
+  if (!train_share_needed(c)) return 0;
+  if (c->mps == TRAIN_MPS_OFF) {
+    snprintf(line, len, "MPS: off (--mps off): the ranks that share a GPU take turns on it");
+    return 0;
+  }
+  char why[PATH_MAX + 256], control[PATH_MAX];
+  if (mps_in_effect(why, sizeof why)) {
+    snprintf(line, len, "MPS: no private daemon: %s", why);
+    return 0;
+  }
+  if (mps_find_control(MPS_CONTROL, control, sizeof control) != 0)
+    return mps_not_had(c, MPS_CONTROL " is not on PATH (it comes with the NVIDIA driver)", line,
+                       len, err, errlen);
+  if (mps_start(d, control, MPS_READY_S, why, sizeof why) != 0)
+    return mps_not_had(c, why, line, len, err, errlen);
+  char probe_err[512];
+  if (mps_probe(d, mps_probe_gpu, NULL, MPS_PROBE_S, probe_err, sizeof probe_err) != 0) {
+    train_share_mps_stop(d);
+    snprintf(why, sizeof why, "a CUDA process under the daemon failed: %s; another user's MPS "
+             "server may hold the GPU", probe_err);
+    return mps_not_had(c, why, line, len, err, errlen);
+  }
+  if (mps_export(d) != 0) {
+    train_share_mps_stop(d);
+    return mps_not_had(c, "cannot set the ranks' environment", line, len, err, errlen);
+  }
+  if (c->gpus == 1)
+    snprintf(line, len, "MPS: private daemon (%d ranks on GPU 0)", c->nproc);
+  else
+    snprintf(line, len, "MPS: private daemon (%d ranks on %d GPUs)", c->nproc, c->gpus);
+  return 0;
+}
+
+void train_share_mps_stop(mps_daemon_t *d)
+{
+  char err[PATH_MAX + 128];
+  if (!d->pid && !d->dir[0]) return;
+  mps_unexport();
+  if (mps_stop(d, MPS_STOP_S, err, sizeof err) != 0) fprintf(stderr, "train: %s\n", err);
 }

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "src/train/mps.h"
 #include "src/train/options.h"
 
 /* 1 when some GPU gets more than one rank (cuda, one machine). */
@@ -17,5 +18,15 @@ void train_share_describe(const train_config_t *c, char *buf, size_t len);
  * state, planned activations, workspace) plus its CUDA context, with the GPU's free memory.
  * 0, or -1 with a message that says what to change. */
 int train_share_check_memory(const train_config_t *c, char *err, size_t errlen);
+
+/* --mps: when ranks share a GPU, start the job's private MPS daemon (mps.h), check with one CUDA
+ * call in a child that it serves, and put its variables in this process's environment for the
+ * ranks forked next. line gets the start line ("MPS: private daemon (...)" or why not; "" when
+ * no GPU is shared). 0: go on (d->pid > 0 when a daemon runs: train_share_mps_stop it on every
+ * path); -1: --mps on and no daemon could serve (err says why; nothing is left running). */
+int train_share_mps_start(const train_config_t *c, mps_daemon_t *d, char *line, size_t len,
+                          char *err, size_t errlen);
+/* Stop it (if one runs) and remove its folder; a message on stderr if that needed force. */
+void train_share_mps_stop(mps_daemon_t *d);
 
 #endif

@@ -69,7 +69,7 @@ typedef struct {
 #define F(name) offsetof(train_config_t, name)
 
 enum {
-  OPT_DEVICE, OPT_NPROC, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
+  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
   OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
@@ -87,6 +87,7 @@ static const char *const mode_names[] = {"ddp", "dp", NULL};
 static const char *const model_names[] = {"unet", NULL};
 static const char *const norm_names[] = {"batch", "group", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
+static const char *const mps_names[] = {"auto", "on", "off", NULL};
 static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
@@ -103,6 +104,14 @@ static const option_t options[OPT_COUNT] = {
                    .section = SEC_PROCS,
                    .help = "ranks; 2 CPU ranks (one per core) make the default job run the DDP "
                            "path; more ranks than GPUs share them: rank r on GPU r % GPUs"},
+    [OPT_MPS] = {"mps", KIND_CHOICE, F(mps), .choices = mps_names, .dflt = "auto",
+                 .section = SEC_PROCS,
+                 .help = "ranks that share a GPU run under a private MPS daemon started as the "
+                         "user for this job (no GPU setting changed; stopped at the end), so "
+                         "their kernels run side by side instead of taking turns; auto: when "
+                         "nvidia-cuda-mps-control is on PATH and no MPS is in effect already; "
+                         "on: required (refused, saying why, when it cannot start); off: the "
+                         "ranks take turns on the GPU"},
     [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
                             .arg = "K", .section = SEC_PROCS,
                             .dflt_words = "the ranks of one host",

@@ -56,6 +56,9 @@ static int shm_attach(world_t *w, int dev, int max_blocks, char *err, size_t err
   if (dev != DEV_HOST) {
     CHECK(dev_comm_attach(s->comm, dev, max_blocks, err, errlen));
     CHECK(dev_stream_create(&s->comm_stream, dev, 1, err, errlen));
+    /* Ranks sharing a GPU, all under MPS: captured collectives wait microseconds, not a time
+     * slice (world_share_gpus). The same answer on every rank: it comes from the segment. */
+    if (dev_comm_shared_mps(s->comm, dev)) w->capturable = 1;
   }
   return dev_event_create(&s->join, dev, DEV_EVENT_ORDER, err, errlen);
 }
