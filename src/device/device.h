@@ -165,9 +165,6 @@ int dev_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp_dtype_t
 /* Prepare comm for buffers on GPU dev (the device transport; collective: every rank calls it);
  * max_blocks > 0 caps the blocks of its bandwidth-bound algorithms. No-op for DEV_HOST. */
 int dev_comm_attach(shmddp_comm_t *comm, int dev, int max_blocks, char *err, size_t errlen);
-/* 1 when ranks of comm share a GPU and all of them run under MPS (after dev_comm_attach): their
- * captured collectives then run at full speed, so the engine may replay CUDA graphs. */
-int dev_comm_shared_mps(shmddp_comm_t *comm, int dev);
 /* Errors the device collectives queued so far have met (no-op for DEV_HOST). */
 int dev_comm_check(shmddp_comm_t *comm, int dev, char *err, size_t errlen);
 /* Wait for comm's collectives queued on stream (no-op for DEV_HOST). */

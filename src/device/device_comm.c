@@ -29,17 +29,6 @@ int dev_comm_attach(shmddp_comm_t *comm, int dev, int max_blocks, char *err, siz
 #endif
 }
 
-int dev_comm_shared_mps(shmddp_comm_t *comm, int dev)
-{
-#ifdef HAVE_CUDNN
-  return dev != DEV_HOST && shmddp_cuda_colocated_mps(comm) == 1;
-#else
-  (void)comm;
-  (void)dev;
-  return 0;
-#endif
-}
-
 int dev_comm_check(shmddp_comm_t *comm, int dev, char *err, size_t errlen)
 {
   if (dev == DEV_HOST) return 0;

@@ -1,8 +1,7 @@
 /* gpu_share.c — ranks that share GPUs: the start line's placement and the memory check made
  * before any rank starts (see gpu_share.h). The collectives between ranks that share a GPU take
  * the co-located path by themselves (README: Many ranks on one GPU); the engine replays no CUDA
- * graph then (world_share_gpus), since a captured collective would wait for the GPU's time slice,
- * unless every rank runs under MPS. --mps: the private MPS daemon's policy (the process
+ * graph then, under MPS too (world_share_gpus says why). --mps: the private MPS daemon's policy (the process
  * management is mps.c's). */
 #include "config.h"
 

@@ -56,9 +56,6 @@ static int shm_attach(world_t *w, int dev, int max_blocks, char *err, size_t err
   if (dev != DEV_HOST) {
     CHECK(dev_comm_attach(s->comm, dev, max_blocks, err, errlen));
     CHECK(dev_stream_create(&s->comm_stream, dev, 1, err, errlen));
-    /* Ranks sharing a GPU, all under MPS: captured collectives wait microseconds, not a time
-     * slice (world_share_gpus). The same answer on every rank: it comes from the segment. */
-    if (dev_comm_shared_mps(s->comm, dev)) w->capturable = 1;
   }
   return dev_event_create(&s->join, dev, DEV_EVENT_ORDER, err, errlen);
 }
@@ -171,6 +168,9 @@ void world_share_gpus(world_t *w, int gpus)
 {
   if (gpus <= 0 || w->size <= gpus || w->device < 0) return;
   w->device %= gpus;
+  /* No CUDA graph for ranks that share a GPU, under MPS too: a captured collective takes the
+   * in-kernel algorithm at every size, and its blocks, spinning while a peer still computes,
+   * take that peer's SMs (trainer --nproc 2 on one H200 under MPS: 0.06 of one rank). */
   w->capturable = 0;
 }
 
