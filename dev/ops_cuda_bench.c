@@ -323,8 +323,9 @@ static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
        O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
 }
 
-/* down >= 1: the block's output is also max-pooled into level down's input, in the same pass
- * (the encoder's second blocks, as the model runs them). */
+/* down >= 1: the block's output is also max-pooled into level down's input, in the same pass,
+ * and written into the first half of its level's concat (the encoder's second blocks, as the
+ * model runs them: the skip where the decoder reads it). */
 static void block_fwd(blk_t *b, int n, const void *in, int down)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
@@ -338,8 +339,8 @@ static void block_fwd(blk_t *b, int n, const void *in, int down)
     acct_cost_t c = acct_bn(ACCT_BN_APPLY, P, b->C, E);
     c.bytes += P / 4.0 * b->C * (E + 1);
     OP(ACCT_BN_APPLY, b->conv.name, c,
-       O.bn_apply_pool(&O, b->a, n, b->conv.c.h, b->conv.c.w, b->C, b->saved, g, beta, 1, b->r,
-                       (size_t)b->C, N.pooled[down], N.arg[down]));
+       O.bn_apply_pool(&O, b->a, n, b->conv.c.h, b->conv.c.w, b->C, b->saved, g, beta, 1,
+                       N.cat[down - 1], 2 * (size_t)b->C, N.pooled[down], N.arg[down]));
     return;
   }
   OP(ACCT_BN_APPLY, b->conv.name, acct_bn(ACCT_BN_APPLY, P, b->C, E),
@@ -388,8 +389,8 @@ static void forward(int n)
     size_t P = P0 >> (2 * i);
     conv_fwd(&N.up[i], n, in, N.g[0]);
     snprintf(name, sizeof name, "dec%d.concat", i);
-    OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 1, E),
-       O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
+    OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
+       O.concat_fwd(&O, NULL, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
     block_fwd(&N.dec1[i], n, N.cat[i], 0);
     block_fwd(&N.dec2[i], n, N.dec1[i].r, 0);
     in = N.dec2[i].r;

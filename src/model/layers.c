@@ -174,12 +174,14 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
 }
 
 int layer_norm_fwd_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int w,
-                        const void *x, void *y, void *pooled, uint8_t *arg)
+                        const void *x, void *y, size_t ldy, void *pooled, uint8_t *arg)
 {
   char *err = c->err;
   size_t errlen = c->errlen, hw = (size_t)h * (size_t)w;
   const ops_t *o = c->ops;
   const char *name = c->params[l->gamma_id].name;
+  if (l->kind != MODEL_NORM_BATCH && ldy != (size_t)l->C)
+    return check_fail(err, errlen, "%s: only BatchNorm writes into a wider tensor", name);
   CHECK(norm_stats(c, l, n, hw, x));
   if (l->kind != MODEL_NORM_BATCH) {
     CHECK(layer_norm_recompute(c, l, n, hw, x, y));
@@ -188,8 +190,7 @@ int layer_norm_fwd_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int
   }
   const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
   CHECK_OPS(c->ops,
-            o->bn_apply_pool(o, x, n, h, w, l->C, l->saved, gamma, beta, 1, y, (size_t)l->C,
-                             pooled, arg),
+            o->bn_apply_pool(o, x, n, h, w, l->C, l->saved, gamma, beta, 1, y, ldy, pooled, arg),
             name);
   return 0;
 }
