@@ -1,5 +1,5 @@
 # bench/: benchmark scripts and recorded results.
-EXTRA_DIST += bench/run_host_collectives.sh bench/run_collectives_gpu.sh bench/run_train_gpu.sh bench/run_memory_gpu.sh \
+EXTRA_DIST += bench/run_shared_gpu.sh bench/run_host_collectives.sh bench/run_collectives_gpu.sh bench/run_trust_gpu.sh bench/run_train_gpu.sh bench/run_memory_gpu.sh \
 	bench/run_step_ab_gpu.sh bench/ab bench/run_grad_comm.sh bench/run_record_1gpu.sh bench/compare_losses.py \
 	bench/torch_unet.py bench/results bench/run_devmem_gpu.sh bench/run_speed_gpu.sh
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The training-speed record on one GPU, in one device call: (a) the account of the step
+# The training-speed record on one GPU, in one run of this script: (a) the account of the step
 # (dev/ops_cuda_bench -A: per layer and pass the FLOPs, bytes, time inside the replayed step,
 # the roofline against a cuBLAS GEMM and a device-to-device copy measured in the same run, MFU),
 # (b) the PyTorch anchor of the same model and settings, eager and torch.compile (max-autotune
@@ -91,7 +91,7 @@ for p in $PRECS; do
   for m in $MODES; do torch_row "$p" "$m"; done
   ours "$p" after
 done
-say "## ratios (ours / PyTorch, bf16; the targets: >= 1.25 x max-autotune, <= 1100 MiB)"
+say "## ratios (ours / PyTorch, bf16; the targets: >= 1.25 x max-autotune, <= 1100 MiB and <= 0.85 x its peak; PyTorch peaks: max_memory_allocated from its second step on, CUDA graph pools included)"
 python3 - "$tsv" <<'EOF' | tee -a "$sum"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if not l.startswith("call")]
@@ -104,9 +104,11 @@ for prec in ("bf16", "fp32"):
     best = sum(val(r) for r in mine) / len(mine)
     for r in rows:
         if r[2] == "torch" and r[3] == prec and val(r):
+            try: mem = f"{float(mine[-1][6]) / float(r[6]):.2f} x"
+            except ValueError: mem = "-"
             print(f"{prec}: shmddp {best:.1f} img/s (mean of {len(mine)}), {mine[-1][6]} MiB / "
                   f"{r[4]} {val(r):.1f} img/s, {r[6]} MiB (compile {r[8]} s) = "
-                  f"{best / val(r):.3f} x")
+                  f"{best / val(r):.3f} x speed, {mem} memory")
 EOF
 
 # (d) one A/B patch, if the budget allows (~3 min with the default job, ~2 without)

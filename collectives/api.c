@@ -9,6 +9,7 @@
 #include "collectives/comm.h"
 #include "collectives/device.h"
 #include "collectives/host.h"
+#include "collectives/reduce/reduce_cpu.h"
 #include "shm/check.h"
 #include "shmddp.h"
 
@@ -17,7 +18,7 @@ static shmddp_status_t check_common(shmddp_comm_t *comm, const char *fn, size_t 
 {
   if ((unsigned)dtype >= SHMDDP_NUM_DTYPES)
     return coll_error(comm, SHMDDP_ERR_INVALID,
-                      "%s: unknown dtype %d (use SHMDDP_F32, F64, F16, BF16, I8, U8, I32, U32, I64 or U64)", fn,
+                      "%s: unknown dtype %d (use SHMDDP_F32, F64, F16, BF16, F8E4M3, F8E5M2, I8, U8, I32, U32, I64 or U64)", fn,
                       dtype);
   if (need_op && (unsigned)op >= SHMDDP_NUM_OPS)
     return coll_error(comm, SHMDDP_ERR_INVALID,
@@ -186,4 +187,82 @@ shmddp_status_t shmddp_barrier(shmddp_comm_t *comm)
   TRY(coll_begin(comm, COLL_BARRIER, 0, SHMDDP_F32, 0, -1, SHMDDP_ALGO_DIRECT));
   if (comm->nranks == 1) return SHMDDP_OK;
   return host_barrier(comm);
+}
+
+shmddp_status_t shmddp_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                  shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  const char *fn = "shmddp_all_to_all";
+  TRY(check_common(comm, fn, count, (size_t)comm->nranks, dtype, 0, 0));
+  TRY(check_buf(comm, fn, "send", send, count));
+  TRY(check_buf(comm, fn, "recv", recv, count));
+  TRY(check_stream(comm, fn, stream));
+  if (stream != SHMDDP_HOST) return comm->dev_ops->all_to_all(comm, send, recv, count, dtype, stream);
+  TRY(coll_begin(comm, COLL_ALL_TO_ALL, count, dtype, 0, -1, SHMDDP_ALGO_DIRECT));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) {
+    if (recv != send) memmove(recv, send, count * shmddp_dtype_size(dtype));
+    return SHMDDP_OK;
+  }
+  return host_all_to_all(comm, send, recv, count, dtype);
+}
+
+shmddp_status_t shmddp_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                              shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  const char *fn = "shmddp_gather";
+  TRY(check_common(comm, fn, count, (size_t)comm->nranks, dtype, 0, 0));
+  TRY(check_root(comm, fn, root));
+  TRY(check_buf(comm, fn, "send", send, count));
+  if (comm->rank == root) TRY(check_buf(comm, fn, "recv", recv, count));
+  TRY(check_stream(comm, fn, stream));
+  if (stream != SHMDDP_HOST) return comm->dev_ops->gather(comm, send, recv, count, dtype, root, stream);
+  TRY(coll_begin(comm, COLL_GATHER, count, dtype, 0, root, SHMDDP_ALGO_DIRECT));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) {
+    if (recv != send) memmove(recv, send, count * shmddp_dtype_size(dtype));
+    return SHMDDP_OK;
+  }
+  return host_gather(comm, send, recv, count, dtype, root);
+}
+
+shmddp_status_t shmddp_scatter(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                               shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  const char *fn = "shmddp_scatter";
+  TRY(check_common(comm, fn, count, (size_t)comm->nranks, dtype, 0, 0));
+  TRY(check_root(comm, fn, root));
+  if (comm->rank == root) TRY(check_buf(comm, fn, "send", send, count));
+  TRY(check_buf(comm, fn, "recv", recv, count));
+  TRY(check_stream(comm, fn, stream));
+  if (stream != SHMDDP_HOST) return comm->dev_ops->scatter(comm, send, recv, count, dtype, root, stream);
+  TRY(coll_begin(comm, COLL_SCATTER, count, dtype, 0, root, SHMDDP_ALGO_DIRECT));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) {
+    if (recv != send) memmove(recv, send, count * shmddp_dtype_size(dtype));
+    return SHMDDP_OK;
+  }
+  return host_scatter(comm, send, recv, count, dtype, root);
+}
+
+shmddp_status_t shmddp_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                             shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                             shmddp_stream_t stream)
+{
+  if (!comm) return SHMDDP_ERR_INVALID;
+  const char *fn = "shmddp_scale";
+  TRY(check_common(comm, fn, count, 1, dtype, 0, 0));
+  TRY(check_buf(comm, fn, "src", src, count));
+  TRY(check_buf(comm, fn, "dst", dst, count));
+  if (!scalar) return coll_error(comm, SHMDDP_ERR_INVALID, "%s: the scalar is NULL", fn);
+  TRY(check_stream(comm, fn, stream));
+  if (count == 0) return SHMDDP_OK;
+  if (stream != SHMDDP_HOST)
+    return comm->dev_ops->scale(comm, src, dst, count, dtype, scalar, scalar_on_device, stream);
+  if (dst != src) memmove(dst, src, count * shmddp_dtype_size(dtype));
+  reduce_cpu_scale(dst, count, dtype, scalar);
+  return SHMDDP_OK;
 }

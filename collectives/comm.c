@@ -22,7 +22,8 @@ _Static_assert(sizeof(coll_sig_t) <= COLL_BUF_HEADER, "signature exceeds the buf
 _Static_assert(sizeof(coll_sig_t) % 8 == 0, "signature must be whole words");
 
 static const char *const kind_names[COLL_NUM_KINDS] = {
-  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "barrier"};
+  "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "barrier",
+  "all_to_all", "gather", "scatter"};
 
 const char *coll_kind_name(coll_kind_t kind)
 {
@@ -37,10 +38,13 @@ void coll_describe(const coll_sig_t *s, char *buf, size_t len)
     snprintf(buf, len, "%s #%llu", kind, (unsigned long long)s->seq);
     break;
   case COLL_ALL_GATHER:
+  case COLL_ALL_TO_ALL:
     snprintf(buf, len, "%s #%llu (count %llu, %s)", kind, (unsigned long long)s->seq,
              (unsigned long long)s->count, shmddp_dtype_name(s->dtype));
     break;
   case COLL_BROADCAST:
+  case COLL_GATHER:
+  case COLL_SCATTER:
     snprintf(buf, len, "%s #%llu (count %llu, %s, root %d)", kind, (unsigned long long)s->seq,
              (unsigned long long)s->count, shmddp_dtype_name(s->dtype), s->root);
     break;

@@ -18,6 +18,9 @@ typedef enum {
   COLL_BROADCAST,
   COLL_REDUCE,
   COLL_BARRIER,
+  COLL_ALL_TO_ALL,
+  COLL_GATHER,
+  COLL_SCATTER,
   COLL_NUM_KINDS
 } coll_kind_t;
 
@@ -75,6 +78,9 @@ struct shmddp_comm {
 
 /* The group settings the environment gives where the caller gave none (0): SHMDDP_SLOT_MB,
  * SHMDDP_TIMEOUT (default 300 s); and SHMDDP_ALGO (AUTO when unset). */
+/* The /dev/shm name (without the directory) of the segment of a join id: a keyed hash of its
+ * secret (collectives/join.c). */
+void coll_id_segment_name(const shmddp_unique_id_t *id, char *name, size_t len);
 shmddp_status_t coll_env_settings(size_t *slot_bytes, double *timeout_s, shmddp_algo_t *algo,
                                   char *err, size_t errlen);
 

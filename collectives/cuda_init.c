@@ -1,7 +1,7 @@
 /* cuda_init.c — setting up and tearing down the CUDA transport of a communicator: GPU choice,
  * the IPC-exported control memory, the P2P check between every pair (a real remote write and a
- * read-back, not cudaDeviceCanAccessPeer), the host-staged fallback's shared memory, and the
- * asynchronous error reporting of the kernels.
+ * read-back, not cudaDeviceCanAccessPeer), the host-staged fallback's shared memory, and
+ * shmddp_cuda_sync (the kernels' asynchronous errors are read in cuda_check.c).
  *
  * Order of init (collective; the host barriers between steps also publish the exchange area):
  *   1. device memory is allocated and zeroed (and the zeroing finished) before its IPC handle is
@@ -12,31 +12,30 @@
  *   3. the verdict is all-reduced (min), so every rank picks the same transport. */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
+#include "shm/env.h"
+#include "shm/shmfile.h"
 
 _Static_assert(sizeof(cuda_xchg_t) <= CUDA_XCHG_SHARE, "CUDA exchange area too large");
 
-static size_t env_bytes(const char *name, size_t dflt)
+/* A byte-count setting (shm/env.h): dflt when unset; SHMDDP_ERR_INVALID with the message when
+ * the value is not one the setting takes. */
+static shmddp_status_t env_bytes(shmddp_comm_t *comm, const char *name, size_t dflt, size_t *out)
 {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end == 'k' || *end == 'K') x <<= 10;
-  else if (*end == 'm' || *end == 'M') x <<= 20;
-  else if (*end == 'g' || *end == 'G') x <<= 30;
-  return (size_t)x;
+  uint64_t v;
+  char err[256];
+  int rc = shm_env_bytes(name, &v, err, sizeof err);
+  if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *out = rc ? (size_t)v : dflt;
+  return SHMDDP_OK;
 }
 
 cuda_kctl_t cuda_kctl(const shmddp_comm_t *comm)
@@ -77,48 +76,38 @@ static void register_abort_word(shmddp_comm_t *comm, cuda_state_t *s)
                                              ((uintptr_t)&comm->seg->hdr->abort_status - lo));
 }
 
-/* Host-staged transport: rank 0 creates a shared-memory object, the others open it by name
- * (passed in the exchange area), rank 0 unlinks it once all have it mapped. */
+/* Host-staged transport: rank 0 creates the shared memory (shm/shmfile.h: unnamed, reserved,
+ * 0600) and passes its path in the exchange area; the others map it after checking its owner,
+ * mode and size; rank 0 lets go of it once all have it mapped. */
 static shmddp_status_t setup_staged(shmddp_comm_t *comm, cuda_state_t *s)
 {
   cuda_xchg_t *x0 = cuda_xchg(comm, 0);
   size_t bytes = (size_t)comm->nranks * CUDA_STAGED_REGION;
   int fd = -1;
+  char err[384];
   if (comm->rank == 0) {
-    unsigned char r[8] = {0};
-    if (getrandom(r, sizeof r, 0) < 0) memcpy(r, &s, sizeof r < sizeof s ? sizeof r : sizeof s);
-    snprintf(x0->staged_name, sizeof x0->staged_name, "/shmddp-staged-%d-%02x%02x%02x%02x%02x%02x",
-             (int)getpid(), r[0], r[1], r[2], r[3], r[4], r[5]);
-    fd = shm_open(x0->staged_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
-      int e = errno;
-      close(fd);
-      shm_unlink(x0->staged_name);
-      fd = -1;
-      errno = e;
-    }
-    if (fd < 0) {
-      shmddp_status_t st = coll_error(comm, SHMDDP_ERR_SYSTEM,
-                                      "cannot create %zu bytes of host staging memory (%s): %s",
-                                      bytes, x0->staged_name, strerror(errno));
-      shm_abort(comm->seg, SHMDDP_ERR_SYSTEM, 0, "%s", comm->last_error);
+    shmddp_status_t st = shm_file_create(bytes, &fd, x0->staged_name, sizeof x0->staged_name,
+                                         err, sizeof err);
+    if (st != SHMDDP_OK) {
+      coll_error(comm, st, "rank 0: host staging memory: %s", err);
+      shm_abort(comm->seg, st, 0, "%s", comm->last_error);
       return st;
     }
   }
   shmddp_status_t st = shmddp_barrier(comm);
   if (st != SHMDDP_OK) {
-    if (fd >= 0) { close(fd); shm_unlink(x0->staged_name); }
+    if (fd >= 0) shm_file_forget(fd, x0->staged_name);
     return st;
   }
-  if (comm->rank != 0) fd = shm_open(x0->staged_name, O_RDWR, 0600);
-  void *map = fd >= 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  int err = errno;
-  if (fd >= 0) close(fd);
+  void *map = NULL;
+  char path[sizeof x0->staged_name];
+  memcpy(path, x0->staged_name, sizeof path); /* shared memory: copied, then used */
+  path[sizeof path - 1] = 0;
+  shmddp_status_t mst = shm_file_map(path, bytes, &map, err, sizeof err);
+  if (mst != SHMDDP_OK) shm_abort(comm->seg, mst, comm->rank, "rank %d: %s", comm->rank, err);
   st = shmddp_barrier(comm);
-  if (comm->rank == 0) shm_unlink(x0->staged_name);
-  if (map == MAP_FAILED)
-    return coll_error(comm, SHMDDP_ERR_SYSTEM, "rank %d cannot map the host staging memory: %s",
-                      comm->rank, strerror(err));
+  if (comm->rank == 0) shm_file_forget(fd, path);
+  if (mst != SHMDDP_OK) return coll_error(comm, mst, "rank %d: %s", comm->rank, err);
   s->staged_map = map;
   s->staged_bytes = bytes;
   if (st != SHMDDP_OK) return st;
@@ -235,8 +224,10 @@ static int verify_p2p(shmddp_comm_t *comm, cuda_state_t *s, int force_fail, char
   return ok;
 }
 
-static void free_state(cuda_state_t *s, int me)
+static void free_state(shmddp_comm_t *comm, cuda_state_t *s)
 {
+  int me = comm->rank;
+  (void)cuda_coloc_release(comm, s);
   for (int p = 0; p < CUDA_MAXR; p++)
     if (p != me && s->ctrl_peer[p] && !s->peer_local[p]) cudaIpcCloseMemHandle(s->ctrl_peer[p]);
   cuda_reg_release(s);
@@ -262,9 +253,17 @@ void shmddp_comm_free_cuda(shmddp_comm_t *comm)
   if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return;
   cuda_state_t *s = cuda_state(comm);
   cudaSetDevice(s->device);
+  if (cuda_coloc_release(comm, s)) {
+    /* The group failed after co-located calls: a stream may wait forever for a dead peer's
+     * event, and synchronizing or freeing would wait with it. The process's exit frees it all. */
+    free(s);
+    comm->dev = NULL;
+    comm->dev_ops = NULL;
+    return;
+  }
   /* Kernels that wait for a dead peer give up on the abort word, so this returns. */
   cudaDeviceSynchronize();
-  free_state(s, comm->rank);
+  free_state(comm, s);
   comm->dev = NULL;
   comm->dev_ops = NULL;
 }
@@ -327,21 +326,31 @@ static shmddp_status_t select_device(shmddp_comm_t *comm, const shmddp_cuda_conf
   return SHMDDP_OK;
 }
 
-/* The sizes at which the automatic choice changes algorithm, and the two-shot's block limit. */
-static void read_thresholds(cuda_state_t *s, const shmddp_cuda_config_t *c, int nranks)
+/* The transport's settings (shm/env.h): the sizes at which the automatic choice changes
+ * algorithm, the two-shot's block limit, and SHMDDP_CUDA_P2P=0 (which turns c->p2p off). A
+ * value a setting does not take is SHMDDP_ERR_INVALID with the message. Defaults from the
+ * 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the two-shot up to 1 MiB
+ * (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot (267 vs 339 GB/s at
+ * 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. Every rank must use the
+ * same values (the environment is inherited from the launcher). */
+static shmddp_status_t read_settings(shmddp_comm_t *comm, cuda_state_t *s,
+                                     shmddp_cuda_config_t *c)
 {
-  /* Defaults from the 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the
-   * two-shot up to 1 MiB (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot
-   * (267 vs 339 GB/s at 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. */
-  s->direct_max = env_bytes("SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES);
-  s->ts_max = env_bytes("SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX);
-  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)nranks) s->ts_max = CUDA_TS_MAX - 16 * (size_t)nranks;
-  s->ce_chunk_env = env_bytes("SHMDDP_CUDA_CE_CHUNK", 0);
-  s->ce_min = env_bytes("SHMDDP_CUDA_CE_MIN", SIZE_MAX);
-  /* Every rank must use the same value (the environment is inherited from the launcher). */
-  s->ts_blocks = (int)env_bytes("SHMDDP_CUDA_TS_BLOCKS",
-                                c->max_blocks > 0 ? (size_t)c->max_blocks : CUDA_DIRECT_MAXB);
-  if (s->ts_blocks < 1 || s->ts_blocks > CUDA_DIRECT_MAXB) s->ts_blocks = CUDA_DIRECT_MAXB;
+  char err[256];
+  long blocks = c->max_blocks > 0 ? c->max_blocks : CUDA_DIRECT_MAXB;
+  int env_p2p = 1;
+  TRY(env_bytes(comm, "SHMDDP_CUDA_DIRECT_MAX", CUDA_LL_MAX_BYTES, &s->direct_max));
+  TRY(env_bytes(comm, "SHMDDP_CUDA_TS_MAX", CUDA_TS_MAX, &s->ts_max));
+  TRY(env_bytes(comm, "SHMDDP_CUDA_CE_CHUNK", 0, &s->ce_chunk_env));
+  TRY(env_bytes(comm, "SHMDDP_CUDA_CE_MIN", SIZE_MAX, &s->ce_min));
+  if (shm_env_count("SHMDDP_CUDA_TS_BLOCKS", &blocks, err, sizeof err) < 0 ||
+      shm_env_flag("SHMDDP_CUDA_P2P", &env_p2p, err, sizeof err) < 0)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  if (s->ts_max > CUDA_TS_MAX - 16 * (size_t)comm->nranks)
+    s->ts_max = CUDA_TS_MAX - 16 * (size_t)comm->nranks;
+  s->ts_blocks = blocks < 1 || blocks > CUDA_DIRECT_MAXB ? CUDA_DIRECT_MAXB : (int)blocks;
+  if (!env_p2p) c->p2p = 0;
+  return SHMDDP_OK;
 }
 
 /* The driver's pointer query (which allocation a device buffer belongs to, for IPC). */
@@ -390,9 +399,7 @@ static shmddp_status_t publish_ctrl(shmddp_comm_t *comm, cuda_state_t *s)
 static shmddp_status_t agree_p2p(shmddp_comm_t *comm, cuda_state_t *s,
                                  const shmddp_cuda_config_t *c)
 {
-  int want_p2p = c->p2p != 0;
-  const char *env = getenv("SHMDDP_CUDA_P2P");
-  if (env && strcmp(env, "0") == 0) want_p2p = 0;
+  int want_p2p = c->p2p != 0; /* off by the config or SHMDDP_CUDA_P2P=0 (read_settings) */
   char why[256] = "P2P disabled (SHMDDP_CUDA_P2P=0 or config)";
   int ok = 0;
   shmddp_status_t st = SHMDDP_OK;
@@ -439,7 +446,7 @@ static shmddp_status_t alloc_ce_buffers(shmddp_comm_t *comm, cuda_state_t *s)
 static shmddp_status_t init_failed(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t st)
 {
   shm_abort(comm->seg, st, comm->rank, "%s", comm->last_error);
-  free_state(s, comm->rank);
+  free_state(comm, s);
   return st;
 }
 
@@ -457,15 +464,17 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
   if (!s) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   s->device = dev;
   s->timeout_s = c.timeout_s > 0 ? c.timeout_s : comm->timeout_s;
-  read_thresholds(s, &c, comm->nranks);
-  shmddp_status_t st = init_device_memory(comm, s);
+  shmddp_status_t st = read_settings(comm, s, &c);
+  if (st == SHMDDP_OK) st = init_device_memory(comm, s);
   if (st == SHMDDP_OK) st = find_ptr_attrs(comm, s);
   register_abort_word(comm, s);
   if (st == SHMDDP_OK) st = publish_ctrl(comm, s);
+  if (st == SHMDDP_OK) st = cuda_coloc_publish(comm, s);
   if (st != SHMDDP_OK) return init_failed(comm, s, st);
 
   st = shmddp_barrier(comm);
   if (st == SHMDDP_OK) st = cuda_reg_setup(comm, s);
+  if (st == SHMDDP_OK) st = cuda_coloc_setup(comm, s);
   if (st == SHMDDP_OK) st = agree_p2p(comm, s, &c);
   if (st == SHMDDP_OK) st = setup_staged(comm, s);
   if (st == SHMDDP_OK && s->p2p && comm->nranks > 1) st = alloc_ce_buffers(comm, s);
@@ -482,30 +491,17 @@ int shmddp_cuda_p2p(const shmddp_comm_t *comm)
   return cuda_state(comm)->p2p;
 }
 
-shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)
-{
-  if (!comm) return SHMDDP_ERR_INVALID;
-  char msg[SHM_ABORT_MSG_BYTES];
-  cuda_state_t *s = comm->dev_ops == &cuda_device_ops ? cuda_state(comm) : NULL;
-  uint32_t code = s ? *s->err_host : 0;
-  if (code == CUDA_GAVE_UP_TIMEOUT)
-    shm_abort(comm->seg, SHMDDP_ERR_TIMEOUT, comm->rank,
-              "timed out after %.0f s: a device collective on rank %d waited for a peer that did "
-              "not arrive (raise the limit with SHMDDP_TIMEOUT if the peers are just slow)",
-              s->timeout_s, comm->rank);
-  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
-  if (st == SHMDDP_OK && code)
-    return coll_error(comm, code == CUDA_GAVE_UP_TIMEOUT ? SHMDDP_ERR_TIMEOUT : SHMDDP_ERR_ABORTED,
-                      "rank %d: a device collective gave up waiting for a peer", comm->rank);
-  if (st != SHMDDP_OK)
-    return coll_error(comm, st, "rank %d: the group has stopped: %s", comm->rank, msg);
-  return SHMDDP_OK;
-}
-
 shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
 {
   if (!comm) return SHMDDP_ERR_INVALID;
-  cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+  cudaError_t e;
+  if (comm->dev_ops == &cuda_device_ops && cuda_state(comm)->coloc) {
+    shmddp_status_t cst = cuda_coloc_sync(comm, (cudaStream_t)stream);
+    if (cst != SHMDDP_OK) return cst;
+    e = cudaSuccess;
+  } else {
+    e = cudaStreamSynchronize((cudaStream_t)stream);
+  }
   shmddp_status_t st = shmddp_cuda_check(comm);
   if (st != SHMDDP_OK) return st;
   if (e != cudaSuccess) {

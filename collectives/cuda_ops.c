@@ -11,6 +11,9 @@
  * fewer blocks leave SMs to the convolutions).
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
+ * Ranks that share a GPU: auto takes the co-located path (cuda_coloc.c) for every collective and
+ * size, except under CUDA-graph capture and, when they all run under MPS, for small calls
+ * (coloc_use_path); coloc forced takes it for any placement.
  *
  * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
  *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
@@ -42,6 +45,7 @@ static shmddp_algo_t choose(const shmddp_comm_t *comm, coll_kind_t kind, size_t 
   const cuda_state_t *s = cuda_state(comm);
   if (!s->p2p) return SHMDDP_ALGO_STAGED;
   if (req == SHMDDP_ALGO_RING) req = SHMDDP_ALGO_CE_RING;
+  if (req == SHMDDP_ALGO_COLOC) return req;
   if (kind == COLL_ALL_REDUCE) {
     if (req != SHMDDP_ALGO_AUTO) return req;
     if (bytes <= s->direct_max) return SHMDDP_ALGO_DIRECT;
@@ -112,6 +116,23 @@ static shmddp_status_t barrier_launch(shmddp_comm_t *comm, shmddp_stream_t strea
   a.barrier_end = 0;
   TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, 1, stream));
   return SHMDDP_OK;
+}
+
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k);
+
+/* The co-located path (cuda_coloc.c) for any of the collectives; when some rank's buffer cannot
+ * be shared, the call's staged version after it (every rank alike). */
+static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *send, void *recv,
+                             size_t count, shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                             shmddp_stream_t stream)
+{
+  int me = comm->rank, staged = 0;
+  cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
+                         .dtype = dtype, .op = op, .root = root, .stream = stream};
+  if (kind == COLL_BROADCAST && me != root) k.send = NULL;
+  if (kind == COLL_REDUCE && me != root) k.recv = NULL;
+  TRY(cuda_coloc_run(comm, &k, &staged));
+  return staged ? coloc_staged(comm, &k) : SHMDDP_OK;
 }
 
 /* ---------------- all_reduce ---------------- */
@@ -302,11 +323,12 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, bytes, stream));
   TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
   switch (algo) {
+  case SHMDDP_ALGO_COLOC: return coloc(comm, COLL_ALL_REDUCE, send, recv, count, dtype, op, -1, stream);
   case SHMDDP_ALGO_DIRECT: return ar_oneshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_TWOSHOT: return ar_twoshot(comm, send, recv, count, dtype, op, stream);
   case SHMDDP_ALGO_CE_RING: return ar_cering(comm, send, recv, count, dtype, op, stream);
@@ -341,8 +363,10 @@ static shmddp_status_t rs_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
-static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
-                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+/* Every rank posts send; the ranks in `takers` copy every rank's into recv, in rank order. */
+static shmddp_status_t gather_staged(shmddp_comm_t *comm, const void *send, void *recv,
+                                     size_t bytes, shmddp_dtype_t dtype, int takers,
+                                     shmddp_stream_t stream)
 {
   cuda_staged_args_t a;
   staged_init(comm, &a, CUDA_DIRECT_COPY, dtype, 0);
@@ -350,8 +374,14 @@ static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *re
   a.src_bytes = bytes;
   a.dst = recv;
   a.dst_stride = bytes;
-  a.copy_mask = (1u << comm->nranks) - 1;
+  a.copy_mask = takers ? (1u << comm->nranks) - 1 : 0;
   return staged_launch(comm, &a, stream);
+}
+
+static shmddp_status_t ag_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
+                                 shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  return gather_staged(comm, send, recv, bytes, dtype, 1, stream);
 }
 
 static shmddp_status_t bc_staged(shmddp_comm_t *comm, const void *send, void *recv, size_t bytes,
@@ -382,15 +412,35 @@ static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
+/* A co-located call whose buffers some rank cannot share: what the other algorithms do then. */
+static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k)
+{
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  switch (k->kind) {
+  case COLL_ALL_REDUCE:
+    return ar_scratch_pieces(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_REDUCE_SCATTER:
+    return rs_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
+  case COLL_ALL_GATHER: return ag_staged(comm, k->send, k->recv, bytes, k->dtype, k->stream);
+  case COLL_BROADCAST:
+    return bc_staged(comm, k->send, k->recv, bytes, k->dtype, k->root, k->stream);
+  default:
+    return rd_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->root, k->stream);
+  }
+}
+
 static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                            size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
                                            shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n,
+                              cuda_coloc_algo(comm, req, recvcount * ds * n, stream));
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE_SCATTER, send, recv, recvcount, dtype, op, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return rs_staged(comm, send, recv, recvcount, dtype, op, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {send};
@@ -417,10 +467,13 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
-  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks, req);
+  shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks,
+                              cuda_coloc_algo(comm, req, bytes * (size_t)comm->nranks, stream));
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_ALL_GATHER, send, recv, sendcount, dtype, 0, -1, stream);
   if (algo == SHMDDP_ALGO_STAGED) return ag_staged(comm, send, recv, bytes, dtype, stream);
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
@@ -445,10 +498,12 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
                                       shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, bytes, stream));
   TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_BROADCAST, send, recv, count, dtype, 0, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return bc_staged(comm, send, recv, bytes, dtype, root, stream);
   void *P[1][CUDA_MAXR];
@@ -476,10 +531,12 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, req);
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, bytes, stream));
   TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC)
+    return coloc(comm, COLL_REDUCE, send, recv, count, dtype, op, root, stream);
   int me = comm->rank;
   if (algo == SHMDDP_ALGO_STAGED) return rd_staged(comm, send, recv, count, dtype, op, root, stream);
   void *P[1][CUDA_MAXR];
@@ -502,8 +559,141 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
   return SHMDDP_OK;
 }
 
+/* ---------------- all-to-all, gather, scatter ----------------
+ * Block moves, one direct copy kernel per block, every rank launching the same number of kernels
+ * (a rank with nothing to move takes part in the handshakes only). P2P: the receivers' buffers
+ * are exchanged and each rank pushes its blocks (launch j: rank r's block (r + j) % n); staged:
+ * launch j posts the same blocks and each receiver copies the one that is its own. */
+
+/* Launch j of n block moves: this rank posts/pushes block `to` of send (NULL: nothing) and
+ * receives the block `from` posts into recv + from * stride (from < 0: nothing). */
+static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *P, const void *src,
+                                  size_t bytes, int to, size_t dst_off, void *recv, int from,
+                                  size_t stride, shmddp_stream_t stream)
+{
+  if (staged) {
+    cuda_staged_args_t a;
+    staged_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+    a.src = src;
+    a.src_bytes = bytes;
+    a.post_data = src != NULL;
+    a.dst = recv;
+    a.dst_stride = stride;
+    a.copy_mask = from >= 0 ? 1u << from : 0;
+    return staged_launch(comm, &a, stream);
+  }
+  cuda_direct_args_t a;
+  direct_init(comm, &a, CUDA_DIRECT_COPY, SHMDDP_U8, 0);
+  if (src && P[to]) {
+    a.nsrc = 1;
+    a.src[0] = src;
+    a.ndst = 1;
+    a.dst[0] = (char *)P[to] + dst_off;
+    a.n = bytes;
+  }
+  direct_set_vec(&a);
+  TRY_AS(cuda_launch_failed, comm, cuda_launch_direct(&a, cuda_direct_blocks(bytes), stream));
+  return SHMDDP_OK;
+}
+
+/* The start of a block-moving call: bookkeeping, and the cases with nothing to move between
+ * ranks (*done). Returns the algorithm through *staged. */
+static shmddp_status_t enter_moves(shmddp_comm_t *comm, coll_kind_t kind, const void *send,
+                                   void *recv, size_t count, shmddp_dtype_t dtype, int root,
+                                   shmddp_stream_t stream, int *staged, int *done)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  shmddp_algo_t algo = choose(comm, kind, bytes, SHMDDP_ALGO_AUTO);
+  *staged = algo == SHMDDP_ALGO_STAGED;
+  *done = 1;
+  TRY(enter(comm, kind, count, dtype, 0, root, algo));
+  if (count == 0) return SHMDDP_OK;
+  if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  *done = 0;
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, void *recv,
+                                       size_t count, shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  size_t all = bytes * (size_t)comm->nranks;
+  if ((const char *)send < (const char *)recv + all && (const char *)recv < (const char *)send + all)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "shmddp_all_to_all: on device buffers send and "
+                      "recv must not overlap (a peer may overwrite a block before it is sent)");
+  TRY(enter_moves(comm, COLL_ALL_TO_ALL, send, recv, count, dtype, -1, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  size_t len[1] = {all};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  for (int j = 0; j < n; j++) {
+    int to = (me + j) % n, from = (me - j + n) % n;
+    TRY(block_move(comm, staged, P[0], (const char *)send + (size_t)to * bytes, bytes, to,
+                   (size_t)me * bytes, recv, from, bytes, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  TRY(enter_moves(comm, COLL_GATHER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {me == root ? recv : NULL};
+  size_t len[1] = {bytes * (size_t)comm->nranks};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  if (staged) return gather_staged(comm, send, recv, bytes, dtype, me == root, stream);
+  return block_move(comm, 0, P[0], send, bytes, root, (size_t)me * bytes, NULL, -1, 0, stream);
+}
+
+static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                    size_t count, shmddp_dtype_t dtype, int root,
+                                    shmddp_stream_t stream)
+{
+  size_t bytes = count * shmddp_dtype_size(dtype);
+  int staged, done;
+  TRY(enter_moves(comm, COLL_SCATTER, send, recv, count, dtype, root, stream, &staged, &done));
+  if (done) return SHMDDP_OK;
+  int n = comm->nranks, me = comm->rank;
+  void *P[1][CUDA_MAXR];
+  const void *mine[1] = {recv};
+  size_t len[1] = {bytes};
+  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
+  for (int j = 0; j < n; j++) {
+    const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
+    TRY(block_move(comm, staged, P[0], src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));
+  }
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t cuda_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                                  shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                                  shmddp_stream_t stream)
+{
+  TRY(local_copy(comm, dst, src, count * shmddp_dtype_size(dtype), stream));
+  TRY_AS(cuda_launch_failed, comm,
+         reduce_cuda_scale(dst, count, dtype, scalar, scalar_on_device, stream));
+  return SHMDDP_OK;
+}
+
 static void cuda_teardown(shmddp_comm_t *comm) { shmddp_comm_free_cuda(comm); }
 
 const struct coll_device_ops cuda_device_ops = {
-  cuda_all_reduce, cuda_reduce_scatter, cuda_all_gather, cuda_broadcast, cuda_reduce, cuda_teardown,
+  .all_reduce = cuda_all_reduce,
+  .reduce_scatter = cuda_reduce_scatter,
+  .all_gather = cuda_all_gather,
+  .broadcast = cuda_broadcast,
+  .reduce = cuda_reduce,
+  .all_to_all = cuda_all_to_all,
+  .gather = cuda_gather,
+  .scatter = cuda_scatter,
+  .scale = cuda_scale,
+  .teardown = cuda_teardown,
 };

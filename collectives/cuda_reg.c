@@ -19,24 +19,21 @@
 
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
+#include "shm/env.h"
 #include "shm/wait.h"
 
 #define MESH_ACCEPT_S 30.0 /* peers connect right after a barrier: this only bounds a hang */
 
-/* SHMDDP_CUDA_EXPORTS: live exports per rank before the least recently used is retired
- * (default DEVMEM_EXPORTS_DEFAULT; 16 to 1048576). Every rank may use its own value. */
-static size_t exports_setting(void)
+/* SHMDDP_CUDA_EXPORTS (shm/env.c): live exports per rank before the least recently used is
+ * retired (default DEVMEM_EXPORTS_DEFAULT). Every rank may use its own value. */
+static shmddp_status_t exports_setting(shmddp_comm_t *comm, size_t *out)
 {
-  const char *v = getenv("SHMDDP_CUDA_EXPORTS");
-  if (!v || !*v) return DEVMEM_EXPORTS_DEFAULT;
-  char *end = NULL;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end || x < 16 || x > ((size_t)1 << 20)) {
-    fprintf(stderr, "shmddp: SHMDDP_CUDA_EXPORTS=%s is not a number from 16 to 1048576; using "
-            "%d\n", v, DEVMEM_EXPORTS_DEFAULT);
-    return DEVMEM_EXPORTS_DEFAULT;
-  }
-  return (size_t)x;
+  long v = DEVMEM_EXPORTS_DEFAULT;
+  char err[256];
+  if (shm_env_count("SHMDDP_CUDA_EXPORTS", &v, err, sizeof err) < 0)
+    return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *out = (size_t)v;
+  return SHMDDP_OK;
 }
 
 typedef struct {
@@ -204,7 +201,7 @@ static int mesh_connect(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t *s
   *st = shmddp_barrier(comm);
   if (*st == SHMDDP_OK && s->mesh)
     ok &= fdpass_accept(s->mesh, want, MESH_ACCEPT_S, err, sizeof err) == 0;
-  if (!ok && err[0] && getenv("SHMDDP_NCCL_DEBUG"))
+  if (!ok && err[0] && shm_env_is("SHMDDP_NCCL_DEBUG", "1"))
     fprintf(stderr, "shmddp: rank %d: no descriptor-passing sockets (%s): cuMem buffers are "
             "staged\n", comm->rank, err);
   return ok;
@@ -212,6 +209,8 @@ static int mesh_connect(shmddp_comm_t *comm, cuda_state_t *s, shmddp_status_t *s
 
 shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s)
 {
+  size_t max_exports = DEVMEM_EXPORTS_DEFAULT;
+  TRY(exports_setting(comm, &max_exports));
   unsigned char mine[16];
   proc_token(mine);
   int nremote = 0;
@@ -234,7 +233,7 @@ shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s)
   s->drv_ctx.device = s->device;
   if (devmem_cuda_driver(&s->drv, &s->drv_ctx, err, sizeof err) != 0)
     return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: %s", comm->rank, err);
-  s->mem = devmem_new(&s->drv, s->mesh, comm->rank, comm->nranks, exports_setting());
+  s->mem = devmem_new(&s->drv, s->mesh, comm->rank, comm->nranks, max_exports);
   if (!s->mem) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
   for (int p = 0; p < comm->nranks; p++) devmem_set_local(s->mem, p, s->peer_local[p]);
   return SHMDDP_OK;

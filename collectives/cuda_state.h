@@ -77,6 +77,7 @@ typedef struct {
   devmem_cuda_ctx_t drv_ctx;
   fdpass_t *mesh;                 /* sockets to the peers in other processes, or NULL */
   devmem_t *mem;                  /* exports and imports of user buffers (cuda_reg.c) */
+  struct cuda_coloc *coloc;       /* the co-located path (cuda_coloc.c) */
 } cuda_state_t;
 
 /* The fail functions of TRY_AS (shm/check.h) for the CUDA transport: a CUDA runtime call, or a
@@ -126,6 +127,37 @@ void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s);
 shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Drop every peer buffer this rank mapped (the device is idle). */
 void cuda_reg_release(cuda_state_t *s);
+
+/* cuda_coloc.c: the co-located path. publish (before the init barrier that shows the exchange
+ * area to the peers) creates the events and writes their handles and the GPU's identity; setup
+ * (after it) works out the placement. */
+typedef struct {
+  coll_kind_t kind;
+  const void *send; /* NULL where this rank passes none (a broadcast's non-root) */
+  void *recv;       /* NULL where this rank passes none (a reduce's non-root) */
+  size_t count;     /* as the API call's count (per rank for reduce-scatter and all-gather) */
+  shmddp_dtype_t dtype;
+  shmddp_op_t op;
+  int root;
+  shmddp_stream_t stream;
+} cuda_coloc_call_t;
+shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s);
+shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
+/* Ranks on this rank's GPU (1: alone; 0 before setup). */
+int cuda_coloc_shared(const shmddp_comm_t *comm);
+/* req, or COLOC where auto should take the co-located path for a call on stream. */
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
+                              shmddp_stream_t stream);
+/* 1 when ranks share a GPU and every one of them runs under MPS. */
+int cuda_coloc_all_mps(const shmddp_comm_t *comm);
+/* One call through the path. *staged: some rank's buffer cannot be shared (alike on every rank);
+ * the protocol ran without work and the caller must run the call's staged version. */
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged);
+/* shmddp_cuda_sync for a communicator that used the path: polls, watching the abort word. */
+shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream);
+/* Destroy the events (after the peers are done with them). 1: the group failed after co-located
+ * calls, so the caller must leave the device alone (a stream may never drain). */
+int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s);
 
 /* cuda_ops.c: the device collectives' table. */
 extern const struct coll_device_ops cuda_device_ops;

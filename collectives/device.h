@@ -16,6 +16,15 @@ typedef struct coll_device_ops {
                                int, shmddp_algo_t, shmddp_stream_t);
   shmddp_status_t (*reduce)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t,
                             shmddp_op_t, int, shmddp_algo_t, shmddp_stream_t);
+  shmddp_status_t (*all_to_all)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t,
+                                shmddp_stream_t);
+  shmddp_status_t (*gather)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t, int,
+                            shmddp_stream_t);
+  shmddp_status_t (*scatter)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t, int,
+                             shmddp_stream_t);
+  /* Local: dst = src * scalar on stream (see shmddp_scale). */
+  shmddp_status_t (*scale)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t,
+                           const void *, int, shmddp_stream_t);
   void (*teardown)(shmddp_comm_t *);
 } coll_device_ops_t;
 

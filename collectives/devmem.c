@@ -1,6 +1,7 @@
 /* devmem.c — the export side of devmem.h: finding a buffer among the live exports, making new
  * ones (VMM chunks sent to the peers as descriptors), eviction, retirement of freed memory,
- * registrations; and the state's life. The protocol is described in devmem.h. */
+ * registrations; and the state's life, the dropping of an import included (the import side,
+ * devmem_import.c, builds on this file). The protocol is described in devmem.h. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -75,16 +76,42 @@ void devmem_set_local(devmem_t *m, int peer, int local)
   for (int p = 0; p < m->nranks; p++) m->nremote += p != m->rank && !m->local[p];
 }
 
-/* Tell every peer in another process that export id is gone from exchange due on. */
-static int send_retire(devmem_t *m, uint64_t id, uint64_t due, char *err, size_t errlen)
+/* Queue for every peer in another process that export id is gone from exchange due on (sent
+ * by flush_retires at the next exchange). */
+static int queue_retire(devmem_t *m, uint64_t id, uint64_t due, char *err, size_t errlen)
 {
-  devmem_msg_t msg = {DEVMEM_MSG_MAGIC, DEVMEM_MSG_RETIRE, id, due, 0, 0, 0, 0, 0};
   for (int p = 0; p < m->nranks; p++) {
     if (p == m->rank || m->local[p] || !fdpass_has(m->mesh, p)) continue;
-    if (fdpass_send(m->mesh, p, &msg, sizeof msg, -1, err, errlen) != 0) return -1;
+    if (devmem_grow((void **)&m->out, &m->capout, m->nout + 1, sizeof *m->out) != 0)
+      return devmem_fail(err, errlen, "out of host memory");
+    devmem_outgoing_t o = {p, id, due};
+    m->out[m->nout++] = o;
   }
   m->st.retired_sent++;
   return 0;
+}
+
+/* Send the queued retirements in order. A peer whose socket is closed has left (or died) and
+ * dropped its mappings: its messages go. A full socket keeps the rest of its peer's queue. */
+static int flush_retires(devmem_t *m, char *err, size_t errlen)
+{
+  unsigned char full[SHMDDP_MAX_RANKS] = {0};
+  size_t keep = 0, i = 0;
+  int rc = 0;
+  for (; i < m->nout && rc == 0; i++) {
+    devmem_outgoing_t o = m->out[i];
+    int sent = FDPASS_FULL;
+    if (!full[o.peer]) {
+      devmem_msg_t msg = {DEVMEM_MSG_MAGIC, DEVMEM_MSG_RETIRE, o.export_id, o.due, 0, 0, 0, 0, 0};
+      sent = fdpass_send(m->mesh, o.peer, &msg, sizeof msg, -1, err, errlen);
+    }
+    if (sent == FDPASS_FULL) full[o.peer] = 1;
+    if (sent == FDPASS_ERROR) rc = -1;
+    if (sent == FDPASS_FULL || sent == FDPASS_ERROR) m->out[keep++] = o;
+  }
+  while (i < m->nout) m->out[keep++] = m->out[i++]; /* after an error: kept for a later try */
+  m->nout = keep;
+  return rc;
 }
 
 static void remove_export(devmem_t *m, size_t i)
@@ -99,7 +126,7 @@ static int retire(devmem_t *m, size_t i, uint64_t due, char *err, size_t errlen)
 {
   uint64_t id = m->exp[i].id;
   remove_export(m, i);
-  return m->mesh ? send_retire(m, id, due, err, errlen) : 0;
+  return m->mesh ? queue_retire(m, id, due, err, errlen) : 0;
 }
 
 /* 1 while the memory export e was made for is still mapped where it was. */
@@ -215,26 +242,25 @@ static int make_room(devmem_t *m, uint64_t k, char *err, size_t errlen)
   return retire(m, lru, k, err, errlen) == 0 ? 1 : -1;
 }
 
-/* Send each chunk of the new VMM export e to every peer in another process. 1: sent; 0: the
- * driver cannot export it (the buffer is then staged); -1: error. */
+/* Send each chunk of the new VMM export e to every peer in another process (a peer that has
+ * left is skipped: the rendezvous reports it). 1: sent; 0: the driver cannot export it or a
+ * socket is full (the buffer is then staged, and the chunks sent so far retired); -1: error. */
 static int send_chunks(devmem_t *m, const devmem_export_t *e, char *err, size_t errlen)
 {
   for (uint32_t c = 0; c < e->nchunks; c++) {
     int fd = -1;
     int de = m->drv->vmm_export(m->drv->ctx, e->chunks[c].base, &fd);
-    if (de != 0 || fd < 0) {
-      /* Peers may hold the chunks sent so far: let them go. */
-      if (c > 0 && send_retire(m, e->id, m->k, err, errlen) != 0) return -1;
-      return 0;
-    }
+    if (de != 0 || fd < 0) /* peers may hold the chunks sent so far: let them go */
+      return c > 0 ? queue_retire(m, e->id, m->k, err, errlen) : 0;
     devmem_msg_t msg = {DEVMEM_MSG_MAGIC, DEVMEM_MSG_CHUNK, e->id, 0, c, e->nchunks,
                         e->chunks[c].base - e->base, e->chunks[c].size, e->size};
-    int rc = 0;
-    for (int p = 0; p < m->nranks && rc == 0; p++)
+    int rc = FDPASS_SENT;
+    for (int p = 0; p < m->nranks && (rc == FDPASS_SENT || rc == FDPASS_GONE); p++)
       if (p != m->rank && !m->local[p])
         rc = fdpass_send(m->mesh, p, &msg, sizeof msg, fd, err, errlen);
     close(fd);
-    if (rc != 0) return -1;
+    if (rc == FDPASS_ERROR) return -1;
+    if (rc == FDPASS_FULL) return queue_retire(m, e->id, m->k, err, errlen);
   }
   return 1;
 }
@@ -329,6 +355,8 @@ int devmem_export(devmem_t *m, uint64_t k, const void *ptr, size_t len, devmem_d
   devmem_kind_t kind = DEVMEM_NONE;
   devmem_export_t *e = NULL;
   if (rc == 0) rc = export_locked(m, k, (uintptr_t)ptr, len, &kind, &e, err, errlen);
+  /* Before the record is published: what was retired since the last exchange, and now. */
+  if (rc == 0 && m->nout) rc = flush_retires(m, err, errlen);
   if (rc == 0) {
     out->ptr = (uint64_t)(uintptr_t)ptr;
     out->kind = m->nremote == 0 ? DEVMEM_LOCAL : kind;
@@ -374,7 +402,8 @@ int devmem_deregister(devmem_t *m, uint64_t reg, char *err, size_t errlen)
     m->regs[i] = m->regs[--m->nregs];
     for (size_t j = 0; j < m->nexp && id; j++)
       if (m->exp[j].id == id && --m->exp[j].pins == 0) {
-        /* Peers still reading it for a call before this point stop at the next exchange. */
+        /* Peers still reading it for a call before this point stop at the next exchange (the
+         * message goes with it: nothing is sent from here). */
         rc = retire(m, j, m->k + 1, err, errlen);
         break;
       }
@@ -390,7 +419,31 @@ void devmem_stats(const devmem_t *m, devmem_stats_t *out)
   out->imports = 0;
   for (int p = 0; p < m->nranks; p++) out->imports += m->nimp[p];
   out->pending = m->npend;
+  out->unsent = m->nout;
   pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
+}
+
+void devmem_unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n)
+{
+  for (uint32_t i = 0; i < n; i++) m->drv->vmm_unmap(m->drv->ctx, va + pc[i].offset, pc[i].size);
+}
+
+void devmem_drop_import(devmem_t *m, int peer, size_t i)
+{
+  devmem_import_t *x = &m->imp[peer][i];
+  const devmem_driver_t *d = m->drv;
+  if (x->kind == DEVMEM_LEGACY) {
+    /* Another import of the same handle keeps the mapping. */
+    int shared = 0;
+    for (size_t j = 0; j < m->nimp[peer] && !shared; j++)
+      shared = j != i && m->imp[peer][j].kind == DEVMEM_LEGACY && m->imp[peer][j].va == x->va;
+    if (!shared) d->legacy_close(d->ctx, x->va);
+  } else {
+    devmem_unmap_chunks(m, x->va, x->pieces, x->npieces);
+    d->va_free(d->ctx, x->va, x->size);
+    free(x->pieces);
+  }
+  m->imp[peer][i] = m->imp[peer][--m->nimp[peer]];
 }
 
 void devmem_free(devmem_t *m)
@@ -403,6 +456,7 @@ void devmem_free(devmem_t *m)
   for (size_t i = 0; i < m->npend; i++)
     if (m->pend[i].fd >= 0) close(m->pend[i].fd);
   free(m->pend);
+  free(m->out); /* unsent retirements: the peers drop every mapping when they leave too */
   for (size_t i = 0; i < m->nexp; i++) free(m->exp[i].chunks);
   free(m->exp);
   free(m->regs);

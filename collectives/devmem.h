@@ -33,14 +33,24 @@
  *   retire   An export ends when its memory was freed (found by re-querying every live export on
  *            each miss and every DEVMEM_RECHECK exchanges: a different buffer/block id or no
  *            mapping), when it is evicted (least recently used, beyond the settable cap; pinned
- *            registrations are never evicted) or deregistered. The owner then sends RETIRE(id, k)
- *            to every peer. A peer applies a RETIRE only at an exchange >= k (the owner can run one
+ *            registrations are never evicted) or deregistered. The owner then queues RETIRE(id, k)
+ *            for every peer and sends the queue at its next exchange, before that exchange's
+ *            record is published: a deregistration between calls never touches the sockets, so a
+ *            peer that has already left (destroyed its communicator: its mappings are dropped
+ *            before its sockets close) cannot make it fail. At a send, a peer whose socket is
+ *            closed has left or died and needs no message (the rendezvous reports a dead one);
+ *            a socket that is full keeps the rest of that peer's queue for the next exchange (the
+ *            peer drains it at each exchange), so any number of retirements can pile up between
+ *            two calls. A CHUNK that finds its socket full makes the buffer staged for this call
+ *            (the chunks sent so far are retired); one to a peer that left is not sent.
+ *            A peer applies a RETIRE only at an exchange >= k (the owner can run one
  *            exchange ahead of a peer still reading the previous records), and only after its own
  *            outstanding GPU work is done (driver quiesce), because kernels it queued earlier may
  *            still read the mapping; while the caller's stream is being captured into a graph
  *            that cannot wait, so the RETIRE waits for the next exchange outside a capture.
  *            A retired id is never named by a later record, so no stale mapping can be read, and
- *            the mappings a peer holds never exceed the owner's live exports.
+ *            the mappings a peer holds never exceed the owner's live exports plus the
+ *            retirements still queued for it.
  * Everything read from the segment or a socket (kinds, ids, offsets, chunk counts and sizes) is
  * range-checked before use; a check that fails is an error naming the peer, never a mapping. */
 #ifndef COLL_DEVMEM_H
@@ -111,7 +121,10 @@ typedef struct {
   size_t exports;          /* live exports */
   size_t imports;          /* live mappings of peers' exports, all peers */
   size_t pending;          /* messages received and not yet used */
-  uint64_t exports_made, imports_made, retired_sent, retired_applied, quiesces;
+  size_t unsent;           /* retirements queued for a peer and not sent yet */
+  uint64_t exports_made, imports_made;
+  uint64_t retired_sent;   /* exports retired here (queued for every peer) */
+  uint64_t retired_applied, quiesces;
 } devmem_stats_t;
 
 /* max_exports 0: DEVMEM_EXPORTS_DEFAULT. mesh may be NULL (no peer in another process, or no

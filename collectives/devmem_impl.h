@@ -1,5 +1,6 @@
-/* devmem_impl.h — the state behind devmem.h, shared by its export side (devmem.c) and its import
- * side (devmem_import.c), and the message the owner of an export sends its peers. */
+/* devmem_impl.h — the state behind devmem.h, shared by its export side and the state's life
+ * (devmem.c) and its import side (devmem_import.c, above devmem.c), and the message the owner of
+ * an export sends its peers. */
 #ifndef COLL_DEVMEM_IMPL_H
 #define COLL_DEVMEM_IMPL_H
 
@@ -55,6 +56,12 @@ typedef struct {
   devmem_msg_t msg;
 } devmem_pending_t;
 
+/* A retirement not yet sent to one peer. */
+typedef struct {
+  int peer;
+  uint64_t export_id, due;
+} devmem_outgoing_t;
+
 typedef struct {
   uint64_t reg, export_id; /* export_id 0: nothing exported (PRIVATE, or no remote peer) */
 } devmem_reg_t;
@@ -75,6 +82,8 @@ struct devmem {
   size_t nimp[SHMDDP_MAX_RANKS], capimp[SHMDDP_MAX_RANKS];
   devmem_pending_t *pend;
   size_t npend, cappend;
+  devmem_outgoing_t *out; /* retirements to send at the next exchange, in order */
+  size_t nout, capout;
   devmem_reg_t *regs;
   size_t nregs, capregs;
   devmem_stats_t st;
@@ -85,6 +94,8 @@ int devmem_grow(void **arr, size_t *cap, size_t need, size_t size);
 int devmem_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The driver's name for err. */
 const char *devmem_drv_error(const devmem_t *m, int err);
+/* Unmap the first n chunks of a VMM import mapped at va (the range stays reserved). */
+void devmem_unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n);
 /* Drop one import of peer (the device must be idle); its slot is reused. */
 void devmem_drop_import(devmem_t *m, int peer, size_t i);
 

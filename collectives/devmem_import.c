@@ -1,6 +1,7 @@
 /* devmem_import.c — the import side of devmem.h: the peers' messages (chunk descriptors and
  * retirements) drained from the sockets and checked, peer buffers mapped once per export and
- * range-checked on every use, mappings dropped when their owner retires them. */
+ * range-checked on every use, mappings dropped (devmem_drop_import, in devmem.c) when their owner
+ * retires them. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -8,26 +9,6 @@
 #include <unistd.h>
 
 #include "collectives/devmem_impl.h"
-
-static void unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n);
-
-void devmem_drop_import(devmem_t *m, int peer, size_t i)
-{
-  devmem_import_t *x = &m->imp[peer][i];
-  const devmem_driver_t *d = m->drv;
-  if (x->kind == DEVMEM_LEGACY) {
-    /* Another import of the same handle keeps the mapping. */
-    int shared = 0;
-    for (size_t j = 0; j < m->nimp[peer] && !shared; j++)
-      shared = j != i && m->imp[peer][j].kind == DEVMEM_LEGACY && m->imp[peer][j].va == x->va;
-    if (!shared) d->legacy_close(d->ctx, x->va);
-  } else {
-    unmap_chunks(m, x->va, x->pieces, x->npieces);
-    d->va_free(d->ctx, x->va, x->size);
-    free(x->pieces);
-  }
-  m->imp[peer][i] = m->imp[peer][--m->nimp[peer]];
-}
 
 /* A message as received: 0 when well formed (it is then owned by the pending list). */
 static int take_message(devmem_t *m, int peer, const devmem_msg_t *g, size_t len, int fd,
@@ -59,7 +40,7 @@ static int drain(devmem_t *m, char *err, size_t errlen)
       size_t len = 0;
       int fd = -1;
       int r = fdpass_recv(m->mesh, p, &g, sizeof g, &len, &fd, err, errlen);
-      if (r == 0) break;
+      if (r == 0 || r == FDPASS_GONE) break; /* gone: the peer has left (the rendezvous tells) */
       if (r < 0 || take_message(m, p, &g, len, fd, err, errlen) != 0) return -1;
     }
   }
@@ -149,11 +130,6 @@ static int covered(devmem_t *m, int peer, uintptr_t ptr, size_t len, char *err, 
   return 0;
 }
 
-static void unmap_chunks(devmem_t *m, uintptr_t va, const devmem_piece_t *pc, uint32_t n)
-{
-  for (uint32_t i = 0; i < n; i++) m->drv->vmm_unmap(m->drv->ctx, va + pc[i].offset, pc[i].size);
-}
-
 static int by_offset(const void *a, const void *b)
 {
   uint64_t x = ((const devmem_piece_t *)a)->offset, y = ((const devmem_piece_t *)b)->offset;
@@ -241,7 +217,7 @@ static int map_vmm(devmem_t *m, int peer, uint64_t id, devmem_import_t *x, char 
     e = devmem_fail(err, errlen, "out of host memory");
   if (keep) memcpy(keep, pc, n * sizeof *keep);
   if (e != 0 && va) {
-    unmap_chunks(m, va, pc, mapped);
+    devmem_unmap_chunks(m, va, pc, mapped);
     d->va_free(d->ctx, va, span);
   }
   /* The descriptors have done their work (or failed): close them, highest list index first so

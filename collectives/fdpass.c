@@ -198,10 +198,12 @@ int fdpass_send(fdpass_t *m, int peer, const void *msg, size_t len, int fd, char
     memcpy(CMSG_DATA(ch), &fd, sizeof fd);
   }
   ssize_t n = sendmsg(m->sock[peer], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n != (ssize_t)len)
-    return fail(err, errlen, "fdpass: sending to rank %d: %s", peer,
-                n < 0 ? strerror(errno) : "short write");
-  return 0;
+  if (n == (ssize_t)len) return FDPASS_SENT;
+  int e = n < 0 ? errno : 0;
+  fail(err, errlen, "fdpass: sending to rank %d: %s", peer, e ? strerror(e) : "short write");
+  if (e == EAGAIN || e == EWOULDBLOCK) return FDPASS_FULL;
+  if (e == EPIPE || e == ECONNRESET || e == ENOTCONN || e == ECONNREFUSED) return FDPASS_GONE;
+  return FDPASS_ERROR;
 }
 
 /* Close every descriptor a received message carried. */
@@ -237,8 +239,12 @@ int fdpass_recv(fdpass_t *m, int peer, void *msg, size_t cap, size_t *len, int *
   mh.msg_controllen = sizeof c.buf;
   ssize_t n = recvmsg(m->sock[peer], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-  if (n < 0) return fail(err, errlen, "fdpass: receiving from rank %d: %s", peer, strerror(errno));
-  if (n == 0) return fail(err, errlen, "fdpass: rank %d closed its socket", peer);
+  if (n < 0 && errno != ECONNRESET)
+    return fail(err, errlen, "fdpass: receiving from rank %d: %s", peer, strerror(errno));
+  if (n <= 0) { /* ECONNRESET: it closed with messages of ours unread (said once, then EOF) */
+    fail(err, errlen, "fdpass: rank %d closed its socket", peer);
+    return FDPASS_GONE;
+  }
   int nfd = 0, got = -1;
   for (struct cmsghdr *ch = CMSG_FIRSTHDR(&mh); ch; ch = CMSG_NXTHDR(&mh, ch))
     if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS) {

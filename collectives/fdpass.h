@@ -35,12 +35,21 @@ int fdpass_accept(fdpass_t *m, unsigned want, double timeout_s, char *err, size_
 /* 1 when peer's socket is connected. */
 int fdpass_has(const fdpass_t *m, int peer);
 
-/* Send msg (len bytes) and, when fd >= 0, a duplicate of fd to peer; never blocks (a full
- * socket is an error) and never raises SIGPIPE. */
+/* What fdpass_send returns. */
+enum {
+  FDPASS_SENT = 0,
+  FDPASS_ERROR = -1,
+  FDPASS_FULL = -2, /* the peer has not read enough of what it was sent: nothing was sent */
+  FDPASS_GONE = -3  /* the peer has closed its end (left the group, or died): nothing was sent */
+};
+
+/* Send msg (len bytes) and, when fd >= 0, a duplicate of fd to peer; never blocks and never
+ * raises SIGPIPE. Returns one of the above; err says why when it is not FDPASS_SENT. */
 int fdpass_send(fdpass_t *m, int peer, const void *msg, size_t len, int fd, char *err,
                 size_t errlen);
 /* Receive the next message from peer if there is one: 1 with *len and *fd (-1: none) set, 0
- * when nothing is queued, -1 on an error (the message is dropped and any descriptor it carried
+ * when nothing is queued, FDPASS_GONE when the peer has closed its end (a later call may still
+ * return what it sent before: a reset is said first), FDPASS_ERROR on an error (the message is dropped and any descriptor it carried
  * is closed). A message longer than cap, or with more than one descriptor, is an error. */
 int fdpass_recv(fdpass_t *m, int peer, void *msg, size_t cap, size_t *len, int *fd, char *err,
                 size_t errlen);

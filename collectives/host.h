@@ -40,5 +40,11 @@ shmddp_status_t host_broadcast(shmddp_comm_t *comm, const void *send, void *recv
 shmddp_status_t host_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
                             shmddp_dtype_t dtype, shmddp_op_t op, int root);
 shmddp_status_t host_barrier(shmddp_comm_t *comm);
+shmddp_status_t host_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                shmddp_dtype_t dtype);
+shmddp_status_t host_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                            shmddp_dtype_t dtype, int root);
+shmddp_status_t host_scatter(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                             shmddp_dtype_t dtype, int root);
 
 #endif

@@ -233,3 +233,54 @@ shmddp_status_t host_barrier(shmddp_comm_t *comm)
   host_direct_release(comm);
   return SHMDDP_OK;
 }
+
+/* All-to-all: the piece of every block is posted as for reduce-scatter; rank r's buffer holds
+ * at block `rank` what this rank receives from r. */
+static void take_from_every_rank(const piece_ctx_t *x, const unsigned char *const *bufs,
+                                 size_t off, size_t m)
+{
+  for (int r = 0; r < x->nranks; r++)
+    memcpy((char *)x->recv + ((size_t)r * x->total + off) * x->ds,
+           bufs[r] + (size_t)x->rank * m * x->ds, m * x->ds);
+}
+
+shmddp_status_t host_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                shmddp_dtype_t dtype)
+{
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, SHMDDP_SUM, -1, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / (x.ds * (size_t)x.nranks), &x,
+                       post_blocks, take_from_every_rank);
+}
+
+static void take_gather_at_root(const piece_ctx_t *x, const unsigned char *const *bufs,
+                                size_t off, size_t m)
+{
+  if (x->rank == x->root) take_gather(x, bufs, off, m);
+}
+
+shmddp_status_t host_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                            shmddp_dtype_t dtype, int root)
+{
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, SHMDDP_SUM, root, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / x.ds, &x, post_own,
+                       take_gather_at_root);
+}
+
+static void post_blocks_if_root(const piece_ctx_t *x, unsigned char *mine, size_t off, size_t m)
+{
+  if (x->rank == x->root) post_blocks(x, mine, off, m);
+}
+
+static void take_my_block_of_root(const piece_ctx_t *x, const unsigned char *const *bufs,
+                                  size_t off, size_t m)
+{
+  memmove((char *)x->recv + off * x->ds, bufs[x->root] + (size_t)x->rank * m * x->ds, m * x->ds);
+}
+
+shmddp_status_t host_scatter(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                             shmddp_dtype_t dtype, int root)
+{
+  piece_ctx_t x = piece_ctx(comm, send, recv, dtype, SHMDDP_SUM, root, count);
+  return direct_pieces(comm, count, host_direct_capacity(comm) / (x.ds * (size_t)x.nranks), &x,
+                       post_blocks_if_root, take_my_block_of_root);
+}

@@ -1,12 +1,20 @@
 /* join.c — communicators joined by a unique id: the id and its text form, init and destroy,
  * abort from any thread, and the thread's last error for calls that have no communicator.
  *
- * The id (128 bytes) holds a magic, a version, 16 random bytes that name the segment and are
- * checked in its header, and this machine's boot id, so an id carried to another machine is
- * refused at once instead of waiting for peers that can never arrive. */
+ * The id (128 bytes) holds a magic, a version, a secret of 256 random bits (getrandom) and this
+ * machine's boot id, so an id carried to another machine is refused at once instead of waiting
+ * for peers that can never arrive. The secret never appears in a file name: everything the
+ * group shows is computed from it with keyed BLAKE2s (shm/blake2s.h), each use under its own
+ * label, so one output tells nothing of the secret or of the others:
+ *   name  = "/shmddp-id-" + hex(BLAKE2s-128(secret, "shmddp segment name"))  in /dev/shm
+ *   proof = BLAKE2s-256(secret, "shmddp segment proof")                      in the header
+ *   derived secret(tag) = BLAKE2s-256(secret, "shmddp derive" + tag)
+ * so listing /dev/shm yields neither an id nor the name of a derived id. A joiner presents the
+ * proof; the segment's owner and mode are checked before it is read (shm/rendezvous.h). */
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,20 +24,24 @@
 #include "collectives/comm.h"
 #include "collectives/device.h"
 #include "shm/abort.h"
+#include "shm/blake2s.h"
 #include "shm/liveness.h"
 #include "shm/rendezvous.h"
 
 #define ID_MAGIC "shmddpID"
-#define ID_VERSION 1
+#define ID_VERSION 2
+#define SECRET_BYTES 32
+#define NAME_HASH_BYTES 16
 
 typedef struct {
   char magic[8];
   uint32_t version, reserved;
-  unsigned char nonce[16];
+  unsigned char secret[SECRET_BYTES];
   unsigned char boot[16]; /* zero when unknown */
 } id_layout_t;
 _Static_assert(sizeof(id_layout_t) <= sizeof(shmddp_unique_id_t), "id layout too large");
 _Static_assert(SHMDDP_UNIQUE_ID_STRLEN == 2 * sizeof(shmddp_unique_id_t) + 1, "id text length");
+_Static_assert(SECRET_BYTES <= SHM_BLAKE2S_MAX_KEY, "the secret is BLAKE2s's key");
 
 struct coll_joined {
   shm_segment_t seg;
@@ -79,9 +91,12 @@ shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id)
   memcpy(l.magic, ID_MAGIC, sizeof l.magic);
   l.version = ID_VERSION;
   size_t got = 0;
-  while (got < sizeof l.nonce) {
-    ssize_t n = getrandom(l.nonce + got, sizeof l.nonce - got, 0);
-    if (n < 0) return fail(SHMDDP_ERR_SYSTEM, "shmddp_get_unique_id: getrandom failed");
+  while (got < sizeof l.secret) {
+    ssize_t n = getrandom(l.secret + got, sizeof l.secret - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return fail(SHMDDP_ERR_SYSTEM, "shmddp_get_unique_id: getrandom failed: %s",
+                  strerror(errno));
     got += (size_t)n;
   }
   boot_id(l.boot);
@@ -91,6 +106,17 @@ shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id)
 
 static shmddp_status_t check_id(const shmddp_unique_id_t *id, int check_boot);
 
+/* out = BLAKE2s(key = the id's secret, label + data): one keyed use of the secret. */
+static void keyed(const id_layout_t *l, const char *label, const void *data, size_t len,
+                  unsigned char *out, size_t outlen)
+{
+  unsigned char msg[64];
+  size_t n = strlen(label) + 1; /* the NUL ends the label: no label is a prefix of another's input */
+  memcpy(msg, label, n);
+  if (len) memcpy(msg + n, data, len);
+  shm_blake2s(out, outlen, l->secret, sizeof l->secret, msg, n + len);
+}
+
 shmddp_status_t shmddp_unique_id_derive(const shmddp_unique_id_t *id, uint64_t tag,
                                         shmddp_unique_id_t *out)
 {
@@ -99,23 +125,25 @@ shmddp_status_t shmddp_unique_id_derive(const shmddp_unique_id_t *id, uint64_t t
   if (st != SHMDDP_OK) return st;
   id_layout_t l;
   memcpy(&l, id->internal, sizeof l);
-  /* Two rounds of a 64-bit mixer (splitmix64's finaliser) over (nonce half, tag, round). */
-  for (int half = 0; half < 2; half++) {
-    uint64_t x;
-    memcpy(&x, l.nonce + 8 * half, 8);
-    x ^= tag * 0x9e3779b97f4a7c15ULL + (uint64_t)(half + 1) * 0xd1b54a32d192ed03ULL;
-    for (int r = 0; r < 2; r++) {
-      x ^= x >> 30;
-      x *= 0xbf58476d1ce4e5b9ULL;
-      x ^= x >> 27;
-      x *= 0x94d049bb133111ebULL;
-      x ^= x >> 31;
-    }
-    memcpy(l.nonce + 8 * half, &x, 8);
-  }
+  unsigned char t[8];
+  for (int i = 0; i < 8; i++) t[i] = (unsigned char)(tag >> (8 * i));
+  unsigned char derived[SECRET_BYTES];
+  keyed(&l, "shmddp derive", t, sizeof t, derived, sizeof derived);
+  memcpy(l.secret, derived, sizeof l.secret);
   memset(out, 0, sizeof *out);
   memcpy(out->internal, &l, sizeof l);
   return SHMDDP_OK;
+}
+
+void coll_id_segment_name(const shmddp_unique_id_t *id, char *name, size_t len)
+{
+  id_layout_t l;
+  memcpy(&l, id->internal, sizeof l);
+  unsigned char h[NAME_HASH_BYTES];
+  keyed(&l, "shmddp segment name", NULL, 0, h, sizeof h);
+  int off = snprintf(name, len, "%s", SHM_ID_PREFIX);
+  for (size_t i = 0; i < sizeof h && off > 0 && (size_t)off < len; i++)
+    off += snprintf(name + off, len - (size_t)off, "%02x", h[i]);
 }
 
 shmddp_status_t shmddp_unique_id_to_string(const shmddp_unique_id_t *id, char *buf, size_t len)
@@ -199,6 +227,9 @@ shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **out, int nranks,
   if (nranks < 1 || nranks > SHMDDP_MAX_RANKS)
     return fail(SHMDDP_ERR_INVALID, "shmddp_comm_init_rank: nranks %d is out of range (1 to %d)",
                 nranks, SHMDDP_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return fail(SHMDDP_ERR_INVALID, "shmddp_comm_init_rank: rank %d is out of range: ranks of "
+                "this group are 0 to %d", rank, nranks - 1);
   if (cfg.timeout_s < 0)
     return fail(SHMDDP_ERR_INVALID, "shmddp_comm_init_rank: timeout_s must not be negative");
   shmddp_status_t st = check_id(&id, 1);
@@ -206,7 +237,7 @@ shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **out, int nranks,
 
   char err[512];
   shm_join_args_t a = {.nranks = nranks, .rank = rank, .slot_bytes = cfg.slot_bytes,
-                       .timeout_s = cfg.timeout_s};
+                       .timeout_s = cfg.timeout_s, .watch = cfg.parent ? cfg.parent->seg : NULL};
   shmddp_algo_t algo;
   st = coll_env_settings(&a.slot_bytes, &a.timeout_s, &algo, err, sizeof err);
   if (st != SHMDDP_OK) return fail(st, "%s", err);
@@ -215,9 +246,8 @@ shmddp_status_t shmddp_comm_init_rank_config(shmddp_comm_t **out, int nranks,
   a.device_mode = device >= 0;
   id_layout_t l;
   memcpy(&l, id.internal, sizeof l);
-  memcpy(a.nonce, l.nonce, sizeof a.nonce);
-  int off = snprintf(a.name, sizeof a.name, "/shmddp-id-");
-  for (int i = 0; i < 16; i++) off += snprintf(a.name + off, sizeof a.name - (size_t)off, "%02x", l.nonce[i]);
+  keyed(&l, "shmddp segment proof", NULL, 0, a.auth, sizeof a.auth);
+  coll_id_segment_name(&id, a.name, sizeof a.name);
 
   struct coll_joined *j = calloc(1, sizeof *j);
   shmddp_comm_t *comm = calloc(1, sizeof *comm);
@@ -273,6 +303,15 @@ shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm)
   shm_abort(comm->seg, SHMDDP_ERR_ABORTED, comm->rank,
             "rank %d aborted the communicator (shmddp_comm_abort)", comm->rank);
   return SHMDDP_OK;
+}
+
+shmddp_status_t shmddp_comm_check(const shmddp_comm_t *comm, char *why, size_t len)
+{
+  if (!comm) return fail(SHMDDP_ERR_INVALID, "shmddp_comm_check: comm is NULL");
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (why && len) snprintf(why, len, "%s", st == SHMDDP_OK ? "" : msg);
+  return st;
 }
 
 #if !HAVE_CUDA

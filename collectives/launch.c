@@ -3,8 +3,6 @@
  * communicator over the segment. Also the small communicator accessors. */
 #include "config.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 #include "collectives/comm.h"
 #include "collectives/device.h"
 #include "shm/abort.h"
+#include "shm/env.h"
 #include "shm/launcher.h"
 
 typedef struct {
@@ -33,21 +32,6 @@ static int rank_main(shm_segment_t *seg, int rank, void *arg)
   return rc;
 }
 
-/* Parse a positive number from the environment; 0 when unset. -1 (and a message) when bad. */
-static double env_number(const char *name, char *err, size_t errlen)
-{
-  const char *v = getenv(name);
-  if (!v || !*v) return 0;
-  char *end;
-  errno = 0;
-  double d = strtod(v, &end);
-  if (errno || *end || !(d > 0) || !isfinite(d)) {
-    snprintf(err, errlen, "%s=%s is not a positive number", name, v);
-    return -1;
-  }
-  return d;
-}
-
 size_t shmddp_segment_bytes(int nproc, size_t slot_bytes)
 {
   if (slot_bytes == 0) slot_bytes = SHM_DEFAULT_SLOT_BYTES;
@@ -57,28 +41,21 @@ size_t shmddp_segment_bytes(int nproc, size_t slot_bytes)
 shmddp_status_t coll_env_settings(size_t *slot_bytes, double *timeout_s, shmddp_algo_t *algo,
                                   char *err, size_t errlen)
 {
+  double v;
+  int rc;
   if (*slot_bytes == 0) {
-    double mb = env_number("SHMDDP_SLOT_MB", err, errlen);
-    if (mb < 0) return SHMDDP_ERR_INVALID;
-    *slot_bytes = mb > 0 ? (size_t)(mb * 1024 * 1024) : SHM_DEFAULT_SLOT_BYTES;
+    /* The range (64 KiB to 64 GiB) keeps the product exact and far from overflow. */
+    if ((rc = shm_env_number("SHMDDP_SLOT_MB", &v, err, errlen)) < 0) return SHMDDP_ERR_INVALID;
+    *slot_bytes = rc ? (size_t)(v * 1048576.0) : SHM_DEFAULT_SLOT_BYTES;
   }
   if (*timeout_s == 0) {
-    double t = env_number("SHMDDP_TIMEOUT", err, errlen);
-    if (t < 0) return SHMDDP_ERR_INVALID;
-    *timeout_s = t > 0 ? t : 300;
+    if ((rc = shm_env_number("SHMDDP_TIMEOUT", &v, err, errlen)) < 0) return SHMDDP_ERR_INVALID;
+    *timeout_s = rc ? v : 300;
   }
   *algo = SHMDDP_ALGO_AUTO;
-  const char *v = getenv("SHMDDP_ALGO");
-  if (v && *v) {
-    int a = shmddp_algo_parse(v);
-    if (a < 0) {
-      snprintf(err, errlen,
-               "SHMDDP_ALGO=%s is not an algorithm (auto, direct, ring, twoshot, cering, staged)",
-               v);
-      return SHMDDP_ERR_INVALID;
-    }
-    *algo = (shmddp_algo_t)a;
-  }
+  const char *name;
+  if ((rc = shm_env_choice("SHMDDP_ALGO", &name, err, errlen)) < 0) return SHMDDP_ERR_INVALID;
+  if (rc) *algo = (shmddp_algo_t)shmddp_algo_parse(name);
   return SHMDDP_OK;
 }
 
@@ -102,6 +79,12 @@ shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn 
     snprintf(res->message, sizeof res->message, "timeouts must not be negative");
     return SHMDDP_ERR_INVALID;
   }
+  double stop_grace = cfg->stop_grace_s;
+  if (stop_grace == 0) {
+    int rc = shm_env_number("SHMDDP_STOP_GRACE", &stop_grace, res->message, sizeof res->message);
+    if (rc < 0) return SHMDDP_ERR_INVALID;
+    if (rc == 0) stop_grace = SHM_DEFAULT_STOP_GRACE_S;
+  }
   shm_launch_opts_t o = {
     .nranks = cfg->nproc,
     .label = cfg->label,
@@ -109,7 +92,7 @@ shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn 
     .slot_bytes = cfg->slot_bytes,
     .timeout_s = cfg->timeout_s,
     .grace_s = cfg->grace_s > 0 ? cfg->grace_s : 2.0,
-    .stop_grace_s = cfg->stop_grace_s > 0 ? cfg->stop_grace_s : 30.0,
+    .stop_grace_s = stop_grace,
   };
   launch_ctx_t ctx = {.fn = fn, .arg = arg, .use_gpus = cfg->use_gpus};
   shmddp_status_t st = coll_env_settings(&o.slot_bytes, &o.timeout_s, &ctx.algo, res->message,

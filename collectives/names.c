@@ -24,10 +24,11 @@ static const char *const status_names[SHMDDP_NUM_STATUS] = {
 static const char *const dtype_names[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_F32] = "f32", [SHMDDP_F64] = "f64", [SHMDDP_F16] = "f16", [SHMDDP_BF16] = "bf16",
   [SHMDDP_I32] = "i32", [SHMDDP_I64] = "i64", [SHMDDP_I8] = "i8", [SHMDDP_U8] = "u8",
-  [SHMDDP_U32] = "u32", [SHMDDP_U64] = "u64"};
+  [SHMDDP_U32] = "u32", [SHMDDP_U64] = "u64", [SHMDDP_F8E4M3] = "f8e4m3",
+  [SHMDDP_F8E5M2] = "f8e5m2"};
 static const char *const op_names[SHMDDP_NUM_OPS] = {"sum", "avg", "min", "max", "prod"};
 static const char *const algo_names[SHMDDP_NUM_ALGOS] = {"auto", "direct", "ring", "twoshot",
-                                                         "cering", "staged"};
+                                                         "cering", "staged", "coloc"};
 
 const char *shmddp_strerror(shmddp_status_t status)
 {

@@ -33,3 +33,14 @@ dev_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += $(DEV_CUDNN_SRCS)
 endif
+
+# CUDA builds: what one hand-over between processes sharing a GPU costs under each way of waiting
+# for the peers' interprocess events (bench/run_shared_gpu.sh OUTDIR handoff).
+DEV_HANDOFF_SRCS = dev/coloc_handoff.c dev/coloc_handoff.h dev/coloc_handoff_kernel.cu
+if HAVE_CUDA
+noinst_PROGRAMS += dev/coloc_handoff
+dev_coloc_handoff_SOURCES = $(DEV_HANDOFF_SRCS)
+dev_coloc_handoff_LDADD = $(CUDA_RT_LIBS)
+else
+EXTRA_DIST += $(DEV_HANDOFF_SRCS)
+endif

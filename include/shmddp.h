@@ -52,6 +52,10 @@ typedef enum {
   SHMDDP_U8,
   SHMDDP_U32,
   SHMDDP_U64,
+  SHMDDP_F8E4M3, /* 8-bit float, 4 exponent bits, 3 mantissa bits, no infinity (max 448); reduced
+                    in f32, rounded to nearest even; a result beyond 448 (after rounding) is NaN */
+  SHMDDP_F8E5M2, /* 8-bit float, 5 exponent bits, 2 mantissa bits (max 57344); reduced in f32,
+                    rounded to nearest even; a result beyond 57344 is infinity */
   SHMDDP_NUM_DTYPES
 } shmddp_dtype_t;
 
@@ -74,6 +78,8 @@ typedef enum {
   SHMDDP_ALGO_TWOSHOT, /* device path: reduce-scatter by direct loads, all-gather by stores */
   SHMDDP_ALGO_CE_RING, /* device path: ring over the copy engines */
   SHMDDP_ALGO_STAGED,  /* device path: through pinned shared host memory (no P2P) */
+  SHMDDP_ALGO_COLOC,   /* device path: streams ordered by interprocess events, one kernel per GPU
+                          (auto for ranks that share a GPU; see shmddp_cuda.h) */
   SHMDDP_NUM_ALGOS
 } shmddp_algo_t;
 
@@ -88,7 +94,8 @@ typedef struct {
   size_t slot_bytes;     /* host staging bytes per rank; 0: SHMDDP_SLOT_MB or 4 MiB */
   double timeout_s;      /* how long any wait may last; 0: SHMDDP_TIMEOUT or 300 s */
   double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
-  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly; 0: 30 s */
+  double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
+                            signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
   int bind_numa;         /* bind rank r to the NUMA node of GPU r (when gpus_per_rank) */
   int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
@@ -150,9 +157,12 @@ typedef struct {
   int device;        /* SHMDDP_DEVICE_CURRENT, SHMDDP_DEVICE_NONE, or a GPU ordinal; every rank
                         must choose host-only or a GPU alike */
   int quiet;         /* no warnings on stderr */
+  const shmddp_comm_t *parent; /* NULL, or a communicator whose group's failure (a peer died,
+                                  an abort) also ends the wait for this group's ranks: a
+                                  sub-group of it that a rank may never join */
 } shmddp_comm_config_t;
 
-#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0}
+#define SHMDDP_COMM_CONFIG_INIT {0.0, 0, SHMDDP_DEVICE_CURRENT, 0, NULL}
 
 /* A new id (random; made by one rank). */
 shmddp_status_t shmddp_get_unique_id(shmddp_unique_id_t *id);
@@ -172,6 +182,10 @@ shmddp_status_t shmddp_comm_destroy(shmddp_comm_t *comm);
  * SHMDDP_ERR_ABORTED (device kernels give up too). Does not free: call shmddp_comm_destroy once
  * the calls in flight have returned. */
 shmddp_status_t shmddp_comm_abort(shmddp_comm_t *comm);
+/* SHMDDP_OK, or the status of the group's failure (a peer died or aborted: SHMDDP_ERR_ABORTED)
+ * with its reason in why (len bytes; "" when OK; why may be NULL). Does not wait and writes
+ * nothing into the communicator: any thread may call it while another is in a collective. */
+shmddp_status_t shmddp_comm_check(const shmddp_comm_t *comm, char *why, size_t len);
 /* An id every holder of id computes alike for the same tag: sub-groups of a group (a pair of
  * ranks, say) meet without a collective over the whole group. Different tags give different ids. */
 shmddp_status_t shmddp_unique_id_derive(const shmddp_unique_id_t *id, uint64_t tag,
@@ -228,6 +242,30 @@ shmddp_status_t shmddp_reduce(shmddp_comm_t *comm, const void *send, void *recv,
                               shmddp_dtype_t dtype, shmddp_op_t op, int root,
                               shmddp_stream_t stream);
 shmddp_status_t shmddp_barrier(shmddp_comm_t *comm);
+/* Block j (count elements) of rank i's send lands in block i of rank j's recv; send and recv
+ * hold size * count elements. In place (send == recv) on host buffers only: device buffers
+ * must not overlap. */
+shmddp_status_t shmddp_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                  shmddp_dtype_t dtype, shmddp_stream_t stream);
+/* Root's recv receives size blocks of count elements, rank r's send at block r (recv may be NULL
+ * elsewhere; in place on root: send = recv + root * count). */
+shmddp_status_t shmddp_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                              shmddp_dtype_t dtype, int root, shmddp_stream_t stream);
+/* Rank r receives block r (count elements) of root's send (read on root only; in place on root:
+ * recv = send + root * count). */
+shmddp_status_t shmddp_scatter(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                               shmddp_dtype_t dtype, int root, shmddp_stream_t stream);
+
+/* ---- local steps (this rank only, not collective) ----
+ * dst[i] = src[i] * scalar: computed in dtype's accumulator type (f32 for the 16- and 8-bit
+ * floats; integers wrap) and rounded once to dtype; the first step of a pre-multiplied sum (each
+ * rank scales its input by its own scalar, then the inputs are summed). scalar is one dtype
+ * element: host memory read now, or, when scalar_on_device, device memory read when the work
+ * runs on stream (in stream order). Host buffers (SHMDDP_HOST) read a scalar_on_device scalar
+ * as host memory, now. dst may equal src. */
+shmddp_status_t shmddp_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                             shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                             shmddp_stream_t stream);
 
 /* ---- names and helpers ---- */
 

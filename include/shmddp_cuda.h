@@ -33,10 +33,23 @@
  *           (a direct reduce-scatter/all-gather over the copy engines, not a ring)
  *   staged  through cudaHostRegister'ed shared host memory: GPUs without working P2P
  *   ring    on device buffers means cering
+ *   coloc   ranks that share a GPU: no kernel waits for a peer (contexts on one GPU take turns,
+ *           so a spinning kernel would hold the GPU for a whole time slice); each rank records an
+ *           interprocess event when its buffers are ready, the hosts meet in the segment, one
+ *           kernel per GPU (the lowest rank's) reads every rank's input and writes its GPU's
+ *           outputs, and the others go on once its event has completed (SHMDDP_COLOC_WAIT
+ *           below says how they wait). Auto for every call of a group in which
+ *           two ranks share a GPU (mixed placements included: every GPU's lowest rank reads all
+ *           inputs, over P2P for the other GPUs), except calls captured in a CUDA graph, which
+ *           run the algorithms below (correct, but each waits for a time slice). Forced, it
+ *           runs for any placement and refuses capture.
  * Auto: direct up to 1 MiB, twoshot above (through IPC scratch up to 4 MiB, so no host
  * rendezvous; on the users' buffers above); cering only when asked for (it measured slower).
  * Environment: SHMDDP_CUDA_P2P=0 forces the host-staged transport; SHMDDP_CUDA_DIRECT_MAX,
- * SHMDDP_CUDA_TS_MAX and SHMDDP_CUDA_CE_MIN (bytes, K/M/G suffixes) move the auto thresholds. */
+ * SHMDDP_CUDA_TS_MAX and SHMDDP_CUDA_CE_MIN (bytes, K/M/G suffixes) move the auto thresholds;
+ * SHMDDP_COLOC_WAIT=host|stream|leader says where coloc waits for the peers' events (host, the
+ * default: the call blocks its host until they have completed, and no stream ever waits for
+ * another process; stream: the stream waits and the call returns at once). */
 #ifndef SHMDDP_CUDA_H
 #define SHMDDP_CUDA_H
 
@@ -66,6 +79,15 @@ shmddp_status_t shmddp_comm_init_cuda(shmddp_comm_t *comm, const shmddp_cuda_con
 
 /* 1 when the device collectives go over P2P, 0 when through host memory, -1 without CUDA init. */
 int shmddp_cuda_p2p(const shmddp_comm_t *comm);
+
+/* How many ranks of the group use this rank's GPU (1: it has the GPU to itself), -1 without
+ * CUDA init. Ranks that share a GPU take the co-located algorithm (see above). */
+int shmddp_cuda_colocated(const shmddp_comm_t *comm);
+/* 1 when ranks of the group share a GPU and every one of them runs under MPS (the driver's
+ * cudaDevAttrMpsEnabled, published at set-up): their small collectives then take the in-kernel
+ * algorithms, which also serve CUDA-graph capture at full speed. 0 otherwise, -1 without CUDA
+ * init. */
+int shmddp_cuda_colocated_mps(const shmddp_comm_t *comm);
 
 /* SHMDDP_OK, or the error a kernel recorded (peer died: ABORTED; peer absent: TIMEOUT), or the
  * group's abort. Does not wait. */

@@ -15,11 +15,14 @@
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
  * for 3 channels are some 20x slower (own direct kernels for it were tried and lost: 886.8
- * against 908.3 img/s, bench/results/ops_cuda_1xh200.txt, run 5). 1x1 layers with few outputs (the
- * head) run on own kernels (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS
+ * against 908.3 img/s, bench/results/ops_cuda_1xh200.txt, run 5); in 16-bit types its forward
+ * and weight gradient run on own tensor-core kernels (conv_rgb_cuda.cu), only its input gradient
+ * (never asked for by the trainer) on cuDNN. 1x1 layers with few outputs (the head) run on own
+ * kernels (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS
  * (conv_gemm_cuda.cu).
  * Environment (the table of every knob: shmddp-train --help-env), read when a layer is planned,
- * never per call: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0,
+ * never per call: SHMDDP_CONV_SEARCH=heuristic|timed (overrides the choice), SHMDDP_CONV_PAD=0 (the few-input layer on cuDNN at its
+ * own width: no padding, no own kernels),
  * SHMDDP_CONV1X1=cudnn|gemm (1x1 layers on cuDNN or cuBLAS only), SHMDDP_CONV_WS_MB (search
  * workspace limit), SHMDDP_CONV_VERBOSE=1 (print each layer's algorithms to stderr); and
  * SHMDDP_TF32=0, read once per ops table (ops_cuda_init). */
@@ -30,6 +33,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 /* Algorithms that need more workspace than this are not considered (bytes; an environment
  * variable overrides it, in MiB). */
@@ -47,6 +51,9 @@ typedef struct {
 typedef struct {
   int gemm;                     /* a GEMM through cuBLAS: nothing below is used */
   int skinny;                   /* a 1x1 with few outputs, own kernels: nothing below is used */
+  int rgb;                      /* a 3x3 of few inputs: forward and weight gradient on own
+                                   kernels (their partials at off_rgb), input gradient below */
+  size_t off_rgb;
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -59,11 +66,8 @@ typedef struct {
   int deterministic;            /* heuristics keep only deterministic algorithms */
 } conv_plan_t;
 
-static int env_is(const char *name, const char *value)
-{
-  const char *e = getenv(name);
-  return e && !strcmp(e, value);
-}
+/* The planner's switches (shm/env.h: the trainer has checked their values before it runs). */
+static int env_is(const char *name, const char *value) { return shm_env_is(name, value); }
 
 static cudnnDataType_t dnn_type(ops_dtype_t d)
 {
@@ -106,8 +110,8 @@ void opc_conv_plan_free(const ops_t *o, ops_conv_t *c)
 
 static size_t ws_limit(void)
 {
-  const char *e = getenv("SHMDDP_CONV_WS_MB");
-  return e && atol(e) > 0 ? (size_t)atol(e) << 20 : CONV_WS_LIMIT_DEFAULT;
+  long mb = shm_env_count_or("SHMDDP_CONV_WS_MB", 0);
+  return mb > 0 ? (size_t)mb << 20 : CONV_WS_LIMIT_DEFAULT;
 }
 
 /* Times every algorithm of the three directions at batch max_n on scratch buffers filled with
@@ -348,6 +352,11 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     pl->off_w = align256(pl->ws);
     *ws_bytes = pl->off_w + bytes_w;
   }
+  if (opc_rgb_enabled(o, c)) {
+    pl->rgb = 1;
+    pl->off_rgb = align256(*ws_bytes);
+    *ws_bytes = pl->off_rgb + opc_rgb_ws(o, c);
+  }
   if (env_is("SHMDDP_CONV_VERBOSE", "1"))
     fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
             "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
@@ -457,6 +466,7 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_fwd(o, c, n, x, w, b, y);
   if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
+  if (pl->rgb && opc_rgb_usable(y)) return opc_rgb_fwd(o, c, n, x, w, y);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
@@ -488,6 +498,8 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
+  if (pl->rgb && opc_rgb_usable(dy))
+    return opc_rgb_bwd_filter(o, c, n, x, dy, dw, acc, ws_at(ws, pl->off_rgb));
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
     if (acc) return 0;

@@ -1,6 +1,6 @@
 /* conv_gemm_cuda.cu — 1x1 convolutions as plain GEMMs over the NHWC pixels, through cuBLAS
  * (cuDNN is slow for them). The 2x2 transposed convolutions stay on cuDNN: through cuBLAS they
- * lost (788.4 against 807.3 img/s in call A, bench/results/train_1xh200.tsv).
+ * lost (788.4 against 807.3 img/s, bench/results/train_1xh200.tsv).
  *
  * Column-major view: an NHWC tensor of P pixels and C channels is a C x P matrix (ld C).
  *   1x1, weights [cout][cin] = a cin x cout matrix W:
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 #ifdef HAVE_CUBLAS
 #include <cublas_v2.h>
@@ -23,8 +24,7 @@
 /* At planning time (SHMDDP_CONV1X1 is read there, not per call). */
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind)
 {
-  const char *e = getenv("SHMDDP_CONV1X1");
-  return kind == OPS_CONV1X1 && !(e && !strcmp(e, "cudnn")); /* skinny ones: see above */
+  return kind == OPS_CONV1X1 && !shm_env_is("SHMDDP_CONV1X1", "cudnn"); /* skinny ones: above */
 }
 
 static int blas(const ops_t *o, cublasHandle_t *out)

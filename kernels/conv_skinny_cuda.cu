@@ -4,20 +4,25 @@
  * bench/results/ops_cuda_1xh200.txt, run 3): they are memory-bound matrix-vector products, and
  * these kernels read each input once.
  *
- *   forward      y[p][k] = b[k] + sum_c x[p][c] w[k][c]          one thread per pixel
- *   input grad   dx[p][c] = sum_k dy[p][k] w[k][c]               one thread per pixel
+ *   forward      y[p][k] = b[k] + sum_c x[p][c] w[k][c]
+ *   input grad   dx[p][c] = sum_k dy[p][k] w[k][c]
  *   weight grad  dw[k][c] (+)= sum_p dy[p][k] x[p][c], db[k] (+)= sum_p dy[p][k]:
- *                block b sums a fixed range of pixels (thread = channel c and pixel lane),
- *                reduces its lanes in order and writes f32 partials to the workspace; a second
- *                kernel adds the blocks' partials, a warp per output in a fixed order. The split
- *                depends only on the pixel count and the GPU, so results repeat bit for bit.
- * Weights [cout][cin] (ops.h) sit in shared memory as f32; all sums are f32. */
+ *                block b sums a fixed range of pixels and writes f32 partials to the
+ *                workspace; a second kernel adds the blocks' partials, a warp per output in a
+ *                fixed order. The split depends only on the pixel count and the GPU, so results
+ *                repeat bit for bit.
+ * A pixel's channels are spread over a group of lanes (16 bytes each at the full vector width),
+ * so every warp access covers whole pixels, coalesced: one thread per pixel, reading or writing
+ * its 128 bytes in eight strided pieces, ran the head at 15-28 % of the copy ceiling
+ * (bench/results/roofline_1xh200.md). Weights [cout][cin] (ops.h) sit in shared memory as f32;
+ * all sums are f32. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 #define SK_MAX_COUT 8
 #define SK_MAX_CIN 256
@@ -25,8 +30,8 @@
 
 int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c)
 {
-  const char *e = getenv("SHMDDP_CONV1X1"); /* "cudnn", "gemm": the other paths, for tests */
-  if (e && (!strcmp(e, "cudnn") || !strcmp(e, "gemm"))) return 0;
+  /* "cudnn", "gemm": the other paths, for tests */
+  if (shm_env_is("SHMDDP_CONV1X1", "cudnn") || shm_env_is("SHMDDP_CONV1X1", "gemm")) return 0;
   return c->kind == OPS_CONV1X1 && c->cout <= SK_MAX_COUT && c->cin <= SK_MAX_CIN;
 }
 
@@ -46,36 +51,86 @@ size_t opc_skinny_ws(const ops_t *o, const ops_conv_t *c)
          sizeof(float);
 }
 
+/* Pixel groups: a pixel's cin channels are nc = cin / V chunks of V elements (16 bytes at the
+ * full vector width), spread over L lanes of a warp (L the power of two >= nc, at most 32; lane
+ * l owns chunks l, l + L, ...), so a warp reads or writes 32 / L whole pixels per access,
+ * coalesced. CPL: the most chunks one lane owns (cin <= SK_MAX_CIN). Each thread keeps SK_UNROLL
+ * pixels' loads in flight before their arithmetic. */
+#define SK_UNROLL 4
+
+static int sk_lanes(int nc)
+{
+  int L = 1;
+  while (L < nc && L < 32) L *= 2;
+  return L;
+}
+
+/* The kernels' chunks per lane for vector width V: SK_MAX_CIN / V chunks over 32 lanes. */
+template <int V> struct sk_cpl {
+  enum { value = (SK_MAX_CIN / V + 31) / 32 };
+};
+
 /* ---- forward ---- */
 
-template <typename T, int N>
+/* Each lane sums its chunks' share of the cout outputs; the pixel's L lanes then add their
+ * shares by a fixed butterfly (every lane ends with the sums) and lane k % L writes output k. */
+template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, const T *b, T *y,
-                                                     size_t P, int cin, int cout)
+                                                     size_t P, int cin, int cout, int L)
 {
+  enum { CPL = sk_cpl<V>::value };
   extern __shared__ float sw[]; /* [cout][cin] weights, then cout biases */
   for (int i = threadIdx.x; i < cout * cin; i += blockDim.x) sw[i] = opc_ld(w[i]);
   for (int i = threadIdx.x; i < cout; i += blockDim.x) sw[cout * cin + i] = opc_ld(b[i]);
   __syncthreads();
-  for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < P;
-       p += (size_t)gridDim.x * blockDim.x) {
-    float acc[SK_MAX_COUT];
+  const int l = threadIdx.x & (L - 1), nc = cin / V;
+  const size_t S = (size_t)gridDim.x * (blockDim.x / L);      /* pixel slots in the grid */
+  const size_t wbase = ((size_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) / L;
+  const int wslot = (threadIdx.x & 31) / L;                    /* the thread's pixel in its warp */
+  /* The loop condition depends on the warp's first pixel only: whole warps shuffle together. */
+  for (size_t base = wbase; base < P; base += SK_UNROLL * S) {
+    opc_pack<T, V> v[SK_UNROLL][CPL];
 #pragma unroll
-    for (int k = 0; k < SK_MAX_COUT; k++) acc[k] = k < cout ? sw[cout * cin + k] : 0.f;
-    const T *xp = x + p * cin;
-    for (int c = 0; c < cin; c += N) {
-      opc_pack<T, N> v = opc_load<T, N>(xp + c);
+    for (int u = 0; u < SK_UNROLL; u++) {
+      size_t p = base + wslot + u * S;
 #pragma unroll
-      for (int j = 0; j < N; j++) {
-        float xv = opc_ld(v.v[j]);
+      for (int i = 0; i < CPL; i++) {
+        int ch = l + i * L;
+        if (p < P && ch < nc) v[u][i] = opc_load<T, V>(x + p * cin + (size_t)ch * V);
+        else
 #pragma unroll
-        for (int k = 0; k < SK_MAX_COUT; k++)
-          if (k < cout) acc[k] += xv * sw[k * cin + c + j];
+          for (int j = 0; j < V; j++) v[u][i].v[j] = opc_st<T>(0.f);
       }
     }
-    T *yp = y + p * cout;
+    float acc[SK_UNROLL][KC];
 #pragma unroll
-    for (int k = 0; k < SK_MAX_COUT; k++)
-      if (k < cout) yp[k] = opc_st<T>(acc[k]);
+    for (int u = 0; u < SK_UNROLL; u++) {
+#pragma unroll
+      for (int k = 0; k < KC; k++) acc[u][k] = 0.f;
+#pragma unroll
+      for (int i = 0; i < CPL; i++) {
+        int ch = l + i * L;
+        if (ch < nc)
+#pragma unroll
+          for (int j = 0; j < V; j++) {
+            float xv = opc_ld(v[u][i].v[j]);
+#pragma unroll
+            for (int k = 0; k < KC; k++)
+              if (k < cout) acc[u][k] += xv * sw[k * cin + ch * V + j];
+          }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < SK_UNROLL; u++) {
+      size_t p = base + wslot + u * S;
+#pragma unroll
+      for (int k = 0; k < KC; k++) {
+        if (k >= cout) break;
+        float s = acc[u][k];
+        for (int off = L / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (p < P && (k & (L - 1)) == l) y[p * cout + k] = opc_st<T>(s + sw[cout * cin + k]);
+      }
+    }
   }
 }
 
@@ -86,42 +141,59 @@ static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, c
   size_t smem = ((size_t)c->cout * c->cin + c->cout) * sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  if (opc_vec_width(sizeof(T), c->cin, x) == V)
-    sk_fwd<T, V><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
-        (const T *)x, (const T *)w, (const T *)b, (T *)y, P, c->cin, c->cout);
-  else
-    sk_fwd<T, 1><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
-        (const T *)x, (const T *)w, (const T *)b, (T *)y, P, c->cin, c->cout);
+  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = sk_lanes(c->cin / (vec ? V : 1));
+  void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int) =
+      vec ? (c->cout <= 4 ? sk_fwd<T, V, 4> : sk_fwd<T, V, 8>)
+          : (c->cout <= 4 ? sk_fwd<T, 1, 4> : sk_fwd<T, 1, 8>);
+  k<<<opc_blocks(o, P * L), SK_THREADS, smem, st>>>((const T *)x, (const T *)w, (const T *)b,
+                                                    (T *)y, P, c->cin, c->cout, L);
   OPC_LAUNCHED(o, "1x1 convolution (few outputs)");
   return 0;
 }
 
 /* ---- input gradient ---- */
 
-template <typename T, int N>
+/* Lane l writes its chunks of dx for the pixel: every lane of the pixel reads the pixel's cout
+ * gradients (the same addresses: one access). */
+template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_bwd_data(const T *dy, const T *w, T *dx,
-                                                          size_t P, int cin, int cout)
+                                                          size_t P, int cin, int cout, int L)
 {
+  enum { CPL = sk_cpl<V>::value };
   extern __shared__ float sw[];
   for (int i = threadIdx.x; i < cout * cin; i += blockDim.x) sw[i] = opc_ld(w[i]);
   __syncthreads();
-  for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < P;
-       p += (size_t)gridDim.x * blockDim.x) {
-    float d[SK_MAX_COUT];
+  const int l = threadIdx.x & (L - 1), nc = cin / V;
+  const size_t S = (size_t)gridDim.x * (blockDim.x / L);
+  const size_t first = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / L;
+  for (size_t base = first; base < P; base += SK_UNROLL * S) {
+    float d[SK_UNROLL][KC];
 #pragma unroll
-    for (int k = 0; k < SK_MAX_COUT; k++) d[k] = k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
-    T *dxp = dx + p * cin;
-    for (int c = 0; c < cin; c += N) {
-      opc_pack<T, N> v;
+    for (int u = 0; u < SK_UNROLL; u++) {
+      size_t p = base + u * S;
 #pragma unroll
-      for (int j = 0; j < N; j++) {
-        float s = 0.f;
+      for (int k = 0; k < KC; k++)
+        d[u][k] = p < P && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
+    }
 #pragma unroll
-        for (int k = 0; k < SK_MAX_COUT; k++)
-          if (k < cout) s += d[k] * sw[k * cin + c + j];
-        v.v[j] = opc_st<T>(s);
+    for (int u = 0; u < SK_UNROLL; u++) {
+      size_t p = base + u * S;
+      if (p >= P) break;
+#pragma unroll
+      for (int i = 0; i < CPL; i++) {
+        int ch = l + i * L;
+        if (ch >= nc) break;
+        opc_pack<T, V> v;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+          float s = 0.f;
+#pragma unroll
+          for (int k = 0; k < KC; k++)
+            if (k < cout) s += d[u][k] * sw[k * cin + ch * V + j];
+          v.v[j] = opc_st<T>(s);
+        }
+        opc_store<T, V>(dx + p * cin + (size_t)ch * V, v);
       }
-      opc_store<T, N>(dxp + c, v);
     }
   }
 }
@@ -133,12 +205,12 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
   size_t smem = (size_t)c->cout * c->cin * sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  if (opc_vec_width(sizeof(T), c->cin, dx) == V)
-    sk_bwd_data<T, V><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
-        (const T *)dy, (const T *)w, (T *)dx, P, c->cin, c->cout);
-  else
-    sk_bwd_data<T, 1><<<opc_blocks(o, P), SK_THREADS, smem, st>>>(
-        (const T *)dy, (const T *)w, (T *)dx, P, c->cin, c->cout);
+  const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V, L = sk_lanes(c->cin / (vec ? V : 1));
+  void (*k)(const T *, const T *, T *, size_t, int, int, int) =
+      vec ? (c->cout <= 4 ? sk_bwd_data<T, V, 4> : sk_bwd_data<T, V, 8>)
+          : (c->cout <= 4 ? sk_bwd_data<T, 1, 4> : sk_bwd_data<T, 1, 8>);
+  k<<<opc_blocks(o, P * L), SK_THREADS, smem, st>>>((const T *)dy, (const T *)w, (T *)dx, P,
+                                                    c->cin, c->cout, L);
   OPC_LAUNCHED(o, "1x1 convolution input gradient (few outputs)");
   return 0;
 }
@@ -146,63 +218,88 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
 /* ---- weight gradient ---- */
 
 /* part[block][k][c] for c < cin: sum of dy[p][k] x[p][c] over the block's pixels; c == cin:
- * sum of dy[p][k]. Thread t: channel t % cin, lane t / cin (lanes = blockDim / cin). */
-template <typename T>
+ * sum of dy[p][k]. The block's blockDim / L pixel slots walk its pixel range; each lane sums its
+ * chunks' channels. Then, in a fixed order: the slots of a warp by a butterfly over the lanes
+ * L apart, the warps through shared memory (one output row k at a time). */
+template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T *dy, float *part,
                                                             size_t P, size_t per, int cin,
-                                                            int cout)
+                                                            int cout, int L)
 {
-  extern __shared__ float red[]; /* [lane][cout][cin + 1] */
-  const int lanes = blockDim.x / cin, c = threadIdx.x % cin, lane = threadIdx.x / cin;
-  const int row = cin + 1, stride = cout * row;
+  enum { CPL = sk_cpl<V>::value };
+  __shared__ float red[SK_THREADS / 32][SK_MAX_CIN + 1];
+  const int l = threadIdx.x & (L - 1), nc = cin / V, warp = threadIdx.x >> 5;
+  const int slots = blockDim.x / L, slot = threadIdx.x / L, row = cin + 1;
   const size_t p0 = (size_t)blockIdx.x * per, p1 = p0 + per < P ? p0 + per : P;
-  float acc[SK_MAX_COUT], accb[SK_MAX_COUT];
+  float acc[KC][CPL * V], accb[KC];
 #pragma unroll
-  for (int k = 0; k < SK_MAX_COUT; k++) acc[k] = accb[k] = 0.f;
-  if (lane < lanes) {
-    /* Four pixels per iteration, their loads issued before their arithmetic. */
-    size_t p = p0 + lane;
-    for (; p + 3 * (size_t)lanes < p1; p += 4 * (size_t)lanes) {
-      float xv[4], d[4][SK_MAX_COUT];
+  for (int k = 0; k < KC; k++) {
+    accb[k] = 0.f;
 #pragma unroll
-      for (int u = 0; u < 4; u++) {
-        size_t q = p + (size_t)u * lanes;
-        xv[u] = opc_ld(x[q * cin + c]);
-#pragma unroll
-        for (int k = 0; k < SK_MAX_COUT; k++) d[u][k] = k < cout ? opc_ld(dy[q * cout + k]) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int k = 0; k < SK_MAX_COUT; k++) {
-          acc[k] += d[u][k] * xv[u];
-          accb[k] += d[u][k];
-        }
-    }
-    for (; p < p1; p += lanes) {
-      float xv = opc_ld(x[p * cin + c]);
-#pragma unroll
-      for (int k = 0; k < SK_MAX_COUT; k++)
-        if (k < cout) {
-          float d = opc_ld(dy[p * cout + k]);
-          acc[k] += d * xv;
-          accb[k] += d;
-        }
-    }
+    for (int e = 0; e < CPL * V; e++) acc[k][e] = 0.f;
   }
-  if (lane < lanes) {
+  for (size_t base = p0 + slot; base < p1; base += (size_t)SK_UNROLL * slots) {
+    opc_pack<T, V> v[SK_UNROLL][CPL];
+    float d[SK_UNROLL][KC];
 #pragma unroll
-    for (int k = 0; k < SK_MAX_COUT; k++)
-      if (k < cout) {
-        red[lane * stride + k * row + c] = acc[k];
-        if (c == 0) red[lane * stride + k * row + cin] = accb[k];
+    for (int u = 0; u < SK_UNROLL; u++) {
+      size_t p = base + (size_t)u * slots;
+      bool in = p < p1;
+#pragma unroll
+      for (int k = 0; k < KC; k++) d[u][k] = in && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
+#pragma unroll
+      for (int i = 0; i < CPL; i++) {
+        int ch = l + i * L;
+        if (in && ch < nc) v[u][i] = opc_load<T, V>(x + p * cin + (size_t)ch * V);
+        else
+#pragma unroll
+          for (int j = 0; j < V; j++) v[u][i].v[j] = opc_st<T>(0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < SK_UNROLL; u++)
+#pragma unroll
+      for (int k = 0; k < KC; k++) {
+        if (k >= cout) break;
+        accb[k] += d[u][k];
+#pragma unroll
+        for (int i = 0; i < CPL; i++)
+#pragma unroll
+          for (int j = 0; j < V; j++) acc[k][i * V + j] += d[u][k] * opc_ld(v[u][i].v[j]);
       }
   }
-  __syncthreads();
-  for (int t = threadIdx.x; t < stride; t += blockDim.x) {
-    float s = 0.f;
-    for (int l = 0; l < lanes; l++) s += red[l * stride + t];
-    part[(size_t)blockIdx.x * stride + t] = s;
+  /* The warp's slots: lanes L, 2L, ... apart hold the same channels. */
+#pragma unroll
+  for (int k = 0; k < KC; k++) {
+    if (k >= cout) break;
+    for (int off = L; off < 32; off <<= 1) {
+      accb[k] += __shfl_xor_sync(0xffffffffu, accb[k], off);
+#pragma unroll
+      for (int e = 0; e < CPL * V; e++) acc[k][e] += __shfl_xor_sync(0xffffffffu, acc[k][e], off);
+    }
+  }
+  /* The warps, one output row at a time: the first slot of each warp stores its sums. */
+  const int nw = blockDim.x >> 5;
+#pragma unroll
+  for (int k = 0; k < KC; k++) {
+    if (k >= cout) break;
+    if ((threadIdx.x & 31) < L) {
+#pragma unroll
+      for (int i = 0; i < CPL; i++) {
+        int ch = l + i * L;
+        if (ch < nc)
+#pragma unroll
+          for (int j = 0; j < V; j++) red[warp][ch * V + j] = acc[k][i * V + j];
+      }
+      if (l == 0) red[warp][cin] = accb[k];
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < row; t += blockDim.x) {
+      float s = 0.f;
+      for (int q = 0; q < nw; q++) s += red[q][t];
+      part[((size_t)blockIdx.x * cout + k) * row + t] = s;
+    }
+    __syncthreads();
   }
 }
 
@@ -225,21 +322,40 @@ __global__ void sk_wgrad_final(const float *part, int nblocks, T *dw, T *db, int
   }
 }
 
+template <typename T, int V, int KC>
+static int wgrad_launch(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
+                        const void *dy, void *ws, int *nb_out)
+{
+  /* One wave of the blocks that fit, at least 256 pixels per block, at most the planned
+   * SK_WGRAD_BLOCKS_PER_SM per multiprocessor (the workspace). */
+  size_t most = (size_t)opc_fit_blocks((const void *)sk_wgrad_part<T, V, KC>) *
+                opc_ctx(o)->sm_count;
+  size_t cap = wgrad_blocks(o, P), b = (P + 255) / 256;
+  if (most > cap) most = cap;
+  int nb = (int)(b < 1 ? 1 : b > most ? most : b);
+  size_t per = (P + nb - 1) / nb;
+  int L = sk_lanes(c->cin / V);
+  sk_wgrad_part<T, V, KC><<<nb, SK_THREADS, 0, opc_ctx(o)->stream>>>(
+      (const T *)x, (const T *)dy, (float *)ws, P, per, c->cin, c->cout, L);
+  *nb_out = nb;
+  return 0;
+}
+
 template <typename T>
 static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *dy,
                    void *dw, void *db, int acc, void *ws)
 {
-  int nb = wgrad_blocks(o, P);
-  size_t per = (P + nb - 1) / nb;
-  int lanes = SK_THREADS / c->cin;
-  size_t smem = (size_t)lanes * c->cout * (c->cin + 1) * sizeof(float);
-  cudaStream_t st = opc_ctx(o)->stream;
-  sk_wgrad_part<T><<<nb, lanes * c->cin, smem, st>>>((const T *)x, (const T *)dy, (float *)ws, P,
-                                                     per, c->cin, c->cout);
+  const int V = 16 / sizeof(T);
+  int nb = 1;
+  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V;
+  if (vec && c->cout <= 4) wgrad_launch<T, V, 4>(o, c, P, x, dy, ws, &nb);
+  else if (vec) wgrad_launch<T, V, 8>(o, c, P, x, dy, ws, &nb);
+  else if (c->cout <= 4) wgrad_launch<T, 1, 4>(o, c, P, x, dy, ws, &nb);
+  else wgrad_launch<T, 1, 8>(o, c, P, x, dy, ws, &nb);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (partial sums)");
   int n = c->cout * (c->cin + 1); /* outputs, one warp each */
-  sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, st>>>((const float *)ws, nb, (T *)dw, (T *)db, c->cin,
-                                                 c->cout, acc);
+  sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, opc_ctx(o)->stream>>>((const float *)ws, nb, (T *)dw,
+                                                                 (T *)db, c->cin, c->cout, acc);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (final sums)");
   return 0;
 }

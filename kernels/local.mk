@@ -2,7 +2,8 @@
 # optimizers) behind the ops table of kernels/ops.h -> libkernels.a. The CPU reference of every op
 # (f32 and f64 from one source each) is always built; with cuDNN the CUDA backend (cuDNN
 # convolutions, own kernels for the rest) is built into libopscuda.a and its objects join
-# libkernels.a. Nothing here uses the rest of the tree: src/device/ picks a backend per device.
+# libkernels.a. Nothing here uses the rest of the tree but the environment table (shm/env.h, in
+# libshmddp_core.la, which $(MODEL_LIBS) lists after it): src/device/ picks a backend per device.
 noinst_LIBRARIES += libkernels.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libkernels_a_CFLAGS = $(AM_CFLAGS) -O3
@@ -20,7 +21,7 @@ libkernels_a_SOURCES = \
 # list it before $(MODEL_LIBS), and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
-	kernels/conv_skinny_cuda.cu kernels/norm_cuda.cu \
+	kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN
 noinst_LIBRARIES += libopscuda.a

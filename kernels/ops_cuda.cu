@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "shm/env.h"
 
 int opc_fail(const ops_t *o, const char *fmt, ...)
 {
@@ -146,8 +147,12 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   if (!x) return snprintf(err, errlen, "out of memory creating the CUDA ops context"), -1;
   x->device = device;
   x->deterministic = 1;
-  const char *tf32 = getenv("SHMDDP_TF32"); /* "0": plain f32 FMA, for cross-checks against f64 */
-  x->tf32 = !(tf32 && strcmp(tf32, "0") == 0);
+  /* SHMDDP_TF32=0: plain f32 FMA, for cross-checks against f64 */
+  x->tf32 = 1;
+  if (shm_env_flag("SHMDDP_TF32", &x->tf32, err, errlen) < 0) {
+    ctx_free(x);
+    return -1;
+  }
   int count = 0;
   INIT_CUDA(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count) {

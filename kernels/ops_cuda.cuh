@@ -213,6 +213,17 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
                           const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
+/* 3x3 convolutions of few input channels (cin <= 3, cout a multiple of 16 up to 64; the RGB
+ * layer) in 16-bit types: forward and weight gradient on own tensor-core kernels
+ * (conv_rgb_cuda.cu), unless SHMDDP_CONV_PAD=0; they need opc_rgb_ws bytes of workspace and
+ * 16-byte aligned outputs (forward) or output gradients (weight gradient): opc_rgb_usable. */
+int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c);
+size_t opc_rgb_ws(const ops_t *o, const ops_conv_t *c);
+int opc_rgb_usable(const void *y_or_dy);
+int opc_rgb_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                void *y);
+int opc_rgb_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const void *dy, void *dw, int acc, void *ws);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,

@@ -1,14 +1,19 @@
-# nccl/: NCCL's C interface served by shmddp (CUDA build only).
+# nccl/: NCCL's C interface served by shmddp.
 # libshmddp_nccl_core.la (not installed) holds the front end; the tests link it with
-# libshmddp_core.la. libshmddp-nccl.la is what is installed: libshmddp-nccl.so.0 with the code of
-# both and only the nccl* entry points exported (nccl/libshmddp-nccl.map), plus a libnccl.so.2
-# link to it in $(libdir)/shmddp-nccl/ for clients that load NCCL by name.
-NCCL_SRCS = nccl/internal.h nccl/map.c nccl/comm.c nccl/coll.c nccl/group.c nccl/stubs.c
-EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map
-if HAVE_CUDA
-include_HEADERS += include/shmddp_nccl.h
+# libshmddp_core.la, in every build (a CPU-only build serves host-only communicators, which is
+# how CI runs the conformance suite; the tests are registered in tests/local.mk). The CUDA build
+# installs libshmddp-nccl.la: libshmddp-nccl.so.0 with the code of both and only the
+# nccl*/pnccl* entry points exported (nccl/libshmddp-nccl.map), a libnccl.so.2 link to it in
+# $(libdir)/shmddp-nccl/ for clients that load NCCL by name, and shmddp-nccl-run, which runs a
+# command with the library preloaded.
+NCCL_SRCS = nccl/internal.h nccl/map.c nccl/dev.c nccl/check.c nccl/join.c nccl/xlate.c \
+	nccl/shrink.c nccl/grow.c nccl/window.c nccl/exec.c nccl/simulate.c nccl/queue.c \
+	nccl/api_comm.c nccl/api_coll.c nccl/api_mem.c nccl/api_suspend.c nccl/stubs.c
+EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map nccl/shmddp-nccl-run.in
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)
+if HAVE_CUDA
+include_HEADERS += include/shmddp_nccl.h
 lib_LTLIBRARIES += libshmddp-nccl.la
 libshmddp_nccl_la_SOURCES =
 libshmddp_nccl_la_LIBADD = libshmddp_nccl_core.la libshmddp_core.la $(NUMA_LIBS) $(CUDA_RT_LIBS) -lm
@@ -16,9 +21,17 @@ libshmddp_nccl_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
 	-Wl,--version-script=$(srcdir)/nccl/libshmddp-nccl.map
 EXTRA_libshmddp_nccl_la_DEPENDENCIES = nccl/libshmddp-nccl.map
 NCCL_LINK = libnccl.so.2
+NCCL_RUN_SCRIPT = shmddp-nccl-run
 else
-EXTRA_DIST += $(NCCL_SRCS) include/shmddp_nccl.h
+EXTRA_DIST += include/shmddp_nccl.h
+NCCL_RUN_SCRIPT =
 endif
+CLEANFILES += shmddp-nccl-run
+
+# The wrapper knows where the library is installed.
+shmddp-nccl-run: $(srcdir)/nccl/shmddp-nccl-run.in Makefile
+	$(AM_V_GEN)sed -e 's|@libdir[@]|$(libdir)|g' $(srcdir)/nccl/shmddp-nccl-run.in > $@.tmp && \
+	  chmod +x $@.tmp && mv $@.tmp $@
 
 # The libnccl.so.2 name (empty NCCL_LINK: nothing to do in a CPU-only build).
 install-exec-hook: install-nccl-link

@@ -10,7 +10,10 @@
  * group's abort (naming the rank and its exit status or signal); every wait loop of every other
  * rank sees that within its sleep bound (50 ms) and returns SHMDDP_ERR_ABORTED. Ranks still alive
  * after grace_s (default 2 s) are killed. The first SIGINT/SIGTERM is forwarded (ranks stop at a
- * step boundary, see shm_stop_requested); a second one, or stop_grace_s passing, kills them.
+ * step boundary and checkpoint, see shm_stop_requested); repeats are absorbed, and only
+ * stop_grace_s passing (default 30 s, SHMDDP_STOP_GRACE) kills the ranks. Supervisors signal
+ * more than once: GNU timeout sends its signal to the launcher and again to its process group,
+ * systemd and Slurm repeat theirs; killing at the second signal lost the checkpoint every time.
  *
  * A stop signal inherited as ignored stays ignored, by the launcher and by its ranks. That is the
  * old Unix rule (`if (signal(SIGINT, SIG_IGN) != SIG_IGN) ...`) and what a POSIX shell relies
@@ -43,10 +46,11 @@
 static shm_header_t *child_hdr; /* the rank's view, for its signal handler */
 static volatile sig_atomic_t child_signals;
 
-/* First SIGINT/SIGTERM: ask for a stop at the next step boundary. Second: the user insists. */
+/* SIGINT/SIGTERM: ask for a stop at the next step boundary. A repeat changes nothing: the
+ * launcher kills the rank once the stop grace has passed. */
 static void child_on_signal(int sig)
 {
-  if (child_signals++ > 0) _exit(128 + sig);
+  if (child_signals++ > 0) return;
   if (child_hdr) {
     uint32_t zero = 0;
     atomic_compare_exchange_strong(&child_hdr->stop_signal, &zero, (uint32_t)sig);
@@ -139,6 +143,8 @@ typedef struct {
   int nalive;
   int first_failed, killed, sent_kill;
   int interrupted;      /* the stop signal received, 0 before */
+  int repeat_said;      /* a repeated stop signal has been reported */
+  double stop_at;       /* when the stop signal came */
   double kill_deadline; /* 0: none */
 } supervisor_t;
 
@@ -204,22 +210,28 @@ static void set_deadline(supervisor_t *sv, double grace_s)
   if (sv->kill_deadline == 0 || dl < sv->kill_deadline) sv->kill_deadline = dl;
 }
 
-/* SIGINT/SIGTERM to the launcher: the first is forwarded (the ranks stop at a step boundary),
- * a second kills them. */
+/* SIGINT/SIGTERM to the launcher: the first is forwarded (the ranks stop at a step boundary
+ * and checkpoint); repeats are absorbed (said once), and the ranks are killed only when the stop
+ * grace has passed (kill_overdue). */
 static void on_stop_signal(supervisor_t *sv, int sig)
 {
   const shm_launch_opts_t *o = sv->o;
   if (sv->interrupted) {
-    kill_all(sv->pids, sv->alive, o->nranks, SIGKILL);
-    sv->sent_kill = 1;
+    if (!o->quiet && !sv->repeat_said)
+      fprintf(stderr, "%s: received %s again; still stopping (%.0f s left before the ranks are "
+              "killed; SIGKILL the launcher to end now)\n", sv->label, strsignal(sig),
+              sv->stop_at + o->stop_grace_s - shm_now());
+    sv->repeat_said = 1;
     return;
   }
   sv->interrupted = sig;
+  sv->stop_at = shm_now();
   atomic_store(&sv->seg->hdr->stop_signal, (uint32_t)sig);
   shm_wake_all(sv->seg);
   if (!o->quiet)
-    fprintf(stderr, "%s: received %s; asking the ranks to stop (again to kill them)\n",
-            sv->label, strsignal(sig));
+    fprintf(stderr, "%s: received %s; asking the ranks to stop at the end of their step (they "
+            "are killed if they have not stopped in %.0f s)\n", sv->label, strsignal(sig),
+            o->stop_grace_s);
   kill_all(sv->pids, sv->alive, o->nranks, sig);
   set_deadline(sv, o->stop_grace_s);
 }

@@ -4,6 +4,10 @@
 
 #include "shm/segment.h"
 
+/* After SIGINT/SIGTERM, how long ranks get to stop at a step boundary (and checkpoint) before
+ * they are killed, unless the launch or SHMDDP_STOP_GRACE says otherwise. */
+#define SHM_DEFAULT_STOP_GRACE_S 30.0
+
 typedef struct {
   int nranks;
   size_t slot_bytes;

@@ -13,8 +13,14 @@
 
 /* The inode of this process's PID namespace (0 if unknown): pids compare only within one. */
 uint64_t shm_pidns_self(void);
-/* 0 only when pid certainly no longer exists (a pid from another namespace counts as alive). */
-int shm_pid_alive(int32_t pid, uint64_t pidns);
+/* The start time of process pid (clock ticks after boot, /proc/PID/stat field 22); 0 when it
+ * cannot be read. A pid and its start time name one process for the life of the machine. */
+uint64_t shm_pid_start(int32_t pid);
+/* 0 only when the process (pid, started at start; start 0: unknown) provably no longer runs:
+ * no such pid, a zombie, a pid held by another user's process (a member of a group runs as its
+ * owner, so that is a reused pid), or a pid whose start time differs (reused). A pid of another
+ * PID namespace cannot be judged and counts as alive. */
+int shm_pid_alive(int32_t pid, uint64_t pidns, uint64_t start);
 
 typedef struct shm_watch shm_watch_t;
 

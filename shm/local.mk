@@ -9,4 +9,5 @@ libshmddp_core_la_SOURCES += \
 	shm/launcher.c shm/launcher.h \
 	shm/numa.c shm/numa.h \
 	shm/rendezvous.c shm/rendezvous.h shm/liveness.c shm/liveness.h \
+	shm/blake2s.c shm/blake2s.h shm/env.c shm/env.h shm/shmfile.c shm/shmfile.h \
 	shm/timeutil.h shm/check.h

@@ -28,6 +28,13 @@ struct shm_waiter {
 shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
                          char *err, size_t errlen);
 
+/* shm_wait for a condition that nobody announces on the segment's wake word (e.g. a GPU event's
+ * completion, which only a query sees): never sleeps on the futex; spins, yields, then sleeps
+ * 20 us at a time, and runs shm_wait's checks (abort, exited peers, check, deadline) every
+ * millisecond. Same results as shm_wait. */
+shmddp_status_t shm_poll(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
+                         char *err, size_t errlen);
+
 /* "2, 3" from a bitmask of ranks. */
 void shm_format_ranks(uint32_t mask, char *buf, size_t len);
 

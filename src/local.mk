@@ -19,7 +19,9 @@ include src/predict/local.mk
 noinst_HEADERS += src/check.h src/clock.h
 
 # What a program links to use a layer (archives before the ones they need).
-MODEL_LIBS = libmodel.a libobs.a libdevice.a libkernels.a
+# (libkernels.a and the model read their settings through the library core's environment
+# table, shm/env.h)
+MODEL_LIBS = libmodel.a libobs.a libdevice.a libkernels.a libshmddp_core.la
 PARALLEL_LIBS = libparallel.a libworld.a $(MODEL_LIBS)
 TRAINER_LIBS = libtrainer.a libparallel.a libworld.a libdata.a $(MODEL_LIBS)
 # The same for the programs that run across machines (with MPI: shmddp-train, tests/mpi_ddp).

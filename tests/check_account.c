@@ -316,18 +316,9 @@ static Suite *make_account_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("account");
-  TCase *tc = tcase_create("arithmetic");
-  tcase_add_test(tc, conv3x3_by_hand);
-  tcase_add_test(tc, convt_and_head_by_hand);
-  tcase_add_test(tc, element_passes_by_hand);
-  tcase_add_test(tc, reference_unet_flops);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("report");
-  tcase_add_test(tc, rows_merge_by_layer_and_pass);
-  tcase_add_test(tc, roofline_and_mfu);
-  tcase_add_test(tc, json_form);
-  tcase_add_test(tc, markdown_form);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "arithmetic", conv3x3_by_hand, convt_and_head_by_hand, element_passes_by_hand,
+             reference_unet_flops);
+  SUITE_CASE(s, "report", rows_merge_by_layer_and_pass, roofline_and_mfu, json_form, markdown_form);
   return s;
 }
 

@@ -110,10 +110,7 @@ END_TEST
 static Suite *make_arena_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("arena");
-  TCase *tc = tcase_create("ledger");
-  tcase_add_test(tc, ledger_current_and_peak);
-  tcase_add_test(tc, failure_and_destroy);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "ledger", ledger_current_and_peak, failure_and_destroy);
   return s;
 }
 

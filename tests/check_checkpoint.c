@@ -229,16 +229,11 @@ END_TEST
 static Suite *checkpoint_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("checkpoint");
-  TCase *tc = tcase_create("format");
+  TCase *tc = SUITE_CASE(s, "format", round_trip, corruption_is_refused, truncation_is_refused,
+                         disk_full_keeps_previous, unwritable_directory_is_reported,
+                         fuzz_regressions);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, round_trip);
-  tcase_add_test(tc, corruption_is_refused);
-  tcase_add_test(tc, truncation_is_refused);
-  tcase_add_test(tc, disk_full_keeps_previous);
-  tcase_add_test(tc, unwritable_directory_is_reported);
-  tcase_add_test(tc, fuzz_regressions);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/train/options.h"
+#include "src/train/gpu_share.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -95,6 +96,12 @@ START_TEST(test_defaults_gpu)
   ck_assert_int_eq(c.image_size, 256);
   ck_assert_int_eq(c.batch_size, 6);
   ck_assert_int_eq(c.precision, MODEL_BF16);
+  /* Ranks sharing a GPU get a private MPS daemon when one can be had; on and off are taken. */
+  ck_assert_int_eq(c.mps, TRAIN_MPS_AUTO);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--mps", "on", (char *)NULL), 0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_ON);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--mps", "off", (char *)NULL), 0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
   /* Bit-identical runs and CUDA graphs by default; both can be switched off. */
   ck_assert_int_eq(c.deterministic, 1);
   ck_assert_int_eq(c.cuda_graph, 1);
@@ -268,8 +275,17 @@ START_TEST(test_bad_combinations)
   train_config_t c0;
   char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
+  REJECT(&gpu_box, "--mps", "--mps", "yes");                    /* auto, on or off */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
-  REJECT(&gpu_box, "--nproc", "--nproc", "3");                 /* 2 GPUs */
+  REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
+  /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */
+  ck_assert_int_eq(parse(&c0, &gpu_box, err0, sizeof err0, "--device", "cuda", "--nproc", "3",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c0.nproc, 3);
+  ck_assert_int_eq(c0.gpus, 2);
+  char share[128];
+  train_share_describe(&c0, share, sizeof share);
+  ck_assert_str_eq(share, "ranks 0, 2 share GPU 0; rank 1 alone on GPU 1");
   REJECT(&cpu_box, "--image-size", "--image-size", "62");      /* tiny: 3 levels, 62 % 4 */
   REJECT(&cpu_box, "--image-size", "--widths", "8,8,8,8,8,8", "--image-size", "32");
   REJECT(&cpu_box, "--sync-bn on", "--norm", "group", "--sync-bn", "on");
@@ -323,7 +339,7 @@ START_TEST(test_help_lists_every_flag)
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
     "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
-    "--ignore-label", "--ranks-per-node", "--grad-comm", NULL};
+    "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -396,19 +412,9 @@ END_TEST
 static Suite *cli_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("cli");
-  TCase *tc = tcase_create("defaults");
-  tcase_add_test(tc, test_defaults_cpu);
-  tcase_add_test(tc, test_defaults_gpu);
-  tcase_add_test(tc, test_help_lists_every_flag);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("validation");
-  tcase_add_test(tc, test_values_accepted);
-  tcase_add_test(tc, test_bad_values);
-  tcase_add_test(tc, test_bad_combinations);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("machine");
-  tcase_add_test(tc, test_count_gpus);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "defaults", test_defaults_cpu, test_defaults_gpu, test_help_lists_every_flag);
+  SUITE_CASE(s, "validation", test_values_accepted, test_bad_values, test_bad_combinations);
+  SUITE_CASE(s, "machine", test_count_gpus);
   return s;
 }
 

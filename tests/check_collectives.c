@@ -12,6 +12,7 @@
 #include "shm/timeutil.h"
 #include "tests/failures.h"
 #include "tests/testutil.h"
+#include "collectives/reduce/half.h"
 #include "tools/coll_check.h"
 #include "tests/suite_main.h"
 
@@ -156,6 +157,91 @@ static void check_data_movement(shmddp_comm_t *comm, int dt, size_t count, char 
   }
 }
 
+/* v (a small integer) stored as one element of dtype dt. */
+static void store_value(void *p, double v, int dt)
+{
+  switch (dt) {
+  case SHMDDP_F32: memcpy(p, &(float){(float)v}, 4); break;
+  case SHMDDP_F64: memcpy(p, &v, 8); break;
+  case SHMDDP_F16: memcpy(p, &(uint16_t){f32_to_f16((float)v)}, 2); break;
+  case SHMDDP_BF16: memcpy(p, &(uint16_t){f32_to_bf16((float)v)}, 2); break;
+  case SHMDDP_F8E4M3: *(uint8_t *)p = f32_to_f8e4m3((float)v); break;
+  case SHMDDP_F8E5M2: *(uint8_t *)p = f32_to_f8e5m2((float)v); break;
+  case SHMDDP_I32: case SHMDDP_U32: memcpy(p, &(int32_t){(int32_t)v}, 4); break;
+  case SHMDDP_I64: case SHMDDP_U64: memcpy(p, &(int64_t){(int64_t)v}, 8); break;
+  default: *(int8_t *)p = (int8_t)v; break;
+  }
+}
+
+/* Element k of block b as rank r sends it: the pattern at index b * count + k. */
+static long count_block_errors(const char *buf, int n, size_t count, int dt, int iter,
+                               int (*sender)(int b, int rank), size_t (*index)(int b, int rank, size_t count),
+                               int rank)
+{
+  size_t ds = shmddp_dtype_size(dt);
+  long bad = 0;
+  for (int b = 0; b < n; b++)
+    for (size_t k = 0; k < count; k++)
+      bad += coll_load(buf + ((size_t)b * count + k) * ds, 0, dt) !=
+             coll_round(coll_pattern(sender(b, rank), index(b, rank, count) + k, iter, dt, SHMDDP_SUM), dt);
+  return bad;
+}
+
+static int from_block(int b, int rank) { (void)rank; return b; }
+static size_t my_block(int b, int rank, size_t count) { (void)b; return (size_t)rank * count; }
+static size_t first_block(int b, int rank, size_t count) { (void)b; (void)rank; (void)count; return 0; }
+
+/* all_to_all (out of place and in place), gather and scatter from every root (in place on the
+ * root too), and the local scaling of pre-multiplied sums, against the patterns. */
+static void check_blocks(shmddp_comm_t *comm, int dt, size_t count, char *send, char *recv, int iter)
+{
+  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
+  size_t ds = shmddp_dtype_size(dt), all = (size_t)n * count;
+  const char *name = shmddp_dtype_name(dt);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    char *dst = inplace ? send : recv;
+    coll_fill(send, all, 0, rank, iter, dt, SHMDDP_SUM);
+    if (!inplace) memset(recv, 0x5a, all * ds);
+    shmddp_status_t st = shmddp_all_to_all(comm, send, dst, count, dt, SHMDDP_HOST);
+    long bad = count_block_errors(dst, n, count, dt, iter, from_block, my_block, rank);
+    FAIL_IF(st != SHMDDP_OK || bad, "all_to_all %s count %zu inplace %d: %ld wrong (%s)", name,
+            count, inplace, bad, shmddp_comm_last_error(comm));
+  }
+  for (int root = 0; root < n; root++) {
+    int inplace = root % 2 == 1; /* odd roots: in place on the root */
+    memset(recv, 0x5a, all * ds);
+    char *src = inplace && rank == root ? recv + (size_t)root * count * ds : send;
+    coll_fill(src, count, 0, rank, iter, dt, SHMDDP_SUM);
+    shmddp_status_t st = shmddp_gather(comm, src, rank == root ? recv : NULL, count, dt, root, SHMDDP_HOST);
+    long bad = rank == root ? count_block_errors(recv, n, count, dt, iter, from_block, first_block, rank) : 0;
+    FAIL_IF(st != SHMDDP_OK || bad, "gather %s count %zu root %d: %ld wrong (%s)", name, count,
+            root, bad, shmddp_comm_last_error(comm));
+    coll_fill(send, all, 0, rank, iter, dt, SHMDDP_SUM);
+    memset(recv, 0x5a, count * ds);
+    char *dst = inplace && rank == root ? send + (size_t)root * count * ds : recv;
+    st = shmddp_scatter(comm, send, dst, count, dt, root, SHMDDP_HOST);
+    bad = 0;
+    for (size_t k = 0; k < count; k++)
+      bad += coll_load(dst, k, dt) != coll_round(coll_pattern(root, (size_t)rank * count + k, iter, dt, SHMDDP_SUM), dt);
+    FAIL_IF(st != SHMDDP_OK || bad, "scatter %s count %zu root %d: %ld wrong (%s)", name, count,
+            root, bad, shmddp_comm_last_error(comm));
+  }
+  /* scale by 3 (exact in every dtype), out of place and in place: each element is x * 3 in the
+   * accumulator, rounded once to the dtype */
+  unsigned char three[8];
+  store_value(three, 3, dt);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    coll_fill(send, count, 0, rank, iter, dt, SHMDDP_SUM);
+    char *dst = inplace ? send : recv;
+    shmddp_status_t st = shmddp_scale(comm, send, dst, count, dt, three, 0, SHMDDP_HOST);
+    long bad = 0;
+    for (size_t k = 0; k < count; k++)
+      bad += coll_load(dst, k, dt) != coll_round(coll_round(coll_pattern(rank, k, iter, dt, SHMDDP_SUM), dt) * 3, dt);
+    FAIL_IF(st != SHMDDP_OK || bad, "scale %s count %zu inplace %d: %ld wrong (%s)", name, count,
+            inplace, bad, shmddp_comm_last_error(comm));
+  }
+}
+
 static int rank_matrix(shmddp_comm_t *comm, void *arg)
 {
   int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
@@ -182,6 +268,12 @@ static int rank_matrix(shmddp_comm_t *comm, void *arg)
     check_data_movement(comm, dt, 777, send, recv, ++iter);
   }
   check_data_movement(comm, SHMDDP_F32, BIG, send, recv, ++iter);
+  for (int dt = 0; dt < SHMDDP_NUM_DTYPES; dt++) {
+    check_blocks(comm, dt, 1, send, recv, ++iter);
+    check_blocks(comm, dt, 333, send, recv, ++iter);
+  }
+  check_blocks(comm, SHMDDP_F32, BIG, send, recv, ++iter); /* many rounds of 64 KiB */
+  check_blocks(comm, SHMDDP_F8E5M2, BIG + 5, send, recv, ++iter);
   /* count 0 is a valid no-op on every rank */
   FAIL_IF(shmddp_all_reduce(comm, send, recv, 0, SHMDDP_F32, SHMDDP_SUM, SHMDDP_HOST) != SHMDDP_OK,
           "count 0: %s", shmddp_comm_last_error(comm));
@@ -412,17 +504,11 @@ END_TEST
 static Suite *collectives_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("collectives");
-  TCase *tc = tcase_create("matrix");
+  TCase *tc = SUITE_CASE(s, "matrix", matrix_world_1, matrix_world_2, matrix_world_3,
+                         matrix_world_4, matrix_world_8, results_repeat_bit_for_bit,
+                         duplicated_communicators_are_independent);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 240);
-  tcase_add_test(tc, matrix_world_1);
-  tcase_add_test(tc, matrix_world_2);
-  tcase_add_test(tc, matrix_world_3);
-  tcase_add_test(tc, matrix_world_4);
-  tcase_add_test(tc, matrix_world_8);
-  tcase_add_test(tc, results_repeat_bit_for_bit);
-  tcase_add_test(tc, duplicated_communicators_are_independent);
-  suite_add_tcase(s, tc);
   tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */

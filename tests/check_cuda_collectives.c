@@ -62,24 +62,6 @@ static void launch(int nproc, shmddp_rank_fn fn, void *arg, double grace_s,
   ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res->message);
 }
 
-static uint64_t fnv(const void *p, size_t n)
-{
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
-  return h;
-}
-
-/* Every rank holds the same bytes. */
-static int same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
-{
-  int64_t h[2];
-  h[0] = h[1] = (int64_t)fnv(p, n);
-  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
-  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
-  return h[0] == h[1];
-}
-
 static int init_cuda(shmddp_comm_t *comm)
 {
   shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
@@ -166,7 +148,7 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
                    "want %g", shmddp_algo_name(used), shmddp_dtype_name(dt), shmddp_op_name(op),
                    count, inplace ? " in place" : "", bad, first, coll_load(h, first, dt),
                    coll_expected(n, first, cs, dt, op));
-          CF_CHECK(f, same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
+          CF_CHECK(f, coll_same_on_all_ranks(comm, h, count * ds), "all_reduce %s %s %s count %zu: "
                    "ranks hold different bits", shmddp_algo_name(used), shmddp_dtype_name(dt),
                    shmddp_op_name(op), count);
           shmddp_algo_t want = shmddp_cuda_p2p(comm) ? m->algos[a] : SHMDDP_ALGO_STAGED;
@@ -182,14 +164,16 @@ static int matrix_rank(shmddp_comm_t *comm, void *arg)
 }
 
 static const shmddp_algo_t all_algos[] = {SHMDDP_ALGO_DIRECT, SHMDDP_ALGO_TWOSHOT,
-                                          SHMDDP_ALGO_CE_RING, SHMDDP_ALGO_STAGED};
+                                          SHMDDP_ALGO_CE_RING, SHMDDP_ALGO_STAGED,
+                                          SHMDDP_ALGO_COLOC};
+#define NALGOS ((int)(sizeof all_algos / sizeof all_algos[0]))
 static const shmddp_dtype_t float_types[] = {SHMDDP_F32, SHMDDP_F64, SHMDDP_F16, SHMDDP_BF16};
 static const shmddp_op_t main_ops[] = {SHMDDP_SUM, SHMDDP_AVG, SHMDDP_MIN, SHMDDP_MAX};
 
 START_TEST(test_allreduce_matrix)
 {
   static const size_t counts[] = {1, 7, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = float_types, .ndtypes = 4,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = float_types, .ndtypes = 4,
                 .ops = main_ops, .nops = 4, .counts = counts, .ncounts = 5};
   run_matrix(2, matrix_rank, &m, "all_reduce matrix");
 }
@@ -225,7 +209,7 @@ START_TEST(test_allreduce_256mib)
   static const shmddp_dtype_t types[] = {SHMDDP_F32};
   static const shmddp_op_t ops[] = {SHMDDP_SUM};
   static const size_t counts[] = {(size_t)64 << 20}; /* 256 MiB of f32 */
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 1, .ops = ops,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = types, .ndtypes = 1, .ops = ops,
                 .nops = 1, .counts = counts, .ncounts = 1};
   run_matrix(2, matrix_rank, &m, "all_reduce 256 MiB");
 }
@@ -236,7 +220,7 @@ START_TEST(test_allreduce_three_ranks)
   static const shmddp_dtype_t types[] = {SHMDDP_F32, SHMDDP_BF16};
   static const shmddp_op_t ops[] = {SHMDDP_SUM, SHMDDP_MAX};
   static const size_t counts[] = {1, 1000, 65537, (1 << 20) + 3};
-  matrix_t m = {.algos = all_algos, .nalgos = 4, .dtypes = types, .ndtypes = 2, .ops = ops,
+  matrix_t m = {.algos = all_algos, .nalgos = NALGOS, .dtypes = types, .ndtypes = 2, .ops = ops,
                 .nops = 2, .counts = counts, .ncounts = 4};
   run_matrix(3, matrix_rank, &m, "all_reduce on 3 ranks");
 }
@@ -366,9 +350,11 @@ static int graph_rank(shmddp_comm_t *comm, void *arg)
     }
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    /* and the communicator still works outside the graph */
+    /* and the communicator still works outside the graph (the input written on s: s does not
+     * wait for the legacy stream, and a cudaMemcpy from pageable memory may return before its
+     * last bytes have landed) */
     coll_fill(h, count, 0, rank, 7, SHMDDP_F32, SHMDDP_SUM);
-    RCUDA(cudaMemcpy(send, h, bytes, cudaMemcpyHostToDevice));
+    RCUDA(cudaMemcpyAsync(send, h, bytes, cudaMemcpyHostToDevice, s));
     RST(shmddp_all_reduce(comm, send, recv, count, SHMDDP_F32, SHMDDP_SUM, st));
     RST(shmddp_cuda_sync(comm, st));
     RCUDA(cudaMemcpy(h, recv, bytes, cudaMemcpyDeviceToHost));
@@ -569,8 +555,11 @@ static void random_fill(void *buf, size_t n, shmddp_dtype_t dt)
     }
     case SHMDDP_F16: case SHMDDP_BF16: ((uint16_t *)buf)[i] = (uint16_t)(r >> 20); break;
     case SHMDDP_I32: case SHMDDP_U32: ((uint32_t *)buf)[i] = (uint32_t)(r >> 17); break;
-    case SHMDDP_I8: case SHMDDP_U8: ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); break;
-    default: ((uint64_t *)buf)[i] = r * 3; break; /* i64, u64 */
+    case SHMDDP_I8: case SHMDDP_U8: case SHMDDP_F8E4M3: case SHMDDP_F8E5M2:
+      ((uint8_t *)buf)[i] = (uint8_t)(r >> 40); /* any bit pattern, NaNs included */
+      break;
+    case SHMDDP_I64: case SHMDDP_U64: ((uint64_t *)buf)[i] = r * 3; break;
+    default: ck_abort_msg("random_fill: no generator for %s", shmddp_dtype_name(dt));
     }
   }
 }
@@ -583,6 +572,8 @@ static int is_nan(shmddp_dtype_t dt, const void *p)
   case SHMDDP_F64: { double d; memcpy(&d, p, 8); return d != d; }
   case SHMDDP_F16: memcpy(&h, p, 2); return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
   case SHMDDP_BF16: memcpy(&h, p, 2); return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+  case SHMDDP_F8E4M3: return (*(const uint8_t *)p & 0x7f) == 0x7f;
+  case SHMDDP_F8E5M2: return (*(const uint8_t *)p & 0x7c) == 0x7c && (*(const uint8_t *)p & 3);
   default: return 0;
   }
 }
@@ -678,31 +669,21 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   if (env->gpus < 2)
     printf("check_cuda_collectives: %d GPU visible: ranks share it (correctness only)\n", env->gpus);
   Suite *s = suite_create("cuda_collectives");
-  TCase *tc;
-  tc = tcase_create("reduce_kernel");
+  TCase *tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
+                         test_convert_kernel_matches_cpu);
   tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_reduce_kernel_matches_cpu);
-  tcase_add_test(tc, test_convert_kernel_matches_cpu);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("all_reduce");
+  tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
+                  test_allreduce_256mib, test_allreduce_three_ranks);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_allreduce_matrix);
-  tcase_add_test(tc, test_allreduce_auto_and_ints);
-  tcase_add_test(tc, test_allreduce_256mib);
-  tcase_add_test(tc, test_allreduce_three_ranks);
-  suite_add_tcase(s, tc);
   tc = tcase_create("other_collectives");
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_other_collectives, 2, 4); /* 2 and 3 ranks */
   suite_add_tcase(s, tc);
-  tc = tcase_create("graphs");
+  tc = SUITE_CASE(s, "graphs", test_graph_replay, test_duplicate_communicator);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_graph_replay);
-  tcase_add_test(tc, test_duplicate_communicator);
-  suite_add_tcase(s, tc);
   tc = tcase_create("failures");
   tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, test_killed_rank, 0, 4); /* every algorithm */
+  tcase_add_loop_test(tc, test_killed_rank, 0, NALGOS); /* every algorithm */
   tcase_add_loop_test(tc, test_absent_rank_times_out, 0, 2);
   tcase_add_test(tc, test_p2p_failure_falls_back);
   suite_add_tcase(s, tc);

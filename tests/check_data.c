@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "src/data/augment.h"
 #include "src/data/data.h"
@@ -216,7 +217,7 @@ static void expect_open_error(int classes, int min_size, const char *needle1, co
 {
   data_set_t *tr, *va;
   char err[512] = "";
-  ck_assert_int_ne(data_open_png_dir(&tr, &va, root, classes, min_size, 0, err, sizeof err), 0);
+  ck_assert_int_ne(data_open_png_dir(&tr, &va, root, classes, min_size, DATA_PNG_DEFAULT_MAX_PIXELS, 0, err, sizeof err), 0);
   ck_assert_ptr_null(tr);
   ck_assert_ptr_null(va);
   ck_assert_msg(strstr(err, needle1) != NULL, "'%s' lacks '%s'", err, needle1);
@@ -232,7 +233,7 @@ START_TEST(test_png_dir_reads_back)
   }
   data_set_t *tr, *va;
   char err[512];
-  ck_assert_msg(data_open_png_dir(&tr, &va, root, 3, 32, 0, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(data_open_png_dir(&tr, &va, root, 3, 32, DATA_PNG_DEFAULT_MAX_PIXELS, 0, err, sizeof err) == 0, "%s", err);
   /* 10 % held out (rounded up): the last two names. */
   ck_assert_uint_eq(tr->size, 10);
   ck_assert_uint_eq(va->size, 2);
@@ -260,7 +261,7 @@ START_TEST(test_png_dir_reads_back)
   mkdirs("val/images");
   mkdirs("val/masks");
   write_pair("val", "v.png", 33, 33, 3, 99);
-  ck_assert_msg(data_open_png_dir(&tr, &va, root, 3, 32, 0, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(data_open_png_dir(&tr, &va, root, 3, 32, DATA_PNG_DEFAULT_MAX_PIXELS, 0, err, sizeof err) == 0, "%s", err);
   ck_assert_uint_eq(tr->size, 12);
   ck_assert_uint_eq(va->size, 1);
   ck_assert_int_eq(data_get(va, 0, rgb, m, &w, &h, err, sizeof err), 0);
@@ -295,7 +296,7 @@ START_TEST(test_png_formats)
   write_png("masks", "c.png", w, h, PNG_COLOR_TYPE_GRAY, 8, mask);
   data_set_t *tr, *va;
   char err[512];
-  ck_assert_msg(data_open_png_dir(&tr, &va, root, 4, 8, 1, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(data_open_png_dir(&tr, &va, root, 4, 8, DATA_PNG_DEFAULT_MAX_PIXELS, 1, err, sizeof err) == 0, "%s", err);
   uint8_t out[64 * 3], m[64];
   int ww, hh;
   ck_assert_int_eq(data_get(tr, 0, out, m, &ww, &hh, err, sizeof err), 0); /* a: gray */
@@ -562,7 +563,7 @@ START_TEST(test_loader_reports_errors)
   write_pair("", "c.png", 32, 32, 2, 0);
   data_set_t *tr, *va;
   char err[512];
-  ck_assert_int_eq(data_open_png_dir(&tr, &va, root, 2, 32, 1, err, sizeof err), 0);
+  ck_assert_int_eq(data_open_png_dir(&tr, &va, root, 2, 32, DATA_PNG_DEFAULT_MAX_PIXELS, 1, err, sizeof err), 0);
   char p[256];
   snprintf(p, sizeof p, "%s/images/b.png", root);
   ck_assert_int_eq(truncate(p, 40), 0);
@@ -583,6 +584,114 @@ START_TEST(test_loader_reports_errors)
 }
 END_TEST
 
+START_TEST(test_loader_png_swapped_for_larger)
+{
+  /* A PNG replaced by a larger one while the run trains (another job rewriting the dataset):
+   * the batch that needs it fails with the file's name; the worker's buffers are never
+   * reallocated behind it, so the loader keeps working and frees them once (run under
+   * --enable-sanitizers by CI). */
+  write_pair("", "a.png", 32, 32, 2, 0);
+  write_pair("", "b.png", 32, 32, 2, 0);
+  write_pair("", "c.png", 32, 32, 2, 0);
+  data_set_t *tr, *va;
+  char err[512];
+  ck_assert_int_eq(data_open_png_dir(&tr, &va, root, 2, 32, DATA_PNG_DEFAULT_MAX_PIXELS, 1, err,
+                                     sizeof err), 0);
+  write_pair("", "b.png", 96, 80, 2, 0);
+  loader_config_t c = {.data = tr, .augment = {.crop = 32, .random = 1, .seed = 5, .classes = 2,
+                       .ignore_label = 255}, .batch_size = 1, .workers = _i, .depth = 0};
+  loader_t *l;
+  ck_assert_int_eq(loader_create(&l, &c, err, sizeof err), 0);
+  size_t idx[2] = {0, 1};
+  const loader_batch_t *b;
+  for (int epoch = 0; epoch < 3; epoch++) {
+    ck_assert_int_eq(loader_start(l, epoch, idx, NULL, 2, 0, err, sizeof err), 0);
+    ck_assert_int_eq(loader_next(l, &b, err, sizeof err), 1);
+    loader_release(l, b);
+    ck_assert_int_eq(loader_next(l, &b, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "images/b.png") && strstr(err, "changed since"), "%s", err);
+  }
+  /* The same buffers still serve the samples that did not change. */
+  ck_assert_int_eq(loader_start(l, 3, idx, NULL, 1, 0, err, sizeof err), 0);
+  ck_assert_int_eq(loader_next(l, &b, err, sizeof err), 1);
+  loader_release(l, b);
+  loader_destroy(l);
+  data_destroy(tr);
+  data_destroy(va);
+}
+END_TEST
+
+/* A PNG of the given header only: signature, IHDR (RGB, 8-bit), a short IDAT, IEND; with valid
+ * CRCs, so libpng reads the header and reaches the image data, which is never inflated. */
+static void write_png_header_only(const char *sub, const char *name, uint32_t w, uint32_t h)
+{
+  unsigned char buf[128];
+  size_t n = 0;
+  static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  memcpy(buf, sig, 8);
+  n = 8;
+  const struct {
+    const char *type;
+    unsigned char data[13];
+    unsigned len;
+  } chunks[] = {{"IHDR", {w >> 24, w >> 16, w >> 8, w, h >> 24, h >> 16, h >> 8, h, 8, 2, 0, 0, 0}, 13},
+                {"IDAT", {0x78, 0x9c, 0x63, 0x60, 0x00, 0x00}, 6},
+                {"IEND", {0}, 0}};
+  for (int c = 0; c < 3; c++) {
+    unsigned len = chunks[c].len;
+    unsigned char *p = buf + n;
+    p[0] = (unsigned char)(len >> 24); p[1] = (unsigned char)(len >> 16);
+    p[2] = (unsigned char)(len >> 8); p[3] = (unsigned char)len;
+    memcpy(p + 4, chunks[c].type, 4);
+    memcpy(p + 8, chunks[c].data, len);
+    uLong crc = crc32(0L, p + 4, 4 + len);
+    p[8 + len] = (unsigned char)(crc >> 24); p[9 + len] = (unsigned char)(crc >> 16);
+    p[10 + len] = (unsigned char)(crc >> 8); p[11 + len] = (unsigned char)crc;
+    n += 12 + len;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s/%s", root, sub, name);
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+  fclose(f);
+}
+
+START_TEST(test_png_pixel_limit)
+{
+  write_pair("", "a.png", 40, 40, 2, 0);
+  write_pair("", "b.png", 48, 40, 2, 0);
+  data_set_t *tr, *va;
+  char err[512] = "";
+  /* Over the limit: refused from its header, naming the file and the flag. */
+  ck_assert_int_ne(data_open_png_dir(&tr, &va, root, 2, 32, 40 * 40, 1, err, sizeof err), 0);
+  ck_assert_msg(strstr(err, "b.png: 1920 pixels, more than --max-image-pixels (1600)"), "%s", err);
+  ck_assert_msg(data_open_png_dir(&tr, &va, root, 2, 32, 48 * 40, 1, err, sizeof err) == 0, "%s",
+                err);
+  data_destroy(tr);
+  data_destroy(va);
+  /* A 100-byte file that claims 16384 x 16384 (a quarter of a billion pixels, 768 MiB a
+   * buffer for every loader worker): refused before a pixel is decoded or a byte allocated. */
+  write_png_header_only("images", "bomb.png", 16384, 16384);
+  write_png_header_only("masks", "bomb.png", 16384, 16384);
+  int w = 0, h = 0;
+  char path[512];
+  snprintf(path, sizeof path, "%s/images/bomb.png", root);
+  ck_assert_int_ne(data_png_size(path, 0, DATA_PNG_DEFAULT_MAX_PIXELS, &w, &h, err, sizeof err), 0);
+  ck_assert_msg(strstr(err, "268435456 pixels, more than --max-image-pixels (67108864)"), "%s", err);
+  expect_open_error(2, 32, "bomb.png", "--max-image-pixels");
+  /* More than 16384 on a side: libpng's user limit stops it while reading the header. */
+  write_png_header_only("images", "bomb.png", 20000, 8);
+  ck_assert_int_ne(data_png_size(path, 0, (size_t)1 << 40, &w, &h, err, sizeof err), 0);
+  ck_assert_msg(strstr(err, "exceeds user limit"), "%s", err);
+  /* Under the limits, the header alone gives the size. */
+  write_png_header_only("images", "bomb.png", 300, 200);
+  ck_assert_int_eq(data_png_size(path, 0, DATA_PNG_DEFAULT_MAX_PIXELS, &w, &h, err, sizeof err), 0);
+  ck_assert_int_eq(w, 300);
+  ck_assert_int_eq(h, 200);
+}
+END_TEST
+
 static Suite *data_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("data");
@@ -592,23 +701,14 @@ static Suite *data_suite(const suite_env_t *env)
   tcase_add_test(tc, test_synth_bad_config);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
-  tc = tcase_create("png");
+  tc = SUITE_CASE(s, "png", test_png_dir_reads_back, test_png_formats, test_png_missing_mask,
+                  test_png_size_mismatch, test_png_label_too_large, test_png_corrupt,
+                  test_png_not_png, test_png_empty_and_small, test_png_pixel_limit);
   tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
-  tcase_add_test(tc, test_png_dir_reads_back);
-  tcase_add_test(tc, test_png_formats);
-  tcase_add_test(tc, test_png_missing_mask);
-  tcase_add_test(tc, test_png_size_mismatch);
-  tcase_add_test(tc, test_png_label_too_large);
-  tcase_add_test(tc, test_png_corrupt);
-  tcase_add_test(tc, test_png_not_png);
-  tcase_add_test(tc, test_png_empty_and_small);
   tcase_add_loop_test(tc, test_loader_reports_errors, 0, 2);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("pipeline");
-  tcase_add_test(tc, test_augment);
-  tcase_add_test(tc, test_loader_independent_of_workers);
+  tcase_add_loop_test(tc, test_loader_png_swapped_for_larger, 0, 3);
+  tc = SUITE_CASE(s, "pipeline", test_augment, test_loader_independent_of_workers);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -235,6 +235,9 @@ static const ddp_case_t gpu_cases[] = {
   {.world = 2, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
   {.world = 2, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = BF16_TOL,
    .bf16_wire = 1},
+  /* four ranks: on one GPU they all share it (the co-located collectives) */
+  {.world = 4, .norm = GROUP_NORM, .accum = 1, .device = ON_GPU, .tol = 2e-3},
+  {.world = 4, .norm = BATCH_NORM, .sync_bn = 1, .accum = 1, .device = ON_GPU, .tol = 2e-3},
 };
 
 /* Trains case c on c->world ranks; rank 0's weights into params. 0, or -1 with why. */
@@ -345,23 +348,12 @@ END_TEST
 static Suite *ddp_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ddp");
-  TCase *tc = tcase_create("equivalence");
+  TCase *tc = SUITE_CASE(s, "equivalence", cpu_n_ranks_equal_one_big_batch, local_batchnorm_differs,
+                         mismatched_models_are_refused);
   tcase_set_timeout(tc, 600); /* bounds a hang only */
-  tcase_add_test(tc, cpu_n_ranks_equal_one_big_batch);
-  tcase_add_test(tc, local_batchnorm_differs);
-  tcase_add_test(tc, mismatched_models_are_refused);
-  suite_add_tcase(s, tc);
-#ifdef HAVE_CUDNN
-  const int built = 1;
-#else
-  const int built = 0;
-#endif
-  if (suite_gpu_cases(env, 1, built, "gpu_n_ranks_equal_one_big_batch")) {
-    tc = tcase_create("gpu");
+  if (suite_gpu_cases(env, 1, SUITE_BUILT_CUDNN, "gpu_n_ranks_equal_one_big_batch")) {
+    tc = SUITE_CASE(s, "gpu", gpu_n_ranks_equal_one_big_batch, gpu_bf16_working_grads_same_bits);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, gpu_n_ranks_equal_one_big_batch);
-    tcase_add_test(tc, gpu_bf16_working_grads_same_bits);
-    suite_add_tcase(s, tc);
   }
   return s;
 }

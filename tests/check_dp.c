@@ -426,22 +426,12 @@ END_TEST
 static Suite *dp_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("dp");
-  TCase *tc = tcase_create("equivalence");
+  TCase *tc = SUITE_CASE(s, "equivalence", cpu_dp_equals_ddp, ledger_shows_device0_extras,
+                         dp_trainer_equals_ddp_trainer);
   tcase_set_timeout(tc, 600); /* bounds a hang only */
-  tcase_add_test(tc, cpu_dp_equals_ddp);
-  tcase_add_test(tc, ledger_shows_device0_extras);
-  tcase_add_test(tc, dp_trainer_equals_ddp_trainer);
-  suite_add_tcase(s, tc);
-#ifdef HAVE_CUDNN
-  const int built = 1;
-#else
-  const int built = 0;
-#endif
-  if (suite_gpu_cases(env, 2, built, "gpu_dp_equals_ddp")) {
-    tc = tcase_create("gpu");
+  if (suite_gpu_cases(env, 2, SUITE_BUILT_CUDNN, "gpu_dp_equals_ddp")) {
+    tc = SUITE_CASE(s, "gpu", gpu_dp_equals_ddp);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, gpu_dp_equals_ddp);
-    suite_add_tcase(s, tc);
   }
   return s;
 }

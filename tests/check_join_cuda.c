@@ -299,8 +299,10 @@ static void *launch_and_sync(void *arg)
   cudaMalloc((void **)&d, 16384);
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  k->st = shmddp_all_reduce(k->comm, d, d, 4096, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)s);
+  /* Raised before the call: on ranks that share a GPU the call itself waits for the peers on
+   * the host (the co-located path), so it may never return to raise it afterwards. */
   k->launched = 1;
+  k->st = shmddp_all_reduce(k->comm, d, d, 4096, SHMDDP_F32, SHMDDP_SUM, (shmddp_stream_t)s);
   if (k->st == SHMDDP_OK) k->st = shmddp_cuda_sync(k->comm, (shmddp_stream_t)s);
   return NULL;
 }
@@ -309,7 +311,9 @@ START_TEST(abort_from_a_thread_ends_a_waiting_kernel)
 {
   trank_t t[2];
   run_threads(t, 2, 0, 0);
-  /* Rank 0's kernel waits for rank 1, which never calls: only the abort can end it. */
+  /* Rank 0's collective waits for rank 1, which never calls: in a kernel (the in-kernel
+   * algorithms) or on the host (ranks sharing a GPU meet there). Only the abort can end it; it may
+   * also come before the call has started waiting, and the call must see it then too. */
   kwait_t k = {.comm = t[0].comm, .device = t[0].device};
   pthread_t th;
   ck_assert_int_eq(pthread_create(&th, NULL, launch_and_sync, &k), 0);

@@ -133,11 +133,8 @@ END_TEST
 static Suite *metrics_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("metrics");
-  TCase *tc = tcase_create("confusion");
-  tcase_add_test(tc, test_hand_built);
-  tcase_add_test(tc, test_ignore_and_absent_classes);
+  TCase *tc = SUITE_CASE(s, "confusion", test_hand_built, test_ignore_and_absent_classes);
   tcase_add_loop_test(tc, test_random_against_reference, 0, 4);
-  suite_add_tcase(s, tc);
   return s;
 }
 

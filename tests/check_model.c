@@ -511,26 +511,13 @@ END_TEST
 static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
-  TCase *tc = tcase_create("gradients");
+  TCase *tc = SUITE_CASE(s, "gradients", unet_grad_batchnorm, unet_grad_groupnorm);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, unet_grad_batchnorm);
-  tcase_add_test(tc, unet_grad_groupnorm);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("structure");
+  tc = SUITE_CASE(s, "structure", same_seed_same_bits, init_keyed_by_name, param_count_formula,
+                  hooks_in_order, hooks_with_empty_batch, batchnorm_paths_agree,
+                  groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
+                  update_is_optim_step, bad_configs);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, same_seed_same_bits);
-  tcase_add_test(tc, init_keyed_by_name);
-  tcase_add_test(tc, param_count_formula);
-  tcase_add_test(tc, hooks_in_order);
-  tcase_add_test(tc, hooks_with_empty_batch);
-  tcase_add_test(tc, batchnorm_paths_agree);
-  tcase_add_test(tc, groupnorm_needs_no_sync);
-  tcase_add_test(tc, accumulate_and_scale);
-  tcase_add_test(tc, eval_mode);
-  tcase_add_test(tc, learns_a_batch);
-  tcase_add_test(tc, update_is_optim_step);
-  tcase_add_test(tc, bad_configs);
-  suite_add_tcase(s, tc);
   return s;
 }
 

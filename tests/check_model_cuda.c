@@ -253,13 +253,9 @@ END_TEST
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
-  TCase *tc = tcase_create("model");
+  TCase *tc = SUITE_CASE(s, "model", test_model, test_graph_step, test_working_grads_refusals);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* four models, each with its convolution search */
-  tcase_add_test(tc, test_model);
-  tcase_add_test(tc, test_graph_step);
-  tcase_add_test(tc, test_working_grads_refusals);
-  suite_add_tcase(s, tc);
   return s;
 }
 

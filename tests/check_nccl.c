@@ -32,24 +32,37 @@ START_TEST(config_structs_of_every_size)
     c.size = sizes[i];
     c.blocking = 0;
     memcpy(buf, &c, sizes[i] < sizeof c ? sizes[i] : sizeof c);
-    int blocking = -1;
-    ck_assert_int_eq(nccl_parse_config((ncclConfig_t *)buf, &blocking, err, sizeof err), ncclSuccess);
-    ck_assert_int_eq(blocking, 0);
+    nccl_config_t got;
+    ck_assert_int_eq(nccl_parse_config((ncclConfig_t *)buf, &got, err, sizeof err), ncclSuccess);
+    ck_assert_int_eq(got.blocking, 0);
+    ck_assert_str_eq(got.name, ""); /* commName lies past 48 bytes or is NULL */
   }
   ncclConfig_t c = SHMDDP_NCCL_CONFIG_INIT;
-  int blocking = -1;
-  ck_assert_int_eq(nccl_parse_config(&c, &blocking, err, sizeof err), ncclSuccess);
-  ck_assert_int_eq(blocking, 1); /* unset means blocking */
+  nccl_config_t got;
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclSuccess);
+  ck_assert_int_eq(got.blocking, 1); /* unset means blocking */
   c.magic = 0x1234;
-  ck_assert_int_eq(nccl_parse_config(&c, &blocking, err, sizeof err), ncclInvalidArgument);
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(err, "magic"));
   c = (ncclConfig_t)SHMDDP_NCCL_CONFIG_INIT;
   c.size = 16;
-  ck_assert_int_eq(nccl_parse_config(&c, &blocking, err, sizeof err), ncclInvalidArgument);
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclInvalidArgument);
   c = (ncclConfig_t)SHMDDP_NCCL_CONFIG_INIT;
   c.blocking = 7;
-  ck_assert_int_eq(nccl_parse_config(&c, &blocking, err, sizeof err), ncclInvalidArgument);
-  ck_assert_int_eq(nccl_parse_config(NULL, &blocking, err, sizeof err), ncclSuccess);
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclInvalidArgument);
+  ck_assert_int_eq(nccl_parse_config(NULL, &got, err, sizeof err), ncclSuccess);
+  /* commName, splitShare and CTA bounds of a 2.28 config. */
+  c = (ncclConfig_t)SHMDDP_NCCL_CONFIG_INIT;
+  c.commName = "trainer-dp";
+  c.splitShare = 1;
+  c.minCTAs = 2;
+  c.maxCTAs = 16;
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclSuccess);
+  ck_assert_str_eq(got.name, "trainer-dp");
+  ck_assert_int_eq(got.split_share, 1);
+  c.minCTAs = 32;
+  ck_assert_int_eq(nccl_parse_config(&c, &got, err, sizeof err), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(err, "minCTAs"));
   /* The ABI offsets. */
   ck_assert_uint_eq(offsetof(ncclConfig_t, blocking), 16);
   ck_assert_uint_eq(offsetof(ncclConfig_t, netName), 32);
@@ -64,33 +77,32 @@ START_TEST(dtypes_ops_and_results_map)
     {ncclInt8, SHMDDP_I8}, {ncclUint8, SHMDDP_U8}, {ncclInt32, SHMDDP_I32},
     {ncclUint32, SHMDDP_U32}, {ncclInt64, SHMDDP_I64}, {ncclUint64, SHMDDP_U64},
     {ncclFloat16, SHMDDP_F16}, {ncclFloat32, SHMDDP_F32}, {ncclFloat64, SHMDDP_F64},
-    {ncclBfloat16, SHMDDP_BF16}};
+    {ncclBfloat16, SHMDDP_BF16}, {ncclFloat8e4m3, SHMDDP_F8E4M3}, {ncclFloat8e5m2, SHMDDP_F8E5M2}};
   char fails[512] = "";
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     shmddp_dtype_t got = SHMDDP_NUM_DTYPES;
-    if (nccl_dtype(NULL, dts[i].n, &got) != 0 || got != dts[i].s) {
+    if (nccl_dtype(NULL, "t", dts[i].n, &got) != 0 || got != dts[i].s) {
       size_t off = strlen(fails);
       snprintf(fails + off, sizeof fails - off, "[nccl dtype %d -> %d] ", (int)dts[i].n, (int)got);
     }
   }
   ck_assert_msg(fails[0] == 0, "%s", fails);
   shmddp_dtype_t d;
-  ck_assert_int_ne(nccl_dtype(NULL, ncclFloat8e4m3, &d), 0);
-  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "8-bit float"));
-  ck_assert_int_ne(nccl_dtype(NULL, (ncclDataType_t)99, &d), 0);
+  ck_assert_int_ne(nccl_dtype(NULL, "ncclAllReduce", (ncclDataType_t)99, &d), 0);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclAllReduce: argument datatype is 99"));
   static const struct { ncclRedOp_t n; shmddp_op_t s; } ops[] = {
     {ncclSum, SHMDDP_SUM}, {ncclProd, SHMDDP_PROD}, {ncclMax, SHMDDP_MAX}, {ncclMin, SHMDDP_MIN},
     {ncclAvg, SHMDDP_AVG}};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     shmddp_op_t o;
-    const nccl_premul_t *p;
-    ck_assert_int_eq(nccl_op(NULL, ops[i].n, &o, &p), 0);
+    nccl_scalar_t p;
+    ck_assert_int_eq(nccl_op(NULL, "t", ops[i].n, SHMDDP_F32, &o, &p), 0);
     ck_assert_int_eq(o, ops[i].s);
-    ck_assert_ptr_null(p);
+    ck_assert_int_eq(p.set, 0);
   }
   shmddp_op_t o;
-  const nccl_premul_t *p;
-  ck_assert_int_ne(nccl_op(NULL, (ncclRedOp_t)7, &o, &p), 0);
+  nccl_scalar_t p;
+  ck_assert_int_ne(nccl_op(NULL, "t", (ncclRedOp_t)7, SHMDDP_F32, &o, &p), 0);
   ck_assert_int_eq(nccl_result(SHMDDP_OK), ncclSuccess);
   ck_assert_int_eq(nccl_result(SHMDDP_ERR_ABORTED), ncclRemoteError);
   ck_assert_int_eq(nccl_result(SHMDDP_ERR_TIMEOUT), ncclRemoteError);
@@ -105,9 +117,12 @@ END_TEST
 
 START_TEST(unserved_calls_say_so)
 {
-  ncclResult_t ncclAlltoAll(void);
-  ck_assert_int_eq(ncclAlltoAll(), ncclInvalidUsage);
-  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclAlltoAll is not supported"));
+  ncclResult_t ncclPutSignal(void);
+  ncclResult_t ncclDevCommCreate(void);
+  ck_assert_int_eq(ncclPutSignal(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclPutSignal is not supported"));
+  ck_assert_int_eq(ncclDevCommCreate(), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "device-side library"));
 }
 END_TEST
 
@@ -133,7 +148,7 @@ static void note(rk_t *t, int bad, const char *what)
 
 static const ncclDataType_t all_types[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
                                            ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64,
-                                           ncclBfloat16};
+                                           ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 static void *rank_collectives(void *arg)
 {
@@ -150,7 +165,7 @@ static void *rank_collectives(void *arg)
   static const shmddp_op_t sops[] = {SHMDDP_SUM, SHMDDP_PROD, SHMDDP_MAX, SHMDDP_MIN, SHMDDP_AVG};
   for (size_t ti = 0; ti < sizeof all_types / sizeof all_types[0]; ti++) {
     shmddp_dtype_t dt;
-    nccl_dtype(NULL, all_types[ti], &dt);
+    nccl_dtype(NULL, "t", all_types[ti], &dt);
     size_t ds = shmddp_dtype_size(dt);
     for (int o = 0; o < 5; o++) {
       iter++;
@@ -389,14 +404,16 @@ START_TEST(bad_calls_are_refused)
   ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument);
   ck_assert_int_eq(ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL), ncclInvalidArgument);
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
-  /* A one-rank communicator works, and rejects fp8 and a bad peer. */
+  /* A one-rank communicator works, and rejects an unknown dtype and a bad peer. */
   ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
   float x = 3, y = 0;
   ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
   ck_assert(y == 3);
-  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat8e5m2, ncclSum, comm, NULL), ncclInvalidArgument);
-  ck_assert_int_eq(ncclSend(&x, 1, ncclFloat32, 0, comm, NULL), ncclInvalidArgument);
-  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "peer 0"));
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, (ncclDataType_t)ncclNumTypes, ncclSum, comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclSend(&x, 1, ncclFloat32, 1, comm, NULL), ncclInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "argument peer is 1"));
+  ck_assert_int_eq(ncclSend(&x, 1, ncclFloat32, 0, comm, NULL), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "peer 0 is the calling rank"));
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
 END_TEST
@@ -404,20 +421,12 @@ END_TEST
 static Suite *nccl_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("nccl");
-  TCase *tc = tcase_create("translations");
-  tcase_add_test(tc, config_structs_of_every_size);
-  tcase_add_test(tc, dtypes_ops_and_results_map);
-  tcase_add_test(tc, unserved_calls_say_so);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("served");
+  SUITE_CASE(s, "translations", config_structs_of_every_size, dtypes_ops_and_results_map,
+             unserved_calls_say_so);
+  TCase *tc = SUITE_CASE(s, "served", collectives_every_dtype_2, collectives_every_dtype_3,
+                         one_thread_drives_every_rank_in_groups, split_by_color_and_key,
+                         abort_reaches_the_peer_as_remote_error, bad_calls_are_refused);
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, collectives_every_dtype_2);
-  tcase_add_test(tc, collectives_every_dtype_3);
-  tcase_add_test(tc, one_thread_drives_every_rank_in_groups);
-  tcase_add_test(tc, split_by_color_and_key);
-  tcase_add_test(tc, abort_reaches_the_peer_as_remote_error);
-  tcase_add_test(tc, bad_calls_are_refused);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -608,36 +608,17 @@ END_TEST
 static Suite *make_ops_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops");
-  TCase *tc = tcase_create("gradients");
+  TCase *tc = SUITE_CASE(s, "gradients", conv3x3_grad, conv1x1_grad, convt2x2_grad, bn_grad,
+                         bn_relu_grad, gn_grad, gn_relu_grad, relu_grad, maxpool_grad, concat_grad,
+                         softmax_ce_grad);
   tcase_add_checked_fixture(tc, setup, NULL);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, conv3x3_grad);
-  tcase_add_test(tc, conv1x1_grad);
-  tcase_add_test(tc, convt2x2_grad);
-  tcase_add_test(tc, bn_grad);
-  tcase_add_test(tc, bn_relu_grad);
-  tcase_add_test(tc, gn_grad);
-  tcase_add_test(tc, gn_relu_grad);
-  tcase_add_test(tc, relu_grad);
-  tcase_add_test(tc, maxpool_grad);
-  tcase_add_test(tc, concat_grad);
-  tcase_add_test(tc, softmax_ce_grad);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("references");
+  tc = SUITE_CASE(s, "references", gemm_f32_all_transposes, conv_f32_matches_f64, bn_large_mean,
+                  bn_eval_uses_running, casts_round_trip);
   tcase_add_checked_fixture(tc, setup, NULL);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, gemm_f32_all_transposes);
-  tcase_add_test(tc, conv_f32_matches_f64);
-  tcase_add_test(tc, bn_large_mean);
-  tcase_add_test(tc, bn_eval_uses_running);
-  tcase_add_test(tc, casts_round_trip);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("syncbn");
+  tc = SUITE_CASE(s, "syncbn", syncbn_equal_halves, syncbn_unequal_halves, syncbn_empty_half);
   tcase_add_checked_fixture(tc, setup, NULL);
-  tcase_add_test(tc, syncbn_equal_halves);
-  tcase_add_test(tc, syncbn_unequal_halves);
-  tcase_add_test(tc, syncbn_empty_half);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -500,12 +500,21 @@ START_TEST(test_conv)
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2); /* the RGB input layer (cuDNN, padded) */
     conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
     conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2); /* at its width, many blocks */
+    conv_case(OPS_CONV3X3, 33, 17, 3, 48, 3, 2); /* 16-bit: own kernels, tiles across rows and
+                                                    images, a partial last tile */
+    conv_case(OPS_CONV3X3, 9, 11, 2, 32, 2, 1);  /* two inputs, a smaller batch */
+    conv_case(OPS_CONV3X3, 1, 5, 1, 16, 1, 1);   /* one row: every tap off the image's edge */
     conv_case(OPS_CONV3X3, 6, 6, 1, 8, 2, 2);    /* one input channel */
     conv_case(OPS_CONV3X3, 7, 5, 4, 24, 3, 1);   /* four, odd sizes, a smaller batch */
     conv_case(OPS_CONV1X1, 8, 8, 16, 4, 2, 2);  /* the head */
     conv_case(OPS_CONV1X1, 16, 16, 64, 4, 2, 2); /* at its width: own kernels, many blocks */
     conv_case(OPS_CONV1X1, 5, 7, 12, 3, 2, 1);   /* off the vector width, odd outputs */
     conv_case(OPS_CONV1X1, 4, 4, 16, 8, 2, 2);   /* the most outputs the own kernels take */
+    conv_case(OPS_CONV1X1, 9, 13, 256, 8, 2, 2); /* the most inputs: a lane owns several chunks */
+    conv_case(OPS_CONV1X1, 7, 9, 200, 5, 3, 3);  /* chunks that fill no power of two of lanes */
+    conv_case(OPS_CONV1X1, 33, 31, 64, 4, 6, 5); /* the head's width, a pixel count off every
+                                                    warp and unroll multiple, many blocks */
+    conv_case(OPS_CONV1X1, 3, 3, 2, 6, 1, 1);    /* more outputs than lanes per pixel */
     conv_case(OPS_CONV1X1, 4, 4, 16, 12, 2, 2);  /* more: cuBLAS */
     conv_case_at(OPS_CONV1X1, 8, 8, 16, 4, 2, 2, 2); /* misaligned weights, own kernels */
     setenv("SHMDDP_CONV1X1", "gemm", 1);
@@ -691,39 +700,23 @@ END_TEST
 static Suite *make_ops_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops_cuda");
-  TCase *tc = tcase_create("elementwise");
+  TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_bn_apply_pool,
+                          test_concat);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_casts);
-  tcase_add_test(tc, test_relu);
-  tcase_add_test(tc, test_maxpool);
-  tcase_add_test(tc, test_bn_apply_pool);
-  tcase_add_test(tc, test_concat);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("normalisation");
+  tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_batchnorm);
-  tcase_add_test(tc, test_groupnorm);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("loss");
+  tc = SUITE_CASE(s, "loss", test_softmax_ce);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_softmax_ce);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("conv");
+  tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
-  tcase_add_test(tc, test_conv);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("optimizer");
+  tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
+                  test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, test_optim);
-  tcase_add_test(tc, test_optim_16bit_grads);
-  tcase_add_test(tc, test_nonfinite);
-  tcase_add_test(tc, test_init_errors);
-  suite_add_tcase(s, tc);
   return s;
 }
 

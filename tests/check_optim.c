@@ -273,20 +273,9 @@ END_TEST
 static Suite *make_optim_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("optim");
-  TCase *tc = tcase_create("updates");
-  tcase_add_test(tc, sgd_plain);
-  tcase_add_test(tc, sgd_momentum_wd);
-  tcase_add_test(tc, sgd_nesterov_unscale);
-  tcase_add_test(tc, adamw);
-  tcase_add_test(tc, adamw_unscale_schedule);
-  tcase_add_test(tc, lr_schedule);
-  tcase_add_test(tc, config_errors);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("amp");
-  tcase_add_test(tc, scaler_state_machine);
-  tcase_add_test(tc, nonfinite_check);
-  tcase_add_test(tc, cpu_refuses_16bit_io);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "updates", sgd_plain, sgd_momentum_wd, sgd_nesterov_unscale, adamw,
+             adamw_unscale_schedule, lr_schedule, config_errors);
+  SUITE_CASE(s, "amp", scaler_state_machine, nonfinite_check, cpu_refuses_16bit_io);
   return s;
 }
 

@@ -260,16 +260,9 @@ static Suite *make_plan_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("plan");
-  TCase *tc = tcase_create("planner");
-  tcase_add_test(tc, shares_only_what_never_meets);
-  tcase_add_test(tc, random_schedules);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("unet");
-  tcase_add_test(tc, unet_batchnorm_f32);
-  tcase_add_test(tc, unet_groupnorm_f32);
-  tcase_add_test(tc, unet_batchnorm_f64_staged);
-  tcase_add_test(tc, bad_mode_refused);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "planner", shares_only_what_never_meets, random_schedules);
+  SUITE_CASE(s, "unet", unet_batchnorm_f32, unet_groupnorm_f32, unet_batchnorm_f64_staged,
+             bad_mode_refused);
   return s;
 }
 

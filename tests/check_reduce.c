@@ -94,6 +94,48 @@ START_TEST(bf16_rounding_matches_reference)
 }
 END_TEST
 
+/* The 8-bit floats: every code decodes to a value that encodes back to it; random floats round
+ * as the reference does (to nearest even, subnormals included); values beyond the largest
+ * finite one (after rounding) become NaN for e4m3, which has no infinity, and infinity for
+ * e5m2. */
+static void check_f8(const char *name, float (*dec)(uint8_t), uint8_t (*enc)(float), int mant,
+                     int emin, double max, int has_inf)
+{
+  for (unsigned b = 0; b < 256; b++) {
+    float f = dec((uint8_t)b);
+    if (isnan(f)) {
+      ck_assert_msg(isnan(dec(enc(f))), "%s 0x%02x: NaN does not stay NaN", name, b);
+      continue;
+    }
+    ck_assert_msg(enc(f) == b, "%s 0x%02x -> %g -> 0x%02x", name, b, f, enc(f));
+    ck_assert_msg(isinf(f) || f == ref_round(f, mant, emin, max), "%s 0x%02x is off the grid", name, b);
+  }
+  unsigned seed = 4242;
+  for (int i = 0; i < 200000; i++) {
+    float x = random_float(&seed) / 64;
+    double want = ref_round(x, mant, emin, max);
+    if (isinf(want) && !has_inf) want = NAN;
+    double got = dec(enc(x));
+    ck_assert_msg(got == want || (isnan(got) && isnan(want)) ||
+                      (isinf(got) && isinf(want) && signbit(got) == signbit(want)),
+                  "%s(%a) = %a, reference %a", name, x, got, want);
+  }
+}
+
+START_TEST(f8_rounding_matches_reference)
+{
+  check_f8("e4m3", f8e4m3_to_f32, f32_to_f8e4m3, 3, -6, 448.0, 0);
+  check_f8("e5m2", f8e5m2_to_f32, f32_to_f8e5m2, 2, -14, 57344.0, 1);
+  ck_assert_uint_eq(f32_to_f8e4m3(464.0f), 0x7e); /* the tie at the top rounds to even: 448 */
+  ck_assert_uint_eq(f32_to_f8e4m3(465.0f), 0x7f); /* beyond: NaN */
+  ck_assert_uint_eq(f32_to_f8e4m3(-INFINITY), 0xff);
+  ck_assert_uint_eq(f32_to_f8e5m2(61440.0f), 0x7c); /* the tie at the top rounds to even: inf */
+  ck_assert_uint_eq(f32_to_f8e5m2(61439.0f), 0x7b);
+  ck_assert_uint_eq(f32_to_f8e5m2(-INFINITY), 0xfc);
+  ck_assert(isnan(f8e5m2_to_f32(f32_to_f8e5m2(NAN))));
+}
+END_TEST
+
 /* The buffer conversions (DDP's bf16 gradients on the wire) round as the reference does, widen
  * exactly, and refuse pairs of types they do not convert. */
 START_TEST(convert_buffers)
@@ -211,19 +253,11 @@ END_TEST
 static Suite *reduce_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("reduce");
-  TCase *tc = tcase_create("half");
-  tcase_add_test(tc, f16_roundtrip_every_value);
-  tcase_add_test(tc, f16_rounding_matches_reference);
-  tcase_add_test(tc, bf16_rounding_matches_reference);
-  tcase_add_test(tc, convert_buffers);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("reduce");
+  SUITE_CASE(s, "half", f16_roundtrip_every_value, f16_rounding_matches_reference,
+             bf16_rounding_matches_reference, f8_rounding_matches_reference, convert_buffers);
+  TCase *tc = SUITE_CASE(s, "reduce", multi_matches_reference, chain_equals_multi,
+                         nan_propagates_through_min_max, integer_sum_wraps_and_avg_truncates);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, multi_matches_reference);
-  tcase_add_test(tc, chain_equals_multi);
-  tcase_add_test(tc, nan_propagates_through_min_max);
-  tcase_add_test(tc, integer_sum_wraps_and_avg_truncates);
-  suite_add_tcase(s, tc);
   return s;
 }
 

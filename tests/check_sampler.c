@@ -169,10 +169,7 @@ static Suite *sampler_suite(const suite_env_t *env)
   tcase_add_loop_test(tc, test_pad_covers_disjoint, 1, 9);
   tcase_add_loop_test(tc, test_drop_last, 1, 9);
   suite_add_tcase(s, tc);
-  tc = tcase_create("order");
-  tcase_add_test(tc, test_epoch_shuffle);
-  tcase_add_test(tc, test_no_shuffle_and_validate);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "order", test_epoch_shuffle, test_no_shuffle_and_validate);
   return s;
 }
 

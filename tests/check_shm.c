@@ -14,6 +14,9 @@
 
 #include "collectives/comm.h"
 #include "shm/barrier.h"
+#include "shm/blake2s.h"
+#include "shm/env.h"
+#include "shm/shmfile.h"
 #include "shm/numa.h"
 #include "shm/segment.h"
 #include "shm/timeutil.h"
@@ -113,8 +116,14 @@ START_TEST(segment_refuses_bad_sizes_with_advice)
   ck_assert_ptr_nonnull(strstr(err, "1 to 8"));
   ck_assert_int_eq(shm_segment_create(&seg, 9, 1 << 20, 5, err, sizeof err), SHMDDP_ERR_INVALID);
   ck_assert_int_eq(shm_segment_create(&seg, 2, 100, 5, err, sizeof err), SHMDDP_ERR_INVALID);
-  /* far more than any /dev/shm holds: refused up front, with the container advice */
+  /* beyond the largest slot: refused as such, before any size arithmetic */
   ck_assert_int_eq(shm_segment_create(&seg, 8, (size_t)1 << 44, 5, err, sizeof err),
+                   SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(err, "too large: use at most 65536 MiB"));
+  ck_assert_int_eq(shm_segment_create(&seg, 2, SIZE_MAX - 4095, 5, err, sizeof err),
+                   SHMDDP_ERR_INVALID);
+  /* far more than any /dev/shm holds: refused up front, with the container advice */
+  ck_assert_int_eq(shm_segment_create(&seg, 8, SHM_MAX_SLOT_BYTES, 5, err, sizeof err),
                    SHMDDP_ERR_NOSPACE);
   ck_assert_ptr_nonnull(strstr(err, "--shm-size"));
   ck_assert_int_eq(test_count_segments(getpid()), 0);
@@ -401,6 +410,194 @@ START_TEST(inherited_ignored_sigint_stays_ignored)
 }
 END_TEST
 
+/* Whether sig is pending for process pid (its shared pending set, /proc/PID/status ShdPnd). */
+static int signal_pending(pid_t pid, int sig)
+{
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "ShdPnd: %llx", &mask) == 1) break;
+  if (f) fclose(f);
+  return (int)(mask >> (sig - 1) & 1);
+}
+
+/* A stop as supervisors send it: SIGTERM to the launcher, and again, and again (GNU timeout
+ * signals the launcher and then its process group; systemd and Slurm repeat), each one taken by
+ * the launcher before the next; and twice to every rank itself. The ranks finish their "step"
+ * (a barrier) and end with the stop's status: no rank is killed. */
+static int rank_stops_slowly(shmddp_comm_t *comm, void *arg)
+{
+  int r = shmddp_comm_rank(comm);
+  pid_t launcher = getppid();
+  if (r == 0) {
+    for (int i = 0; i < 3; i++) {
+      kill(launcher, SIGTERM);
+      WAIT_UNTIL(!signal_pending(launcher, SIGTERM), 60);
+    }
+  }
+  WAIT_UNTIL(shmddp_stop_requested(comm), 60);
+  raise(SIGTERM);
+  raise(SIGTERM);
+  rep->status[r] = shmddp_stop_requested(comm);
+  return shmddp_barrier(comm) == SHMDDP_OK ? 0 : 1;
+}
+
+START_TEST(repeated_sigterm_is_absorbed)
+{
+  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_stops_slowly, NULL);
+  ck_assert_msg(res.failed_rank == -1, "rank %d failed: %s", res.failed_rank, res.message);
+  ck_assert_int_eq(res.interrupted, SIGTERM);
+  ck_assert_int_eq(res.exit_code, 128 + SIGTERM);
+  for (int r = 0; r < 3; r++) ck_assert_int_eq(rep->status[r], SIGTERM);
+}
+END_TEST
+
+/* ---- shared-memory files for peers (the CUDA transport's host staging) ---- */
+
+START_TEST(staging_file_is_reserved_private_and_checked)
+{
+  const size_t bytes = (size_t)3 << 20;
+  int fd = -1;
+  char path[SHM_FILE_PATH_MAX], err[512];
+  ck_assert_msg(shm_file_create(bytes, &fd, path, sizeof path, err, sizeof err) == SHMDDP_OK,
+                "%s", err);
+  struct stat sb;
+  ck_assert_int_eq(fstat(fd, &sb), 0);
+  ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+  /* Reserved, not sparse: a full /dev/shm fails here, not later with SIGBUS. */
+  ck_assert_msg((size_t)sb.st_blocks * 512 >= bytes, "%lld of %zu bytes reserved",
+                (long long)sb.st_blocks * 512, bytes);
+  /* Unnamed where /dev/shm offers O_TMPFILE: nothing a crash could leave behind. */
+  if (strncmp(path, "/proc/", 6) == 0) ck_assert_int_eq(test_count_prefix("shmddp-staged-"), 0);
+  /* A peer process maps it by the path and sees what the maker wrote. */
+  void *mine = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ck_assert_ptr_ne(mine, MAP_FAILED);
+  strcpy((char *)mine + bytes - 16, "from the maker");
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *peer = NULL;
+    if (shm_file_map(path, bytes, &peer, err, sizeof err) != SHMDDP_OK) _exit(1);
+    _exit(strcmp((char *)peer + bytes - 16, "from the maker") == 0 ? 0 : 2);
+  }
+  int ws;
+  ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+  ck_assert_int_eq(WEXITSTATUS(ws), 0);
+  /* What the maker did not announce is not mapped: another size, a mode granting others. */
+  void *peer = NULL;
+  ck_assert_int_eq(shm_file_map(path, bytes + 4096, &peer, err, sizeof err), SHMDDP_ERR_INVALID);
+  ck_assert_msg(strstr(err, "not what its maker announced"), "%s", err);
+  ck_assert_int_eq(fchmod(fd, 0644), 0);
+  ck_assert_int_eq(shm_file_map(path, bytes, &peer, err, sizeof err), SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(err, "mode 0644"));
+  munmap(mine, bytes);
+  shm_file_forget(fd, path);
+  ck_assert_int_ne(shm_file_map(path, bytes, &peer, err, sizeof err), SHMDDP_OK);
+  ck_assert_int_eq(test_count_prefix("shmddp-staged-"), 0);
+}
+END_TEST
+
+/* ---- the environment table and its reader ---- */
+
+START_TEST(env_reader_refuses_junk_range_and_overflow)
+{
+  static const struct {
+    const char *name, *value, *needle; /* needle: in the message; NULL: accepted */
+  } cases[] = {
+    {"SHMDDP_SLOT_MB", "8", NULL},
+    {"SHMDDP_SLOT_MB", "0.5", NULL},
+    {"SHMDDP_SLOT_MB", "1e30", "SHMDDP_SLOT_MB=1e30 is out of range: it takes a number from 0.0625 to 65536 (MiB)"},
+    {"SHMDDP_SLOT_MB", "1e400", "SHMDDP_SLOT_MB=1e400 is not a number"},
+    {"SHMDDP_SLOT_MB", "17592186044416", "is out of range"}, /* the old (size_t)(mb * 2^20) wrapped */
+    {"SHMDDP_SLOT_MB", "0.01", "is out of range"},
+    {"SHMDDP_SLOT_MB", "-4", "is out of range"},
+    {"SHMDDP_SLOT_MB", "nan", "is not a number"},
+    {"SHMDDP_SLOT_MB", "inf", "is not a number"},
+    {"SHMDDP_SLOT_MB", "4MB", "is not a number"},
+    {"SHMDDP_TIMEOUT", "abc", "SHMDDP_TIMEOUT=abc is not a number: it takes a number from 0.001 to 31536000 (seconds)"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "16", NULL},
+    {"SHMDDP_CUDA_TS_BLOCKS", "2.5", "is not a whole number"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "129", "from 1 to 128"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "64k", NULL},
+    {"SHMDDP_CUDA_DIRECT_MAX", "99999999999999999999", "is not a byte count"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "17179869184g", "is not a byte count"}, /* 2^34 GiB overflows */
+    {"SHMDDP_CUDA_DIRECT_MAX", "2g", "bytes from 0 to 1g"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "12q", "is not a byte count"},
+    {"SHMDDP_CUDA_P2P", "yes", "is not 0 or 1"},
+    {"SHMDDP_ALGO", "fastest", "is not one of the choices: it takes auto|direct|ring"},
+    {"SHMDDP_ALGO", "coloc", NULL},
+    {"SHMDDP_CUDA_EXPORTS", "16", NULL},
+    {"SHMDDP_CUDA_EXPORTS", "15", "SHMDDP_CUDA_EXPORTS=15 is out of range: it takes a whole number from 16 to 1048576 (exports)"},
+    {"SHMDDP_CUDA_EXPORTS", "64k", "is not a number"},
+    {"SHMDDP_RECOMPUTE", "3", NULL},
+  };
+  char err[512];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const shm_env_param_t *p = shm_env_find(cases[i].name);
+    ck_assert_ptr_nonnull(p);
+    err[0] = 0;
+    int rc = shm_env_check(p, cases[i].value, err, sizeof err);
+    if (!cases[i].needle)
+      ck_assert_msg(rc == 0, "%s=%s refused: %s", cases[i].name, cases[i].value, err);
+    else
+      ck_assert_msg(rc == -1 && strstr(err, cases[i].needle), "%s=%s: %d '%s'", cases[i].name,
+                    cases[i].value, rc, err);
+  }
+  /* The typed readers: unset, set, refused. */
+  double d = -1;
+  uint64_t b = 0;
+  unsetenv("SHMDDP_SLOT_MB");
+  ck_assert_int_eq(shm_env_number("SHMDDP_SLOT_MB", &d, err, sizeof err), 0);
+  setenv("SHMDDP_SLOT_MB", "", 1); /* empty: the default */
+  ck_assert_int_eq(shm_env_number("SHMDDP_SLOT_MB", &d, err, sizeof err), 0);
+  setenv("SHMDDP_SLOT_MB", "0.25", 1);
+  ck_assert_int_eq(shm_env_number("SHMDDP_SLOT_MB", &d, err, sizeof err), 1);
+  ck_assert(d == 0.25);
+  setenv("SHMDDP_CUDA_CE_CHUNK", "3m", 1);
+  ck_assert_int_eq(shm_env_bytes("SHMDDP_CUDA_CE_CHUNK", &b, err, sizeof err), 1);
+  ck_assert_uint_eq(b, 3 << 20);
+  unsetenv("SHMDDP_CUDA_CE_CHUNK");
+  ck_assert_int_eq(shm_env_number("SHMDDP_NO_SUCH", &d, err, sizeof err), -1);
+  /* The whole environment, as shmddp-train checks it: a bad value refused, a typo warned of. */
+  char *env[] = {"PATH=/bin", "SHMDDP_SLOTMB=4", "SHMDDP_TIMEOUT=30", NULL};
+  FILE *warn = tmpfile();
+  ck_assert_int_eq(shm_env_check_environ(env, "test", warn, err, sizeof err), 0);
+  char text[512] = "";
+  rewind(warn);
+  ck_assert_uint_gt(fread(text, 1, sizeof text - 1, warn), 0);
+  fclose(warn);
+  ck_assert_ptr_nonnull(strstr(text, "SHMDDP_SLOTMB is not a shmddp setting"));
+  env[2] = "SHMDDP_TIMEOUT=-1";
+  ck_assert_int_eq(shm_env_check_environ(env, "test", NULL, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_TIMEOUT=-1 is out of range"));
+}
+END_TEST
+
+/* The library's own readers refuse before anything is made: a launch, a joined group. */
+START_TEST(bad_environment_is_refused_at_launch_and_join)
+{
+  shmddp_launch_config_t cfg = {.nproc = 2};
+  shmddp_launch_result_t res;
+  setenv("SHMDDP_SLOT_MB", "17592186044416", 1); /* 2^44 MiB: wrapped to a 0-byte slot before */
+  ck_assert_int_eq(shmddp_launch(&cfg, rank_ok, NULL, &res), SHMDDP_ERR_INVALID);
+  ck_assert_msg(strstr(res.message, "SHMDDP_SLOT_MB=17592186044416 is out of range"), "%s",
+                res.message);
+  setenv("SHMDDP_SLOT_MB", "0.5x", 1);
+  shmddp_unique_id_t id;
+  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
+  shmddp_comm_t *comm = NULL;
+  ck_assert_int_eq(shmddp_comm_init_rank(&comm, 1, id, 0), SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(shmddp_last_error(), "SHMDDP_SLOT_MB=0.5x is not a number"));
+  unsetenv("SHMDDP_SLOT_MB");
+  setenv("SHMDDP_STOP_GRACE", "0", 1);
+  ck_assert_int_eq(shmddp_launch(&cfg, rank_ok, NULL, &res), SHMDDP_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(res.message, "SHMDDP_STOP_GRACE=0 is out of range"));
+  unsetenv("SHMDDP_STOP_GRACE");
+  ck_assert_int_eq(test_count_segments(getpid()), 0);
+}
+END_TEST
+
 /* Many ranks on few cores: the waits must sleep, not spin, for this to finish quickly. */
 static int rank_barriers(shmddp_comm_t *comm, void *arg)
 {
@@ -439,31 +636,67 @@ START_TEST(numa_node_from_sysfs)
 }
 END_TEST
 
+/* ---- the keyed hash behind join ids ---- */
+
+static void hex_of(const uint8_t *b, size_t n, char *out)
+{
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* RFC 7693 appendix B, and keyed vectors made with Python's hashlib.blake2s (an independent
+ * implementation): key = bytes 0..31 (0..15 for the 16-byte case), message = bytes 0, 1, 2, ...
+ * of the given length; the lengths cross the 64-byte block boundary both ways. */
+START_TEST(blake2s_matches_reference_vectors)
+{
+  static const struct {
+    size_t keylen, msglen, outlen;
+    const char *hex;
+  } v[] = {
+    {32, 0, 32, "48a8997da407876b3d79c0d92325ad3b89cbb754d86ab71aee047ad345fd2c49"},
+    {32, 1, 32, "40d15fee7c328830166ac3f918650f807e7e01e177258cdc0a39b11f598066f1"},
+    {32, 63, 32, "c65382513f07460da39833cb666c5ed82e61b9e998f4b0c4287cee56c3cc9bcd"},
+    {32, 64, 32, "8975b0577fd35566d750b362b0897a26c399136df07bababbde6203ff2954ed4"},
+    {32, 65, 32, "21fe0ceb0052be7fb0f004187cacd7de67fa6eb0938d927677f2398c132317a8"},
+    {32, 128, 32, "0c311f38c35a4fb90d651c289d486856cd1413df9b0677f53ece2cd9e477c60a"},
+    {32, 255, 32, "3fb735061abc519dfe979e54c1ee5bfad0a9d858b3315bad34bde999efd724dd"},
+    {16, 100, 16, "56301549e674c3b72a0e1dafb7a2c620"},
+  };
+  uint8_t key[32], msg[300], out[32];
+  char hex[65];
+  for (int i = 0; i < 32; i++) key[i] = (uint8_t)i;
+  for (int i = 0; i < 300; i++) msg[i] = (uint8_t)i;
+  ck_assert_int_eq(shm_blake2s(out, 32, NULL, 0, "abc", 3), 0);
+  hex_of(out, 32, hex);
+  ck_assert_str_eq(hex, "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982");
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    ck_assert_int_eq(shm_blake2s(out, v[i].outlen, key, v[i].keylen, msg, v[i].msglen), 0);
+    hex_of(out, v[i].outlen, hex);
+    ck_assert_msg(strcmp(hex, v[i].hex) == 0, "key %zu, message %zu: %s", v[i].keylen,
+                  v[i].msglen, hex);
+  }
+  ck_assert_int_eq(shm_blake2s(out, 33, key, 32, msg, 1), -1);
+  ck_assert_int_eq(shm_blake2s(out, 32, key, 33, msg, 1), -1);
+  ck_assert_int_eq(shm_ct_differ(key, key, 32), 0);
+  ck_assert_int_ne(shm_ct_differ(key, msg + 1, 32), 0);
+}
+END_TEST
+
 static Suite *shm_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("shm");
-  TCase *tc = tcase_create("segment");
-  tcase_add_test(tc, segment_is_unlinked_and_laid_out);
-  tcase_add_test(tc, segment_refuses_bad_sizes_with_advice);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("launcher");
+  SUITE_CASE(s, "segment", segment_is_unlinked_and_laid_out, segment_refuses_bad_sizes_with_advice,
+             blake2s_matches_reference_vectors, env_reader_refuses_junk_range_and_overflow,
+             staging_file_is_reserved_private_and_checked);
+  TCase *tc = SUITE_CASE(s, "launcher", launch_runs_every_rank, launch_rejects_bad_world_sizes,
+                         failed_rank_stops_the_others, killed_rank_ends_the_run_within_2s,
+                         unresponsive_rank_is_killed_after_grace,
+                         barrier_timeout_names_the_absent_rank, abort_reaches_every_rank,
+                         sigterm_asks_ranks_to_stop, sigint_asks_ranks_to_stop,
+                         inherited_ignored_sigint_stays_ignored, repeated_sigterm_is_absorbed,
+                         bad_environment_is_refused_at_launch_and_join, eight_ranks_oversubscribed);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tcase_add_test(tc, launch_runs_every_rank);
-  tcase_add_test(tc, launch_rejects_bad_world_sizes);
-  tcase_add_test(tc, failed_rank_stops_the_others);
-  tcase_add_test(tc, killed_rank_ends_the_run_within_2s);
-  tcase_add_test(tc, unresponsive_rank_is_killed_after_grace);
-  tcase_add_test(tc, barrier_timeout_names_the_absent_rank);
-  tcase_add_test(tc, abort_reaches_every_rank);
-  tcase_add_test(tc, sigterm_asks_ranks_to_stop);
-  tcase_add_test(tc, sigint_asks_ranks_to_stop);
-  tcase_add_test(tc, inherited_ignored_sigint_stays_ignored);
-  tcase_add_test(tc, eight_ranks_oversubscribed);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("numa");
-  tcase_add_test(tc, numa_node_from_sysfs);
-  suite_add_tcase(s, tc);
+  SUITE_CASE(s, "numa", numa_node_from_sysfs);
   return s;
 }
 

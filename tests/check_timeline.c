@@ -20,6 +20,8 @@
 #include "src/train/loop_ddp.h"
 #include "tests/json_mini.h"
 #include "tests/suite_main.h"
+#include "tests/testutil.h"
+#include "tests/train_run.h"
 
 #ifdef HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -61,13 +63,6 @@ static char *slurp(const char *path)
   buf[got] = 0;
   fclose(f);
   return buf;
-}
-
-static void rm_rf(const char *dir)
-{
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* ---- checks on a trace ---- */
@@ -167,7 +162,7 @@ START_TEST(test_off_is_a_no_op)
   char path[512];
   snprintf(path, sizeof path, "%s/timeline-rank0.json", dir);
   ck_assert_int_ne(access(path, F_OK), 0);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
@@ -249,7 +244,7 @@ START_TEST(test_host_window)
   free(s);
   jfree(&doc);
   free(text);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
@@ -279,7 +274,7 @@ START_TEST(test_close_inside_window)
   free(s);
   jfree(&doc);
   free(text);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
@@ -340,7 +335,7 @@ START_TEST(test_cuda_events)
   free(s);
   jfree(&doc);
   free(text);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 #endif
@@ -443,26 +438,7 @@ static void train(const char *out, const char *const *extra, int nextra)
   for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) argv[argc++] = (char *)base[i];
   for (int i = 0; i < nextra; i++) argv[argc++] = (char *)extra[i];
   argv[argc] = NULL;
-  train_machine_t m = {.visible_gpus = 0, .cuda_built = 0, .online_cpus = 2};
-  train_config_t cfg;
-  char err[1024];
-  ck_assert_msg(train_config_parse(&cfg, argc, argv, &m, stderr, err, sizeof err) == 0, "%s",
-                err);
-  train_job_t job;
-  ck_assert_msg(train_job_open(&job, &cfg, err, sizeof err) == 0, "job: %s", err);
-  FILE *devnull = fopen("/dev/null", "w");
-  job.out = devnull;
-  job.quiet = 1;
-  shmddp_launch_config_t lc = {0};
-  lc.nproc = 2;
-  lc.timeout_s = 60;
-  lc.label = "check_timeline";
-  lc.quiet = 1;
-  shmddp_launch_result_t res;
-  ck_assert_int_eq(shmddp_launch(&lc, train_rank, &job, &res), SHMDDP_OK);
-  ck_assert_msg(res.exit_code == 0, "training failed: %s", res.message);
-  fclose(devnull);
-  train_job_close(&job);
+  test_train_run("check_timeline", 2, argc, argv);
 }
 
 START_TEST(test_ddp_cpu_run)
@@ -548,7 +524,7 @@ START_TEST(test_ddp_cpu_run)
   }
   ck_assert_int_eq(steps, 64 / 2 / 4);
   free(log);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
@@ -561,38 +537,27 @@ START_TEST(test_ddp_cpu_run_off)
     snprintf(path, sizeof path, "%s/timeline-rank%d.json", dir, r);
     ck_assert_msg(access(path, F_OK) != 0, "%s written without --timeline", path);
   }
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
 static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
-  TCase *tc = tcase_create("module");
-  tcase_add_test(tc, test_off_is_a_no_op);
-  tcase_add_test(tc, test_host_window);
-  tcase_add_test(tc, test_close_inside_window);
+  TCase *tc = SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window,
+                         test_close_inside_window);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
-  suite_add_tcase(s, tc);
 #ifdef HAVE_CUDA
   if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) {
-    tc = tcase_create("cuda");
-    tcase_add_test(tc, test_cuda_events);
+    tc = SUITE_CASE(s, "cuda", test_cuda_events);
     tcase_set_timeout(tc, 120); /* bounds a hang only */
-    suite_add_tcase(s, tc);
   }
 #else
   suite_gpu_cases(env, 1, 0, "test_cuda_events");
 #endif
-  tc = tcase_create("summary");
-  tcase_add_test(tc, test_nvml_absent);
-  tcase_add_test(tc, test_summary_gathers_ranks);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("training");
-  tcase_add_test(tc, test_ddp_cpu_run);
-  tcase_add_test(tc, test_ddp_cpu_run_off);
+  SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks);
+  tc = SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
   tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shmddp.h"
-#include "src/train/loop_ddp.h"
 #include "tests/suite_main.h"
+#include "tests/testutil.h"
+#include "tests/train_run.h"
 
 /* Parse a command line (NULL-terminated), open the job and run it on nproc forked ranks. */
 static void run(const char *out, int nproc, const char **args, int nargs)
@@ -30,26 +30,7 @@ static void run(const char *out, int nproc, const char **args, int nargs)
   argv[argc++] = "--out";
   argv[argc++] = (char *)out;
   argv[argc] = NULL;
-  train_machine_t m = {.visible_gpus = 0, .cuda_built = 0, .online_cpus = 2};
-  train_config_t cfg;
-  char err[1024];
-  int rc = train_config_parse(&cfg, argc, argv, &m, stderr, err, sizeof err);
-  ck_assert_msg(rc == 0, "parse: %s", err);
-  train_job_t job;
-  ck_assert_msg(train_job_open(&job, &cfg, err, sizeof err) == 0, "job: %s", err);
-  FILE *devnull = fopen("/dev/null", "w");
-  job.out = devnull;
-  job.quiet = 1;
-  shmddp_launch_config_t lc = {0};
-  lc.nproc = nproc;
-  lc.timeout_s = 60;
-  lc.label = "check_train";
-  lc.quiet = 1;
-  shmddp_launch_result_t res;
-  ck_assert_int_eq(shmddp_launch(&lc, train_rank, &job, &res), SHMDDP_OK);
-  ck_assert_msg(res.exit_code == 0, "training failed: %s", res.message);
-  fclose(devnull);
-  train_job_close(&job);
+  test_train_run("check_train", nproc, argc, argv);
 }
 
 static char *slurp(const char *dir, const char *name)
@@ -72,13 +53,6 @@ static double json_number(const char *json, const char *key)
   const char *p = strstr(json, pat);
   ck_assert_msg(p != NULL, "no %s in summary.json", key);
   return strtod(p + strlen(pat), NULL);
-}
-
-static void rm_rf(const char *dir)
-{
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 /* The learning threshold. The run is background vs disc (the 4-class task needs minutes, which
@@ -118,7 +92,7 @@ START_TEST(test_two_ranks_learn)
   ck_assert_double_eq_tol(json_number(lastval, "val_miou"), miou, 1e-6);
   free(summary);
   free(log);
-  rm_rf(dir);
+  test_rm_rf(dir);
 }
 END_TEST
 
@@ -150,19 +124,16 @@ START_TEST(test_same_run_whatever_the_workers)
   ck_assert_int_eq(n0, 10);
   ck_assert_int_eq(n3, n0);
   for (int i = 0; i < n0; i++) ck_assert_msg(l0[i] == l3[i], "step %d: %.9g vs %.9g", i + 1, l0[i], l3[i]);
-  rm_rf(d0);
-  rm_rf(d3);
+  test_rm_rf(d0);
+  test_rm_rf(d3);
 }
 END_TEST
 
 static Suite *train_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("train");
-  TCase *tc = tcase_create("cpu");
-  tcase_add_test(tc, test_same_run_whatever_the_workers);
-  tcase_add_test(tc, test_two_ranks_learn);
+  TCase *tc = SUITE_CASE(s, "cpu", test_same_run_whatever_the_workers, test_two_ranks_learn);
   tcase_set_timeout(tc, 600); /* bounds a hang only */
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "shm/timeutil.h"
+#include "collectives/comm.h"
 #include "shmddp.h"
 
 #define HANG_BOUND_S 180.0
@@ -28,7 +29,8 @@ typedef struct {
   char fails[1536];
 } tally_t;
 
-static void record(tally_t *t, int bad, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void record(tally_t *t, int bad, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), unused));
 static void record(tally_t *t, int bad, const char *fmt, ...)
 {
   t->checks++;
@@ -79,7 +81,7 @@ static void write_file(const char *dir, int rank, const char *suffix, const char
 typedef struct {
   char dir[256];
   char id[SHMDDP_UNIQUE_ID_STRLEN];
-  char seg_name[128]; /* /dev/shm/shmddp-id-<nonce> */
+  char seg_name[128]; /* /dev/shm/<the id's segment name> */
 } group_t;
 
 static void group_new(group_t *g)
@@ -89,8 +91,9 @@ static void group_new(group_t *g)
   shmddp_unique_id_t id;
   ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   ck_assert_int_eq(shmddp_unique_id_to_string(&id, g->id, sizeof g->id), SHMDDP_OK);
-  /* The nonce is bytes 16..31 of the id: its text is the segment's name. */
-  snprintf(g->seg_name, sizeof g->seg_name, "/dev/shm/shmddp-id-%.32s", g->id + 32);
+  char name[96];
+  coll_id_segment_name(&id, name, sizeof name);
+  snprintf(g->seg_name, sizeof g->seg_name, "/dev/shm%s", name);
 }
 
 /* Start rank of nranks as this program in worker mode; timeout: SHMDDP_TIMEOUT, or NULL. */

@@ -80,7 +80,9 @@ fi
 if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null 2>&1; then
   mkdir -m 755 "$tmp/locked"
   chmod 755 "$tmp"
-  setpriv --reuid=nobody --regid=nogroup --clear-groups "$predict" --checkpoint "$tmp/run/checkpoint.ckpt" \
+  # checkpoints are written 0600: a copy the other user may read
+  cp "$tmp/run/checkpoint.ckpt" "$tmp/shared.ckpt" && chmod 644 "$tmp/shared.ckpt"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$predict" --checkpoint "$tmp/shared.ckpt" \
     --images "$tmp/img" --out "$tmp/locked" > "$tmp/r5.log" 2>&1
   rc=$?
   check "--out another user owns: exit 2, says so" '[ $rc -eq 2 ] && grep -q "cannot write in" "$tmp/r5.log"'

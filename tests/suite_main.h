@@ -1,4 +1,5 @@
-/* suite_main.h — the one main() of every Check suite (SUITE_MAIN), and how GPU cases get in.
+/* suite_main.h — the one main() of every Check suite (SUITE_MAIN), its test cases (SUITE_CASE),
+ * and how GPU cases get in.
  *
  * A suite's make function receives what the machine has (suite_env_t: the CUDA GPUs visible)
  * and adds a GPU test case only where it can run: suite_gpu_cases() says yes or no and, for no,
@@ -72,6 +73,13 @@ static inline int suite_count_gpus(char *why, size_t len)
 #endif
 }
 
+/* Whether this build has the trainer's GPU operations (cuDNN): `built` for their cases below. */
+#ifdef HAVE_CUDNN
+#define SUITE_BUILT_CUDNN 1
+#else
+#define SUITE_BUILT_CUDNN 0
+#endif
+
 /* Whether cases that need `needed` GPUs and were compiled in (`built`) can run here. When not,
  * prints that `what` was not registered, and why. */
 static inline int suite_gpu_cases(const suite_env_t *env, int needed, int built, const char *what)
@@ -88,6 +96,20 @@ static inline int suite_gpu_cases(const suite_env_t *env, int needed, int built,
     return 0;
   }
   return 1;
+}
+
+/* A test case named name with the tests listed (in that order), added to s. Returns the case,
+ * for its fixtures, timeout and loop tests (which Check applies whenever they are set). START_TEST
+ * names a TTest since Check 0.13, which configure asks for. */
+#define SUITE_CASE(s, name, ...)                                                              \
+  suite_add_case((s), (name), (const TTest *const[]){__VA_ARGS__, NULL})
+
+static inline TCase *suite_add_case(Suite *s, const char *name, const TTest *const *tests)
+{
+  TCase *tc = tcase_create(name);
+  for (; *tests; tests++) tcase_add_test(tc, *tests);
+  suite_add_tcase(s, tc);
+  return tc;
 }
 
 /* gpus_needed: SUITE_CPU_ONLY (no GPU cases; GPUs are not counted), SUITE_SOME_GPU (some cases

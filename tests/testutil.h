@@ -1,11 +1,13 @@
 /* testutil.h — helpers shared by the Check suites: memory that survives into forked ranks,
- * and a launch wrapper that fails the test with the launcher's message. */
+ * scratch directories removed, and a launch wrapper that fails the test with the launcher's
+ * message. */
 #ifndef TESTS_TESTUTIL_H
 #define TESTS_TESTUTIL_H
 
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,11 +22,17 @@ static inline void *test_shared_alloc(size_t bytes)
   return p;
 }
 
-/* Number of entries in /dev/shm created by a launcher with this pid. */
-static inline int test_count_segments(pid_t pid)
+/* Removes a test's scratch directory and everything in it; says so when it cannot. */
+static inline void test_rm_rf(const char *dir)
 {
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "shmddp-%d-", (int)pid);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Entries of /dev/shm whose name starts with prefix. */
+static inline int test_count_prefix(const char *prefix)
+{
   DIR *d = opendir("/dev/shm");
   if (!d) return 0;
   int n = 0;
@@ -33,6 +41,14 @@ static inline int test_count_segments(pid_t pid)
     if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
   closedir(d);
   return n;
+}
+
+/* Number of entries in /dev/shm created by a launcher with this pid. */
+static inline int test_count_segments(pid_t pid)
+{
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "shmddp-%d-", (int)pid);
+  return test_count_prefix(prefix);
 }
 
 static inline shmddp_launch_result_t test_launch(int nproc, double timeout_s, size_t slot_bytes,

@@ -256,11 +256,13 @@ static void usage(FILE *f)
           "  -d, --datatype T    f32 f64 f16 bf16 i32 i64 (default f32)\n"
           "  -o, --op OP         sum avg min max prod (default sum)\n"
           "  -C, --collective C  all_reduce reduce_scatter all_gather broadcast (default all_reduce)\n"
-          "  -a, --algo NAME     auto direct ring twoshot cering staged (default auto)\n"
+          "  -a, --algo NAME     auto direct ring twoshot cering staged coloc (default auto)\n"
           "  -I, --inplace       in-place instead of out-of-place\n"
           "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
           "  --graph             time CUDA-graph replays of the collective (cuda only)\n"
           "  --tsv FILE          also write the table as tab-separated values\n"
+          "  --copy-bw           also time a device-to-device cudaMemcpyAsync of -e bytes on\n"
+          "                      rank 0's GPU (the others idle), the yardstick for the sweep\n"
           "  --join              ranks join by a unique id (shmddp_comm_init_rank) instead of\n"
           "                      being forked by shmddp_launch: the path of other launchers\n"
           "  -h, --help\n");
@@ -288,6 +290,7 @@ int main(int argc, char **argv)
     {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
     {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
     {"tsv", required_argument, 0, 'T'}, {"join", no_argument, 0, 'J'},
+    {"copy-bw", no_argument, 0, 'B'},
     {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
   int c;
   char *end;
@@ -353,7 +356,7 @@ int main(int argc, char **argv)
     }
     case 'a': {
       int a = shmddp_algo_parse(optarg);
-      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged)\n", optarg); return 2; }
+      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged coloc)\n", optarg); return 2; }
       o.algo = (shmddp_algo_t)a;
       break;
     }
@@ -365,6 +368,7 @@ int main(int argc, char **argv)
     case 'G': o.graph = 1; break;
     case 'T': o.tsv_path = optarg; break;
     case 'J': o.join = 1; break;
+    case 'B': o.copy_bw = 1; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0;
     default: usage(stderr); return 2;
@@ -372,8 +376,8 @@ int main(int argc, char **argv)
   }
   if (optind < argc) { fprintf(stderr, "allreduce_bench: unexpected argument '%s'\n", argv[optind]); return 2; }
   if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
-  if (!o.device_cuda && (o.compare_nccl || o.graph)) {
-    fprintf(stderr, "allreduce_bench: --compare nccl and --graph need --device cuda\n");
+  if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw)) {
+    fprintf(stderr, "allreduce_bench: --compare nccl, --graph and --copy-bw need --device cuda\n");
     return 2;
   }
   if (!o.device_cuda && o.algo > SHMDDP_ALGO_RING) {

@@ -69,10 +69,15 @@ static int run_one(bctx_t *b, int nccl, const void *s, void *r, size_t count)
                      b->err, sizeof b->err) ? -1 : 0;
 }
 
+/* Ours through shmddp_cuda_sync, which gives up when the group fails (a stream may wait for a
+ * dead peer's event that never comes). */
 static int sync_all(bctx_t *b, int nccl)
 {
-  CK(cudaStreamSynchronize(b->stream));
-  if (!nccl && shmddp_cuda_check(b->comm) != SHMDDP_OK) {
+  if (nccl) {
+    CK(cudaStreamSynchronize(b->stream));
+    return 0;
+  }
+  if (shmddp_cuda_sync(b->comm, (shmddp_stream_t)b->stream) != SHMDDP_OK) {
     snprintf(b->err, sizeof b->err, "%s", shmddp_comm_last_error(b->comm));
     return -1;
   }
@@ -266,6 +271,41 @@ static int one_size(bctx_t *b, size_t bytes, FILE *tsv, long *errors)
   return 0;
 }
 
+/* --copy-bw: a device-to-device copy of max_bytes on rank 0's GPU while the others wait, timed
+ * like a collective (median of BENCH_REPS runs of iters copies); one row, algo "memcpy". */
+static int copy_bandwidth(bctx_t *b, FILE *tsv)
+{
+  const bench_opts_t *o = b->o;
+  size_t bytes = o->max_bytes;
+  double t[BENCH_REPS];
+  if (shmddp_barrier(b->comm) != SHMDDP_OK) return -1;
+  if (b->rank == 0) {
+    char *dst = NULL;
+    CK(cudaMalloc((void **)&dst, bytes));
+    for (long i = 0; i < o->warmup + 1; i++)
+      CK(cudaMemcpyAsync(dst, b->send, bytes, cudaMemcpyDeviceToDevice, b->stream));
+    for (int rep = 0; rep < BENCH_REPS; rep++) {
+      CK(cudaEventRecord(b->e0, b->stream));
+      for (long i = 0; i < o->iters; i++)
+        CK(cudaMemcpyAsync(dst, b->send, bytes, cudaMemcpyDeviceToDevice, b->stream));
+      CK(cudaEventRecord(b->e1, b->stream));
+      CK(cudaEventSynchronize(b->e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, b->e0, b->e1));
+      t[rep] = (double)ms * 1e3 / (double)o->iters;
+    }
+    CK(cudaFree(dst));
+    qsort(t, BENCH_REPS, sizeof t[0], cmp_double);
+    double us = t[BENCH_REPS / 2], gbs = (double)bytes / (us * 1e3);
+    printf("# device-to-device copy of %zu bytes (cudaMemcpyAsync, rank 0's GPU): %.2f us, "
+           "%.2f GB/s\n", bytes, us, gbs);
+    if (tsv)
+      fprintf(tsv, "%zu\t%zu\tu8\tnone\tmemcpy\t%.3f\t%.3f\t%.3f\t0\t\t\t\t\n", bytes, bytes,
+              us, gbs, gbs);
+  }
+  return shmddp_barrier(b->comm) == SHMDDP_OK ? 0 : -1;
+}
+
 int bench_cuda_device_of(int rank)
 {
   int n = 0;
@@ -314,8 +354,12 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   if (b->rank == 0) {
     bench_print_header(o, b->n, tsv);
-    printf("# transport: %s%s\n", shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
-           o->graph ? "; timed: one CUDA-graph replay of all iterations" : "");
+    printf("# transport: %s%s; %d rank(s) on rank 0's GPU%s\n",
+           shmddp_cuda_p2p(comm) ? "CUDA IPC / P2P" : "host-staged (no P2P)",
+           o->graph ? "; timed: one CUDA-graph replay of all iterations" : "",
+           shmddp_cuda_colocated(comm),
+           shmddp_cuda_colocated_mps(comm) == 1 ? ", every sharing rank under MPS" : "");
+    fflush(stdout); /* the start of the run, for whoever watches the output (tests) */
   }
   long total_errors = 0;
   for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
@@ -327,6 +371,7 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
     if (next <= bytes) break;
     bytes = next;
   }
+  if (o->copy_bw && copy_bandwidth(b, tsv)) goto fail;
   rc = total_errors ? 1 : 0;
   goto out;
 fail:
@@ -334,7 +379,9 @@ fail:
   rc = 1;
 out:
   if (tsv) fclose(tsv);
-  if (b->stream) cudaStreamSynchronize(b->stream);
+  /* After a failure of the group the stream may never drain (it may wait for a dead peer's
+   * event), and freeing would wait with it: the process's exit frees the buffers. */
+  if (b->stream && shmddp_cuda_sync(comm, (shmddp_stream_t)b->stream) != SHMDDP_OK) return rc ? rc : 1;
   if (b->ncomm) nccl_dl_comm_destroy(b->nc, b->ncomm);
   nccl_dl_close(b->nc);
   cudaFree(b->send);

@@ -27,6 +27,7 @@ typedef struct {
   int compare_nccl;      /* --compare nccl (device only) */
   int graph;             /* --graph: time CUDA-graph replays (device only) */
   const char *tsv_path;  /* --tsv FILE: rows for bench/results */
+  int copy_bw;           /* --copy-bw: also time a device-to-device copy of -e bytes (device) */
 } bench_opts_t;
 
 /* One measured size. NCCL fields are negative when not measured. */

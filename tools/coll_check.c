@@ -50,6 +50,9 @@ double coll_pattern(int rank, size_t i, int iter, shmddp_dtype_t dtype, shmddp_o
     if (is_unsigned(dtype)) return vu[h & 3];
     return is_int(dtype) ? vi[h & 3] : v[h & 3];
   }
+  /* 8-bit floats: few significant bits (sums of 8 ranks are rounded once: modelled) */
+  if (dtype == SHMDDP_F8E4M3) return (double)((int64_t)(h % 33) - 16) / 4.0;
+  if (dtype == SHMDDP_F8E5M2) return (double)((int64_t)(h % 17) - 8) / 2.0;
   /* 8-bit: sums of 8 ranks stay in range for SUM (and wrap is modelled anyway) */
   if (dtype == SHMDDP_I8) return (double)((int64_t)(h % 31) - 15);
   if (dtype == SHMDDP_U8) return (double)(h % 31);
@@ -75,6 +78,8 @@ void coll_fill(void *buf, size_t n, size_t first, int rank, int iter, shmddp_dty
     case SHMDDP_U8: ((uint8_t *)buf)[k] = (uint8_t)v; break;
     case SHMDDP_U32: ((uint32_t *)buf)[k] = (uint32_t)v; break;
     case SHMDDP_U64: ((uint64_t *)buf)[k] = (uint64_t)v; break;
+    case SHMDDP_F8E4M3: ((uint8_t *)buf)[k] = f32_to_f8e4m3((float)v); break;
+    case SHMDDP_F8E5M2: ((uint8_t *)buf)[k] = f32_to_f8e5m2((float)v); break;
     default: break;
     }
   }
@@ -93,6 +98,8 @@ double coll_load(const void *buf, size_t k, shmddp_dtype_t dtype)
   case SHMDDP_U8: return ((const uint8_t *)buf)[k];
   case SHMDDP_U32: return ((const uint32_t *)buf)[k];
   case SHMDDP_U64: return (double)((const uint64_t *)buf)[k];
+  case SHMDDP_F8E4M3: return f8e4m3_to_f32(((const uint8_t *)buf)[k]);
+  case SHMDDP_F8E5M2: return f8e5m2_to_f32(((const uint8_t *)buf)[k]);
   default: return NAN;
   }
 }
@@ -103,6 +110,8 @@ double coll_round(double v, shmddp_dtype_t dtype)
   case SHMDDP_F32: return (float)v;
   case SHMDDP_F16: return f16_to_f32(f32_to_f16((float)v));
   case SHMDDP_BF16: return bf16_to_f32(f32_to_bf16((float)v));
+  case SHMDDP_F8E4M3: return f8e4m3_to_f32(f32_to_f8e4m3((float)v));
+  case SHMDDP_F8E5M2: return f8e5m2_to_f32(f32_to_f8e5m2((float)v));
   default:
     return is_int(dtype) ? int_wrap(trunc(v), dtype) : v;
   }
@@ -133,6 +142,10 @@ double coll_tolerance(shmddp_dtype_t dtype, int nranks, double want)
   case SHMDDP_F64: return mag * 1e-14 * nranks;
   case SHMDDP_F16: return fabs(want) * 2e-3 + 1e-3; /* one f16 rounding of an f32 sum */
   case SHMDDP_BF16: return fabs(want) * 1.6e-2 + 1e-2;
+  /* Sums of these inputs are exact in f32 and rounded once; an AVG quotient twice: one unit
+   * in the last place (a quarter or an eighth of the value's binade). */
+  case SHMDDP_F8E4M3: return fabs(want) * 0.125 + 1.0 / 512;
+  case SHMDDP_F8E5M2: return fabs(want) * 0.25 + 1.0 / 65536;
   default: return 0; /* integers are exact (AVG truncates in both) */
   }
 }
@@ -150,4 +163,21 @@ size_t coll_count_errors(const void *got, size_t n, size_t first, int nranks, in
     }
   }
   return bad;
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+
+int coll_same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n)
+{
+  int64_t h[2];
+  h[0] = h[1] = (int64_t)fnv1a(p, n);
+  shmddp_all_reduce(comm, &h[0], &h[0], 1, SHMDDP_I64, SHMDDP_MIN, SHMDDP_HOST);
+  shmddp_all_reduce(comm, &h[1], &h[1], 1, SHMDDP_I64, SHMDDP_MAX, SHMDDP_HOST);
+  return h[0] == h[1];
 }

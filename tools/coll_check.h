@@ -33,4 +33,8 @@ double coll_tolerance(shmddp_dtype_t dtype, int nranks, double want);
 size_t coll_count_errors(const void *got, size_t n, size_t first, int nranks, int iter,
                          shmddp_dtype_t dtype, shmddp_op_t op, size_t *first_bad);
 
+/* 1 when every rank of comm holds the same n bytes at p (a host all-reduce, min and max, of
+ * their hash): results must be bitwise identical on every rank. Collective. */
+int coll_same_on_all_ranks(shmddp_comm_t *comm, const void *p, size_t n);
+
 #endif

@@ -7,7 +7,8 @@ NCCL's C API (run with LD_PRELOAD=libshmddp-nccl.so to test shmddp):
 Rank 0 makes the unique id (get_unique_id) and passes it to rank 1 through a pipe; both
 create an NcclCommunicator on device rank % device_count and run: the float32 SUM all-reduce
 of 1M elements (the main check), then broadcast, bcast, reduce, all-gather, reduce-scatter and a
-grouped send/recv, each checked exactly (the data are multiples of 1/8). Also reports
+grouped send/recv, grouped send/recv to every rank with oneself included (uneven sizes), each
+checked exactly (the data are multiples of 1/8), and an unknown datatype refused by the call. Also reports
 nccl.get_version() and the build version. Prints `RESULT {json}`; exit status 0 when every
 check passed.
 """
@@ -121,6 +122,35 @@ def worker(rank, world, conns, results):
                 comm.recv(recv.data.ptr, N, F32, prv, stream.ptr)
                 nccl.groupEnd()
                 check("group send/recv", recv, data(prv, N, 7))
+
+            # To every rank, oneself included, uneven sizes, in one group: the pattern of
+            # PyTorch's uneven all_to_all, gather and scatter (rank s sends size(s, d) to d).
+            def size(s, d):
+                return 1000 + 7 * s + d
+            x = data(rank, sum(size(rank, d) for d in range(world)), 8)
+            recv = cp.full(sum(size(s, rank) for s in range(world)), cp.nan, dtype=cp.float32)
+            nccl.groupStart()
+            so = ro = 0
+            for q in range(world):
+                comm.send(x[so:].data.ptr, size(rank, q), F32, q, stream.ptr)
+                comm.recv(recv[ro:].data.ptr, size(q, rank), F32, q, stream.ptr)
+                so += size(rank, q)
+                ro += size(q, rank)
+            nccl.groupEnd()
+            parts = []
+            for s in range(world):
+                off = sum(size(s, d) for d in range(rank))
+                parts.append(data(s, sum(size(s, d) for d in range(world)), 8)[off:off + size(s, rank)])
+            check("grouped send/recv to every rank, oneself included", recv, cp.concatenate(parts))
+
+            # A refused argument is returned by the call itself (an unknown datatype).
+            out["checks"] += 1
+            try:
+                comm.allReduce(mine.data.ptr, recv.data.ptr, 16, 99, nccl.NCCL_SUM, stream.ptr)
+                out["failures"].append(f"rank {rank}: an unknown datatype was accepted")
+            except nccl.NcclError as e:
+                if getattr(e, "status", None) != 4:  # ncclInvalidArgument
+                    out["failures"].append(f"rank {rank}: unknown datatype: {e}")
 
             stream.synchronize()
             comm.destroy()

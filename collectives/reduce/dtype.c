@@ -7,7 +7,8 @@
 
 static const size_t dtype_sizes[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_F32] = 4, [SHMDDP_F64] = 8, [SHMDDP_F16] = 2, [SHMDDP_BF16] = 2, [SHMDDP_I32] = 4,
-  [SHMDDP_I64] = 8, [SHMDDP_I8] = 1, [SHMDDP_U8] = 1, [SHMDDP_U32] = 4, [SHMDDP_U64] = 8};
+  [SHMDDP_I64] = 8, [SHMDDP_I8] = 1, [SHMDDP_U8] = 1, [SHMDDP_U32] = 4, [SHMDDP_U64] = 8,
+  [SHMDDP_F8E4M3] = 1, [SHMDDP_F8E5M2] = 1};
 
 size_t shmddp_dtype_size(shmddp_dtype_t dtype)
 {

@@ -16,6 +16,7 @@ size_t reduce_acc_size(shmddp_dtype_t dtype)
   switch (dtype) {
   case SHMDDP_I8: case SHMDDP_U8: return 1;
   case SHMDDP_F32: case SHMDDP_F16: case SHMDDP_BF16: case SHMDDP_I32: case SHMDDP_U32: return 4;
+  case SHMDDP_F8E4M3: case SHMDDP_F8E5M2: return 4;
   case SHMDDP_F64: case SHMDDP_I64: case SHMDDP_U64: return 8;
   default: return 0;
   }
@@ -35,6 +36,8 @@ size_t reduce_acc_size(shmddp_dtype_t dtype)
 #define LD_F64(p, i) (((const double *)(p))[i])
 #define LD_F16(p, i) f16_to_f32(((const uint16_t *)(p))[i])
 #define LD_BF16(p, i) bf16_to_f32(((const uint16_t *)(p))[i])
+#define LD_E4M3(p, i) f8e4m3_to_f32(((const uint8_t *)(p))[i])
+#define LD_E5M2(p, i) f8e5m2_to_f32(((const uint8_t *)(p))[i])
 #define LD_I32(p, i) (((const int32_t *)(p))[i])
 #define LD_I64(p, i) (((const int64_t *)(p))[i])
 #define LD_I8(p, i) (((const int8_t *)(p))[i])
@@ -45,6 +48,8 @@ size_t reduce_acc_size(shmddp_dtype_t dtype)
 #define ST_F64(p, i, v) (((double *)(p))[i] = (v))
 #define ST_F16(p, i, v) (((uint16_t *)(p))[i] = f32_to_f16(v))
 #define ST_BF16(p, i, v) (((uint16_t *)(p))[i] = f32_to_bf16(v))
+#define ST_E4M3(p, i, v) (((uint8_t *)(p))[i] = f32_to_f8e4m3(v))
+#define ST_E5M2(p, i, v) (((uint8_t *)(p))[i] = f32_to_f8e5m2(v))
 #define ST_I32(p, i, v) (((int32_t *)(p))[i] = (v))
 #define ST_I64(p, i, v) (((int64_t *)(p))[i] = (v))
 #define ST_I8(p, i, v) (((int8_t *)(p))[i] = (v))
@@ -85,6 +90,8 @@ DEF_COMBINE_F(combine_f32, float, LD_F32)
 DEF_COMBINE_F(combine_f64, double, LD_F64)
 DEF_COMBINE_F(combine_f16, float, LD_F16)
 DEF_COMBINE_F(combine_bf16, float, LD_BF16)
+DEF_COMBINE_F(combine_e4m3, float, LD_E4M3)
+DEF_COMBINE_F(combine_e5m2, float, LD_E5M2)
 DEF_COMBINE_I(combine_i32, int32_t, uint32_t, LD_I32)
 DEF_COMBINE_I(combine_i64, int64_t, uint64_t, LD_I64)
 DEF_COMBINE_I(combine_i8, int8_t, uint8_t, LD_I8)
@@ -102,6 +109,8 @@ DEF_LOAD(load_f32, float, LD_F32)
 DEF_LOAD(load_f64, double, LD_F64)
 DEF_LOAD(load_f16, float, LD_F16)
 DEF_LOAD(load_bf16, float, LD_BF16)
+DEF_LOAD(load_e4m3, float, LD_E4M3)
+DEF_LOAD(load_e5m2, float, LD_E5M2)
 DEF_LOAD(load_i32, int32_t, LD_I32)
 DEF_LOAD(load_i64, int64_t, LD_I64)
 DEF_LOAD(load_i8, int8_t, LD_I8)
@@ -124,6 +133,8 @@ DEF_STORE(store_f32, float, ST_F32)
 DEF_STORE(store_f64, double, ST_F64)
 DEF_STORE(store_f16, float, ST_F16)
 DEF_STORE(store_bf16, float, ST_BF16)
+DEF_STORE(store_e4m3, float, ST_E4M3)
+DEF_STORE(store_e5m2, float, ST_E5M2)
 DEF_STORE(store_i32, int32_t, ST_I32)
 DEF_STORE(store_i64, int64_t, ST_I64)
 DEF_STORE(store_i8, int8_t, ST_I8)
@@ -149,6 +160,8 @@ static const dtype_ops_t ops_table[SHMDDP_NUM_DTYPES] = {
   [SHMDDP_U8] = {load_u8, combine_u8, store_u8, 1},
   [SHMDDP_U32] = {load_u32, combine_u32, store_u32, 4},
   [SHMDDP_U64] = {load_u64, combine_u64, store_u64, 8},
+  [SHMDDP_F8E4M3] = {load_e4m3, combine_e4m3, store_e4m3, 1},
+  [SHMDDP_F8E5M2] = {load_e5m2, combine_e5m2, store_e5m2, 1},
 };
 
 void reduce_cpu_multi(void *dst, const void *const *srcs, int nsrc, size_t n,

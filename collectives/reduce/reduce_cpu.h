@@ -1,7 +1,7 @@
 /* reduce_cpu.h — element-wise reductions over the collective dtypes, on the host: the host
  * collectives' arithmetic and the CPU reference of the CUDA reduce kernels.
  *
- * Arithmetic happens in an accumulator type: f32 for f32/f16/bf16, f64 for f64, every integer type
+ * Arithmetic happens in an accumulator type: f32 for f32/f16/bf16 and the 8-bit floats, f64 for f64, every integer type
  * itself (with wrap-around) for the integers. A reduction of n inputs rounds once, at the end. NaN propagates
  * through min and max. AVG is SUM followed by a division by the number of ranks (integers:
  * truncation toward zero). */

@@ -41,18 +41,34 @@ int reduce_cuda_convert(void *dst, shmddp_dtype_t dst_t, const void *src, shmddp
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 
+#include "collectives/reduce/half.h"
+
 #define RC_MAXSRC 8
 
 /* Storage types: f16 and bf16 are both 16-bit words, so they get distinct wrappers. */
 struct rc_f16 { uint16_t u; };
 struct rc_bf16 { uint16_t u; };
 
-/* __ldcg has no overloads for the 16-bit wrappers. */
+/* The 8-bit floats: a byte tagged with its format (mantissa bits, bias, whether it has an
+ * infinity); half.h converts, on the host and here alike. */
+template <int M, int B, int INF> struct rc_f8 { uint8_t u; };
+typedef rc_f8<3, 7, 0> rc_f8e4m3;
+typedef rc_f8<2, 15, 1> rc_f8e5m2;
+
+/* __ldcg has no overloads for the 16- and 8-bit wrappers. */
 static __device__ __forceinline__ rc_f16 __ldcg(const rc_f16 *p) { rc_f16 r; r.u = __ldcg((const unsigned short *)p); return r; }
 static __device__ __forceinline__ rc_bf16 __ldcg(const rc_bf16 *p) { rc_bf16 r; r.u = __ldcg((const unsigned short *)p); return r; }
+template <int M, int B, int INF>
+static __device__ __forceinline__ rc_f8<M, B, INF> __ldcg(const rc_f8<M, B, INF> *p)
+{
+  rc_f8<M, B, INF> r;
+  r.u = __ldcg((const unsigned char *)p);
+  return r;
+}
 
 /* How an element is read into its accumulator type and stored back: itself for f32, f64 and every
- * integer type (integers wrap, as in reduce_cpu.c); the 16-bit floats below accumulate in f32. */
+ * integer type (integers wrap, as in reduce_cpu.c); the 16- and 8-bit floats below accumulate in
+ * f32. */
 template <typename T> struct rc_traits {
   typedef T acc;
   static __device__ __forceinline__ T load(T v) { return v; }
@@ -80,6 +96,16 @@ template <> struct rc_traits<rc_bf16> {
     if ((u & 0x7fffffffu) > 0x7f800000u) { r.u = (uint16_t)((u >> 16) | 0x40); return r; }
     u += 0x7fffu + ((u >> 16) & 1u);
     r.u = (uint16_t)(u >> 16);
+    return r;
+  }
+};
+template <int M, int B, int INF> struct rc_traits<rc_f8<M, B, INF> > {
+  typedef float acc;
+  static __device__ __forceinline__ float load(rc_f8<M, B, INF> v) { return f8_to_f32(v.u, M, B, INF); }
+  static __device__ __forceinline__ rc_f8<M, B, INF> store(float a)
+  {
+    rc_f8<M, B, INF> r;
+    r.u = f32_to_f8(a, M, B, INF);
     return r;
   }
 };
@@ -264,6 +290,8 @@ __device__ __forceinline__ void rc_copy_range(const void *src, void *const *dsts
     case SHMDDP_U8: F<uint8_t>(__VA_ARGS__); break;                                           \
     case SHMDDP_U32: F<uint32_t>(__VA_ARGS__); break;                                         \
     case SHMDDP_U64: F<uint64_t>(__VA_ARGS__); break;                                         \
+    case SHMDDP_F8E4M3: F<rc_f8e4m3>(__VA_ARGS__); break;                                     \
+    case SHMDDP_F8E5M2: F<rc_f8e5m2>(__VA_ARGS__); break;                                     \
     default: break;                                                                           \
     }                                                                                         \
   } while (0)

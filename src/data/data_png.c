@@ -18,9 +18,11 @@
 #include "src/check.h"
 
 #define PNG_MAX_SIDE 16384
+#define PNG_MAX_CHUNK ((png_alloc_size_t)8 << 20) /* ancillary chunks (text, ICC): 8 MiB */
 
 typedef struct {
   char msg[200];
+  char warning[200]; /* the last warning: libpng explains some errors in one before */
 } png_error_ctx_t;
 
 static void on_png_error(png_structp png, png_const_charp msg)
@@ -32,8 +34,9 @@ static void on_png_error(png_structp png, png_const_charp msg)
 
 static void on_png_warning(png_structp png, png_const_charp msg)
 {
-  (void)png;
-  (void)msg; /* warnings (e.g. a bad gamma chunk) do not stop training */
+  /* Warnings (e.g. a bad gamma chunk) do not stop training; the last one explains an error. */
+  png_error_ctx_t *ctx = png_get_error_ptr(png);
+  snprintf(ctx->warning, sizeof ctx->warning, "%s", msg);
 }
 
 static const char *color_type_name(int t)
@@ -48,92 +51,135 @@ static const char *color_type_name(int t)
   }
 }
 
-int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int *width,
-                  int *height, char *err, size_t errlen)
+/* Opens path as a PNG and reads its header under the limits: the side limit through libpng's
+ * user limits (checked when the header is read, before any image data), the pixel count right
+ * after it; transformations for the wanted layout are set up. 0, or -1 with the message. */
+typedef struct {
+  FILE *f;
+  png_structp png;
+  png_infop info;
+  png_error_ctx_t ectx;
+} png_reader_t;
+
+static void reader_close(png_reader_t *r)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    return check_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  if (r->png) png_destroy_read_struct(&r->png, r->info ? &r->info : NULL, NULL);
+  if (r->f) fclose(r->f);
+  r->png = NULL;
+  r->info = NULL;
+  r->f = NULL;
+}
+
+/* The layout checks and transformations after the header; NULL, or what is wrong. */
+static const char *want_layout(png_reader_t *r, int as_mask, int depth, int type)
+{
+  if (as_mask) {
+    /* Class indices are used as stored: no palette lookup, no scaling of low bit depths. */
+    if ((type != PNG_COLOR_TYPE_GRAY && type != PNG_COLOR_TYPE_PALETTE) || depth > 8)
+      return "not a mask: a mask must be an 8-bit (or less) grayscale or palette PNG holding "
+             "class indices";
+    if (depth < 8) png_set_packing(r->png);
+  } else {
+    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
+    if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(r->png);
+    if (depth == 16) png_set_strip_16(r->png);
+    if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA)
+      png_set_gray_to_rgb(r->png);
+    png_set_strip_alpha(r->png);
   }
+  png_read_update_info(r->png, r->info);
+  if (png_get_channels(r->png, r->info) != (as_mask ? 1 : 3) || png_get_bit_depth(r->png, r->info) != 8)
+    return "an unsupported PNG layout";
+  return NULL;
+}
+
+/* Decodes path into buf (cap bytes); buf NULL: the header only (the size, under the limits). */
+static int png_decode(const char *path, int as_mask, size_t max_pixels, uint8_t *buf, size_t cap,
+                      int *width, int *height, char *err, size_t errlen)
+{
+  png_reader_t r = {.f = fopen(path, "rb")}; /* ectx zeroed */
+  if (!r.f) return check_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   unsigned char sig[8];
-  if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
-    fclose(f);
+  if (fread(sig, 1, 8, r.f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
+    reader_close(&r);
     return check_fail(err, errlen, "%s: not a PNG file (it does not start with the PNG signature)",
                       path);
   }
-  png_error_ctx_t ectx = {""};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &ectx, on_png_error,
-                                           on_png_warning);
-  png_infop info = png ? png_create_info_struct(png) : NULL;
-  if (!info) {
-    png_destroy_read_struct(&png, NULL, NULL);
-    fclose(f);
+  r.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r.ectx, on_png_error, on_png_warning);
+  r.info = r.png ? png_create_info_struct(r.png) : NULL;
+  if (!r.info) {
+    reader_close(&r);
     return check_fail(err, errlen, "%s: out of memory starting libpng", path);
   }
   png_bytep *volatile rows = NULL;
-  if (setjmp(png_jmpbuf(png))) {
+  if (setjmp(png_jmpbuf(r.png))) {
     free(rows);
-    png_destroy_read_struct(&png, &info, NULL);
-    fclose(f);
-    return check_fail(err, errlen, "%s: corrupt PNG (libpng: %s)", path, ectx.msg);
+    reader_close(&r);
+    return check_fail(err, errlen, "%s: corrupt PNG, or over a limit (libpng: %s%s%s%s)", path,
+                      r.ectx.msg, r.ectx.warning[0] ? "; " : "", r.ectx.warning,
+                      strstr(r.ectx.warning, "limit") ? ": at most 16384 pixels a side" : "");
   }
-  png_init_io(png, f);
-  png_set_sig_bytes(png, 8);
-  png_read_info(png, info);
-  png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
-  int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
-  int want = as_mask ? 1 : 3;
-  const char *bad = NULL;
-  if (w > PNG_MAX_SIDE || h > PNG_MAX_SIDE) {
-    bad = "larger than 16384 pixels on a side";
-  } else if (as_mask) {
-    /* Class indices are used as stored: no palette lookup, no scaling of low bit depths. */
-    if ((type != PNG_COLOR_TYPE_GRAY && type != PNG_COLOR_TYPE_PALETTE) || depth > 8)
-      bad = "not a mask: a mask must be an 8-bit (or less) grayscale or palette PNG holding "
-            "class indices";
-    else if (depth < 8)
-      png_set_packing(png);
-  } else {
-    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-    if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (depth == 16) png_set_strip_16(png);
-    if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    png_set_strip_alpha(png);
-  }
-  if (!bad) {
-    png_read_update_info(png, info);
-    if (png_get_channels(png, info) != want || png_get_bit_depth(png, info) != 8)
-      bad = "an unsupported PNG layout";
-  }
-  if (bad) {
-    png_destroy_read_struct(&png, &info, NULL);
-    fclose(f);
+  png_set_user_limits(r.png, PNG_MAX_SIDE, PNG_MAX_SIDE);
+  png_set_chunk_malloc_max(r.png, PNG_MAX_CHUNK);
+  png_init_io(r.png, r.f);
+  png_set_sig_bytes(r.png, 8);
+  png_read_info(r.png, r.info);
+  png_uint_32 w = png_get_image_width(r.png, r.info), h = png_get_image_height(r.png, r.info);
+  int depth = png_get_bit_depth(r.png, r.info), type = png_get_color_type(r.png, r.info);
+  size_t px = (size_t)w * h, need = px * (as_mask ? 1 : 3);
+  char bad[200] = "";
+  const char *layout;
+  if (px > max_pixels)
+    snprintf(bad, sizeof bad, "%zu pixels, more than --max-image-pixels (%zu)", px, max_pixels);
+  else if ((layout = want_layout(&r, as_mask, depth, type)) != NULL)
+    snprintf(bad, sizeof bad, "%s", layout);
+  else if (buf && need > cap)
+    snprintf(bad, sizeof bad, "larger than when the dataset was opened (it changed since)");
+  if (bad[0]) {
+    reader_close(&r);
     return check_fail(err, errlen, "%s: %s (this file is %ux%u, %s, %d-bit)", path, bad,
                       (unsigned)w, (unsigned)h, color_type_name(type), depth);
   }
-  size_t need = (size_t)w * h * want;
-  if (need > *cap) {
-    uint8_t *nb = realloc(*buf, need);
-    if (!nb) {
-      png_destroy_read_struct(&png, &info, NULL);
-      fclose(f);
-      return check_fail(err, errlen, "%s: out of memory for %ux%u pixels", path, (unsigned)w,
-                        (unsigned)h);
-    }
-    *buf = nb;
-    *cap = need;
+  if (buf) {
+    rows = malloc(h * sizeof *rows);
+    if (!rows) png_error(r.png, "out of memory for row pointers");
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * (as_mask ? 1 : 3);
+    png_read_image(r.png, rows);
+    png_read_end(r.png, NULL);
+    free(rows);
   }
-  rows = malloc(h * sizeof *rows);
-  if (!rows) png_error(png, "out of memory for row pointers");
-  for (png_uint_32 y = 0; y < h; y++) rows[y] = *buf + (size_t)y * w * want;
-  png_read_image(png, rows);
-  png_read_end(png, NULL);
-  free(rows);
-  png_destroy_read_struct(&png, &info, NULL);
-  fclose(f);
+  reader_close(&r);
   *width = (int)w;
   *height = (int)h;
   return 0;
+}
+
+int data_png_size(const char *path, int as_mask, size_t max_pixels, int *width, int *height,
+                  char *err, size_t errlen)
+{
+  return png_decode(path, as_mask, max_pixels, NULL, 0, width, height, err, errlen);
+}
+
+int data_png_read(const char *path, int as_mask, size_t max_pixels, uint8_t *buf, size_t cap,
+                  int *width, int *height, char *err, size_t errlen)
+{
+  return png_decode(path, as_mask, max_pixels, buf, cap, width, height, err, errlen);
+}
+
+int data_png_load(const char *path, int as_mask, size_t max_pixels, uint8_t **buf, size_t *cap,
+                  int *width, int *height, char *err, size_t errlen)
+{
+  int w, h;
+  if (data_png_size(path, as_mask, max_pixels, &w, &h, err, errlen) != 0) return -1;
+  size_t need = (size_t)w * (size_t)h * (as_mask ? 1 : 3); /* w, h <= 16384: no overflow */
+  if (need > *cap || !*buf) {
+    uint8_t *nb = realloc(*buf, need ? need : 1);
+    if (!nb)
+      return check_fail(err, errlen, "%s: out of memory for %dx%d pixels", path, w, h);
+    *buf = nb;
+    *cap = need;
+  }
+  return data_png_read(path, as_mask, max_pixels, *buf, *cap, width, height, err, errlen);
 }
 
 /* ---- the directory dataset ---- */
@@ -141,6 +187,7 @@ int data_png_read(const char *path, int as_mask, uint8_t **buf, size_t *cap, int
 typedef struct {
   char **images, **masks; /* paths */
   size_t n;
+  size_t max_pixels;
   uint8_t map[256];       /* mask value in the file -> label */
 } png_dir_t;
 
@@ -148,15 +195,15 @@ static int png_dir_get(const data_set_t *ds, size_t i, uint8_t *rgb, uint8_t *ma
                        int *height, char *err, size_t errlen)
 {
   const png_dir_t *d = ds->impl;
-  /* The caller's buffers hold max_width * max_height pixels: decode straight into them. */
-  size_t rcap = (size_t)ds->max_width * ds->max_height * 3, mcap = rcap / 3;
+  /* The caller's buffers hold max_width * max_height pixels (the scan's largest): decode
+   * straight into them; a file that grew since is refused, never given a new buffer. */
+  size_t px = (size_t)ds->max_width * ds->max_height;
   int mw, mh;
-  uint8_t *r = rgb, *m = mask;
-  if (data_png_read(d->images[i], 0, &r, &rcap, width, height, err, errlen) != 0) return -1;
-  if (data_png_read(d->masks[i], 1, &m, &mcap, &mw, &mh, err, errlen) != 0) return -1;
-  if (r != rgb || m != mask || mw != *width || mh != *height) {
+  if (data_png_read(d->images[i], 0, d->max_pixels, rgb, 3 * px, width, height, err, errlen) != 0 ||
+      data_png_read(d->masks[i], 1, d->max_pixels, mask, px, &mw, &mh, err, errlen) != 0)
+    return -1;
+  if (mw != *width || mh != *height)
     return check_fail(err, errlen, "%s: changed since the dataset was opened", d->images[i]);
-  }
   for (size_t p = 0; p < (size_t)mw * mh; p++) mask[p] = d->map[mask[p]];
   return 0;
 }
@@ -277,6 +324,7 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
   }
   ds->ops = &png_dir_ops;
   ds->impl = d;
+  d->max_pixels = o->max_pixels ? o->max_pixels : DATA_PNG_DEFAULT_MAX_PIXELS;
   ds->classes = classes;
   ds->counted = 1;
   for (int v = 0; v < 256; v++) d->map[v] = o->map ? o->map[v] : (uint8_t)v;
@@ -301,8 +349,8 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
       break;
     }
     int w, h, mw, mh;
-    if (data_png_read(d->images[k], 0, &rgb, &rcap, &w, &h, err, errlen) != 0 ||
-        data_png_read(d->masks[k], 1, &mask, &mcap, &mw, &mh, err, errlen) != 0) {
+    if (data_png_load(d->images[k], 0, d->max_pixels, &rgb, &rcap, &w, &h, err, errlen) != 0 ||
+        data_png_load(d->masks[k], 1, d->max_pixels, &mask, &mcap, &mw, &mh, err, errlen) != 0) {
       rc = -1;
       break;
     }
@@ -371,10 +419,11 @@ static int check_foreground(const data_set_t *train, const char *dir, const data
 }
 
 int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,
-                      int min_size, long val_size, char *err, size_t errlen)
+                      int min_size, size_t max_pixels, long val_size, char *err, size_t errlen)
 {
   data_png_opts_t o = {.classes = classes,
                        .min_size = min_size,
+                       .max_pixels = max_pixels,
                        .val_size = val_size,
                        .ignore_label = DATA_IGNORE_LABEL};
   return data_open_png_dir_opts(train, val, dir, &o, err, errlen);

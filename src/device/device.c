@@ -52,6 +52,33 @@ int dev_select(int dev, char *err, size_t errlen)
 #endif
 }
 
+int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen)
+{
+  *free_bytes = *total_bytes = 0;
+  if (dev == DEV_HOST) return 0;
+#ifdef HAVE_CUDNN
+  CHECK_CUDA(cudaSetDevice(dev));
+  CHECK_CUDA(cudaMemGetInfo(free_bytes, total_bytes));
+  return 0;
+#else
+  return no_gpus(err, errlen);
+#endif
+}
+
+int dev_mps_enabled(int dev, int *enabled, char *err, size_t errlen)
+{
+  *enabled = 0;
+  if (dev == DEV_HOST) return 0;
+#ifdef HAVE_CUDNN
+  CHECK_CUDA(cudaSetDevice(dev));
+  CHECK_CUDA(cudaFree(NULL)); /* the context: under MPS, the connection to the server */
+  CHECK_CUDA(cudaDeviceGetAttribute(enabled, cudaDevAttrMpsEnabled, dev));
+  return 0;
+#else
+  return no_gpus(err, errlen);
+#endif
+}
+
 int dev_enable_peers(const int *devs, int n, int *direct, char *err, size_t errlen)
 {
   if (direct) *direct = 1;

@@ -43,6 +43,12 @@ int dev_pci_bus_id(int dev, char *buf, size_t len);
 
 /* ---- memory ---- */
 
+/* Free and total bytes of GPU dev (creates the calling process's context there). */
+int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen);
+/* Whether contexts on GPU dev run under MPS (the driver's answer; makes the process's first
+ * CUDA call if none was made). 0 with *enabled set, or -1 with the message. */
+int dev_mps_enabled(int dev, int *enabled, char *err, size_t errlen);
+
 /* Device memory on the current device (not cleared), for the arena's allocator; NULL when it
  * cannot be had. */
 void *dev_alloc(void *ctx, size_t bytes);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/env.h"
 #include "src/check.h"
 #include "src/device/device.h"
 #include "src/device/plan.h"
@@ -596,18 +597,19 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
   return 0;
 }
 
-/* SHMDDP_RECOMPUTE (src/train/params.c): at how many of the shallowest levels backward makes
+/* SHMDDP_RECOMPUTE (shm/env.c): at how many of the shallowest levels backward makes
  * the norm outputs, skips and concats again; deeper levels keep forward's. auto: the measured
  * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
  * in fp32 keeping everything is 4.5-4.8 % faster and still below PyTorch's memory; in 16-bit
  * the two shallowest levels (most of the bytes) are recomputed and the rest kept, the fastest
- * choice under 0.8 x PyTorch's memory (issue 17). */
+ * choice under 0.8 x PyTorch's memory. */
 #define RECOMPUTE_AUTO_16BIT 2
 static int recompute_policy(model_t *m, char *err, size_t errlen)
 {
   const int L = m->cfg.levels;
-  const char *v = getenv("SHMDDP_RECOMPUTE");
-  if (!v || !*v || strcmp(v, "auto") == 0) {
+  const char *v = NULL;
+  if (shm_env_choice("SHMDDP_RECOMPUTE", &v, err, errlen) < 0) return -1;
+  if (!v || strcmp(v, "auto") == 0) {
     int wide = m->ops.dtype == OPS_F32 || m->ops.dtype == OPS_F64;
     m->recompute_levels = wide ? 0 : (RECOMPUTE_AUTO_16BIT < L ? RECOMPUTE_AUTO_16BIT : L);
     return 0;
@@ -636,13 +638,10 @@ static int plan_activations(model_t *m, char *err, size_t errlen)
   if (rc == 0) rc = backward(m, &c, NULL, head_in, n);
   m->planning = 0;
   CHECK(rc);
-  /* SHMDDP_MEM_PLAN=separate (src/train/params.c): no tensor shares memory with another */
-  const char *mode = getenv("SHMDDP_MEM_PLAN");
-  if (mode && *mode && strcmp(mode, "shared") != 0) {
-    if (strcmp(mode, "separate") != 0)
-      return check_fail(err, errlen, "SHMDDP_MEM_PLAN=%s: use shared or separate", mode);
-    plan_set_separate(m->plan, 1);
-  }
+  /* SHMDDP_MEM_PLAN=separate (shm/env.c): no tensor shares memory with another */
+  const char *mode = NULL;
+  if (shm_env_choice("SHMDDP_MEM_PLAN", &mode, err, errlen) < 0) return -1;
+  if (mode && strcmp(mode, "separate") == 0) plan_set_separate(m->plan, 1);
   size_t bytes;
   CHECK(plan_finish(m->plan, &bytes, err, errlen));
   m->act = arena_alloc(m->arena, bytes ? bytes : 1, ARENA_ACTIVATIONS, "activations (planned)");

@@ -8,4 +8,5 @@ libobs_a_SOURCES = \
 	src/obs/summary.c src/obs/summary.h \
 	src/obs/run_summary.c src/obs/run_summary.h \
 	src/obs/nvml_dl.c src/obs/nvml_dl.h \
-	src/obs/timeline_dev.c src/obs/timeline_dev.h
+	src/obs/timeline_dev.c src/obs/timeline_dev.h \
+	src/obs/outfile.c src/obs/outfile.h

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "src/obs/report_log.h"
+#include "src/obs/outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -39,7 +40,7 @@ int report_log_open(report_log_t **out, const char *dir, char *err, size_t errle
   char path[2048];
   snprintf(path, sizeof path, "%s/log.jsonl", dir);
   report_log_t *l = calloc(1, sizeof *l);
-  if (!l || !(l->f = fopen(path, "w"))) {
+  if (!l || !(l->f = outfile_fopen_private(path))) {
     snprintf(err, errlen, "%s: cannot create the log: %s", path, strerror(errno));
     free(l);
     return -1;
@@ -63,12 +64,14 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
   *out = NULL;
   char path[2048], tmp[2100];
   snprintf(path, sizeof path, "%s/log.jsonl", dir);
-  snprintf(tmp, sizeof tmp, "%s/.log.jsonl.resume", dir);
   FILE *in = fopen(from_log, "r");
   if (!in) return report_log_open(out, dir, err, errlen);
-  FILE *f = fopen(tmp, "w");
+  /* The new log is written beside the old one (outfile.h: a random name, O_EXCL, 0600), then
+   * renamed over it. */
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
   if (!f) {
-    snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    snprintf(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
+             strerror(errno));
     fclose(in);
     return -1;
   }

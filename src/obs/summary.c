@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "src/obs/summary.h"
+#include "src/obs/outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -81,8 +82,7 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
 {
   char path[2048], tmp[2100];
   snprintf(path, sizeof path, "%s/summary.json", dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
   if (!f) {
     return check_fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
   }

@@ -7,6 +7,7 @@
 
 #include "src/clock.h"
 #include "src/obs/timeline.h"
+#include "src/obs/outfile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -176,7 +177,6 @@ int timeline_open(const timeline_config_t *cfg, char *err, size_t errlen)
   tl.last = tl.first + cfg->steps - 1;
   snprintf(tl.label, sizeof tl.label, "%s", cfg->device_label ? cfg->device_label : "cpu");
   snprintf(tl.path, sizeof tl.path, "%s/timeline-rank%d.json", cfg->dir, cfg->rank);
-  snprintf(tl.tmp, sizeof tl.tmp, "%s.tmp", tl.path);
   if (cfg->cuda_device >= 0 && cfg->stream &&
       timeline_dev_create(&tl.dev, cfg->cuda_device, TL_EVENTS, err, errlen) != 0)
     return -1;
@@ -205,9 +205,9 @@ static int write_file(char *err, size_t errlen)
   size_t good = 0;
   for (size_t i = 0; i < tl.n; i++) good += tl.spans[i].state == TL_TIMED;
   tl_span_t **order = malloc((good ? good : 1) * sizeof *order);
-  FILE *f = order ? fopen(tl.tmp, "w") : NULL;
+  FILE *f = order ? outfile_fopen_temp(tl.path, tl.tmp, sizeof tl.tmp) : NULL;
   if (!f) {
-    snprintf(err, errlen, "%s: cannot create the timeline: %s", tl.tmp,
+    snprintf(err, errlen, "%s: cannot create the timeline: %s", tl.path,
              order ? strerror(errno) : "out of memory");
     free(order);
     return -1;

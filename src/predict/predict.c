@@ -14,6 +14,7 @@
 #include "src/data/data.h"
 #include "src/device/arena.h"
 #include "src/device/device.h"
+#include "src/obs/outfile.h"
 #include "src/predict/png_write.h"
 
 static int cmp_names(const void *a, const void *b)
@@ -167,7 +168,7 @@ static int write_outputs(run_t *r, int i, const char *name, char *err, size_t er
   }
   if (rc == 0 && lg) {
     snprintf(path, sizeof path, "%s/%s.logits", pc->out, stem);
-    FILE *f = fopen(path, "wb");
+    FILE *f = outfile_fopen_private(path); /* never through a planted link; mode 0600 */
     size_t n = (size_t)W * H * K;
     if (!f || fwrite(lg, sizeof *lg, n, f) != n || fclose(f) != 0)
       rc = check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
@@ -209,7 +210,8 @@ int predict_run(const weights_t *w, const predict_config_t *pc, FILE *log, char 
     if (k < count) {
       char path[4096];
       snprintf(path, sizeof path, "%s/%s", pc->images, names[k]);
-      rc = data_png_read(path, 0, &r.rgb[n], &r.rgb_cap[n], &iw, &ih, err, errlen);
+      rc = data_png_load(path, 0, DATA_PNG_DEFAULT_MAX_PIXELS, &r.rgb[n], &r.rgb_cap[n], &iw, &ih,
+                         err, errlen);
       if (rc != 0) break;
       h = round_up(ih, multiple) < 2 * multiple ? 2 * multiple : round_up(ih, multiple);
       wd = round_up(iw, multiple) < 2 * multiple ? 2 * multiple : round_up(iw, multiple);

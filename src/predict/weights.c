@@ -125,6 +125,10 @@ int weights_model(const weights_t *w, model_device_t device, int cuda_device, in
   mc.height = height;
   mc.width = width;
   mc.ignore_index = -1;
+  /* Prediction needs no run-to-run identical bits, and the deterministic algorithms' filter can
+   * leave a backward direction (which prediction never runs) without an algorithm inside the
+   * planned workspace: let cuDNN time every algorithm instead. */
+  mc.conv_benchmark = 1;
   CHECK(model_config_validate(&mc, err, errlen));
   CHECK(model_create(out, &mc, err, errlen));
   model_t *m = *out;

@@ -5,8 +5,13 @@
  *   per tensor: u32 name_len | name | u32 dtype | u64 count | u32 crc32(data) | data
  *   "CKPTEND\0" | u32 crc32 of everything before it
  * Each tensor carries its own CRC (zlib's crc32) so a corrupt file names the tensor; the trailer
- * catches truncation and damage to the metadata. The writer streams to "<path>.tmp.<pid>",
- * fsyncs it, renames it over path and fsyncs the directory. */
+ * catches truncation and damage to the metadata. The writer streams to a fresh private file
+ * beside path (src/obs/outfile.h: a random name, O_EXCL|O_NOFOLLOW, mode 0600), fsyncs it,
+ * renames it over path and fsyncs the directory.
+ * The reader trusts nothing it reads: every length is checked against what is left of the file
+ * before it is used, and a tensor's byte length is its count times its dtype's size (checked for
+ * overflow); callers check each tensor's dtype and count against what they expect (ckpt_get,
+ * ckpt_expect) before copying. */
 #include "config.h"
 
 #include "src/train/ckpt_file.h"
@@ -22,6 +27,7 @@
 #include <zlib.h>
 
 #include "src/check.h"
+#include "src/obs/outfile.h"
 
 static const char head_magic[8] = {'S', 'H', 'M', 'D', 'D', 'P', 'C', 'K'};
 static const char tail_magic[8] = {'C', 'K', 'P', 'T', 'E', 'N', 'D', 0};
@@ -104,13 +110,10 @@ int ckpt_write(const char *path, const char *config, const ckpt_tensor_t *t, int
       }
   }
   char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
-    return check_fail(err, errlen, "checkpoint path is too long");
-  }
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = outfile_create_temp(path, tmp, sizeof tmp);
   if (fd < 0) {
-    return check_fail(err, errlen, "cannot create %s: %s (is the output directory writable?)", tmp,
-                      strerror(errno));
+    return check_fail(err, errlen, "cannot create a temporary file beside %s: %s (is the output "
+                      "directory writable?)", path, strerror(errno));
   }
   sink_t s = {fd, crc32(0L, Z_NULL, 0), 0};
   const char *cfg = config ? config : "";
@@ -249,12 +252,13 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
     if (take(&cur, c->names[i], name_len) || take(&cur, &dtype, 4) || take(&cur, &count, 8) ||
         take(&cur, &crc, 4) || ckpt_dtype_size((ckpt_dtype_t)dtype) == 0)
       return refuse(c, err, errlen, path, "corrupt tensor header");
-    uint64_t bytes = count * ckpt_dtype_size((ckpt_dtype_t)dtype);
-    if (count > (uint64_t)(cur.end - cur.p) || bytes > (uint64_t)(cur.end - cur.p)) {
+    uint64_t left = (uint64_t)(cur.end - cur.p), size = ckpt_dtype_size((ckpt_dtype_t)dtype);
+    if (count > left / size) {
       char what[160];
       snprintf(what, sizeof what, "tensor '%s' is cut short", c->names[i]);
       return refuse(c, err, errlen, path, what);
     }
+    uint64_t bytes = count * size; /* no overflow: count <= left / size */
     if ((uint32_t)crc_of(cur.p, bytes) != crc) {
       char what[160];
       snprintf(what, sizeof what, "tensor '%s' fails its CRC32 check (the file is corrupt)",
@@ -284,23 +288,36 @@ const ckpt_tensor_t *ckpt_find(const ckpt_t *c, const char *name)
   return NULL;
 }
 
-int ckpt_get(const ckpt_t *c, const char *name, ckpt_dtype_t dtype, uint64_t count, void *dst,
-             char *err, size_t errlen)
+static const char *dtype_name(ckpt_dtype_t d)
+{
+  static const char *const names[] = {"u8", "i32", "i64", "f32", "f64"};
+  return (unsigned)d < sizeof names / sizeof names[0] ? names[d] : "?";
+}
+
+const ckpt_tensor_t *ckpt_expect(const ckpt_t *c, const char *name, ckpt_dtype_t dtype,
+                                 uint64_t count, char *err, size_t errlen)
 {
   const ckpt_tensor_t *t = ckpt_find(c, name);
   if (!t) {
-    return check_fail(err, errlen,
-                      "the checkpoint has no tensor '%s' (written by another version or "
-                      "model?)",
-                      name);
+    check_fail(err, errlen, "the checkpoint has no tensor '%s' (written by another version or "
+               "model?)", name);
+    return NULL;
   }
   if (t->dtype != dtype || t->count != count) {
-    return check_fail(err, errlen,
-                      "checkpoint tensor '%s' holds %llu elements of type %d, but this run "
-                      "needs %llu of type %d: resume with the same model configuration",
-                      name, (unsigned long long)t->count, (int)t->dtype, (unsigned long long)count,
-                      (int)dtype);
+    check_fail(err, errlen, "checkpoint tensor '%s' holds %llu elements of %s, but this run needs "
+               "%llu of %s: resume with the same model configuration", name,
+               (unsigned long long)t->count, dtype_name(t->dtype), (unsigned long long)count,
+               dtype_name(dtype));
+    return NULL;
   }
+  return t;
+}
+
+int ckpt_get(const ckpt_t *c, const char *name, ckpt_dtype_t dtype, uint64_t count, void *dst,
+             char *err, size_t errlen)
+{
+  const ckpt_tensor_t *t = ckpt_expect(c, name, dtype, count, err, errlen);
+  if (!t) return -1;
   memcpy(dst, t->data, count * ckpt_dtype_size(dtype));
   return 0;
 }

@@ -1,6 +1,7 @@
 /* ckpt_file.h — checkpoint files: named tensors with a CRC32 each, plus the run's
- * configuration text, written atomically (temporary file, fsync, rename, fsync of the
- * directory) so a crash or a full disk never replaces a good checkpoint with a partial one. */
+ * configuration text, written atomically (a private temporary file, fsync, rename, fsync of the
+ * directory) so a crash or a full disk never replaces a good checkpoint with a partial one. The
+ * file is mode 0600. */
 #ifndef SRC_TRAIN_CKPT_FILE_H
 #define SRC_TRAIN_CKPT_FILE_H
 
@@ -40,6 +41,10 @@ int ckpt_count(const ckpt_t *c);
 /* NULL when absent. */
 const ckpt_tensor_t *ckpt_find(const ckpt_t *c, const char *name);
 const ckpt_tensor_t *ckpt_tensor(const ckpt_t *c, int i);
+/* Tensor `name` when it holds exactly count elements of dtype (so its data are count times the
+ * dtype's size bytes); else NULL with a message naming the tensor and both shapes. */
+const ckpt_tensor_t *ckpt_expect(const ckpt_t *c, const char *name, ckpt_dtype_t dtype,
+                                 uint64_t count, char *err, size_t errlen);
 /* Copy tensor `name` into dst after checking its dtype and count. */
 int ckpt_get(const ckpt_t *c, const char *name, ckpt_dtype_t dtype, uint64_t count, void *dst,
              char *err, size_t errlen);

@@ -5,6 +5,7 @@
 
 #include "src/train/ckpt_state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,31 @@ out:
   return rc;
 }
 
+/* The saved progress counters are whole numbers from 0 to 2^53 (every one a double holds
+ * exactly; far beyond any run), and the loss scale a positive finite number: anything else is a
+ * damaged or crafted file, refused before it can become a step of -9223372036854775808. */
+static int check_state(const double *st, char *err, size_t errlen)
+{
+  static const struct {
+    int at;
+    const char *name;
+  } counters[] = {{ST_STEP, "step"},         {ST_EPOCH, "epoch"},
+                  {ST_TAKEN, "batches taken"}, {ST_EPOCH_STEPS, "steps of the epoch"},
+                  {ST_UPDATES, "optimizer updates"}, {ST_CLEAN, "clean steps"},
+                  {ST_SKIPPED, "skipped steps"}, {ST_TOTAL, "scaler steps"}};
+  const double max = 9007199254740992.0; /* 2^53 */
+  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+    double v = st[counters[i].at];
+    if (!(v >= 0 && v <= max) || v != (double)(long long)v)
+      return check_fail(err, errlen, "the checkpoint's %s is %g, not a whole number from 0 to "
+                        "2^53: the file is damaged", counters[i].name, v);
+  }
+  if (!(st[ST_SCALE] > 0 && isfinite(st[ST_SCALE])))
+    return check_fail(err, errlen, "the checkpoint's loss scale is %g, not a positive finite "
+                      "number: the file is damaged", st[ST_SCALE]);
+  return 0;
+}
+
 /* Name the first setting that differs between two key lines. */
 static void first_difference(const char *a, const char *b, char *out, size_t len)
 {
@@ -133,16 +159,18 @@ int ckpt_state_check(const char *path, const char *run_key, long *step, char *st
   if (ckpt_read(path, &c, err, errlen) != 0) return -1;
   snprintf(stored, stored_len, "%s", ckpt_config(c));
   int rc = key_differs(path, c, run_key, err, errlen) ? -1 : 0;
-  const ckpt_tensor_t *ts = ckpt_find(c, "state");
-  if (rc == 0 && (!ts || ts->dtype != CKPT_F64 || ts->count != ST_COUNT)) {
-    snprintf(err, errlen, "--resume %s: the checkpoint holds no training state", path);
+  const ckpt_tensor_t *ts = rc == 0 ? ckpt_expect(c, "state", CKPT_F64, ST_COUNT, err, errlen)
+                                    : NULL;
+  if (rc == 0 && !ts) {
+    check_prefix(err, errlen, "--resume: the checkpoint holds no training state");
     rc = -1;
   }
+  double st[ST_COUNT]; /* tensors are packed in the file: their data need not be 8-byte aligned */
   if (rc == 0) {
-    double st[ST_COUNT];
     memcpy(st, ts->data, sizeof st);
-    *step = (long)st[ST_STEP];
+    if (check_state(st, err, errlen) != 0) rc = check_prefix(err, errlen, "--resume");
   }
+  if (rc == 0) *step = (long)st[ST_STEP];
   ckpt_free(c);
   return rc;
 }
@@ -157,19 +185,25 @@ int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *
   int dev = arena_device(model_arena(m));
   size_t np = model_num_params(m), nb = model_num_buffers(m), no = 0;
   float *ostate = optim_state(o, &no);
-  const ckpt_tensor_t *tp = ckpt_find(c, "params"), *tb = ckpt_find(c, "buffers"),
-                      *to = ckpt_find(c, "optimizer"), *ts = ckpt_find(c, "state");
-  if (!tp || !tb || !to || !ts || tp->count != np || tb->count != nb || to->count != no ||
-      ts->count != ST_COUNT || tp->dtype != CKPT_F32 || ts->dtype != CKPT_F64) {
-    snprintf(err, errlen, "--resume %s: the tensors do not fit this model and optimizer", path);
+  /* Every tensor's type and length checked before anything is copied. */
+  const ckpt_tensor_t *tp = ckpt_expect(c, "params", CKPT_F32, np, err, errlen);
+  const ckpt_tensor_t *tb = tp ? ckpt_expect(c, "buffers", CKPT_F32, nb, err, errlen) : NULL;
+  const ckpt_tensor_t *to = tb ? ckpt_expect(c, "optimizer", CKPT_F32, no, err, errlen) : NULL;
+  const ckpt_tensor_t *ts = to ? ckpt_expect(c, "state", CKPT_F64, ST_COUNT, err, errlen) : NULL;
+  if (!ts) {
+    check_prefix(err, errlen, "--resume: the checkpoint does not fit this model and optimizer");
+    goto out;
+  }
+  double st[ST_COUNT]; /* tensors are packed in the file: their data need not be 8-byte aligned */
+  memcpy(st, ts->data, sizeof st);
+  if (check_state(st, err, errlen) != 0) {
+    check_prefix(err, errlen, "--resume");
     goto out;
   }
   if (copy(dev, model_params(m), tp->data, np * sizeof(float), 0, err, errlen) ||
       copy(dev, model_buffers(m), tb->data, nb * sizeof(float), 0, err, errlen) ||
       copy(dev, ostate, to->data, no * sizeof(float), 0, err, errlen))
     goto out;
-  double st[ST_COUNT]; /* tensors are packed in the file: their data need not be 8-byte aligned */
-  memcpy(st, ts->data, sizeof st);
   p->step = (long)st[ST_STEP];
   p->epoch = (long)st[ST_EPOCH];
   p->batches_taken = (long)st[ST_TAKEN];

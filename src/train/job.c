@@ -106,6 +106,7 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
   } else {
     data_png_opts_t po = {.classes = cfg->classes,
                           .min_size = cfg->image_size,
+                          .max_pixels = (size_t)cfg->max_image_pixels,
                           .val_size = cfg->val_size,
                           .ignore_label = cfg->ignore_index,
                           .map = cfg->mask_mapped ? cfg->mask_map : NULL};

@@ -12,7 +12,7 @@ libtrainer_a_SOURCES = \
 	src/train/ckpt_state.c src/train/ckpt_state.h \
 	src/train/ckpt_file.c src/train/ckpt_file.h \
 	src/train/metrics.c src/train/metrics.h \
-	src/train/params.c src/train/params.h
+	src/train/gpu_share.c src/train/gpu_share.h src/train/mps.c src/train/mps.h
 
 bin_PROGRAMS += shmddp-train
 # mpi_main.c (the program under mpirun) is the one part of the trainer that calls MPI: it is

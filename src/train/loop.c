@@ -576,6 +576,9 @@ int engine_loaders(engine_t *e, const train_job_t *job, int batch, int workers, 
                                     .ignore_label = c->ignore_index},
                         .batch_size = batch,
                         .workers = workers,
+                        /* a GPU engine takes the next batch before it releases the one in its
+                         * step (the upload is queued behind the step): two slots at least */
+                        .depth = pinned && workers < 1 ? 2 : 0,
                         .alloc = pinned ? batch_io_host_alloc : NULL,
                         .free = pinned ? batch_io_host_free : NULL};
   CHECK(loader_create(&e->loader, &lc, err, errlen));

@@ -324,6 +324,7 @@ int train_run(shmddp_comm_t *comm, const train_job_t *job, train_result_t *res, 
     memset(res, 0, sizeof *res);
     return -1;
   }
+  world_share_gpus(w, job->cfg.gpus);
   int rc = train_run_world(w, job, res, err, errlen);
   world_destroy(w);
   return rc;

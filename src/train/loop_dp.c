@@ -6,6 +6,7 @@
 
 #include "src/train/loop_dp.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "src/check.h"
 #include "src/data/sampler.h"
 #include "src/device/arena.h"
+#include "src/obs/outfile.h"
 #include "src/parallel/dp.h"
 
 typedef struct {
@@ -179,11 +181,11 @@ static void print_ledgers(dp_engine_t *d, FILE *f)
 
 static int write_devices_json(dp_engine_t *d, char *err, size_t errlen)
 {
-  char path[TRAIN_PATH_MAX + 32], tmp[TRAIN_PATH_MAX + 40];
+  char path[TRAIN_PATH_MAX + 32], tmp[TRAIN_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/dp_devices.json", d->cfg->out_dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return check_fail(err, errlen, "%s: cannot create", tmp);
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp); /* random name, O_EXCL, 0600 */
+  if (!f) return check_fail(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
+                            strerror(errno));
   double n = d->timed_steps > 0 ? (double)d->timed_steps : 1, step = d->step_ms / n;
   fprintf(f, "{\n  \"mode\": \"dp\",\n  \"devices\": %d,\n  \"direct_p2p\": %d,\n"
           "  \"timed_steps\": %ld,\n  \"step_ms\": %.4f,\n  \"per_device\": [", d->ndev,

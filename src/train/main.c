@@ -4,15 +4,65 @@
  * bad flags or data, nothing was started. */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "shm/env.h"
 #include "shmddp.h"
 #include "src/train/job.h"
 #include "src/train/loop_ddp.h"
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
-#include "src/train/params.h"
+#include "src/train/gpu_share.h"
+
+static volatile sig_atomic_t stop_signal; /* SIGINT/SIGTERM before the launcher took them */
+
+static void note_stop(int sig) { stop_signal = sig; }
+
+/* While the job's MPS daemon runs, SIGINT and SIGTERM outside the launcher (which takes them
+ * itself while the ranks run) are only noted, so the daemon is stopped before this process
+ * exits. A signal inherited as ignored stays ignored (see shm/launcher.c). */
+static void note_stop_signals(void)
+{
+  const int sigs[] = {SIGINT, SIGTERM};
+  for (int i = 0; i < 2; i++) {
+    struct sigaction sa;
+    if (sigaction(sigs[i], NULL, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+        sa.sa_handler == SIG_IGN)
+      continue;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = note_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+/* Ranks that share a GPU: the memory check, the MPS daemon (--mps) and the start lines. 0: go on
+ * (mps set up, running or not); -1: refused, the message printed, nothing left running. */
+static int share_start(const train_config_t *cfg, mps_daemon_t *mps)
+{
+  char err[1024], line[1024];
+  memset(mps, 0, sizeof *mps);
+  if (!train_share_needed(cfg)) return 0;
+  if (cfg->mps != TRAIN_MPS_OFF) note_stop_signals();
+  if (train_share_mps_start(cfg, mps, line, sizeof line, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return -1;
+  }
+  if (train_share_check_memory(cfg, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    train_share_mps_stop(mps);
+    return -1;
+  }
+  char share[256];
+  train_share_describe(cfg, share, sizeof share);
+  printf("train: %d ranks on %d GPU%s: %s\n", cfg->nproc, cfg->gpus, cfg->gpus == 1 ? "" : "s",
+         share);
+  printf("train: %s\n", line);
+  return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -26,7 +76,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
-  if (params_check_env(environ, stderr, err, sizeof err) != 0) {
+  if (shm_env_check_environ(environ, "train", stderr, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
@@ -43,6 +93,11 @@ int main(int argc, char **argv)
     if (rc != 0) fprintf(stderr, "train: %s\n", err);
     return rc != 0;
   }
+  mps_daemon_t mps;
+  if (share_start(&cfg, &mps) != 0) {
+    train_job_close(&job);
+    return 2;
+  }
   shmddp_launch_config_t lc = {.nproc = cfg.nproc,
                                .timeout_s = cfg.timeout_s,
                                .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
@@ -50,8 +105,15 @@ int main(int argc, char **argv)
                                .label = "train"};
   shmddp_launch_result_t res;
   fflush(stdout); /* the ranks inherit stdio buffers: nothing may be pending at fork */
-  shmddp_status_t st = shmddp_launch(&lc, train_rank, &job, &res);
+  shmddp_status_t st = SHMDDP_OK;
+  int early = stop_signal; /* a stop before the launcher took the signals: no rank started */
+  if (!early) st = shmddp_launch(&lc, train_rank, &job, &res);
+  train_share_mps_stop(&mps);
   train_job_close(&job);
+  if (early) {
+    fprintf(stderr, "train: stopped by %s before the ranks started\n", strsignal(early));
+    return 128 + early;
+  }
   if (st != SHMDDP_OK) {
     fprintf(stderr, "train: %s\n", res.message);
     return 1;

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "build_version.h"
+#include "shm/env.h"
 #include "src/data/data.h"
-#include "src/train/params.h"
 
 /* Choices are stored as their index: the enums below number their values in the order of the
  * choice lists, and are int-sized. */
@@ -40,7 +40,7 @@ typedef enum {
   KIND_WIDTHS, /* levels, widths and widths_name: a preset or a list */
   KIND_DATA,   /* synthetic, or a directory into data_dir */
   KIND_MASKMAP, /* VALUE:LABEL,... into mask_map */
-  KIND_ACTION  /* --help, --help-env: print and stop */
+  KIND_ACTION  /* --help, --help-env: print and stop; with choices, an optional =VALUE */
 } opt_kind_t;
 
 enum {
@@ -69,10 +69,11 @@ typedef struct {
 #define F(name) offsetof(train_config_t, name)
 
 enum {
-  OPT_DEVICE, OPT_NPROC, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
+  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
-  OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
+  OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
+  OPT_MAX_IMAGE_PIXELS, OPT_WORKERS, OPT_DROP_LAST, OPT_SEED,
   OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV,
   OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
   OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
@@ -86,10 +87,12 @@ static const char *const mode_names[] = {"ddp", "dp", NULL};
 static const char *const model_names[] = {"unet", NULL};
 static const char *const norm_names[] = {"batch", "group", NULL};
 static const char *const onoff_names[] = {"off", "on", NULL};
+static const char *const mps_names[] = {"auto", "on", "off", NULL};
 static const char *const optimizer_names[] = {"sgd", "adamw", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
 static const char *const progress_names[] = {"auto", "bar", "lines", "off", NULL};
+static const char *const help_env_names[] = {"markdown", NULL};
 
 /* The GPU defaults are the reference configuration of BENCHMARKS.md (4 epochs: about a minute
  * on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the CPU ones make
@@ -100,7 +103,15 @@ static const option_t options[OPT_COUNT] = {
     [OPT_NPROC] = {"nproc", KIND_INT, F(nproc), 1, SHMDDP_MAX_RANKS, .arg = "N",
                    .section = SEC_PROCS,
                    .help = "ranks; 2 CPU ranks (one per core) make the default job run the DDP "
-                           "path"},
+                           "path; more ranks than GPUs share them: rank r on GPU r % GPUs"},
+    [OPT_MPS] = {"mps", KIND_CHOICE, F(mps), .choices = mps_names, .dflt = "auto",
+                 .section = SEC_PROCS,
+                 .help = "ranks that share a GPU run under a private MPS daemon started as the "
+                         "user for this job (no GPU setting changed; stopped at the end), so "
+                         "their kernels run side by side instead of taking turns; auto: when "
+                         "nvidia-cuda-mps-control is on PATH and no MPS is in effect already; "
+                         "on: required (refused, saying why, when it cannot start); off: the "
+                         "ranks take turns on the GPU"},
     [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
                             .arg = "K", .section = SEC_PROCS,
                             .dflt_words = "the ranks of one host",
@@ -165,6 +176,13 @@ static const option_t options[OPT_COUNT] = {
                       .dflt_words = "600 (cuda), 128 (cpu) for synthetic; for DIR without "
                                     "val/: the last 10% of the files by name",
                       .help = "validation samples"},
+    [OPT_MAX_IMAGE_PIXELS] = {"max-image-pixels", KIND_LONG, F(max_image_pixels), 1, 268435456,
+                              .arg = "N", .dflt = "67108864", /* DATA_PNG_DEFAULT_MAX_PIXELS */
+                              .section = SEC_DATA,
+                              .dflt_words = "67108864 (8192 x 8192)",
+                              .help = "DIR: refuse a PNG of more pixels (checked in its header, "
+                                      "before it is decoded; the largest image sizes every "
+                                      "loader buffer); 1 to 2^28"},
     [OPT_WORKERS] = {"workers", KIND_INT, F(workers), 0, 64, .arg = "N", .dflt = "8",
                      .dflt_cpu = "1", .section = SEC_DATA,
                      .help = "loader threads per rank (0: load in the training thread)"},
@@ -262,8 +280,10 @@ static const option_t options[OPT_COUNT] = {
                                 "at"},
     [OPT_HELP] = {"help", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
                   .help = "this text (also -h)"},
-    [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
-                      .help = "the environment variables shmddp reads, with their defaults"},
+    [OPT_HELP_ENV] = {"help-env", KIND_ACTION, NO_FIELD, .choices = help_env_names,
+                      .section = SEC_OUTPUT,
+                      .help = "the environment variables shmddp reads, with their ranges and "
+                              "defaults (--help-env=markdown: as the README's table)"},
     [OPT_VERSION] = {"version", KIND_ACTION, NO_FIELD, .section = SEC_OUTPUT,
                      .help = "the version (and the git commit it was built from)"},
 };
@@ -515,12 +535,13 @@ static int resolve_ranks(train_config_t *c, const unsigned char *set, const trai
   if (!set[OPT_NPROC])
     c->nproc = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : default_cpu_nproc(m);
   if (c->nproc > SHMDDP_MAX_RANKS) c->nproc = SHMDDP_MAX_RANKS;
-  if (c->device == MODEL_DEVICE_CUDA && c->nproc > m->visible_gpus)
+  /* More ranks than GPUs share them round-robin (gpu_share.c checks that they fit). */
+  c->gpus = c->device == MODEL_DEVICE_CUDA ? m->visible_gpus : 0;
+  if (c->gpus > 0 && c->nproc > c->gpus && c->mode == TRAIN_MODE_DP)
     return usage_error(err, errlen,
-                       "--nproc: %d ranks need %d GPUs but %d %s visible; give --nproc 1 to "
-                       "%d (rank r drives GPU r)",
-                       c->nproc, c->nproc, m->visible_gpus, m->visible_gpus == 1 ? "is" : "are",
-                       m->visible_gpus);
+                       "--mode dp drives one GPU per replica: %d replicas need %d GPUs but %d %s "
+                       "visible (in --mode ddp ranks may share GPUs)",
+                       c->nproc, c->nproc, c->gpus, c->gpus == 1 ? "is" : "are");
   return 0;
 }
 
@@ -732,13 +753,13 @@ static const struct option *getopt_table(void)
 {
   static struct option t[OPT_COUNT + 1];
   if (!t[0].name)
-    for (int i = 0; i < OPT_COUNT; i++)
-      t[i] = (struct option){.name = options[i].name,
-                             .has_arg = options[i].kind == KIND_FLAG ||
-                                                options[i].kind == KIND_ACTION
-                                            ? no_argument
-                                            : required_argument,
-                             .val = 256 + i};
+    for (int i = 0; i < OPT_COUNT; i++) {
+      const option_t *o = &options[i];
+      int has_arg = o->kind == KIND_ACTION ? (o->choices ? optional_argument : no_argument)
+                    : o->kind == KIND_FLAG ? no_argument
+                                           : required_argument;
+      t[i] = (struct option){.name = o->name, .has_arg = has_arg, .val = 256 + i};
+    }
   return t;
 }
 
@@ -765,8 +786,13 @@ int train_config_parse(train_config_t *c, int argc, char **argv, const train_mac
       train_config_usage(out, m);
       return 1;
     }
-    if (id == OPT_HELP_ENV) {
-      params_print(out);
+    if (id == OPT_HELP_ENV) { /* --help-env=markdown: the README's table */
+      int markdown = 0;
+      int rc = optarg ? parse_choice("--help-env", optarg, help_env_names, &markdown, err, errlen)
+                      : 0;
+      if (rc) return rc;
+      if (optarg) shm_env_print_markdown(out);
+      else shm_env_print(out);
       return 1;
     }
     if (id == OPT_VERSION) {

@@ -15,6 +15,8 @@
 #define TRAIN_PATH_MAX 1024
 
 typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
+/* --mps, in the order of its choices. */
+typedef enum { TRAIN_MPS_AUTO = 0, TRAIN_MPS_ON, TRAIN_MPS_OFF } train_mps_t;
 /* --progress: auto is a bar on a terminal outside mpirun, plain lines otherwise */
 typedef enum { TRAIN_PROGRESS_AUTO = 0, TRAIN_PROGRESS_BAR, TRAIN_PROGRESS_LINES,
                TRAIN_PROGRESS_OFF } train_progress_mode_t;
@@ -48,6 +50,7 @@ typedef struct {
   int synthetic;            /* --data synthetic */
   char data_dir[TRAIN_PATH_MAX];
   long train_size, val_size; /* synthetic sizes; for a directory val_size 0 = 10 % */
+  long max_image_pixels;    /* a directory's PNGs: the most pixels one may have */
   int workers;
   uint64_t seed;
   char out_dir[TRAIN_PATH_MAX];
@@ -70,6 +73,9 @@ typedef struct {
   int progress;             /* --progress: a train_progress_mode_t */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
+  int mps;                  /* --mps: a train_mps_t (gpu_share.c) */
+  int gpus;                 /* cuda, one machine: the GPUs visible at launch; rank r drives GPU
+                               r % gpus, so more ranks than GPUs share them (gpu_share.c) */
 } train_config_t;
 
 /* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,

@@ -164,6 +164,16 @@ int world_from_joined(world_t **out, shmddp_comm_t *comm, char *err, size_t errl
   return from_comm(out, comm, 1, err, errlen);
 }
 
+void world_share_gpus(world_t *w, int gpus)
+{
+  if (gpus <= 0 || w->size <= gpus || w->device < 0) return;
+  w->device %= gpus;
+  /* No CUDA graph for ranks that share a GPU, under MPS too: a captured collective takes the
+   * in-kernel algorithm at every size, and its blocks, spinning while a peer still computes,
+   * take that peer's SMs (trainer --nproc 2 on one H200 under MPS: 0.06 of one rank). */
+  w->capturable = 0;
+}
+
 /* ---- dispatch; a world of one rank has nothing to do ---- */
 
 void world_destroy(world_t *w)

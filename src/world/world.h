@@ -51,6 +51,11 @@ int world_from_comm(world_t **out, shmddp_comm_t *comm, char *err, size_t errlen
 /* The same over a communicator the world owns (shmddp_comm_destroy at world_destroy). */
 int world_from_joined(world_t **out, shmddp_comm_t *comm, char *err, size_t errlen);
 void world_destroy(world_t *w);
+/* More ranks than gpus (> 0): rank r drives GPU r % gpus, and nothing is captured in a CUDA
+ * graph (a captured collective between ranks that share a GPU waits for the GPU's time slice;
+ * run eagerly they take the co-located path), unless world_attach finds every rank that shares
+ * a GPU under MPS (then a captured collective waits microseconds). Before world_attach. */
+void world_share_gpus(world_t *w, int gpus);
 
 static inline int world_rank(const world_t *w) { return w->rank; }
 static inline int world_size(const world_t *w) { return w->size; }

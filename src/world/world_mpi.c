@@ -31,6 +31,7 @@
 #include <mpi-ext.h>
 #endif
 
+#include "shm/env.h"
 #include "src/check.h"
 #include "src/world/inter.h"
 
@@ -325,7 +326,7 @@ static const world_ops_t hier_ops = {
 };
 
 /* Whether MPI takes device pointers: what the library says (Open MPI's MPIX_Query_cuda_support),
- * unless SHMDDP_MPI_CUDA_AWARE says 0 (or 1: trust it; the table in src/train/params.c). Read
+ * unless SHMDDP_MPI_CUDA_AWARE says 0 (or 1: trust it; the table in shm/env.c). Read
  * once, at set-up. */
 static int cuda_aware(void)
 {
@@ -333,10 +334,11 @@ static int cuda_aware(void)
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
   lib = MPIX_Query_cuda_support() == 1;
 #endif
-  const char *v = getenv("SHMDDP_MPI_CUDA_AWARE");
-  if (v && strcmp(v, "0") == 0) return 0;
-  if (v && strcmp(v, "1") == 0) return 1;
-  return lib;
+  int v = lib;
+  char err[256];
+  /* A bad value was refused by shmddp-train's environment check before MPI started. */
+  if (shm_env_flag("SHMDDP_MPI_CUDA_AWARE", &v, err, sizeof err) < 0) return lib;
+  return v;
 }
 
 /* The node's ranks: by host, or r / K. Every node must have as many. */

@@ -117,11 +117,15 @@ static inline int png_fuzz_run(const uint8_t *data, size_t size, const char *dir
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     uint8_t *buf = NULL;
     size_t cap = 0;
-    int w = -1, h = -1;
+    int w = -1, h = -1, w2 = -1, h2 = -1;
     memset(err, 0, sizeof err);
-    if (data_png_read(path, flags & 1, &buf, &cap, &w, &h, err, sizeof err) == 0) {
-      size_t bytes = (size_t)w * h * ((flags & 1) ? 1 : 3);
-      if (w < 1 || h < 1 || bytes > cap) abort();
+    /* As the dataset scan does it: the size first, a buffer of exactly that, then the pixels
+     * (at most 4 Mpx here: the fuzzer is not to spend its time allocating). */
+    if (data_png_size(path, flags & 1, (size_t)4 << 20, &w, &h, err, sizeof err) == 0 &&
+        (cap = (size_t)w * h * ((flags & 1) ? 1 : 3)) > 0 && (buf = malloc(cap)) != NULL &&
+        data_png_read(path, flags & 1, (size_t)4 << 20, buf, cap, &w2, &h2, err, sizeof err) == 0) {
+      size_t bytes = (size_t)w2 * h2 * ((flags & 1) ? 1 : 3);
+      if (w2 != w || h2 != h || w < 1 || h < 1 || bytes > cap) abort();
       volatile unsigned sum = 0; /* every decoded byte is readable */
       for (size_t k = 0; k < bytes; k++) sum += buf[k];
       ok = 0;
@@ -174,7 +178,7 @@ static inline int png_fuzz_run(const uint8_t *data, size_t size, const char *dir
   data_set_t *train = NULL, *val = NULL;
   memset(err, 0, sizeof err);
   int classes = 2 + (flags >> 4);
-  if (data_open_png_dir(&train, &val, dir, classes, 1, 1, err, sizeof err) == 0) {
+  if (data_open_png_dir(&train, &val, dir, classes, 1, (size_t)4 << 20, 1, err, sizeof err) == 0) {
     png_fuzz_read_all(train);
     png_fuzz_read_all(val);
     ok = 0;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build a libFuzzer harness with clang (ASan + UBSan) and run it.
-# Usage: tests/fuzz/run.sh checkpoint|cli|png SECONDS [extra libFuzzer args]
+# Usage: tests/fuzz/run.sh checkpoint|cli|png|segment SECONDS [extra libFuzzer args]
 # New crash inputs land in tests/fuzz/crashes/; keep the fixed ones in tests/fuzz/regress_<target>/.
 set -eu
 target=$1; secs=${2:-60}; shift 2 || true
@@ -10,7 +10,7 @@ mkdir -p "$out/corpus_$target" "$root/tests/fuzz/crashes"
 [ -f "$root/config.h" ] || [ -n "${FUZZ_CONFIG_DIR:-}" ] || { echo "configure first (config.h), or set FUZZ_CONFIG_DIR to a build dir" >&2; exit 1; }
 cfg=${FUZZ_CONFIG_DIR:-$root}
 case $target in
-  checkpoint) srcs="tests/fuzz/fuzz_checkpoint.c src/train/ckpt_file.c"; libs="-lz" ;;
+  checkpoint) srcs="tests/fuzz/fuzz_checkpoint.c src/train/ckpt_file.c src/obs/outfile.c"; libs="-lz" ;;
   *) srcs="tests/fuzz/fuzz_$target.c $(cat "$root/tests/fuzz/$target.sources")"; libs="$(cat "$root/tests/fuzz/$target.libs" 2>/dev/null || true)" ;;
 esac
 cd "$root"

@@ -1,0 +1,455 @@
+/* cuda_coloc.c — the CUDA transport's co-located path: the protocol of coloc.c with interprocess
+ * events, the buffer exchange of cuda_reg.c as its rendezvous, and one kernel per GPU
+ * (coloc_kernel.cu) run by the group's leader, which reads every rank's input and writes the
+ * outputs of the ranks on its GPU.
+ *
+ * Set-up: each rank creates two events (READY, DONE; cudaEventInterprocess, no timing) and
+ * publishes their IPC handles, its GPU's UUID and its protocol word in its channel's share of the
+ * exchange area (at the end of the share, after cuda_xchg_t). A peer's event is opened on first
+ * use and kept (in-process peers' events are used as they are). The placement (ranks grouped by
+ * UUID) is the same on every rank.
+ *
+ * Waits (SHMDDP_COLOC_WAIT, read once here when the transport is set up; each rank's own):
+ * host (the default) queries the peers' events with cudaEventQuery until they have completed, so
+ * no stream ever waits for another context's event; stream makes the stream wait for them
+ * (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders and on the
+ * stream in members. coloc.c says why host waits are the default; bench/run_shared_gpu.sh
+ * compares the three.
+ *
+ * When: auto takes this path on every call of a group in which two ranks share a GPU, except
+ * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
+ * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
+ * forces it for any placement (P2P needed), and then refuses capture. When every rank that
+ * shares a GPU runs under MPS (each publishes the driver's cudaDevAttrMpsEnabled beside its
+ * events), calls up to COLOC_MPS_KERNEL_MAX take the in-kernel algorithms instead (coloc.c).
+ *
+ * Memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem without a shareable
+ * handle): the exchange says so alike on every rank and maps nothing. The call still goes through
+ * the protocol, without work (so the published words and the events stay in step), and
+ * cuda_coloc_run says it was staged: the caller then runs the collective's staged version (the
+ * in-kernel algorithms over the segment or the scratch areas, which wait for the GPU's time
+ * slice), ordered after every rank's READY by the protocol's events.
+ *
+ * Failure: a stream may wait on the event of a peer that died before its record ran (stream
+ * waits), and such a wait never ends; host waits poll the group's abort word instead. So shmddp_cuda_sync polls (and returns the group's error), and a rank whose
+ * group failed after co-located calls leaves its CUDA objects to the process's exit instead of
+ * synchronizing the device to free them. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#include "collectives/coloc.h"
+#include "collectives/cuda_coloc.h"
+#include "collectives/cuda_state.h"
+#include "shm/abort.h"
+#include "shm/env.h"
+
+typedef struct {
+  _Alignas(SHM_LINE) _Atomic uint64_t word; /* coloc.c's protocol word */
+  cudaIpcEventHandle_t handle[COLOC_NKINDS];
+  uint64_t ptr[COLOC_NKINDS]; /* the events as this process sees them (in-process peers) */
+  char key[COLOC_KEY_BYTES];  /* the GPU's UUID */
+  int32_t mps;                /* 1: the driver runs this rank's context under MPS */
+} coloc_xchg_t;
+
+_Static_assert(sizeof(cuda_xchg_t) + sizeof(coloc_xchg_t) + SHM_LINE <= CUDA_XCHG_SHARE,
+               "co-located exchange entry does not fit the channel's share");
+
+struct cuda_coloc {
+  coloc_state_t proto;
+  cudaEvent_t own[COLOC_NKINDS];
+  cudaEvent_t peer[COLOC_NKINDS][CUDA_MAXR]; /* opened on first use */
+  unsigned char imported[COLOC_NKINDS][CUDA_MAXR];
+  cudaEvent_t sync_ev; /* shmddp_cuda_sync's marker */
+  int max_blocks;      /* per launch: 4 per SM */
+  coloc_wait_t wait;   /* SHMDDP_COLOC_WAIT */
+};
+
+static coloc_xchg_t *coloc_xchg(const shmddp_comm_t *comm, int rank)
+{
+  size_t at = (CUDA_XCHG_SHARE - sizeof(coloc_xchg_t)) & ~(size_t)(SHM_LINE - 1);
+  return (coloc_xchg_t *)((char *)cuda_xchg(comm, rank) + at);
+}
+
+/* The events and the GPU's identity; a CUDA error leaves the key empty, which turns the path
+ * off on every rank (the placement then fails on every rank alike). */
+static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device)
+{
+  cudaError_t e = cudaSuccess;
+  for (int k = 0; k < COLOC_NKINDS && e == cudaSuccess; k++) {
+    e = cudaEventCreateWithFlags(&c->own[k], cudaEventDisableTiming | cudaEventInterprocess);
+    if (e == cudaSuccess) e = cudaIpcGetEventHandle(&x->handle[k], c->own[k]);
+    x->ptr[k] = (uint64_t)(uintptr_t)c->own[k];
+  }
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->sync_ev, cudaEventDisableTiming);
+  struct cudaDeviceProp prop;
+  if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) return e;
+  int at = snprintf(x->key, sizeof x->key, "GPU-");
+  for (int i = 0; i < 16; i++)
+    at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
+  c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
+  int mps = 0;
+#if CUDART_VERSION >= 12000
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    (void)cudaGetLastError(); /* an older driver: not known, so not assumed */
+    mps = 0;
+  }
+#endif
+  x->mps = mps != 0;
+  return cudaSuccess;
+}
+
+/* SHMDDP_COLOC_WAIT (shm/env.c): host (the default), stream or leader; a value it does not take
+ * is SHMDDP_ERR_INVALID with the message. */
+static shmddp_status_t read_wait(shmddp_comm_t *comm, coloc_wait_t *wait)
+{
+  const char *v = NULL;
+  char err[256];
+  int rc = shm_env_choice("SHMDDP_COLOC_WAIT", &v, err, sizeof err);
+  if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
+  *wait = rc ? (coloc_wait_t)coloc_wait_parse(v) : COLOC_WAIT_HOST;
+  return SHMDDP_OK;
+}
+
+shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  struct cuda_coloc *c = calloc(1, sizeof *c);
+  if (!c) return coll_error(comm, SHMDDP_ERR_NOMEM, "rank %d: out of host memory", comm->rank);
+  s->coloc = c;
+  TRY(read_wait(comm, &c->wait));
+  coloc_xchg_t *x = coloc_xchg(comm, comm->rank);
+  memset(x->key, 0, sizeof x->key);
+  x->mps = 0;
+  cudaError_t e = make_events(c, x, s->device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    memset(x->key, 0, sizeof x->key);
+    fprintf(stderr, "shmddp: warning: rank %d: no interprocess events (%s): ranks that share a "
+            "GPU will use the in-kernel algorithms (each call waits for a time slice)\n",
+            comm->rank, cudaGetErrorString(e));
+  }
+  return SHMDDP_OK;
+}
+
+shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  char keys[CUDA_MAXR][COLOC_KEY_BYTES];
+  _Atomic uint64_t *words[CUDA_MAXR];
+  int mps[CUDA_MAXR];
+  for (int r = 0; r < comm->nranks; r++) {
+    memcpy(keys[r], coloc_xchg(comm, r)->key, COLOC_KEY_BYTES);
+    words[r] = &coloc_xchg(comm, r)->word;
+    mps[r] = coloc_xchg(comm, r)->mps == 1; /* anything else read from the segment: no */
+  }
+  coloc_plan_t plan;
+  if (coloc_plan(&plan, comm->nranks, (const char(*)[COLOC_KEY_BYTES])keys) != 0)
+    memset(&plan, 0, sizeof plan); /* a rank has no events: the path is off (nranks 0) */
+  coloc_state_init(&s->coloc->proto, &plan, words);
+  s->coloc->proto.host_waits = coloc_host_waits(s->coloc->wait, &plan, comm->rank);
+  s->coloc->proto.all_mps = coloc_all_mps(&plan, mps);
+  return SHMDDP_OK;
+}
+
+int cuda_coloc_shared(const shmddp_comm_t *comm)
+{
+  const cuda_state_t *s = cuda_state(comm);
+  if (!s->coloc) return 0;
+  const coloc_plan_t *p = &s->coloc->proto.plan;
+  return __builtin_popcount(p->members[p->group[comm->rank]]);
+}
+
+static int capturing(cudaStream_t stream)
+{
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1; /* e.g. the legacy stream while another captures: not a place for host steps */
+  }
+  return cs != cudaStreamCaptureStatusNone;
+}
+
+int cuda_coloc_all_mps(const shmddp_comm_t *comm)
+{
+  const cuda_state_t *s = cuda_state(comm);
+  return s->coloc && s->coloc->proto.plan.shared && s->coloc->proto.all_mps;
+}
+
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
+                              shmddp_stream_t stream)
+{
+  const cuda_state_t *s = cuda_state(comm);
+  if (req != SHMDDP_ALGO_AUTO || !s->coloc || !s->coloc->proto.plan.shared) return req;
+  const coloc_state_t *p = &s->coloc->proto;
+  return coloc_use_path(&p->plan, p->all_mps, bytes, capturing((cudaStream_t)stream))
+             ? SHMDDP_ALGO_COLOC
+             : req;
+}
+
+/* ---------------- one call ---------------- */
+
+typedef struct {
+  shmddp_comm_t *comm;
+  cuda_state_t *s;
+  const cuda_coloc_call_t *k;
+  void *P[2][CUDA_MAXR]; /* [send, recv][rank], mapped here */
+  int staged;            /* the exchange found a buffer it cannot share (alike on every rank) */
+} ctx_t;
+
+static shmddp_status_t op_record(void *vctx, int kind, uint64_t seq)
+{
+  ctx_t *c = vctx;
+  (void)seq;
+  TRY_AS(cuda_failed, c->comm, cudaEventRecord(c->s->coloc->own[kind], (cudaStream_t)c->k->stream));
+  return SHMDDP_OK;
+}
+
+/* Rank peer's event kind as this process sees it (opened on first use). */
+static shmddp_status_t peer_event(ctx_t *c, int peer, int kind, cudaEvent_t *ev)
+{
+  struct cuda_coloc *cc = c->s->coloc;
+  if (!cc->peer[kind][peer]) {
+    const coloc_xchg_t *x = coloc_xchg(c->comm, peer);
+    if (c->s->peer_local[peer]) {
+      cc->peer[kind][peer] = (cudaEvent_t)(uintptr_t)x->ptr[kind];
+    } else {
+      cudaIpcEventHandle_t h = x->handle[kind];
+      TRY_AS(cuda_failed, c->comm, cudaIpcOpenEventHandle(&cc->peer[kind][peer], h));
+      cc->imported[kind][peer] = 1;
+    }
+  }
+  *ev = cc->peer[kind][peer];
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t op_wait(void *vctx, int peer, int kind, uint64_t seq)
+{
+  ctx_t *c = vctx;
+  cudaEvent_t ev;
+  (void)seq;
+  TRY(peer_event(c, peer, kind, &ev));
+  TRY_AS(cuda_failed, c->comm, cudaStreamWaitEvent((cudaStream_t)c->k->stream, ev, 0));
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t op_query(void *vctx, int peer, int kind, uint64_t seq, int *done)
+{
+  ctx_t *c = vctx;
+  cudaEvent_t ev;
+  (void)seq;
+  TRY(peer_event(c, peer, kind, &ev));
+  cudaError_t e = cudaEventQuery(ev);
+  *done = e == cudaSuccess;
+  if (e == cudaSuccess) return SHMDDP_OK;
+  (void)cudaGetLastError(); /* so the leader's launch check cannot see "not ready" */
+  if (e == cudaErrorNotReady) return SHMDDP_OK;
+  return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: querying rank %d's event: %s",
+                    c->comm->rank, c->comm->what, peer, cudaGetErrorString(e));
+}
+
+/* The exchange is the rendezvous: it returns once every rank has published its buffers. The
+ * bytes it touches of each (the same on every rank): reduce-scatter reads n blocks of every
+ * input, all-gather writes n blocks of every output. */
+static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
+{
+  ctx_t *c = vctx;
+  const cuda_coloc_call_t *k = c->k;
+  const void *mine[2] = {k->send, k->recv};
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype), n = (size_t)c->comm->nranks;
+  size_t len[2] = {k->kind == COLL_REDUCE_SCATTER ? bytes * n : bytes,
+                   k->kind == COLL_ALL_GATHER ? bytes * n : bytes};
+  (void)seq;
+  return cuda_exchange(c->comm, 2, mine, len, k->stream, c->P, &c->staged);
+}
+
+static int add_dst(cuda_coloc_job_t *j, void *p)
+{
+  if (!p) return -1;
+  j->dst[j->ndst++] = p;
+  return 0;
+}
+
+static void set_vec(cuda_coloc_job_t *j)
+{
+  uintptr_t bits = 0;
+  for (int i = 0; i < j->nsrc; i++) bits |= (uintptr_t)j->src[i];
+  for (int i = 0; i < j->ndst; i++) bits |= (uintptr_t)j->dst[i];
+  j->vec = (bits & 15) == 0;
+}
+
+/* The leader's jobs for its group G: what each rank of G must receive. -1: a buffer is missing. */
+static int build_jobs(const ctx_t *c, uint32_t G, cuda_coloc_args_t *a)
+{
+  const cuda_coloc_call_t *k = c->k;
+  int n = c->comm->nranks, bad = 0;
+  size_t ds = shmddp_dtype_size(k->dtype), bytes = k->count * ds;
+  memset(a, 0, sizeof *a);
+  a->mode = CUDA_DIRECT_REDUCE;
+  a->dtype = k->dtype;
+  a->op = k->op;
+  a->avg_div = n;
+  a->n = k->count;
+  if (k->kind == COLL_ALL_GATHER || k->kind == COLL_BROADCAST) {
+    a->mode = CUDA_DIRECT_COPY;
+    a->n = bytes;
+  }
+  for (int q = 0; q < n; q++) {
+    cuda_coloc_job_t *j = &a->job[a->njobs];
+    int in_g = G >> q & 1;
+    switch (k->kind) {
+    case COLL_ALL_REDUCE: /* one job: every input to every output of G */
+    case COLL_REDUCE:
+      if (q > 0) continue;
+      for (int r = 0; r < n; r++) bad |= !(j->src[j->nsrc++] = c->P[0][r]);
+      for (int t = 0; t < n; t++)
+        if ((G >> t & 1) && (k->kind == COLL_ALL_REDUCE || t == k->root))
+          bad |= add_dst(j, c->P[1][t]);
+      break;
+    case COLL_REDUCE_SCATTER: /* job per rank q of G: block q of every input */
+      if (!in_g) continue;
+      for (int r = 0; r < n; r++) {
+        bad |= !c->P[0][r];
+        j->src[j->nsrc++] = c->P[0][r] ? (const char *)c->P[0][r] + (size_t)q * bytes : NULL;
+      }
+      bad |= add_dst(j, c->P[1][q]);
+      break;
+    case COLL_ALL_GATHER: /* job per source rank q: its input to slot q of every output of G */
+      bad |= !(j->src[j->nsrc++] = c->P[0][q]);
+      for (int t = 0; t < n; t++)
+        if (G >> t & 1) bad |= add_dst(j, c->P[1][t] ? (char *)c->P[1][t] + (size_t)q * bytes : NULL);
+      break;
+    default: /* broadcast: the root's input to every output of G but the root's own in place */
+      if (q > 0) continue;
+      bad |= !(j->src[j->nsrc++] = c->P[0][k->root]);
+      for (int t = 0; t < n; t++)
+        if ((G >> t & 1) && c->P[1][t] != c->P[0][k->root]) bad |= add_dst(j, c->P[1][t]);
+      break;
+    }
+    if (j->ndst > 0) {
+      set_vec(j);
+      a->njobs++;
+    } else {
+      memset(j, 0, sizeof *j);
+    }
+  }
+  return bad ? -1 : 0;
+}
+
+static shmddp_status_t op_work(void *vctx)
+{
+  ctx_t *c = vctx;
+  if (c->staged) return SHMDDP_OK; /* no buffer was mapped: the caller stages the call */
+  const coloc_plan_t *p = &c->s->coloc->proto.plan;
+  cuda_coloc_args_t a;
+  if (build_jobs(c, p->members[p->group[c->comm->rank]], &a) != 0)
+    return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
+                      c->comm->rank, c->comm->what);
+  if (a.njobs == 0) return SHMDDP_OK;
+  size_t bytes = a.mode == CUDA_DIRECT_COPY ? a.n : a.n * shmddp_dtype_size(c->k->dtype);
+  size_t most = (size_t)c->s->coloc->max_blocks / (size_t)a.njobs;
+  size_t blocks = (bytes + (16u << 10) - 1) / (16u << 10);
+  if (blocks > most) blocks = most;
+  if (blocks < 1) blocks = 1;
+  int e = cuda_launch_coloc(&a, (int)blocks, c->k->stream);
+  if (e != 0) {
+    (void)cudaGetLastError();
+    return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: co-located kernel launch failed: %s",
+                      c->comm->rank, c->comm->what, cudaGetErrorString((cudaError_t)e));
+  }
+  return SHMDDP_OK;
+}
+
+static const coloc_ops_t cuda_coloc_ops = {.record = op_record, .wait = op_wait, .query = op_query,
+                                           .rendezvous = op_rendezvous, .work = op_work};
+
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged)
+{
+  cuda_state_t *s = cuda_state(comm);
+  *staged = 0;
+  if (!s->coloc || s->coloc->proto.plan.nranks == 0)
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "rank %d, %s: the co-located algorithm is "
+                      "off (a rank could not create interprocess events)", comm->rank, comm->what);
+  if (capturing((cudaStream_t)call->stream))
+    return coll_error(comm, SHMDDP_ERR_UNSUPPORTED,
+                      "rank %d, %s: the co-located algorithm (SHMDDP_ALGO=coloc) cannot be "
+                      "captured in a CUDA graph (it needs the host in every call); leave the "
+                      "algorithm on auto, which captures the in-kernel algorithms",
+                      comm->rank, comm->what);
+  ctx_t c = {.comm = comm, .s = s, .k = call};
+  shmddp_status_t st = coloc_call(comm, &s->coloc->proto, &cuda_coloc_ops, &c);
+  *staged = st == SHMDDP_OK && c.staged;
+  return st;
+}
+
+/* ---------------- waiting and teardown ---------------- */
+
+shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream)
+{
+  struct cuda_coloc *c = cuda_state(comm)->coloc;
+  if (c->proto.calls == 0) {
+    TRY_AS(cuda_failed, comm, cudaStreamSynchronize(stream));
+    return SHMDDP_OK;
+  }
+  TRY_AS(cuda_failed, comm, cudaEventRecord(c->sync_ev, stream));
+  /* Poll, so a dead peer (whose event would never be recorded) ends the wait: the launcher or the
+   * liveness watcher raises the abort word. Short sleeps keep the latency low. */
+  for (unsigned i = 0;; i++) {
+    cudaError_t e = cudaEventQuery(c->sync_ev);
+    if (e == cudaSuccess) return SHMDDP_OK;
+    if (e != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: waiting for the stream: %s", comm->rank,
+                        cudaGetErrorString(e));
+    }
+    if (atomic_load_explicit(&comm->seg->hdr->abort_status, memory_order_relaxed))
+      return shmddp_cuda_check(comm);
+    if (i < 2000) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s)
+{
+  struct cuda_coloc *c = s->coloc;
+  if (!c) return 0;
+  int used = c->proto.calls > 0 && c->proto.plan.nranks > 0;
+  char msg[SHM_ABORT_MSG_BYTES];
+  if (used && shm_abort_status(comm->seg, msg, sizeof msg) == SHMDDP_OK)
+    (void)coloc_quiesce(comm, &c->proto);
+  if (used && shm_abort_status(comm->seg, msg, sizeof msg) != SHMDDP_OK) {
+    /* A stream may wait forever on a dead peer's event: freeing would block. */
+    free(c);
+    s->coloc = NULL;
+    return 1;
+  }
+  for (int k = 0; k < COLOC_NKINDS; k++) {
+    for (int r = 0; r < CUDA_MAXR; r++)
+      if (c->imported[k][r]) cudaEventDestroy(c->peer[k][r]);
+    if (c->own[k]) cudaEventDestroy(c->own[k]);
+  }
+  if (c->sync_ev) cudaEventDestroy(c->sync_ev);
+  (void)cudaGetLastError();
+  free(c);
+  s->coloc = NULL;
+  return 0;
+}
+
+int shmddp_cuda_colocated(const shmddp_comm_t *comm)
+{
+  if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
+  return cuda_coloc_shared(comm);
+}
+
+int shmddp_cuda_colocated_mps(const shmddp_comm_t *comm)
+{
+  if (!comm || !comm->dev || comm->dev_ops != &cuda_device_ops) return -1;
+  return cuda_coloc_all_mps(comm);
+}

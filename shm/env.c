@@ -1,0 +1,405 @@
+/* env.c — the environment table and its validating reader (see env.h). Numbers are parsed
+ * with strtod/strtoll and refused on junk, trailing characters, overflow (ERANGE) or a value
+ * outside the setting's range; byte counts are whole numbers with an optional k|m|g, checked
+ * against the range after the multiplication is known not to overflow. */
+#include "config.h"
+
+#include "shm/env.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GiB 1073741824.0
+
+static const shm_env_param_t table[] = {
+    /* the launcher and the collectives (collectives/launch.c, shm/launcher.c) */
+    {.name = "SHMDDP_ALGO", .kind = SHM_ENV_CHOICE,
+     .choices = "auto|direct|ring|twoshot|cering|staged|coloc", .dflt = "auto",
+     .reader = "collectives, when a communicator is made",
+     .meaning = "force one collective algorithm (auto: by size and transport; ranks sharing a "
+                "GPU: coloc)"},
+    {.name = "SHMDDP_TIMEOUT", .kind = SHM_ENV_NUMBER, .min = 0.001, .max = 31536000,
+     .unit = "seconds", .dflt = "300 (none for NCCL clients)",
+     .reader = "collectives, when a communicator is made",
+     .meaning = "seconds a collective waits for a peer, where the program sets none "
+                "(shmddp-train sets --timeout; libshmddp-nccl.so sets no limit unless this is "
+                "set)"},
+    {.name = "SHMDDP_SLOT_MB", .kind = SHM_ENV_NUMBER, .min = 0.0625, .max = 65536,
+     .unit = "MiB", .dflt = "4", .reader = "collectives, when a communicator is made",
+     .meaning = "host staging per rank in the shared segment, MiB (64 KiB to 64 GiB)"},
+    {.name = "SHMDDP_STOP_GRACE", .kind = SHM_ENV_NUMBER, .min = 1, .max = 86400,
+     .unit = "seconds", .dflt = "30", .reader = "the launcher, at launch",
+     .meaning = "after a SIGINT/SIGTERM, how long ranks may take to stop at a step boundary "
+                "(and checkpoint) before they are killed; repeated signals meanwhile are absorbed"},
+    /* the CUDA transport (collectives/cuda_init.c) */
+    {.name = "SHMDDP_COLOC_WAIT", .kind = SHM_ENV_CHOICE, .choices = "host|stream|leader",
+     .dflt = "host", .reader = "collectives, device transport set-up",
+     .meaning = "ranks that share a GPU: where a rank waits for its peers' events (host: its host "
+                "queries them, so no stream waits for another process; stream: its stream waits, "
+                "the call returns at once; leader: host in each GPU's lowest rank, stream in the "
+                "others)"},
+    {.name = "SHMDDP_CUDA_P2P", .kind = SHM_ENV_FLAG, .dflt = "1",
+     .reader = "collectives, device transport set-up",
+     .meaning = "0: no peer-to-peer access; device collectives go through pinned host memory"},
+    {.name = "SHMDDP_CUDA_DIRECT_MAX", .kind = SHM_ENV_BYTES, .min = 0, .max = GiB, .dflt = "1m",
+     .reader = "collectives, device transport set-up",
+     .meaning = "device all-reduces up to this size are one-shot, larger ones two-shot"},
+    {.name = "SHMDDP_CUDA_TS_MAX", .kind = SHM_ENV_BYTES, .min = 0, .max = GiB, .dflt = "4m",
+     .reader = "collectives, device transport set-up",
+     .meaning = "two-shot all-reduces up to this size run through scratch buffers (at most 4m)"},
+    {.name = "SHMDDP_CUDA_TS_BLOCKS", .kind = SHM_ENV_COUNT, .min = 1, .max = 128,
+     .unit = "blocks", .dflt = "the communicator's max_blocks (DDP's buckets: 16), else 128",
+     .reader = "collectives, device transport set-up",
+     .meaning = "thread blocks of a two-shot all-reduce"},
+    {.name = "SHMDDP_CUDA_CE_MIN", .kind = SHM_ENV_BYTES, .min = 0, .max = 4611686018427387904.0,
+     .dflt = "never", .reader = "collectives, device transport set-up",
+     .meaning = "use the copy-engine ring from this size (auto never picks it: it lost to the "
+                "two-shot, 267 vs 339 GB/s at 1 GiB on 2 x H200)"},
+    {.name = "SHMDDP_CUDA_CE_CHUNK", .kind = SHM_ENV_BYTES, .min = 4096, .max = GiB,
+     .dflt = "a 32nd of a rank's slice", .reader = "collectives, device transport set-up",
+     .meaning = "chunk size of the copy-engine ring"},
+    {.name = "SHMDDP_CUDA_EXPORTS", .kind = SHM_ENV_COUNT, .min = 16, .max = 1048576,
+     .unit = "exports", .dflt = "1024", .reader = "collectives, device transport set-up",
+     .meaning = "live exports of a rank's device buffers before the least recently used one is "
+                "retired and its peers unmap it"},
+    /* the NCCL front end (nccl/) */
+    {.name = "SHMDDP_NCCL_DEBUG", .kind = SHM_ENV_FLAG, .dflt = "0",
+     .reader = "libshmddp-nccl.so, at its first message",
+     .meaning = "1: a line per communicator made and every failure on stderr (as "
+                "NCCL_DEBUG=INFO; NCCL_DEBUG=WARN prints the failures only)"},
+    /* the trainer's world across machines (src/world/world_mpi.c) */
+    {.name = "SHMDDP_MPI_CUDA_AWARE", .kind = SHM_ENV_FLAG,
+     .dflt = "what MPIX_Query_cuda_support says", .reader = "shmddp-train under mpirun, world set-up",
+     .meaning = "0: device buffers cross nodes through pinned host memory even where MPI is "
+                "CUDA-aware; 1: hand MPI device pointers (only with a CUDA-aware MPI)"},
+    /* the CUDA backend of the model's ops (kernels/) */
+    {.name = "SHMDDP_TF32", .kind = SHM_ENV_FLAG, .dflt = "1",
+     .reader = "kernels, when a CUDA ops table is made",
+     .meaning = "0: fp32 convolutions and GEMMs in plain f32, not TF32 (cross-checks against f64)"},
+    {.name = "SHMDDP_CONV_SEARCH", .kind = SHM_ENV_CHOICE, .choices = "heuristic|timed",
+     .dflt = "--deterministic decides (on: heuristic)",
+     .reader = "kernels, when a convolution is planned",
+     .meaning = "how cuDNN's algorithms are chosen: deterministic heuristics, or timing them all"},
+    {.name = "SHMDDP_CONV_PAD", .kind = SHM_ENV_FLAG, .dflt = "1",
+     .reader = "kernels, when a convolution is planned",
+     .meaning = "0: the layer of few input channels (RGB) on cuDNN at its own width: no "
+                "zero-padding to the tensor cores' width, no own kernels"},
+    {.name = "SHMDDP_CONV1X1", .kind = SHM_ENV_CHOICE, .choices = "cudnn|gemm",
+     .dflt = "own kernels for few outputs (the head), cuBLAS otherwise",
+     .reader = "kernels, when a convolution is planned",
+     .meaning = "run every 1x1 convolution on cuDNN, or on cuBLAS"},
+    {.name = "SHMDDP_CONV_WS_MB", .kind = SHM_ENV_COUNT, .min = 1, .max = 1048576, .unit = "MiB",
+     .dflt = "512", .reader = "kernels, when a convolution is planned",
+     .meaning = "largest workspace a convolution algorithm may use, MiB"},
+    {.name = "SHMDDP_CONV_VERBOSE", .kind = SHM_ENV_FLAG, .dflt = "0",
+     .reader = "kernels, when a convolution is planned",
+     .meaning = "1: print each layer's chosen algorithms and workspace to stderr"},
+    /* the model (src/model/unet.c) */
+    {.name = "SHMDDP_MEM_PLAN", .kind = SHM_ENV_CHOICE, .choices = "shared|separate",
+     .dflt = "shared", .reader = "the model, when it is built",
+     .meaning = "separate: every activation and gradient in its own memory, none shared between "
+                "tensors that are never alive together (checks the memory plan; costs memory)"},
+    {.name = "SHMDDP_RECOMPUTE", .kind = SHM_ENV_CHOICE, .choices = "auto|all|none|N",
+     .dflt = "auto", .reader = "the model, when it is built",
+     .meaning = "at how many of the shallowest levels backward recomputes the norm+ReLU outputs, "
+                "skips and concats (deeper levels keep forward's: faster, more memory); auto: "
+                "none in fp32, the 2 shallowest in bf16/fp16 (reference U-Net on one H200: "
+                "bench/results/ab_recompute_levels_1xh200.txt)"},
+    /* set by the launcher in every rank (shm/launcher.c) */
+    {.name = "SHMDDP_RANK", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
+     .meaning = "this rank's number"},
+    {.name = "SHMDDP_LOCAL_RANK", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
+     .meaning = "this rank's number on this machine (its GPU)"},
+    {.name = "SHMDDP_WORLD_SIZE", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
+     .meaning = "the number of ranks"},
+    /* not ours, but honoured */
+    {.name = "CUDA_VISIBLE_DEVICES", .kind = SHM_ENV_TEXT, .dflt = "every GPU",
+     .reader = "shmddp-train, before forking (without initialising CUDA)",
+     .meaning = "the GPUs a run may use; --nproc defaults to their number"},
+    {.name = "NCCL_DEBUG", .kind = SHM_ENV_TEXT, .dflt = "none",
+     .reader = "libshmddp-nccl.so, at its first message",
+     .meaning = "NCCL's own: WARN prints every failure on stderr, INFO and TRACE also a line per "
+                "communicator made"},
+};
+
+#define NPARAMS (sizeof table / sizeof table[0])
+
+const shm_env_param_t *shm_env_table(size_t *count)
+{
+  *count = NPARAMS;
+  return table;
+}
+
+const shm_env_param_t *shm_env_find(const char *name)
+{
+  for (size_t i = 0; i < NPARAMS; i++)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return NULL;
+}
+
+/* A byte count for people: 4096, 64k, 1m, 1g. */
+static void bytes_text(double b, char *buf, size_t len)
+{
+  static const char suffix[] = "gmk";
+  for (int i = 0; i < 3; i++) {
+    double unit = (double)(1ULL << (10 * (3 - i)));
+    if (b >= unit && fmod(b, unit) == 0) {
+      snprintf(buf, len, "%.0f%c", b / unit, suffix[i]);
+      return;
+    }
+  }
+  snprintf(buf, len, "%.0f", b);
+}
+
+void shm_env_accepts(const shm_env_param_t *p, char *buf, size_t len)
+{
+  char lo[32], hi[32];
+  switch (p->kind) {
+  case SHM_ENV_NUMBER:
+    snprintf(buf, len, "a number from %.10g to %.10g (%s)", p->min, p->max, p->unit);
+    return;
+  case SHM_ENV_COUNT:
+    snprintf(buf, len, "a whole number from %.0f to %.0f (%s)", p->min, p->max, p->unit);
+    return;
+  case SHM_ENV_BYTES:
+    bytes_text(p->min, lo, sizeof lo);
+    bytes_text(p->max, hi, sizeof hi);
+    snprintf(buf, len, "bytes from %s to %s (k, m, g: KiB, MiB, GiB)", lo, hi);
+    return;
+  case SHM_ENV_FLAG: snprintf(buf, len, "0|1"); return;
+  case SHM_ENV_CHOICE: snprintf(buf, len, "%s", p->choices); return;
+  case SHM_ENV_TEXT: snprintf(buf, len, "text"); return;
+  case SHM_ENV_SET: snprintf(buf, len, "(set by the launcher)"); return;
+  }
+  snprintf(buf, len, "?");
+}
+
+static int refuse(const shm_env_param_t *p, const char *value, const char *why, char *err,
+                  size_t errlen)
+{
+  char acc[128];
+  shm_env_accepts(p, acc, sizeof acc);
+  snprintf(err, errlen, "%s=%s %s: it takes %s (shmddp-train --help-env lists every setting)",
+           p->name, value, why, acc);
+  return -1;
+}
+
+/* A byte count: digits, an optional k|m|g; -1 on junk or overflow. */
+static int parse_bytes(const char *v, double *out)
+{
+  if (*v < '0' || *v > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno) return -1;
+  int shift = 0;
+  if (*end && strchr("kK", *end)) shift = 10;
+  else if (*end && strchr("mM", *end)) shift = 20;
+  else if (*end && strchr("gG", *end)) shift = 30;
+  if (shift) end++;
+  if (*end || (shift && x > (~0ULL >> shift))) return -1;
+  *out = (double)(x << shift);
+  return 0;
+}
+
+/* The value of a NUMBER, COUNT or BYTES setting: 0, or -1 with the message. */
+static int parse_numeric(const shm_env_param_t *p, const char *v, double *out, char *err,
+                         size_t errlen)
+{
+  char *end;
+  double d;
+  if (p->kind == SHM_ENV_BYTES) {
+    if (parse_bytes(v, &d) != 0) return refuse(p, v, "is not a byte count", err, errlen);
+  } else {
+    errno = 0;
+    d = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(d))
+      return refuse(p, v, "is not a number", err, errlen);
+    if (p->kind == SHM_ENV_COUNT && d != floor(d))
+      return refuse(p, v, "is not a whole number", err, errlen);
+  }
+  if (!(d >= p->min && d <= p->max)) return refuse(p, v, "is out of range", err, errlen);
+  *out = d;
+  return 0;
+}
+
+static int choice_ok(const shm_env_param_t *p, const char *v)
+{
+  size_t len = strlen(v);
+  for (const char *c = p->choices; len && *c;) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+    if (n == len && !strncmp(c, v, n)) return 1;
+    if (n == 1 && *c == 'N' && strspn(v, "0123456789") == len && len < 10) return 1;
+    c += n + (bar != NULL);
+  }
+  return 0;
+}
+
+int shm_env_check(const shm_env_param_t *p, const char *v, char *err, size_t errlen)
+{
+  double d;
+  switch (p->kind) {
+  case SHM_ENV_NUMBER:
+  case SHM_ENV_COUNT:
+  case SHM_ENV_BYTES:
+    return parse_numeric(p, v, &d, err, errlen);
+  case SHM_ENV_FLAG:
+    return !strcmp(v, "0") || !strcmp(v, "1") ? 0 : refuse(p, v, "is not 0 or 1", err, errlen);
+  case SHM_ENV_CHOICE:
+    return choice_ok(p, v) ? 0 : refuse(p, v, "is not one of the choices", err, errlen);
+  case SHM_ENV_TEXT:
+  case SHM_ENV_SET:
+    return 0;
+  }
+  return -1;
+}
+
+/* The table entry of name (of the given kinds) and its value: 0 unset, 1 set, -1 error. */
+static int lookup(const char *name, unsigned kinds, const shm_env_param_t **p, const char **v,
+                  char *err, size_t errlen)
+{
+  *p = shm_env_find(name);
+  if (!*p || !(kinds & (1u << (*p)->kind))) {
+    snprintf(err, errlen, "%s is not a setting of this kind in shmddp's environment table "
+             "(shm/env.c)", name);
+    return -1;
+  }
+  *v = getenv(name);
+  return *v && **v ? 1 : 0;
+}
+
+#define KIND(k) (1u << (k))
+
+int shm_env_number(const char *name, double *value, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  const char *v;
+  int rc = lookup(name, KIND(SHM_ENV_NUMBER), &p, &v, err, errlen);
+  return rc == 1 ? (parse_numeric(p, v, value, err, errlen) ? -1 : 1) : rc;
+}
+
+int shm_env_count(const char *name, long *value, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  const char *v;
+  double d;
+  int rc = lookup(name, KIND(SHM_ENV_COUNT), &p, &v, err, errlen);
+  if (rc != 1) return rc;
+  if (parse_numeric(p, v, &d, err, errlen) != 0) return -1;
+  *value = (long)d;
+  return 1;
+}
+
+int shm_env_bytes(const char *name, uint64_t *value, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  const char *v;
+  double d;
+  int rc = lookup(name, KIND(SHM_ENV_BYTES), &p, &v, err, errlen);
+  if (rc != 1) return rc;
+  if (parse_numeric(p, v, &d, err, errlen) != 0) return -1;
+  *value = (uint64_t)d;
+  return 1;
+}
+
+int shm_env_flag(const char *name, int *value, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  const char *v;
+  int rc = lookup(name, KIND(SHM_ENV_FLAG), &p, &v, err, errlen);
+  if (rc != 1) return rc;
+  if (shm_env_check(p, v, err, errlen) != 0) return -1;
+  *value = v[0] == '1';
+  return 1;
+}
+
+int shm_env_choice(const char *name, const char **value, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  const char *v;
+  int rc = lookup(name, KIND(SHM_ENV_CHOICE) | KIND(SHM_ENV_TEXT), &p, &v, err, errlen);
+  if (rc != 1) return rc;
+  if (shm_env_check(p, v, err, errlen) != 0) return -1;
+  *value = v;
+  return 1;
+}
+
+int shm_env_is(const char *name, const char *value)
+{
+  const shm_env_param_t *p = shm_env_find(name);
+  const char *v = getenv(name);
+  char err[256];
+  return p && v && shm_env_check(p, v, err, sizeof err) == 0 && strcmp(v, value) == 0;
+}
+
+long shm_env_count_or(const char *name, long dflt)
+{
+  long v;
+  char err[256];
+  return shm_env_count(name, &v, err, sizeof err) == 1 ? v : dflt;
+}
+
+int shm_env_check_environ(char *const *env, const char *who, FILE *warn, char *err,
+                          size_t errlen)
+{
+  for (; env && *env; env++) {
+    const char *e = *env, *eq = strchr(e, '=');
+    if (strncmp(e, "SHMDDP_", 7) != 0 || !eq) continue;
+    size_t len = (size_t)(eq - e);
+    const shm_env_param_t *p = NULL;
+    for (size_t i = 0; i < NPARAMS && !p; i++)
+      if (strlen(table[i].name) == len && !strncmp(table[i].name, e, len)) p = &table[i];
+    if (!p) {
+      if (warn)
+        fprintf(warn, "%s: warning: %.*s is not a shmddp setting (a typo, or a switch that was "
+                "removed); ignored. shmddp-train --help-env lists them\n", who, (int)len, e);
+      continue;
+    }
+    if (eq[1] && shm_env_check(p, eq + 1, err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
+void shm_env_print(FILE *f)
+{
+  fprintf(f, "Environment variables (each read once, when what it configures is made):\n\n");
+  for (size_t i = 0; i < NPARAMS; i++) {
+    const shm_env_param_t *p = &table[i];
+    char acc[128];
+    shm_env_accepts(p, acc, sizeof acc);
+    fprintf(f, "  %-22s %s (default: %s)\n", p->name, acc, p->dflt);
+    fprintf(f, "  %-22s %s\n  %-22s read by %s\n", "", p->meaning, "", p->reader);
+  }
+}
+
+/* Markdown cell text: '|' escaped. */
+static void cell(FILE *f, const char *s)
+{
+  fputc(' ', f);
+  for (; *s; s++) {
+    if (*s == '|') fputs(" \\| ", f);
+    else fputc(*s, f);
+  }
+  fputs(" |", f);
+}
+
+void shm_env_print_markdown(FILE *f)
+{
+  fprintf(f, "| variable | value | default | what it does | read by |\n|---|---|---|---|---|\n");
+  for (size_t i = 0; i < NPARAMS; i++) {
+    const shm_env_param_t *p = &table[i];
+    char acc[128], name[64];
+    shm_env_accepts(p, acc, sizeof acc);
+    snprintf(name, sizeof name, "`%s`", p->name);
+    fputc('|', f);
+    cell(f, name);
+    cell(f, acc);
+    cell(f, p->dflt);
+    cell(f, p->meaning);
+    cell(f, p->reader);
+    fputc('\n', f);
+  }
+}

@@ -1,0 +1,549 @@
+/* check_coloc.c — the co-located path's logic on the CPU: the placement of ranks on devices, and
+ * the event protocol (collectives/coloc.c) run by forked ranks over a simulated transport whose
+ * "events" remember the call of their latest record, so every wait and query is checked against
+ * the record it must see (an event recorded again too early is caught), and whose "kernel" is the
+ * leader's host reduction into its group's outputs (a rank that returns before the work is done,
+ * or a leader that reads an input already overwritten, gives a wrong sum). A simulated record
+ * completes a random time after it is made, as a GPU's would: a rank that waits on the host must
+ * have seen what it waits for complete (the leader every READY before its work, a member every
+ * leader's DONE before it returns). Every wait choice (host, stream, leader, and ranks with
+ * different choices) runs every placement. Ranks sleep at random points to vary the
+ * interleavings. Also: a dead leader or member (before its call, or after publishing an event
+ * that never completes), a mismatched call, restart from the published words, and protocols
+ * without their DONE wait, on the stream and on the host, which these checks catch. */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collectives/coloc.h"
+#include "shm/abort.h"
+#include "shm/wait.h"
+#include "tests/failures.h"
+#include "tests/suite_main.h"
+#include "tests/testutil.h"
+
+/* ---------------- placement ---------------- */
+
+typedef struct {
+  const char *name;
+  int nranks;
+  const char *keys[SHMDDP_MAX_RANKS];
+  int ok, ngroups, shared;
+  uint32_t leaders;
+  uint32_t members[4];
+  const char *text;
+} plan_case_t;
+
+static const plan_case_t plan_cases[] = {
+  {.name = "two ranks on one GPU", .nranks = 2, .keys = {"A", "A"}, .ok = 0, .ngroups = 1,
+   .shared = 1, .leaders = 0x1, .members = {0x3}, .text = "ranks 0, 1 share G0"},
+  {.name = "four ranks round-robin on two GPUs", .nranks = 4, .keys = {"A", "B", "A", "B"},
+   .ok = 0, .ngroups = 2, .shared = 1, .leaders = 0x3, .members = {0x5, 0xa},
+   .text = "ranks 0, 2 share G0; ranks 1, 3 share G1"},
+  {.name = "three ranks, three GPUs", .nranks = 3, .keys = {"A", "B", "C"}, .ok = 0,
+   .ngroups = 3, .shared = 0, .leaders = 0x7, .members = {0x1, 0x2, 0x4},
+   .text = "rank 0 alone on G0; rank 1 alone on G1; rank 2 alone on G2"},
+  {.name = "uneven: three and one", .nranks = 4, .keys = {"B", "A", "B", "B"}, .ok = 0,
+   .ngroups = 2, .shared = 1, .leaders = 0x3, .members = {0xd, 0x2},
+   .text = "ranks 0, 2, 3 share G0; rank 1 alone on G1"},
+  {.name = "eight on one", .nranks = 8, .keys = {"A", "A", "A", "A", "A", "A", "A", "A"},
+   .ok = 0, .ngroups = 1, .shared = 1, .leaders = 0x1, .members = {0xff},
+   .text = "ranks 0, 1, 2, 3, 4, 5, 6, 7 share G0"},
+  {.name = "one rank", .nranks = 1, .keys = {"A"}, .ok = 0, .ngroups = 1, .shared = 0,
+   .leaders = 0x1, .members = {0x1}, .text = "rank 0 alone on G0"},
+  {.name = "an empty key", .nranks = 2, .keys = {"A", ""}, .ok = -1},
+  {.name = "no ranks", .nranks = 0, .ok = -1},
+  {.name = "too many ranks", .nranks = SHMDDP_MAX_RANKS + 1, .ok = -1},
+};
+
+START_TEST(placement_groups_ranks_by_device)
+{
+  case_failures_t f;
+  cf_init(&f);
+  static const char *const names[] = {"G0", "G1", "G2", "G3"};
+  for (size_t i = 0; i < sizeof plan_cases / sizeof plan_cases[0]; i++) {
+    const plan_case_t *c = &plan_cases[i];
+    char keys[SHMDDP_MAX_RANKS + 1][COLOC_KEY_BYTES];
+    memset(keys, 0, sizeof keys);
+    for (int r = 0; r < c->nranks && r < SHMDDP_MAX_RANKS; r++)
+      if (c->keys[r]) snprintf(keys[r], COLOC_KEY_BYTES, "%s", c->keys[r]);
+    coloc_plan_t p;
+    int rc = coloc_plan(&p, c->nranks, (const char(*)[COLOC_KEY_BYTES])keys);
+    CF_CHECK(&f, rc == c->ok, "%s: returned %d, want %d", c->name, rc, c->ok);
+    if (rc != 0 || c->ok != 0) continue;
+    CF_CHECK(&f, p.ngroups == c->ngroups, "%s: %d groups, want %d", c->name, p.ngroups, c->ngroups);
+    CF_CHECK(&f, p.shared == c->shared, "%s: shared %d", c->name, p.shared);
+    CF_CHECK(&f, p.leaders == c->leaders, "%s: leaders %#x, want %#x", c->name, p.leaders,
+             c->leaders);
+    for (int g = 0; g < c->ngroups; g++) {
+      CF_CHECK(&f, p.members[g] == c->members[g], "%s: group %d members %#x, want %#x", c->name,
+               g, p.members[g], c->members[g]);
+      CF_CHECK(&f, (p.leaders >> p.leader[g] & 1) && p.group[p.leader[g]] == g &&
+               (p.members[g] & ((1u << p.leader[g]) - 1)) == 0,
+               "%s: group %d's leader %d is not its lowest rank", c->name, g, p.leader[g]);
+    }
+    char text[256];
+    coloc_describe(&p, names, text, sizeof text);
+    CF_CHECK(&f, strcmp(text, c->text) == 0, "%s: described as \"%s\", want \"%s\"", c->name, text,
+             c->text);
+  }
+  /* A key without its terminating NUL (as a corrupt segment could hold) is refused. */
+  char keys[2][COLOC_KEY_BYTES];
+  memset(keys, 'A', sizeof keys);
+  coloc_plan_t p;
+  CF_CHECK(&f, coloc_plan(&p, 2, (const char(*)[COLOC_KEY_BYTES])keys) == -1,
+           "an unterminated key was accepted");
+  CF_ASSERT_NONE(&f, "placement");
+}
+END_TEST
+
+/* Under MPS: the path is chosen by size only when every rank that shares a GPU says MPS; a rank
+ * alone on its GPU does not count; capture never takes the co-located path. */
+typedef struct {
+  const char *name;
+  int nranks;
+  const char *keys[8];
+  int mps[8];
+  int all_mps;
+} mps_case_t;
+
+static const mps_case_t mps_cases[] = {
+  {.name = "two on one, both MPS", .nranks = 2, .keys = {"A", "A"}, .mps = {1, 1}, .all_mps = 1},
+  {.name = "two on one, one MPS", .nranks = 2, .keys = {"A", "A"}, .mps = {1, 0}, .all_mps = 0},
+  {.name = "two on one, none", .nranks = 2, .keys = {"A", "A"}, .mps = {0, 0}, .all_mps = 0},
+  {.name = "three and one, the lone rank without", .nranks = 4, .keys = {"B", "A", "B", "B"},
+   .mps = {1, 0, 1, 1}, .all_mps = 1},
+  {.name = "three and one, a sharing rank without", .nranks = 4, .keys = {"B", "A", "B", "B"},
+   .mps = {1, 1, 0, 1}, .all_mps = 0},
+  {.name = "nothing shared, all MPS", .nranks = 2, .keys = {"A", "B"}, .mps = {1, 1}, .all_mps = 0},
+};
+
+START_TEST(mps_choice_by_size)
+{
+  case_failures_t f;
+  cf_init(&f);
+  const size_t sizes[] = {8, 64 << 10, COLOC_MPS_KERNEL_MAX, COLOC_MPS_KERNEL_MAX + 1, 64 << 20};
+  const int coloc_under_mps[] = {0, 0, 0, 1, 1}; /* in-kernel up to the limit, co-located above */
+  for (size_t i = 0; i < sizeof mps_cases / sizeof mps_cases[0]; i++) {
+    const mps_case_t *c = &mps_cases[i];
+    char keys[8][COLOC_KEY_BYTES];
+    memset(keys, 0, sizeof keys);
+    for (int r = 0; r < c->nranks; r++) snprintf(keys[r], COLOC_KEY_BYTES, "%s", c->keys[r]);
+    coloc_plan_t p;
+    CF_CHECK(&f, coloc_plan(&p, c->nranks, (const char(*)[COLOC_KEY_BYTES])keys) == 0, "%s: plan",
+             c->name);
+    int all = coloc_all_mps(&p, c->mps);
+    CF_CHECK(&f, all == c->all_mps, "%s: all under MPS %d, want %d", c->name, all, c->all_mps);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t b = sizes[k];
+      int want = !p.shared ? 0 : all ? coloc_under_mps[k] : 1;
+      CF_CHECK(&f, coloc_use_path(&p, all, b, 0) == want, "%s: %zu bytes: co-located %d",
+               c->name, b, !want);
+      CF_CHECK(&f, coloc_use_path(&p, all, b, 1) == 0, "%s: %zu bytes captured: co-located",
+               c->name, b);
+    }
+  }
+  CF_ASSERT_NONE(&f, "mps choice");
+}
+END_TEST
+
+/* ---------------- the protocol over a simulated transport ---------------- */
+
+#define ELEMS 48
+#define CALLS 300
+
+typedef struct {
+  _Alignas(128) _Atomic uint64_t word;          /* the protocol word */
+  _Alignas(128) _Atomic uint64_t ready;         /* the rendezvous */
+  uint64_t count[2];                            /* the call's count, by the parity of ready */
+  _Alignas(128) _Atomic uint64_t gen[COLOC_NKINDS]; /* simulated events: latest record's call */
+  _Atomic uint64_t done[COLOC_NKINDS]; /* the latest record: SIM_DONE(completion time, call) */
+  double in[ELEMS], out[ELEMS];
+} sim_rank_t;
+
+/* A simulated record: when it completes (microseconds on the monotonic clock), and its call. */
+#define SIM_DONE(us, call) ((uint64_t)(us) << 16 | ((call) & 0xffff))
+#define SIM_NEVER (~0ull >> 16)
+
+enum { SIM_OK = 0, SIM_BROKEN, SIM_BROKEN_HOST, SIM_DIE, SIM_DIE_PUBLISHED, SIM_MISMATCH };
+
+/* The wait choices a run gives its ranks: one for all, or host and stream alternating. */
+enum { SIM_WAIT_MIXED = COLOC_NWAITS, SIM_NWAITS };
+
+typedef struct {
+  int nranks, mode, victim, at_call; /* SIM_DIE* / SIM_MISMATCH: which rank, at which call */
+  int wait;                          /* a coloc_wait_t, or SIM_WAIT_MIXED */
+  const char *keys[SHMDDP_MAX_RANKS];
+  sim_rank_t rank[SHMDDP_MAX_RANKS];
+  case_failures_t fails[SHMDDP_MAX_RANKS];
+  int status[SHMDDP_MAX_RANKS];
+  char msg[SHMDDP_MAX_RANKS][SHM_ABORT_MSG_BYTES];
+} sim_t;
+
+static sim_t *g_sim;
+
+typedef struct {
+  shmddp_comm_t *comm;
+  sim_t *sim;
+  const coloc_plan_t *plan;
+  unsigned rng;
+  int host_waits;
+  uint64_t seq; /* the call in progress */
+} sim_ctx_t;
+
+/* Sometimes sleep a little, so ranks reach each step in varying orders. */
+static void jitter(sim_ctx_t *c)
+{
+  unsigned r = (unsigned)rand_r(&c->rng);
+  if (r % 4 == 0) usleep(r % 40);
+}
+
+static uint64_t now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int victim_from(const sim_ctx_t *c, int mode, uint64_t seq)
+{
+  return c->sim->mode == mode && c->comm->rank == c->sim->victim && seq >= (uint64_t)c->sim->at_call;
+}
+
+/* The record completes up to 300 us later (never, for a victim that dies after publishing). */
+static shmddp_status_t sim_record(void *v, int kind, uint64_t seq)
+{
+  sim_ctx_t *c = v;
+  jitter(c);
+  sim_rank_t *mine = &c->sim->rank[c->comm->rank];
+  uint64_t at = victim_from(c, SIM_DIE_PUBLISHED, seq) ? SIM_NEVER
+                                                       : now_us() + (unsigned)rand_r(&c->rng) % 300;
+  atomic_store(&mine->done[kind], SIM_DONE(at, seq));
+  atomic_store(&mine->gen[kind], seq);
+  return SHMDDP_OK;
+}
+
+/* Whether rank peer's event kind of call seq has completed; a record of another call is a
+ * failure (the record meant for this call was replaced, or is not there yet). */
+static int sim_completed(sim_ctx_t *c, int peer, int kind, uint64_t seq)
+{
+  uint64_t d = atomic_load(&c->sim->rank[peer].done[kind]);
+  CF_CHECK(&c->sim->fails[c->comm->rank], (d & 0xffff) == (seq & 0xffff), "call %llu: queried "
+           "rank %d's %s event, whose latest record is call %llu's", (unsigned long long)seq, peer,
+           kind == COLOC_READY ? "READY" : "DONE", (unsigned long long)(d & 0xffff));
+  return (d >> 16) <= now_us();
+}
+
+static shmddp_status_t sim_query(void *v, int peer, int kind, uint64_t seq, int *done)
+{
+  sim_ctx_t *c = v;
+  *done = c->sim->mode == SIM_BROKEN_HOST || sim_completed(c, peer, kind, seq);
+  return SHMDDP_OK;
+}
+
+static shmddp_status_t sim_wait(void *v, int peer, int kind, uint64_t seq)
+{
+  sim_ctx_t *c = v;
+  uint64_t g = atomic_load(&c->sim->rank[peer].gen[kind]);
+  CF_CHECK(&c->sim->fails[c->comm->rank], g == seq, "call %llu: waited on rank %d's %s event, "
+           "whose latest record is call %llu's", (unsigned long long)seq, peer,
+           kind == COLOC_READY ? "READY" : "DONE", (unsigned long long)g);
+  jitter(c);
+  return SHMDDP_OK;
+}
+
+typedef struct {
+  shm_waiter_t w;
+  sim_ctx_t *c;
+  uint64_t seq;
+} ready_wait_t;
+
+static uint32_t ready_pending(shm_waiter_t *w)
+{
+  ready_wait_t *x = (ready_wait_t *)w;
+  uint32_t m = 0;
+  for (int r = 0; r < x->c->sim->nranks; r++)
+    if (atomic_load(&x->c->sim->rank[r].ready) < x->seq) m |= 1u << r;
+  return m;
+}
+
+static shmddp_status_t ready_check(shm_waiter_t *w, char *err, size_t len)
+{
+  return coll_check_peers(((ready_wait_t *)w)->c->comm, err, len);
+}
+
+static shmddp_status_t sim_rendezvous(void *v, uint64_t seq)
+{
+  sim_ctx_t *c = v;
+  shmddp_comm_t *comm = c->comm;
+  sim_rank_t *mine = &c->sim->rank[comm->rank];
+  mine->count[seq & 1] = comm->cur.count;
+  atomic_store(&mine->ready, seq);
+  shm_wake_all(comm->seg);
+  ready_wait_t x = {{ready_pending, ready_check, comm->what}, c, seq};
+  char err[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_wait(comm->seg, comm->rank, &x.w, comm->timeout_s, err, sizeof err);
+  if (st != SHMDDP_OK) return coll_wait_failed(comm, st, err);
+  if (victim_from(c, SIM_DIE_PUBLISHED, seq)) _exit(7); /* its READY never completes */
+  /* As the CUDA transport's exchange does: the peers' records of this call must match. A peer
+   * writes this parity again only at seq + 2, after this rank's seq + 1. */
+  for (int r = 0; r < comm->nranks; r++)
+    if (c->sim->rank[r].count[seq & 1] != comm->cur.count)
+      return coll_error(comm, SHMDDP_ERR_MISMATCH, "rank %d: call %llu has count %llu on rank %d",
+                        comm->rank, (unsigned long long)seq,
+                        (unsigned long long)c->sim->rank[r].count[seq & 1], r);
+  return SHMDDP_OK;
+}
+
+/* A rank that waits on the host has seen the events it waited for complete: a leader every
+ * READY of the call before its work, a rank every other leader's DONE before it returns. */
+static void check_completed(sim_ctx_t *c, uint32_t ranks, int kind, uint64_t seq)
+{
+  for (int q = 0; q < c->sim->nranks; q++)
+    if ((ranks >> q & 1) && q != c->comm->rank)
+      CF_CHECK(&c->sim->fails[c->comm->rank], sim_completed(c, q, kind, seq), "call %llu: went "
+               "on before rank %d's %s event completed", (unsigned long long)seq, q,
+               kind == COLOC_READY ? "READY" : "DONE");
+}
+
+/* The leader's "kernel": every input in rank order into the outputs of its group. */
+static shmddp_status_t sim_work(void *v)
+{
+  sim_ctx_t *c = v;
+  if (c->host_waits) check_completed(c, ~0u, COLOC_READY, c->seq);
+  jitter(c);
+  uint32_t g = c->plan->members[c->plan->group[c->comm->rank]];
+  for (int i = 0; i < ELEMS; i++) {
+    double s = 0;
+    for (int r = 0; r < c->sim->nranks; r++) s += c->sim->rank[r].in[i];
+    for (int t = 0; t < c->sim->nranks; t++)
+      if (g >> t & 1) c->sim->rank[t].out[i] = s;
+  }
+  return SHMDDP_OK;
+}
+
+static const coloc_ops_t sim_ops = {.record = sim_record, .wait = sim_wait, .query = sim_query,
+                                    .rendezvous = sim_rendezvous, .work = sim_work};
+
+static double input(int rank, uint64_t call, int i) { return rank * 1000.0 + (double)call + i * 0.5; }
+
+/* The protocol without step 4's wait (what these checks must catch): a member returns right
+ * after the rendezvous; the leader is slow. */
+static shmddp_status_t broken_call(shmddp_comm_t *comm, coloc_state_t *cs, sim_ctx_t *c)
+{
+  uint64_t k = ++cs->calls;
+  shmddp_status_t st = sim_record(c, COLOC_READY, k);
+  if (st == SHMDDP_OK) st = sim_rendezvous(c, k);
+  if (st != SHMDDP_OK || !(cs->plan.leaders >> comm->rank & 1)) return st;
+  usleep(2000);
+  for (int q = 0; q < comm->nranks; q++)
+    if (q != comm->rank) sim_wait(c, q, COLOC_READY, k);
+  sim_work(c);
+  return sim_record(c, COLOC_DONE, k);
+}
+
+static int sim_rank(shmddp_comm_t *comm, void *arg)
+{
+  sim_t *sim = arg;
+  int me = comm->rank, n = comm->nranks;
+  case_failures_t *f = &sim->fails[me];
+  char keys[SHMDDP_MAX_RANKS][COLOC_KEY_BYTES];
+  _Atomic uint64_t *words[SHMDDP_MAX_RANKS];
+  for (int r = 0; r < n; r++) {
+    snprintf(keys[r], COLOC_KEY_BYTES, "%s", sim->keys[r]);
+    words[r] = &sim->rank[r].word;
+  }
+  coloc_plan_t plan;
+  if (coloc_plan(&plan, n, (const char(*)[COLOC_KEY_BYTES])keys) != 0) return 1;
+  coloc_wait_t wait = sim->wait == SIM_WAIT_MIXED ? (me % 2 ? COLOC_WAIT_STREAM : COLOC_WAIT_HOST)
+                                                  : (coloc_wait_t)sim->wait;
+  coloc_state_t cs;
+  coloc_state_init(&cs, &plan, words);
+  cs.host_waits = coloc_host_waits(wait, &plan, me);
+  sim_ctx_t c = {.comm = comm, .sim = sim, .plan = &plan, .rng = 12345u + (unsigned)me * 77u,
+                 .host_waits = cs.host_waits};
+  sim_rank_t *mine = &sim->rank[me];
+  shmddp_status_t st = SHMDDP_OK;
+  for (uint64_t call = 1; call <= CALLS && st == SHMDDP_OK; call++) {
+    for (int i = 0; i < ELEMS; i++) mine->in[i] = input(me, call, i);
+    size_t count = ELEMS;
+    if (sim->mode == SIM_MISMATCH && me == sim->victim && call == (uint64_t)sim->at_call) count++;
+    if (sim->mode == SIM_DIE && me == sim->victim && call == (uint64_t)sim->at_call) _exit(7);
+    st = coll_begin(comm, COLL_ALL_REDUCE, count, SHMDDP_F64, SHMDDP_SUM, -1, SHMDDP_ALGO_COLOC);
+    if (st != SHMDDP_OK) break;
+    c.seq = cs.calls + 1;
+    st = sim->mode == SIM_BROKEN ? broken_call(comm, &cs, &c) : coloc_call(comm, &cs, &sim_ops, &c);
+    if (st != SHMDDP_OK) break;
+    if (cs.host_waits) check_completed(&c, plan.leaders, COLOC_DONE, call);
+    int bad = 0;
+    for (int i = 0; i < ELEMS; i++) {
+      double want = 0;
+      for (int r = 0; r < n; r++) want += input(r, call, i);
+      bad += mine->out[i] != want;
+    }
+    CF_CHECK(f, bad == 0, "call %llu: %d of %d outputs wrong", (unsigned long long)call, bad, ELEMS);
+  }
+  sim->status[me] = st;
+  snprintf(sim->msg[me], sizeof sim->msg[me], "%s", shmddp_comm_last_error(comm));
+  if (st != SHMDDP_OK || sim->mode != SIM_OK) return st == SHMDDP_OK ? 0 : 2;
+  /* Teardown waits for every peer's last waits; afterwards every word says so. */
+  CF_CHECK(f, coloc_quiesce(comm, &cs) == SHMDDP_OK, "quiesce: %s", shmddp_comm_last_error(comm));
+  for (int r = 0; r < n; r++)
+    CF_CHECK(f, atomic_load(&sim->rank[r].word) >= 2 * (uint64_t)CALLS, "after quiesce rank %d's "
+             "word is %llu", r, (unsigned long long)atomic_load(&sim->rank[r].word));
+  /* A new life of the transport continues the numbering from the words. */
+  if (shmddp_barrier(comm) != SHMDDP_OK) return 1;
+  coloc_state_t again;
+  coloc_state_init(&again, &plan, words);
+  again.host_waits = cs.host_waits;
+  c.seq = again.calls + 1;
+  CF_CHECK(f, again.calls == CALLS, "restarted at call %llu, want %d",
+           (unsigned long long)again.calls, CALLS);
+  for (int i = 0; i < ELEMS; i++) mine->in[i] = input(me, CALLS + 1, i);
+  if (coll_begin(comm, COLL_ALL_REDUCE, ELEMS, SHMDDP_F64, SHMDDP_SUM, -1, SHMDDP_ALGO_COLOC) ||
+      coloc_call(comm, &again, &sim_ops, &c))
+    return 1;
+  double want = 0;
+  for (int r = 0; r < n; r++) want += input(r, CALLS + 1, 0);
+  CF_CHECK(f, mine->out[0] == want, "after the restart: %g, want %g", mine->out[0], want);
+  return 0;
+}
+
+static void setup(void) { g_sim = test_shared_alloc(sizeof *g_sim); }
+static void teardown(void) { munmap(g_sim, sizeof *g_sim); }
+
+static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int wait, int mode,
+                                      int victim, int at_call)
+{
+  memset(g_sim, 0, sizeof *g_sim);
+  g_sim->nranks = nranks;
+  g_sim->wait = wait;
+  g_sim->mode = mode;
+  g_sim->victim = victim;
+  g_sim->at_call = at_call;
+  for (int r = 0; r < nranks; r++) {
+    g_sim->keys[r] = keys[r];
+    cf_init(&g_sim->fails[r]);
+  }
+  return test_launch(nranks, 30, 0, sim_rank, g_sim);
+}
+
+static case_failures_t all_failures(void)
+{
+  case_failures_t all;
+  cf_init(&all);
+  char prefix[32];
+  for (int r = 0; r < g_sim->nranks; r++) {
+    snprintf(prefix, sizeof prefix, "rank %d: ", r);
+    cf_merge(&all, &g_sim->fails[r], prefix);
+  }
+  return all;
+}
+
+typedef struct {
+  const char *name;
+  int nranks;
+  const char *keys[SHMDDP_MAX_RANKS];
+} placement_t;
+
+static const placement_t placements[] = {
+  {"two ranks on one GPU", 2, {"A", "A"}},
+  {"three ranks on one GPU", 3, {"A", "A", "A"}},
+  {"four ranks round-robin on two GPUs", 4, {"A", "B", "A", "B"}},
+  {"three and one", 4, {"A", "A", "B", "A"}},
+  {"every rank alone (forced)", 3, {"A", "B", "C"}},
+  {"eight on one GPU", 8, {"A", "A", "A", "A", "A", "A", "A", "A"}},
+};
+
+static const char *wait_label(int wait)
+{
+  return wait == SIM_WAIT_MIXED ? "host and stream alternating" : coloc_wait_name((coloc_wait_t)wait);
+}
+
+/* Every placement under every wait choice (_i: placement * SIM_NWAITS + choice). */
+START_TEST(protocol_orders_every_wait_after_its_record)
+{
+  const placement_t *p = &placements[_i / SIM_NWAITS];
+  int wait = _i % SIM_NWAITS;
+  shmddp_launch_result_t res = run_sim(p->nranks, p->keys, wait, SIM_OK, 0, 0);
+  case_failures_t all = all_failures();
+  char name[160];
+  snprintf(name, sizeof name, "%s, %s waits", p->name, wait_label(wait));
+  ck_assert_msg(res.exit_code == 0, "%s: a rank failed: %s", name, res.message);
+  ck_assert_msg(all.checks >= (long)p->nranks * CALLS, "%s: only %ld checks ran", name,
+                all.checks);
+  CF_ASSERT_NONE(&all, name);
+}
+END_TEST
+
+/* _i 0: stream waits without step 4 (a member returns right after the rendezvous); _i 1: host
+ * waits whose queries say "complete" at once. */
+START_TEST(checks_catch_a_protocol_without_its_done_wait)
+{
+  static const char *const keys[] = {"A", "A"};
+  if (_i == 0) run_sim(2, keys, COLOC_WAIT_STREAM, SIM_BROKEN, 0, 0);
+  else run_sim(2, keys, COLOC_WAIT_HOST, SIM_BROKEN_HOST, 0, 0);
+  case_failures_t all = all_failures();
+  ck_assert_msg(all.failed > 0, "%s: a rank that goes on before what it waits for was not caught "
+                "in %ld checks", _i ? "host waits" : "stream waits", all.checks);
+}
+END_TEST
+
+/* A leader (rank 0) or a member (rank 1) dies at call 50, under each wait choice: before the call,
+ * or after publishing a READY that never completes (a peer waiting on the host for it polls
+ * instead of sleeping on the segment). Every other rank returns an error that names it, instead
+ * of waiting. _i: (victim, when, wait choice). */
+START_TEST(dead_rank_is_named)
+{
+  static const char *const keys[] = {"A", "A", "A"};
+  int victim = _i % 2, mode = (_i / 2) % 2 ? SIM_DIE_PUBLISHED : SIM_DIE, wait = _i / 4;
+  shmddp_launch_result_t res = run_sim(3, keys, wait, mode, victim, 50);
+  ck_assert_int_ne(res.exit_code, 0);
+  char want[16];
+  snprintf(want, sizeof want, "rank %d", victim);
+  for (int r = 0; r < 3; r++) {
+    if (r == victim) continue;
+    ck_assert_msg(g_sim->status[r] != SHMDDP_OK, "%s waits: rank %d did not notice",
+                  wait_label(wait), r);
+    ck_assert_msg(strstr(g_sim->msg[r], want) != NULL, "%s waits: rank %d's error does not name "
+                  "%s: %s", wait_label(wait), r, want, g_sim->msg[r]);
+  }
+}
+END_TEST
+
+START_TEST(mismatched_call_is_an_error)
+{
+  static const char *const keys[] = {"A", "A", "B"};
+  run_sim(3, keys, COLOC_WAIT_HOST, SIM_MISMATCH, 2, 20);
+  int mismatch = 0;
+  for (int r = 0; r < 3; r++) {
+    ck_assert_msg(g_sim->status[r] != SHMDDP_OK, "rank %d went on", r);
+    mismatch |= g_sim->status[r] == SHMDDP_ERR_MISMATCH;
+  }
+  ck_assert_msg(mismatch, "no rank reported a mismatch: %s", g_sim->msg[0]);
+}
+END_TEST
+
+static Suite *coloc_suite(const suite_env_t *env)
+{
+  (void)env;
+  Suite *s = suite_create("coloc");
+  SUITE_CASE(s, "placement", placement_groups_ranks_by_device, mps_choice_by_size);
+  TCase *tc = tcase_create("protocol");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120); /* bounds a hang only */
+  tcase_add_loop_test(tc, protocol_orders_every_wait_after_its_record, 0,
+                      (int)(sizeof placements / sizeof placements[0]) * SIM_NWAITS);
+  tcase_add_loop_test(tc, checks_catch_a_protocol_without_its_done_wait, 0, 2);
+  tcase_add_loop_test(tc, dead_rank_is_named, 0, 4 * SIM_NWAITS);
+  tcase_add_test(tc, mismatched_call_is_an_error);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+SUITE_MAIN("check_coloc", coloc_suite, SUITE_CPU_ONLY)
