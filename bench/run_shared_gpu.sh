@@ -10,8 +10,9 @@
 #           -> OUTDIR/handoff.tsv and handoff.log
 #   tests   check_coloc_cuda (every collective, 2-4 processes and threads, reuse, graphs) under
 #           each wait of TEST_WAITS (default "host leader"; host is the default, leader mixes
-#           host and stream waits), and tests/kill_rank_gpu.sh (a SIGKILLed co-located rank,
-#           member and leader, host and stream waits)                           ~1.5 min
+#           host and stream waits), and tests/kill_rank_gpu.sh (a SIGKILLed rank sharing the
+#           GPU, member and leader: the co-located path under host and stream waits, and
+#           under MPS the in-kernel path of small calls too)                   ~1.5 min
 #   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, under each wait of SWEEP_WAITS (default
 #           "host stream leader"), the device-to-device copy in the same run, and the old
 #           in-kernel path (-a direct) at small sizes for the before/after     ~1 min
@@ -141,7 +142,7 @@ if has_part tests; then
     grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda_$w.log" | head -20 | sed "s/^/  ($w waits) /" | tee -a "$SUM"
   done
   part kill_rank_gpu 120 $MPSRUN env srcdir=. top_builddir=. KILL_WAITS="host stream" sh tests/kill_rank_gpu.sh
-  grep -E "victim rank|FAIL" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
+  grep -E "path, victim rank|FAIL|note: not under MPS" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
   mps_left tests
 fi
 

@@ -39,14 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <time.h>
 
 #include "collectives/coloc.h"
 #include "collectives/cuda_coloc.h"
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
+#include "shm/wait.h"
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t word; /* coloc.c's protocol word */
@@ -387,33 +386,54 @@ shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *cal
 
 /* ---------------- waiting and teardown ---------------- */
 
+/* The stream's marker, queried until it has completed (shm_poll's pending). Pending names this
+ * rank itself: the wait is for no peer in particular (a peer that has finished and left is no
+ * error here); a failed one raises the abort word (launcher or liveness watcher). */
+typedef struct {
+  shm_waiter_t w;
+  cudaEvent_t ev;
+  uint32_t self;
+  cudaError_t failed;
+} stream_wait_t;
+
+static uint32_t stream_pending(shm_waiter_t *w)
+{
+  stream_wait_t *x = (stream_wait_t *)w;
+  cudaError_t e = cudaEventQuery(x->ev);
+  if (e == cudaErrorNotReady) return x->self;
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    x->failed = e;
+  }
+  return 0;
+}
+
 shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream)
 {
   struct cuda_coloc *c = cuda_state(comm)->coloc;
-  if (c->proto.calls == 0) {
+  if (c->proto.calls == 0 && !c->proto.plan.shared) {
     TRY_AS(cuda_failed, comm, cudaStreamSynchronize(stream));
     return SHMDDP_OK;
   }
+  /* The stream may wait for a co-located peer: on its event (stream waits), or in a kernel that
+   * spins on its flags (the in-kernel algorithms under MPS), which gives up only once the abort
+   * word is raised. So poll, as every wait of the group does: a peer that has exited or an abort
+   * ends the wait, and the sleeps are on the segment's wake word (seen from outside as a wait of
+   * the group). No deadline: the stream's own work may take as long as it takes. */
   TRY_AS(cuda_failed, comm, cudaEventRecord(c->sync_ev, stream));
-  /* Poll, so a dead peer (whose event would never be recorded) ends the wait: the launcher or the
-   * liveness watcher raises the abort word. Short sleeps keep the latency low. */
-  for (unsigned i = 0;; i++) {
-    cudaError_t e = cudaEventQuery(c->sync_ev);
-    if (e == cudaSuccess) return SHMDDP_OK;
-    if (e != cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: waiting for the stream: %s", comm->rank,
-                        cudaGetErrorString(e));
-    }
-    if (atomic_load_explicit(&comm->seg->hdr->abort_status, memory_order_relaxed))
-      return shmddp_cuda_check(comm);
-    if (i < 2000) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, NULL);
-    }
+  stream_wait_t x = {{stream_pending, NULL, "waiting for the stream"}, c->sync_ev,
+                     1u << comm->rank, cudaSuccess};
+  char err[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_poll(comm->seg, comm->rank, &x.w, 1e9, err, sizeof err);
+  if (st != SHMDDP_OK) {
+    shmddp_status_t ast = shmddp_cuda_check(comm); /* the group's reason, when it has one */
+    return ast != SHMDDP_OK ? ast : coll_error(comm, st, "rank %d, waiting for the stream: %s",
+                                                comm->rank, err);
   }
+  if (x.failed != cudaSuccess)
+    return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: waiting for the stream: %s", comm->rank,
+                      cudaGetErrorString(x.failed));
+  return SHMDDP_OK;
 }
 
 int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s)
