@@ -64,7 +64,7 @@ struct cuda_coloc {
   cudaEvent_t peer[COLOC_NKINDS][CUDA_MAXR]; /* opened on first use */
   unsigned char imported[COLOC_NKINDS][CUDA_MAXR];
   cudaEvent_t sync_ev; /* shmddp_cuda_sync's marker */
-  int max_blocks;      /* per launch: 4 per SM */
+  int sms;            /* the GPU's multiprocessors (the kernel's launch fills them) */
   coloc_wait_t wait;   /* SHMDDP_COLOC_WAIT */
 };
 
@@ -91,7 +91,7 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   int at = snprintf(x->key, sizeof x->key, "GPU-");
   for (int i = 0; i < 16; i++)
     at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
-  c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
+  c->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32;
   int mps = 0;
 #if CUDART_VERSION >= 12000
   if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
@@ -348,12 +348,7 @@ static shmddp_status_t op_work(void *vctx)
     return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
                       c->comm->rank, c->comm->what);
   if (a.njobs == 0) return SHMDDP_OK;
-  size_t bytes = a.mode == CUDA_DIRECT_COPY ? a.n : a.n * shmddp_dtype_size(c->k->dtype);
-  size_t most = (size_t)c->s->coloc->max_blocks / (size_t)a.njobs;
-  size_t blocks = (bytes + (16u << 10) - 1) / (16u << 10);
-  if (blocks > most) blocks = most;
-  if (blocks < 1) blocks = 1;
-  int e = cuda_launch_coloc(&a, (int)blocks, c->k->stream);
+  int e = cuda_launch_coloc(&a, c->s->coloc->sms, c->k->stream);
   if (e != 0) {
     (void)cudaGetLastError();
     return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: co-located kernel launch failed: %s",
