@@ -73,7 +73,7 @@ done
 grep -m2 "transport" "$OUT/bw.log" | tee -a "$SUM"
 # columns: mps ranks waits bytes count dtype op algo time_us algbw busbw errors ...
 awk -F'\t' '
-  /^#/ || $1 == "mps" { next }
+  /^#/ || $2 == "ranks" { next }
   { k = $1 " " $2 " ranks, " $3 " waits" }
   $8 == "memcpy" { copy[k] = $10; next }
   { t[k, $4] = $9; bus[k, $4] = $11; algo[k, $4] = $8; keys[k] = $2; if ($12 + 0 > 0) bad++ }
@@ -90,7 +90,7 @@ awk -F'\t' '
     }
     if (bad) printf "%d rows with wrong results\n", bad
   }' "$TSV" | sort | tee -a "$SUM"
-awk -F'\t' '!/^#/ && $1 != "mps" && $12 + 0 > 0 { bad = 1 } END { exit bad }' "$TSV" || FAILED=1
+awk -F'\t' '!/^#/ && $2 != "ranks" && $12 + 0 > 0 { bad = 1 } END { exit bad }' "$TSV" || FAILED=1
 left=$(pgrep -u "$(id -u)" -f 'nvidia-cuda-mps-(control|server)' | tr '\n' ' ')
 [ -z "$left" ] || { FAILED=1; note "LEFT BEHIND: MPS processes [$left]"; }
 note "took $(($(date +%s) - T_START)) s; $([ $FAILED -eq 0 ] && echo "every run passed" || echo "some run FAILED (see bw.log)")"
