@@ -24,7 +24,7 @@
 # would: ./train --mps on, and `shmddp-nccl-run --mps` around torchrun, the tests and the sweep
 # (SHMDDP_NCCL_LIB=/dev/null there: the wrapper's daemon without the NCCL preload; ld.so warns
 # once per process and goes on). The sweep then runs auto (the choice under MPS), and coloc and
-# direct forced up to 16 MiB (for the size limit between them, COLOC_MPS_KERNEL_MAX), and the
+# direct forced up to 16 MiB (what captured calls take, against the co-located path), and the
 # small sizes without MPS in the same call for the ratio; the trainer part adds a run without
 # the CUDA graph and a stopped (SIGTERM) and a broken (a rank SIGKILLed) job; the handoff part is
 # left out. After each part: no daemon, no folder of ours left. Budget 470 s by default; about

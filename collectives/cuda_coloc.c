@@ -19,9 +19,9 @@
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except
  * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
  * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
- * forces it for any placement (P2P needed), and then refuses capture. When every rank that
- * shares a GPU runs under MPS (each publishes the driver's cudaDevAttrMpsEnabled beside its
- * events), calls up to COLOC_MPS_KERNEL_MAX take the in-kernel algorithms instead (coloc.c).
+ * forces it for any placement (P2P needed), and then refuses capture. Under MPS too (each rank
+ * publishes the driver's cudaDevAttrMpsEnabled beside its events, for shmddp_cuda_colocated_mps):
+ * see coloc_use_path.
  *
  * Memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem without a shareable
  * handle): the exchange says so alike on every rank and maps nothing. The call still goes through
@@ -178,13 +178,12 @@ int cuda_coloc_all_mps(const shmddp_comm_t *comm)
   return s->coloc && s->coloc->proto.plan.shared && s->coloc->proto.all_mps;
 }
 
-shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
-                              shmddp_stream_t stream)
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream)
 {
   const cuda_state_t *s = cuda_state(comm);
   if (req != SHMDDP_ALGO_AUTO || !s->coloc || !s->coloc->proto.plan.shared) return req;
   const coloc_state_t *p = &s->coloc->proto;
-  return coloc_use_path(&p->plan, p->all_mps, bytes, capturing((cudaStream_t)stream))
+  return coloc_use_path(&p->plan, capturing((cudaStream_t)stream))
              ? SHMDDP_ALGO_COLOC
              : req;
 }

@@ -10,8 +10,8 @@
 #  - co-located (a large all-reduce, KILL_BIG, default 16M; every size without MPS): under each
 #    way of waiting for the peers' events (SHMDDP_COLOC_WAIT: KILL_WAITS lists them, default
 #    "host stream");
-#  - in-kernel (a small all-reduce, KILL_SMALL, default 64K: what calls up to
-#    COLOC_MPS_KERNEL_MAX take when every sharing rank runs under MPS): only under MPS (run the
+#  - in-kernel (a small all-reduce, KILL_SMALL, default 64K, forced with -a direct: what captured
+#    calls take, where a kernel spins on the peer's flags): only under MPS (run the
 #    test under a daemon, e.g. `shmddp-nccl-run --mps sh tests/kill_rank_gpu.sh`; the run's
 #    header line says whether the ranks are under MPS, and a run under a daemon whose header does
 #    not say so fails). The survivor's kernel spins on the stopped peer's flags while its host
@@ -67,7 +67,7 @@ one_kill() {
     { abandon "the ranks do not share the GPU"; return 1; }
   if grep -q "every sharing rank under MPS" "$out"; then mps_seen=1; else mps_seen=0; fi
   if [ "$path" = in-kernel ] && [ "$mps_seen" = 0 ]; then
-    echo "the ranks are not under MPS: every size takes the co-located path"
+    echo "the ranks are not under MPS: the forced in-kernel case would wait for time slices"
     kill -9 "$launcher" $(pgrep -P "$launcher") 2>/dev/null
     wait "$launcher" 2>/dev/null
     rm -f "$out"
@@ -114,12 +114,12 @@ for waits in ${KILL_WAITS:-host stream}; do
     one_kill co-located "${KILL_BIG:-16M}" "$waits" "$victim_rank" || fail=1
   done
 done
-# The in-kernel path: a small all-reduce under MPS, the host waiting for its stream after every
+# The in-kernel path (forced): a small all-reduce under MPS, the host waiting for its stream after every
 # call (the waits of the co-located protocol play no part: the first of KILL_WAITS).
 if [ "$mps_seen" = 1 ]; then
   for victim_rank in 1 0; do
     one_kill in-kernel "${KILL_SMALL:-64K}" "$(echo ${KILL_WAITS:-host stream} | cut -d' ' -f1)" \
-      "$victim_rank" -z 1
+      "$victim_rank" -z 1 -a direct
     rc=$?
     [ "$rc" -eq 0 ] && continue
     [ "$rc" -eq 3 ] && echo "FAIL: the ranks are no longer under MPS"
