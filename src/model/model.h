@@ -152,6 +152,8 @@ void model_config_default(model_config_t *cfg);
 int model_config_validate(const model_config_t *cfg, char *err, size_t errlen);
 /* Parameter count for cfg, computed without building the model. */
 size_t model_config_num_params(const model_config_t *cfg);
+/* model_flat_size for cfg, computed without building the model. */
+size_t model_config_flat_size(const model_config_t *cfg);
 /* The memory arena (and ledger) of the model's device: optimizers and the DDP engine allocate
  * from it so everything on one device is in one ledger. */
 struct arena *model_arena(model_t *m);

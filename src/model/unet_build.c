@@ -243,18 +243,22 @@ void model_unpack(const model_t *m, const float *packed, float *flat)
            m->params[t].count * sizeof *flat);
 }
 
-size_t model_config_num_params(const model_config_t *cfg)
+/* The registry of cfg alone: its parameter count, or (flat) its flat buffers' length. */
+static size_t config_count(const model_config_t *cfg, int flat)
 {
   char err[256];
   if (model_config_validate(cfg, err, sizeof err) != 0) return 0;
   model_t *m = calloc(1, sizeof *m);
   if (!m) return 0;
   m->cfg = *cfg;
-  size_t n = unet_register_params(m) == 0 ? m->nparams : 0;
+  size_t n = unet_register_params(m) == 0 ? (flat ? m->nflat : m->nparams) : 0;
   free(m->params);
   free(m);
   return n;
 }
+
+size_t model_config_num_params(const model_config_t *cfg) { return config_count(cfg, 0); }
+size_t model_config_flat_size(const model_config_t *cfg) { return config_count(cfg, 1); }
 
 void unet_init_params(model_t *m)
 {
