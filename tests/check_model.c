@@ -226,7 +226,7 @@ typedef struct {
 static int log_ready(void *ctx, size_t offset, size_t count, void *stream)
 {
   hook_log_t *h = ctx;
-  if (offset < h->next || offset - h->next >= MODEL_PARAM_ALIGN / 2 || count == 0)
+  if (offset < h->next || offset - h->next >= MODEL_WEIGHT_ALIGN / 2 || count == 0)
     h->out_of_order = 1;
   h->next = offset + count;
   h->covered += count;
@@ -287,11 +287,11 @@ static void hooks_case(int batch)
   ck_assert_uint_eq(h.fwd_stats, norms);
   ck_assert_uint_eq(h.bwd_stats, norms);
   /* the head comes first in the flat buffer: its 3 biases, then (3 x 4 weights: either order
-   * needs padding) its weight at the next aligned offset */
+   * needs padding) its weight at the next offset aligned for a convolution's weights */
   int nt = unet_num_tensors(m);
   ck_assert_str_eq(unet_tensor(m, nt - 1)->name, "head.bias");
   ck_assert_uint_eq(unet_tensor(m, nt - 1)->offset, 0);
-  ck_assert_uint_eq(unet_tensor(m, nt - 2)->offset, MODEL_PARAM_ALIGN / 2);
+  ck_assert_uint_eq(unet_tensor(m, nt - 2)->offset, MODEL_WEIGHT_ALIGN / 2);
   if (batch == 0) {
     ck_assert_float_eq(loss, 0);
     for (size_t i = 0; i < model_flat_size(m); i++) ck_assert_float_eq(model_grads(m)[i], 0);
@@ -494,7 +494,12 @@ END_TEST
 
 /* ---- the flat layout: alignment, padding, packing ---- */
 
-#define ALIGN_ELEMS (MODEL_PARAM_ALIGN / 2) /* the 16-bit working copies' 16 bytes */
+/* A convolution's weight (not a norm's): 256-byte aligned in 16-bit buffers, not 16 only. */
+static int conv_weight(const layer_param_t *t)
+{
+  size_t n = strlen(t->name);
+  return n > 7 && !strcmp(t->name + n - 7, ".weight") && !strstr(t->name, ".norm");
+}
 
 /* The registry of cfg alone (names, counts, offsets), without allocating the model. */
 static model_t *registry(const model_config_t *cfg)
@@ -519,19 +524,20 @@ static int same_layer(const layer_param_t *a, const layer_param_t *b)
   return strncmp(a->name, b->name, (size_t)(dot - a->name) + 1) == 0;
 }
 
-/* Every tensor starts 16-byte aligned in 16-bit buffers (so 32 in f32 ones); tensors do not
- * overlap and lie in the flat buffer, layers in reverse order; the padding is less than one
- * alignment unit per tensor; the packed offsets are the tensors back to back in reverse order
- * (the layout before padding, which checkpoints keep). Returns the number of layers whose two
- * tensors are not adjacent. */
+/* Every tensor starts 16-byte aligned in 16-bit buffers (so 32 in f32 ones), convolution
+ * weights 256-byte; tensors do not overlap and lie in the flat buffer, layers in reverse order;
+ * the padding is less than one alignment unit per tensor; the packed offsets are the tensors
+ * back to back in reverse order (the layout before padding, which checkpoints keep). Returns
+ * the number of layers whose two tensors are not adjacent. */
 static int check_layout(const model_t *m)
 {
   int nt = unet_num_tensors(m), apart = 0;
   size_t flat = model_flat_size(m), np = model_num_params(m), packed = 0, total = 0;
   for (int i = nt - 1; i >= 0; i--) {
     const layer_param_t *t = unet_tensor(m, i);
-    ck_assert_msg(t->offset * 2 % 16 == 0 && t->offset * 4 % 16 == 0,
-                  "%s at element %zu: not 16-byte aligned", t->name, t->offset);
+    size_t align = conv_weight(t) ? MODEL_WEIGHT_ALIGN : MODEL_PARAM_ALIGN;
+    ck_assert_msg(t->offset * 2 % align == 0 && t->offset * 4 % align == 0,
+                  "%s at element %zu: not %zu-byte aligned", t->name, t->offset, align);
     ck_assert_msg(t->offset + t->count <= flat, "%s past the flat buffer", t->name);
     ck_assert_uint_eq(t->packed, packed);
     packed += t->count;
@@ -552,7 +558,7 @@ static int check_layout(const model_t *m)
   }
   ck_assert_uint_eq(total, np);
   ck_assert_uint_ge(flat, np);
-  ck_assert_uint_lt(flat - np, (size_t)nt * ALIGN_ELEMS);
+  ck_assert_uint_lt(flat - np, (size_t)nt * (MODEL_WEIGHT_ALIGN / 2));
   int ends = 0; /* no padding after the last tensor */
   for (int i = 0; i < nt; i++) ends |= unet_tensor(m, i)->offset + unet_tensor(m, i)->count == flat;
   ck_assert(ends);
@@ -561,8 +567,8 @@ static int check_layout(const model_t *m)
 
 /* The trainer's networks (its width presets and the reference, any class count) and odd widths:
  * every tensor aligned. With channel counts that are multiples of 8 no layer's tensors are
- * parted by padding (one gradient range per layer); the reference head's 4 biases go after its
- * weight so they need none either. */
+ * parted by padding (one gradient range per layer): biases go after their weights where that
+ * needs none (the reference head's 4). */
 START_TEST(layout_every_tensor_aligned)
 {
   static const int presets[][6] = {{5, 64, 128, 256, 512, 1024}, {4, 16, 32, 64, 128},

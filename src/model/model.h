@@ -6,10 +6,11 @@
  * f32 buffer, laid out in REVERSE layer order (the head first): backward finishes gradients
  * from the front of the flat buffer to its end, so data-parallel gradient buckets are
  * contiguous ranges that complete in order. Every tensor starts MODEL_PARAM_ALIGN bytes aligned
- * in every buffer of that layout (f32 and 16-bit working copies, gradients, optimizer state):
- * the flat buffers hold model_flat_size elements, the parameters and zero padding between
- * tensors that stays zero (its gradients are zero, so updates keep it so). Checkpoints and
- * exports hold the parameters packed (model_pack), without the padding.
+ * (convolution weights MODEL_WEIGHT_ALIGN) in every buffer of that layout (f32 and 16-bit
+ * working copies, gradients, optimizer state): the flat buffers hold model_flat_size elements,
+ * the parameters and zero padding between tensors that stays zero (its gradients are zero, so
+ * updates keep it so). Checkpoints and exports hold the parameters packed (model_pack), without
+ * the padding.
  */
 #ifndef SRC_MODEL_MODEL_H
 #define SRC_MODEL_MODEL_H
@@ -21,8 +22,13 @@
 
 #define MODEL_MAX_LEVELS 8
 /* Bytes every parameter tensor's start is aligned to in the flat buffers, in every dtype: what
- * vectorised kernels and cuDNN's tensor-core paths need for their 16-byte loads. */
+ * vectorised kernels and cuDNN's tensor-core paths need for their 16-byte loads. Convolution
+ * weights start MODEL_WEIGHT_ALIGN bytes aligned in the 16-bit buffers (twice that in the f32
+ * ones): the alignment cuDNN was given when it read aligned copies of them, so the same
+ * kernels run on the weights in place. Norm weights and biases keep 16, so a norm's two
+ * vectors stay adjacent (one gradient range per layer). */
 #define MODEL_PARAM_ALIGN 16
+#define MODEL_WEIGHT_ALIGN 256
 
 typedef enum { MODEL_NORM_BATCH = 0, MODEL_NORM_GROUP } model_norm_t;
 typedef enum { MODEL_FP32 = 0, MODEL_BF16, MODEL_FP16 } model_precision_t;

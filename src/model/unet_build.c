@@ -98,6 +98,7 @@ static int add_param(model_t *m, size_t count, layer_init_t init, int fan_in, co
   va_end(ap);
   snprintf(p->shape, sizeof p->shape, "%s", shape);
   p->count = count;
+  p->align = UNET_ALIGN_ELEMS;
   p->init = init;
   p->fan_in = fan_in;
   m->nparams += count;
@@ -129,6 +130,7 @@ static int reg_conv(model_t *m, layer_conv_t *l, ops_conv_kind_t kind, int h, in
                         "%s.weight", prefix);
     break;
   }
+  if (l->w_id >= 0) m->params[l->w_id].align = UNET_WEIGHT_ALIGN_ELEMS;
   if (kind != OPS_CONV3X3) {
     snprintf(shape, sizeof shape, "%d", cout);
     l->b_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", prefix);
@@ -189,35 +191,45 @@ int unet_register_params(model_t *m)
   return 0;
 }
 
-static size_t align_up(size_t n) { return (n + UNET_ALIGN_ELEMS - 1) / UNET_ALIGN_ELEMS * UNET_ALIGN_ELEMS; }
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-/* Places tensor t at the next aligned offset from *off. */
+/* 1 when tensor b, placed right after tensor a (a at its alignment from off), needs no padding
+ * before it. */
+static int adjacent(const layer_param_t *a, const layer_param_t *b, size_t off)
+{
+  size_t end = align_up(off, a->align) + a->count;
+  return align_up(end, b->align) == end;
+}
+
+/* Places tensor t at its next aligned offset from *off. */
 static void place(model_t *m, int t, size_t *off)
 {
-  m->params[t].offset = align_up(*off);
+  m->params[t].offset = align_up(*off, m->params[t].align);
   *off = m->params[t].offset + m->params[t].count;
 }
 
-/* The flat layout: layers in reverse order (the head first), every tensor at a multiple of
- * UNET_ALIGN_ELEMS elements, the gaps zero padding. A layer's two tensors stay neighbours, the
- * bias first unless its length would leave a gap before the weight and the weight's would not
- * (the head's few classes): one range of gradients per layer (layers.c). No padding after the
- * last tensor, so the last gradient range ends the buffer. The packed layout (checkpoints) is
- * the tensors back to back in reverse order, as the flat one was before it was padded. */
+/* The flat layout: layers in reverse order (the head first), every tensor at a multiple of its
+ * alignment (layer_param_t.align), the gaps zero padding. A layer's two tensors stay
+ * neighbours, the bias first unless that would leave padding between them and the weight first
+ * would not (the head's few classes, the up-convolutions): then they are one range of
+ * gradients (layers.c). No padding after the last tensor, so the last gradient range ends the
+ * buffer. The packed layout (checkpoints) is the tensors back to back in reverse order, as the
+ * flat one was before it was padded. */
 void unet_lay_out(model_t *m)
 {
   size_t off = 0, packed = 0;
+  layer_param_t *p = m->params;
   for (int t = m->ntensors - 1; t >= 0; t--) {
-    m->params[t].packed = packed;
-    packed += m->params[t].count;
+    p[t].packed = packed;
+    packed += p[t].count;
   }
   for (int t = m->ntensors - 1; t >= 0; t--) {
-    if (!m->params[t].with_prev || t == 0) {
+    if (!p[t].with_prev || t == 0) {
       place(m, t, &off);
       continue;
     }
     int first = t, second = t - 1;
-    if (m->params[first].count % UNET_ALIGN_ELEMS && !(m->params[second].count % UNET_ALIGN_ELEMS))
+    if (!adjacent(&p[t], &p[t - 1], off) && adjacent(&p[t - 1], &p[t], off))
       first = t - 1, second = t;
     place(m, first, &off);
     place(m, second, &off);
