@@ -207,7 +207,8 @@ tests_check_account_LDADD = $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
-EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt tests/data/prepad_result.txt
+EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
+	tests/data/prepad_result.txt
 EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
 	tests/fault_signal.sh tests/readme_env.sh tests/nccl_exports.sh \

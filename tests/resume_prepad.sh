@@ -2,8 +2,9 @@
 # Checkpoints across the padded parameter layout (CPU ranks). The flat parameter buffers start
 # every tensor 16-byte aligned, with zero padding between tensors; checkpoints keep the
 # parameters and the optimizer state packed, as they were laid out before the padding. The
-# fixture tests/data/prepad_step6.ckpt was written by the trainer of that earlier layout (the
-# settings F below, stopped after step 6), and tests/data/prepad_result.txt holds the losses
+# fixture tests/data/prepad_step6.ckpt.b64 (base64, so that it travels in text patches) was
+# written by the trainer of that earlier layout (the settings F below, stopped after step 6),
+# and tests/data/prepad_result.txt holds the losses
 # that trainer reported for the straight 12-step run. Widths 4,6,10 and 3 classes leave padding
 # between tensors in today's layout. Checked:
 #  - a straight run today reports the same losses as the earlier trainer (training unchanged);
@@ -17,7 +18,8 @@ train=${top_builddir:-.}/shmddp-train
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 F="--device cpu --nproc 2 --widths 4,6,10 --classes 3 --image-size 16 --steps 12 --train-size 32 --val-size 8 --batch-size 2 --epochs 2 --workers 0"
-old="$srcdir/tests/data/prepad_step6.ckpt"
+old="$tmp/prepad_step6.ckpt"
+base64 -d < "$srcdir/tests/data/prepad_step6.ckpt.b64" > "$old" || { echo "FAIL: decoding the fixture"; exit 1; }
 fail=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 losses() { grep -o "train_loss=[^ ]* val_loss=[^ ]*" "$1"; }
