@@ -11,10 +11,10 @@
 #include "src/parallel/ddp.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
-#include "src/model/unet.h"
 #include "src/parallel/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 #include "tests/suite_main.h"
+#include "tests/unet_fixture.h"
 
 /* The small U-Net of these tests: widths 8-16-32, 16x16, batch 2, on the CPU until changed. */
 static void small_config(model_config_t *cfg, model_norm_t norm)
@@ -246,17 +246,6 @@ START_TEST(test_working_grads_refusals)
 }
 END_TEST
 
-/* 1 where flat-buffer element i is alignment padding (in no tensor). */
-static unsigned char *padding_map(const model_t *m)
-{
-  unsigned char *pad = malloc(model_flat_size(m));
-  keep(pad);
-  memset(pad, 1, model_flat_size(m));
-  for (int i = 0; i < unet_num_tensors(m); i++)
-    memset(pad + unet_tensor(m, i)->offset, 0, unet_tensor(m, i)->count);
-  return pad;
-}
-
 /* Widths that leave padding between the tensors (4, 6, 10; 3 classes) in bf16 with the
  * trainer's update (model_update: the working copy written by the optimizer) and bf16 working
  * gradients: every tensor's start 16-byte aligned on the device (convolution weights 256),
@@ -289,6 +278,8 @@ START_TEST(test_padded_layout_bf16)
                   "%s: weight not %zu-byte aligned", p->name, a);
   }
   unsigned char *pad = padding_map(m);
+  ck_assert_ptr_nonnull(pad);
+  keep(pad);
   float *hx = hvec(P * 3, 1, 0);
   int32_t *hy = malloc(P * 4);
   keep(hy);
