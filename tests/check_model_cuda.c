@@ -247,11 +247,11 @@ START_TEST(test_working_grads_refusals)
 END_TEST
 
 /* Widths that leave padding between the tensors (4, 6, 10; 3 classes) in bf16 with the
- * trainer's update (model_update: the working copy written by the optimizer) and bf16 working
- * gradients: every tensor's start 16-byte aligned on the device (convolution weights 256),
+ * trainer's update (model_update: the working copy written by the optimizer), with bf16 working
+ * gradients or f32 ones: every tensor's start 16-byte aligned on the device (weights 256),
  * gradients reported once each, and after steps the padding of the f32 weights, the bf16
  * gradients and the momentum still exactly zero; the loss goes down. */
-START_TEST(test_padded_layout_bf16)
+static void padded_case(int working_grads)
 {
   char err[512];
   model_config_t cfg;
@@ -260,19 +260,20 @@ START_TEST(test_padded_layout_bf16)
   cfg.classes = 3;
   cfg.device = MODEL_DEVICE_CUDA;
   cfg.precision = MODEL_BF16;
-  cfg.working_grads = 1;
+  cfg.working_grads = working_grads;
   model_t *m = NULL;
   ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
   size_t flat = model_flat_size(m), np = model_num_params(m), P = 2 * 16 * 16;
   ck_assert_uint_gt(flat, np);
   shmddp_dtype_t t;
   const char *g = model_grad_buffer(m, &t);
-  ck_assert_int_eq(t, SHMDDP_BF16);
+  ck_assert_int_eq(t, working_grads ? SHMDDP_BF16 : SHMDDP_F32);
+  size_t ge = working_grads ? 2 : 4;
   for (int i = 0; i < unet_num_tensors(m); i++) {
     const layer_param_t *p = unet_tensor(m, i);
     size_t n = strlen(p->name), a = MODEL_PARAM_ALIGN;
     if (!strcmp(p->name + n - 7, ".weight") && !strstr(p->name, ".norm")) a = MODEL_WEIGHT_ALIGN;
-    ck_assert_msg((uintptr_t)(g + 2 * p->offset) % a == 0, "%s: gradient not %zu-byte aligned",
+    ck_assert_msg((uintptr_t)(g + ge * p->offset) % a == 0, "%s: gradient not %zu-byte aligned",
                   p->name, a);
     ck_assert_msg((uintptr_t)(model_params(m) + p->offset) % a == 0,
                   "%s: weight not %zu-byte aligned", p->name, a);
@@ -299,9 +300,12 @@ START_TEST(test_padded_layout_bf16)
     ck_assert_uint_eq(seen[0], np);
     ck_assert_uint_eq(seen[1], flat);
     if (s == 0) first = l;
-    const uint16_t *hg = down_raw(g, flat * 2);
+    const unsigned char *hg = down_raw(g, flat * ge);
+    static const unsigned char zero[4];
     for (size_t i = 0; i < flat; i++)
-      if (pad[i]) ck_assert_msg(hg[i] == 0, "step %d: gradient padding %zu is %#x", s, i, hg[i]);
+      if (pad[i])
+        ck_assert_msg(memcmp(hg + ge * i, zero, ge) == 0, "working gradients %d, step %d: "
+                      "gradient padding %zu is not zero", working_grads, s, i);
     ck_assert_msg(model_update(m, o, 0.05, 1, err, sizeof err) == 0, "%s", err);
   }
   ck_assert_msg(l < first, "the padded network did not learn: %g -> %g", first, l);
@@ -315,6 +319,12 @@ START_TEST(test_padded_layout_bf16)
                     hs[i]);
   optim_destroy(o);
   model_destroy(m);
+}
+
+START_TEST(test_padded_layout_bf16)
+{
+  padded_case(1); /* the bf16 gradients the optimizer reads as they are */
+  padded_case(0); /* f32 gradients, staged one layer at a time in bf16 */
 }
 END_TEST
 
@@ -333,7 +343,7 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   TCase *tc = SUITE_CASE(s, "model", test_model, test_graph_step, test_working_grads_refusals,
                          test_padded_layout_bf16);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* four models, each with its convolution search */
+  tcase_set_timeout(tc, 180); /* six models, each with its convolution search */
   return s;
 }
 

@@ -18,24 +18,33 @@ void *layer_wparam(const layer_ctx_t *c, int id)
 
 int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate; }
 
+/* Staged, a layer's gradients keep their places in the flat buffer from its lower offset
+ * rounded down to the weights' alignment (the base): each as aligned in the (256-byte aligned)
+ * staging as in the flat buffers. */
+#define STAGE_ALIGN (MODEL_WEIGHT_ALIGN / 2)
+
+static size_t stage_base(const layer_param_t *params, int id0, int id1)
+{
+  size_t b = params[id0].offset;
+  if (id1 >= 0 && params[id1].offset < b) b = params[id1].offset;
+  return b - b % STAGE_ALIGN;
+}
+
 size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
 {
-  if (id0 < 0) return id1 >= 0 ? params[id1].count : 0;
-  if (id1 < 0) return params[id0].count;
-  const layer_param_t *a = &params[id0], *b = &params[id1];
-  size_t lo = a->offset < b->offset ? a->offset : b->offset;
-  size_t end = a->offset + a->count > b->offset + b->count ? a->offset + a->count
-                                                            : b->offset + b->count;
-  return end - lo;
+  if (id0 < 0) id0 = id1, id1 = -1;
+  if (id0 < 0) return 0;
+  size_t end = params[id0].offset + params[id0].count;
+  if (id1 >= 0 && params[id1].offset + params[id1].count > end)
+    end = params[id1].offset + params[id1].count;
+  return end - stage_base(params, id0, id1);
 }
 
 /* A layer's parameters are neighbours in the flat buffers (adjacent, or apart by alignment
- * padding); staged, they keep their places from the lower offset (base). */
+ * padding); staged, they keep their places from the base. */
 static size_t layer_base(const layer_ctx_t *c, int id0, int id1)
 {
-  size_t b = c->params[id0].offset;
-  if (id1 >= 0 && c->params[id1].offset < b) b = c->params[id1].offset;
-  return b;
+  return stage_base(c->params, id0, id1);
 }
 
 /* Where the working gradient of flat-buffer element `offset` is written: the one-layer staging
