@@ -284,7 +284,7 @@ static void padded_case(int working_grads)
   float *hx = hvec(P * 3, 1, 0);
   int32_t *hy = malloc(P * 4);
   keep(hy);
-  for (size_t p = 0; p < P; p++) hy[p] = (int32_t)((p / 16) * 3 / 16);
+  for (size_t p = 0; p < P; p++) hy[p] = (int32_t)((p % 256 / 16) * 3 / 16); /* rows of each 16x16 image: 0..2 */
   float *gx = up_raw(hx, P * 12);
   int32_t *gy = up_raw(hy, P * 4);
   optim_config_t oc;
