@@ -20,6 +20,9 @@
 #   trainer ./train --nproc 1, 2, 4 on GPU 0 at one global batch (24), --sync-bn off and on  ~2 min
 #   torch   PyTorch DDP through libshmddp-nccl.so: 1 process (batch 12 and 24) and 2 and 4
 #           ranks (batch 6 each), with and without SyncBatchNorm; a SIGKILLed worker  ~3 min
+# TORCH_RANKS (default "1 2 4"): the torch part's rank counts (1: batch 12 and 24; 2, 4: batch 6
+# each), e.g. "2 4" to repeat only the shared runs under another SHMDDP_COLOC_WAIT; TORCH_KILL
+# (default 1; 0 leaves the killed worker out).
 # MPS=1: every part runs under a private MPS daemon started by the programs themselves, as a user
 # would: ./train --mps on, and `shmddp-nccl-run --mps` around torchrun, the tests and the sweep
 # (SHMDDP_NCCL_LIB=/dev/null there: the wrapper's daemon without the NCCL preload; ld.so warns
@@ -39,6 +42,8 @@ set -u
 OUT=${1:?usage: bench/run_shared_gpu.sh OUTDIR [tests sweep trainer torch]}
 shift
 MPS=${MPS:-0}
+TORCH_RANKS=${TORCH_RANKS:-1 2 4}
+TORCH_KILL=${TORCH_KILL:-1}
 if [ "$MPS" = 1 ]; then
   PARTS=${*:-tests sweep trainer torch}
   BUDGET_S=${BUDGET_S:-470}
@@ -345,6 +350,7 @@ if has_part torch; then
     for sbn in "" --syncbn; do
       for cfg in "1 12" "1 24" "2 6" "4 6"; do
         set -- $cfg
+        case " $TORCH_RANKS " in *" $1 "*) ;; *) continue ;; esac
         name=torch_r$1_b$2${sbn:+_syncbn}
         part "$name" 150 $PRE python3 -m torch.distributed.run --standalone \
           --nproc-per-node "$1" $D --batch "$2" $sbn --out "$OUT/$name.json"
@@ -359,9 +365,9 @@ if has_part torch; then
           printf "torch: 4 ranks x 6 %s: %s img/s vs 1 x 24 %s: %.2f (target %s)\n", s[i], ips["4,6," s[i]], ips["1,24," s[i]], (ips["1,24," s[i]] > 0 ? ips["4,6," s[i]] / ips["1,24," s[i]] : 0), (i == 1 ? "0.9" : "0.8")
         }
       }' "$OUT/torch.tsv" | tee -a "$SUM"
-    part torch_kill 120 $PRE python3 bench/nccl/kill_worker.py --timeout 60 \
+    [ "$TORCH_KILL" = 1 ] && part torch_kill 120 $PRE python3 bench/nccl/kill_worker.py --timeout 60 \
       --hard-timeout 60 --out "$OUT/torch_kill.json"
-    grep -a '^RESULT ' "$OUT/torch_kill.log" | tail -1 | cut -c1-300 | sed 's/^/torch kill: /' | tee -a "$SUM"
+    [ "$TORCH_KILL" = 1 ] && grep -a '^RESULT ' "$OUT/torch_kill.log" | tail -1 | cut -c1-300 | sed 's/^/torch kill: /' | tee -a "$SUM"
     grep -m1 "MPS: private daemon" "$OUT/torch_r2_b6.log" | sed 's/^/torch: /' | tee -a "$SUM"
     mps_left torch
   fi
