@@ -85,6 +85,11 @@ const char *coloc_wait_name(coloc_wait_t w)
   return w >= 0 && w < COLOC_NWAITS ? wait_names[w] : "?";
 }
 
+coloc_wait_t coloc_default_wait(int all_mps)
+{
+  return all_mps ? COLOC_WAIT_STREAM : COLOC_WAIT_HOST;
+}
+
 int coloc_host_waits(coloc_wait_t w, const coloc_plan_t *p, int rank)
 {
   if (w == COLOC_WAIT_LEADER) return rank >= 0 && rank < p->nranks && (p->leaders >> rank & 1);

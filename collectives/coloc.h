@@ -58,6 +58,12 @@ typedef enum { COLOC_WAIT_HOST = 0, COLOC_WAIT_STREAM, COLOC_WAIT_LEADER, COLOC_
 /* "host", "stream", "leader" -> the choice; -1 for anything else (NULL or empty: -1 too). */
 int coloc_wait_parse(const char *s);
 const char *coloc_wait_name(coloc_wait_t w);
+/* The wait of a rank whose SHMDDP_COLOC_WAIT is unset (or auto): stream waits when every rank
+ * that shares a GPU runs under MPS (all_mps: the kernels of all ranks run side by side, a stream
+ * wait on a peer's event costs what it costs in one process, and the host keeps its run-ahead),
+ * host waits otherwise (a stream that waits for another context's event holds the GPU's time
+ * slice). */
+coloc_wait_t coloc_default_wait(int all_mps);
 /* Whether rank waits on the host under choice w. */
 int coloc_host_waits(coloc_wait_t w, const coloc_plan_t *p, int rank);
 

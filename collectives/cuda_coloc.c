@@ -10,7 +10,8 @@
  * UUID) is the same on every rank.
  *
  * Waits (SHMDDP_COLOC_WAIT, read once here when the transport is set up; each rank's own):
- * host (the default) queries the peers' events with cudaEventQuery until they have completed, so
+ * auto (the default) is stream when every rank that shares a GPU runs under MPS and host
+ * otherwise (coloc_default_wait); host queries the peers' events with cudaEventQuery until they have completed, so
  * no stream ever waits for another context's event; stream makes the stream wait for them
  * (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders and on the
  * stream in members. coloc.c says why host waits are the default; bench/run_shared_gpu.sh
@@ -65,7 +66,7 @@ struct cuda_coloc {
   unsigned char imported[COLOC_NKINDS][CUDA_MAXR];
   cudaEvent_t sync_ev; /* shmddp_cuda_sync's marker */
   int sms;            /* the GPU's multiprocessors (the kernel's launch fills them) */
-  coloc_wait_t wait;   /* SHMDDP_COLOC_WAIT */
+  int wait;            /* SHMDDP_COLOC_WAIT: a coloc_wait_t, or -1 for auto */
 };
 
 static coloc_xchg_t *coloc_xchg(const shmddp_comm_t *comm, int rank)
@@ -103,15 +104,16 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   return cudaSuccess;
 }
 
-/* SHMDDP_COLOC_WAIT (shm/env.c): host (the default), stream or leader; a value it does not take
- * is SHMDDP_ERR_INVALID with the message. */
-static shmddp_status_t read_wait(shmddp_comm_t *comm, coloc_wait_t *wait)
+/* SHMDDP_COLOC_WAIT (shm/env.c): auto (the default: *wait -1, chosen at set-up by
+ * coloc_default_wait once the group's placement is known), host, stream or leader; a value it does
+ * not take is SHMDDP_ERR_INVALID with the message. */
+static shmddp_status_t read_wait(shmddp_comm_t *comm, int *wait)
 {
   const char *v = NULL;
   char err[256];
   int rc = shm_env_choice("SHMDDP_COLOC_WAIT", &v, err, sizeof err);
   if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
-  *wait = rc ? (coloc_wait_t)coloc_wait_parse(v) : COLOC_WAIT_HOST;
+  *wait = rc ? coloc_wait_parse(v) : -1; /* "auto" parses to -1 too */
   return SHMDDP_OK;
 }
 
@@ -149,8 +151,10 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s)
   if (coloc_plan(&plan, comm->nranks, (const char(*)[COLOC_KEY_BYTES])keys) != 0)
     memset(&plan, 0, sizeof plan); /* a rank has no events: the path is off (nranks 0) */
   coloc_state_init(&s->coloc->proto, &plan, words);
-  s->coloc->proto.host_waits = coloc_host_waits(s->coloc->wait, &plan, comm->rank);
   s->coloc->proto.all_mps = coloc_all_mps(&plan, mps);
+  coloc_wait_t w = s->coloc->wait >= 0 ? (coloc_wait_t)s->coloc->wait
+                                       : coloc_default_wait(s->coloc->proto.all_mps);
+  s->coloc->proto.host_waits = coloc_host_waits(w, &plan, comm->rank);
   return SHMDDP_OK;
 }
 

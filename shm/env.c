@@ -34,9 +34,10 @@ static const shm_env_param_t table[] = {
      .meaning = "after a SIGINT/SIGTERM, how long ranks may take to stop at a step boundary "
                 "(and checkpoint) before they are killed; repeated signals meanwhile are absorbed"},
     /* the CUDA transport (collectives/cuda_init.c) */
-    {.name = "SHMDDP_COLOC_WAIT", .kind = SHM_ENV_CHOICE, .choices = "host|stream|leader",
-     .dflt = "host", .reader = "collectives, device transport set-up",
-     .meaning = "ranks that share a GPU: where a rank waits for its peers' events (host: its host "
+    {.name = "SHMDDP_COLOC_WAIT", .kind = SHM_ENV_CHOICE, .choices = "auto|host|stream|leader",
+     .dflt = "auto", .reader = "collectives, device transport set-up",
+     .meaning = "ranks that share a GPU: where a rank waits for its peers' events (auto: stream when "
+                "every rank sharing a GPU runs under MPS, host otherwise; host: its host "
                 "queries them, so no stream waits for another process; stream: its stream waits, "
                 "the call returns at once; leader: host in each GPU's lowest rank, stream in the "
                 "others)"},

@@ -142,6 +142,14 @@ START_TEST(mps_choice)
     CF_CHECK(&f, coloc_use_path(&p, 0) == p.shared, "%s: co-located %d, want %d", c->name,
              coloc_use_path(&p, 0), p.shared);
     CF_CHECK(&f, coloc_use_path(&p, 1) == 0, "%s: captured: co-located", c->name);
+    /* without SHMDDP_COLOC_WAIT: stream waits only where every sharing rank is under MPS, and
+     * then no rank's host waits; otherwise every rank's host waits */
+    coloc_wait_t w = coloc_default_wait(all);
+    CF_CHECK(&f, w == (c->all_mps ? COLOC_WAIT_STREAM : COLOC_WAIT_HOST), "%s: default wait %s",
+             c->name, coloc_wait_name(w));
+    for (int r = 0; r < c->nranks; r++)
+      CF_CHECK(&f, coloc_host_waits(w, &p, r) == !c->all_mps, "%s: rank %d host waits %d",
+               c->name, r, coloc_host_waits(w, &p, r));
   }
   CF_ASSERT_NONE(&f, "mps choice");
 }
