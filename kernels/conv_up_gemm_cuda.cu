@@ -321,7 +321,8 @@ static int lt_forward(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, 
     u->lt_key_align = key;
     u->lt_ok = al_bias >= 16 &&
                cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)lt, desc, la, lb, lc, lc, pref, 1,
-                                              &res, &got) == CUBLAS_STATUS_SUCCESS && got > 0;
+                                              &res, &got) == CUBLAS_STATUS_SUCCESS &&
+               got > 0 && res.state == CUBLAS_STATUS_SUCCESS;
     if (u->lt_ok) u->lt_algo = res.algo;
   }
   if (!u->lt_ok) {

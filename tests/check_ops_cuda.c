@@ -497,6 +497,39 @@ START_TEST(test_conv)
 }
 END_TEST
 
+/* The transposed convolution through cuBLAS (conv_up_gemm_cuda.cu): each batching of the
+ * GEMMs (per output row, per pixel column), each weight-gradient method (f32 partials per
+ * pixel column, dy gathered), the input gradient on GEMMs (layers bound by arithmetic) and on
+ * cuDNN, the bias in cuBLASLt's epilogue (or a pass where cuBLASLt has no kernel for the
+ * alignment), against the CPU backend. */
+START_TEST(test_conv_up)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    /* the U-Net's deepest up-convolution (1024 -> 512 over 16x16), planned for its batch of 6:
+     * input gradient on GEMMs, weight gradient by the gather; one image and the full batch */
+    conv_case(OPS_CONVT2X2, 16, 16, 1024, 512, 6, 1);
+    conv_case(OPS_CONVT2X2, 8, 8, 512, 256, 8, 8);
+    /* the shallowest's channels (128 -> 64) over 128 columns: batched per output row, weight
+     * gradient by partials per column (n * h above 2 cin) */
+    conv_case(OPS_CONVT2X2, 32, 128, 64, 32, 5, 5);
+    /* few, odd columns: batched per pixel column, partials; a smaller batch than planned */
+    conv_case(OPS_CONVT2X2, 40, 5, 8, 6, 3, 3);
+    conv_case(OPS_CONVT2X2, 40, 5, 8, 6, 3, 2);
+    /* widths off every vector width, one or two channels, one row */
+    conv_case(OPS_CONVT2X2, 3, 7, 5, 3, 2, 2);
+    conv_case(OPS_CONVT2X2, 5, 3, 2, 1, 2, 1);
+    conv_case(OPS_CONVT2X2, 1, 9, 3, 2, 1, 1);
+    conv_case(OPS_CONVT2X2, 2, 13, 12, 6, 1, 1);
+    /* every batch from 1 to 8 of one plan */
+    for (int n = 1; n <= 8; n++) conv_case(OPS_CONVT2X2, 6, 10, 24, 16, 8, n);
+    /* weights and their gradient at odd offsets: cuBLASLt told their alignment */
+    conv_case_at(OPS_CONVT2X2, 6, 10, 24, 16, 2, 2, 1);
+    conv_case_at(OPS_CONVT2X2, 16, 16, 256, 128, 2, 2, 2);
+  }
+}
+END_TEST
+
 /* ---- optimizers and the non-finite check (f32 buffers; the table's dtype is not used) ---- */
 
 START_TEST(test_optim)
@@ -660,6 +693,9 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
+  tc = SUITE_CASE(s, "conv_up", test_conv_up);
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
   tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
                   test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
