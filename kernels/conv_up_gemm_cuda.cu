@@ -108,7 +108,8 @@ int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **out, size_t *w
   *out = NULL;
   *ws_bytes = 0;
   if (c->kind != OPS_CONVT2X2) return 0;
-  if ((long long)4 * c->w * c->cout > 0x7fffffffLL || (long long)c->max_n * c->h > 0x7fffffffLL)
+  if ((long long)4 * c->w * c->cout > 0x7fffffffLL || (long long)c->w * c->cin > 0x7fffffffLL ||
+      (long long)c->max_n * c->h > 0x7fffffffLL)
     return 0; /* leading dimensions past int: cuDNN */
   opc_upc_t *u = (opc_upc_t *)calloc(1, sizeof *u);
   if (!u) return opc_fail(o, "out of memory planning a convolution");
