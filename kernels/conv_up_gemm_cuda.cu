@@ -173,18 +173,29 @@ static int bias2(const ops_t *o, const void *b, void *b2, int cout)
 }
 
 /* z[p][i][j][cout] = dy[(2t + i)][2w + j][cout], p = t * w + column: rows of 2 cout elements
- * moved in units U (the widest that divides the row and both pointers). */
-template <typename U>
-__global__ void gather_kernel(const U *dy, U *z, size_t units, long long row_units, int W)
+ * moved in units U (the widest that divides the row and both pointers); indices in I (32 bits
+ * where they fit: the divisions are most of the work besides the copy). */
+template <typename U, typename I>
+__global__ void gather_kernel(const U *dy, U *z, I units, I row_units, I W)
 {
-  for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < units;
-       e += (size_t)gridDim.x * blockDim.x) {
-    size_t q = e / (size_t)row_units; /* q = p * 2 + i */
-    long long r = (long long)(e % (size_t)row_units);
-    size_t p = q >> 1, t = p / (size_t)W, col = p % (size_t)W;
-    int i = (int)(q & 1);
-    z[e] = dy[((t * 2 + i) * (size_t)W + col) * (size_t)row_units + r];
+  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < units; e += (I)gridDim.x * blockDim.x) {
+    I q = e / row_units, r = e - q * row_units; /* q = p * 2 + i */
+    I p = q >> 1, t = p / W, col = p - t * W, i = q & 1;
+    z[e] = dy[((t * 2 + i) * W + col) * row_units + r];
   }
+}
+
+template <typename U>
+static void gather_launch(const ops_t *o, const void *dy, void *z, size_t units, size_t ru, int W)
+{
+  unsigned blocks = opc_blocks(o, units);
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (units + (size_t)blocks * OPC_THREADS < 0xffffffffu) /* e never wraps */
+    gather_kernel<U, unsigned><<<blocks, OPC_THREADS, 0, st>>>(
+        (const U *)dy, (U *)z, (unsigned)units, (unsigned)ru, (unsigned)W);
+  else
+    gather_kernel<U, size_t><<<blocks, OPC_THREADS, 0, st>>>((const U *)dy, (U *)z, units, ru,
+                                                             (size_t)W);
 }
 
 static int gather(const ops_t *o, const ops_conv_t *c, int n, const void *dy, void *z)
@@ -192,20 +203,12 @@ static int gather(const ops_t *o, const ops_conv_t *c, int n, const void *dy, vo
   size_t row = (size_t)2 * c->cout * o->elem, P = (size_t)n * c->h * c->w;
   uintptr_t m = (uintptr_t)dy | (uintptr_t)z | (uintptr_t)row;
   size_t u = m % 16 == 0 ? 16 : m % 8 == 0 ? 8 : m % 4 == 0 ? 4 : 2;
-  size_t units = 2 * P * row / u;
-  long long ru = (long long)(row / u);
-  unsigned blocks = opc_blocks(o, units);
-  cudaStream_t st = opc_ctx(o)->stream;
+  size_t units = 2 * P * row / u, ru = row / u;
   switch (u) {
-  case 16: gather_kernel<uint4><<<blocks, OPC_THREADS, 0, st>>>((const uint4 *)dy, (uint4 *)z,
-                                                                units, ru, c->w); break;
-  case 8: gather_kernel<uint2><<<blocks, OPC_THREADS, 0, st>>>((const uint2 *)dy, (uint2 *)z,
-                                                               units, ru, c->w); break;
-  case 4: gather_kernel<unsigned><<<blocks, OPC_THREADS, 0, st>>>((const unsigned *)dy,
-                                                                  (unsigned *)z, units, ru,
-                                                                  c->w); break;
-  default: gather_kernel<unsigned short><<<blocks, OPC_THREADS, 0, st>>>(
-      (const unsigned short *)dy, (unsigned short *)z, units, ru, c->w);
+  case 16: gather_launch<uint4>(o, dy, z, units, ru, c->w); break;
+  case 8: gather_launch<uint2>(o, dy, z, units, ru, c->w); break;
+  case 4: gather_launch<unsigned>(o, dy, z, units, ru, c->w); break;
+  default: gather_launch<unsigned short>(o, dy, z, units, ru, c->w);
   }
   OPC_LAUNCHED(o, "transposed convolution gradient gather");
   return 0;
