@@ -10,8 +10,9 @@
 #           -> OUTDIR/handoff.tsv and handoff.log
 #   tests   check_coloc_cuda (every collective, 2-4 processes and threads, reuse, graphs) under
 #           each wait of TEST_WAITS (default "host leader"; host is the default, leader mixes
-#           host and stream waits), and tests/kill_rank_gpu.sh (a SIGKILLed co-located rank,
-#           member and leader, host and stream waits)                           ~1.5 min
+#           host and stream waits), and tests/kill_rank_gpu.sh (a SIGKILLed rank sharing the
+#           GPU, member and leader: the co-located path under host and stream waits, and
+#           under MPS the in-kernel path of small calls too)                   ~1.5 min
 #   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, under each wait of SWEEP_WAITS (default
 #           "host stream leader"), the device-to-device copy in the same run, and the old
 #           in-kernel path (-a direct) at small sizes for the before/after     ~1 min
@@ -23,7 +24,7 @@
 # would: ./train --mps on, and `shmddp-nccl-run --mps` around torchrun, the tests and the sweep
 # (SHMDDP_NCCL_LIB=/dev/null there: the wrapper's daemon without the NCCL preload; ld.so warns
 # once per process and goes on). The sweep then runs auto (the choice under MPS), and coloc and
-# direct forced up to 16 MiB (for the size limit between them, COLOC_MPS_KERNEL_MAX), and the
+# direct forced up to 16 MiB (what captured calls take, against the co-located path), and the
 # small sizes without MPS in the same call for the ratio; the trainer part adds a run without
 # the CUDA graph and a stopped (SIGTERM) and a broken (a rank SIGKILLed) job; the handoff part is
 # left out. After each part: no daemon, no folder of ours left. Budget 470 s by default; about
@@ -48,6 +49,23 @@ fi
 T_START=$(date +%s)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# OUT must stay small enough to bring back (< 2 MiB): the trainer's run folders (checkpoints,
+# predictions) go to a scratch folder removed at the end, and long logs keep their head, their
+# error lines and their tail (trim_logs).
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/shared_gpu.XXXXXX")
+trap 'rm -rf "$SCR"' EXIT
+trim_logs() {
+  local f n
+  for f in "$OUT"/*.log; do
+    [ -f "$f" ] && [ "$(wc -c < "$f")" -gt 65536 ] || continue
+    n=$(wc -l < "$f")
+    { head -n 30 "$f"
+      echo "... [$n lines in all: the first 30, the lines with errors, the last 200] ..."
+      grep -nE 'FAIL|:F:|:E:|[Ee]rror|Traceback' "$f" | head -n 60
+      echo "..."
+      tail -n 200 "$f"; } | cut -c1-400 > "$f.cut" && mv "$f.cut" "$f"
+  done
+}
 export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 SUM="$OUT/summary.txt"
@@ -141,7 +159,7 @@ if has_part tests; then
     grep -E "^[0-9]+%: Checks|:F:|:E:" "$OUT/check_coloc_cuda_$w.log" | head -20 | sed "s/^/  ($w waits) /" | tee -a "$SUM"
   done
   part kill_rank_gpu 120 $MPSRUN env srcdir=. top_builddir=. KILL_WAITS="host stream" sh tests/kill_rank_gpu.sh
-  grep -E "victim rank|FAIL" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
+  grep -E "path, victim rank|FAIL|note: not under MPS" "$OUT/kill_rank_gpu.log" | tee -a "$SUM"
   mps_left tests
 fi
 
@@ -257,7 +275,7 @@ if has_part trainer; then
     for np in 1 2 4; do
       bs=$((24 / np))
       name=train_np${np}_sb${sb}
-      part "$name" 150 ./train $common --nproc $np --batch-size $bs --sync-bn $sb $([ "$MPS" = 1 ] && echo --mps on) --out "$OUT/$name"
+      part "$name" 150 ./train $common --nproc $np --batch-size $bs --sync-bn $sb $([ "$MPS" = 1 ] && echo --mps on) --out "$SCR/$name"
       ips=$(grep -o 'images_per_s=[0-9.]*' "$OUT/$name.log" | tail -1 | cut -d= -f2)
       peak=$(grep -o 'peak_mib=[0-9,]*' "$OUT/$name.log" | tail -1 | cut -d= -f2)
       grep -m2 -iE "share|MPS:" "$OUT/$name.log" | sed 's/^/  start line: /' | tee -a "$SUM"
@@ -268,7 +286,7 @@ if has_part trainer; then
   # algorithms at every size): one run without, for the trade-off.
   if [ "$MPS" = 1 ]; then
     name=train_np2_sbon_nograph
-    part "$name" 150 ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --cuda-graph off --out "$OUT/$name"
+    part "$name" 150 ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --cuda-graph off --out "$SCR/$name"
     note "trainer: --nproc 2 --sync-bn on --cuda-graph off: $(grep -o 'images_per_s=[0-9.]*' "$OUT/$name.log" | tail -1) (graph on: the table)"
   fi
   # Under MPS: the daemon is stopped and its folder removed when the job is stopped (SIGTERM to
@@ -278,10 +296,10 @@ if has_part trainer; then
     for how in TERM KILL; do
       name=train_stop_$how
       ./train $common --nproc 2 --batch-size 12 --sync-bn on --mps on --steps 100000 --log-every 1 \
-        --out "$OUT/$name" > "$OUT/$name.log" 2>&1 &
+        --out "$SCR/$name" > "$OUT/$name.log" 2>&1 &
       tp=$!
       i=0
-      while [ $i -lt 600 ] && kill -0 $tp 2>/dev/null && ! grep -q '"step"' "$OUT/$name/log.jsonl" 2>/dev/null; do
+      while [ $i -lt 600 ] && kill -0 $tp 2>/dev/null && ! grep -q '"step"' "$SCR/$name/log.jsonl" 2>/dev/null; do
         sleep 0.1; i=$((i + 1))
       done
       if [ "$how" = TERM ]; then
@@ -299,7 +317,7 @@ if has_part trainer; then
     done
   fi
   # Too many ranks for the GPU's memory: refused before any rank starts (exit status 2).
-  ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$OUT/train_too_big" \
+  ./train $common --nproc 8 --batch-size 512 --sync-bn off --out "$SCR/train_too_big" \
     > "$OUT/train_too_big.log" 2>&1
   rc=$?
   note "trainer: 8 ranks x batch 512 on one GPU: exit status $rc (want 2): $(grep -m1 'need about' "$OUT/train_too_big.log" | cut -c1-200)"
@@ -348,5 +366,7 @@ if has_part torch; then
   fi
 fi
 [ "$MPS" = 1 ] && note "# compute mode after: $(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)"
+trim_logs
+note "OUTDIR: $(du -sk "$OUT" | cut -f1) KiB"
 note "done: $([ $FAILED -eq 0 ] && echo "every part passed" || echo "some part FAILED (see the logs)")"
 exit $FAILED

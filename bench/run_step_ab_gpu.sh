@@ -56,6 +56,8 @@ for v in $variants; do
   if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
     say "FAIL: $p does not apply"; cat "$sum"; exit 1
   fi
+  # a patch that changes the build description gets a fresh configure (autogen.sh in build())
+  if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then rm -f "$t/configure"; fi
   eval "tree_$v=\$t"
 done
 pids=""

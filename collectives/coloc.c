@@ -56,10 +56,11 @@
  * A CUDA graph cannot hold host steps, so captured calls do not come here (cuda_ops.c).
  *
  * Under MPS (every rank that shares a device says so at set-up) the contexts do not take turns:
- * the kernels of all ranks on a GPU run side by side, so a kernel that waits on a peer's flag
- * waits microseconds, as on separate GPUs. Small calls then take the in-kernel algorithms (no host
- * step at all, and capturable), large ones still this protocol, whose one kernel reads every input
- * at the GPU's full bandwidth (coloc_use_path; the size from measurements on one H200). */
+ * the kernels of all ranks on a GPU run side by side and a hand-over costs what it costs in one
+ * process, so this protocol costs 12-30 us per call (2-4 ranks, one H200) and its one kernel
+ * reads every input at the GPU's full bandwidth. Calls still come here at every size: the
+ * in-kernel algorithms would spin on a peer whose kernel may be queued behind its own compute
+ * (coloc_use_path). Captured calls take them, under MPS without the wait for a time slice. */
 #include "config.h"
 
 #include "collectives/coloc.h"
@@ -122,10 +123,9 @@ int coloc_all_mps(const coloc_plan_t *p, const int *mps)
   return 1;
 }
 
-int coloc_use_path(const coloc_plan_t *p, int all_mps, size_t bytes, int capturing)
+int coloc_use_path(const coloc_plan_t *p, int capturing)
 {
-  if (!p->shared || capturing) return 0;
-  return !all_mps || bytes > COLOC_MPS_KERNEL_MAX;
+  return p->shared && !capturing;
 }
 
 void coloc_describe(const coloc_plan_t *p, const char *const *names, char *buf, size_t len)

@@ -34,23 +34,18 @@ int coloc_plan(coloc_plan_t *p, int nranks, const char (*keys)[COLOC_KEY_BYTES])
  * device as the user knows it, e.g. "GPU 0"). */
 void coloc_describe(const coloc_plan_t *p, const char *const *names, char *buf, size_t len);
 
-/* Under MPS the ranks' kernels run side by side in one shared context, so a kernel may wait on a
- * peer's flags as ranks on separate GPUs do (the in-kernel algorithms: about 6 us for 2 ranks and
- * 10-14 us for 4 up to 256 KiB on one H200, against 18 us for the co-located path), but those
- * algorithms move large buffers slowly on one GPU (88 GB/s at 16 MiB, against 438 for the
- * co-located kernel). Up to this size (the bytes a call's choice is made on) the in-kernel path,
- * above it the co-located one. */
-#define COLOC_MPS_KERNEL_MAX ((size_t)1 << 20)
-
 /* Whether every rank that shares its device with another runs under MPS (mps[r]: rank r's
  * driver's answer, cudaDevAttrMpsEnabled); 0 when no device is shared. */
 int coloc_all_mps(const coloc_plan_t *p, const int *mps);
 
-/* The way a call of `bytes` goes when ranks share a device (p->shared), under CUDA-graph capture
- * (capturing) or not: 1 the co-located path, 0 the in-kernel algorithms. Without MPS the
- * co-located path whenever it can run (no capture: it needs the host in every call); with every
- * sharing rank under MPS (all_mps) by size, COLOC_MPS_KERNEL_MAX. */
-int coloc_use_path(const coloc_plan_t *p, int all_mps, size_t bytes, int capturing);
+/* The way a call goes when ranks share a device (p->shared), under CUDA-graph capture
+ * (capturing) or not: 1 the co-located path, 0 the in-kernel algorithms. The co-located path
+ * whenever it can run (no capture: it needs the host in every call), under MPS too: there a
+ * kernel that spins on a co-located peer's flags would wait microseconds while the peer is
+ * ready, but the peer's kernel may sit behind its own compute, and the spinning blocks then hold
+ * SMs that compute needs (a trainer without SyncBN stalled that way, with in-kernel calls up to
+ * 1 MiB), while the co-located path costs 12-30 us per call under MPS (coloc.c). */
+int coloc_use_path(const coloc_plan_t *p, int capturing);
 
 enum { COLOC_READY = 0, COLOC_DONE = 1, COLOC_NKINDS };
 

@@ -19,9 +19,9 @@
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except
  * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
  * algorithms, which are correct there but wait for the GPU's time slice); SHMDDP_ALGO=coloc
- * forces it for any placement (P2P needed), and then refuses capture. When every rank that
- * shares a GPU runs under MPS (each publishes the driver's cudaDevAttrMpsEnabled beside its
- * events), calls up to COLOC_MPS_KERNEL_MAX take the in-kernel algorithms instead (coloc.c).
+ * forces it for any placement (P2P needed), and then refuses capture. Under MPS too (each rank
+ * publishes the driver's cudaDevAttrMpsEnabled beside its events, for shmddp_cuda_colocated_mps):
+ * see coloc_use_path.
  *
  * Memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem without a shareable
  * handle): the exchange says so alike on every rank and maps nothing. The call still goes through
@@ -39,14 +39,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <time.h>
 
 #include "collectives/coloc.h"
 #include "collectives/cuda_coloc.h"
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
+#include "shm/wait.h"
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t word; /* coloc.c's protocol word */
@@ -65,7 +64,7 @@ struct cuda_coloc {
   cudaEvent_t peer[COLOC_NKINDS][CUDA_MAXR]; /* opened on first use */
   unsigned char imported[COLOC_NKINDS][CUDA_MAXR];
   cudaEvent_t sync_ev; /* shmddp_cuda_sync's marker */
-  int max_blocks;      /* per launch: 4 per SM */
+  int sms;            /* the GPU's multiprocessors (the kernel's launch fills them) */
   coloc_wait_t wait;   /* SHMDDP_COLOC_WAIT */
 };
 
@@ -92,7 +91,7 @@ static cudaError_t make_events(struct cuda_coloc *c, coloc_xchg_t *x, int device
   int at = snprintf(x->key, sizeof x->key, "GPU-");
   for (int i = 0; i < 16; i++)
     at += snprintf(x->key + at, sizeof x->key - (size_t)at, "%02x", (unsigned char)prop.uuid.bytes[i]);
-  c->max_blocks = 4 * (prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32);
+  c->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 32;
   int mps = 0;
 #if CUDART_VERSION >= 12000
   if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
@@ -179,13 +178,12 @@ int cuda_coloc_all_mps(const shmddp_comm_t *comm)
   return s->coloc && s->coloc->proto.plan.shared && s->coloc->proto.all_mps;
 }
 
-shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
-                              shmddp_stream_t stream)
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream)
 {
   const cuda_state_t *s = cuda_state(comm);
   if (req != SHMDDP_ALGO_AUTO || !s->coloc || !s->coloc->proto.plan.shared) return req;
   const coloc_state_t *p = &s->coloc->proto;
-  return coloc_use_path(&p->plan, p->all_mps, bytes, capturing((cudaStream_t)stream))
+  return coloc_use_path(&p->plan, capturing((cudaStream_t)stream))
              ? SHMDDP_ALGO_COLOC
              : req;
 }
@@ -349,12 +347,7 @@ static shmddp_status_t op_work(void *vctx)
     return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
                       c->comm->rank, c->comm->what);
   if (a.njobs == 0) return SHMDDP_OK;
-  size_t bytes = a.mode == CUDA_DIRECT_COPY ? a.n : a.n * shmddp_dtype_size(c->k->dtype);
-  size_t most = (size_t)c->s->coloc->max_blocks / (size_t)a.njobs;
-  size_t blocks = (bytes + (16u << 10) - 1) / (16u << 10);
-  if (blocks > most) blocks = most;
-  if (blocks < 1) blocks = 1;
-  int e = cuda_launch_coloc(&a, (int)blocks, c->k->stream);
+  int e = cuda_launch_coloc(&a, c->s->coloc->sms, c->k->stream);
   if (e != 0) {
     (void)cudaGetLastError();
     return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: co-located kernel launch failed: %s",
@@ -387,33 +380,54 @@ shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *cal
 
 /* ---------------- waiting and teardown ---------------- */
 
+/* The stream's marker, queried until it has completed (shm_poll's pending). Pending names this
+ * rank itself: the wait is for no peer in particular (a peer that has finished and left is no
+ * error here); a failed one raises the abort word (launcher or liveness watcher). */
+typedef struct {
+  shm_waiter_t w;
+  cudaEvent_t ev;
+  uint32_t self;
+  cudaError_t failed;
+} stream_wait_t;
+
+static uint32_t stream_pending(shm_waiter_t *w)
+{
+  stream_wait_t *x = (stream_wait_t *)w;
+  cudaError_t e = cudaEventQuery(x->ev);
+  if (e == cudaErrorNotReady) return x->self;
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    x->failed = e;
+  }
+  return 0;
+}
+
 shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream)
 {
   struct cuda_coloc *c = cuda_state(comm)->coloc;
-  if (c->proto.calls == 0) {
+  if (c->proto.calls == 0 && !c->proto.plan.shared) {
     TRY_AS(cuda_failed, comm, cudaStreamSynchronize(stream));
     return SHMDDP_OK;
   }
+  /* The stream may wait for a co-located peer: on its event (stream waits), or in a kernel that
+   * spins on its flags (the in-kernel algorithms under MPS), which gives up only once the abort
+   * word is raised. So poll, as every wait of the group does: a peer that has exited or an abort
+   * ends the wait, and the sleeps are on the segment's wake word (seen from outside as a wait of
+   * the group). No deadline: the stream's own work may take as long as it takes. */
   TRY_AS(cuda_failed, comm, cudaEventRecord(c->sync_ev, stream));
-  /* Poll, so a dead peer (whose event would never be recorded) ends the wait: the launcher or the
-   * liveness watcher raises the abort word. Short sleeps keep the latency low. */
-  for (unsigned i = 0;; i++) {
-    cudaError_t e = cudaEventQuery(c->sync_ev);
-    if (e == cudaSuccess) return SHMDDP_OK;
-    if (e != cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: waiting for the stream: %s", comm->rank,
-                        cudaGetErrorString(e));
-    }
-    if (atomic_load_explicit(&comm->seg->hdr->abort_status, memory_order_relaxed))
-      return shmddp_cuda_check(comm);
-    if (i < 2000) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, NULL);
-    }
+  stream_wait_t x = {{stream_pending, NULL, "waiting for the stream"}, c->sync_ev,
+                     1u << comm->rank, cudaSuccess};
+  char err[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_poll(comm->seg, comm->rank, &x.w, 1e9, err, sizeof err);
+  if (st != SHMDDP_OK) {
+    shmddp_status_t ast = shmddp_cuda_check(comm); /* the group's reason, when it has one */
+    return ast != SHMDDP_OK ? ast : coll_error(comm, st, "rank %d, waiting for the stream: %s",
+                                                comm->rank, err);
   }
+  if (x.failed != cudaSuccess)
+    return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d: waiting for the stream: %s", comm->rank,
+                      cudaGetErrorString(x.failed));
+  return SHMDDP_OK;
 }
 
 int cuda_coloc_release(shmddp_comm_t *comm, cuda_state_t *s)

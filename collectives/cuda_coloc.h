@@ -25,8 +25,9 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Launch the jobs on stream (blocks per job, at least 1); 0 or the cudaError_t of the launch. */
-int cuda_launch_coloc(const cuda_coloc_args_t *a, int blocks, void *stream);
+/* Launch the jobs on stream, on a GPU of sms multiprocessors (one wave of blocks: every one
+ * resident at once); 0 or the cudaError_t of the launch. */
+int cuda_launch_coloc(const cuda_coloc_args_t *a, int sms, void *stream);
 #ifdef __cplusplus
 }
 #endif

@@ -323,7 +323,7 @@ static shmddp_status_t cuda_all_reduce(shmddp_comm_t *comm, const void *send, vo
                                        shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, bytes, stream));
+  shmddp_algo_t algo = choose(comm, COLL_ALL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_REDUCE, count, dtype, op, -1, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
@@ -435,7 +435,7 @@ static shmddp_status_t cuda_reduce_scatter(shmddp_comm_t *comm, const void *send
 {
   size_t ds = shmddp_dtype_size(dtype), n = (size_t)comm->nranks;
   shmddp_algo_t algo = choose(comm, COLL_REDUCE_SCATTER, recvcount * ds * n,
-                              cuda_coloc_algo(comm, req, recvcount * ds * n, stream));
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE_SCATTER, recvcount, dtype, op, -1, algo));
   if (recvcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, recvcount * ds, stream);
@@ -468,7 +468,7 @@ static shmddp_status_t cuda_all_gather(shmddp_comm_t *comm, const void *send, vo
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = sendcount * ds;
   shmddp_algo_t algo = choose(comm, COLL_ALL_GATHER, bytes * (size_t)comm->nranks,
-                              cuda_coloc_algo(comm, req, bytes * (size_t)comm->nranks, stream));
+                              cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, algo));
   if (sendcount == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
@@ -498,7 +498,7 @@ static shmddp_status_t cuda_broadcast(shmddp_comm_t *comm, const void *send, voi
                                       shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, bytes, stream));
+  shmddp_algo_t algo = choose(comm, COLL_BROADCAST, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_BROADCAST, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
@@ -531,7 +531,7 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
                                    shmddp_algo_t req, shmddp_stream_t stream)
 {
   size_t ds = shmddp_dtype_size(dtype), bytes = count * ds;
-  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, bytes, stream));
+  shmddp_algo_t algo = choose(comm, COLL_REDUCE, bytes, cuda_coloc_algo(comm, req, stream));
   TRY(enter(comm, COLL_REDUCE, count, dtype, op, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);

@@ -146,8 +146,7 @@ shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Ranks on this rank's GPU (1: alone; 0 before setup). */
 int cuda_coloc_shared(const shmddp_comm_t *comm);
 /* req, or COLOC where auto should take the co-located path for a call on stream. */
-shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, size_t bytes,
-                              shmddp_stream_t stream);
+shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmddp_stream_t stream);
 /* 1 when ranks share a GPU and every one of them runs under MPS. */
 int cuda_coloc_all_mps(const shmddp_comm_t *comm);
 /* One call through the path. *staged: some rank's buffer cannot be shared (alike on every rank);

@@ -323,7 +323,10 @@ static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
        O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
 }
 
-static void block_fwd(blk_t *b, int n, const void *in)
+/* down >= 1: the block's output is also max-pooled into level down's input, in the same pass,
+ * and written into the first half of its level's concat (the encoder's second blocks, as the
+ * model runs them: the skip where the decoder reads it). */
+static void block_fwd(blk_t *b, int n, const void *in, int down)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
   conv_fwd(&b->conv, n, in, b->a);
@@ -331,8 +334,17 @@ static void block_fwd(blk_t *b, int n, const void *in)
   OP(ACCT_BN_STATS, b->conv.name, acct_bn(ACCT_BN_STATS, P, b->C, E),
      O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->stats,
                          b->saved));
+  const void *g = wp_at(b->g_off), *beta = wp_at(b->g_off + b->C);
+  if (down) { /* the apply's bytes and the pooled tensor's and winners' */
+    acct_cost_t c = acct_bn(ACCT_BN_APPLY, P, b->C, E);
+    c.bytes += P / 4.0 * b->C * (E + 1);
+    OP(ACCT_BN_APPLY, b->conv.name, c,
+       O.bn_apply_pool(&O, b->a, n, b->conv.c.h, b->conv.c.w, b->C, b->saved, g, beta, 1,
+                       N.cat[down - 1], 2 * (size_t)b->C, N.pooled[down], N.arg[down]));
+    return;
+  }
   OP(ACCT_BN_APPLY, b->conv.name, acct_bn(ACCT_BN_APPLY, P, b->C, E),
-     O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
+     O.bn_apply(&O, b->a, P, b->C, b->saved, g, beta, 1, b->r));
 }
 
 /* The model keeps only a block's conv output and makes its norm+ReLU output again where
@@ -367,15 +379,9 @@ static void forward(int n)
     OP(ACCT_CAST_INPUT, "input", acct_cast(P0 * 3, E), O.from_f32(&O, N.x32, P0 * 3, N.x));
   const void *in = N.x;
   for (int i = 0; i < N.L; i++) {
-    if (i > 0) {
-      int C = N.widths[i - 1], h = N.H >> (i - 1), w = N.W >> (i - 1);
-      snprintf(name, sizeof name, "enc%d.pool", i - 1);
-      OP(ACCT_MAXPOOL, name, acct_maxpool_fwd(n, h, w, C, E),
-         O.maxpool_fwd(&O, N.enc2[i - 1].r, n, h, w, C, N.pooled[i], N.arg[i]));
-      in = N.pooled[i];
-    }
-    block_fwd(&N.enc1[i], n, in);
-    block_fwd(&N.enc2[i], n, N.enc1[i].r);
+    if (i > 0) in = N.pooled[i]; /* pooled by the level above's last apply */
+    block_fwd(&N.enc1[i], n, in, 0);
+    block_fwd(&N.enc2[i], n, N.enc1[i].r, i < N.L - 1 ? i + 1 : 0);
     in = N.enc2[i].r;
   }
   /* the encoder outputs (the skips) live until their concat: nothing recomputed in forward */
@@ -383,10 +389,10 @@ static void forward(int n)
     size_t P = P0 >> (2 * i);
     conv_fwd(&N.up[i], n, in, N.g[0]);
     snprintf(name, sizeof name, "dec%d.concat", i);
-    OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 1, E),
-       O.concat_fwd(&O, N.enc2[i].r, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
-    block_fwd(&N.dec1[i], n, N.cat[i]);
-    block_fwd(&N.dec2[i], n, N.dec1[i].r);
+    OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
+       O.concat_fwd(&O, NULL, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
+    block_fwd(&N.dec1[i], n, N.cat[i], 0);
+    block_fwd(&N.dec2[i], n, N.dec1[i].r, 0);
     in = N.dec2[i].r;
   }
   conv_fwd(&N.head, n, in, N.logits);

@@ -19,18 +19,16 @@ int FN(cpu_relu_bwd)(const ops_t *o, const void *dyv, const void *yv, size_t cou
   return 0;
 }
 
-int FN(cpu_maxpool_fwd)(const ops_t *o, const void *xv, int n, int h, int w, int C, void *yv,
-                        uint8_t *arg)
+/* The pool over rows of x ldx elements apart (C channels each). */
+static void FN(maxpool_ld)(const T *x, size_t ldx, int n, int h, int w, int C, T *y, uint8_t *arg)
 {
-  const T *x = xv;
-  T *y = yv;
   int ho = h / 2, wo = w / 2;
   for (int s = 0; s < n; s++)
     for (int oy = 0; oy < ho; oy++)
       for (int ox = 0; ox < wo; ox++) {
         size_t out = (((size_t)s * ho + oy) * wo + ox) * C;
-        const T *x00 = x + (((size_t)s * h + 2 * oy) * w + 2 * ox) * C;
-        const T *src[4] = {x00, x00 + C, x00 + (size_t)w * C, x00 + (size_t)w * C + C};
+        const T *x00 = x + (((size_t)s * h + 2 * oy) * w + 2 * ox) * ldx;
+        const T *src[4] = {x00, x00 + ldx, x00 + (size_t)w * ldx, x00 + (size_t)w * ldx + ldx};
         for (int c = 0; c < C; c++) {
           T best = src[0][c];
           uint8_t bi = 0;
@@ -40,6 +38,25 @@ int FN(cpu_maxpool_fwd)(const ops_t *o, const void *xv, int n, int h, int w, int
           arg[out + c] = bi;
         }
       }
+}
+
+int FN(cpu_maxpool_fwd)(const ops_t *o, const void *xv, int n, int h, int w, int C, void *yv,
+                        uint8_t *arg)
+{
+  FN(maxpool_ld)(xv, (size_t)C, n, h, w, C, yv, arg);
+  return 0;
+}
+
+/* The reference of the fused pass: the apply, then the pool of what it wrote. */
+int FN(cpu_bn_apply_pool)(const ops_t *o, const void *xv, int n, int h, int w, int C,
+                          const double *saved, const void *gv, const void *bv, int relu, void *yv,
+                          size_t ldy, void *pooled, uint8_t *arg)
+{
+  if (n < 0 || h < 0 || w < 0 || h % 2 || w % 2)
+    return ops_cpu_fail("BatchNorm with a 2x2 max-pool over %d images of %dx%d: the size must be "
+                        "even", n, h, w);
+  if (FN(cpu_bn_apply_ld)(o, xv, (size_t)n * h * w, C, saved, gv, bv, relu, yv, ldy)) return -1;
+  FN(maxpool_ld)(yv, ldy, n, h, w, C, pooled, arg);
   return 0;
 }
 

@@ -402,6 +402,57 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
   }
 }
 
+/* affine_kernel over n images of h x w (BatchNorm: one statistic per channel) and the 2x2
+ * max-pool of its output: a thread takes one pooled pixel's 2x2 window (its 4 rows' loads in
+ * flight together, as PASS_BATCH), writes the 4 outputs, and pools them as maxpool_fwd_kernel
+ * pools what it reads back (strict >, ties to the first; the rounded values): the same bits in
+ * y, pooled and arg as the apply followed by the pool, one read of x less. */
+template <typename T, int N>
+__global__ void affine_pool_kernel(const T *x, int h, int w, int C, size_t rows, int gb, int r,
+                                   const double *mean, const double *inv, const T *gamma,
+                                   const T *beta, int relu, T *y, size_t ldy, T *pooled,
+                                   uint8_t *arg)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  if (g * N >= C) return;
+  float m[N], a[N], b[N];
+  for (int k = 0; k < N; k++) {
+    int c = g * N + k;
+    m[k] = (float)mean[c];
+    a[k] = (float)((double)opc_ld(gamma[c]) * inv[c]);
+    b[k] = opc_ld(beta[c]);
+  }
+  const int ho = h / 2, wo = w / 2;
+  for (size_t q = (size_t)blockIdx.y * r + row; q < rows; q += (size_t)gridDim.y * r) {
+    const size_t s = q / ((size_t)ho * wo), oy = q / wo % ho, ox = q % wo;
+    const size_t p00 = (s * h + 2 * oy) * w + 2 * ox; /* the window's first pixel */
+    const size_t px[4] = {p00, p00 + 1, p00 + w, p00 + w + 1};
+    opc_pack<T, N> v[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = opc_load<T, N>(x + px[j] * C + (size_t)g * N);
+    opc_pack<T, N> best;
+    float bv[N];
+    uint8_t bi[N];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      opc_pack<T, N> out;
+      for (int k = 0; k < N; k++) {
+        float t = fmaf(opc_ld(v[j].v[k]) - m[k], a[k], b[k]);
+        out.v[k] = opc_st<T>((relu && !(t > 0.f)) ? 0.f : t);
+        float o = opc_ld(out.v[k]);
+        if (j == 0 || o > bv[k]) { /* strict >: ties go to the first */
+          bv[k] = o;
+          best.v[k] = out.v[k];
+          bi[k] = (uint8_t)j;
+        }
+      }
+      opc_store<T, N>(y + px[j] * ldy + (size_t)g * N, out);
+    }
+    opc_store<T, N>(pooled + q * C + (size_t)g * N, best);
+    for (int k = 0; k < N; k++) arg[q * C + (size_t)g * N + k] = bi[k];
+  }
+}
+
 /* dx = α g + β + γ (x - mean) per channel (and sample for GN):
  *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
  *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
@@ -640,6 +691,47 @@ int opc_bn_apply_ld(const ops_t *o, const void *x, size_t P, int C, const double
                     const void *gamma, const void *beta, int relu, void *y, size_t ldy)
 {
   OPC_DISPATCH(o, bn_apply_t, o, x, P, C, saved, gamma, beta, relu, y, ldy);
+}
+
+template <typename T>
+static int bn_apply_pool_t(const ops_t *o, const void *xv, int n, int h, int w, int C,
+                           const double *saved, const void *gamma, const void *beta, int relu,
+                           void *yv, size_t ldy, void *pooled, uint8_t *arg)
+{
+  if (n < 0 || h < 0 || w < 0 || h % 2 || w % 2)
+    return opc_fail(o, "BatchNorm with a 2x2 max-pool over %d images of %dx%d: the size must be "
+                    "even", n, h, w);
+  if (ldy < (size_t)C)
+    return opc_fail(o, "BatchNorm output rows %zu elements apart: fewer than its %d channels",
+                    ldy, C);
+  const size_t rows = (size_t)n * (h / 2) * (w / 2);
+  if (rows == 0) return 0;
+  const int V = 16 / sizeof(T);
+  const T *x = (const T *)xv;
+  T *y = (T *)yv;
+  int N = opc_vec_width(sizeof(T), C, x, y, pooled);
+  if (ldy % V) N = 1; /* a row of y must start on a vector boundary too */
+  int fit = N == V ? fit_blocks<affine_pool_kernel<T, V>>() : fit_blocks<affine_pool_kernel<T, 1>>();
+  opc_geo_t g = opc_geometry(o, rows, C, N, 1, 1, (size_t)-1, fit);
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (N == V)
+    affine_pool_kernel<T, V><<<g.grid, g.block, 0, st>>>(
+        x, h, w, C, rows, g.gb, g.r, saved, saved + C, (const T *)gamma, (const T *)beta, relu, y,
+        ldy, (T *)pooled, arg);
+  else
+    affine_pool_kernel<T, 1><<<g.grid, g.block, 0, st>>>(
+        x, h, w, C, rows, g.gb, g.r, saved, saved + C, (const T *)gamma, (const T *)beta, relu, y,
+        ldy, (T *)pooled, arg);
+  OPC_LAUNCHED(o, "BatchNorm apply with the max-pool");
+  return 0;
+}
+
+int opc_bn_apply_pool(const ops_t *o, const void *x, int n, int h, int w, int C,
+                      const double *saved, const void *gamma, const void *beta, int relu, void *y,
+                      size_t ldy, void *pooled, uint8_t *arg)
+{
+  OPC_DISPATCH(o, bn_apply_pool_t, o, x, n, h, w, C, saved, gamma, beta, relu, y, ldy, pooled,
+               arg);
 }
 
 template <typename T>

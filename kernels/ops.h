@@ -87,6 +87,12 @@ struct ops {
    * of a concat, with no tensor of its own); the other channels of y are not touched. */
   int (*bn_apply_ld)(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                      const void *gamma, const void *beta, int relu, void *y, size_t ldy);
+  /* bn_apply_ld over n images of h x w (both even), and the 2x2 max-pool of its output into
+   * pooled and arg as maxpool_fwd makes them (the same values and winners), in one pass: the
+   * pooling reads nothing again. */
+  int (*bn_apply_pool)(const ops_t *o, const void *x, int n, int h, int w, int C,
+                       const double *saved, const void *gamma, const void *beta, int relu,
+                       void *y, size_t ldy, void *pooled, uint8_t *arg);
   int (*bn_bwd_reduce)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                        size_t P, int C, const double *saved, double *sums, void *dgamma,
                        void *dbeta, int acc);

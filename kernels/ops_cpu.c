@@ -64,6 +64,7 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .bn_finalize = cpu_bn_finalize, .bn_stats_finalize = cpu_bn_stats_finalize,                 \
     .bn_saved_from_running = cpu_bn_saved_from_running,         \
     .bn_apply = cpu_bn_apply_##S, .bn_apply_ld = cpu_bn_apply_ld_##S,                           \
+    .bn_apply_pool = cpu_bn_apply_pool_##S,                                                     \
     .bn_bwd_reduce = cpu_bn_bwd_reduce_##S,                                                     \
     .bn_bwd_apply = cpu_bn_bwd_apply_##S, .gn_fwd = cpu_gn_fwd_##S, .gn_bwd = cpu_gn_bwd_##S,   \
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \

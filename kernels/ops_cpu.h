@@ -37,6 +37,9 @@ const char *ops_cpu_last_error(const ops_t *o);
   int cpu_relu_bwd_##S(const ops_t *o, const void *dy, const void *y, size_t count, void *dx); \
   int cpu_maxpool_fwd_##S(const ops_t *o, const void *x, int n, int h, int w, int C, void *y,  \
                           uint8_t *arg);                                                        \
+  int cpu_bn_apply_pool_##S(const ops_t *o, const void *x, int n, int h, int w, int C,          \
+                            const double *saved, const void *gamma, const void *beta, int relu, \
+                            void *y, size_t ldy, void *pooled, uint8_t *arg);                   \
   int cpu_maxpool_bwd_##S(const ops_t *o, const void *dy, const uint8_t *arg, int n, int h,    \
                           int w, int C, void *dx, int acc);                                     \
   int cpu_concat_fwd_##S(const ops_t *o, const void *a, int ca, const void *b, int cb,         \

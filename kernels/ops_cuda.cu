@@ -199,6 +199,7 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->bn_saved_from_running = opc_bn_saved_from_running;
   o->bn_apply = opc_bn_apply;
   o->bn_apply_ld = opc_bn_apply_ld;
+  o->bn_apply_pool = opc_bn_apply_pool;
   o->bn_bwd_reduce = opc_bn_bwd_reduce;
   o->bn_bwd_apply = opc_bn_bwd_apply;
   o->gn_fwd = opc_gn_fwd;

@@ -263,6 +263,9 @@ int opc_bn_apply(const ops_t *o, const void *x, size_t P, int C, const double *s
                  const void *gamma, const void *beta, int relu, void *y);
 int opc_bn_apply_ld(const ops_t *o, const void *x, size_t P, int C, const double *saved,
                     const void *gamma, const void *beta, int relu, void *y, size_t ldy);
+int opc_bn_apply_pool(const ops_t *o, const void *x, int n, int h, int w, int C,
+                      const double *saved, const void *gamma, const void *beta, int relu, void *y,
+                      size_t ldy, void *pooled, uint8_t *arg);
 int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, double *sums, void *dgamma,
                       void *dbeta, int acc);

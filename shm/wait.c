@@ -1,8 +1,9 @@
 /* wait.c — spin-then-sleep waiting on the segment's wake word (wake.c: the protocol that makes
  * a lost wake-up impossible). Sleeps are bounded (at most 50 ms) so a deadline is honoured even
  * if nobody publishes, and 8 ranks on 2 cores do not burn CPU while they wait. shm_poll is the
- * same wait for conditions nobody announces (a GPU event's completion): short sleeps instead of
- * the futex, the same checks.
+ * same wait for conditions nobody announces (a GPU event's completion): short sleeps (on the wake
+ * word, so a publication or an abort ends one early, and a sleeping rank is seen to wait in its
+ * segment), the same checks.
  */
 #include "config.h"
 
@@ -144,6 +145,7 @@ shmddp_status_t shm_poll(shm_segment_t *seg, int self, shm_waiter_t *w, double t
     /* Yield while the wait is young (the usual hand-over takes microseconds); after that, short
      * sleeps bound both the CPU spent and the latency added (POLL_SLEEP_S). */
     if (now - start < POLL_YIELD_S) sched_yield();
-    else shm_sleep(POLL_SLEEP_S);
+    else shm_sleep_on_wake(seg, atomic_load_explicit(&seg->hdr->wake, memory_order_acquire),
+                           POLL_SLEEP_S);
   }
 }

@@ -29,8 +29,8 @@ shmddp_status_t shm_wait(shm_segment_t *seg, int self, shm_waiter_t *w, double t
                          char *err, size_t errlen);
 
 /* shm_wait for a condition that nobody announces on the segment's wake word (e.g. a GPU event's
- * completion, which only a query sees): never sleeps on the futex; spins, yields, then sleeps
- * 20 us at a time, and runs shm_wait's checks (abort, exited peers, check, deadline) every
+ * completion, which only a query sees): spins, yields, then sleeps on the wake word 20 us at a
+ * time (a publication ends a sleep early; the condition is queried again), and runs shm_wait's checks (abort, exited peers, check, deadline) every
  * millisecond. Same results as shm_wait. */
 shmddp_status_t shm_poll(shm_segment_t *seg, int self, shm_waiter_t *w, double timeout_s,
                          char *err, size_t errlen);

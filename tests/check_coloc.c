@@ -102,8 +102,9 @@ START_TEST(placement_groups_ranks_by_device)
 }
 END_TEST
 
-/* Under MPS: the path is chosen by size only when every rank that shares a GPU says MPS; a rank
- * alone on its GPU does not count; capture never takes the co-located path. */
+/* Under MPS: "every sharing rank under MPS" holds only when every rank that shares a GPU says
+ * MPS; a rank alone on its GPU does not count. The path is the co-located one either way; capture
+ * never takes it. */
 typedef struct {
   const char *name;
   int nranks;
@@ -123,12 +124,10 @@ static const mps_case_t mps_cases[] = {
   {.name = "nothing shared, all MPS", .nranks = 2, .keys = {"A", "B"}, .mps = {1, 1}, .all_mps = 0},
 };
 
-START_TEST(mps_choice_by_size)
+START_TEST(mps_choice)
 {
   case_failures_t f;
   cf_init(&f);
-  const size_t sizes[] = {8, 64 << 10, COLOC_MPS_KERNEL_MAX, COLOC_MPS_KERNEL_MAX + 1, 64 << 20};
-  const int coloc_under_mps[] = {0, 0, 0, 1, 1}; /* in-kernel up to the limit, co-located above */
   for (size_t i = 0; i < sizeof mps_cases / sizeof mps_cases[0]; i++) {
     const mps_case_t *c = &mps_cases[i];
     char keys[8][COLOC_KEY_BYTES];
@@ -139,14 +138,10 @@ START_TEST(mps_choice_by_size)
              c->name);
     int all = coloc_all_mps(&p, c->mps);
     CF_CHECK(&f, all == c->all_mps, "%s: all under MPS %d, want %d", c->name, all, c->all_mps);
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-      size_t b = sizes[k];
-      int want = !p.shared ? 0 : all ? coloc_under_mps[k] : 1;
-      CF_CHECK(&f, coloc_use_path(&p, all, b, 0) == want, "%s: %zu bytes: co-located %d",
-               c->name, b, !want);
-      CF_CHECK(&f, coloc_use_path(&p, all, b, 1) == 0, "%s: %zu bytes captured: co-located",
-               c->name, b);
-    }
+    /* the co-located path whenever a device is shared, MPS or not; never under capture */
+    CF_CHECK(&f, coloc_use_path(&p, 0) == p.shared, "%s: co-located %d, want %d", c->name,
+             coloc_use_path(&p, 0), p.shared);
+    CF_CHECK(&f, coloc_use_path(&p, 1) == 0, "%s: captured: co-located", c->name);
   }
   CF_ASSERT_NONE(&f, "mps choice");
 }
@@ -533,7 +528,7 @@ static Suite *coloc_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("coloc");
-  SUITE_CASE(s, "placement", placement_groups_ranks_by_device, mps_choice_by_size);
+  SUITE_CASE(s, "placement", placement_groups_ranks_by_device, mps_choice);
   TCase *tc = tcase_create("protocol");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */

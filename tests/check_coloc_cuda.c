@@ -64,16 +64,7 @@ typedef struct {
   cudaStream_t s;
   char *send, *recv, *h;
   shmddp_algo_t want_algo;
-  int forced; /* the algorithm was forced (shmddp_comm_set_algo), not the library's choice */
 } rig_t;
-
-/* Whether a call of `bytes` takes the co-located path: always when forced; by the library's
- * choice, unless every rank that shares the GPU runs under MPS and the call is small (coloc.h:
- * those take the in-kernel algorithms). */
-static int takes_coloc(shmddp_comm_t *comm, size_t bytes, int forced)
-{
-  return forced || shmddp_cuda_colocated_mps(comm) != 1 || bytes > COLOC_MPS_KERNEL_MAX;
-}
 
 /* Elements of the result that differ from the reference; rank's view of case (kind, iter). */
 static size_t check_result(const rig_t *g, int kind, size_t count, int iter, shmddp_dtype_t dt,
@@ -141,17 +132,8 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
   CF_CHECK(g->f, bad == 0, "%s %s %s count %zu%s%s: %zu wrong, first at %zu (%g)", what,
            shmddp_dtype_name(dt), shmddp_op_name(op), count, inplace ? " in place" : "",
            off ? " unaligned" : "", bad, first, bad ? coll_load(g->h, first, dt) : 0.0);
-  if (g->want_algo == SHMDDP_ALGO_COLOC) {
-    int want = takes_coloc(comm, (kind == K_REDUCE_SCATTER || kind == K_ALL_GATHER ? count * N
-                                                                                  : count) * ds,
-                           g->forced);
-    CF_CHECK(g->f, (used == SHMDDP_ALGO_COLOC) == want, "%s count %zu: the %s algorithm ran, %s",
-             what, count, shmddp_algo_name(used),
-             want ? "not the co-located one" : "where MPS calls for an in-kernel one");
-  } else {
-    CF_CHECK(g->f, used == g->want_algo, "%s count %zu: the %s algorithm ran, not %s", what,
-             count, shmddp_algo_name(used), shmddp_algo_name(g->want_algo));
-  }
+  CF_CHECK(g->f, used == g->want_algo, "%s count %zu: the %s algorithm ran, not %s", what, count,
+           shmddp_algo_name(used), shmddp_algo_name(g->want_algo));
   if (kind == K_ALL_REDUCE)
     CF_CHECK(g->f, coll_same_on_all_ranks(comm, g->h, count * ds), "%s %s count %zu: ranks hold "
              "different bits", what, shmddp_dtype_name(dt), count);
@@ -160,12 +142,12 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
 
 /* The whole matrix on an initialised communicator; pool: the buffers from cudaMallocAsync's
  * pool (no other process can map them: every call is staged after the co-located rendezvous). */
-static int collectives_body(shmddp_comm_t *comm, case_failures_t *f, shmddp_algo_t want, int forced,
+static int collectives_body(shmddp_comm_t *comm, case_failures_t *f, shmddp_algo_t want,
                             int pool)
 {
   int n = shmddp_comm_size(comm);
   size_t bytes = MAXCOUNT * 8 * (size_t)n + 64;
-  rig_t g = {.comm = comm, .f = f, .want_algo = want, .forced = forced, .h = malloc(bytes)};
+  rig_t g = {.comm = comm, .f = f, .want_algo = want, .h = malloc(bytes)};
   if (!g.h) return FAIL(f, "out of host memory");
   FCUDA(f, cudaStreamCreateWithFlags(&g.s, cudaStreamNonBlocking));
   if (pool) {
@@ -221,7 +203,7 @@ static int proc_rank(shmddp_comm_t *comm, void *arg)
   CF_CHECK(f, sharing == want_sharing, "placement: %d ranks on this GPU, want %d", sharing,
            want_sharing);
   FST(f, comm, shmddp_comm_set_algo(comm, pc->force));
-  return collectives_body(comm, f, pc->want, pc->force != SHMDDP_ALGO_AUTO, pc->pool);
+  return collectives_body(comm, f, pc->want, pc->pool);
 }
 
 static void setup(void)
@@ -308,7 +290,7 @@ static void *thread_rank(void *p)
   }
   CF_CHECK(f, shmddp_cuda_colocated(comm) == a->nranks, "placement: %d ranks on GPU 0",
            shmddp_cuda_colocated(comm));
-  collectives_body(comm, f, SHMDDP_ALGO_COLOC, 0, 0);
+  collectives_body(comm, f, SHMDDP_ALGO_COLOC, 0);
   shmddp_comm_destroy(comm);
   return NULL;
 }
@@ -388,7 +370,7 @@ static int reuse_rank(shmddp_comm_t *comm, void *arg)
       if (h_out[(size_t)it * REUSE_COUNT + i] != want && wrong++ == 0) first = it;
     }
   CF_CHECK(f, wrong == 0, "%ld wrong sums, the first in iteration %d", wrong, first);
-  CF_CHECK(f, (shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC) == takes_coloc(comm, bytes, 0),
+  CF_CHECK(f, shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC,
            "the %s algorithm ran", shmddp_algo_name(shmddp_comm_last_algo(comm)));
   cudaFreeHost(h_in);
   cudaFreeHost(h_out);
@@ -478,7 +460,7 @@ static int graph_rank(shmddp_comm_t *comm, void *arg)
     size_t count = sizes[c], bytes = count * 4;
     /* one call outside the capture registers the buffers with the peers */
     FST(f, comm, shmddp_all_reduce(comm, send, recv, count, SHMDDP_F32, SHMDDP_SUM, st));
-    CF_CHECK(f, (shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC) == takes_coloc(comm, bytes, 0),
+    CF_CHECK(f, shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC,
              "eager call: %s ran", shmddp_algo_name(shmddp_comm_last_algo(comm)));
     FST(f, comm, shmddp_cuda_sync(comm, st));
     cudaGraph_t graph;
@@ -509,7 +491,7 @@ static int graph_rank(shmddp_comm_t *comm, void *arg)
     coll_fill(h, count, 0, rank, 9, SHMDDP_F32, SHMDDP_SUM);
     FCUDA(f, cudaMemcpyAsync(send, h, bytes, cudaMemcpyHostToDevice, s));
     FST(f, comm, shmddp_all_reduce(comm, send, recv, count, SHMDDP_F32, SHMDDP_SUM, st));
-    CF_CHECK(f, (shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC) == takes_coloc(comm, bytes, 0),
+    CF_CHECK(f, shmddp_comm_last_algo(comm) == SHMDDP_ALGO_COLOC,
              "after the graph: %s ran", shmddp_algo_name(shmddp_comm_last_algo(comm)));
     FST(f, comm, shmddp_cuda_sync(comm, st));
     FCUDA(f, cudaMemcpy(h, recv, bytes, cudaMemcpyDeviceToHost));

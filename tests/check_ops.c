@@ -318,6 +318,30 @@ START_TEST(bn_large_mean)
     for (int c = 0; c < LD; c++)
       ck_assert(w[p * LD + c] == (c < C ? y[p * C + c] : (float)(7 + p * LD + c)));
   ck_assert_int_ne(o32.bn_apply_ld(&o32, x, P, C, saved, g, b, 1, w, C - 1), 0);
+  /* the apply with the 2x2 max-pool (here 4 x 16 pixels, rows LD apart): the apply's values,
+   * and each pooled value the largest of its window (the first of equals) with its index */
+  enum { PH = 4, PW = 16 };
+  float pooled[P / 4 * C], w2[P * LD];
+  uint8_t arg[P / 4 * C];
+  for (int i = 0; i < P * LD; i++) w2[i] = (float)(7 + i);
+  ck_assert_int_eq(o32.bn_apply_pool(&o32, x, 1, PH, PW, C, saved, g, b, 1, w2, LD, pooled, arg),
+                   0);
+  ck_assert(memcmp(w, w2, sizeof w) == 0);
+  for (int oy = 0; oy < PH / 2; oy++)
+    for (int ox = 0; ox < PW / 2; ox++)
+      for (int c = 0; c < C; c++) {
+        int q = (oy * (PW / 2) + ox) * C + c, best = -1;
+        for (int j = 0; j < 4; j++) {
+          float v = y[((2 * oy + j / 2) * PW + 2 * ox + j % 2) * C + c];
+          if (best < 0 || v > y[((2 * oy + best / 2) * PW + 2 * ox + best % 2) * C + c]) best = j;
+        }
+        ck_assert_int_eq(arg[q], best);
+        ck_assert(pooled[q] == y[((2 * oy + best / 2) * PW + 2 * ox + best % 2) * C + c]);
+      }
+  ck_assert_int_ne(o32.bn_apply_pool(&o32, x, 1, PH + 1, PW, C, saved, g, b, 1, w2, LD, pooled,
+                                     arg), 0);
+  ck_assert_int_ne(o32.bn_apply_pool(&o32, x, 1, PH, PW, C, saved, g, b, 1, w2, C - 1, pooled,
+                                     arg), 0);
   /* and a concat of b's part only leaves the first part as it was */
   float z[P * LD], bb[P * (C + 1)];
   memcpy(z, w, sizeof z);

@@ -94,6 +94,58 @@ START_TEST(test_maxpool)
 }
 END_TEST
 
+/* The apply with the pool fused: bit for bit the apply (packed, or into rows 2C apart with the
+ * other channels untouched) followed by the max-pool of its output, on the GPU; the ReLU's zeros
+ * make ties, which go to the first as in the pool. Odd sizes and narrow rows are refused. */
+START_TEST(test_bn_apply_pool)
+{
+  const int shapes[][4] = {{2, 6, 10, 16}, {3, 4, 6, 5}}; /* n, h, w, C: vector and scalar */
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    for (int s = 0; s < 2; s++) {
+      int n = shapes[s][0], h = shapes[s][1], w = shapes[s][2], C = shapes[s][3];
+      size_t P = (size_t)n * h * w, no = P / 4 * C, e = gpu.elem;
+      void *gx = up(hvec(P * C, 1, 0.2f), P * C), *gg = up(hvec(C, 0.5f, 1), C);
+      void *gb = up(hvec(C, 0.3f, 0), C), *gpk = dalloc(P * C * e), *gp2 = dalloc(no * e);
+      double *gst = dalloc((2 * C + 1) * 8), *gsv = dalloc((2 * C + 1) * 8);
+      uint8_t *ga2 = dalloc(no);
+      GPU_OK(gpu.bn_stats_finalize(&gpu, gx, P, C, 1e-5, 0.1, NULL, NULL, gst, gsv));
+      GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsv, gg, gb, 1, gpk));
+      GPU_OK(gpu.maxpool_fwd(&gpu, gpk, n, h, w, C, gp2, ga2));
+      unsigned char *yref = down_raw(gpk, P * C * e), *pref = down_raw(gp2, no * e);
+      unsigned char *aref = down_raw(ga2, no);
+      int zeros = 0;
+      float *yf = down(gpk, P * C);
+      for (size_t i = 0; i < P * C; i++) zeros += yf[i] == 0;
+      ck_assert_msg(zeros > 0, "no ReLU zeros: the ties are not exercised");
+      for (int k = 0; k < 2; k++) {
+        size_t ldy = k ? 2 * (size_t)C : (size_t)C;
+        void *gy = up(hvec(P * ldy, 1, 0), P * ldy), *gp = dalloc(no * e);
+        uint8_t *ga = dalloc(no);
+        unsigned char *y0 = down_raw(gy, P * ldy * e);
+        GPU_OK(gpu.bn_apply_pool(&gpu, gx, n, h, w, C, gsv, gg, gb, 1, gy, ldy, gp, ga));
+        unsigned char *y1 = down_raw(gy, P * ldy * e);
+        for (size_t p = 0; p < P; p++) {
+          ck_assert_msg(memcmp(y1 + p * ldy * e, yref + p * C * e, C * e) == 0,
+                        "%s apply with the pool, rows %zu apart: row %zu differs from the apply",
+                        gpu.name, ldy, p);
+          ck_assert_msg(memcmp(y1 + (p * ldy + C) * e, y0 + (p * ldy + C) * e, (ldy - C) * e) == 0,
+                        "%s apply with the pool wrote past its channels (row %zu)", gpu.name, p);
+        }
+        ck_assert_msg(memcmp(down_raw(gp, no * e), pref, no * e) == 0,
+                      "%s apply with the pool: pooled values differ from the max-pool's", gpu.name);
+        ck_assert_msg(memcmp(down_raw(ga, no), aref, no) == 0,
+                      "%s apply with the pool: winners differ from the max-pool's", gpu.name);
+      }
+      ck_assert_int_ne(gpu.bn_apply_pool(&gpu, gx, n, h - 1, w, C, gsv, gg, gb, 1, gpk, C, gp2,
+                                         ga2), 0);
+      ck_assert_int_ne(gpu.bn_apply_pool(&gpu, gx, n, h, w, C, gsv, gg, gb, 1, gpk, C - 1, gp2,
+                                         ga2), 0);
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_concat)
 {
   const int cs[][2] = {{32, 16}, {8, 5}, {3, 13}};
@@ -681,7 +733,8 @@ END_TEST
 static Suite *make_ops_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops_cuda");
-  TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_concat);
+  TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_bn_apply_pool,
+                          test_concat);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);

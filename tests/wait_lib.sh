@@ -64,8 +64,8 @@ in_shm_wait() {
   [ $# -ge 3 ] || return 1 # "running", or "-1 sp pc" (blocked, not in a system call)
   case $3 in 0x*) ;; *) return 1 ;; esac
   addr=$(($3))
-  while read -r range _ _ _ _ path _; do
-    case $path in
+  while read -r range _ _ _ _ _map_path _; do
+    case $_map_path in
       /dev/shm/shmddp-*)
         lo=$((0x${range%-*}))
         hi=$((0x${range#*-}))

@@ -260,6 +260,8 @@ static void usage(FILE *f)
           "  -I, --inplace       in-place instead of out-of-place\n"
           "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
           "  --graph             time CUDA-graph replays of the collective (cuda only)\n"
+          "  -z, --blocking 0|1  1: wait for the stream after every call (cuda only; the\n"
+          "                      time is then that of a call and its wait; default 0)\n"
           "  --tsv FILE          also write the table as tab-separated values\n"
           "  --copy-bw           also time a device-to-device cudaMemcpyAsync of -e bytes on\n"
           "                      rank 0's GPU (the others idle), the yardstick for the sweep\n"
@@ -290,11 +292,11 @@ int main(int argc, char **argv)
     {"algo", required_argument, 0, 'a'}, {"inplace", no_argument, 0, 'I'},
     {"compare", required_argument, 0, 'N'}, {"graph", no_argument, 0, 'G'},
     {"tsv", required_argument, 0, 'T'}, {"join", no_argument, 0, 'J'},
-    {"copy-bw", no_argument, 0, 'B'},
+    {"copy-bw", no_argument, 0, 'B'}, {"blocking", required_argument, 0, 'z'},
     {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
   int c;
   char *end;
-  while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Ih", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Iz:h", longopts, NULL)) != -1) {
     switch (c) {
     case 'D':
       if (strcmp(optarg, "cpu") == 0) o.device_cuda = 0;
@@ -369,6 +371,10 @@ int main(int argc, char **argv)
     case 'T': o.tsv_path = optarg; break;
     case 'J': o.join = 1; break;
     case 'B': o.copy_bw = 1; break;
+    case 'z':
+      if (strcmp(optarg, "0") && strcmp(optarg, "1")) { fprintf(stderr, "allreduce_bench: -z takes 0 or 1, not '%s'\n", optarg); return 2; }
+      o.blocking = optarg[0] == '1';
+      break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0;
     default: usage(stderr); return 2;
@@ -376,8 +382,12 @@ int main(int argc, char **argv)
   }
   if (optind < argc) { fprintf(stderr, "allreduce_bench: unexpected argument '%s'\n", argv[optind]); return 2; }
   if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
-  if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw)) {
-    fprintf(stderr, "allreduce_bench: --compare nccl, --graph and --copy-bw need --device cuda\n");
+  if (o.graph && o.blocking) {
+    fprintf(stderr, "allreduce_bench: -z 1 waits after every call, --graph replays them all at once: give one of them\n");
+    return 2;
+  }
+  if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw || o.blocking)) {
+    fprintf(stderr, "allreduce_bench: --compare nccl, --graph, --copy-bw and -z 1 need --device cuda\n");
     return 2;
   }
   if (!o.device_cuda && o.algo > SHMDDP_ALGO_RING) {

@@ -62,11 +62,16 @@ static int run_ours(bctx_t *b, const void *s, void *r, size_t count)
   return 0;
 }
 
+static int sync_all(bctx_t *b, int nccl);
+
+/* One call; with -z 1 followed by the wait for the stream. */
 static int run_one(bctx_t *b, int nccl, const void *s, void *r, size_t count)
 {
-  if (!nccl) return run_ours(b, s, r, count);
-  return nccl_dl_run(b->nc, b->ncomm, b->o->coll, s, r, count, b->o->dtype, b->o->op, b->stream,
-                     b->err, sizeof b->err) ? -1 : 0;
+  int rc = nccl ? (nccl_dl_run(b->nc, b->ncomm, b->o->coll, s, r, count, b->o->dtype, b->o->op,
+                               b->stream, b->err, sizeof b->err) ? -1 : 0)
+                : run_ours(b, s, r, count);
+  if (rc || !b->o->blocking) return rc;
+  return sync_all(b, nccl);
 }
 
 /* Ours through shmddp_cuda_sync, which gives up when the group fails (a stream may wait for a

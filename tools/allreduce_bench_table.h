@@ -28,6 +28,7 @@ typedef struct {
   int graph;             /* --graph: time CUDA-graph replays (device only) */
   const char *tsv_path;  /* --tsv FILE: rows for bench/results */
   int copy_bw;           /* --copy-bw: also time a device-to-device copy of -e bytes (device) */
+  int blocking;          /* -z 1: wait for the stream after every call (device) */
 } bench_opts_t;
 
 /* One measured size. NCCL fields are negative when not measured. */

@@ -136,8 +136,9 @@ static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const cha
   return 0;
 }
 
-int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
-                   void *y)
+/* The forward's statistics of x: BatchNorm's batch statistics in training (synced by the hook
+ * when there is one) or its running ones; GroupNorm's come with its apply. */
+static int norm_stats(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
@@ -162,7 +163,36 @@ int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, cons
         o->bn_saved_from_running(o, l->running, l->running + l->C, l->C, LAYER_NORM_EPS, l->saved),
         name);
   }
+  return 0;
+}
+
+int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                   void *y)
+{
+  CHECK(norm_stats(c, l, n, hw, x));
   return layer_norm_recompute(c, l, n, hw, x, y);
+}
+
+int layer_norm_fwd_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int w,
+                        const void *x, void *y, size_t ldy, void *pooled, uint8_t *arg)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, hw = (size_t)h * (size_t)w;
+  const ops_t *o = c->ops;
+  const char *name = c->params[l->gamma_id].name;
+  if (l->kind != MODEL_NORM_BATCH && ldy != (size_t)l->C)
+    return check_fail(err, errlen, "%s: only BatchNorm writes into a wider tensor", name);
+  CHECK(norm_stats(c, l, n, hw, x));
+  if (l->kind != MODEL_NORM_BATCH) {
+    CHECK(layer_norm_recompute(c, l, n, hw, x, y));
+    CHECK_OPS(c->ops, o->maxpool_fwd(o, y, n, h, w, l->C, pooled, arg), name);
+    return 0;
+  }
+  const void *gamma = layer_wparam(c, l->gamma_id), *beta = layer_wparam(c, l->beta_id);
+  CHECK_OPS(c->ops,
+            o->bn_apply_pool(o, x, n, h, w, l->C, l->saved, gamma, beta, 1, y, ldy, pooled, arg),
+            name);
+  return 0;
 }
 
 int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,

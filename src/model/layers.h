@@ -79,6 +79,11 @@ int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const voi
 /* y = relu(norm(x)); in training BatchNorm uses (and syncs) batch statistics. */
 int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
                    void *y);
+/* layer_norm_fwd over n images of h x w into rows of y ldy elements apart, and the 2x2
+ * max-pool of y into pooled and arg (as maxpool_fwd): BatchNorm in one pass over x
+ * (bn_apply_pool), GroupNorm in two (and only ldy = C). */
+int layer_norm_fwd_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int w,
+                        const void *x, void *y, size_t ldy, void *pooled, uint8_t *arg);
 /* y = relu(norm(x)) again, after layer_norm_fwd on the same x: the same values, from the saved
  * statistics (BatchNorm; no exchange) or recomputed ones (GroupNorm, per sample). */
 int layer_norm_recompute(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,

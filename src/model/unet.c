@@ -332,9 +332,12 @@ static int declare(model_t *m, int *id, size_t elems, size_t elem_bytes, const c
 }
 
 /* conv (input `in`, or x when in < 0) then norm+ReLU; the block keeps its conv output, *out
- * is the norm output (a new tensor). */
+ * is the norm output (a new tensor). With `down` (the next level's encoder), the same pass also
+ * max-pools the norm output into down's pooled input and indices (new tensors); with `cat` too,
+ * the norm output goes straight into the first half of a new concat tensor *cat (BatchNorm: the
+ * skip is written where the decoder reads it, no copy) and *out is -1. */
 static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level, int in,
-                     const void *x, int *out)
+                     const void *x, int *out, enc_t *down, int *cat)
 {
   char *err = c->err;
   size_t errlen = c->errlen, P = level_pixels(m, level), e = m->ops.elem;
@@ -345,8 +348,25 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
     void *a = PT(b->a);
     RUN(layer_conv_fwd(c, &b->conv, n, src, a));
   }
-  CHECK(declare(m, out, P * b->norm.C, e, "norm output", err, errlen));
+  if (cat) {
+    CHECK(declare(m, cat, P * 2 * b->norm.C, e, "concat", err, errlen));
+    *out = -1;
+  } else {
+    CHECK(declare(m, out, P * b->norm.C, e, "norm output", err, errlen));
+  }
   b->r = *out;
+  if (down) {
+    const int h = m->cfg.height >> level, w = m->cfg.width >> level;
+    size_t pooled = level_pixels(m, level + 1) * (size_t)b->norm.C;
+    CHECK(declare(m, &down->pooled, pooled, e, "pooled", err, errlen));
+    CHECK(declare(m, &down->arg, pooled, 1, "pool indices", err, errlen));
+    const void *a = PT(b->a);
+    void *r = PT(cat ? *cat : *out), *y = PT(down->pooled);
+    uint8_t *arg = PT(down->arg);
+    size_t ldy = (size_t)(cat ? 2 : 1) * (size_t)b->norm.C;
+    RUN(layer_norm_fwd_pool(c, &b->norm, n, h, w, a, r, ldy, y, arg));
+    return 0;
+  }
   {
     const void *a = PT(b->a);
     void *r = PT(*out);
@@ -418,27 +438,17 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
   plan_begin(m->plan);
   int in = -1; /* the next layer's input: a tensor, or x */
   /* The encoder outputs stay alive until their concat: forward's peak is below backward's, so
-   * keeping them costs no memory at the peak and saves recomputing them. */
+   * keeping them costs no memory at the peak and saves recomputing them. With BatchNorm they are
+   * written into their concat's first half at once (skip -1): the concat only adds the up-conv's
+   * output. */
   int skip[MODEL_MAX_LEVELS];
   for (int i = 0; i < L; i++) {
     enc_t *en = &m->enc[i];
-    if (i > 0) {
-      int wp = cf->widths[i - 1];
-      CHECK(declare(m, &en->pooled, level_pixels(m, i) * wp, e, "pooled", err, errlen));
-      CHECK(declare(m, &en->arg, level_pixels(m, i) * wp, 1, "pool indices", err, errlen));
-      {
-        const void *src = PT(in);
-        void *y = PT(en->pooled);
-        uint8_t *arg = PT(en->arg);
-        RUN_OPS(m->ops.maxpool_fwd(&m->ops, src, n, cf->height >> (i - 1), cf->width >> (i - 1),
-                                   wp, y, arg),
-                "max-pool");
-      }
-      in = en->pooled;
-    }
-    int r1, r2;
-    CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1));
-    CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2));
+    if (i > 0) in = en->pooled; /* the level above pooled its output into it */
+    int r1, r2, into_cat = i < L - 1 && en->b2.norm.kind == MODEL_NORM_BATCH;
+    CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1, NULL, NULL));
+    CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2, i < L - 1 ? &m->enc[i + 1] : NULL,
+                    into_cat ? &m->dec[i].cat : NULL));
     in = skip[i] = r2;
   }
   for (int i = L - 2; i >= 0; i--) {
@@ -450,11 +460,19 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
       void *y = PT(d->up_out);
       RUN(layer_conv_fwd(c, &d->up, n, src, y));
     }
-    int cat, r1, r2;
-    CHECK(concat(m, c, i, n, skip[i], &cat));
-    d->cat = cat;
-    CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1));
-    CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2));
+    int cat = d->cat, r1, r2;
+    if (skip[i] < 0) { /* the skip is in the concat already */
+      const void *up = PT(d->up_out);
+      void *y = PT(cat);
+      RUN_OPS(m->ops.concat_fwd(&m->ops, NULL, cf->widths[i], up, cf->widths[i],
+                                (size_t)n * (cf->height >> i) * (cf->width >> i), y),
+              "concat");
+    } else {
+      CHECK(concat(m, c, i, n, skip[i], &cat));
+      d->cat = cat;
+    }
+    CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1, NULL, NULL));
+    CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2, NULL, NULL));
     in = r2;
   }
   size_t P0 = level_pixels(m, 0) * cf->classes;
