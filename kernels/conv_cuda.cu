@@ -558,7 +558,8 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_bwd_data(o, c, n, dy, w, dx);
   if (pl->gemm) return opc_gemm_bwd_data(o, c, n, dy, w, dx, ws);
-  if (opc_upc_bwd_data_enabled(pl->upc)) return opc_upc_bwd_data(o, c, pl->upc, n, dy, w, dx);
+  if (opc_upc_bwd_data_enabled(pl->upc))
+    return opc_upc_bwd_data(o, c, pl->upc, n, dy, w, dx, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
@@ -574,4 +575,11 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
                                (size_t)n * c->h * c->w, 0);
   }
   return f_backward_data(o, pl, al, w, dy, dx, ws);
+}
+
+unsigned ops_cuda_conv_up_route(const ops_t *o, const ops_conv_t *c, int n, const void *w,
+                                const void *dw)
+{
+  conv_plan_t *pl = c->kind == OPS_CONVT2X2 ? plan_of(o, c, n) : NULL;
+  return pl && pl->upc ? opc_upc_route(o, c, n, w, dw) : 0;
 }

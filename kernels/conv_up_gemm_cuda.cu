@@ -19,7 +19,16 @@
  * The input gradient only leaves cuDNN where the layer is bound by its arithmetic (the
  * second GEMM reads and writes dx again; where bytes bound the layer that costs more than
  * cuDNN's kernel loses). 16-bit types accumulate in f32, f32 on TF32 tensor cores unless
- * SHMDDP_TF32=0, as every convolution. */
+ * SHMDDP_TF32=0, as every convolution.
+ *
+ * Alignment: cuBLAS's fast tensor-core kernels (on Hopper the ones that load through the
+ * tensor memory accelerator) need every matrix 16-byte aligned; for a matrix off that it falls
+ * back to slower kernels. The model's flat parameter buffer can put the weights and their
+ * gradient off it: every tensor follows the head's (classes + 64 * classes elements), 8 bytes
+ * off in 16-bit types at 4 classes. Such weights are first copied into the workspace (a few
+ * MiB at most: microseconds), and such a weight gradient taken from the one GEMM of method
+ * (b) is written as f32 into the workspace and rounded into place by the partials' pass (the
+ * same rounding as the GEMM's own; method (a) writes it through that pass anyway). */
 #include "config.h"
 
 #include <stdint.h>
@@ -96,11 +105,57 @@ static size_t wgrad_ws(const ops_t *o, const ops_conv_t *c, int n)
   return (size_t)4 * n * c->h * c->w * c->cout * o->elem;
 }
 
-/* The workspace: the bias twice over (2 cout elements), then the weight gradient's partials
- * or gathered dy. */
-static size_t scratch_off(const ops_t *o, const ops_conv_t *c)
+/* Whether a matrix at p meets the 16-byte alignment the fast GEMM kernels need. */
+static int aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+static size_t weight_bytes(const ops_t *o, const ops_conv_t *c)
+{
+  return (size_t)4 * c->cin * c->cout * o->elem;
+}
+
+/* The workspace: the bias twice over (2 cout elements), the weights' aligned copy, then the
+ * weight gradient's partials or gathered dy (and after that its f32 result where dw is not
+ * aligned). */
+static size_t wcopy_off(const ops_t *o, const ops_conv_t *c)
 {
   return align256((size_t)2 * c->cout * o->elem);
+}
+
+static size_t scratch_off(const ops_t *o, const ops_conv_t *c)
+{
+  return wcopy_off(o, c) + align256(weight_bytes(o, c));
+}
+
+/* Where method (b) puts its f32 result for a weight gradient that is not aligned: after the
+ * largest scratch any batch takes (at max_n, see opc_upc_plan). */
+static size_t wgrad_out_off(const ops_t *o, const ops_conv_t *c)
+{
+  return scratch_off(o, c) + align256(wgrad_ws(o, c, c->max_n));
+}
+
+unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw)
+{
+  unsigned r = 0;
+  if (!aligned16(w)) r |= OPS_CUDA_UP_STAGE_WEIGHTS;
+  if (!aligned16(dw) && !wgrad_partials(o, c, n)) r |= OPS_CUDA_UP_STAGE_WGRAD;
+  return r;
+}
+
+/* The weights as the GEMMs read them: w itself, or its copy in the workspace when w is not
+ * aligned (NULL: the copy could not be queued, the error set). */
+static const void *weights_for_gemm(const ops_t *o, const ops_conv_t *c, const void *w, void *ws)
+{
+  if (aligned16(w)) return w;
+  void *cp = (char *)ws + wcopy_off(o, c);
+  cudaError_t e = cudaMemcpyAsync(cp, w, weight_bytes(o, c), cudaMemcpyDeviceToDevice,
+                                  opc_ctx(o)->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    opc_fail(o, "copying a transposed convolution's weights to an aligned buffer failed: %s",
+             cudaGetErrorString(e));
+    return NULL;
+  }
+  return cp;
 }
 
 int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **out, size_t *ws_bytes)
@@ -122,8 +177,9 @@ int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **out, size_t *w
   u->lt_ok = -1;
 #endif
   /* the weight-gradient method at a smaller batch needs no more than at max_n (see
-   * wgrad_partials: the partials' size does not depend on the batch) */
-  *ws_bytes = scratch_off(o, c) + wgrad_ws(o, c, c->max_n);
+   * wgrad_partials: the partials' size does not depend on the batch); the f32 result of a
+   * gradient off alignment always has its room (the pointer is only known at the call) */
+  *ws_bytes = wgrad_out_off(o, c) + (size_t)4 * c->cin * c->cout * sizeof(float);
   *out = u;
   return 0;
 }
@@ -234,6 +290,17 @@ static int partial_sum_t(const ops_t *o, const float *part, int parts, size_t le
       part, parts, len, (T *)dw, acc);
   OPC_LAUNCHED(o, "transposed convolution weight-gradient sum");
   return 0;
+}
+
+static int partial_sum(const ops_t *o, const float *part, int parts, size_t len, void *dw,
+                       int acc)
+{
+  switch (o->dtype) {
+  case OPS_F32: return partial_sum_t<float>(o, part, parts, len, dw, acc);
+  case OPS_BF16: return partial_sum_t<__nv_bfloat16>(o, part, parts, len, dw, acc);
+  case OPS_F16: return partial_sum_t<__half>(o, part, parts, len, dw, acc);
+  default: return opc_fail(o, "the CUDA backend has no %s ops", opc_dtype_name(o->dtype));
+  }
 }
 
 /* ---- forward ---- */
@@ -366,6 +433,7 @@ int opc_upc_fwd(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const 
   if (n == 0) return 0;
   const upc_view_t v = view_of(c, n);
   const size_t e = o->elem;
+  if (!(w = weights_for_gemm(o, c, w, ws))) return -1;
 #ifdef HAVE_CUBLASLT
   if (b) {
     if (bias2(o, b, ws, c->cout)) return -1;
@@ -384,11 +452,12 @@ int opc_upc_fwd(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const 
 /* ---- input gradient ---- */
 
 int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
-                     const void *w, void *dx)
+                     const void *w, void *dx, void *ws)
 {
   if (n == 0) return 0;
   const upc_view_t v = view_of(c, n);
   const size_t e = o->elem;
+  if (!(w = weights_for_gemm(o, c, w, ws))) return -1;
   for (int i = 0; i < 2; i++)
     if (batched(o, CUBLAS_OP_T, CUBLAS_OP_N, c->cin, v.ncol, 2 * c->cout,
                 (const char *)w + (size_t)i * 2 * c->cout * e, 4 * c->cout, 0,
@@ -422,30 +491,26 @@ int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
                   c->w * c->cin, c->cin, 0, (float *)scratch + (size_t)i * 2 * c->cout,
                   CUDA_R_32F, 4 * c->cout, (long long)len, c->w))
         return -1;
-    int rc = 0;
-    switch (o->dtype) {
-    case OPS_F32: rc = partial_sum_t<float>(o, (const float *)scratch, c->w, len, dw, acc); break;
-    case OPS_BF16:
-      rc = partial_sum_t<__nv_bfloat16>(o, (const float *)scratch, c->w, len, dw, acc);
-      break;
-    case OPS_F16: rc = partial_sum_t<__half>(o, (const float *)scratch, c->w, len, dw, acc); break;
-    default: return opc_fail(o, "the CUDA backend has no %s ops", opc_dtype_name(o->dtype));
-    }
-    if (rc) return -1;
+    if (partial_sum(o, (const float *)scratch, c->w, len, dw, acc)) return -1;
   } else {
-    /* dy gathered into z (4cout x P), then dW = z x^T over every pixel at once */
+    /* dy gathered into z (4cout x P), then dW = z x^T over every pixel at once; a dW off
+     * alignment through an aligned f32 buffer and the sum pass (one part) */
+    const int via_f32 = !aligned16(dw);
+    float *out32 = (float *)((char *)ws + wgrad_out_off(o, c));
     cublasHandle_t h = NULL;
     if (gather(o, c, n, dy, scratch) || opc_blas(o, (void **)&h)) return -1;
     if (P > 0x7fffffff)
       return opc_fail(o, "a transposed convolution over %zu pixels is too large", P);
-    const float one = 1, beta = acc ? 1.f : 0.f;
+    const float one = 1, beta = acc && !via_f32 ? 1.f : 0.f;
     cudaDataType_t t = blas_type(o->dtype);
     cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 4 * c->cout, c->cin, (int)P,
-                                    &one, scratch, t, 4 * c->cout, x, t, c->cin, &beta, dw, t,
+                                    &one, scratch, t, 4 * c->cout, x, t, c->cin, &beta,
+                                    via_f32 ? (void *)out32 : dw, via_f32 ? CUDA_R_32F : t,
                                     4 * c->cout, compute_type(o), CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
       return opc_fail(o, "cuBLAS transposed convolution weight gradient failed (status %d)",
                       (int)s);
+    if (via_f32 && partial_sum(o, out32, 1, len, dw, acc)) return -1;
   }
   return db ? opc_channel_sum(o, dy, 4 * P, c->cout, db, acc) : 0;
 }
@@ -466,9 +531,13 @@ int opc_upc_fwd(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const 
   return opc_fail(o, "this build has no cuBLAS");
 }
 int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
-                     const void *w, void *dx)
+                     const void *w, void *dx, void *ws)
 {
   return opc_fail(o, "this build has no cuBLAS");
+}
+unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw)
+{
+  return 0;
 }
 int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
                        const void *dy, void *dw, void *db, int acc, void *ws)

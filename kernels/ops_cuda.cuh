@@ -210,7 +210,9 @@ int opc_upc_fwd(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const 
 int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
                        const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
-                     const void *w, void *dx);
+                     const void *w, void *dx, void *ws);
+/* ops_cuda_conv_up_route's answer for a layer on the GEMMs. */
+unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw);
 /* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
  * no workspace. */
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind);

@@ -578,7 +578,49 @@ START_TEST(test_conv_up)
     /* weights and their gradient at odd offsets: cuBLASLt told their alignment */
     conv_case_at(OPS_CONVT2X2, 6, 10, 24, 16, 2, 2, 1);
     conv_case_at(OPS_CONVT2X2, 16, 16, 256, 128, 2, 2, 2);
+    /* at the model's offset (4 elements: 8 bytes in 16-bit types): the deepest layer (weights
+     * copied for forward and input gradient, the gathered gradient through f32) and the
+     * shallowest's channels (partials) */
+    conv_case_at(OPS_CONVT2X2, 16, 16, 1024, 512, 6, 1, 4);
+    conv_case_at(OPS_CONVT2X2, 32, 128, 64, 32, 5, 5, 4);
   }
+}
+END_TEST
+
+/* The model's flat parameter buffer puts the 16-bit weights and gradients 8 bytes off 16-byte
+ * alignment (every tensor follows the head's 4 + 64 * 4 elements at 4 classes). The GEMMs then
+ * take aligned copies in the workspace, as cuDNN's path does, never the pointers themselves
+ * (cuBLAS's slower kernels for them cost the trainer more than the GEMMs won). No device
+ * memory is touched: only the addresses are looked at. */
+START_TEST(test_conv_up_route)
+{
+#ifdef HAVE_CUBLAS
+  const uintptr_t base = (uintptr_t)1 << 20; /* a 256-byte aligned address, as cudaMalloc's */
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    const void *at0 = (const void *)base, *at4 = (const void *)(base + 4 * gpu.elem);
+    const int off = 4 * gpu.elem % 16 != 0; /* 16-bit: 8 bytes off; f32: aligned */
+    /* the deepest up-convolution at the trainer's batch: the weight gradient by the gather */
+    ops_conv_t deep = {.kind = OPS_CONVT2X2, .h = 16, .w = 16, .cin = 1024, .cout = 512,
+                       .max_n = 6};
+    /* the shallowest: by partials, which write dw through their own pass */
+    ops_conv_t top = {.kind = OPS_CONVT2X2, .h = 128, .w = 128, .cin = 128, .cout = 64,
+                      .max_n = 6};
+    size_t ws = 0;
+    GPU_OK(gpu.conv_plan(&gpu, &deep, &ws));
+    GPU_OK(gpu.conv_plan(&gpu, &top, &ws));
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at0, at0), 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at4, at4),
+                      off ? OPS_CUDA_UP_STAGE_WEIGHTS | OPS_CUDA_UP_STAGE_WGRAD : 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at0, at4),
+                      off ? OPS_CUDA_UP_STAGE_WGRAD : 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &top, 6, at0, at0), 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &top, 6, at4, at4),
+                      off ? OPS_CUDA_UP_STAGE_WEIGHTS : 0);
+    gpu.conv_plan_free(&gpu, &deep);
+    gpu.conv_plan_free(&gpu, &top);
+  }
+#endif
 }
 END_TEST
 
@@ -749,6 +791,8 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "conv_up", test_conv_up);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
+  tc = SUITE_CASE(s, "conv_up_route", test_conv_up_route);
+  tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
                   test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
