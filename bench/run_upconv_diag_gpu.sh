@@ -8,7 +8,9 @@
 # batch 6, the in-graph ablation per category) with -o 0 and -o 4, then the trainer's images/s
 # (bf16, 68 steps) for reference. On a tree where a convolution path hands such weights to
 # cuBLAS as they are, -o 4 shows its category slower; where every path copies them to an
-# aligned place first, the two steps agree within noise.
+# aligned place first (weights before forward and input gradient, the weight gradient through
+# an aligned buffer), -o 4 costs only those copies: what laying the model's tensors out
+# 16-byte aligned would save.
 # Writes OUTDIR/ops_o0.txt, OUTDIR/ops_o4.txt, OUTDIR/train.log and OUTDIR/summary.txt (printed).
 set -u
 OUT=${1:?usage: bench/run_upconv_diag_gpu.sh OUTDIR}
