@@ -75,6 +75,7 @@ note() { echo "$*" | tee -a "$SUM"; }
 {
   echo "# shared GPU: ranks sharing GPU ${CUDA_VISIBLE_DEVICES} (co-located path)$([ "$MPS" = 1 ] && echo ", under private MPS daemons")"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT  parts: $PARTS"
+  echo "# environment: SHMDDP_COLOC_WAIT=${SHMDDP_COLOC_WAIT:-(default)} SHMDDP_ALGO=${SHMDDP_ALGO:-(default)}"
   nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
   echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
 } > "$SUM"
