@@ -576,7 +576,7 @@ static int model_bench(ops_dtype_t dt, int iters, int warm)
   optim_config_t oc;
   optim_config_default(&oc, OPTIM_SGD);
   optim_t *opt;
-  if (optim_create(&opt, &oc, model_num_params(m), model_arena(m), err, sizeof err) != 0)
+  if (optim_create(&opt, &oc, model_flat_size(m), model_arena(m), err, sizeof err) != 0)
     DIE("optim_create: %s", err);
   size_t P = (size_t)N.N * N.H * N.W;
   float *x = dev_rand(P * 3, 1, 0);

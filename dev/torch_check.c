@@ -106,7 +106,7 @@ int main(int argc, char **argv)
     return 2;
   }
   mkdir(out, 0755);
-  size_t np = model_num_params(m), px = (size_t)batch * mc.height * mc.width;
+  size_t np = model_flat_size(m), px = (size_t)batch * mc.height * mc.width;
   float *x = malloc(px * 3 * sizeof *x), *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g);
   int32_t *y = malloc(px * sizeof *y);
   unsigned st = 12345u + (unsigned)mc.seed;
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
   int rc = dump(out, "params.bin", p, np * sizeof *p) || dump(out, "grads.bin", g, np * sizeof *g) ||
            dump(out, "x.bin", x, px * 3 * sizeof *x) || dump(out, "y.bin", y, px * sizeof *y);
   printf("torch_check: %s step written to %s (loss %.6f, %zu parameters)\n",
-         cuda ? "cuda" : "cpu", out, (double)loss, np);
+         cuda ? "cuda" : "cpu", out, (double)loss, model_num_params(m));
   model_destroy(m);
   return rc ? 1 : 0;
 }

@@ -438,9 +438,10 @@ static int f_backward_filter(const ops_t *o, conv_plan_t *pl, const conv_algos_t
 /* The padded copies in the workspace (3x3 layers with pl->cinp > cin). */
 static void *ws_at(void *ws, size_t off) { return (char *)ws + off; }
 
-/* cuDNN's tensor-core kernels want 16-byte aligned tensors; the model's 16-bit weights sit in
- * one flat buffer at offsets that are multiples of 4 elements only (8 bytes). Such weights are
- * copied to an aligned place in the workspace first (a few MB per layer at most). */
+/* cuDNN's tensor-core kernels want 16-byte aligned tensors. The model lays its weights out
+ * aligned (256 bytes), so for it these copies are not taken; weights of other callers that are
+ * not 16-byte aligned (a flat buffer at 8-byte offsets) are copied to an aligned place in the
+ * workspace first (a few MB per layer at most). */
 static int misaligned(const void *p) { return ((uintptr_t)p % 16) != 0; }
 
 static const void *aligned_weights(const ops_t *o, conv_plan_t *pl, const void *w, void *ws,

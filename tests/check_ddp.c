@@ -46,7 +46,7 @@ typedef struct {
 typedef struct {
   float params[N_MAX][MAX_PARAMS];
   float buffers[N_MAX][MAX_BUF];
-  size_t nparams, nbuffers;
+  size_t nparams, nbuffers; /* nparams: elements of the flat buffers (model_flat_size) */
   int failed[N_MAX];
   char msg[N_MAX][512];
 } result_t;
@@ -84,10 +84,10 @@ static int train(const ddp_case_t *c, shmddp_comm_t *comm, int first, int count,
     rc = pf_ddp_train(m, d, c->device == ON_GPU, STEPS, first, micro_n, c->accum, c->sync_bn,
                       err, errlen);
   if (rc == 0) {
-    rc = pf_copy(c->device, out_p, model_params(m), model_num_params(m) * sizeof(float), 0);
+    rc = pf_copy(c->device, out_p, model_params(m), model_flat_size(m) * sizeof(float), 0);
     if (rc == 0 && model_num_buffers(m))
       rc = pf_copy(c->device, out_b, model_buffers(m), model_num_buffers(m) * sizeof(float), 0);
-    res->nparams = model_num_params(m);
+    res->nparams = model_flat_size(m);
     res->nbuffers = model_num_buffers(m);
     if (rc) snprintf(err, errlen, "copying the weights back failed");
   }
@@ -271,7 +271,7 @@ START_TEST(gpu_bf16_working_grads_same_bits)
   {
     model_config_t mc;
     config(&c, &mc, B);
-    np = model_config_num_params(&mc);
+    np = model_config_flat_size(&mc);
   }
   c.working_grads = 1;
   ck_assert_msg(ranks_only(&c, b, why, sizeof why) == 0, "bf16 working gradients: %s", why);

@@ -48,7 +48,7 @@ typedef struct {
 typedef struct {
   float params[N_MAX + 1][MAX_PARAMS]; /* [r]: DDP rank r; [N_MAX]: DataParallel device 0 */
   float buffers[N_MAX + 1][MAX_BUF];
-  size_t nparams, nbuffers;
+  size_t nparams, nbuffers; /* nparams: elements of the flat buffers (model_flat_size) */
   size_t ledger[N_MAX][ARENA_NUM_CATEGORIES]; /* DataParallel, per device, after the run */
   int failed[N_MAX + 1];
   char msg[N_MAX + 1][512];
@@ -103,7 +103,7 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
   if (rc == 0) rc = ddp_sync_initial(d, err, errlen);
   optim_config_t oc;
   optim_cfg(&oc);
-  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
+  if (rc == 0) rc = optim_create(&o, &oc, model_flat_size(m), model_arena(m), err, errlen);
   for (int t = 0; rc == 0 && t < STEPS; t++) {
     for (int k = 0; rc == 0 && k < c->accum; k++) {
       for (int s = 0; s < B; s++)
@@ -121,7 +121,7 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
                       model_stream(m), err, errlen);
   }
   if (rc == 0) {
-    res->nparams = model_num_params(m);
+    res->nparams = model_flat_size(m);
     res->nbuffers = model_num_buffers(m);
     rc = copy_dev(c, res->params[r], model_params(m), res->nparams * sizeof(float), 0) ||
          copy_dev(c, res->buffers[r], model_buffers(m), res->nbuffers * sizeof(float), 0);
@@ -156,7 +156,7 @@ static int dp_run(const dp_case_t *c, char *err, size_t errlen)
   model_t *m0 = rc == 0 ? dp_model(d, 0) : NULL;
   optim_config_t oc;
   optim_cfg(&oc);
-  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m0), model_arena(m0), err, errlen);
+  if (rc == 0) rc = optim_create(&o, &oc, model_flat_size(m0), model_arena(m0), err, errlen);
   for (int t = 0; rc == 0 && t < STEPS; t++) {
     for (int k = 0; rc == 0 && k < c->accum; k++) {
       for (int r = 0; r < c->world; r++)
@@ -178,7 +178,7 @@ static int dp_run(const dp_case_t *c, char *err, size_t errlen)
     if (rc == 0) rc = dp_optim_end(d, err, errlen);
   }
   if (rc == 0) {
-    res->nparams = model_num_params(m0);
+    res->nparams = model_flat_size(m0);
     res->nbuffers = model_num_buffers(m0);
     rc = copy_dev(c, res->params[N_MAX], model_params(m0), res->nparams * sizeof(float), 0) ||
          copy_dev(c, res->buffers[N_MAX], model_buffers(m0), res->nbuffers * sizeof(float), 0);

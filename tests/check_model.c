@@ -1,6 +1,7 @@
 /* check_model.c — the whole U-Net: gradients against finite differences in f64 (BatchNorm and
  * GroupNorm), determinism, name-keyed initialisation, parameter count against an independent
- * formula, the flat layout and the data-parallel hooks, accumulation, batch 0, eval, learning. */
+ * formula, the flat layout (every tensor aligned, its padding zero, the packed checkpoint
+ * layout) and the data-parallel hooks, accumulation, batch 0, eval, learning. */
 #include "config.h"
 
 #include <check.h>
@@ -11,6 +12,7 @@
 #include "src/device/arena.h"
 #include "src/model/optim.h"
 #include "src/model/unet.h"
+#include "src/model/unet_impl.h"
 #include "tests/suite_main.h"
 #include "tests/unet_fixture.h"
 
@@ -60,7 +62,7 @@ static void grad_check(model_norm_t norm)
   make_batch(&c, 2, 1, &x, &y);
   float loss;
   ck_assert_msg(model_train_step(m, x, y, 2, 1, 0, NULL, &loss, err, sizeof err) == 0, "%s", err);
-  size_t np = model_num_params(m);
+  size_t np = model_flat_size(m);
   float *g = malloc(np * sizeof *g), *p = model_params(m);
   memcpy(g, model_grads(m), np * sizeof *g);
   int checked = 0, kinks = 0;
@@ -98,7 +100,7 @@ START_TEST(same_seed_same_bits)
   model_config_t c;
   small_cfg(&c, MODEL_NORM_BATCH);
   model_t *a = build(&c, OPS_F32), *b = build(&c, OPS_F32);
-  size_t np = model_num_params(a);
+  size_t np = model_flat_size(a);
   ck_assert_int_eq(memcmp(model_params(a), model_params(b), np * sizeof(float)), 0);
   float *x;
   int32_t *y;
@@ -206,8 +208,8 @@ START_TEST(param_count_formula)
   for (int i = 0; i + 1 < c.levels; i++) bn += 2 * 2 * (size_t)c.widths[i];
   ck_assert_uint_eq(model_num_buffers(m), bn);
   arena_t *a = model_arena(m);
-  ck_assert_uint_eq(arena_current(a, ARENA_PARAMS), (model_num_params(m) + bn) * sizeof(float));
-  ck_assert_uint_eq(arena_current(a, ARENA_GRADS), model_num_params(m) * sizeof(float));
+  ck_assert_uint_eq(arena_current(a, ARENA_PARAMS), (model_flat_size(m) + bn) * sizeof(float));
+  ck_assert_uint_eq(arena_current(a, ARENA_GRADS), model_flat_size(m) * sizeof(float));
   ck_assert(arena_current(a, ARENA_ACTIVATIONS) > 0);
   ck_assert(arena_current(a, ARENA_WORKSPACE) > 0);
   model_destroy(m);
@@ -215,16 +217,19 @@ START_TEST(param_count_formula)
 END_TEST
 
 typedef struct {
-  size_t next, calls, fwd_stats, bwd_stats;
+  size_t next, calls, fwd_stats, bwd_stats, covered;
   int out_of_order;
   size_t ends[256]; /* where each reported range ends */
 } hook_log_t;
 
+/* Ranges come in increasing order, apart by alignment padding at most. */
 static int log_ready(void *ctx, size_t offset, size_t count, void *stream)
 {
   hook_log_t *h = ctx;
-  if (offset != h->next || count == 0) h->out_of_order = 1;
+  if (offset < h->next || offset - h->next >= MODEL_WEIGHT_ALIGN / 2 || count == 0)
+    h->out_of_order = 1;
   h->next = offset + count;
+  h->covered += count;
   if (h->calls < 256) h->ends[h->calls] = h->next;
   h->calls++;
   return 0;
@@ -256,32 +261,40 @@ static void hooks_case(int batch)
   ck_assert_msg(model_train_step(m, x, y, batch, 1, 0, &hooks, &loss, err, sizeof err) == 0,
                 "%s", err);
   ck_assert_int_eq(h.out_of_order, 0);
-  ck_assert_uint_eq(h.next, model_num_params(m));
-  /* one range per layer with parameters (a layer's tensors are adjacent), each ending where a
-   * tensor ends */
-  int layers = 0;
+  ck_assert_uint_eq(h.next, model_flat_size(m));
+  ck_assert_uint_eq(h.covered, model_num_params(m)); /* every parameter, no padding */
+  /* one range per layer with parameters where its tensors are adjacent, two where alignment
+   * padding parts them (widths 4 and 6 here), each ending where a tensor ends */
+  int layers = 0, apart = 0;
   for (int i = 0; i < unet_num_tensors(m); i++) {
-    const char *a = unet_tensor(m, i)->name, *dot = strrchr(a, '.');
-    const char *b = i ? unet_tensor(m, i - 1)->name : "";
-    layers += !(i && strncmp(a, b, (size_t)(dot - a) + 1) == 0);
+    const layer_param_t *t = unet_tensor(m, i), *u = i ? unet_tensor(m, i - 1) : NULL;
+    const char *a = t->name, *dot = strrchr(a, '.');
+    int joined = u && strncmp(a, u->name, (size_t)(dot - a) + 1) == 0;
+    layers += !joined;
+    apart += joined && t->offset + t->count != u->offset && u->offset + u->count != t->offset;
   }
   ck_assert_int_lt(layers, unet_num_tensors(m));
-  ck_assert_uint_eq(h.calls, (size_t)layers);
+  ck_assert_int_gt(apart, 0);
+  ck_assert_int_lt(apart, layers);
+  ck_assert_uint_eq(h.calls, (size_t)(layers + apart));
   for (size_t k = 0; k < h.calls && k < 256; k++) {
-    int at_boundary = h.ends[k] == model_num_params(m);
+    int at_end = 0;
     for (int i = 0; i < unet_num_tensors(m); i++)
-      at_boundary |= unet_tensor(m, i)->offset == h.ends[k];
-    ck_assert_msg(at_boundary, "range %zu ends at %zu, inside a tensor", k, h.ends[k]);
+      at_end |= unet_tensor(m, i)->offset + unet_tensor(m, i)->count == h.ends[k];
+    ck_assert_msg(at_end, "range %zu ends at %zu, not where a tensor ends", k, h.ends[k]);
   }
   size_t norms = 4 * (size_t)c.levels - 2;
   ck_assert_uint_eq(h.fwd_stats, norms);
   ck_assert_uint_eq(h.bwd_stats, norms);
-  /* the head comes first in the flat buffer */
-  ck_assert_str_eq(unet_tensor(m, unet_num_tensors(m) - 1)->name, "head.bias");
-  ck_assert_uint_eq(unet_tensor(m, unet_num_tensors(m) - 1)->offset, 0);
+  /* the head comes first in the flat buffer: its 3 biases, then (3 x 4 weights: either order
+   * needs padding) its weight at the next offset aligned for a convolution's weights */
+  int nt = unet_num_tensors(m);
+  ck_assert_str_eq(unet_tensor(m, nt - 1)->name, "head.bias");
+  ck_assert_uint_eq(unet_tensor(m, nt - 1)->offset, 0);
+  ck_assert_uint_eq(unet_tensor(m, nt - 2)->offset, MODEL_WEIGHT_ALIGN / 2);
   if (batch == 0) {
     ck_assert_float_eq(loss, 0);
-    for (size_t i = 0; i < model_num_params(m); i++) ck_assert_float_eq(model_grads(m)[i], 0);
+    for (size_t i = 0; i < model_flat_size(m); i++) ck_assert_float_eq(model_grads(m)[i], 0);
   }
   model_destroy(m);
   free(x), free(y);
@@ -319,7 +332,7 @@ START_TEST(batchnorm_paths_agree)
   }
   ck_assert_int_eq(calls, 2 * 2 * (4 * c.levels - 2)); /* forward and backward, every BN layer */
   ck_assert_float_eq(la, lb);
-  size_t np = model_num_params(a), nb = model_num_buffers(a);
+  size_t np = model_flat_size(a), nb = model_num_buffers(a);
   ck_assert(nb > 0);
   ck_assert(memcmp(model_grads(a), model_grads(b), np * sizeof(float)) == 0);
   ck_assert(memcmp(model_buffers(a), model_buffers(b), nb * sizeof(float)) == 0);
@@ -341,7 +354,7 @@ START_TEST(groupnorm_needs_no_sync)
   model_hooks_t hooks = {.ctx = &h, .sync_stats = log_stats, .grads_ready = log_ready};
   ck_assert(model_train_step(m, x, y, 1, 1, 0, &hooks, NULL, err, sizeof err) == 0);
   ck_assert_uint_eq(h.fwd_stats + h.bwd_stats, 0);
-  ck_assert_uint_eq(h.next, model_num_params(m));
+  ck_assert_uint_eq(h.next, model_flat_size(m));
   model_destroy(m);
   free(x), free(y);
 }
@@ -352,7 +365,7 @@ START_TEST(accumulate_and_scale)
   model_config_t c;
   small_cfg(&c, MODEL_NORM_BATCH);
   model_t *m = build(&c, OPS_F32);
-  size_t np = model_num_params(m);
+  size_t np = model_flat_size(m);
   float *xa, *xb;
   int32_t *ya, *yb;
   make_batch(&c, 2, 4, &xa, &ya);
@@ -426,7 +439,7 @@ START_TEST(learns_a_batch)
   optim_config_default(&oc, OPTIM_SGD);
   oc.lr = 0.1;
   optim_t *o;
-  ck_assert(optim_create(&o, &oc, model_num_params(m), model_arena(m), err, sizeof err) == 0);
+  ck_assert(optim_create(&o, &oc, model_flat_size(m), model_arena(m), err, sizeof err) == 0);
   float first = 0, loss = 0;
   for (int s = 0; s < 30; s++) {
     ck_assert(model_train_step(m, x, y, 2, 1, 0, NULL, &loss, err, sizeof err) == 0);
@@ -451,7 +464,7 @@ START_TEST(update_is_optim_step)
   c.working_grads = 1;
   model_t *b = build(&c, OPS_F32);
   ck_assert_ptr_nonnull(model_grads(b));
-  size_t P = 2 * (size_t)c.height * c.width, np = model_num_params(a);
+  size_t P = 2 * (size_t)c.height * c.width, np = model_flat_size(a);
   float *x = malloc(P * 3 * 4);
   int32_t *y = malloc(P * 4);
   for (size_t p = 0; p < P; p++) {
@@ -476,6 +489,213 @@ START_TEST(update_is_optim_step)
   optim_destroy(oa), optim_destroy(ob);
   model_destroy(a), model_destroy(b);
   free(x), free(y);
+}
+END_TEST
+
+/* ---- the flat layout: alignment, padding, packing ---- */
+
+/* A convolution's weight (not a norm's): 256-byte aligned in 16-bit buffers, not 16 only. */
+static int conv_weight(const layer_param_t *t)
+{
+  size_t n = strlen(t->name);
+  return n > 7 && !strcmp(t->name + n - 7, ".weight") && !strstr(t->name, ".norm");
+}
+
+/* The registry of cfg alone (names, counts, offsets), without allocating the model. */
+static model_t *registry(const model_config_t *cfg)
+{
+  model_t *m = calloc(1, sizeof *m);
+  ck_assert_ptr_nonnull(m);
+  m->cfg = *cfg;
+  ck_assert_int_eq(unet_register_params(m), 0);
+  return m;
+}
+
+static void registry_free(model_t *m)
+{
+  free(m->params);
+  free(m);
+}
+
+/* The prefix of a tensor's name before its last '.': its layer. */
+static int same_layer(const layer_param_t *a, const layer_param_t *b)
+{
+  const char *dot = strrchr(a->name, '.');
+  return strncmp(a->name, b->name, (size_t)(dot - a->name) + 1) == 0;
+}
+
+/* Every tensor starts 16-byte aligned in 16-bit buffers (so 32 in f32 ones), convolution
+ * weights 256-byte; tensors do not overlap and lie in the flat buffer, layers in reverse order;
+ * the padding is less than one alignment unit per tensor; the packed offsets are the tensors
+ * back to back in reverse order (the layout before padding, which checkpoints keep). Returns
+ * the number of layers whose two tensors are not adjacent. */
+static int check_layout(const model_t *m)
+{
+  int nt = unet_num_tensors(m), apart = 0;
+  size_t flat = model_flat_size(m), np = model_num_params(m), packed = 0, total = 0;
+  for (int i = nt - 1; i >= 0; i--) {
+    const layer_param_t *t = unet_tensor(m, i);
+    size_t align = conv_weight(t) ? MODEL_WEIGHT_ALIGN : MODEL_PARAM_ALIGN;
+    ck_assert_msg(t->offset * 2 % align == 0 && t->offset * 4 % align == 0,
+                  "%s at element %zu: not %zu-byte aligned", t->name, t->offset, align);
+    ck_assert_msg(t->offset + t->count <= flat, "%s past the flat buffer", t->name);
+    ck_assert_uint_eq(t->packed, packed);
+    packed += t->count;
+    total += t->count;
+    for (int j = 0; j < nt; j++) {
+      const layer_param_t *u = unet_tensor(m, j);
+      if (j != i)
+        ck_assert_msg(t->offset + t->count <= u->offset || u->offset + u->count <= t->offset,
+                      "%s and %s overlap", t->name, u->name);
+      if (j > i && !same_layer(t, u))
+        ck_assert_msg(u->offset < t->offset, "%s (later layer) not before %s", u->name,
+                      t->name);
+    }
+    if (i > 0 && same_layer(t, unet_tensor(m, i - 1))) {
+      const layer_param_t *u = unet_tensor(m, i - 1);
+      apart += t->offset + t->count != u->offset && u->offset + u->count != t->offset;
+    }
+  }
+  ck_assert_uint_eq(total, np);
+  ck_assert_uint_ge(flat, np);
+  ck_assert_uint_lt(flat - np, (size_t)nt * (MODEL_WEIGHT_ALIGN / 2));
+  int ends = 0; /* no padding after the last tensor */
+  for (int i = 0; i < nt; i++) ends |= unet_tensor(m, i)->offset + unet_tensor(m, i)->count == flat;
+  ck_assert(ends);
+  return apart;
+}
+
+/* The trainer's networks (its width presets and the reference, any class count) and odd widths:
+ * every tensor aligned. With channel counts that are multiples of 8 no layer's tensors are
+ * parted by padding (one gradient range per layer): biases go after their weights where that
+ * needs none (the reference head's 4). */
+START_TEST(layout_every_tensor_aligned)
+{
+  static const int presets[][6] = {{5, 64, 128, 256, 512, 1024}, {4, 16, 32, 64, 128},
+                                   {3, 8, 16, 32}, {3, 16, 32, 64}};
+  model_config_t c;
+  for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
+    for (int classes = 2; classes <= 33; classes++) {
+      model_config_default(&c);
+      c.levels = presets[p][0];
+      for (int i = 0; i < c.levels; i++) c.widths[i] = presets[p][1 + i];
+      c.height = c.width = 256;
+      c.classes = classes;
+      for (int norm = 0; norm < 2; norm++) {
+        c.norm = norm ? MODEL_NORM_GROUP : MODEL_NORM_BATCH;
+        model_t *m = registry(&c);
+        ck_assert_uint_eq(model_num_params(m), formula(&c));
+        ck_assert_int_eq(check_layout(m), 0);
+        registry_free(m);
+      }
+    }
+  }
+  /* the reference network of the default job: the head's weight first, its bias right after */
+  model_config_default(&c);
+  c.levels = 5;
+  for (int i = 0; i < 5; i++) c.widths[i] = 64 << i;
+  c.height = c.width = 256;
+  model_t *m = registry(&c);
+  int nt = unet_num_tensors(m);
+  ck_assert_str_eq(unet_tensor(m, nt - 2)->name, "head.weight");
+  ck_assert_uint_eq(unet_tensor(m, nt - 2)->offset, 0);
+  ck_assert_uint_eq(unet_tensor(m, nt - 1)->offset, 64 * 4);
+  registry_free(m);
+  /* odd widths and classes: still aligned, with layers parted by padding */
+  static const int odd[][4] = {{3, 4, 6, 8}, {3, 12, 20, 28}, {2, 5, 7, 0}, {1, 3, 0, 0}};
+  for (size_t p = 0; p < sizeof odd / sizeof odd[0]; p++) {
+    model_config_default(&c);
+    c.levels = odd[p][0];
+    for (int i = 0; i < c.levels; i++) c.widths[i] = odd[p][1 + i];
+    c.classes = 3 + (int)p;
+    m = registry(&c);
+    ck_assert_uint_eq(model_num_params(m), formula(&c));
+    check_layout(m);
+    registry_free(m);
+  }
+  small_cfg(&c, MODEL_NORM_BATCH);
+  m = registry(&c);
+  ck_assert_int_gt(check_layout(m), 0);
+  registry_free(m);
+}
+END_TEST
+
+static void assert_padding_zero(const model_t *m, const unsigned char *pad, const float *v,
+                                const char *what)
+{
+  for (size_t i = 0; i < model_flat_size(m); i++)
+    if (pad[i])
+      ck_assert_msg(v[i] == 0 && !signbit(v[i]), "%s: padding element %zu is %g", what, i, v[i]);
+}
+
+/* Training leaves the padding of weights, gradients and optimizer state exactly zero: SGD
+ * (momentum, weight decay, Nesterov) and AdamW, fresh and accumulated gradients, and the f64
+ * working copies (gradients staged one layer at a time, folded into f32). */
+START_TEST(padding_stays_zero)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 2, 9, &x, &y);
+  for (int variant = 0; variant < 4; variant++) {
+    model_t *m = build(&c, variant == 3 ? OPS_F64 : OPS_F32);
+    unsigned char *pad = padding_map(m);
+    ck_assert_ptr_nonnull(pad);
+    size_t flat = model_flat_size(m), nstate = 0, pads = 0;
+    for (size_t i = 0; i < flat; i++) pads += pad[i];
+    ck_assert_uint_gt(pads, 0); /* this network has padding to check */
+    assert_padding_zero(m, pad, model_params(m), "initial weights");
+    optim_config_t oc;
+    optim_config_default(&oc, variant == 1 ? OPTIM_ADAMW : OPTIM_SGD);
+    oc.weight_decay = 0.1;
+    oc.nesterov = variant == 2;
+    optim_t *o;
+    ck_assert(optim_create(&o, &oc, flat, model_arena(m), err, sizeof err) == 0);
+    for (int s = 0; s < 3; s++) {
+      ck_assert_msg(model_train_step(m, x, y, 2, 8, variant == 2 && s == 2, NULL, NULL, err,
+                                     sizeof err) == 0, "%s", err);
+      assert_padding_zero(m, pad, model_grads(m), "gradients");
+      ck_assert(optim_step(o, model_params(m), model_grads(m), 0.1, 0.125, NULL, err,
+                           sizeof err) == 0);
+      assert_padding_zero(m, pad, model_params(m), "weights");
+      float *st = optim_state(o, &nstate);
+      ck_assert_uint_eq(nstate % flat, 0);
+      for (size_t k = 0; k < nstate / flat; k++)
+        assert_padding_zero(m, pad, st + k * flat, "optimizer state");
+    }
+    optim_destroy(o);
+    free(pad);
+    model_destroy(m);
+  }
+  free(x), free(y);
+}
+END_TEST
+
+/* model_pack is the layout before padding (tensors back to back, head first), computed here
+ * from the names and counts alone; model_unpack inverts it and clears the padding. */
+START_TEST(pack_is_the_unpadded_layout)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_GROUP);
+  model_t *m = build(&c, OPS_F32);
+  size_t flat = model_flat_size(m), np = model_num_params(m);
+  ck_assert_uint_gt(flat, np);
+  float *p = model_params(m), *packed = malloc(np * sizeof *packed);
+  float *back = malloc(flat * sizeof *back);
+  for (size_t i = 0; i < flat; i++) back[i] = NAN;
+  model_pack(m, p, packed);
+  size_t at = 0;
+  for (int i = unet_num_tensors(m) - 1; i >= 0; i--) {
+    const layer_param_t *t = unet_tensor(m, i);
+    ck_assert_int_eq(memcmp(packed + at, p + t->offset, t->count * sizeof *p), 0);
+    at += t->count;
+  }
+  ck_assert_uint_eq(at, np);
+  model_unpack(m, packed, back);
+  ck_assert_int_eq(memcmp(back, p, flat * sizeof *p), 0); /* padding included: zero */
+  free(packed), free(back);
+  model_destroy(m);
 }
 END_TEST
 
@@ -516,7 +736,8 @@ static Suite *make_model_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "structure", same_seed_same_bits, init_keyed_by_name, param_count_formula,
                   hooks_in_order, hooks_with_empty_batch, batchnorm_paths_agree,
                   groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
-                  update_is_optim_step, bad_configs);
+                  update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
+                  pack_is_the_unpadded_layout, bad_configs);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   return s;
 }

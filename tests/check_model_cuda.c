@@ -2,7 +2,8 @@
  * on the CPU: initial parameters, loss and gradients of a training step in fp32 (TF32),
  * BatchNorm and GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and
  * that a second step learns; the CUDA-graph step against the eager one, and the trainer's updates
- * (model_update, working-precision gradients) against optim_step, bit for bit. Exits 77 (SKIP)
+ * (model_update, working-precision gradients) against optim_step, bit for bit; a network whose
+ * layout has alignment padding, in bf16, keeping that padding zero. Exits 77 (SKIP)
  * without a GPU, like check_ops_cuda. */
 #include "config.h"
 
@@ -13,6 +14,7 @@
 #include "src/parallel/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 #include "tests/suite_main.h"
+#include "tests/unet_fixture.h"
 
 /* The small U-Net of these tests: widths 8-16-32, 16x16, batch 2, on the CPU until changed. */
 static void small_config(model_config_t *cfg, model_norm_t norm)
@@ -37,8 +39,8 @@ static void model_case(model_norm_t norm, model_precision_t prec, double tol_los
   cfg.device = MODEL_DEVICE_CUDA;
   cfg.precision = prec;
   ck_assert_msg(model_create(&mg, &cfg, err, sizeof err) == 0, "%s", err);
-  size_t np = model_num_params(mc), P = 2 * 16 * 16;
-  ck_assert_uint_eq(np, model_num_params(mg));
+  size_t np = model_flat_size(mc), P = 2 * 16 * 16;
+  ck_assert_uint_eq(np, model_flat_size(mg));
   dt = OPS_F32;
   float *hp = down_raw(model_params(mg), np * 4);
   EXACT(hp, model_params(mc), np, "initial parameters");
@@ -124,7 +126,7 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
   optim_config_t oc;
   optim_config_default(&oc, OPTIM_SGD);
   optim_t *o = NULL;
-  size_t np = model_num_params(m), P = 2 * 16 * 16;
+  size_t np = model_flat_size(m), P = 2 * 16 * 16;
   ck_assert_msg(optim_create(&o, &oc, np, model_arena(m), err, sizeof err) == 0, "%s", err);
   float *gx = up_raw(hvec(P * 3, 1, 0), P * 12);
   int32_t *y = malloc(P * 4);
@@ -173,7 +175,7 @@ static void graph_case(model_precision_t prec, model_norm_t norm)
       float *pu = graph_run(prec, norm, graph, u, lu, &r);
       model_config_t c1;
       small_config(&c1, norm);
-      size_t n1 = model_config_num_params(&c1);
+      size_t n1 = model_config_flat_size(&c1);
       for (int k = 0; k < GRAPH_STEPS; k++)
         ck_assert_msg(lu[k] == le[k], "precision %d, update %d, graph %d: loss at step %d %.9g "
                       "vs %.9g", (int)prec, u, graph, k, lu[k], le[k]);
@@ -183,7 +185,7 @@ static void graph_case(model_precision_t prec, model_norm_t norm)
     }
   model_config_t cfg;
   small_config(&cfg, norm);
-  size_t np = model_config_num_params(&cfg);
+  size_t np = model_config_flat_size(&cfg);
   for (int k = 0; k < GRAPH_STEPS; k++) {
     ck_assert_msg(le[k] == le2[k], "precision %d: two eager runs differ at step %d: loss %.9g vs "
                   "%.9g", (int)prec, k, le[k], le2[k]);
@@ -205,7 +207,9 @@ static int count_ready(void *ctx, size_t offset, size_t count, void *stream)
 {
   size_t *seen = ctx;
   (void)stream;
-  ck_assert_uint_eq(offset, seen[1]); /* in increasing order, adjacent */
+  /* in increasing order, apart by alignment padding at most */
+  ck_assert_uint_ge(offset, seen[1]);
+  ck_assert_uint_lt(offset - seen[1], MODEL_WEIGHT_ALIGN / 2);
   seen[0] += count;
   seen[1] = offset + count;
   return 0;
@@ -234,10 +238,93 @@ START_TEST(test_working_grads_refusals)
   model_hooks_t h = {.ctx = seen, .grads_ready = count_ready};
   ck_assert_msg(model_train_step(m, gx, gy, 2, 1, 0, &h, &l, err, sizeof err) == 0, "%s", err);
   ck_assert_uint_eq(seen[0], model_num_params(m));
+  ck_assert_uint_eq(seen[1], model_flat_size(m));
   shmddp_dtype_t t;
   ck_assert_ptr_nonnull(model_grad_buffer(m, &t));
   ck_assert_int_eq(t, SHMDDP_BF16);
   model_destroy(m);
+}
+END_TEST
+
+/* Widths that leave padding between the tensors (4, 6, 10; 3 classes) in bf16 with the
+ * trainer's update (model_update: the working copy written by the optimizer), with bf16 working
+ * gradients or f32 ones: every tensor's start 16-byte aligned on the device (weights 256),
+ * gradients reported once each, and after steps the padding of the f32 weights, the bf16
+ * gradients and the momentum still exactly zero; the loss goes down. */
+static void padded_case(int working_grads)
+{
+  char err[512];
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.widths[0] = 4, cfg.widths[1] = 6, cfg.widths[2] = 10;
+  cfg.classes = 3;
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = MODEL_BF16;
+  cfg.working_grads = working_grads;
+  model_t *m = NULL;
+  ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+  size_t flat = model_flat_size(m), np = model_num_params(m), P = 2 * 16 * 16;
+  ck_assert_uint_gt(flat, np);
+  shmddp_dtype_t t;
+  const char *g = model_grad_buffer(m, &t);
+  ck_assert_int_eq(t, working_grads ? SHMDDP_BF16 : SHMDDP_F32);
+  size_t ge = working_grads ? 2 : 4;
+  for (int i = 0; i < unet_num_tensors(m); i++) {
+    const layer_param_t *p = unet_tensor(m, i);
+    size_t n = strlen(p->name), a = MODEL_PARAM_ALIGN;
+    if (!strcmp(p->name + n - 7, ".weight") && !strstr(p->name, ".norm")) a = MODEL_WEIGHT_ALIGN;
+    ck_assert_msg((uintptr_t)(g + ge * p->offset) % a == 0, "%s: gradient not %zu-byte aligned",
+                  p->name, a);
+    ck_assert_msg((uintptr_t)(model_params(m) + p->offset) % a == 0,
+                  "%s: weight not %zu-byte aligned", p->name, a);
+  }
+  unsigned char *pad = padding_map(m);
+  ck_assert_ptr_nonnull(pad);
+  keep(pad);
+  float *hx = hvec(P * 3, 1, 0);
+  int32_t *hy = malloc(P * 4);
+  keep(hy);
+  for (size_t p = 0; p < P; p++) hy[p] = (int32_t)((p % 256 / 16) * 3 / 16); /* rows of each 16x16 image: 0..2 */
+  float *gx = up_raw(hx, P * 12);
+  int32_t *gy = up_raw(hy, P * 4);
+  optim_config_t oc;
+  optim_config_default(&oc, OPTIM_SGD);
+  oc.weight_decay = 0.1;
+  optim_t *o = NULL;
+  ck_assert_msg(optim_create(&o, &oc, flat, model_arena(m), err, sizeof err) == 0, "%s", err);
+  float first = 0, l = 0;
+  for (int s = 0; s < 4; s++) {
+    size_t seen[2] = {0, 0};
+    model_hooks_t h = {.ctx = seen, .grads_ready = count_ready};
+    ck_assert_msg(model_train_step(m, gx, gy, 2, 1, 0, &h, &l, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(seen[0], np);
+    ck_assert_uint_eq(seen[1], flat);
+    if (s == 0) first = l;
+    const unsigned char *hg = down_raw(g, flat * ge);
+    static const unsigned char zero[4];
+    for (size_t i = 0; i < flat; i++)
+      if (pad[i])
+        ck_assert_msg(memcmp(hg + ge * i, zero, ge) == 0, "working gradients %d, step %d: "
+                      "gradient padding %zu is not zero", working_grads, s, i);
+    ck_assert_msg(model_update(m, o, 0.05, 1, err, sizeof err) == 0, "%s", err);
+  }
+  ck_assert_msg(l < first, "the padded network did not learn: %g -> %g", first, l);
+  size_t ns = 0;
+  float *st = optim_state(o, &ns);
+  ck_assert_uint_eq(ns, flat);
+  const float *hp = down_raw(model_params(m), flat * 4), *hs = down_raw(st, flat * 4);
+  for (size_t i = 0; i < flat; i++)
+    if (pad[i])
+      ck_assert_msg(hp[i] == 0 && hs[i] == 0, "padding %zu: weight %g, momentum %g", i, hp[i],
+                    hs[i]);
+  optim_destroy(o);
+  model_destroy(m);
+}
+
+START_TEST(test_padded_layout_bf16)
+{
+  padded_case(1); /* the bf16 gradients the optimizer reads as they are */
+  padded_case(0); /* f32 gradients, staged one layer at a time in bf16 */
 }
 END_TEST
 
@@ -253,9 +340,10 @@ END_TEST
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
-  TCase *tc = SUITE_CASE(s, "model", test_model, test_graph_step, test_working_grads_refusals);
+  TCase *tc = SUITE_CASE(s, "model", test_model, test_graph_step, test_working_grads_refusals,
+                         test_padded_layout_bf16);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* four models, each with its convolution search */
+  tcase_set_timeout(tc, 180); /* six models, each with its convolution search */
   return s;
 }
 

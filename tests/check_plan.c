@@ -187,7 +187,7 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const
                   "%s", err);
     o->loss[k] = model_last_loss(m);
   }
-  size_t np = model_num_params(m);
+  size_t np = model_flat_size(m);
   o->grads = malloc(np * sizeof *o->grads);
   memcpy(o->grads, model_grads(m), np * sizeof *o->grads);
   o->pred = malloc(P * sizeof *o->pred);
@@ -209,7 +209,7 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
   run_model(norm, dt, "shared", "2", &h);
   model_config_t c;
   small_cfg(&c, norm);
-  size_t np = model_config_num_params(&c), P = (size_t)c.max_batch * c.height * c.width;
+  size_t np = model_config_flat_size(&c), P = (size_t)c.max_batch * c.height * c.width;
   for (int k = 0; k < 3; k++) ck_assert_msg(a.loss[k] == b.loss[k], "step %d loss", k);
   ck_assert_msg(memcmp(a.grads, b.grads, np * sizeof *a.grads) == 0, "gradients differ");
   ck_assert_msg(memcmp(a.pred, b.pred, P * sizeof *a.pred) == 0, "predictions differ");

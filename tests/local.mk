@@ -132,7 +132,8 @@ check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/che
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
-	tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/readme_env.sh
+	tests/check_report.sh tests/resume.sh tests/resume_prepad.sh tests/resume_gpu.sh \
+	tests/readme_env.sh
 # shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
 TESTS += tests/nccl_run_mps.sh
 EXTRA_DIST += tests/nccl_run_mps.sh
@@ -206,6 +207,8 @@ tests_check_account_LDADD = $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
+EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
+	tests/data/prepad_result.txt
 EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
 	tests/fault_signal.sh tests/readme_env.sh tests/nccl_exports.sh \

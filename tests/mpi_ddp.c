@@ -69,7 +69,7 @@ static int train(const mpi_case_t *c, world_t *w, int device, int first, int cou
   if (rc == 0)
     rc = pf_ddp_train(m, d, gpu_mode, STEPS, first, micro_n, c->accum, c->sync_bn, err, errlen);
   if (rc == 0) {
-    *np = model_num_params(m);
+    *np = model_flat_size(m);
     *nb = model_num_buffers(m);
     *out_p = malloc(*np * sizeof(float) + 1);
     *out_b = malloc(*nb * sizeof(float) + 1);

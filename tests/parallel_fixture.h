@@ -111,7 +111,7 @@ static inline int pf_ddp_train(model_t *m, ddp_t *d, int cuda, int steps, int fi
   optim_config_default(&oc, OPTIM_SGD);
   oc.lr = 0.05;
   oc.momentum = 0.9;
-  if (rc == 0) rc = optim_create(&o, &oc, model_num_params(m), model_arena(m), err, errlen);
+  if (rc == 0) rc = optim_create(&o, &oc, model_flat_size(m), model_arena(m), err, errlen);
   for (int t = 0; rc == 0 && t < steps; t++) {
     for (int k = 0; rc == 0 && k < accum; k++) {
       for (int s = 0; s < micro_n; s++)

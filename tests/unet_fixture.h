@@ -1,13 +1,16 @@
 /* unet_fixture.h — the small U-Net the model suites train (check_model, check_plan): its
- * configuration and non-trivial batches. */
+ * configuration and non-trivial batches; which elements of the flat buffers are padding. */
 #ifndef TESTS_UNET_FIXTURE_H
 #define TESTS_UNET_FIXTURE_H
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "src/model/model.h"
+#include "src/model/unet.h"
 
 /* 3 levels (4-6-8), 8x12, batch 3, 3 classes (label 5 ignored), 2 groups for GroupNorm. */
 static inline void small_cfg(model_config_t *c, model_norm_t norm)
@@ -35,6 +38,18 @@ static inline void fill_batch(const model_config_t *c, int n, unsigned salt, flo
     x[i] = (float)(sin(0.37 * i + salt) + 0.3 * cos(1.3 * i * (salt + 1)));
   for (size_t p = 0; p < P; p++)
     y[p] = (p * 7 + salt) % 11 == 3 ? c->ignore_index : (int32_t)((p / 3 + salt) % c->classes);
+}
+
+/* 1 where flat-buffer element i is alignment padding (in no tensor); malloc'ed (NULL when out
+ * of memory). */
+static inline unsigned char *padding_map(const model_t *m)
+{
+  unsigned char *pad = malloc(model_flat_size(m));
+  if (!pad) return NULL;
+  memset(pad, 1, model_flat_size(m));
+  for (int i = 0; i < unet_num_tensors(m); i++)
+    memset(pad + unet_tensor(m, i)->offset, 0, unet_tensor(m, i)->count);
+  return pad;
 }
 
 #endif

@@ -18,18 +18,33 @@ void *layer_wparam(const layer_ctx_t *c, int id)
 
 int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate; }
 
-size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
+/* Staged, a layer's gradients keep their places in the flat buffer from its lower offset
+ * rounded down to the weights' alignment (the base): each as aligned in the (256-byte aligned)
+ * staging as in the flat buffers. */
+#define STAGE_ALIGN (MODEL_WEIGHT_ALIGN / 2)
+
+static size_t stage_base(const layer_param_t *params, int id0, int id1)
 {
-  return (id0 >= 0 ? params[id0].count : 0) + (id1 >= 0 ? params[id1].count : 0);
+  size_t b = params[id0].offset;
+  if (id1 >= 0 && params[id1].offset < b) b = params[id1].offset;
+  return b - b % STAGE_ALIGN;
 }
 
-/* A layer's parameters are adjacent in the flat buffers; staged, they keep their order from the
- * lower offset (base). */
+size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
+{
+  if (id0 < 0) id0 = id1, id1 = -1;
+  if (id0 < 0) return 0;
+  size_t end = params[id0].offset + params[id0].count;
+  if (id1 >= 0 && params[id1].offset + params[id1].count > end)
+    end = params[id1].offset + params[id1].count;
+  return end - stage_base(params, id0, id1);
+}
+
+/* A layer's parameters are neighbours in the flat buffers (adjacent, or apart by alignment
+ * padding); staged, they keep their places from the base. */
 static size_t layer_base(const layer_ctx_t *c, int id0, int id1)
 {
-  size_t b = c->params[id0].offset;
-  if (id1 >= 0 && c->params[id1].offset < b) b = c->params[id1].offset;
-  return b;
+  return stage_base(c->params, id0, id1);
 }
 
 /* Where the working gradient of flat-buffer element `offset` is written: the one-layer staging
@@ -65,14 +80,19 @@ static int grads_final(const layer_ctx_t *c, size_t first, size_t count, size_t 
   return 0;
 }
 
-/* Gradients of parameter ids (increasing offset order, -1 entries skipped) are final. A layer's
- * two parameters are adjacent in the flat buffer (and staged so), so they are folded by one
- * cast and reported as one range: half the launches of one per tensor (a cast is a graph node
- * and a dependency hop), the same bits. */
+/* Gradients of parameter ids (-1 entries skipped) are final. A layer's two parameters are
+ * adjacent in the flat buffer when the layout needs no padding between them (it orders them so
+ * wherever it can), and staged so: then they are folded by one cast and reported as one range,
+ * half the launches of one per tensor (a cast is a graph node and a dependency hop), the same
+ * bits. Apart, the padding between them is never written, so each is folded on its own. */
 static int grads_done(const layer_ctx_t *c, int id0, int id1, size_t base)
 {
   if (id0 < 0) id0 = id1, id1 = -1;
   if (id0 < 0) return 0;
+  if (id1 >= 0 && c->params[id1].offset < c->params[id0].offset) {
+    int t = id0;
+    id0 = id1, id1 = t;
+  }
   const layer_param_t *a = &c->params[id0];
   if (id1 < 0) return grads_final(c, a->offset, a->count, base, a->name);
   const layer_param_t *b = &c->params[id1];
@@ -102,7 +122,6 @@ int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, co
             c->ops->conv_bwd_filter(c->ops, &l->desc, n, x, dy, grad_out(c, l->w_id, base),
                                     grad_out(c, l->b_id, base), layer_grad_acc(c), c->ws),
             c->params[l->w_id].name);
-  /* The bias precedes the weight in the flat buffer (reverse layer order within the layer). */
   return grads_done(c, l->b_id, l->w_id, base);
 }
 
@@ -251,6 +270,5 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
     CHECK_OPS(c->ops, o->bn_bwd_apply(o, d, &relu, x, P, l->C, l->saved, l->stats, gamma, d),
               name);
   }
-  /* beta follows gamma in forward order, so it comes first in the flat buffer. */
   return grads_done(c, l->beta_id, l->gamma_id, base);
 }

@@ -16,9 +16,12 @@ typedef enum { LAYER_INIT_ZERO = 0, LAYER_INIT_ONE, LAYER_INIT_KAIMING_RELU, LAY
 typedef struct {
   char name[40];
   char shape[40];
-  size_t offset, count;
+  size_t offset, count; /* where it starts in the flat buffers (padded: see unet_build.c) */
+  size_t packed;        /* where it starts in the packed layout (checkpoints, exports) */
+  size_t align;         /* its offset in the flat buffers is a multiple of this many elements */
   layer_init_t init;
   int fan_in;
+  int with_prev;        /* the second tensor of a layer (a bias): laid out next to the first */
 } layer_param_t;
 
 /* What every layer call needs. wparams/wgrads are the compute-dtype working copies; when the

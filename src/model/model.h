@@ -5,7 +5,12 @@
  * the CPU backend, device memory for CUDA). Parameters and their gradients are each one flat
  * f32 buffer, laid out in REVERSE layer order (the head first): backward finishes gradients
  * from the front of the flat buffer to its end, so data-parallel gradient buckets are
- * contiguous ranges that complete in order.
+ * contiguous ranges that complete in order. Every tensor starts MODEL_PARAM_ALIGN bytes aligned
+ * (convolution weights MODEL_WEIGHT_ALIGN) in every buffer of that layout (f32 and 16-bit
+ * working copies, gradients, optimizer state): the flat buffers hold model_flat_size elements,
+ * the parameters and zero padding between tensors that stays zero (its gradients are zero, so
+ * updates keep it so). Checkpoints and exports hold the parameters packed (model_pack), without
+ * the padding.
  */
 #ifndef SRC_MODEL_MODEL_H
 #define SRC_MODEL_MODEL_H
@@ -16,6 +21,14 @@
 #include "shmddp.h"
 
 #define MODEL_MAX_LEVELS 8
+/* Bytes every parameter tensor's start is aligned to in the flat buffers, in every dtype: what
+ * vectorised kernels and cuDNN's tensor-core paths need for their 16-byte loads. Convolution
+ * weights start MODEL_WEIGHT_ALIGN bytes aligned in the 16-bit buffers (twice that in the f32
+ * ones): the alignment cuDNN was given when it read aligned copies of them, so the same
+ * kernels run on the weights in place. Norm weights and biases keep 16, so a norm's two
+ * vectors stay adjacent (one gradient range per layer). */
+#define MODEL_PARAM_ALIGN 16
+#define MODEL_WEIGHT_ALIGN 256
 
 typedef enum { MODEL_NORM_BATCH = 0, MODEL_NORM_GROUP } model_norm_t;
 typedef enum { MODEL_FP32 = 0, MODEL_BF16, MODEL_FP16 } model_precision_t;
@@ -69,7 +82,16 @@ typedef struct model model_t;
 int model_create(model_t **out, const model_config_t *cfg, char *err, size_t errlen);
 void model_destroy(model_t *m);
 
+/* The number of parameters (trained values; no padding). */
 size_t model_num_params(const model_t *m);
+/* Elements of each flat buffer (parameters, gradients, each optimizer state): the parameters
+ * and the alignment padding; the length every whole-buffer copy, reduction or update uses. */
+size_t model_flat_size(const model_t *m);
+/* Host memory: the parameters of a flat buffer (model_flat_size elements) packed back to back
+ * (model_num_params elements, the order of the flat layout), as checkpoints store them; and
+ * back, with the padding zeroed. */
+void model_pack(const model_t *m, const float *flat, float *packed);
+void model_unpack(const model_t *m, const float *packed, float *flat);
 /* The flat f32 master weights. The caller may write them, now or later through the pointer:
  * with a 16-bit compute dtype every step casts them to the working copy again, except behind
  * model_update or model_refresh_working, which vouch for the copy until model_params is asked
@@ -136,6 +158,8 @@ void model_config_default(model_config_t *cfg);
 int model_config_validate(const model_config_t *cfg, char *err, size_t errlen);
 /* Parameter count for cfg, computed without building the model. */
 size_t model_config_num_params(const model_config_t *cfg);
+/* model_flat_size for cfg, computed without building the model. */
+size_t model_config_flat_size(const model_config_t *cfg);
 /* The memory arena (and ledger) of the model's device: optimizers and the DDP engine allocate
  * from it so everything on one device is in one ledger. */
 struct arena *model_arena(model_t *m);

@@ -98,17 +98,19 @@ static int allocate(model_t *m, char *err, size_t errlen)
   alloc_ctx_t a = {.m = m, .err = err, .errlen = errlen};
   size_t e = m->ops.elem, N = (size_t)c->max_batch;
   int L = c->levels;
-  m->pf32 = take(&a, m->nparams * sizeof(float), ARENA_PARAMS, "parameters");
+  /* The flat buffers' alignment padding is never written by a layer: cleared here (take), the
+   * gradients' stays zero and keeps that of the weights and the optimizer state zero. */
+  m->pf32 = take(&a, m->nflat * sizeof(float), ARENA_PARAMS, "parameters");
   m->separate = m->ops.dtype != OPS_F32;
   /* working_grads: the weight-gradient ops write the whole working-precision buffer, which the
    * optimizer reads (model_update); otherwise f32 gradients, staged one layer at a time below */
   if (m->separate && c->working_grads)
-    m->wgrads = take(&a, m->nparams * e, ARENA_GRADS, "working gradients");
+    m->wgrads = take(&a, m->nflat * e, ARENA_GRADS, "working gradients");
   else
-    m->gf32 = take(&a, m->nparams * sizeof(float), ARENA_GRADS, "gradients");
+    m->gf32 = take(&a, m->nflat * sizeof(float), ARENA_GRADS, "gradients");
   m->wstale = m->separate;
   if (m->separate) {
-    m->wparams = take(&a, m->nparams * e, ARENA_PARAMS, "working parameters");
+    m->wparams = take(&a, m->nflat * e, ARENA_PARAMS, "working parameters");
     m->x_work = take(&a, N * c->height * c->width * c->in_channels * e, ARENA_ACTIVATIONS,
                      "input");
   } else {
@@ -170,12 +172,12 @@ static int init_params(model_t *m, char *err, size_t errlen)
     unet_init_params(m);
     return 0;
   }
-  float *dev = m->pf32, *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+  float *dev = m->pf32, *host = malloc((m->nflat ? m->nflat : 1) * sizeof(float));
   if (!host) return check_fail(err, errlen, "out of memory initialising parameters");
   m->pf32 = host;
   unet_init_params(m);
   m->pf32 = dev;
-  int rc = dev_copy_now(dev, m->dev, host, DEV_HOST, m->nparams * sizeof(float), err, errlen);
+  int rc = dev_copy_now(dev, m->dev, host, DEV_HOST, m->nflat * sizeof(float), err, errlen);
   free(host);
   return rc;
 }
@@ -671,7 +673,7 @@ static void ctx_init(model_t *m, layer_ctx_t *c, int train, int accumulate,
 
 static int cast_working(model_t *m, char *err, size_t errlen)
 {
-  CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nparams, m->wparams),
+  CHECK_OPS(&m->ops, m->ops.from_f32(&m->ops, m->pf32, m->nflat, m->wparams),
             "casting parameters");
   return 0;
 }

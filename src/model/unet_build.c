@@ -1,5 +1,6 @@
 /* unet_build.c — the U-Net's construction: configuration defaults and validation, the
- * parameter registry (names, shapes, reverse-order offsets), initialisation, the signature. */
+ * parameter registry (names, shapes, the padded reverse-order layout), initialisation, the
+ * signature. */
 #include "config.h"
 
 #include <math.h>
@@ -97,6 +98,7 @@ static int add_param(model_t *m, size_t count, layer_init_t init, int fan_in, co
   va_end(ap);
   snprintf(p->shape, sizeof p->shape, "%s", shape);
   p->count = count;
+  p->align = UNET_ALIGN_ELEMS;
   p->init = init;
   p->fan_in = fan_in;
   m->nparams += count;
@@ -128,9 +130,11 @@ static int reg_conv(model_t *m, layer_conv_t *l, ops_conv_kind_t kind, int h, in
                         "%s.weight", prefix);
     break;
   }
+  if (l->w_id >= 0) m->params[l->w_id].align = UNET_WEIGHT_ALIGN_ELEMS;
   if (kind != OPS_CONV3X3) {
     snprintf(shape, sizeof shape, "%d", cout);
     l->b_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", prefix);
+    if (l->b_id >= 0) m->params[l->b_id].with_prev = 1;
   }
   return (l->w_id < 0 || (kind != OPS_CONV3X3 && l->b_id < 0)) ? -1 : 0;
 }
@@ -147,6 +151,7 @@ static int reg_block(model_t *m, block_t *b, int h, int w, int cin, int cout, co
   b->norm.gamma_id = add_param(m, (size_t)cout, LAYER_INIT_ONE, 0, shape, "%s.weight", norm);
   b->norm.beta_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", norm);
   if (b->norm.gamma_id < 0 || b->norm.beta_id < 0) return -1;
+  m->params[b->norm.beta_id].with_prev = 1;
   if (m->cfg.norm == MODEL_NORM_BATCH) m->nbuffers += 2 * (size_t)cout;
   return 0;
 }
@@ -182,29 +187,94 @@ int unet_register_params(model_t *m)
   if (reg_conv(m, &m->head, OPS_CONV1X1, c->height, c->width, c->widths[0], c->classes,
                "head") != 0)
     return -1;
-  size_t off = 0;
-  for (int t = m->ntensors - 1; t >= 0; t--) {
-    m->params[t].offset = off;
-    off += m->params[t].count;
-  }
+  unet_lay_out(m);
   return 0;
 }
 
-size_t model_config_num_params(const model_config_t *cfg)
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/* 1 when tensor b, placed right after tensor a (a at its alignment from off), needs no padding
+ * before it. */
+static int adjacent(const layer_param_t *a, const layer_param_t *b, size_t off)
+{
+  size_t end = align_up(off, a->align) + a->count;
+  return align_up(end, b->align) == end;
+}
+
+/* Places tensor t at its next aligned offset from *off. */
+static void place(model_t *m, int t, size_t *off)
+{
+  m->params[t].offset = align_up(*off, m->params[t].align);
+  *off = m->params[t].offset + m->params[t].count;
+}
+
+/* The flat layout: layers in reverse order (the head first), every tensor at a multiple of its
+ * alignment (layer_param_t.align), the gaps zero padding. A layer's two tensors stay
+ * neighbours, the bias first unless that would leave padding between them and the weight first
+ * would not (the head's few classes, the up-convolutions): then they are one range of
+ * gradients (layers.c). No padding after the last tensor, so the last gradient range ends the
+ * buffer. The packed layout (checkpoints) is the tensors back to back in reverse order, as the
+ * flat one was before it was padded. */
+void unet_lay_out(model_t *m)
+{
+  size_t off = 0, packed = 0;
+  layer_param_t *p = m->params;
+  for (int t = m->ntensors - 1; t >= 0; t--) {
+    p[t].packed = packed;
+    packed += p[t].count;
+  }
+  for (int t = m->ntensors - 1; t >= 0; t--) {
+    if (!p[t].with_prev || t == 0) {
+      place(m, t, &off);
+      continue;
+    }
+    int first = t, second = t - 1;
+    if (!adjacent(&p[t], &p[t - 1], off) && adjacent(&p[t - 1], &p[t], off))
+      first = t - 1, second = t;
+    place(m, first, &off);
+    place(m, second, &off);
+    t--;
+  }
+  m->nflat = off;
+}
+
+size_t model_flat_size(const model_t *m) { return m->nflat; }
+
+void model_pack(const model_t *m, const float *flat, float *packed)
+{
+  for (int t = 0; t < m->ntensors; t++)
+    memcpy(packed + m->params[t].packed, flat + m->params[t].offset,
+           m->params[t].count * sizeof *flat);
+}
+
+void model_unpack(const model_t *m, const float *packed, float *flat)
+{
+  memset(flat, 0, m->nflat * sizeof *flat);
+  for (int t = 0; t < m->ntensors; t++)
+    memcpy(flat + m->params[t].offset, packed + m->params[t].packed,
+           m->params[t].count * sizeof *flat);
+}
+
+/* The registry of cfg alone: its parameter count, or (flat) its flat buffers' length. */
+static size_t config_count(const model_config_t *cfg, int flat)
 {
   char err[256];
   if (model_config_validate(cfg, err, sizeof err) != 0) return 0;
   model_t *m = calloc(1, sizeof *m);
   if (!m) return 0;
   m->cfg = *cfg;
-  size_t n = unet_register_params(m) == 0 ? m->nparams : 0;
+  size_t n = unet_register_params(m) == 0 ? (flat ? m->nflat : m->nparams) : 0;
   free(m->params);
   free(m);
   return n;
 }
 
+size_t model_config_num_params(const model_config_t *cfg) { return config_count(cfg, 0); }
+size_t model_config_flat_size(const model_config_t *cfg) { return config_count(cfg, 1); }
+
 void unet_init_params(model_t *m)
 {
+  memset(m->pf32, 0, m->nflat * sizeof *m->pf32); /* the padding too */
   for (int t = 0; t < m->ntensors; t++) {
     const layer_param_t *p = &m->params[t];
     float *v = m->pf32 + p->offset;

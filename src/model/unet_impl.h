@@ -38,6 +38,7 @@ struct model {
   layer_param_t *params;
   int ntensors, captensors;
   size_t nparams, nbuffers;
+  size_t nflat; /* elements of each flat buffer: nparams and the alignment padding */
   float *pf32, *gf32, *buffers;
   void *wparams, *wgrads;
   int separate;
@@ -70,8 +71,17 @@ struct model {
   double last_loss;
 };
 
-/* Registers every parameter tensor (forward order) and lays them out in reverse order. */
+/* Parameter tensors start at multiples of this many elements in the flat buffers: 16 bytes
+ * in the narrowest buffers sharing the layout (the 16-bit working weights and gradients), 32 in
+ * the f32 ones (MODEL_PARAM_ALIGN); convolution weights at multiples of the second, 256 bytes in
+ * the 16-bit buffers (MODEL_WEIGHT_ALIGN). */
+#define UNET_ALIGN_ELEMS (MODEL_PARAM_ALIGN / 2)
+#define UNET_WEIGHT_ALIGN_ELEMS (MODEL_WEIGHT_ALIGN / 2)
+
+/* Registers every parameter tensor (forward order) and lays them out (unet_lay_out). */
 int unet_register_params(model_t *m);
+/* The flat layout (reverse order, every tensor aligned) and the packed one of the registry. */
+void unet_lay_out(model_t *m);
 /* Parameters from the seed: Kaiming normal for convolutions, norms 1 and 0, biases 0. */
 void unet_init_params(model_t *m);
 int unet_build_signature(model_t *m);

@@ -44,7 +44,7 @@ struct ddp {
   ddp_config_t cfg;
   int rank, world_size, dev;
   void *compute;                /* NULL on the host */
-  size_t nparams;
+  size_t nflat; /* elements of the flat gradient buffer (model_flat_size) */
   size_t nbuckets;
   size_t bucket_end[DDP_MAX_BUCKETS]; /* exclusive end offset of each bucket */
   size_t next_bucket;                 /* first bucket not yet reduced this step */
@@ -145,7 +145,7 @@ static int setup_comm(ddp_t *d, char *err, size_t errlen)
   /* bf16 on the wire from f32 gradients needs a narrowed copy; the model's own bf16 working
    * gradients are all-reduced where they are (the same bits: widening them is exact) */
   if (d->cfg.grad_comm == SHMDDP_BF16 && d->gdtype == SHMDDP_F32) {
-    d->wire = arena_alloc(model_arena(d->model), d->nparams * sizeof *d->wire, ARENA_COMM,
+    d->wire = arena_alloc(model_arena(d->model), d->nflat * sizeof *d->wire, ARENA_COMM,
                           "gradients in bf16 (--grad-comm bf16)");
     if (!d->wire)
       return check_fail(err, errlen, "gradients in bf16 for the all-reduce: %s",
@@ -187,7 +187,7 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   d->world_size = world_size(world);
   d->dev = cfg->cuda_stream ? arena_device(model_arena(model)) : DEV_HOST;
   d->compute = cfg->cuda_stream;
-  d->nparams = model_num_params(model);
+  d->nflat = model_flat_size(model);
   d->grads = model_grad_buffer(model, &d->gdtype);
   if (d->world_size > 1 && d->gdtype != SHMDDP_F32 && d->gdtype != d->cfg.grad_comm)
     return check_fail(err, errlen, "the model keeps its gradients in %s (working_grads): they "
@@ -200,9 +200,9 @@ int ddp_create_world(ddp_t **out, world_t *world, model_t *model, const ddp_conf
   if (bucket < 1) bucket = 1;
   if (first > bucket) first = bucket;
   size_t off = 0;
-  while (off < d->nparams) {
+  while (off < d->nflat) {
     size_t len = d->nbuckets == 0 ? first : bucket;
-    if (d->nbuckets == DDP_MAX_BUCKETS - 1 || off + len > d->nparams) len = d->nparams - off;
+    if (d->nbuckets == DDP_MAX_BUCKETS - 1 || off + len > d->nflat) len = d->nflat - off;
     off += len;
     d->bucket_end[d->nbuckets++] = off;
   }
@@ -280,7 +280,7 @@ int ddp_sync_initial(ddp_t *d, char *err, size_t errlen)
     }
   }
   free(all);
-  CHECK(broadcast(d, model_params(d->model), d->nparams, "broadcasting the initial parameters",
+  CHECK(broadcast(d, model_params(d->model), d->nflat, "broadcasting the initial parameters",
                   err, errlen));
   if (model_num_buffers(d->model) > 0)
     CHECK(broadcast(d, model_buffers(d->model), model_num_buffers(d->model),
@@ -334,7 +334,7 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   /* the averaged bf16 gradients back into the f32 buffer the optimizer reads (after the join:
    * on the compute stream, behind every bucket) */
   if (rc == 0 && d->wire)
-    rc = dev_convert(d->grads, SHMDDP_F32, d->wire, SHMDDP_BF16, d->nparams, d->dev, d->compute,
+    rc = dev_convert(d->grads, SHMDDP_F32, d->wire, SHMDDP_BF16, d->nflat, d->dev, d->compute,
                      err, errlen);
   timeline_end(tl, d->compute);
   return rc;

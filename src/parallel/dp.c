@@ -29,7 +29,7 @@ struct dp {
   void *stream[DP_MAX_DEVICES];
   dev_event_t *ev[DP_MAX_DEVICES][EV_COUNT];
   int direct;
-  size_t nparams, nbuf, px, classes, elem;
+  size_t nflat, nbuf, px, classes, elem; /* nflat: elements of the flat buffers */
   int per;                    /* images per device (max_batch) */
   /* device 0 only (ARENA_DP_GATHER) */
   float *x0;
@@ -74,7 +74,7 @@ static int build(dp_t *d, const dp_config_t *cfg, char *err, size_t errlen)
     for (int e = 0; e < EV_COUNT; e++)
       CHECK(dev_event_create(&d->ev[i][e], d->dev[i], DEV_EVENT_TIMING, err, errlen));
   }
-  d->nparams = model_num_params(d->m[0]);
+  d->nflat = model_flat_size(d->m[0]);
   d->nbuf = model_num_buffers(d->m[0]);
   CHECK(dev_enable_peers(d->dev, d->n, &d->direct, err, errlen));
   size_t N = (size_t)d->n * d->per, P = (size_t)d->per * d->px;
@@ -99,7 +99,7 @@ static int build(dp_t *d, const dp_config_t *cfg, char *err, size_t errlen)
                   "gathered logit gradients", err, errlen);
   if (!d->x0 || !d->y0 || !d->glog || !d->gdlog) return -1;
   for (int i = 1; i < d->n; i++) {
-    d->stage[i] = take(d, 0, d->nparams * sizeof(float), ARENA_DP_GATHER, "gradient staging",
+    d->stage[i] = take(d, 0, d->nflat * sizeof(float), ARENA_DP_GATHER, "gradient staging",
                        err, errlen);
     if (!d->stage[i]) return -1;
   }
@@ -148,7 +148,7 @@ int dp_direct_peers(const dp_t *d) { return d->direct; }
 static int pull_weights(dp_t *d, int i, char *err, size_t errlen)
 {
   CHECK(dev_copy(model_params(d->m[i]), d->dev[i], model_params(d->m[0]), d->dev[0],
-                    d->nparams * sizeof(float), d->stream[i], err, errlen));
+                    d->nflat * sizeof(float), d->stream[i], err, errlen));
   return dev_copy(model_buffers(d->m[i]), d->dev[i], model_buffers(d->m[0]), d->dev[0],
                      d->nbuf * sizeof(float), d->stream[i], err, errlen);
 }
@@ -258,11 +258,11 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
   srcs[k++] = g0;
   for (int i = 1; i < d->n && d->cnt[i]; i++) {
     CHECK(dev_copy(d->stage[i], d->dev[0], model_grads(d->m[i]), d->dev[i],
-                      d->nparams * sizeof(float), d->stream[0], err, errlen));
+                      d->nflat * sizeof(float), d->stream[0], err, errlen));
     srcs[k++] = d->stage[i];
   }
   if (k > 1)
-    CHECK(dev_reduce(g0, srcs, k, d->nparams, SHMDDP_F32, SHMDDP_SUM, 1, d->dev[0], d->stream[0],
+    CHECK(dev_reduce(g0, srcs, k, d->nflat, SHMDDP_F32, SHMDDP_SUM, 1, d->dev[0], d->stream[0],
                      err, errlen));
   REC(0, EV_RED1);
   d->pending = 1;

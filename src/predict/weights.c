@@ -136,9 +136,14 @@ int weights_model(const weights_t *w, model_device_t device, int cuda_device, in
   int rc = model_num_params(m) == w->nparams && model_num_buffers(m) == w->nbuffers
                ? 0
                : check_fail(err, errlen, "the checkpoint's weights do not fit the network");
-  if (rc == 0)
-    rc = dev_copy_now(model_params(m), dev, w->params, DEV_HOST, w->nparams * sizeof(float), err,
-                      errlen);
+  float *flat = rc == 0 ? malloc(model_flat_size(m) * sizeof *flat) : NULL;
+  if (rc == 0 && !flat) rc = check_fail(err, errlen, "out of memory loading the weights");
+  if (rc == 0) { /* the checkpoint holds them packed: into the model's padded layout */
+    model_unpack(m, w->params, flat);
+    rc = dev_copy_now(model_params(m), dev, flat, DEV_HOST, model_flat_size(m) * sizeof *flat,
+                      err, errlen);
+  }
+  free(flat);
   if (rc == 0 && w->nbuffers)
     rc = dev_copy_now(model_buffers(m), dev, w->buffers, DEV_HOST, w->nbuffers * sizeof(float),
                       err, errlen);
@@ -179,7 +184,7 @@ static void to_torch(const layer_param_t *t, const float *src, float *dst, st_te
 
 int weights_export(const weights_t *w, const char *path, char *err, size_t errlen)
 {
-  model_t *m = NULL; /* the registry: names, shapes and offsets of the flat parameters */
+  model_t *m = NULL; /* the registry: names, shapes and packed offsets of the parameters */
   CHECK(weights_model(w, MODEL_DEVICE_CPU, -1, 1, 1 << w->net.levels, 1 << w->net.levels, &m,
                       err, errlen));
   int nt = unet_num_tensors(m), batch_norm = w->net.norm == MODEL_NORM_BATCH;
@@ -195,7 +200,7 @@ int weights_export(const weights_t *w, const char *path, char *err, size_t errle
   size_t off = 0, boff = 0;
   for (int i = 0; i < nt; i++) {
     const layer_param_t *t = unet_tensor(m, i);
-    to_torch(t, w->params + t->offset, data + off, &st[n++]);
+    to_torch(t, w->params + t->packed, data + off, &st[n++]);
     off += t->count;
     size_t len = strlen(t->name);
     /* BatchNorm's running statistics follow its weight, in the layers' order (the buffers'). */

@@ -1,6 +1,7 @@
 /* ckpt_state.c — a training checkpoint as named tensors in the checkpoint format
  * (ckpt_file.h): "params", "buffers", "optimizer", and the small "state" (steps, position,
- * loss scaler) as f64. Values on a GPU are copied through host memory. */
+ * loss scaler) as f64. Values on a GPU are copied through host memory. Parameters and
+ * optimizer state are stored packed, without the flat buffers' alignment padding. */
 #include "config.h"
 
 #include "src/train/ckpt_state.h"
@@ -27,6 +28,41 @@ static int copy(int device, void *dst, const void *src, size_t bytes, int to_hos
     return check_prefix(err, errlen, to_host ? "copying checkpoint data from the GPU"
                                              : "copying checkpoint data to the GPU");
   return 0;
+}
+
+/* Parameters and optimizer state are flat buffers of `slots` parts of model_flat_size elements
+ * on the model's device; checkpoints hold them packed (model_pack: slots * model_num_params,
+ * no alignment padding), the same as before the flat layout was padded. */
+static int fetch_packed(model_t *m, const float *flat, size_t slots, float *packed, char *err,
+                        size_t errlen)
+{
+  size_t nf = model_flat_size(m), np = model_num_params(m);
+  float *h = slots ? malloc(slots * nf * sizeof *h) : NULL;
+  if (slots && !h) return check_fail(err, errlen, "out of memory staging the checkpoint");
+  int rc = slots ? copy(arena_device(model_arena(m)), h, flat, slots * nf * sizeof *h, 1, err,
+                        errlen)
+                 : 0;
+  for (size_t k = 0; rc == 0 && k < slots; k++) model_pack(m, h + k * nf, packed + k * np);
+  free(h);
+  return rc;
+}
+
+static int store_unpacked(model_t *m, const void *packed, size_t slots, float *flat, char *err,
+                          size_t errlen)
+{
+  size_t nf = model_flat_size(m), np = model_num_params(m);
+  float *h = slots ? malloc(slots * nf * sizeof *h) : NULL;
+  float *p = slots ? malloc(slots * np * sizeof *p) : NULL;
+  int rc = 0;
+  if (slots && (!h || !p)) rc = check_fail(err, errlen, "out of memory loading the checkpoint");
+  if (rc == 0 && slots) {
+    memcpy(p, packed, slots * np * sizeof *p); /* file data need not be 4-byte aligned */
+    for (size_t k = 0; k < slots; k++) model_unpack(m, p + k * np, h + k * nf);
+    rc = copy(arena_device(model_arena(m)), flat, h, slots * nf * sizeof *h, 0, err, errlen);
+  }
+  free(h);
+  free(p);
+  return rc;
 }
 
 void ckpt_state_run_key(const char *describe, char *key, size_t len)
@@ -60,6 +96,8 @@ int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *
   int dev = arena_device(model_arena(m));
   size_t np = model_num_params(m), nb = model_num_buffers(m), no = 0;
   float *ostate = optim_state(o, &no);
+  size_t slots = no / model_flat_size(m); /* optimizer states: 0, 1 or 2 flat buffers */
+  no = slots * np;
   float *hp = malloc((np ? np : 1) * sizeof *hp), *hb = malloc((nb ? nb : 1) * sizeof *hb),
         *ho = malloc((no ? no : 1) * sizeof *ho);
   int rc = -1;
@@ -67,9 +105,9 @@ int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *
     snprintf(err, errlen, "out of memory staging the checkpoint");
     goto out;
   }
-  if (copy(dev, hp, model_params(m), np * sizeof *hp, 1, err, errlen) ||
+  if (fetch_packed(m, model_params(m), 1, hp, err, errlen) ||
       copy(dev, hb, model_buffers(m), nb * sizeof *hb, 1, err, errlen) ||
-      copy(dev, ho, ostate, no * sizeof *ho, 1, err, errlen))
+      fetch_packed(m, ostate, slots, ho, err, errlen))
     goto out;
   double st[ST_COUNT] = {0};
   st[ST_STEP] = (double)p->step;
@@ -185,6 +223,8 @@ int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *
   int dev = arena_device(model_arena(m));
   size_t np = model_num_params(m), nb = model_num_buffers(m), no = 0;
   float *ostate = optim_state(o, &no);
+  size_t slots = no / model_flat_size(m);
+  no = slots * np; /* packed in the file */
   /* Every tensor's type and length checked before anything is copied. */
   const ckpt_tensor_t *tp = ckpt_expect(c, "params", CKPT_F32, np, err, errlen);
   const ckpt_tensor_t *tb = tp ? ckpt_expect(c, "buffers", CKPT_F32, nb, err, errlen) : NULL;
@@ -200,9 +240,9 @@ int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *
     check_prefix(err, errlen, "--resume");
     goto out;
   }
-  if (copy(dev, model_params(m), tp->data, np * sizeof(float), 0, err, errlen) ||
+  if (store_unpacked(m, tp->data, 1, model_params(m), err, errlen) ||
       copy(dev, model_buffers(m), tb->data, nb * sizeof(float), 0, err, errlen) ||
-      copy(dev, ostate, to->data, no * sizeof(float), 0, err, errlen))
+      store_unpacked(m, to->data, slots, ostate, err, errlen))
     goto out;
   p->step = (long)st[ST_STEP];
   p->epoch = (long)st[ST_EPOCH];

@@ -161,7 +161,7 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
   }
   int nonfinite = 0;
   if (r->scaler.enabled)
-    CHECK(amp_check_nonfinite(model_grads(m), model_num_params(m), arena_device(model_arena(m)),
+    CHECK(amp_check_nonfinite(model_grads(m), model_flat_size(m), arena_device(model_arena(m)),
                               stream, &nonfinite, err, errlen));
   step_agreement_t a = {.loss = loss_sum / micro,
                         .nonfinite = nonfinite,
@@ -239,7 +239,7 @@ static int setup(run_t *r, char *err, size_t errlen)
   model_t *m = e->model;
   /* The optimizer state exists once per process, with the master weights (DataParallel: on
    * device 0, ARENA_OPTIM of its ledger). */
-  return optim_create(&r->opt, &r->oc, model_num_params(m), model_arena(m), err, errlen);
+  return optim_create(&r->opt, &r->oc, model_flat_size(m), model_arena(m), err, errlen);
 }
 
 static void teardown(run_t *r)
