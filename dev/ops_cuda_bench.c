@@ -24,9 +24,13 @@
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
  *
+ * -o N starts the parameters N elements into their flat buffers (default 0: every tensor
+ * 16-byte aligned). -o 4 gives the model's alignment at 4 classes: its buffer starts with the
+ * head's 4 + 64 * 4 elements, which puts every other 16-bit tensor 8 bytes off 16 bytes.
+ *
  * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
  *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-r auto|all|none|N]
- *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-m] */
+ *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-o N] [-m] */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -826,10 +830,10 @@ int main(int argc, char **argv)
 {
   const char *prec = "bf16", *widths = "64,128,256,512,1024", *recomp = "auto";
   const char *acct_md = NULL, *acct_json = NULL;
-  int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7;
+  int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7, param_off = 0;
   double cap_s = 150; /* the account's row ablations */
   N.N = 6, N.H = N.W = 256, N.K = 4;
-  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:m")) != -1) {
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:o:m")) != -1) {
     switch (opt) {
     case 'p': prec = optarg; break;
     case 'b': N.N = atoi(optarg); break;
@@ -844,10 +848,11 @@ int main(int argc, char **argv)
     case 'J': acct_json = optarg; break;
     case 'R': pairs = atoi(optarg); break;
     case 'T': cap_s = atof(optarg); break;
+    case 'o': param_off = atoi(optarg); break;
     case 'm': model = 1; break;
     default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
                  "[-n iters] [-W warmup] [-t top] [-r auto|all|none|N] [-A account.md "
-                 "[-J account.json] [-R pairs] [-T seconds]] [-m]", argv[0]);
+                 "[-J account.json] [-R pairs] [-T seconds]] [-o N] [-m]", argv[0]);
     }
   }
   for (const char *s = widths; *s && N.L < MAXL; N.L++) {
@@ -858,6 +863,7 @@ int main(int argc, char **argv)
   }
   ops_dtype_t dt = !strcmp(prec, "f32") || !strcmp(prec, "fp32") ? OPS_F32
                    : !strcmp(prec, "f16") || !strcmp(prec, "fp16") ? OPS_F16 : OPS_BF16;
+  if (param_off < 0 || param_off > 256) DIE("-o %d: use 0..256 elements", param_off);
   if (N.N < 1 || N.H % (1 << (N.L - 1)) || N.K < 2 || iters < 1 || pairs < 1)
     DIE("batch %d, size %d, %d levels, %d classes, %d iterations, %d pairs: invalid", N.N, N.H,
         N.L, N.K, iters, pairs);
@@ -873,11 +879,14 @@ int main(int argc, char **argv)
   CU(cudaGetDeviceProperties(&prop, 0));
   size_t free0, total;
   CU(cudaMemGetInfo(&free0, &total));
+  N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
-  char config[256];
-  snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters, "
+  char config[288], from[32] = "";
+  if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
+  snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
            "SGD momentum; backward recomputes at %d of %d levels (-r %s)", widths, O.name, N.N,
-           N.H, N.W, N.K, N.nparams, recompute_levels, N.L, recomp);
+           N.H, N.W, N.K, N.nparams - param_off, from,
+           recompute_levels, N.L, recomp);
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);

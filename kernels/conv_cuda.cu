@@ -10,7 +10,10 @@
  * F's adjoint: F maps the (2h, 2w, cout) image to the (h, w, cin) one with the filter
  * [K = cin][2][2][C = cout] (exactly ops.h's layout), so the transposed forward is F's
  * backward-data, its input gradient is F's forward, and its filter gradient is F's
- * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu).
+ * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu). With
+ * cuBLAS in the build the transposed convolution's forward and weight gradient run as GEMMs
+ * (conv_up_gemm_cuda.cu), its input gradient too where the layer is bound by arithmetic; its
+ * cuDNN plan stays for the rest.
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
@@ -54,6 +57,7 @@ typedef struct {
   int rgb;                      /* a 3x3 of few inputs: forward and weight gradient on own
                                    kernels (their partials at off_rgb), input gradient below */
   size_t off_rgb;
+  opc_upc_t *upc;               /* a transposed convolution through cuBLAS (NULL: cuDNN) */
   cudnnTensorDescriptor_t a, b; /* F's input and output images, for batch cur_n */
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
@@ -99,6 +103,7 @@ static void plan_destroy(conv_plan_t *pl)
   if (pl->w) cudnnDestroyFilterDescriptor(pl->w);
   if (pl->conv) cudnnDestroyConvolutionDescriptor(pl->conv);
   free(pl->by_n);
+  opc_upc_free(pl->upc);
   free(pl);
 }
 
@@ -357,6 +362,11 @@ int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes)
     pl->off_rgb = align256(*ws_bytes);
     *ws_bytes = pl->off_rgb + opc_rgb_ws(o, c);
   }
+  if (c->kind == OPS_CONVT2X2) { /* its GEMMs use the workspace when cuDNN's part does not */
+    size_t up_ws = 0;
+    if (opc_upc_plan(o, c, &pl->upc, &up_ws)) return -1;
+    if (up_ws > *ws_bytes) *ws_bytes = up_ws;
+  }
   if (env_is("SHMDDP_CONV_VERBOSE", "1"))
     fprintf(stderr, "conv kind %d %dx%d %d(%d)->%d n=%d %s: fwd algo %d math %d %.3f ms, "
             "bwd-filter %d math %d %.3f ms, bwd-data %d math %d %.3f ms, workspace %zu\n",
@@ -468,6 +478,7 @@ int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, cons
   if (pl->skinny) return opc_skinny_fwd(o, c, n, x, w, b, y);
   if (pl->gemm) return opc_gemm_fwd(o, c, n, x, w, b, y, ws);
   if (pl->rgb && opc_rgb_usable(y)) return opc_rgb_fwd(o, c, n, x, w, y);
+  if (pl->upc) return opc_upc_fwd(o, c, pl->upc, n, x, w, b, y, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
@@ -501,6 +512,7 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
   if (pl->gemm) return opc_gemm_bwd_filter(o, c, n, x, dy, dw, db, acc, ws);
   if (pl->rgb && opc_rgb_usable(dy))
     return opc_rgb_bwd_filter(o, c, n, x, dy, dw, acc, ws_at(ws, pl->off_rgb));
+  if (pl->upc) return opc_upc_bwd_filter(o, c, pl->upc, n, x, dy, dw, db, acc, ws);
   int k = c->kind == OPS_CONV3X3 ? 3 : c->kind == OPS_CONV1X1 ? 1 : 2;
   if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
     if (acc) return 0;
@@ -547,6 +559,8 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
   if (!pl) return -1;
   if (pl->skinny) return opc_skinny_bwd_data(o, c, n, dy, w, dx);
   if (pl->gemm) return opc_gemm_bwd_data(o, c, n, dy, w, dx, ws);
+  if (opc_upc_bwd_data_enabled(pl->upc))
+    return opc_upc_bwd_data(o, c, pl->upc, n, dy, w, dx, ws);
   if (n == 0) return 0;
   const conv_algos_t *al = algos_for(o, c, pl, n);
   if (!al) return -1;
@@ -562,4 +576,11 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
                                (size_t)n * c->h * c->w, 0);
   }
   return f_backward_data(o, pl, al, w, dy, dx, ws);
+}
+
+unsigned ops_cuda_conv_up_route(const ops_t *o, const ops_conv_t *c, int n, const void *w,
+                                const void *dw)
+{
+  conv_plan_t *pl = c->kind == OPS_CONVT2X2 ? plan_of(o, c, n) : NULL;
+  return pl && pl->upc ? opc_upc_route(o, c, n, w, dw) : 0;
 }

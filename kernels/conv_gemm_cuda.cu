@@ -1,6 +1,6 @@
 /* conv_gemm_cuda.cu — 1x1 convolutions as plain GEMMs over the NHWC pixels, through cuBLAS
- * (cuDNN is slow for them). The 2x2 transposed convolutions stay on cuDNN: through cuBLAS they
- * lost (788.4 against 807.3 img/s, bench/results/train_1xh200.tsv).
+ * (cuDNN is slow for them), and the cuBLAS handles the transposed convolutions' GEMMs use
+ * (conv_up_gemm_cuda.cu).
  *
  * Column-major view: an NHWC tensor of P pixels and C channels is a C x P matrix (ld C).
  *   1x1, weights [cout][cin] = a cin x cout matrix W:
@@ -17,6 +17,9 @@
 
 #ifdef HAVE_CUBLAS
 #include <cublas_v2.h>
+#ifdef HAVE_CUBLASLT
+#include <cublasLt.h>
+#endif
 
 /* cuBLAS's workspace, ours so graph capture never makes it allocate. */
 #define GEMM_WS_BYTES ((size_t)4 << 20)
@@ -27,7 +30,7 @@ int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind)
   return kind == OPS_CONV1X1 && !shm_env_is("SHMDDP_CONV1X1", "cudnn"); /* skinny ones: above */
 }
 
-static int blas(const ops_t *o, cublasHandle_t *out)
+int opc_blas(const ops_t *o, void **out)
 {
   opc_ctx_t *x = opc_ctx(o);
   if (!x->blas) {
@@ -42,13 +45,37 @@ static int blas(const ops_t *o, cublasHandle_t *out)
     }
     x->blas = h;
   }
-  *out = (cublasHandle_t)x->blas;
+  *out = x->blas;
   return 0;
 }
+
+#ifdef HAVE_CUBLASLT
+/* cuBLASLt shares cuBLAS's workspace: both run on the table's one stream, one call at a time. */
+int opc_blaslt(const ops_t *o, void **out, void **ws, size_t *ws_bytes)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  void *h = NULL;
+  if (opc_blas(o, &h)) return -1; /* allocates the workspace */
+  if (!x->blaslt) {
+    cublasLtHandle_t lt = NULL;
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
+      return opc_fail(o, "cuBLASLt could not be initialised on device %d", x->device);
+    x->blaslt = lt;
+  }
+  *out = x->blaslt;
+  *ws = x->blas_ws;
+  *ws_bytes = GEMM_WS_BYTES;
+  return 0;
+}
+#endif
 
 void opc_gemm_free(opc_ctx_t *x)
 {
   if (x->blas) cublasDestroy((cublasHandle_t)x->blas);
+#ifdef HAVE_CUBLASLT
+  if (x->blaslt) cublasLtDestroy((cublasLtHandle_t)x->blaslt);
+  x->blaslt = NULL;
+#endif
   cudaFree(x->blas_ws);
   x->blas = NULL;
   x->blas_ws = NULL;
@@ -61,7 +88,7 @@ static int gemm(const ops_t *o, cublasOperation_t ta, cublasOperation_t tb, int 
   cublasHandle_t h = NULL;
   if (n > 0x7fffffff || k > 0x7fffffff)
     return opc_fail(o, "a convolution GEMM over %zu pixels is too large", n > k ? n : k);
-  if (blas(o, &h)) return -1;
+  if (opc_blas(o, (void **)&h)) return -1;
   const float alpha = 1;
   cudaDataType_t t = o->dtype == OPS_BF16 ? CUDA_R_16BF : o->dtype == OPS_F16 ? CUDA_R_16F
                                                                                 : CUDA_R_32F;
@@ -113,6 +140,7 @@ int opc_gemm_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
 
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind) { return 0; }
 void opc_gemm_free(opc_ctx_t *x) {}
+int opc_blas(const ops_t *o, void **out) { return opc_fail(o, "this build has no cuBLAS"); }
 int opc_gemm_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
                  const void *b, void *y, void *ws)
 {

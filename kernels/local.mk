@@ -21,7 +21,8 @@ libkernels_a_SOURCES = \
 # list it before $(MODEL_LIBS), and $(CUDA_LIBS).
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
-	kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu kernels/norm_cuda.cu \
+	kernels/conv_up_gemm_cuda.cu kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu \
+	kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 if HAVE_CUDNN
 noinst_LIBRARIES += libopscuda.a

@@ -30,7 +30,8 @@ typedef struct {
   unsigned long long *bad;     /* [0]: (pixel << 32 | label) of the first label out of range
                                   (ULLONG_MAX: none), [1]: softmax_ce's pixel count */
   double *host;                /* pinned, 2 doubles + 2 u64: softmax_ce's read-back */
-  void *blas, *blas_ws;        /* cuBLAS handle and workspace (1x1 convolutions), lazily */
+  void *blas, *blas_ws;        /* cuBLAS handle and workspace (GEMM convolutions), lazily */
+  void *blaslt;                /* cuBLASLt handle (transposed convolutions), lazily */
   int deterministic;           /* conv algorithms: cuDNN heuristics, deterministic ones only */
   int tf32;                    /* f32 convolutions and GEMMs on TF32 tensor cores (SHMDDP_TF32,
                                   read once when the table is made) */
@@ -193,6 +194,25 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
+/* The table's cuBLAS handle (a cublasHandle_t, made on first use; conv_gemm_cuda.cu) and, in
+ * builds with cuBLASLt, its cuBLASLt handle with the workspace both share. */
+int opc_blas(const ops_t *o, void **handle);
+int opc_blaslt(const ops_t *o, void **handle, void **ws, size_t *ws_bytes);
+/* The 2x2 transposed convolution as cuBLAS GEMMs (conv_up_gemm_cuda.cu): opc_upc_plan sets *u
+ * (NULL: cuDNN does the layer) and the workspace it needs; the input gradient goes through it
+ * only where opc_upc_bwd_data_enabled says so (else cuDNN's). */
+typedef struct opc_upc opc_upc_t;
+int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **u, size_t *ws_bytes);
+void opc_upc_free(opc_upc_t *u);
+int opc_upc_bwd_data_enabled(const opc_upc_t *u);
+int opc_upc_fwd(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
+                const void *w, const void *b, void *y, void *ws);
+int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
+                       const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
+                     const void *w, void *dx, void *ws);
+/* ops_cuda_conv_up_route's answer for a layer on the GEMMs. */
+unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw);
 /* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
  * no workspace. */
 int opc_gemm_conv_enabled(const ops_t *o, ops_conv_kind_t kind);

@@ -37,6 +37,15 @@ void ops_cuda_set_deterministic(ops_t *o, int on);
 /* The compute stream (cudaStream_t) of a CUDA ops table, for hooks and the optimizer. */
 void *ops_cuda_stream(const ops_t *o);
 
+/* How a call of the 2x2 transposed convolution planned in c, at batch n with weights w and
+ * weight gradient dw, takes its operands: the bits below where one goes through an aligned
+ * copy in the workspace (cuBLAS's fast kernels need 16-byte aligned matrices), 0 where all are
+ * used in place or the layer does not run on cuBLAS. For tests of that choice. */
+#define OPS_CUDA_UP_STAGE_WEIGHTS 1u /* forward and input gradient read a copy of w */
+#define OPS_CUDA_UP_STAGE_WGRAD 2u   /* the weight gradient's one GEMM writes an f32 copy */
+unsigned ops_cuda_conv_up_route(const ops_t *o, const ops_conv_t *c, int n, const void *w,
+                                const void *dw);
+
 /* Device memory the backend holds besides the conv workspaces (reduction partials, result
  * slots), for the memory ledger's workspace category. */
 size_t ops_cuda_scratch_bytes(const ops_t *o);

@@ -549,6 +549,81 @@ START_TEST(test_conv)
 }
 END_TEST
 
+/* The transposed convolution through cuBLAS (conv_up_gemm_cuda.cu): each batching of the
+ * GEMMs (per output row, per pixel column), each weight-gradient method (f32 partials per
+ * pixel column, dy gathered), the input gradient on GEMMs (layers bound by arithmetic) and on
+ * cuDNN, the bias in cuBLASLt's epilogue (or a pass where cuBLASLt has no kernel for the
+ * alignment), against the CPU backend. */
+START_TEST(test_conv_up)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    /* the U-Net's deepest up-convolution (1024 -> 512 over 16x16), planned for its batch of 6:
+     * input gradient on GEMMs, weight gradient by the gather; one image and the full batch */
+    conv_case(OPS_CONVT2X2, 16, 16, 1024, 512, 6, 1);
+    conv_case(OPS_CONVT2X2, 8, 8, 512, 256, 8, 8);
+    /* the shallowest's channels (128 -> 64) over 128 columns: batched per output row, weight
+     * gradient by partials per column (n * h above 2 cin) */
+    conv_case(OPS_CONVT2X2, 32, 128, 64, 32, 5, 5);
+    /* few, odd columns: batched per pixel column, partials; a smaller batch than planned */
+    conv_case(OPS_CONVT2X2, 40, 5, 8, 6, 3, 3);
+    conv_case(OPS_CONVT2X2, 40, 5, 8, 6, 3, 2);
+    /* widths off every vector width, one or two channels, one row */
+    conv_case(OPS_CONVT2X2, 3, 7, 5, 3, 2, 2);
+    conv_case(OPS_CONVT2X2, 5, 3, 2, 1, 2, 1);
+    conv_case(OPS_CONVT2X2, 1, 9, 3, 2, 1, 1);
+    conv_case(OPS_CONVT2X2, 2, 13, 12, 6, 1, 1);
+    /* every batch from 1 to 8 of one plan */
+    for (int n = 1; n <= 8; n++) conv_case(OPS_CONVT2X2, 6, 10, 24, 16, 8, n);
+    /* weights and their gradient at odd offsets: cuBLASLt told their alignment */
+    conv_case_at(OPS_CONVT2X2, 6, 10, 24, 16, 2, 2, 1);
+    conv_case_at(OPS_CONVT2X2, 16, 16, 256, 128, 2, 2, 2);
+    /* at the model's offset (4 elements: 8 bytes in 16-bit types): the deepest layer (weights
+     * copied for forward and input gradient, the gathered gradient through f32) and the
+     * shallowest's channels (partials) */
+    conv_case_at(OPS_CONVT2X2, 16, 16, 1024, 512, 6, 1, 4);
+    conv_case_at(OPS_CONVT2X2, 32, 128, 64, 32, 5, 5, 4);
+  }
+}
+END_TEST
+
+/* The model's flat parameter buffer puts the 16-bit weights and gradients 8 bytes off 16-byte
+ * alignment (every tensor follows the head's 4 + 64 * 4 elements at 4 classes). The GEMMs then
+ * take aligned copies in the workspace, as cuDNN's path does, never the pointers themselves
+ * (cuBLAS's slower kernels for them cost the trainer more than the GEMMs won). No device
+ * memory is touched: only the addresses are looked at. */
+START_TEST(test_conv_up_route)
+{
+#ifdef HAVE_CUBLAS
+  const uintptr_t base = (uintptr_t)1 << 20; /* a 256-byte aligned address, as cudaMalloc's */
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    const void *at0 = (const void *)base, *at4 = (const void *)(base + 4 * gpu.elem);
+    const int off = 4 * gpu.elem % 16 != 0; /* 16-bit: 8 bytes off; f32: aligned */
+    /* the deepest up-convolution at the trainer's batch: the weight gradient by the gather */
+    ops_conv_t deep = {.kind = OPS_CONVT2X2, .h = 16, .w = 16, .cin = 1024, .cout = 512,
+                       .max_n = 6};
+    /* the shallowest: by partials, which write dw through their own pass */
+    ops_conv_t top = {.kind = OPS_CONVT2X2, .h = 128, .w = 128, .cin = 128, .cout = 64,
+                      .max_n = 6};
+    size_t ws = 0;
+    GPU_OK(gpu.conv_plan(&gpu, &deep, &ws));
+    GPU_OK(gpu.conv_plan(&gpu, &top, &ws));
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at0, at0), 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at4, at4),
+                      off ? OPS_CUDA_UP_STAGE_WEIGHTS | OPS_CUDA_UP_STAGE_WGRAD : 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &deep, 6, at0, at4),
+                      off ? OPS_CUDA_UP_STAGE_WGRAD : 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &top, 6, at0, at0), 0);
+    ck_assert_uint_eq(ops_cuda_conv_up_route(&gpu, &top, 6, at4, at4),
+                      off ? OPS_CUDA_UP_STAGE_WEIGHTS : 0);
+    gpu.conv_plan_free(&gpu, &deep);
+    gpu.conv_plan_free(&gpu, &top);
+  }
+#endif
+}
+END_TEST
+
 /* ---- optimizers and the non-finite check (f32 buffers; the table's dtype is not used) ---- */
 
 START_TEST(test_optim)
@@ -713,6 +788,11 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
+  tc = SUITE_CASE(s, "conv_up", test_conv_up);
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
+  tc = SUITE_CASE(s, "conv_up_route", test_conv_up_route);
+  tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
                   test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
