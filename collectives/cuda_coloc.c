@@ -11,11 +11,11 @@
  *
  * Waits (SHMDDP_COLOC_WAIT, read once here when the transport is set up; each rank's own):
  * auto (the default) is stream when every rank that shares a GPU runs under MPS and host
- * otherwise (coloc_default_wait); host queries the peers' events with cudaEventQuery until they have completed, so
- * no stream ever waits for another context's event; stream makes the stream wait for them
- * (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders and on the
- * stream in members. coloc.c says why host waits are the default; bench/run_shared_gpu.sh
- * compares the three.
+ * otherwise (coloc_default_wait); host queries the peers' events with cudaEventQuery until they
+ * have completed, so no stream ever waits for another context's event; stream makes the stream
+ * wait for them (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders
+ * and on the stream in members. coloc.c says why each default; bench/run_shared_gpu.sh compares
+ * them.
  *
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except
  * under CUDA-graph capture (no host step can be captured: captured calls use the in-kernel
