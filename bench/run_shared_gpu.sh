@@ -358,7 +358,7 @@ if has_part torch; then
         printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${sbn:-none}" "${ips:-failed}" >> "$OUT/torch.tsv"
       done
     done
-    awk -F'\t' 'NR > 1 { ips[$1 "," $2 "," $3] = $4 } END {
+    [ -n "$(awk -F'\t' '$1 == 1' "$OUT/torch.tsv")" ] && awk -F'\t' 'NR > 1 { ips[$1 "," $2 "," $3] = $4 } END {
         split("none --syncbn", s, " ")
         for (i = 1; i <= 2; i++) {
           printf "torch: 2 ranks x 6 %s: %s img/s vs 1 x 12 %s: %.2f (target %s)\n", s[i], ips["2,6," s[i]], ips["1,12," s[i]], (ips["1,12," s[i]] > 0 ? ips["2,6," s[i]] / ips["1,12," s[i]] : 0), (i == 1 ? "0.9" : "0.8")
