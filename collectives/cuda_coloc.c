@@ -113,7 +113,7 @@ static shmddp_status_t read_wait(shmddp_comm_t *comm, int *wait)
   char err[256];
   int rc = shm_env_choice("SHMDDP_COLOC_WAIT", &v, err, sizeof err);
   if (rc < 0) return coll_error(comm, SHMDDP_ERR_INVALID, "rank %d: %s", comm->rank, err);
-  *wait = rc ? coloc_wait_parse(v) : -1; /* "auto" parses to -1 too */
+  *wait = rc && strcmp(v, "auto") != 0 ? coloc_wait_parse(v) : -1;
   return SHMDDP_OK;
 }
 
