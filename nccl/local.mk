@@ -28,10 +28,11 @@ NCCL_RUN_SCRIPT =
 endif
 CLEANFILES += shmddp-nccl-run
 
-# The wrapper knows where the library is installed.
-shmddp-nccl-run: $(srcdir)/nccl/shmddp-nccl-run.in Makefile
-	$(AM_V_GEN)sed -e 's|@libdir[@]|$(libdir)|g' $(srcdir)/nccl/shmddp-nccl-run.in > $@.tmp && \
-	  chmod +x $@.tmp && mv $@.tmp $@
+# The wrapper knows where the library is installed, and its version (as every program's).
+shmddp-nccl-run: $(srcdir)/nccl/shmddp-nccl-run.in Makefile build_version.h
+	$(AM_V_GEN)v=`sed -n 's/^#define SHMDDP_BUILD_VERSION "\(.*\)"$$/\1/p' build_version.h`; \
+	sed -e 's|@libdir[@]|$(libdir)|g' -e "s|@version[@]|$$v|g" \
+	  $(srcdir)/nccl/shmddp-nccl-run.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
 # The libnccl.so.2 name (empty NCCL_LINK: nothing to do in a CPU-only build).
 install-exec-hook: install-nccl-link
