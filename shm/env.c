@@ -108,6 +108,13 @@ static const shm_env_param_t table[] = {
                 "skips and concats (deeper levels keep forward's: faster, more memory); auto: "
                 "none in fp32, the 2 shallowest in bf16/fp16 (reference U-Net on one H200: "
                 "bench/results/ab_recompute_levels_1xh200.txt)"},
+    {.name = "SHMDDP_WGRAD_STREAM", .kind = SHM_ENV_CHOICE, .choices = "auto|off|N",
+     .dflt = "auto", .reader = "the model, when it is built",
+     .meaning = "from which level down backward computes the convolutions' weight gradients on "
+                "a second stream, beside the input gradients (GPU; the plan keeps their inputs "
+                "alive until the main stream waits for them); auto: from level 2 on a GPU, off "
+                "on the host; always off when weight gradients are staged one layer at a time "
+                "(16-bit compute with f32 gradients)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
      .meaning = "this rank's number"},

@@ -337,6 +337,42 @@ START_TEST(test_graph_step)
 }
 END_TEST
 
+/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: the deeper
+ * levels) against all on one stream (off): the same losses and parameters bit for bit, eagerly
+ * and replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
+ * reading a tensor the main stream had already reused, or a step ending before its side work,
+ * would change the bits. */
+START_TEST(test_side_stream)
+{
+  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
+  const int updates[] = {UPDATE_WORKING_GRADS, UPDATE_MODEL};
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  size_t np = model_config_flat_size(&cfg);
+  for (int k = 0; k < 2; k++)
+    for (int graph = 0; graph < 2; graph++) {
+      float lo[GRAPH_STEPS], ls[GRAPH_STEPS], la[GRAPH_STEPS];
+      long r = 0;
+      setenv("SHMDDP_WGRAD_STREAM", "off", 1);
+      float *po = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], lo, &r);
+      setenv("SHMDDP_WGRAD_STREAM", "0", 1);
+      float *ps = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], ls, &r);
+      unsetenv("SHMDDP_WGRAD_STREAM");
+      float *pa = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], la, &r);
+      for (int i = 0; i < GRAPH_STEPS; i++) {
+        ck_assert_msg(ls[i] == lo[i], "precision %d graph %d: step %d loss %.9g beside, %.9g in "
+                      "order", (int)precs[k], graph, i, ls[i], lo[i]);
+        ck_assert_msg(la[i] == lo[i], "precision %d graph %d: step %d loss %.9g (auto), %.9g in "
+                      "order", (int)precs[k], graph, i, la[i], lo[i]);
+      }
+      ck_assert_msg(memcmp(ps, po, np * 4) == 0, "precision %d graph %d: parameters differ "
+                    "(beside vs in order)", (int)precs[k], graph);
+      ck_assert_msg(memcmp(pa, po, np * 4) == 0, "precision %d graph %d: parameters differ "
+                    "(auto vs in order)", (int)precs[k], graph);
+    }
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
@@ -344,6 +380,9 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
                          test_padded_layout_bf16);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 180); /* six models, each with its convolution search */
+  TCase *ts = SUITE_CASE(s, "side", test_side_stream);
+  tcase_add_checked_fixture(ts, NULL, teardown);
+  tcase_set_timeout(ts, 180); /* twelve models */
   return s;
 }
 

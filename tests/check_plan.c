@@ -159,17 +159,24 @@ typedef struct {
 } step_out_t;
 
 /* Three steps (full batch, a short one, an accumulated one) and an eval. */
-static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
-                      step_out_t *o)
+static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
+                     const char *side, step_out_t *o)
 {
   model_config_t c;
   small_cfg(&c, norm);
   setenv("SHMDDP_MEM_PLAN", mode, 1);
   setenv("SHMDDP_RECOMPUTE", recompute, 1);
+  setenv("SHMDDP_WGRAD_STREAM", side, 1);
   model_t *m = NULL;
   ck_assert_msg(unet_create(&m, &c, dt, err, sizeof err) == 0, "%s", err);
   unsetenv("SHMDDP_MEM_PLAN");
   unsetenv("SHMDDP_RECOMPUTE");
+  unsetenv("SHMDDP_WGRAD_STREAM");
+  /* the host has no second stream: auto is off; a level asks for the side schedule, which f64
+   * (weight gradients staged one layer at a time) never takes */
+  int want = strcmp(side, "auto") && strcmp(side, "off") ? atoi(side) : c.levels;
+  ck_assert_int_eq(m->side_from, dt == OPS_F64 ? c.levels : want);
+  ck_assert_int_eq(m->side_ready, 0);
   /* NaN everywhere: a tensor read before the schedule wrote it would show in every result */
   memset(m->act, 0xff, plan_bytes(m->plan));
   o->plan_bytes = plan_bytes(m->plan);
@@ -196,6 +203,12 @@ static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const
   ck_assert_msg(model_eval(m, x, y, 3, o->pred, &loss, err, sizeof err) == 0, "%s", err);
   free(x), free(y);
   model_destroy(m);
+}
+
+static void run_model(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
+                      step_out_t *o)
+{
+  run_side(norm, dt, mode, recompute, "auto", o);
 }
 
 static void same_bits(model_norm_t norm, ops_dtype_t dt)
@@ -225,6 +238,23 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
   ck_assert_msg(memcmp(a.pred, h.pred, P * sizeof *a.pred) == 0, "predictions differ (half)");
   ck_assert_uint_gt(h.plan_bytes, a.plan_bytes); /* between the two */
   ck_assert_uint_lt(h.plan_bytes, k.plan_bytes);
+  /* weight gradients beside the input gradients, from every level and from level 1: the schedule
+   * the GPU runs on two streams, in order on the host. The same bits; the plan keeps each
+   * weight gradient's inputs alive until the next convolution's backward, so it may grow. */
+  const char *sides[] = {"0", "1"};
+  for (int v = 0; v < 2; v++) {
+    step_out_t sd;
+    run_side(norm, dt, "shared", "all", sides[v], &sd);
+    for (int i = 0; i < 3; i++)
+      ck_assert_msg(a.loss[i] == sd.loss[i], "step %d loss (side %s)", i, sides[v]);
+    ck_assert_msg(memcmp(a.grads, sd.grads, np * sizeof *a.grads) == 0, "gradients differ (side %s)",
+                  sides[v]);
+    ck_assert_msg(memcmp(a.pred, sd.pred, P * sizeof *a.pred) == 0, "predictions differ (side %s)",
+                  sides[v]);
+    if (dt == OPS_F64) ck_assert_uint_eq(sd.plan_bytes, a.plan_bytes); /* never beside */
+    else ck_assert_uint_ge(sd.plan_bytes, a.plan_bytes);
+    free(sd.grads), free(sd.pred);
+  }
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }
@@ -252,6 +282,10 @@ START_TEST(bad_mode_refused)
     ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
     unsetenv("SHMDDP_RECOMPUTE");
     ck_assert_ptr_nonnull(strstr(err, "SHMDDP_RECOMPUTE"));
+    setenv("SHMDDP_WGRAD_STREAM", bad[i], 1);
+    ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+    unsetenv("SHMDDP_WGRAD_STREAM");
+    ck_assert_ptr_nonnull(strstr(err, "SHMDDP_WGRAD_STREAM"));
   }
 }
 END_TEST

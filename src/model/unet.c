@@ -36,6 +36,8 @@ typedef struct {
   size_t errlen;
   int failed;
   float *hbuf; /* on a GPU: host staging of the normalisation buffers (running stats) */
+  int level;      /* the level of the layers being planned */
+  size_t side_ws; /* the workspace their weight gradients need on the side stream */
 } alloc_ctx_t;
 
 static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char *name)
@@ -77,6 +79,7 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, size_t *stage, float **runni
     a->failed = 1;
   }
   if (need > *ws) *ws = need;
+  if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
 
 static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *stage, size_t *ws)
@@ -90,6 +93,7 @@ static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *stage, size_t *ws
     a->failed = 1;
   }
   if (need > *ws) *ws = need;
+  if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
 
 static int allocate(model_t *m, char *err, size_t errlen)
@@ -127,14 +131,18 @@ static int allocate(model_t *m, char *err, size_t errlen)
   float *running = a.hbuf ? a.hbuf : m->buffers;
   size_t ws = 0, stage = 0;
   for (int i = 0; i < L; i++) {
+    a.level = i;
     alloc_block(&a, &m->enc[i].b1, &stage, &running, &ws);
     alloc_block(&a, &m->enc[i].b2, &stage, &running, &ws);
   }
   for (int i = L - 2; i >= 0; i--) {
+    a.level = i + 1; /* the up-convolution's backward runs with level i+1's (side_level) */
     plan_conv(&a, &m->dec[i].up, &stage, &ws);
+    a.level = i;
     alloc_block(&a, &m->dec[i].b1, &stage, &running, &ws);
     alloc_block(&a, &m->dec[i].b2, &stage, &running, &ws);
   }
+  a.level = 0;
   plan_conv(&a, &m->head, &stage, &ws);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
@@ -155,6 +163,10 @@ static int allocate(model_t *m, char *err, size_t errlen)
     return -1;
   }
   m->ws = take(&a, ws ? ws : 1, ARENA_WORKSPACE, "convolution workspace");
+  /* the side stream's own (its layers' largest need); on the host the schedule runs in order */
+  m->side_ws = m->side_ready ? take(&a, a.side_ws ? a.side_ws : 1, ARENA_WORKSPACE,
+                                    "convolution workspace (weight gradients beside)")
+                             : m->ws;
   if (!a.failed && a.hbuf &&
       dev_copy_now(m->buffers, m->dev, a.hbuf, DEV_HOST, m->nbuffers * sizeof(float), err,
                    errlen) != 0)
@@ -164,6 +176,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
 }
 
 static int plan_activations(model_t *m, char *err, size_t errlen);
+static int side_policy(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -195,6 +208,15 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   m->dev = cfg->device == MODEL_DEVICE_CUDA ? cfg->cuda_device : DEV_HOST;
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
+  if (side_policy(m, err, errlen) != 0) goto fail;
+  if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
+    if (dev_ops_init(&m->side_ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0)
+      goto fail;
+    m->side_ready = 1;
+    if (dev_event_create(&m->side_fork, m->dev, DEV_EVENT_ORDER, err, errlen) != 0 ||
+        dev_event_create(&m->side_join, m->dev, DEV_EVENT_ORDER, err, errlen) != 0)
+      goto fail;
+  }
   if (m->dev == DEV_HOST) {
     if (arena_create(&m->arena, NULL, "cpu", err, errlen) != 0) goto fail;
   } else {
@@ -204,6 +226,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
     if (arena_create(&m->arena, &alloc, label, err, errlen) != 0) goto fail;
     /* the backend's own scratch (reduction partials, cuBLAS workspace) */
     arena_charge(m->arena, ARENA_WORKSPACE, dev_ops_scratch_bytes(&m->ops));
+    if (m->side_ready) arena_charge(m->arena, ARENA_WORKSPACE, dev_ops_scratch_bytes(&m->side_ops));
   }
   if (unet_register_params(m) != 0) {
     check_fail(err, errlen, "out of memory registering parameters");
@@ -250,6 +273,9 @@ void model_destroy(model_t *m)
   arena_destroy(m->arena); /* every tensor came from it */
   plan_destroy(m->plan);
   dev_event_destroy(m->loss_ready);
+  dev_event_destroy(m->side_fork);
+  dev_event_destroy(m->side_join);
+  if (m->side_ready) m->side_ops.destroy(&m->side_ops);
   dev_host_free(m->dev != DEV_HOST, m->loss_host);
   if (m->ops_ready) m->ops.destroy(&m->ops);
   free(m->params);
@@ -499,15 +525,56 @@ static int norm_bwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int lev
   return 0;
 }
 
+/* The weight gradient queued beside (model_t.side_from): the side stream starts after what the
+ * main stream has queued so far and runs the op on its own table and workspace; the grads_ready
+ * hook is told on the side stream. On the host it simply runs. */
+static int side_wgrad(model_t *m, const layer_ctx_t *c, const layer_conv_t *l, int n,
+                      const void *src, const void *g)
+{
+  if (!m->side_ready) return layer_conv_bwd_filter(c, l, n, src, g);
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  void *side = dev_ops_stream(&m->side_ops);
+  CHECK(dev_event_record(m->side_fork, model_stream(m), err, errlen));
+  CHECK(dev_event_wait(side, m->side_fork, err, errlen));
+  layer_ctx_t s = *c;
+  s.ops = &m->side_ops;
+  s.ws = m->side_ws;
+  CHECK(layer_conv_bwd_filter(&s, l, n, src, g));
+  return dev_event_record(m->side_join, side, err, errlen);
+}
+
+/* The main stream waits for the weight gradient queued beside, if any; its inputs are used
+ * here once more, so the plan keeps them alive (unshared) until this tick. */
+static int side_join(model_t *m, const layer_ctx_t *c)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  if (!m->side_pending) return 0;
+  m->side_pending = 0;
+  if (m->side_in >= 0) (void)PT(m->side_in);
+  (void)PT(m->side_dy);
+  RUN(m->side_ready ? dev_event_wait(model_stream(m), m->side_join, err, errlen) : 0);
+  return 0;
+}
+
 /* A convolution's backward: weight gradients from its input `in` (x when in < 0) and dy, then
  * (dx not NULL) the input gradient of dx_elems into a new tensor *dx, which may take the place
- * of `in`: the data gradient does not read it. */
-static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int n, int in,
+ * of `in` (the data gradient does not read it) unless the weight gradient runs beside: at
+ * levels >= side_from (level: the layer's, the up-convolution's input level) it is queued on
+ * the side stream, waited for at the next convolution's backward. */
+static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level, int n, int in,
                     const void *x, int dy, size_t dx_elems, int *dx)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  {
+  CHECK(side_join(m, c));
+  if (level >= m->side_from) {
+    const void *src = in < 0 ? x : PT(in);
+    const void *g = PT(dy);
+    RUN(side_wgrad(m, c, l, n, src, g));
+    m->side_pending = 1, m->side_in = in, m->side_dy = dy;
+  } else {
     const void *src = in < 0 ? x : PT(in);
     const void *g = PT(dy);
     RUN(layer_conv_bwd_filter(c, l, n, src, g));
@@ -528,8 +595,9 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
   int L = cf->levels;
   int d; /* the gradient flowing down: w.r.t. the output of the block being undone */
   int dskip[MODEL_MAX_LEVELS];
-  CHECK(conv_bwd(m, c, &m->head, n, head_in, x, m->dlogits, level_pixels(m, 0) * cf->widths[0],
-                 &d));
+  m->side_pending = 0;
+  CHECK(conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits,
+                 level_pixels(m, 0) * cf->widths[0], &d));
   for (int i = 0; i <= L - 2; i++) {
     dec_t *dc = &m->dec[i];
     size_t P = level_pixels(m, i), wi = (size_t)cf->widths[i];
@@ -537,13 +605,13 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     int r, dx, cat, dcat, dup, below;
     CHECK(norm_bwd(m, c, &dc->b2, n, i, d));
     CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
-    CHECK(conv_bwd(m, c, &dc->b2.conv, n, r, x, d, P * wi, &dx));
+    CHECK(conv_bwd(m, c, &dc->b2.conv, i, n, r, x, d, P * wi, &dx));
     CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
     if (kept(m, i))
       cat = dc->cat;
     else
       CHECK(concat(m, c, i, n, -1, &cat));
-    CHECK(conv_bwd(m, c, &dc->b1.conv, n, cat, x, dx, P * 2 * wi, &dcat));
+    CHECK(conv_bwd(m, c, &dc->b1.conv, i, n, cat, x, dx, P * 2 * wi, &dcat));
     /* the skip's gradient waits in dskip[i] for the encoder, which adds the pool's */
     CHECK(declare(m, &dskip[i], P * wi, e, "skip gradient", err, errlen));
     CHECK(declare(m, &dup, P * wi, e, "gradient", err, errlen));
@@ -555,8 +623,8 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     }
     block_t *src = i == L - 2 ? &m->enc[L - 1].b2 : &m->dec[i + 1].b2;
     CHECK(recompute(m, c, src, n, i + 1, &below, "norm output"));
-    CHECK(conv_bwd(m, c, &dc->up, n, below, x, dup, level_pixels(m, i + 1) * cf->widths[i + 1],
-                   &d));
+    CHECK(conv_bwd(m, c, &dc->up, i + 1, n, below, x, dup,
+                   level_pixels(m, i + 1) * cf->widths[i + 1], &d));
   }
   for (int i = L - 1; i >= 0; i--) {
     enc_t *en = &m->enc[i];
@@ -576,14 +644,14 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     int r, dx;
     CHECK(norm_bwd(m, c, &en->b2, n, i, d));
     CHECK(recompute(m, c, &en->b1, n, i, &r, "norm output"));
-    CHECK(conv_bwd(m, c, &en->b2.conv, n, r, x, d, P * wi, &dx));
+    CHECK(conv_bwd(m, c, &en->b2.conv, i, n, r, x, d, P * wi, &dx));
     CHECK(norm_bwd(m, c, &en->b1, n, i, dx));
     if (i > 0)
-      CHECK(conv_bwd(m, c, &en->b1.conv, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
+      CHECK(conv_bwd(m, c, &en->b1.conv, i, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
     else
-      CHECK(conv_bwd(m, c, &en->b1.conv, n, -1, x, dx, 0, NULL));
+      CHECK(conv_bwd(m, c, &en->b1.conv, i, n, -1, x, dx, 0, NULL));
   }
-  return 0;
+  return side_join(m, c); /* the step's end: nothing left beside */
 }
 
 /* The loss over the logits into their gradient: one operation of the schedule. */
@@ -624,6 +692,35 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
     return check_fail(err, errlen, "SHMDDP_RECOMPUTE=%s: use auto, all, none, or how many of the "
                       "shallowest levels to recompute (0 to %d)", v, L);
   m->recompute_levels = (int)n;
+  return 0;
+}
+
+/* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
+ * weight gradients on a second stream, beside the input gradients (model_t.side_from). The deep
+ * levels' operations are small (a few thousand pixels) and leave most of the GPU idle one at a
+ * time; two streams fill it. auto: from level SIDE_AUTO_LEVEL on a GPU, never on the host (no
+ * second stream: the schedule would only keep tensors alive longer). Never when weight gradients
+ * are staged one layer at a time (16-bit compute with f32 gradients, f64): the staging holds one
+ * layer, two in flight would share it. */
+#define SIDE_AUTO_LEVEL 2
+static int side_policy(model_t *m, char *err, size_t errlen)
+{
+  const int L = m->cfg.levels;
+  const char *v = NULL;
+  m->side_from = L;
+  if (shm_env_choice("SHMDDP_WGRAD_STREAM", &v, err, errlen) < 0) return -1;
+  int staged = m->ops.dtype != OPS_F32 && !m->cfg.working_grads;
+  long n = L;
+  if (!v || strcmp(v, "auto") == 0) {
+    if (m->dev != DEV_HOST) n = SIDE_AUTO_LEVEL < L ? SIDE_AUTO_LEVEL : L;
+  } else if (strcmp(v, "off") != 0) {
+    char *end;
+    n = strtol(v, &end, 10);
+    if (end == v || *end || n < 0 || n > L)
+      return check_fail(err, errlen, "SHMDDP_WGRAD_STREAM=%s: use auto, off, or the level from "
+                        "which weight gradients run beside (0 to %d; %d: none)", v, L, L);
+  }
+  if (!staged) m->side_from = (int)n;
   return 0;
 }
 

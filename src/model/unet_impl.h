@@ -67,6 +67,19 @@ struct model {
   int fwd_head_in; /* plan tensor, -1 when no forward is pending */
   int fwd_batch;
   void *ws;
+  /* Weight gradients beside the input gradients (SHMDDP_WGRAD_STREAM): at levels >= side_from
+   * a convolution's weight gradient is queued on a second stream (side_ops, its own workspace
+   * side_ws) while the main stream goes on with the input gradient; the main stream waits for
+   * it at the next convolution's backward (or the end of backward), and the plan keeps what it
+   * reads alive until then. side_from == levels: never. On the host there is no second stream:
+   * the same schedule runs in order (its plan is still the side schedule's). */
+  int side_from;
+  ops_t side_ops;
+  int side_ready;
+  void *side_ws;
+  dev_event_t *side_fork, *side_join;
+  int side_pending;     /* a weight gradient is queued beside and not yet waited for */
+  int side_in, side_dy; /* the plan tensors it reads (side_in -1: the input images) */
   char *signature;
   double last_loss;
 };

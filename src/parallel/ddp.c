@@ -72,20 +72,21 @@ static int record_timing(ddp_t *d, dev_event_t *e, void *stream, char *err, size
   return dev_event_record_timing(e, stream, d->capturing, err, errlen);
 }
 
-/* Bucket b is final on the compute stream: average it across ranks, after the compute stream's
- * work so far. */
-static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
+/* Bucket b is final on `stream` (the compute stream, or the model's side stream when its last
+ * weight gradients were computed there, which started after the compute stream's earlier work):
+ * average it across ranks, after that stream's work so far. */
+static int reduce_bucket(ddp_t *d, size_t b, void *stream, char *err, size_t errlen)
 {
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
   void *buf = (char *)d->grads + begin * shmddp_dtype_size(d->gdtype);
   shmddp_dtype_t t = d->gdtype;
   if (d->wire) { /* narrowed on the compute stream, right behind the gradients it reads */
-    CHECK(dev_convert(d->wire + begin, SHMDDP_BF16, buf, SHMDDP_F32, count, d->dev, d->compute,
+    CHECK(dev_convert(d->wire + begin, SHMDDP_BF16, buf, SHMDDP_F32, count, d->dev, stream,
                       err, errlen));
     buf = d->wire + begin;
     t = SHMDDP_BF16;
   }
-  CHECK(dev_event_record(d->ready[b], d->compute, err, errlen));
+  CHECK(dev_event_record(d->ready[b], stream, err, errlen));
   CHECK(world_bucket_start(d->world, b, buf, count, t, d->ready[b], err, errlen));
   d->queued++;
   return 0;
@@ -94,11 +95,11 @@ static int reduce_bucket(ddp_t *d, size_t b, char *err, size_t errlen)
 static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream)
 {
   ddp_t *d = ctx;
-  (void)stream;
   if (d->failed) return -1;
   size_t end = offset + count;
+  if (!stream) stream = d->compute;
   while (d->next_bucket < d->nbuckets && d->bucket_end[d->next_bucket] <= end) {
-    if (reduce_bucket(d, d->next_bucket, d->err, sizeof d->err) != 0) {
+    if (reduce_bucket(d, d->next_bucket, stream, d->err, sizeof d->err) != 0) {
       d->failed = 1;
       return -1;
     }
@@ -325,7 +326,7 @@ int ddp_finish_step(ddp_t *d, char *err, size_t errlen)
   int tl = timeline_begin(TIMELINE_GRAD_WAIT, d->compute);
   /* Buckets whose gradients were never reported (a model that skips the hook) go now. */
   while (d->next_bucket < d->nbuckets) {
-    CHECK(reduce_bucket(d, d->next_bucket, err, errlen));
+    CHECK(reduce_bucket(d, d->next_bucket, d->compute, err, errlen));
     d->next_bucket++;
   }
   CHECK(record_timing(d, d->bwd_done, d->compute, err, errlen));
