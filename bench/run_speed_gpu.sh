@@ -15,14 +15,15 @@
 #   rows), MODES (torch.compile modes, default max-autotune; e.g. "default max-autotune" or
 #   max-autotune-no-cudagraphs), CAP (seconds the compiling step may take, default 240),
 #   PAIRS (ablation pairs per account row, default 7), BUDGET (seconds for the whole script,
-#   default 470: the A/B is skipped when less than 200 s are left), COMMIT (for the records).
+#   default 470: the A/B is skipped when less than 200 s are left), COMMIT (for the records),
+#   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted).
 # Writes OUT_DIR/speed.txt (the summary, also printed), roofline_1xh200.md/.json (the account;
 # the .md goes to bench/results/), report_1xh200.html (tools/report of our bf16 run with the
 # account), speed.tsv (rows in train_1xh200.tsv's columns plus compile_s) and the logs.
 set -u
 O=$1; PATCH=${2:-}
 B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES:-max-autotune}; CAP=${CAP:-240}
-PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; COMMIT=${COMMIT:-unknown}
+PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; COMMIT=${COMMIT:-unknown}; ACCOUNT=${ACCOUNT:-1}
 mkdir -p "$O"
 sum="$O/speed.txt"; tsv="$O/speed.tsv"
 t0=$(date +%s)
@@ -39,6 +40,7 @@ printf 'call\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tc
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "-" "$@" >> "$tsv"; }
 
 # (a) the account, bf16 at the trainer's recompute policy
+if [ "$ACCOUNT" = 1 ]; then
 timeout 200 "$B/dev/ops_cuda_bench" -p bf16 -t 0 -r auto -R "$PAIRS" -T 120 \
   -A "$O/roofline_1xh200.md" -J "$O/roofline_1xh200.json" > "$O/account.log" 2>&1
 say "account: rc $? ($(el) s): $(grep -h '^step (CUDA graph)' "$O/account.log")"
@@ -48,6 +50,9 @@ if [ -s "$O/roofline_1xh200.md" ]; then
   sed -n '/^## Per pass/,/^## The largest/p' "$O/roofline_1xh200.md" | grep '^|' | tee -a "$sum"
 else
   tail -5 "$O/account.log" | tee -a "$sum"
+fi
+else
+  say "account: skipped (ACCOUNT=$ACCOUNT)"
 fi
 
 # (c) our trainer, the reference settings (as run_step_ab_gpu.sh and run_train_gpu.sh)
