@@ -112,9 +112,10 @@ static const shm_env_param_t table[] = {
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "
                 "a second stream, beside the input gradients (GPU; the plan keeps their inputs "
-                "alive until the main stream waits for them); auto: from level 2 on a GPU, off "
-                "on the host; always off when weight gradients are staged one layer at a time "
-                "(16-bit compute with f32 gradients)"},
+                "alive until the main stream waits for them); auto: from level 1 in fp32 on a "
+                "GPU, off otherwise (bench/results/ab_wgrad_stream_1xh200.txt); always off when "
+                "weight gradients are staged one layer at a time (16-bit compute with f32 "
+                "gradients)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
      .meaning = "this rank's number"},

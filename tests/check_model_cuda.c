@@ -337,8 +337,8 @@ START_TEST(test_graph_step)
 }
 END_TEST
 
-/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: the deeper
- * levels) against all on one stream (off): the same losses and parameters bit for bit, eagerly
+/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1
+ * in fp32, off in bf16) against all on one stream (off): the same losses and parameters bit for bit, eagerly
  * and replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
  * reading a tensor the main stream had already reused, or a step ending before its side work,
  * would change the bits. */

@@ -696,13 +696,16 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
 }
 
 /* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
- * weight gradients on a second stream, beside the input gradients (model_t.side_from). The deep
- * levels' operations are small (a few thousand pixels) and leave most of the GPU idle one at a
- * time; two streams fill it. auto: from level SIDE_AUTO_LEVEL on a GPU, never on the host (no
- * second stream: the schedule would only keep tensors alive longer). Never when weight gradients
- * are staged one layer at a time (16-bit compute with f32 gradients, f64): the staging holds one
- * layer, two in flight would share it. */
-#define SIDE_AUTO_LEVEL 2
+ * weight gradients on a second stream, beside the input gradients (model_t.side_from). auto: from
+ * level 1 in fp32 on a GPU, else never. Measured on the reference U-Net on one H200
+ * (bench/results/ab_wgrad_stream_1xh200.txt, trainer img/s against all in order): fp32 +1.0 %
+ * from level 1 (80 MiB more, still under PyTorch's memory), -0.2 % from level 2; bf16 +0.9 % from
+ * level 1, -1 % from 2, -3 % from 3, and 44 MiB more (the side stream's own convolution
+ * workspace), over the 1100 MiB the 16-bit step is held to. Never on the host (no second stream:
+ * the schedule would only keep tensors alive longer), nor when weight gradients are staged one
+ * layer at a time (16-bit compute with f32 gradients, f64): the staging holds one layer, two in
+ * flight would share it. */
+#define SIDE_AUTO_LEVEL_F32 1
 static int side_policy(model_t *m, char *err, size_t errlen)
 {
   const int L = m->cfg.levels;
@@ -712,7 +715,8 @@ static int side_policy(model_t *m, char *err, size_t errlen)
   int staged = m->ops.dtype != OPS_F32 && !m->cfg.working_grads;
   long n = L;
   if (!v || strcmp(v, "auto") == 0) {
-    if (m->dev != DEV_HOST) n = SIDE_AUTO_LEVEL < L ? SIDE_AUTO_LEVEL : L;
+    if (m->dev != DEV_HOST && m->ops.dtype == OPS_F32)
+      n = SIDE_AUTO_LEVEL_F32 < L ? SIDE_AUTO_LEVEL_F32 : L;
   } else if (strcmp(v, "off") != 0) {
     char *end;
     n = strtol(v, &end, 10);
