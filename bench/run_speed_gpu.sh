@@ -13,7 +13,7 @@
 #   make -j16 >/dev/null && cd .. && sh bench/run_speed_gpu.sh $OUT`
 # Environment: BUILD (build folder, default b), PRECS (default bf16; "bf16 fp32" adds the TF32
 #   rows), MODES (torch.compile modes, default max-autotune; e.g. "default max-autotune" or
-#   max-autotune-no-cudagraphs), CAP (seconds the compiling step may take, default 240),
+#   max-autotune-no-cudagraphs; set and empty: eager only), CAP (seconds the compiling step may take, default 240),
 #   PAIRS (ablation pairs per account row, default 7), BUDGET (seconds for the whole script,
 #   default 470: the A/B is skipped when less than 200 s are left), COMMIT (for the records),
 #   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted).
@@ -22,7 +22,7 @@
 # account), speed.tsv (rows in train_1xh200.tsv's columns plus compile_s) and the logs.
 set -u
 O=$1; PATCH=${2:-}
-B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES:-max-autotune}; CAP=${CAP:-240}
+B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES-max-autotune}; CAP=${CAP:-240}
 PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; COMMIT=${COMMIT:-unknown}; ACCOUNT=${ACCOUNT:-1}
 mkdir -p "$O"
 sum="$O/speed.txt"; tsv="$O/speed.tsv"
