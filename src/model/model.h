@@ -92,6 +92,14 @@ size_t model_flat_size(const model_t *m);
  * back, with the padding zeroed. */
 void model_pack(const model_t *m, const float *flat, float *packed);
 void model_unpack(const model_t *m, const float *packed, float *flat);
+/* The same between host memory and flat buffers on the model's device (its parameters, or
+ * state of their layout such as the optimizer's), `slots` buffers back to back: packed holds
+ * slots * model_num_params values (at any alignment: file data), flat slots * model_flat_size.
+ * Waits for the copies; 0, or -1 with the message. */
+int model_save_packed(model_t *m, const float *flat, size_t slots, float *packed, char *err,
+                      size_t errlen);
+int model_load_packed(model_t *m, const void *packed, size_t slots, float *flat, char *err,
+                      size_t errlen);
 /* The flat f32 master weights. The caller may write them, now or later through the pointer:
  * with a 16-bit compute dtype every step casts them to the working copy again, except behind
  * model_update or model_refresh_working, which vouch for the copy until model_params is asked

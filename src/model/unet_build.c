@@ -255,6 +255,36 @@ void model_unpack(const model_t *m, const float *packed, float *flat)
            m->params[t].count * sizeof *flat);
 }
 
+int model_save_packed(model_t *m, const float *flat, size_t slots, float *packed, char *err,
+                      size_t errlen)
+{
+  size_t nf = m->nflat, np = m->nparams;
+  if (!slots) return 0;
+  float *h = malloc(slots * nf * sizeof *h);
+  if (!h) return check_fail(err, errlen, "out of memory staging %zu parameters", slots * nf);
+  int rc = dev_copy_now(h, DEV_HOST, flat, m->dev, slots * nf * sizeof *h, err, errlen);
+  for (size_t k = 0; rc == 0 && k < slots; k++) model_pack(m, h + k * nf, packed + k * np);
+  free(h);
+  return rc;
+}
+
+int model_load_packed(model_t *m, const void *packed, size_t slots, float *flat, char *err,
+                      size_t errlen)
+{
+  size_t nf = m->nflat, np = m->nparams;
+  if (!slots) return 0;
+  float *h = malloc(slots * nf * sizeof *h), *p = malloc(slots * np * sizeof *p);
+  int rc = h && p ? 0 : check_fail(err, errlen, "out of memory staging %zu parameters", slots * nf);
+  if (rc == 0) {
+    memcpy(p, packed, slots * np * sizeof *p); /* file data need not be 4-byte aligned */
+    for (size_t k = 0; k < slots; k++) model_unpack(m, p + k * np, h + k * nf);
+    rc = dev_copy_now(flat, m->dev, h, DEV_HOST, slots * nf * sizeof *h, err, errlen);
+  }
+  free(h);
+  free(p);
+  return rc;
+}
+
 /* The registry of cfg alone: its parameter count, or (flat) its flat buffers' length. */
 static size_t config_count(const model_config_t *cfg, int flat)
 {

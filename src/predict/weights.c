@@ -136,14 +136,8 @@ int weights_model(const weights_t *w, model_device_t device, int cuda_device, in
   int rc = model_num_params(m) == w->nparams && model_num_buffers(m) == w->nbuffers
                ? 0
                : check_fail(err, errlen, "the checkpoint's weights do not fit the network");
-  float *flat = rc == 0 ? malloc(model_flat_size(m) * sizeof *flat) : NULL;
-  if (rc == 0 && !flat) rc = check_fail(err, errlen, "out of memory loading the weights");
-  if (rc == 0) { /* the checkpoint holds them packed: into the model's padded layout */
-    model_unpack(m, w->params, flat);
-    rc = dev_copy_now(model_params(m), dev, flat, DEV_HOST, model_flat_size(m) * sizeof *flat,
-                      err, errlen);
-  }
-  free(flat);
+  /* the checkpoint holds them packed: into the model's padded layout */
+  if (rc == 0) rc = model_load_packed(m, w->params, 1, model_params(m), err, errlen);
   if (rc == 0 && w->nbuffers)
     rc = dev_copy_now(model_buffers(m), dev, w->buffers, DEV_HOST, w->nbuffers * sizeof(float),
                       err, errlen);

@@ -31,38 +31,22 @@ static int copy(int device, void *dst, const void *src, size_t bytes, int to_hos
 }
 
 /* Parameters and optimizer state are flat buffers of `slots` parts of model_flat_size elements
- * on the model's device; checkpoints hold them packed (model_pack: slots * model_num_params,
- * no alignment padding), the same as before the flat layout was padded. */
+ * on the model's device; checkpoints hold them packed (model_save_packed: slots *
+ * model_num_params, no alignment padding), the same as before the flat layout was padded. */
 static int fetch_packed(model_t *m, const float *flat, size_t slots, float *packed, char *err,
                         size_t errlen)
 {
-  size_t nf = model_flat_size(m), np = model_num_params(m);
-  float *h = slots ? malloc(slots * nf * sizeof *h) : NULL;
-  if (slots && !h) return check_fail(err, errlen, "out of memory staging the checkpoint");
-  int rc = slots ? copy(arena_device(model_arena(m)), h, flat, slots * nf * sizeof *h, 1, err,
-                        errlen)
-                 : 0;
-  for (size_t k = 0; rc == 0 && k < slots; k++) model_pack(m, h + k * nf, packed + k * np);
-  free(h);
-  return rc;
+  if (model_save_packed(m, flat, slots, packed, err, errlen) != 0)
+    return check_prefix(err, errlen, "copying checkpoint data from the model");
+  return 0;
 }
 
 static int store_unpacked(model_t *m, const void *packed, size_t slots, float *flat, char *err,
                           size_t errlen)
 {
-  size_t nf = model_flat_size(m), np = model_num_params(m);
-  float *h = slots ? malloc(slots * nf * sizeof *h) : NULL;
-  float *p = slots ? malloc(slots * np * sizeof *p) : NULL;
-  int rc = 0;
-  if (slots && (!h || !p)) rc = check_fail(err, errlen, "out of memory loading the checkpoint");
-  if (rc == 0 && slots) {
-    memcpy(p, packed, slots * np * sizeof *p); /* file data need not be 4-byte aligned */
-    for (size_t k = 0; k < slots; k++) model_unpack(m, p + k * np, h + k * nf);
-    rc = copy(arena_device(model_arena(m)), flat, h, slots * nf * sizeof *h, 0, err, errlen);
-  }
-  free(h);
-  free(p);
-  return rc;
+  if (model_load_packed(m, packed, slots, flat, err, errlen) != 0)
+    return check_prefix(err, errlen, "loading checkpoint data into the model");
+  return 0;
 }
 
 void ckpt_state_run_key(const char *describe, char *key, size_t len)
