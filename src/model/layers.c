@@ -21,13 +21,11 @@ int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate;
 /* Staged, a layer's gradients keep their places in the flat buffer from its lower offset
  * rounded down to the weights' alignment (the base): each as aligned in the (256-byte aligned)
  * staging as in the flat buffers. */
-#define STAGE_ALIGN (MODEL_WEIGHT_ALIGN / 2)
-
 static size_t stage_base(const layer_param_t *params, int id0, int id1)
 {
   size_t b = params[id0].offset;
   if (id1 >= 0 && params[id1].offset < b) b = params[id1].offset;
-  return b - b % STAGE_ALIGN;
+  return b - b % MODEL_WEIGHT_ALIGN_ELEMS;
 }
 
 size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)

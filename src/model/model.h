@@ -29,6 +29,11 @@
  * vectors stay adjacent (one gradient range per layer). */
 #define MODEL_PARAM_ALIGN 16
 #define MODEL_WEIGHT_ALIGN 256
+/* The same as element counts of the narrowest buffers sharing the layout (the 16-bit working
+ * weights and gradients): offsets in the flat layout are multiples of these, which are twice the
+ * bytes in the f32 buffers. */
+#define MODEL_PARAM_ALIGN_ELEMS (MODEL_PARAM_ALIGN / 2)
+#define MODEL_WEIGHT_ALIGN_ELEMS (MODEL_WEIGHT_ALIGN / 2)
 
 typedef enum { MODEL_NORM_BATCH = 0, MODEL_NORM_GROUP } model_norm_t;
 typedef enum { MODEL_FP32 = 0, MODEL_BF16, MODEL_FP16 } model_precision_t;

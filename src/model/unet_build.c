@@ -98,7 +98,7 @@ static int add_param(model_t *m, size_t count, layer_init_t init, int fan_in, co
   va_end(ap);
   snprintf(p->shape, sizeof p->shape, "%s", shape);
   p->count = count;
-  p->align = UNET_ALIGN_ELEMS;
+  p->align = MODEL_PARAM_ALIGN_ELEMS;
   p->init = init;
   p->fan_in = fan_in;
   m->nparams += count;
@@ -130,7 +130,7 @@ static int reg_conv(model_t *m, layer_conv_t *l, ops_conv_kind_t kind, int h, in
                         "%s.weight", prefix);
     break;
   }
-  if (l->w_id >= 0) m->params[l->w_id].align = UNET_WEIGHT_ALIGN_ELEMS;
+  if (l->w_id >= 0) m->params[l->w_id].align = MODEL_WEIGHT_ALIGN_ELEMS;
   if (kind != OPS_CONV3X3) {
     snprintf(shape, sizeof shape, "%d", cout);
     l->b_id = add_param(m, (size_t)cout, LAYER_INIT_ZERO, 0, shape, "%s.bias", prefix);

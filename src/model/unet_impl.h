@@ -84,12 +84,6 @@ struct model {
   double last_loss;
 };
 
-/* Parameter tensors start at multiples of this many elements in the flat buffers: 16 bytes
- * in the narrowest buffers sharing the layout (the 16-bit working weights and gradients), 32 in
- * the f32 ones (MODEL_PARAM_ALIGN); convolution weights at multiples of the second, 256 bytes in
- * the 16-bit buffers (MODEL_WEIGHT_ALIGN). */
-#define UNET_ALIGN_ELEMS (MODEL_PARAM_ALIGN / 2)
-#define UNET_WEIGHT_ALIGN_ELEMS (MODEL_WEIGHT_ALIGN / 2)
 
 /* Registers every parameter tensor (forward order) and lays them out (unet_lay_out). */
 int unet_register_params(model_t *m);
