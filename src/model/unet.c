@@ -136,7 +136,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
     alloc_block(&a, &m->enc[i].b2, &stage, &running, &ws);
   }
   for (int i = L - 2; i >= 0; i--) {
-    a.level = i + 1; /* the up-convolution's backward runs with level i+1's (side_level) */
+    a.level = i + 1; /* the up-convolution counts at its input level i+1 (conv_bwd) */
     plan_conv(&a, &m->dec[i].up, &stage, &ws);
     a.level = i;
     alloc_block(&a, &m->dec[i].b1, &stage, &running, &ws);
