@@ -18,7 +18,8 @@ void *layer_wparam(const layer_ctx_t *c, int id)
 
 int layer_grad_acc(const layer_ctx_t *c) { return c->accumulate && !c->separate; }
 
-/* Staged, a layer's gradients keep their places in the flat buffer from its lower offset
+/* A layer's parameters are neighbours in the flat buffers (adjacent, or apart by alignment
+ * padding). Staged, its gradients keep their places in the flat buffer from its lower offset
  * rounded down to the weights' alignment (the base): each as aligned in the (256-byte aligned)
  * staging as in the flat buffers. */
 static size_t stage_base(const layer_param_t *params, int id0, int id1)
@@ -36,13 +37,6 @@ size_t layer_stage_elems(const layer_param_t *params, int id0, int id1)
   if (id1 >= 0 && params[id1].offset + params[id1].count > end)
     end = params[id1].offset + params[id1].count;
   return end - stage_base(params, id0, id1);
-}
-
-/* A layer's parameters are neighbours in the flat buffers (adjacent, or apart by alignment
- * padding); staged, they keep their places from the base. */
-static size_t layer_base(const layer_ctx_t *c, int id0, int id1)
-{
-  return stage_base(c->params, id0, id1);
 }
 
 /* Where the working gradient of flat-buffer element `offset` is written: the one-layer staging
@@ -115,7 +109,7 @@ int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, co
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  size_t base = layer_base(c, l->w_id, l->b_id);
+  size_t base = stage_base(c->params, l->w_id, l->b_id);
   CHECK_OPS(c->ops,
             c->ops->conv_bwd_filter(c->ops, &l->desc, n, x, dy, grad_out(c, l->w_id, base),
                                     grad_out(c, l->b_id, base), layer_grad_acc(c), c->ws),
@@ -248,7 +242,7 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
   size_t errlen = c->errlen;
   const ops_t *o = c->ops;
   const void *gamma = layer_wparam(c, l->gamma_id);
-  size_t base = layer_base(c, l->gamma_id, l->beta_id);
+  size_t base = stage_base(c->params, l->gamma_id, l->beta_id);
   void *dgamma = grad_out(c, l->gamma_id, base), *dbeta = grad_out(c, l->beta_id, base);
   const char *name = c->params[l->gamma_id].name;
   int acc = layer_grad_acc(c);

@@ -569,16 +569,13 @@ static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level
   char *err = c->err;
   size_t errlen = c->errlen;
   CHECK(side_join(m, c));
-  if (level >= m->side_from) {
+  const int beside = level >= m->side_from;
+  {
     const void *src = in < 0 ? x : PT(in);
     const void *g = PT(dy);
-    RUN(side_wgrad(m, c, l, n, src, g));
-    m->side_pending = 1, m->side_in = in, m->side_dy = dy;
-  } else {
-    const void *src = in < 0 ? x : PT(in);
-    const void *g = PT(dy);
-    RUN(layer_conv_bwd_filter(c, l, n, src, g));
+    RUN(beside ? side_wgrad(m, c, l, n, src, g) : layer_conv_bwd_filter(c, l, n, src, g));
   }
+  if (beside) m->side_pending = 1, m->side_in = in, m->side_dy = dy;
   if (!dx) return 0;
   CHECK(declare(m, dx, dx_elems, m->ops.elem, "gradient", err, errlen));
   const void *g = PT(dy);

@@ -80,7 +80,7 @@ static int reduce_bucket(ddp_t *d, size_t b, void *stream, char *err, size_t err
   size_t begin = b == 0 ? 0 : d->bucket_end[b - 1], count = d->bucket_end[b] - begin;
   void *buf = (char *)d->grads + begin * shmddp_dtype_size(d->gdtype);
   shmddp_dtype_t t = d->gdtype;
-  if (d->wire) { /* narrowed on the compute stream, right behind the gradients it reads */
+  if (d->wire) { /* narrowed on that stream, right behind the gradients it reads */
     CHECK(dev_convert(d->wire + begin, SHMDDP_BF16, buf, SHMDDP_F32, count, d->dev, stream,
                       err, errlen));
     buf = d->wire + begin;
@@ -97,7 +97,6 @@ static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream
   ddp_t *d = ctx;
   if (d->failed) return -1;
   size_t end = offset + count;
-  if (!stream) stream = d->compute;
   while (d->next_bucket < d->nbuckets && d->bucket_end[d->next_bucket] <= end) {
     if (reduce_bucket(d, d->next_bucket, stream, d->err, sizeof d->err) != 0) {
       d->failed = 1;
