@@ -480,6 +480,14 @@ START_TEST(reused_pid_does_not_keep_a_dead_group)
    * pid of a process of another user). */
   size_t bytes;
   shm_header_t *h = map_header(g.seg_name, &bytes);
+  /* The segment is published before its creator claims rank 0: wait for the claim (its start
+   * time is stored last), or the creator would find the slot taken by the pid written below. */
+  double deadline = shm_now() + HANG_BOUND_S;
+  while (atomic_load(&h->rank[0].start) == 0) {
+    ck_assert_msg(shm_now() < deadline, "the creator never claimed rank 0 of %s", g.seg_name);
+    shm_sleep(0.002);
+  }
+  ck_assert_int_eq(atomic_load(&h->rank[0].pid), p);
   uint64_t start = atomic_load(&h->creator_start);
   ck_assert_uint_ne(start, 0);
   ck_assert_uint_ne(start, shm_pid_start(1));
