@@ -11,12 +11,14 @@
  * Each group (ranks on one device) has a leader, its lowest rank; L is the set of leaders. Call
  * k (the k-th call through this protocol, the same k on every rank) on rank r:
  *   1. record READY_r(k) on the stream (r's input is ready and its output no longer in use);
- *   2. rendezvous: publish k (with the buffers) and wait until every rank has (host);
+ *   2. rendezvous: publish k (with the buffers) and wait until every rank has (host); then open
+ *      (or check) every peer's buffers on the host;
  *   3. leader: make the stream wait for READY_q(k) of every other rank q, enqueue the work (read
  *      every rank's input, reduce in rank order, write the outputs of the group's ranks), record
- *      DONE_r(k) and publish word_r = 2k-1 (host);
- *   4. wait until word_g >= 2k-1 for every other leader g (host), make the stream wait for
- *      DONE_g(k), publish word_r = 2k, return.
+ *      DONE_r(k); every rank: publish word_r = 2k-1 (host), which also says that r is done with
+ *      its peers' buffers on the host;
+ *   4. wait until word_q >= 2k-1 for every other rank q (host), make the stream wait for DONE_g(k)
+ *      of every other leader g, publish word_r = 2k, return.
  * Teardown (coloc_quiesce): wait until word_q >= 2·calls for every rank q that is still there.
  *
  * Proof sketch. (a) Every wait sees the record meant for it — an event is recorded again only
@@ -36,7 +38,15 @@
  * only after every peer has enqueued its last wait on them: peers wait on a non-leader's READY
  * before the 2k-1 it sees before returning, and on a leader's DONE before their 2k, which the
  * leader's teardown waits for. (e) The result is bitwise the same on every rank: every leader
- * reduces all inputs in rank order with the same code.
+ * reduces all inputs in rank order with the same code. (f) Host accesses: in step 2 a rank opens
+ * and checks its peers' buffers on the host (a CUDA IPC open; in-process, the pointer's
+ * classification), outside any stream order, so (c) does not cover them. An owner may free a
+ * buffer as soon as its call returns (a caching allocator emptying its cache, a test freeing at
+ * once); an open of freed memory fails ("operation not permitted"), and in-process the pointer
+ * is no longer device memory. Every rank publishes 2k-1 only after its host accesses of call k,
+ * and no rank returns from call k before it has seen every other rank's 2k-1: no buffer of call k
+ * is freed while a peer can still touch it on the host. The extra wait costs a leader the
+ * members' host steps, which run while it enqueues its work.
  *
  * Where a rank waits (coloc_wait_t, each rank's own choice). Above, "make the stream wait" is
  * a stream wait (cudaStreamWaitEvent). A rank that waits on the host instead queries the event
@@ -52,7 +62,7 @@
  * is; calls on several communicators must then come in the same order on every rank (as NCCL
  * asks anyway), or the hosts wait for each other.
  *
- * Host cost per call: one rendezvous and one wait for the leaders' 2k-1 (and the host waits).
+ * Host cost per call: one rendezvous and one wait for every rank's 2k-1 (and the host waits).
  * A CUDA graph cannot hold host steps, so captured calls do not come here (cuda_ops.c).
  *
  * Under MPS (every rank that shares a device says so at set-up) the contexts do not take turns:
@@ -275,7 +285,6 @@ static shmddp_status_t ready_and_work(shmddp_comm_t *comm, coloc_state_t *cs,
   st = wait_events(comm, cs, ops, ctx, all, COLOC_READY, k);
   if (st == SHMDDP_OK) st = ops->work(ctx);
   if (st == SHMDDP_OK) st = ops->record(ctx, COLOC_DONE, k);
-  if (st == SHMDDP_OK) publish(comm, cs, 2 * k - 1);
   return st;
 }
 
@@ -285,8 +294,10 @@ shmddp_status_t coloc_call(shmddp_comm_t *comm, coloc_state_t *cs, const coloc_o
   int me = comm->rank;
   uint64_t k = ++cs->calls;
   shmddp_status_t st = ready_and_work(comm, cs, ops, ctx, k);
+  if (st == SHMDDP_OK) publish(comm, cs, 2 * k - 1);
+  uint32_t all = cs->plan.nranks >= 32 ? ~0u : (1u << cs->plan.nranks) - 1;
   uint32_t others = cs->plan.leaders & ~(1u << me);
-  if (st == SHMDDP_OK) st = wait_words(comm, cs, others, 2 * k - 1);
+  if (st == SHMDDP_OK) st = wait_words(comm, cs, all, 2 * k - 1);
   if (st == SHMDDP_OK) st = wait_events(comm, cs, ops, ctx, others, COLOC_DONE, k);
   if (st == SHMDDP_OK) {
     publish(comm, cs, 2 * k);

@@ -79,7 +79,9 @@ typedef struct {
    * `seq`'s, has completed. Called until it has (with short pauses, and the group's checks). */
   shmddp_status_t (*query)(void *ctx, int peer, int kind, uint64_t seq, int *done);
   /* Publish that this rank has recorded READY for call seq (and whatever the work needs, e.g.
-   * its buffers) and return once every rank has; a rank in another call is an error. */
+   * its buffers) and return once every rank has; a rank in another call is an error. Host
+   * accesses of the peers' buffers (opening or checking them) belong here: the protocol keeps
+   * every buffer of call seq allocated until every rank has returned from this function. */
   shmddp_status_t (*rendezvous)(void *ctx, uint64_t seq);
   /* Leaders only: enqueue the group's work (after the waits for every READY). */
   shmddp_status_t (*work)(void *ctx);

@@ -93,6 +93,16 @@ static shmddp_status_t stop_group(shmddp_comm_t *comm, shmddp_status_t st, const
   return st;
 }
 
+/* A host step on a peer's buffer failed. If the group had stopped already, the peer may have left
+ * the call, and freed the buffer, because of that: the group's reason is the one to report. */
+static shmddp_status_t import_failed(shmddp_comm_t *comm, const char *err)
+{
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t ast = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (ast != SHMDDP_OK) return coll_wait_failed(comm, ast, msg);
+  return stop_group(comm, SHMDDP_ERR_CUDA, "rank %d, %s: %s", comm->rank, comm->what, err);
+}
+
 /* Whether the caller's stream is being captured into a graph (then nothing may wait for the
  * device: retirements of peer memory are put off to a later call). */
 static int capturing(shmddp_stream_t stream)
@@ -142,7 +152,7 @@ shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *
       devmem_desc_t d = pr->buf[i]; /* one read of the segment: checked and used alike */
       if (r == comm->rank || d.kind == DEVMEM_NONE || d.kind == DEVMEM_PRIVATE) continue;
       if (devmem_import(s->mem, xseq, r, &d, len[i], &out[i][r], err, sizeof err) != 0)
-        return stop_group(comm, SHMDDP_ERR_CUDA, "rank %d, %s: %s", comm->rank, comm->what, err);
+        return import_failed(comm, err);
     }
   }
   return SHMDDP_OK;

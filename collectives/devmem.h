@@ -52,7 +52,15 @@
  *            the mappings a peer holds never exceed the owner's live exports plus the
  *            retirements still queued for it.
  * Everything read from the segment or a socket (kinds, ids, offsets, chunk counts and sizes) is
- * range-checked before use; a check that fails is an error naming the peer, never a mapping. */
+ * range-checked before use; a check that fails is an error naming the peer, never a mapping.
+ *
+ * The caller's contract: a record names memory that its owner may free as soon as the owner's
+ * call returns, and the driver cannot open (or, in-process, classify) freed memory. So the caller's
+ * protocol must keep every owner inside call k until every peer has finished its imports of k:
+ * the co-located protocol by its words (coloc.c, (f)); the in-kernel algorithms by the cross-rank
+ * barrier their kernels start with, which a rank launches only after its imports (an owner's
+ * device work of call k, which any free of the memory waits for, cannot finish before it). Nothing
+ * here retries an open or caches a classification: either would hide a use after free. */
 #ifndef COLL_DEVMEM_H
 #define COLL_DEVMEM_H
 

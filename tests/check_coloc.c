@@ -10,10 +10,19 @@
  * different choices) runs every placement. Ranks sleep at random points to vary the
  * interleavings. Also: a dead leader or member (before its call, or after publishing an event
  * that never completes), a mismatched call, restart from the published words, and protocols
- * without their DONE wait, on the stream and on the host, which these checks catch. */
+ * without their DONE wait, on the stream and on the host, which these checks catch.
+ * Buffers: every call gets a new allocation per rank, freed as soon as the call returns (as a
+ * caching allocator may), and the rendezvous opens every peer's on the host the way the CUDA
+ * transport's exchange does: for ranks in separate processes a legacy handle of the fake driver
+ * (tests/devmem_fake.h), which refuses a handle of freed memory as CUDA does; for ranks that are
+ * threads of one process the pointer's classification, which freed memory fails. A member that
+ * opens its peers' buffers only once its leader has returned (or is provably waiting for it)
+ * replays deterministically the interleaving in which a leader freed a buffer a member was
+ * still about to open. */
 #include "config.h"
 
 #include <check.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +32,7 @@
 #include "collectives/coloc.h"
 #include "shm/abort.h"
 #include "shm/wait.h"
+#include "tests/devmem_fake.h"
 #include "tests/failures.h"
 #include "tests/suite_main.h"
 #include "tests/testutil.h"
@@ -160,10 +170,15 @@ END_TEST
 #define ELEMS 48
 #define CALLS 300
 
+#define BUF_WORDS 64 /* each rank's buffer of a call, in 32-bit words */
+
 typedef struct {
   _Alignas(128) _Atomic uint64_t word;          /* the protocol word */
   _Alignas(128) _Atomic uint64_t ready;         /* the rendezvous */
   uint64_t count[2];                            /* the call's count, by the parity of ready */
+  unsigned char handle[2][DEVMEM_HANDLE_BYTES]; /* the call's buffer, by the parity of ready */
+  _Atomic uint64_t alloc;    /* threads: the call whose buffer is allocated (0: none) */
+  _Atomic uint64_t returned; /* the last call this rank returned from (its buffer then freed) */
   _Alignas(128) _Atomic uint64_t gen[COLOC_NKINDS]; /* simulated events: latest record's call */
   _Atomic uint64_t done[COLOC_NKINDS]; /* the latest record: SIM_DONE(completion time, call) */
   double in[ELEMS], out[ELEMS];
@@ -173,14 +188,17 @@ typedef struct {
 #define SIM_DONE(us, call) ((uint64_t)(us) << 16 | ((call) & 0xffff))
 #define SIM_NEVER (~0ull >> 16)
 
-enum { SIM_OK = 0, SIM_BROKEN, SIM_BROKEN_HOST, SIM_DIE, SIM_DIE_PUBLISHED, SIM_MISMATCH };
+enum { SIM_OK = 0, SIM_BROKEN, SIM_BROKEN_HOST, SIM_DIE, SIM_DIE_PUBLISHED, SIM_MISMATCH,
+       SIM_LATE_OPEN };
 
 /* The wait choices a run gives its ranks: one for all, or host and stream alternating. */
 enum { SIM_WAIT_MIXED = COLOC_NWAITS, SIM_NWAITS };
 
 typedef struct {
-  int nranks, mode, victim, at_call; /* SIM_DIE* / SIM_MISMATCH: which rank, at which call */
+  int nranks, mode, victim, at_call; /* SIM_DIE* / SIM_MISMATCH / SIM_LATE_OPEN: which rank,
+                                        from which call */
   int wait;                          /* a coloc_wait_t, or SIM_WAIT_MIXED */
+  int threads;                       /* the ranks are threads of one process (as modelled) */
   const char *keys[SHMDDP_MAX_RANKS];
   sim_rank_t rank[SHMDDP_MAX_RANKS];
   case_failures_t fails[SHMDDP_MAX_RANKS];
@@ -196,7 +214,8 @@ typedef struct {
   const coloc_plan_t *plan;
   unsigned rng;
   int host_waits;
-  uint64_t seq; /* the call in progress */
+  uint64_t seq;  /* the call in progress */
+  uint32_t *buf; /* this rank's buffer of that call (a fake device allocation) */
 } sim_ctx_t;
 
 /* Sometimes sleep a little, so ranks reach each step in varying orders. */
@@ -280,12 +299,72 @@ static shmddp_status_t ready_check(shm_waiter_t *w, char *err, size_t len)
   return coll_check_peers(((ready_wait_t *)w)->c->comm, err, len);
 }
 
+static uint32_t pattern(int rank, uint64_t call, int i)
+{
+  return (uint32_t)rank * 1000003u + (uint32_t)call * 7919u + (uint32_t)i;
+}
+
+/* As the exchange does (cuda_reg.c): a failed open after the group stopped reports the group's
+ * reason, since the owner may have left the call, and freed the buffer, because of it. */
+static shmddp_status_t open_failed(shmddp_comm_t *comm, int q, const char *why)
+{
+  char msg[SHM_ABORT_MSG_BYTES];
+  shmddp_status_t st = shm_abort_status(comm->seg, msg, sizeof msg);
+  if (st != SHMDDP_OK) return coll_wait_failed(comm, st, msg);
+  return coll_error(comm, SHMDDP_ERR_CUDA, "rank %d, %s: rank %d's buffer: %s", comm->rank,
+                    comm->what, q, why);
+}
+
+/* The host side of the exchange: open (processes) or classify (threads) every peer's buffer of
+ * call seq, and read it. A freed buffer fails as it does on a GPU, and stops the call. */
+static shmddp_status_t open_peers(sim_ctx_t *c, uint64_t seq)
+{
+  shmddp_comm_t *comm = c->comm;
+  for (int q = 0; q < comm->nranks; q++) {
+    if (q == comm->rank) continue;
+    if (c->sim->threads) {
+      if (atomic_load(&c->sim->rank[q].alloc) != seq)
+        return open_failed(comm, q, "not device memory (freed)");
+      continue;
+    }
+    uintptr_t base = 0;
+    size_t size = 0;
+    int e = fk_legacy_open(NULL, c->sim->rank[q].handle[seq & 1], &base, &size);
+    if (e != 0) return open_failed(comm, q, strerror(e));
+    const uint32_t *w = (const uint32_t *)base;
+    int bad = 0;
+    for (int i = 0; i < BUF_WORDS; i++) bad += w[i] != pattern(q, seq, i);
+    fk_legacy_close(NULL, base);
+    CF_CHECK(&c->sim->fails[comm->rank], bad == 0, "call %llu: %d words of rank %d's buffer are "
+             "another allocation's", (unsigned long long)seq, bad, q);
+  }
+  return SHMDDP_OK;
+}
+
+/* SIM_LATE_OPEN: open the peers' buffers only once every other rank has returned from call seq
+ * (and freed its buffer) or, having published 2·seq-1, sleeps in a wait (then it can only be
+ * waiting for this rank). One of the two comes in any protocol; which one decides whether the
+ * buffers can still be opened. Polls: the sleepers' count is the segment's. */
+static void late_open_wait(sim_ctx_t *c, uint64_t seq)
+{
+  shm_header_t *h = c->comm->seg->hdr;
+  for (int q = 0; q < c->comm->nranks; q++) {
+    sim_rank_t *p = &c->sim->rank[q];
+    while (q != c->comm->rank && atomic_load(&p->returned) < seq &&
+           !(atomic_load(&p->word) >= 2 * seq - 1 && atomic_load(&h->waiters) > 0) &&
+           atomic_load(&h->abort_status) == 0)
+      sched_yield();
+  }
+}
+
 static shmddp_status_t sim_rendezvous(void *v, uint64_t seq)
 {
   sim_ctx_t *c = v;
   shmddp_comm_t *comm = c->comm;
   sim_rank_t *mine = &c->sim->rank[comm->rank];
   mine->count[seq & 1] = comm->cur.count;
+  if (fk_legacy_export(NULL, (uintptr_t)c->buf, mine->handle[seq & 1]) != 0)
+    return coll_error(comm, SHMDDP_ERR_INTERNAL, "rank %d: cannot export its buffer", comm->rank);
   atomic_store(&mine->ready, seq);
   shm_wake_all(comm->seg);
   ready_wait_t x = {{ready_pending, ready_check, comm->what}, c, seq};
@@ -300,7 +379,9 @@ static shmddp_status_t sim_rendezvous(void *v, uint64_t seq)
       return coll_error(comm, SHMDDP_ERR_MISMATCH, "rank %d: call %llu has count %llu on rank %d",
                         comm->rank, (unsigned long long)seq,
                         (unsigned long long)c->sim->rank[r].count[seq & 1], r);
-  return SHMDDP_OK;
+  if (victim_from(c, SIM_LATE_OPEN, seq)) late_open_wait(c, seq);
+  else jitter(c);
+  return open_peers(c, seq);
 }
 
 /* A rank that waits on the host has seen the events it waited for complete: a leader every
@@ -334,6 +415,26 @@ static const coloc_ops_t sim_ops = {.record = sim_record, .wait = sim_wait, .que
                                     .rendezvous = sim_rendezvous, .work = sim_work};
 
 static double input(int rank, uint64_t call, int i) { return rank * 1000.0 + (double)call + i * 0.5; }
+
+/* This rank's buffer of call `call`: a new allocation (fake device memory), filled. */
+static int new_buffer(sim_ctx_t *c, uint64_t call)
+{
+  c->buf = fake_alloc(DEVMEM_LEGACY, BUF_WORDS * sizeof(uint32_t));
+  if (!c->buf) return -1;
+  for (int i = 0; i < BUF_WORDS; i++) c->buf[i] = pattern(c->comm->rank, call, i);
+  atomic_store(&c->sim->rank[c->comm->rank].alloc, call);
+  return 0;
+}
+
+/* The call has returned: its buffer is freed at once, as a caching allocator may. */
+static void free_buffer(sim_ctx_t *c, uint64_t call)
+{
+  sim_rank_t *mine = &c->sim->rank[c->comm->rank];
+  atomic_store(&mine->alloc, 0);
+  fake_free(c->buf, BUF_WORDS * sizeof(uint32_t));
+  c->buf = NULL;
+  atomic_store(&mine->returned, call);
+}
 
 /* The protocol without step 4's wait (what these checks must catch): a member returns right
  * after the rendezvous; the leader is slow. */
@@ -380,7 +481,9 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
     st = coll_begin(comm, COLL_ALL_REDUCE, count, SHMDDP_F64, SHMDDP_SUM, -1, SHMDDP_ALGO_COLOC);
     if (st != SHMDDP_OK) break;
     c.seq = cs.calls + 1;
+    if (new_buffer(&c, call) != 0) return 1;
     st = sim->mode == SIM_BROKEN ? broken_call(comm, &cs, &c) : coloc_call(comm, &cs, &sim_ops, &c);
+    free_buffer(&c, call);
     if (st != SHMDDP_OK) break;
     if (cs.host_waits) check_completed(&c, plan.leaders, COLOC_DONE, call);
     int bad = 0;
@@ -409,8 +512,11 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
            (unsigned long long)again.calls, CALLS);
   for (int i = 0; i < ELEMS; i++) mine->in[i] = input(me, CALLS + 1, i);
   if (coll_begin(comm, COLL_ALL_REDUCE, ELEMS, SHMDDP_F64, SHMDDP_SUM, -1, SHMDDP_ALGO_COLOC) ||
-      coloc_call(comm, &again, &sim_ops, &c))
+      new_buffer(&c, CALLS + 1) != 0)
     return 1;
+  shmddp_status_t again_st = coloc_call(comm, &again, &sim_ops, &c);
+  free_buffer(&c, CALLS + 1);
+  if (again_st != SHMDDP_OK) return 1;
   double want = 0;
   for (int r = 0; r < n; r++) want += input(r, CALLS + 1, 0);
   CF_CHECK(f, mine->out[0] == want, "after the restart: %g, want %g", mine->out[0], want);
@@ -420,11 +526,12 @@ static int sim_rank(shmddp_comm_t *comm, void *arg)
 static void setup(void) { g_sim = test_shared_alloc(sizeof *g_sim); }
 static void teardown(void) { munmap(g_sim, sizeof *g_sim); }
 
-static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int wait, int mode,
-                                      int victim, int at_call)
+static shmddp_launch_result_t run_sim_as(int nranks, const char *const *keys, int threads, int wait,
+                                         int mode, int victim, int at_call)
 {
   memset(g_sim, 0, sizeof *g_sim);
   g_sim->nranks = nranks;
+  g_sim->threads = threads;
   g_sim->wait = wait;
   g_sim->mode = mode;
   g_sim->victim = victim;
@@ -434,6 +541,12 @@ static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int w
     cf_init(&g_sim->fails[r]);
   }
   return test_launch(nranks, 30, 0, sim_rank, g_sim);
+}
+
+static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int wait, int mode,
+                                      int victim, int at_call)
+{
+  return run_sim_as(nranks, keys, 0, wait, mode, victim, at_call);
 }
 
 static case_failures_t all_failures(void)
@@ -452,15 +565,18 @@ typedef struct {
   const char *name;
   int nranks;
   const char *keys[SHMDDP_MAX_RANKS];
+  int threads; /* the ranks are threads of one process (buffers classified, not opened) */
 } placement_t;
 
 static const placement_t placements[] = {
-  {"two ranks on one GPU", 2, {"A", "A"}},
-  {"three ranks on one GPU", 3, {"A", "A", "A"}},
-  {"four ranks round-robin on two GPUs", 4, {"A", "B", "A", "B"}},
-  {"three and one", 4, {"A", "A", "B", "A"}},
-  {"every rank alone (forced)", 3, {"A", "B", "C"}},
-  {"eight on one GPU", 8, {"A", "A", "A", "A", "A", "A", "A", "A"}},
+  {"two ranks on one GPU", 2, {"A", "A"}, 0},
+  {"three ranks on one GPU", 3, {"A", "A", "A"}, 0},
+  {"four ranks round-robin on two GPUs", 4, {"A", "B", "A", "B"}, 0},
+  {"three and one", 4, {"A", "A", "B", "A"}, 0},
+  {"every rank alone (forced)", 3, {"A", "B", "C"}, 0},
+  {"eight on one GPU", 8, {"A", "A", "A", "A", "A", "A", "A", "A"}, 0},
+  {"three threads on one GPU", 3, {"A", "A", "A"}, 1},
+  {"four threads on two GPUs", 4, {"A", "B", "B", "A"}, 1},
 };
 
 static const char *wait_label(int wait)
@@ -473,7 +589,7 @@ START_TEST(protocol_orders_every_wait_after_its_record)
 {
   const placement_t *p = &placements[_i / SIM_NWAITS];
   int wait = _i % SIM_NWAITS;
-  shmddp_launch_result_t res = run_sim(p->nranks, p->keys, wait, SIM_OK, 0, 0);
+  shmddp_launch_result_t res = run_sim_as(p->nranks, p->keys, p->threads, wait, SIM_OK, 0, 0);
   case_failures_t all = all_failures();
   char name[160];
   snprintf(name, sizeof name, "%s, %s waits", p->name, wait_label(wait));
@@ -519,6 +635,28 @@ START_TEST(dead_rank_is_named)
 }
 END_TEST
 
+/* A member opens the buffers of call k only once its leader has returned from k (and freed its
+ * buffer, as the test frees every buffer right after its call) or sleeps after publishing 2k-1,
+ * waiting for it: the interleaving of a leader that frees a buffer a member is about to open,
+ * made certain. The protocol keeps a leader in the call until every member has published that it
+ * is done with the buffers, so the member always finds them. _i: (processes or threads, wait
+ * choice). */
+START_TEST(no_buffer_is_freed_before_its_peers_opened_it)
+{
+  static const char *const keys[] = {"A", "A"};
+  int threads = _i % 2, wait = _i / 2;
+  shmddp_launch_result_t res = run_sim_as(2, keys, threads, wait, SIM_LATE_OPEN, 1, 1);
+  case_failures_t all = all_failures();
+  char name[160];
+  snprintf(name, sizeof name, "%s, %s waits", threads ? "threads" : "processes",
+           wait_label(wait));
+  ck_assert_msg(res.exit_code == 0, "%s: %s", name, res.message);
+  for (int r = 0; r < 2; r++)
+    ck_assert_msg(g_sim->status[r] == SHMDDP_OK, "%s: rank %d: %s", name, r, g_sim->msg[r]);
+  CF_ASSERT_NONE(&all, name);
+}
+END_TEST
+
 START_TEST(mismatched_call_is_an_error)
 {
   static const char *const keys[] = {"A", "A", "B"};
@@ -545,6 +683,7 @@ static Suite *coloc_suite(const suite_env_t *env)
   tcase_add_loop_test(tc, checks_catch_a_protocol_without_its_done_wait, 0, 2);
   tcase_add_loop_test(tc, dead_rank_is_named, 0, 4 * SIM_NWAITS);
   tcase_add_test(tc, mismatched_call_is_an_error);
+  tcase_add_loop_test(tc, no_buffer_is_freed_before_its_peers_opened_it, 0, 2 * SIM_NWAITS);
   suite_add_tcase(s, tc);
   return s;
 }

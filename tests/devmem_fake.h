@@ -2,7 +2,9 @@
  * allocations are shared memory files (memfd), so forked processes really share, map and unmap
  * them the way ranks do with GPU memory, and a stale mapping really reads stale bytes.
  *   legacy   one memfd mapped once; its "IPC handle" names the owner's descriptor, which a peer
- *            opens through /proc/PID/fd (same user)
+ *            opens through /proc/PID/fd (same user), and the file's identity: a handle of
+ *            freed memory is refused with EPERM, as CUDA refuses it ("operation not permitted"),
+ *            also when the descriptor's number was reused by a newer allocation
  *   vmm      a reserved range with one memfd per chunk mapped side by side; chunks are exported
  *            as duplicated descriptors
  *   private  anonymous memory the driver refuses to share
@@ -60,7 +62,7 @@ static void *fake_alloc(devmem_kind_t kind, size_t size)
 }
 
 /* nchunks chunks of chunk bytes side by side in one reserved range. */
-static void *fake_alloc_vmm(int nchunks, size_t chunk)
+__attribute__((unused)) static void *fake_alloc_vmm(int nchunks, size_t chunk)
 {
   char *va = mmap(NULL, nchunks * chunk, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (va == MAP_FAILED) return NULL;
@@ -119,13 +121,17 @@ static int fk_query(void *ctx, uintptr_t ptr, devmem_range_t *out)
 typedef struct {
   int32_t pid, fd;
   uint64_t size;
+  uint64_t dev, ino; /* the file the descriptor held when exported */
 } fake_handle_t;
+
+_Static_assert(sizeof(fake_handle_t) <= DEVMEM_HANDLE_BYTES, "fake handle too large");
 
 static int fk_legacy_export(void *ctx, uintptr_t base, unsigned char handle[DEVMEM_HANDLE_BYTES])
 {
   fake_alloc_t *a = fake_find(base);
-  if (!a || a->kind != DEVMEM_LEGACY) return EINVAL;
-  fake_handle_t h = {(int32_t)getpid(), a->fd, a->size};
+  struct stat sb;
+  if (!a || a->kind != DEVMEM_LEGACY || fstat(a->fd, &sb) != 0) return EINVAL;
+  fake_handle_t h = {(int32_t)getpid(), a->fd, a->size, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
   memset(handle, 0, DEVMEM_HANDLE_BYTES);
   memcpy(handle, &h, sizeof h);
   return 0;
@@ -138,8 +144,16 @@ static int fk_legacy_open(void *ctx, const unsigned char handle[DEVMEM_HANDLE_BY
   memcpy(&h, handle, sizeof h);
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+  if (fake_nopen == FAKE_MAX) return EMFILE;
   int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0 || fake_nopen == FAKE_MAX) return errno ? errno : EMFILE;
+  struct stat sb;
+  if (fd < 0 && errno != ENOENT) return errno;
+  /* Gone, or the number now holds another allocation: the handle's memory was freed. */
+  if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != h.dev ||
+      (uint64_t)sb.st_ino != h.ino) {
+    if (fd >= 0) close(fd);
+    return EPERM;
+  }
   void *p = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return errno;
@@ -235,6 +249,6 @@ static const devmem_driver_t fake_driver = {
 };
 
 /* Peer mappings live in this process (legacy opens and VMM chunks). */
-static int fake_live_mappings(void) { return fake_nopen; }
+__attribute__((unused)) static int fake_live_mappings(void) { return fake_nopen; }
 
 #endif
