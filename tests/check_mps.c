@@ -7,6 +7,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 typedef struct {
   char base[64];    /* XDG_RUNTIME_DIR: where the daemon's folder goes */
   char side[64];    /* the fake's pid file and command log */
-  char fake[1024];  /* the fake control program */
+  char fake[PATH_MAX]; /* the fake control program (realpath writes up to PATH_MAX bytes) */
   char pidfile[128], log[128];
 } scratch_t;
 
