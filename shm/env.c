@@ -131,6 +131,43 @@ static const shm_env_param_t table[] = {
      .reader = "libshmddp-nccl.so, at its first message",
      .meaning = "NCCL's own: WARN prints every failure on stderr, INFO and TRACE also a line per "
                 "communicator made"},
+    /* the NCCL front end's wrapper (nccl/shmddp-nccl-run.in) */
+    {.name = "SHMDDP_NCCL_LIB", .kind = SHM_ENV_TEXT,
+     .dflt = "libshmddp-nccl.so.0 of shmddp-nccl-run's own installation",
+     .reader = "shmddp-nccl-run, at start",
+     .meaning = "the NCCL front end library shmddp-nccl-run preloads into the command"},
+    {.name = "LD_PRELOAD", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the dynamic loader",
+     .meaning = "set by shmddp-nccl-run for the command it runs: libshmddp-nccl.so first, then "
+                "what was there"},
+    /* MPS (src/train/mps.c, shmddp-nccl-run) */
+    {.name = "CUDA_MPS_PIPE_DIRECTORY", .kind = SHM_ENV_TEXT, .dflt = "none",
+     .reader = "shmddp-train and shmddp-nccl-run, before starting ranks",
+     .meaning = "an MPS daemon already serving this user: used as it is, none is started (set "
+                "for the ranks, with CUDA_MPS_LOG_DIRECTORY, when a private one is started)"},
+    {.name = "CUDA_MPS_LOG_DIRECTORY", .kind = SHM_ENV_SET, .dflt = "-",
+     .reader = "the MPS control daemon",
+     .meaning = "set for a private MPS daemon: its log folder, inside its private folder"},
+    {.name = "XDG_RUNTIME_DIR", .kind = SHM_ENV_TEXT, .dflt = "none",
+     .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
+     .meaning = "where a private MPS daemon's folder is made (else TMPDIR, else /tmp)"},
+    {.name = "TMPDIR", .kind = SHM_ENV_TEXT, .dflt = "/tmp",
+     .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
+     .meaning = "where a private MPS daemon's folder is made when XDG_RUNTIME_DIR is unset"},
+    {.name = "PATH", .kind = SHM_ENV_TEXT, .dflt = "/usr/local/bin:/usr/bin:/bin",
+     .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
+     .meaning = "where nvidia-cuda-mps-control is looked for"},
+    /* MPI launchers (src/train/machine.c) */
+    {.name = "OMPI_COMM_WORLD_SIZE", .kind = SHM_ENV_SET, .dflt = "-",
+     .reader = "shmddp-train, before MPI_Init",
+     .meaning = "set by Open MPI's mpirun (PMI_SIZE, PMIX_SIZE by other launchers): the trainer "
+                "is one process of an MPI job across machines"},
+    {.name = "PMI_SIZE", .kind = SHM_ENV_SET, .dflt = "-", .reader = "shmddp-train, before MPI_Init",
+     .meaning = "set by PMI launchers (MPICH's mpiexec): as OMPI_COMM_WORLD_SIZE"},
+    {.name = "PMIX_SIZE", .kind = SHM_ENV_SET, .dflt = "-", .reader = "shmddp-train, before MPI_Init",
+     .meaning = "set by PMIx launchers (srun): as OMPI_COMM_WORLD_SIZE"},
+    /* tools/compare.c */
+    {.name = "COMMIT", .kind = SHM_ENV_TEXT, .dflt = "none", .reader = "shmddp-compare",
+     .meaning = "the commit named in the header of the table it writes"},
 };
 
 #define NPARAMS (sizeof table / sizeof table[0])
@@ -180,7 +217,7 @@ void shm_env_accepts(const shm_env_param_t *p, char *buf, size_t len)
   case SHM_ENV_FLAG: snprintf(buf, len, "0|1"); return;
   case SHM_ENV_CHOICE: snprintf(buf, len, "%s", p->choices); return;
   case SHM_ENV_TEXT: snprintf(buf, len, "text"); return;
-  case SHM_ENV_SET: snprintf(buf, len, "(set by the launcher)"); return;
+  case SHM_ENV_SET: snprintf(buf, len, "(set by a launcher)"); return;
   }
   snprintf(buf, len, "?");
 }

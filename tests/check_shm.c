@@ -560,7 +560,8 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
   unsetenv("SHMDDP_CUDA_CE_CHUNK");
   ck_assert_int_eq(shm_env_number("SHMDDP_NO_SUCH", &d, err, sizeof err), -1);
   /* The whole environment, as shmddp-train checks it: a bad value refused, a typo warned of. */
-  char *env[] = {"PATH=/bin", "SHMDDP_SLOTMB=4", "SHMDDP_TIMEOUT=30", NULL};
+  char *env[] = {"PATH=/bin", "SHMDDP_SLOTMB=4", "SHMDDP_TIMEOUT=30",
+                 "SHMDDP_NCCL_LIB=/opt/shmddp/lib/libshmddp-nccl.so.0", NULL};
   FILE *warn = tmpfile();
   ck_assert_int_eq(shm_env_check_environ(env, "test", warn, err, sizeof err), 0);
   char text[512] = "";
@@ -568,6 +569,8 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
   ck_assert_uint_gt(fread(text, 1, sizeof text - 1, warn), 0);
   fclose(warn);
   ck_assert_ptr_nonnull(strstr(text, "SHMDDP_SLOTMB is not a shmddp setting"));
+  /* The project's own variables, exported as a user of shmddp-nccl-run has them: no warning. */
+  ck_assert_msg(strstr(text, "SHMDDP_NCCL_LIB") == NULL, "%s", text);
   env[2] = "SHMDDP_TIMEOUT=-1";
   ck_assert_int_eq(shm_env_check_environ(env, "test", NULL, err, sizeof err), -1);
   ck_assert_ptr_nonnull(strstr(err, "SHMDDP_TIMEOUT=-1 is out of range"));

@@ -133,7 +133,7 @@ check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/che
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/resume.sh tests/resume_prepad.sh tests/resume_gpu.sh \
-	tests/readme_env.sh
+	tests/readme_env.sh tests/env_table.sh
 # shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
 TESTS += tests/nccl_run_mps.sh
 EXTRA_DIST += tests/nccl_run_mps.sh
@@ -211,7 +211,7 @@ EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
 	tests/data/prepad_result.txt
 EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
-	tests/fault_signal.sh tests/readme_env.sh tests/nccl_exports.sh \
+	tests/fault_signal.sh tests/readme_env.sh tests/env_table.sh tests/nccl_exports.sh \
 	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \
 	tests/check_ops_cuda.c tests/check_model_cuda.c tests/ops_cuda_testutil.h \
 	tests/check_devmem_cuda.c
