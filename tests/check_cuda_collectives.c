@@ -669,12 +669,18 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   if (env->gpus < 2)
     printf("check_cuda_collectives: %d GPU visible: ranks share it (correctness only)\n", env->gpus);
   Suite *s = suite_create("cuda_collectives");
-  TCase *tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
-                         test_convert_kernel_matches_cpu);
-  tcase_set_timeout(tc, 120);
-  tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
-                  test_allreduce_256mib, test_allreduce_three_ranks);
-  tcase_set_timeout(tc, 600);
+  TCase *tc;
+  /* Two programs (tests/local.mk), of about equal length: the kernels and all-reduce; the other
+   * collectives, graphs and failures (check_cuda_collectives_other, SUITE_PART "other"). */
+  if (strcmp(env->part, "other") != 0) {
+    tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
+                    test_convert_kernel_matches_cpu);
+    tcase_set_timeout(tc, 120);
+    tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
+                    test_allreduce_256mib, test_allreduce_three_ranks);
+    tcase_set_timeout(tc, 600);
+    return s;
+  }
   tc = tcase_create("other_collectives");
   tcase_set_timeout(tc, 300);
   tcase_add_loop_test(tc, test_other_collectives, 2, 4); /* 2 and 3 ranks */

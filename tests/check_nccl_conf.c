@@ -546,10 +546,28 @@ START_TEST(debug_lines_name_the_communicator)
 }
 END_TEST
 
+/* Two programs (tests/local.mk): the host matrix and the contract; the GPU matrix
+ * (check_nccl_conf_gpu, SUITE_PART "gpu"), which takes as long as the rest together. */
 static Suite *conf_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("nccl_conf");
-  TCase *tc = tcase_create("matrix");
+  TCase *tc;
+  if (strcmp(env->part, "gpu") == 0) {
+#ifdef HAVE_CUDA
+    int built = 1;
+#else
+    int built = 0;
+#endif
+    if (suite_gpu_cases(env, 1, built, "matrix_gpu_threads, matrix_gpu_processes")) {
+      tc = tcase_create("gpu");
+      tcase_set_timeout(tc, 900);
+      tcase_add_loop_test(tc, matrix_gpu_threads, 0, 2);
+      tcase_add_loop_test(tc, matrix_gpu_processes, 0, 2);
+      suite_add_tcase(s, tc);
+    }
+    return s;
+  }
+  tc = tcase_create("matrix");
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, matrix_host_threads, 0, 4);
   suite_add_tcase(s, tc);
@@ -570,18 +588,6 @@ static Suite *conf_suite(const suite_env_t *env)
   tcase_add_test(tc, fp8_overflow);
   tcase_add_test(tc, debug_lines_name_the_communicator);
   suite_add_tcase(s, tc);
-#ifdef HAVE_CUDA
-  int built = 1;
-#else
-  int built = 0;
-#endif
-  if (suite_gpu_cases(env, 1, built, "matrix_gpu_threads, matrix_gpu_processes")) {
-    tc = tcase_create("gpu");
-    tcase_set_timeout(tc, 900);
-    tcase_add_loop_test(tc, matrix_gpu_threads, 0, 2);
-    tcase_add_loop_test(tc, matrix_gpu_processes, 0, 2);
-    suite_add_tcase(s, tc);
-  }
   return s;
 }
 

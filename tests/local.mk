@@ -1,9 +1,9 @@
 # tests/local.mk — the one registry of the tests: every test program and script of the tree is
 # listed here, with its build lines, grouped by the layer it tests:
 #   library      check_reduce check_shm check_collectives check_join check_join_trust
-#                check_coloc check_devmem; GPU: check_cuda_collectives check_join_cuda
+#                check_coloc check_devmem; GPU: check_cuda_collectives(_other) check_join_cuda
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
-#                check_nccl_conf, check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
+#                check_nccl_conf(_gpu), check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
 #                any build: nccl_run_mps.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
@@ -50,11 +50,17 @@ tests_check_join_trust_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_trust_LDADD = $(SHMDDP_LIBS) $(TEST_LIBS)
 if HAVE_CUDA
 # The CUDA collectives, and communicators joined by id with device buffers.
-check_PROGRAMS += tests/check_cuda_collectives tests/check_join_cuda
-TESTS += tests/check_cuda_collectives tests/check_join_cuda
+# check_cuda_collectives is two programs of one source (suite_main.h: SUITE_PART), so a parallel
+# make check runs its halves side by side.
+check_PROGRAMS += tests/check_cuda_collectives tests/check_cuda_collectives_other \
+	tests/check_join_cuda
+TESTS += tests/check_cuda_collectives tests/check_cuda_collectives_other tests/check_join_cuda
 tests_check_cuda_collectives_SOURCES = tests/check_cuda_collectives.c
 tests_check_cuda_collectives_CFLAGS = $(TEST_CFLAGS)
 tests_check_cuda_collectives_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
+tests_check_cuda_collectives_other_SOURCES = tests/check_cuda_collectives.c
+tests_check_cuda_collectives_other_CFLAGS = $(TEST_CFLAGS) -DSUITE_PART='"other"'
+tests_check_cuda_collectives_other_LDADD = $(tests_check_cuda_collectives_LDADD)
 tests_check_join_cuda_SOURCES = tests/check_join_cuda.c tests/join_harness.h
 tests_check_join_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_join_cuda_LDADD = libcollcheck.a $(SHMDDP_LIBS) $(TEST_LIBS)
@@ -78,8 +84,9 @@ endif
 # The NCCL front end on host-only communicators (every build), and its conformance harness:
 # every collective x dtype x op x place x count x 2, 3, 5, 8 ranks against an f64 reference;
 # with device buffers on one shared GPU where there is one.
-check_PROGRAMS += tests/check_nccl tests/check_nccl_conf
-TESTS += tests/check_nccl tests/check_nccl_conf
+# The GPU matrix is a program of its own (check_nccl_conf_gpu; suite_main.h: SUITE_PART).
+check_PROGRAMS += tests/check_nccl tests/check_nccl_conf tests/check_nccl_conf_gpu
+TESTS += tests/check_nccl tests/check_nccl_conf tests/check_nccl_conf_gpu
 tests_check_nccl_SOURCES = tests/check_nccl.c
 tests_check_nccl_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_LDADD = libcollcheck.a libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS)
@@ -87,6 +94,9 @@ tests_check_nccl_conf_SOURCES = tests/check_nccl_conf.c tests/nccl_conf.c tests/
 	tests/nccl_conf.h
 tests_check_nccl_conf_CFLAGS = $(TEST_CFLAGS)
 tests_check_nccl_conf_LDADD = libshmddp_nccl_core.la $(SHMDDP_LIBS) $(TEST_LIBS) $(CUDA_RT_LIBS) -lm
+tests_check_nccl_conf_gpu_SOURCES = $(tests_check_nccl_conf_SOURCES)
+tests_check_nccl_conf_gpu_CFLAGS = $(TEST_CFLAGS) -DSUITE_PART='"gpu"'
+tests_check_nccl_conf_gpu_LDADD = $(tests_check_nccl_conf_LDADD)
 # The communicator's life beyond init and split: shrink (after a SIGKILL too), with the
 # conformance harness on the communicators it makes (host-only).
 check_PROGRAMS += tests/check_nccl_life

@@ -29,8 +29,16 @@
 #include <cuda_runtime_api.h>
 #endif
 
+/* A suite too long to be one test of a parallel `make check` is built as several programs from
+ * one source, each with -DSUITE_PART='"name"' (the part it runs; none: the first part); the make
+ * function registers the cases of env->part only. */
+#ifndef SUITE_PART
+#define SUITE_PART ""
+#endif
+
 typedef struct {
   const char *name; /* the suite's program, for messages */
+  const char *part; /* SUITE_PART: which part of a split suite this program runs ("": the first) */
   int gpus;         /* CUDA GPUs visible (after CUDA_VISIBLE_DEVICES); 0 when not counted */
   char why[200];    /* why there are none, when there are none */
 } suite_env_t;
@@ -119,6 +127,7 @@ static inline int suite_main(const char *name, suite_make_fn make, int gpus_need
   suite_env_t env;
   memset(&env, 0, sizeof env);
   env.name = name;
+  env.part = SUITE_PART;
   setenv("CK_DEFAULT_TIMEOUT", "120", 0);
   if (gpus_needed != SUITE_CPU_ONLY) {
     env.gpus = suite_count_gpus(env.why, sizeof env.why);
