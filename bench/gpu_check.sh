@@ -7,7 +7,8 @@
 # Usage, from the repository root of a checkout on the GPU machine:
 #   bench/gpu_check.sh [OUTDIR]          (default gpu_check.out)
 # Settings (environment): ROUNDS (5), JOBS (nproc), BUILD (1: autogen, configure, build first;
-# 0: use the configured build in the tree), SANITIZE (1), SAN_BUDGET (seconds the sanitizer part
+# 0: use the configured build in the tree), COMMIT (the tree's name in the record, where git
+# cannot tell it), SANITIZE (1), SAN_BUDGET (seconds the sanitizer part
 # may take, default 200; a case that would start past it is listed as not run), DEADLINE
 # (seconds for the whole script, default 570: a round that would not finish by then, judged by
 # the slowest round so far, is not started and the report says so).
@@ -41,14 +42,15 @@ bad=0
 now() { date +%s; }
 say() { echo "$*" | tee -a "$report"; }
 
-commit=$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
-git diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)"
+# COMMIT names the tree where it is not this checkout's HEAD (a copy of a working tree).
+commit=${COMMIT:-$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
+[ -z "${COMMIT:-}" ] && ! git diff --quiet HEAD 2> /dev/null && commit="$commit (with uncommitted changes)"
 {
   echo "# bench/gpu_check.sh: make -j$jobs check, $rounds rounds, beside a training job; compute-sanitizer"
   echo "# commit $commit; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "# machine: $(nvidia-smi -L 2> /dev/null | tr '\n' ' ')$(nproc) CPUs"
   echo "# driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2> /dev/null | head -1), $(nvcc --version 2> /dev/null | tail -1)"
-  echo "# command: ROUNDS=$rounds JOBS=$jobs bench/gpu_check.sh"
+  echo "# command: ROUNDS=$rounds JOBS=$jobs SAN_BUDGET=${SAN_BUDGET:-200} DEADLINE=${DEADLINE:-570} bench/gpu_check.sh"
 } > "$report"
 
 if [ "${BUILD:-1}" = 1 ]; then
