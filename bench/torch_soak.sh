@@ -100,13 +100,10 @@ out() { printf '%s\n' "$*" >> "$TMP_OUT"; }
 # Processes of a run that outlived it (torchrun's workers may sit in their own sessions) carry
 # the run's tag in their environment; they are killed after the run.
 reap() {
-  local e p
-  for e in /proc/[0-9]*/environ; do
-    p=${e#/proc/}
-    p=${p%/environ}
-    [ "$p" = "$$" ] && continue
-    grep -qzxF "SHMDDP_BENCH_TAG=$1" "$e" 2> /dev/null && kill -KILL "$p" 2> /dev/null
-  done
+  grep -lzxF "SHMDDP_BENCH_TAG=$1" /proc/[0-9]*/environ 2> /dev/null |
+    sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | while read -r p; do
+      [ "$p" = "$$" ] || kill -KILL "$p" 2> /dev/null
+    done
 }
 shm_list() {
   local f

@@ -41,21 +41,22 @@ kinds="all_reduce.sum all_reduce.avg all_reduce.min all_reduce.max all_reduce.pr
 # One run of 4 steps (new sizes and models after 2) with one result corrupted, from step 1 on,
 # in each of several kinds: every kind must be called, each corrupted kind must count exactly one
 # error (its other calls pass: correct results are accepted), every other kind none; exit 1.
-inject="all_reduce.product reduce all_gather_into_tensor reduce_scatter_tensor
-  all_to_all_single.uneven gather scatter send_recv.ring barrier ddp fsdp2"
-run soak --steps 4 --resize-every 2 --inject-step 1 --inject-error "$(echo $inject | tr ' ' ,)"
+inject="all_reduce.product reduce all_gather_into_tensor reduce_scatter_tensor"
+inject="$inject all_to_all_single.uneven gather scatter send_recv.ring barrier ddp fsdp2"
+run soak --steps 4 --resize-every 2 --inject-step 1 --inject-error "$(echo "$inject" | tr ' ' ,)"
 rc=$?
 [ "$rc" = 1 ] || fail "exit status $rc, not 1"
 if [ -f "$tmp/soak.txt" ]; then
   if grep -q '^# fsdp2: skipped' "$tmp/soak.txt"; then
-    inject=$(echo $inject | sed 's/ fsdp2//')
+    inject=${inject% fsdp2}
     echo "torch_soak_cpu: $(grep '^# fsdp2: skipped' "$tmp/soak.txt" | cut -c3-)"
   else
     kinds="$kinds fsdp2"
   fi
   for k in $kinds; do
     want=0
-    case " $(echo $inject) " in *" $k "*) want=1 ;; esac
+    case " $inject " in *" $k "*) want=1 ;; esac
+    # shellcheck disable=SC2046 # the row's two numbers as $1 and $2
     set -- $(row "$k" "$tmp/soak.txt")
     if [ $# -ne 2 ] || [ "$1" -le "$want" ] || [ "$2" != "$want" ]; then
       fail "kind $k: calls/errors '$*', want more calls than errors and $want error(s)"
@@ -65,7 +66,7 @@ if [ -f "$tmp/soak.txt" ]; then
   [ "$(row all_to_all_single.uneven "$tmp/soak.txt")" = "24 1" ] ||
     fail "all_to_all_single.uneven '$(row all_to_all_single.uneven "$tmp/soak.txt")', want 24 calls, 1 error"
   [ "$(row ddp "$tmp/soak.txt")" = "6 1" ] || fail "ddp '$(row ddp "$tmp/soak.txt")', want 6 calls, 1 error"
-  n=$(echo $inject | wc -w)
+  n=$(echo "$inject" | wc -w)
   tail -n 1 "$tmp/soak.txt" | grep -qE "^soak: [0-9]+ calls, $n errors\$" ||
     fail "last line '$(tail -n 1 "$tmp/soak.txt")', want $n errors"
 else
@@ -85,4 +86,4 @@ if [ -n "$failed" ]; then
   done
   exit 1
 fi
-echo "ok: $(tail -n 1 "$tmp/soak.txt"): one in each of the $(echo $inject | wc -w) kinds corrupted"
+echo "ok: $(tail -n 1 "$tmp/soak.txt"): one in each of the $(echo "$inject" | wc -w) kinds corrupted"
