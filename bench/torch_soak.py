@@ -77,8 +77,8 @@ class Refused(Exception):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(
-        description="Soak of torch.distributed on the NCCL front end (see the file's docstring).")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--seconds", type=float, default=100.0,

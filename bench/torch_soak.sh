@@ -22,7 +22,7 @@
 # SOAK_MAX_MIB (32: largest input of a rank), SOAK_SEED (1), PYTHON (python3), COMMIT (the commit
 # named in the header; default: git rev-parse HEAD, where the tree is a git checkout).
 set -u
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 die() { echo "torch_soak.sh: $*" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 case $1 in -h | --help) usage ;; esac
