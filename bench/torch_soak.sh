@@ -97,7 +97,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 out() { printf '%s\n' "$*" >> "$TMP_OUT"; }
 
-# Processes of a run that outlived it (torchrun's workers may sit in their own sessions) carry
+# Processes of a run that outlived it (torchrun may start its workers apart, with setsid) carry
 # the run's tag in their environment; they are killed after the run.
 reap() {
   grep -lzxF "SHMDDP_BENCH_TAG=$1" /proc/[0-9]*/environ 2> /dev/null |
