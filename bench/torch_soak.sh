@@ -14,8 +14,8 @@
 # not, as the mode says.
 # Writes OUTFILE (it must not exist; written whole at the end): commit, machine, command and date,
 # then per run its command, exit status and the soak's table (calls and errors per kind), the
-# load's matmul count, and last `soak: N calls, E errors` over all runs. Per-run logs go to the
-# folder OUTFILE less .txt plus _logs (new too). Exit status 0 only when every run exited 0 with 0
+# load's matmul count, and last `soak: N calls, E errors` over all runs. Each run's log and the
+# load's go to the folder OUTFILE less .txt plus _logs (new too). Exit status 0 only when every run exited 0 with 0
 # errors, the load ran throughout and nothing of shmddp was left in /dev/shm; 2 when an argument
 # or a prerequisite is wrong (nothing is started then).
 # Environment: SOAK_SECONDS (90: each run's soak), SOAK_RANKS ("2"; "2 4" adds 4 ranks per mode),
@@ -172,6 +172,7 @@ for mode in $MODES; do
       out "# no table: see $log"
     fi
     res=$(tail -n 1 "$table" 2> /dev/null)
+    rm -f "$table" # in the record now
     if [[ $res =~ ^soak:\ ([0-9]+)\ calls,\ ([0-9]+)\ errors$ ]]; then
       CALLS=$((CALLS + BASH_REMATCH[1]))
       ERRORS=$((ERRORS + BASH_REMATCH[2]))
