@@ -15,9 +15,9 @@
 # Writes OUTFILE (it must not exist; written whole at the end): commit, machine, command and date,
 # then per run its command, exit status and the soak's table (calls and errors per kind), the
 # load's matmul count, and last `soak: N calls, E errors` over all runs. Each run's log and the
-# load's go to the folder OUTFILE less .txt plus _logs (new too). Exit status 0 only when every run exited 0 with 0
-# errors, the load ran throughout and nothing of shmddp was left in /dev/shm; 2 when an argument
-# or a prerequisite is wrong (nothing is started then).
+# load's go to the folder OUTFILE less .txt plus _logs (new too). Exit status 0 only when every
+# run exited 0 with 0 errors, the load ran throughout and nothing of shmddp was left in /dev/shm;
+# 2 when an argument or a prerequisite is wrong (nothing is started then).
 # Environment: SOAK_SECONDS (90: each run's soak), SOAK_RANKS ("2"; "2 4" adds 4 ranks per mode),
 # SOAK_MAX_MIB (32: largest input of a rank), SOAK_SEED (1), PYTHON (python3), COMMIT (the commit
 # named in the header; default: git rev-parse HEAD, where the tree is a git checkout).
