@@ -4,7 +4,8 @@
 #                check_coloc check_devmem; GPU: check_cuda_collectives(_other) check_join_cuda
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
 #                check_nccl_conf(_gpu), check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
-#                any build: nccl_run_mps.sh
+#                any build: nccl_run_mps.sh; the PyTorch soak: torch_soak_cpu.sh
+#                torch_soak_runner.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan
 #   layers       cuDNN: check_ops_cuda check_model_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
@@ -249,6 +250,11 @@ fuzz-segment:
 # import torch), and across nodes over MPI (SKIP in a build without MPI) ----
 TESTS += tests/torch_oracle.sh tests/mpi.sh
 EXTRA_DIST += tests/torch_oracle.sh tests/mpi.sh
+# The PyTorch soak of the NCCL front end: its checks (bench/torch_soak.py) on the CPU with gloo,
+# correct results passed and corrupted ones counted (SKIP where python3 cannot import torch); its
+# GPU runner (bench/torch_soak.sh) over stand-ins for the GPU machine's programs.
+TESTS += tests/torch_soak_cpu.sh tests/torch_soak_runner.sh
+EXTRA_DIST += tests/torch_soak_cpu.sh tests/torch_soak_runner.sh
 if HAVE_MPI
 check_PROGRAMS += tests/mpi_ddp
 tests_mpi_ddp_SOURCES = tests/mpi_ddp.c tests/parallel_fixture.h

@@ -1,0 +1,89 @@
+#!/bin/sh
+# The checks of bench/torch_soak.py (the PyTorch soak of the NCCL front end), run on the CPU with
+# gloo, two ranks, across a resize (new sizes, new models): correct results pass, and one result
+# corrupted by --inject-error in each of several kinds is counted as exactly one error of that
+# kind, nowhere else, with exit status 1; a kind that does not exist is refused before anything
+# starts (exit 2).
+# SKIP (77) where no python3 imports torch (Debian: apt-get install python3-torch, as .ci/run does).
+set -u
+soak=${srcdir:-.}/bench/torch_soak.py
+py3=""
+for p in ${PYTHON:-} python3 /usr/bin/python3; do
+  if v=$("$p" -c 'import torch.distributed as d; assert d.is_available(); import torch; print(torch.__version__)' 2>/dev/null); then
+    py3=$p
+    break
+  fi
+done
+if [ -z "$py3" ]; then
+  echo "SKIP: no python3 here imports torch with torch.distributed (apt-get install python3-torch)"
+  exit 77
+fi
+echo "torch_soak_cpu: PyTorch $v ($py3)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PYTHONDONTWRITEBYTECODE=1
+failed=""
+fail() { echo "FAIL: $*"; failed="$failed x"; }
+run() { # NAME ARGS...: the soak on 2 gloo ranks; its output in $tmp/NAME.log, the table in NAME.txt
+  n=$1
+  shift
+  timeout 300 "$py3" "$soak" --backend gloo --device cpu --spawn 2 --max-mib 0.0625 --timeout 60 \
+    --table "$tmp/$n.txt" "$@" > "$tmp/$n.log" 2>&1
+}
+# row KIND FILE: "calls errors" of KIND's row in a table.
+row() { awk -v k="$1" '$1 == k { print $2, $3 }' "$2"; }
+# Every kind the soak counts; fsdp2 only where this PyTorch has fully_shard (the table says so).
+kinds="all_reduce.sum all_reduce.avg all_reduce.min all_reduce.max all_reduce.product reduce
+  broadcast all_gather_into_tensor all_gather reduce_scatter_tensor reduce_scatter
+  all_to_all_single.even all_to_all_single.uneven gather scatter send_recv.ring send_recv.pair
+  barrier ddp setup"
+
+# One run of 4 steps (new sizes and models after 2) with one result corrupted, from step 1 on,
+# in each of several kinds: every kind must be called, each corrupted kind must count exactly one
+# error (its other calls pass: correct results are accepted), every other kind none; exit 1.
+inject="all_reduce.product reduce all_gather_into_tensor reduce_scatter_tensor"
+inject="$inject all_to_all_single.uneven gather scatter send_recv.ring barrier ddp fsdp2"
+run soak --steps 4 --resize-every 2 --inject-step 1 --inject-error "$(echo "$inject" | tr ' ' ,)"
+rc=$?
+[ "$rc" = 1 ] || fail "exit status $rc, not 1"
+if [ -f "$tmp/soak.txt" ]; then
+  if grep -q '^# fsdp2: skipped' "$tmp/soak.txt"; then
+    inject=${inject% fsdp2}
+    echo "torch_soak_cpu: $(grep '^# fsdp2: skipped' "$tmp/soak.txt" | cut -c3-)"
+  else
+    kinds="$kinds fsdp2"
+  fi
+  for k in $kinds; do
+    want=0
+    case " $inject " in *" $k "*) want=1 ;; esac
+    # shellcheck disable=SC2046 # the row's two numbers as $1 and $2
+    set -- $(row "$k" "$tmp/soak.txt")
+    if [ $# -ne 2 ] || [ "$1" -le "$want" ] || [ "$2" != "$want" ]; then
+      fail "kind $k: calls/errors '$*', want more calls than errors and $want error(s)"
+    fi
+  done
+  # 6 dtypes a step for each collective; each model built twice and stepped 4 times.
+  [ "$(row all_to_all_single.uneven "$tmp/soak.txt")" = "24 1" ] ||
+    fail "all_to_all_single.uneven '$(row all_to_all_single.uneven "$tmp/soak.txt")', want 24 calls, 1 error"
+  [ "$(row ddp "$tmp/soak.txt")" = "6 1" ] || fail "ddp '$(row ddp "$tmp/soak.txt")', want 6 calls, 1 error"
+  n=$(echo "$inject" | wc -w)
+  tail -n 1 "$tmp/soak.txt" | grep -qE "^soak: [0-9]+ calls, $n errors\$" ||
+    fail "last line '$(tail -n 1 "$tmp/soak.txt")', want $n errors"
+else
+  fail "the soak wrote no table"
+fi
+
+# A kind that does not exist: refused, naming it, before any rank starts.
+"$py3" "$soak" --backend gloo --device cpu --spawn 2 --inject-error no_such_kind > "$tmp/bad.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] || fail "--inject-error no_such_kind: exit status $rc, not 2"
+grep -q 'no_such_kind: not a kind' "$tmp/bad.log" || fail "--inject-error no_such_kind: message: $(tail -n 1 "$tmp/bad.log")"
+
+if [ -n "$failed" ]; then
+  for f in "$tmp"/*.log; do
+    echo "== $f"
+    tail -n 40 "$f"
+  done
+  exit 1
+fi
+echo "ok: $(tail -n 1 "$tmp/soak.txt"): one in each of the $(echo "$inject" | wc -w) kinds corrupted"
