@@ -10,7 +10,7 @@ libkernels_a_CFLAGS = $(AM_CFLAGS) -O3
 libkernels_a_SOURCES = \
 	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
-	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h \
+	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
 	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
@@ -32,3 +32,4 @@ EXTRA_libkernels_a_DEPENDENCIES = $(libopscuda_a_OBJECTS)
 else
 EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
 endif
+

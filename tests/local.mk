@@ -5,7 +5,7 @@
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
 #                check_nccl_conf, check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
 #                any build: nccl_run_mps.sh
-#   trainer's    check_ops check_model check_optim check_arena check_plan
+#   trainer's    check_ops check_model check_optim check_arena check_plan check_conv_fused
 #   layers       cuDNN: check_ops_cuda check_model_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
@@ -114,6 +114,12 @@ tests_check_arena_LDADD = $(MODEL_TEST_LIBS)
 tests_check_plan_SOURCES = tests/check_plan.c tests/unet_fixture.h
 tests_check_plan_CFLAGS = $(TEST_CFLAGS)
 tests_check_plan_LDADD = $(MODEL_TEST_LIBS)
+# The fused forward convolution's CPU reference (BN prologue, conv, statistics) against f64.
+check_PROGRAMS += tests/check_conv_fused
+TESTS += tests/check_conv_fused
+tests_check_conv_fused_SOURCES = tests/check_conv_fused.c tests/conv_fused_testutil.h
+tests_check_conv_fused_CFLAGS = $(TEST_CFLAGS)
+tests_check_conv_fused_LDADD = $(MODEL_TEST_LIBS)
 if HAVE_CUDNN
 # The CUDA ops against the CPU reference, the model on the GPU against the model on the CPU.
 check_PROGRAMS += tests/check_ops_cuda tests/check_model_cuda
