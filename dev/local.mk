@@ -44,3 +44,19 @@ dev_coloc_handoff_LDADD = $(CUDA_RT_LIBS)
 else
 EXTRA_DIST += $(DEV_HANDOFF_SRCS)
 endif
+
+# sm_90 GPUs with cuDNN: the fused forward 3x3 convolution on Hopper (kernels/conv_sm90.h)
+# checked against its CPU reference and timed against cuDNN on one layer shape
+# (bench/conv_sm90_gpu.sh runs it).
+# With it, dev/wgmma_desc_probe.cu (sm_90a): how wgmma descriptors starting part-way into a
+# swizzle pattern read, which the next convolution designs depend on.
+DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h
+EXTRA_DIST += $(DEV_CONV_SM90_SRCS)
+if HAVE_CONV_SM90
+if HAVE_CUDNN
+noinst_PROGRAMS += dev/conv_sm90_bench
+dev_conv_sm90_bench_SOURCES = $(DEV_CONV_SM90_SRCS) tests/conv_fused_testutil.h
+dev/wgmma_desc_probe.$(OBJEXT): NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
+dev_conv_sm90_bench_LDADD = libconvsm90.a libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
+endif
+endif

@@ -10,7 +10,7 @@ libkernels_a_CFLAGS = $(AM_CFLAGS) -O3
 libkernels_a_SOURCES = \
 	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
-	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h \
+	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
 	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
@@ -31,4 +31,17 @@ libkernels_a_LIBADD = $(libopscuda_a_OBJECTS)
 EXTRA_libkernels_a_DEPENDENCIES = $(libopscuda_a_OBJECTS)
 else
 EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS)
+endif
+
+# Kernels on Hopper's own instructions (wgmma, sm_90a only): the fused forward 3x3 convolution
+# (kernels/conv_sm90.h), built where configure's architectures include 90, into its own archive
+# that only its test and dev/conv_sm90_bench link (the trainer does not call it yet). Its object
+# is compiled for sm_90a alone, whatever else the build targets.
+CONV_SM90_SRCS = kernels/conv_sm90.h kernels/conv_sm90_cuda.cu
+if HAVE_CONV_SM90
+noinst_LIBRARIES += libconvsm90.a
+libconvsm90_a_SOURCES = $(CONV_SM90_SRCS)
+kernels/conv_sm90_cuda.$(OBJEXT): NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
+else
+EXTRA_DIST += $(CONV_SM90_SRCS)
 endif

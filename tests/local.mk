@@ -6,8 +6,8 @@
 #                check_nccl_conf(_gpu), check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
 #                any build: nccl_run_mps.sh; the PyTorch soak: torch_soak_cpu.sh
 #                torch_soak_runner.sh
-#   trainer's    check_ops check_model check_optim check_arena check_plan
-#   layers       cuDNN: check_ops_cuda check_model_cuda
+#   trainer's    check_ops check_model check_optim check_arena check_plan check_conv_fused
+#   layers       cuDNN: check_ops_cuda check_model_cuda; sm_90 GPUs: check_conv_sm90_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
 #                resume_gpu.sh readme_env.sh
@@ -125,6 +125,22 @@ tests_check_arena_LDADD = $(MODEL_TEST_LIBS)
 tests_check_plan_SOURCES = tests/check_plan.c tests/unet_fixture.h
 tests_check_plan_CFLAGS = $(TEST_CFLAGS)
 tests_check_plan_LDADD = $(MODEL_TEST_LIBS)
+# The fused forward convolution's CPU reference (BN prologue, conv, statistics) against f64.
+check_PROGRAMS += tests/check_conv_fused
+TESTS += tests/check_conv_fused
+tests_check_conv_fused_SOURCES = tests/check_conv_fused.c tests/conv_fused_testutil.h
+tests_check_conv_fused_CFLAGS = $(TEST_CFLAGS)
+tests_check_conv_fused_LDADD = $(MODEL_TEST_LIBS)
+if HAVE_CONV_SM90
+# The fused forward convolution on Hopper against its CPU reference (SKIP without an sm_90 GPU).
+check_PROGRAMS += tests/check_conv_sm90_cuda
+TESTS += tests/check_conv_sm90_cuda
+tests_check_conv_sm90_cuda_SOURCES = tests/check_conv_sm90_cuda.c tests/conv_fused_testutil.h
+tests_check_conv_sm90_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_check_conv_sm90_cuda_LDADD = libconvsm90.a $(MODEL_TEST_LIBS)
+else
+EXTRA_DIST += tests/check_conv_sm90_cuda.c
+endif
 if HAVE_CUDNN
 # The CUDA ops against the CPU reference, the model on the GPU against the model on the CPU.
 check_PROGRAMS += tests/check_ops_cuda tests/check_model_cuda

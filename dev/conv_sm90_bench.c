@@ -1,0 +1,451 @@
+/* conv_sm90_bench.c — the fused forward 3x3 convolution on Hopper (kernels/conv_sm90.h) on one
+ * layer shape, checked and timed against cuDNN. On random data (never zeros):
+ *
+ *   check   ours (BN prologue + statistics, and plain) against the CPU reference
+ *           (kernels/conv_fused_cpu.h, one thread per image) with every output poisoned first:
+ *           relative L2 error, bit-equal share, elements off the bound, NaN left; the
+ *           statistics against the reference's and against the f64 sums of what the kernel
+ *           wrote; two runs bit for bit; cuDNN's plain output against ours. Then
+ *           dev/wgmma_desc_probe.cu: wgmma descriptors starting part-way into a swizzle pattern.
+ *   time    with CUDA events after warm-up, the median over rounds of a batch of launches,
+ *           rotating over 3 input/output sets: ours fused, ours plain; cuDNN's forward with the
+ *           trainer's choice (heuristics, deterministic) and with cudnnFind's fastest; and what
+ *           the trainer does today for the same work (bn_apply with ReLU, cuDNN's forward,
+ *           bn_stats: the CUDA ops table's passes).
+ *
+ * Prints the shape's two numbers (FLOPs, the fewest HBM bytes: x read, y written, weights) and
+ * their floors, then one row per variant: time, TFLOP/s, share of the bf16 matrix ceiling
+ * (-p, default 790 TFLOP/s), the bytes it must move and the rate that is. Exits 1 when a check
+ * fails (after printing the table), 2 on a usage or device error.
+ *
+ * usage: conv_sm90_bench [-b batch] [-s size] [-r rounds] [-k launches] [-p peak-tflops]
+ * (bench/conv_sm90_gpu.sh runs it on the GPU machine; SHMDDP_CONV_VERBOSE=1 prints cuDNN's
+ * algorithms) */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/conv_fused_cpu.h"
+#include "kernels/conv_sm90.h"
+#include "kernels/ops.h"
+#include "kernels/ops_cuda.h"
+#include "dev/wgmma_desc_probe.h"
+#include "tests/conv_fused_testutil.h"
+
+#define DIE(...)                                                                               \
+  do {                                                                                         \
+    fprintf(stderr, "conv_sm90_bench: " __VA_ARGS__);                                          \
+    fputc('\n', stderr);                                                                       \
+    exit(2);                                                                                   \
+  } while (0)
+#define CU(call)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                       \
+  } while (0)
+
+enum { C = CONV_SM90_CIN, SETS = 3 };
+
+static int N = 6, H = 256, W = 256, ROUNDS = 21, LAUNCHES = 10;
+static double PEAK = 790e12;
+static cudaStream_t S;
+static size_t P;          /* pixels */
+static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta;
+static float *dscale, *dshift;
+static double *dstats, *dsaved;
+static void *cws;         /* the ops tables' convolution workspace */
+static ops_t trainer, fastest;
+static ops_conv_t conv_t, conv_f;
+static int failed;
+
+static void *dev(size_t bytes)
+{
+  void *p = NULL;
+  CU(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+
+static uint16_t bits_of(float v) /* v is a bf16 value */
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+
+static void *up_bf16(const float *v, size_t n)
+{
+  uint16_t *h = malloc(n * sizeof *h);
+  if (!h) DIE("out of memory");
+  for (size_t i = 0; i < n; i++) h[i] = bits_of(conv_fused_round_bf16(v[i]));
+  void *d = dev(n * sizeof *h);
+  CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static float *down_bf16(const void *d, size_t n, uint16_t **raw)
+{
+  uint16_t *h = malloc(n * sizeof *h);
+  float *f = malloc(n * sizeof *f);
+  if (!h || !f) DIE("out of memory");
+  CU(cudaMemcpy(h, d, n * sizeof *h, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)h[i] << 16;
+    memcpy(&f[i], &u, sizeof u);
+  }
+  if (raw) *raw = h;
+  else free(h);
+  return f;
+}
+
+/* ---- the CPU reference, one thread per image ---- */
+
+typedef struct {
+  const cf_data_t *d;
+  int img, pro;
+  float *y;
+  double stats[2 * C + 1];
+  int rc;
+  char err[256];
+} ref_job_t;
+
+static void *ref_image(void *arg)
+{
+  ref_job_t *j = arg;
+  size_t hw = (size_t)H * W;
+  conv_fused_ref_t a = {.n = 1, .h = H, .w = W, .cin = C, .cout = C,
+                        .x = j->d->x + j->img * hw * C, .weight = j->d->weight,
+                        .scale = j->pro ? j->d->scale : NULL, .shift = j->pro ? j->d->shift : NULL,
+                        .y = j->y + j->img * hw * C, .stats = j->stats};
+  j->rc = conv_fused_ref(&a, j->err, sizeof j->err);
+  return NULL;
+}
+
+static void reference(const cf_data_t *d, int pro, float *y, double *stats)
+{
+  ref_job_t *jobs = calloc((size_t)N, sizeof *jobs);
+  pthread_t *th = calloc((size_t)N, sizeof *th);
+  if (!jobs || !th) DIE("out of memory");
+  for (int i = 0; i < N; i++) {
+    jobs[i] = (ref_job_t){.d = d, .img = i, .pro = pro, .y = y};
+    if (pthread_create(&th[i], NULL, ref_image, &jobs[i])) DIE("pthread_create failed");
+  }
+  memset(stats, 0, (2 * C + 1) * sizeof *stats);
+  for (int i = 0; i < N; i++) { /* image order: the sums do not depend on thread timing */
+    pthread_join(th[i], NULL);
+    if (jobs[i].rc) DIE("%s", jobs[i].err);
+    for (int k = 0; k <= 2 * C; k++) stats[k] += jobs[i].stats[k];
+  }
+  free(jobs);
+  free(th);
+}
+
+/* ---- the variants ---- */
+
+static void ours(int set, int pro, int stats, void *y)
+{
+  conv_sm90_fwd_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .x = dx[set], .weight = dw,
+                       .scale = pro ? dscale : NULL, .shift = pro ? dshift : NULL,
+                       .y = y ? y : dy[set], .stats = stats ? dstats : NULL, .ws = dws,
+                       .stream = S};
+  char err[256];
+  if (conv_sm90_fwd(&a, err, sizeof err)) DIE("%s", err);
+}
+
+static void v_fused(int set) { ours(set, 1, 1, NULL); }
+static void v_plain(int set) { ours(set, 0, 0, NULL); }
+
+static void cudnn_fwd(ops_t *o, ops_conv_t *c, const void *x, void *y)
+{
+  if (o->conv_fwd(o, c, N, x, dw, NULL, y, cws)) DIE("cuDNN forward: %s", o->last_error(o));
+}
+
+static void v_cudnn_trainer(int set) { cudnn_fwd(&trainer, &conv_t, dx[set], dy[set]); }
+static void v_cudnn_fastest(int set) { cudnn_fwd(&fastest, &conv_f, dx[set], dy[set]); }
+
+/* The same work as the trainer does it today: the previous layer's BN apply + ReLU as a pass,
+ * the convolution, this layer's BN statistics as a pass. */
+static void v_trainer_today(int set)
+{
+  if (trainer.bn_apply(&trainer, dx[set], P, C, dsaved, dgamma, dbeta, 1, dxa))
+    DIE("bn_apply: %s", trainer.last_error(&trainer));
+  cudnn_fwd(&trainer, &conv_t, dxa, dy[set]);
+  if (trainer.bn_stats(&trainer, dy[set], P, C, dstats))
+    DIE("bn_stats: %s", trainer.last_error(&trainer));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median over ROUNDS of the time per launch of LAUNCHES back-to-back launches (microseconds). */
+static double time_us(void (*fn)(int))
+{
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  for (int i = 0; i < 3 * SETS; i++) fn(i % SETS); /* warm-up */
+  CU(cudaStreamSynchronize(S));
+  double *t = malloc(ROUNDS * sizeof *t);
+  for (int r = 0; r < ROUNDS; r++) {
+    CU(cudaEventRecord(a, S));
+    for (int i = 0; i < LAUNCHES; i++) fn(i % SETS);
+    CU(cudaEventRecord(b, S));
+    CU(cudaEventSynchronize(b));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, a, b));
+    t[r] = 1e3 * ms / LAUNCHES;
+  }
+  CU(cudaGetLastError());
+  qsort(t, ROUNDS, sizeof *t, cmp_double);
+  double med = t[ROUNDS / 2];
+  free(t);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return med;
+}
+
+/* A device-to-device copy's rate, bytes read + written per second. */
+static double copy_rate(void)
+{
+  const size_t bytes = (size_t)512 << 20;
+  void *src = dev(bytes), *dst = dev(bytes);
+  CU(cudaMemsetAsync(src, 0x5a, bytes, S));
+  cudaEvent_t a, b;
+  CU(cudaEventCreate(&a));
+  CU(cudaEventCreate(&b));
+  double t[7];
+  for (int r = -2; r < 7; r++) {
+    CU(cudaEventRecord(a, S));
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S));
+    CU(cudaEventRecord(b, S));
+    CU(cudaEventSynchronize(b));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 0) t[r] = ms * 1e-3;
+  }
+  qsort(t, 7, sizeof *t, cmp_double);
+  CU(cudaFree(src));
+  CU(cudaFree(dst));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 2.0 * bytes / t[3];
+}
+
+/* ---- checks ---- */
+
+static void verdict(int ok, const char *what)
+{
+  printf("check %-58s %s\n", what, ok ? "ok" : "FAILED");
+  if (!ok) failed = 1;
+}
+
+static void check_output(const char *what, const float *got, const float *ref, double rms)
+{
+  size_t out = P * C;
+  double *mag = malloc(out * sizeof *mag);
+  if (!mag) DIE("out of memory");
+  for (size_t i = 0; i < out; i++) mag[i] = 1e-4 * rms * 1048576.0; /* 2^-20 mag = 1e-4 RMS */
+  cf_cmp_t c = cf_compare(got, ref, mag, out);
+  printf("      %s: relative L2 %.2e, bit-equal %.2f%%, off the bound %zu, unwritten (NaN) %zu\n",
+         what, c.rel_l2, 100.0 * c.exact / out, c.bad, c.nan);
+  char line[128];
+  snprintf(line, sizeof line, "%s against the CPU reference", what);
+  verdict(c.nan == 0 && c.bad == 0 && c.rel_l2 < 2e-3 && c.exact * 100 >= out * 95, line);
+  free(mag);
+}
+
+static double rms_of(const float *v, size_t n)
+{
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += (double)v[i] * v[i];
+  return sqrt(s / (double)(n ? n : 1));
+}
+
+static void checks(const cf_data_t *d)
+{
+  size_t out = P * C;
+  float *ref = malloc(out * sizeof *ref);
+  double rst[2 * C + 1], st[2 * C + 1], st2[2 * C + 1];
+  if (!ref) DIE("out of memory");
+  /* fused: prologue + statistics, outputs and statistics poisoned with NaN */
+  reference(d, 1, ref, rst);
+  CU(cudaMemset(dy[0], 0xff, out * 2));
+  CU(cudaMemset(dstats, 0xff, sizeof st));
+  ours(0, 1, 1, NULL);
+  CU(cudaStreamSynchronize(S));
+  CU(cudaGetLastError());
+  uint16_t *raw1, *raw2;
+  float *got = down_bf16(dy[0], out, &raw1);
+  CU(cudaMemcpy(st, dstats, sizeof st, cudaMemcpyDeviceToHost));
+  check_output("fused output", got, ref, rms_of(ref, out));
+  double own[2 * C];
+  memset(own, 0, sizeof own);
+  for (size_t p = 0; p < P; p++)
+    for (int k = 0; k < C; k++) {
+      own[k] += got[p * C + k];
+      own[C + k] += (double)got[p * C + k] * got[p * C + k];
+    }
+  double worst = 0;
+  for (int k = 0; k < 2 * C; k++) worst = fmax(worst, fabs(st[k] - rst[k]) / fmax(fabs(rst[k]), 1e-30));
+  printf("      statistics: largest relative difference from the reference's %.2e\n", worst);
+  verdict(cf_stats_bad(st, rst, got, ref, P, C, 1e-5) == 0 && st[2 * C] == (double)P,
+          "statistics against the reference's");
+  verdict(cf_stats_bad(st, own, got, got, P, C, 1e-5) == 0,
+          "statistics against the sums of the kernel's outputs");
+  /* a second run, bit for bit */
+  CU(cudaMemset(dy[1], 0xff, out * 2));
+  ours(0, 1, 1, dy[1]);
+  CU(cudaStreamSynchronize(S));
+  free(down_bf16(dy[1], out, &raw2));
+  CU(cudaMemcpy(st2, dstats, sizeof st2, cudaMemcpyDeviceToHost));
+  verdict(!memcmp(raw1, raw2, out * 2) && !memcmp(st, st2, sizeof st), "two runs bit for bit");
+  free(raw1);
+  free(raw2);
+  free(got);
+  /* plain: no prologue, no statistics; cuDNN's output of the same convolution beside it */
+  reference(d, 0, ref, rst);
+  CU(cudaMemset(dy[0], 0xff, out * 2));
+  ours(0, 0, 0, NULL);
+  CU(cudaStreamSynchronize(S));
+  CU(cudaGetLastError());
+  got = down_bf16(dy[0], out, NULL);
+  double rms = rms_of(ref, out);
+  check_output("plain output", got, ref, rms);
+  CU(cudaMemset(dy[1], 0xff, out * 2));
+  cudnn_fwd(&trainer, &conv_t, dx[0], dy[1]);
+  CU(cudaStreamSynchronize(S));
+  float *dn = down_bf16(dy[1], out, NULL);
+  check_output("cuDNN's output (the reference checked)", dn, ref, rms);
+  free(dn);
+  free(got);
+  free(ref);
+}
+
+/* ---- setup, table ---- */
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: conv_sm90_bench [-b batch] [-s size] [-r rounds] [-k launches] "
+          "[-p peak-tflops]\n");
+  exit(2);
+}
+
+static void row(const char *name, double us, double bytes, double flops)
+{
+  double s = us * 1e-6;
+  printf("%-44s %9.1f %8.1f %6.1f%% %9.1f %8.0f\n", name, us, flops / s / 1e12,
+         100.0 * flops / s / PEAK, bytes / 1e6, bytes / s / 1e9);
+}
+
+int main(int argc, char **argv)
+{
+  int opt;
+  while ((opt = getopt(argc, argv, "b:s:r:k:p:")) != -1) {
+    char *end;
+    long v = strtol(optarg, &end, 10);
+    if (opt == 'p') {
+      double pk = strtod(optarg, &end);
+      if (*end || !(pk > 0)) usage();
+      PEAK = pk * 1e12;
+      continue;
+    }
+    if (*end || v < 1 || v > 100000) usage();
+    if (opt == 'b') N = (int)v;
+    else if (opt == 's') H = W = (int)v;
+    else if (opt == 'r') ROUNDS = (int)v;
+    else if (opt == 'k') LAUNCHES = (int)v;
+    else usage();
+  }
+  if (optind != argc) usage();
+  char err[256];
+  CU(cudaSetDevice(0));
+  if (conv_sm90_check(0, err, sizeof err)) DIE("%s", err);
+  struct cudaDeviceProp prop;
+  CU(cudaGetDeviceProperties(&prop, 0));
+  CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+  P = (size_t)N * H * W;
+  const double flops = 2.0 * P * C * 9 * C;
+  const double act = (double)P * C * 2, wbytes = 9.0 * C * C * 2;
+  const double min_bytes = 2 * act + wbytes;
+
+  cf_data_t d;
+  cf_make(&d, N, H, W, C, C);
+  for (int s = 0; s < SETS; s++) {
+    dx[s] = s ? dev(P * C * 2) : up_bf16(d.x, P * C);
+    if (s) CU(cudaMemcpy(dx[s], dx[0], P * C * 2, cudaMemcpyDeviceToDevice));
+    dy[s] = dev(P * C * 2);
+  }
+  dw = up_bf16(d.weight, (size_t)9 * C * C);
+  dscale = dev(C * sizeof(float));
+  dshift = dev(C * sizeof(float));
+  CU(cudaMemcpy(dscale, d.scale, C * sizeof(float), cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dshift, d.shift, C * sizeof(float), cudaMemcpyHostToDevice));
+  dstats = dev((2 * C + 1) * sizeof(double));
+  dws = dev(conv_sm90_ws_bytes(0));
+  dxa = dev(P * C * 2);
+  /* the trainer's BN apply with mean 0, invstd 1: gamma, beta = scale, shift (in bf16) */
+  double saved[2 * C + 1];
+  for (int c = 0; c < C; c++) saved[c] = 0, saved[C + c] = 1;
+  saved[2 * C] = (double)P;
+  dsaved = dev(sizeof saved);
+  CU(cudaMemcpy(dsaved, saved, sizeof saved, cudaMemcpyHostToDevice));
+  dgamma = up_bf16(d.scale, C);
+  dbeta = up_bf16(d.shift, C);
+
+  /* cuDNN: the trainer's table (heuristics, deterministic algorithms) and the timed search */
+  if (ops_cuda_init(&trainer, OPS_BF16, 0, S, err, sizeof err)) DIE("%s", err);
+  if (ops_cuda_init(&fastest, OPS_BF16, 0, S, err, sizeof err)) DIE("%s", err);
+  ops_cuda_set_deterministic(&fastest, 0);
+  conv_t = (ops_conv_t){.kind = OPS_CONV3X3, .h = H, .w = W, .cin = C, .cout = C, .max_n = N};
+  conv_f = conv_t;
+  size_t ws_t = 0, ws_f = 0;
+  if (trainer.conv_plan(&trainer, &conv_t, &ws_t)) DIE("%s", trainer.last_error(&trainer));
+  if (fastest.conv_plan(&fastest, &conv_f, &ws_f)) DIE("%s", fastest.last_error(&fastest));
+  cws = dev(ws_t > ws_f ? ws_t : ws_f);
+
+  double bw = copy_rate();
+  printf("# conv_sm90_bench: %s (%d SMs), bf16, batch %d, %dx%d, %d -> %d channels\n", prop.name,
+         prop.multiProcessorCount, N, H, W, C, C);
+  printf("# FLOPs %.2f G; fewest HBM bytes (x read, y written, weights) %.1f MB; floors %.1f us "
+         "at %.0f TFLOP/s, %.1f us at %.0f GB/s (a device copy, read + written, measured now)\n",
+         flops / 1e9, min_bytes / 1e6, flops / PEAK * 1e6, PEAK / 1e12, min_bytes / bw * 1e6,
+         bw / 1e9);
+  checks(&d);
+  int bad[2][8];
+  if (wgmma_desc_probe(bad, err, sizeof err)) DIE("%s", err);
+  for (int b = 0; b < 2; b++) {
+    printf("# descriptor probe, A starting 0..7 lines into a swizzle pattern, base offset %s: "
+           "wrong elements", b ? "(start >> 7) & 7" : "0");
+    for (int s = 0; s < 8; s++) printf(" %d", bad[b][s]);
+    printf("\n");
+  }
+  verdict(bad[0][0] == 0 && bad[1][0] == 0, "wgmma accumulator layout (probe, shift 0)");
+
+  printf("%-44s %9s %8s %7s %9s %8s\n", "variant", "time_us", "TFLOP/s", "ceil%", "HBM_MB",
+         "GB/s");
+  row("ours: BN prologue + conv + statistics", time_us(v_fused), min_bytes, flops);
+  row("ours: conv only", time_us(v_plain), min_bytes, flops);
+  row("cuDNN conv, trainer's choice (heuristic)", time_us(v_cudnn_trainer), min_bytes, flops);
+  row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
+  /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
+  row("today: bn_apply + cuDNN conv + bn_stats", time_us(v_trainer_today), 5 * act + wbytes,
+      flops);
+  if (failed) fprintf(stderr, "conv_sm90_bench: a check FAILED (above)\n");
+
+  trainer.conv_plan_free(&trainer, &conv_t);
+  fastest.conv_plan_free(&fastest, &conv_f);
+  trainer.destroy(&trainer);
+  fastest.destroy(&fastest);
+  cf_free(&d);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,88 @@
+/* conv_fused_cpu.c — the fused forward 3x3 convolution on the CPU (conv_fused_cpu.h): the CPU
+ * backend's bn_apply (with mean 0 and invstd 1, its affine is exactly x * scale + shift), a
+ * rounding to bf16, its conv_fwd, a rounding to bf16, its bn_stats. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/conv_fused_cpu.h"
+#include "kernels/ops.h"
+
+float conv_fused_round_bf16(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return v; /* NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+static void round_all(float *v, size_t count)
+{
+  for (size_t i = 0; i < count; i++) v[i] = conv_fused_round_bf16(v[i]);
+}
+
+static int ref_fail(char *err, size_t errlen, const char *what, const char *detail)
+{
+  snprintf(err, errlen, "fused convolution reference: %s%s%s", what, detail ? ": " : "",
+           detail ? detail : "");
+  return -1;
+}
+
+int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen)
+{
+  if (a->n < 0 || a->h < 1 || a->w < 1 || a->cin < 1 || a->cout < 1)
+    return ref_fail(err, errlen, "the shape must have n >= 0 and h, w, cin, cout >= 1", NULL);
+  if (!a->x || !a->weight || !a->y)
+    return ref_fail(err, errlen, "x, weight and y are required", NULL);
+  if (!a->scale != !a->shift)
+    return ref_fail(err, errlen, "the prologue needs both scale and shift", NULL);
+  ops_t o;
+  char why[256];
+  if (ops_cpu_init(&o, OPS_F32, why, sizeof why)) return ref_fail(err, errlen, why, NULL);
+  const size_t P = (size_t)a->n * a->h * a->w;
+  const int ci = a->cin, co = a->cout;
+  ops_conv_t conv = {.kind = OPS_CONV3X3, .h = a->h, .w = a->w, .cin = ci, .cout = co,
+                     .max_n = a->n};
+  size_t ws_bytes = 0;
+  if (o.conv_plan(&o, &conv, &ws_bytes)) return ref_fail(err, errlen, o.last_error(&o), NULL);
+  float *act = malloc((P ? P : 1) * ci * sizeof *act);
+  double *saved = calloc(2 * (size_t)ci + 1, sizeof *saved);
+  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  int rc = -1;
+  if (!act || !saved || !ws) {
+    ref_fail(err, errlen, "out of memory", NULL);
+    goto out;
+  }
+  if (a->scale) { /* mean 0, invstd 1: bn_apply's affine is then x * gamma + beta */
+    for (int c = 0; c < ci; c++) saved[ci + c] = 1.0;
+    if (o.bn_apply(&o, a->x, P, ci, saved, a->scale, a->shift, 1, act)) {
+      ref_fail(err, errlen, "bn_apply", o.last_error(&o));
+      goto out;
+    }
+    round_all(act, P * ci);
+  } else {
+    memcpy(act, a->x, P * ci * sizeof *act);
+  }
+  if (o.conv_fwd(&o, &conv, a->n, act, a->weight, NULL, a->y, ws)) {
+    ref_fail(err, errlen, "conv_fwd", o.last_error(&o));
+    goto out;
+  }
+  round_all(a->y, P * co);
+  if (a->stats && o.bn_stats(&o, a->y, P, co, a->stats)) {
+    ref_fail(err, errlen, "bn_stats", o.last_error(&o));
+    goto out;
+  }
+  rc = 0;
+out:
+  o.conv_plan_free(&o, &conv);
+  free(act);
+  free(saved);
+  free(ws);
+  return rc;
+}

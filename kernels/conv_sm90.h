@@ -1,0 +1,55 @@
+/* conv_sm90.h — a forward 3x3 convolution (stride 1, pad 1) for Hopper GPUs (sm_90a: wgmma and
+ * the tensor copy engine) with the previous layer's BatchNorm apply + ReLU fused into its input
+ * and this layer's BatchNorm statistics fused into its output: in one pass over x,
+ *
+ *   a = bf16(max(0, x * scale[ci] + shift[ci]))    (or a = x without scale/shift)
+ *   y = bf16(conv3x3(a, weight))                   (f32 accumulation)
+ *   stats[co] = Σ y, stats[C + co] = Σ y², stats[2C] = n*h*w   (f64; ops.h bn_stats's layout)
+ *
+ * where y is the rounded output, as bn_stats sees it. bf16 NHWC tensors; weights
+ * [cout][3][3][cin] as ops.h lays them out. 64 -> 64 channels (the U-Net's full-resolution
+ * layers); any n, h, w. The statistics are summed in a fixed order (no atomics): reruns on the
+ * same GPU model give the same bits. kernels/conv_fused_cpu.h is its CPU reference.
+ *
+ * Built only where configure's CUDA architectures include 90 (HAVE_CONV_SM90): the object is
+ * compiled for sm_90a alone. Not yet called by the trainer. */
+#ifndef KERNELS_CONV_SM90_H
+#define KERNELS_CONV_SM90_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The channel counts the kernel covers. */
+#define CONV_SM90_CIN 64
+#define CONV_SM90_COUT 64
+
+typedef struct {
+  int n, h, w, cin, cout;
+  const void *x;              /* bf16 (n, h, w, cin), 16-byte aligned */
+  const void *weight;         /* bf16 [cout][3][3][cin], 16-byte aligned */
+  const float *scale, *shift; /* f32 [cin] each: the prologue; both NULL: none (a = x) */
+  void *y;                    /* bf16 (n, h, w, cout), 16-byte aligned; must not overlap x */
+  double *stats;              /* f64 [2 cout + 1], or NULL: no statistics */
+  void *ws;                   /* conv_sm90_ws_bytes() bytes (with stats; else may be NULL) */
+  void *stream;               /* cudaStream_t; NULL: the legacy default stream */
+} conv_sm90_fwd_t;
+
+/* 0 when device (a CUDA ordinal) can run the kernel (compute capability 9.0, enough shared
+ * memory, the sm_90a image loads); else -1 with the reason in err. */
+int conv_sm90_check(int device, char *err, size_t errlen);
+
+/* Device bytes of workspace conv_sm90_fwd needs on `device` (per-block statistics partials). */
+size_t conv_sm90_ws_bytes(int device);
+
+/* Queues the convolution on a->stream (the current device's). Returns 0, or -1 with a message
+ * in err before anything is queued when the arguments are not ones it covers. */
+int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

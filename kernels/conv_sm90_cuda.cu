@@ -1,0 +1,732 @@
+/* conv_sm90_cuda.cu — the fused forward 3x3 convolution of kernels/conv_sm90.h on Hopper: an
+ * implicit GEMM (M = pixels, N = 64 output channels, K = 9 taps x 64 input channels) on wgmma,
+ * fed by the tensor copy engine (TMA), warp-specialised, persistent.
+ *
+ * Tiles. A tile is 2 image rows x 64 pixels (M = 128) of one image, all 64 output channels. Its
+ * input is a halo of 4 rows x 66 pixels x 64 channels, one TMA tiled load of the NHWC tensor at
+ * (c 0, x0 - 1, y0 - 1, n): the copy engine zero-fills what lies outside the image, which is the
+ * convolution's padding. The nine taps are nine shifted views of that one halo (tap (ky, kx) of
+ * output pixel (r, c) is halo pixel (r + ky, c + kx)), so each input byte comes from L2 about
+ * 4 * 66 / 128 = 2.1 times instead of 9.
+ *
+ * Roles (384 threads, one block per multiprocessor, tiles blockIdx.x, +gridDim.x, ...):
+ *   warp 0 (one thread)  loads: the weights once (73,728 bytes, resident), then each tile's halo
+ *                        into a ring of 4 stages; full[s] completes on the bytes (expect_tx).
+ *   warps 1-3            the prologue: BatchNorm apply + ReLU on the halo in place, once per
+ *                        element, then arrive on ready[s]. Lines outside the image are left as
+ *                        the copy engine's zeros (the padding is zero after the BN, as the
+ *                        trainer's conv sees it). Without a prologue they only pass full on.
+ *   warps 4-7, 8-11      two consumer warpgroups; the block's i-th tile goes to warpgroup i % 2,
+ *                        so one's epilogue overlaps the other's matrix work. Per tile: 36 k-steps
+ *                        (9 taps x 4 steps of 16 channels), each two wgmma m64n64k16 (one per
+ *                        image row) with A from registers and B (weights) from shared memory;
+ *                        then the epilogue.
+ *
+ * Why A from registers. A tap's view starts kx (0..2) pixels into a halo row, i.e. at any
+ * 128-byte line, not at a 1024-byte swizzle-pattern boundary. How a wgmma shared-memory
+ * descriptor's swizzle phase follows such a start (the address bits, or the descriptor's
+ * base-offset field) is not pinned down by the PTX text, and nothing here could be checked
+ * without the GPU. ldmatrix takes one address per lane, so the swizzle is applied by this code
+ * and is exact by construction; the shared-memory bytes moved are the same as a descriptor
+ * read's. The prologue then runs once per halo element (about 2.1 per output pixel and input
+ * channel) rather than once per tap in registers (9 per), on its own warps. B is read through
+ * descriptors only at the standard places: 1024-aligned 8 KB tap blocks, +32 bytes per k-step.
+ *
+ * Shared memory (from a 1024-aligned base; each pixel row of 64 bf16 channels is one 128-byte
+ * line, in the copy engine's 128-byte swizzle: 16-byte chunk j of line L sits at chunk
+ * j ^ (L & 7), L counted from the 1024-aligned base — the engine swizzles by address bits
+ * [4:6] ^= [7:9], so every buffer below starts on a 1024 boundary):
+ *   [0, 73728)             weights: tap t (= 3 ky + kx) at t * 8192, [cout 64][cin 64] lines.
+ *                          B descriptor of (t, step j): start t * 8192 + 32 j, K-major,
+ *                          128-byte swizzle, stride byte offset 1024 (8 lines), leading byte
+ *                          offset unused (1), base offset 0.
+ *   4 stages x 34816       a halo: line = hr * 66 + hc (hr < 4, hc < 66), 33,792 bytes used.
+ *                          Reused by the epilogue for the 128 output pixels (line = row * 64 +
+ *                          pixel), which the copy engine stores from there (same swizzle).
+ *   8192                   statistics, f64 [warpgroup 2][warp 4][Σ, Σ²][64 channels].
+ *   barriers               full[4], ready[4], empty[4], weights.
+ *
+ * A fragments: for k-step (ky, kx, j) and image row mb of the tile, warp w of a warpgroup loads
+ * its 16 pixels (16 w ..) with one ldmatrix.x4: lane l addresses pixel p = 16 w + (l & 7) +
+ * 8 ((l >> 3) & 1), chunk 2 j + (l >> 4), at halo line (mb + ky) * 66 + p + kx; the four 8x8
+ * matrices come back as exactly wgmma's A fragment (rows 0-7/8-15 x k 0-7/8-15). A registers
+ * are double-buffered across k-steps; wgmma.wait_group 1 after each step's commit keeps one
+ * step in flight while the next step's fragments load.
+ *
+ * Epilogue (per consumer warpgroup): wait for the tile's wgmmas, round each accumulator to
+ * bf16, add the rounded values (and squares) to per-thread f32 sums of its 16 channels (pixels
+ * outside the image masked), write the tile with stmatrix into its own halo stage (all of that
+ * warpgroup's reads of it are done: named barrier), fence.proxy.async, and one thread stores it
+ * with a TMA tensor store (the engine clips the image's edges). The stage is handed back to the
+ * loader (empty[s]) once the store has read it, which that thread checks at its next tile.
+ * Every 8 tiles and at the end, the f32 sums (at most 32 terms) are folded in f64: a fixed
+ * butterfly over the 8 lanes that share channels, then into the warp's own row of the f64
+ * area. At the end, 128 threads sum the 8 rows in a fixed order into the block's partial, and
+ * a second kernel sums the blocks' partials in block order. Same grid, same tiles, same order:
+ * bitwise reruns.
+ *
+ * Synchronisation: full[s] (1 arrival + bytes), ready[s] (96 prologue threads, each after
+ * fence.proxy.async for its writes, which the copy engine overwrites later), empty[s] (1: the
+ * storing thread), weights (1 + bytes). Phases: the i-th tile of a block uses stage i % 4 for
+ * the (i / 4)-th time, parity (i / 4) & 1.
+ *
+ * Built for sm_90a only (configure adds this file's rule where 90 is among the architectures);
+ * the host side checks for compute capability 9.0 before it launches. */
+#include "config.h"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/conv_sm90.h"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "conv_sm90_cuda.cu needs sm_90a (wgmma): compile it with -gencode arch=compute_90a,code=sm_90a"
+#endif
+
+namespace {
+
+constexpr int C = 64;                     /* input and output channels */
+constexpr int TILE_W = 64, TILE_H = 2;    /* output pixels of a tile */
+constexpr int HALO_W = TILE_W + 2, HALO_H = TILE_H + 2;
+constexpr int HALO_LINES = HALO_W * HALO_H;      /* 264 */
+constexpr int LINE = 128;                        /* bytes: 64 bf16 channels */
+constexpr int HALO_BYTES = HALO_LINES * LINE;    /* 33,792: one TMA box */
+constexpr int STAGE_BYTES = (HALO_BYTES + 1023) / 1024 * 1024;
+constexpr int STAGES = 4;
+constexpr int TAP_BYTES = C * LINE;              /* 8 KB: [cout][cin] of one tap */
+constexpr int W_BYTES = 9 * TAP_BYTES;
+constexpr int OFF_STAGE = W_BYTES;
+constexpr int OFF_STATS = OFF_STAGE + STAGES * STAGE_BYTES;
+constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
+constexpr int OFF_BAR = OFF_STATS + STATS_BYTES;
+constexpr int NBAR = 3 * STAGES + 1;
+constexpr int SMEM_BYTES = OFF_BAR + NBAR * 8 + 1024; /* + slack to align the base */
+constexpr int THREADS = 384;
+constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
+constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
+constexpr int PARTIAL = 2 * C;                   /* doubles per block */
+
+static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "buffers on 1024-byte boundaries");
+static_assert(TILE_H * TILE_W * LINE <= STAGE_BYTES, "the output tile fits its stage");
+static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+
+struct params {
+  int n, h, w, tiles_x, tiles_y, ntiles;
+  const float *scale, *shift;
+  double *partial; /* [gridDim.x][2C] */
+};
+
+/* ---- PTX wrappers ---- */
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+  asm volatile("{\n\t.reg .pred p;\n"
+               "WAIT:\n\t"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+               "@!p bra WAIT;\n}" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
+                                            uint32_t bar)
+{
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+               "l"(map), "r"(c0), "r"(c1), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
+                                            int c2, int c3, uint32_t bar)
+{
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+               "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                             int c2, int c3)
+{
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"
+               " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* The calling thread's tensor stores have read their shared memory (so it may be reused). */
+__device__ __forceinline__ void tma_store_wait_read()
+{
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+/* ... and have completed (before the block exits). */
+__device__ __forceinline__ void tma_store_wait_all()
+{
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* Ordinary shared-memory writes before this are ordered before later async-proxy accesses (the
+ * copy engine's loads and stores, wgmma) of the same bytes. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+__device__ __forceinline__ void named_bar(int id, int threads)
+{
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void ld_shared_v4(uint32_t addr, uint32_t (&v)[4])
+{
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint32_t (&v)[4])
+{
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]),
+               "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&a)[4])
+{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4])
+{
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit()
+{
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* d (+)= a * b: m64n64k16, bf16 in, f32 accumulators; A from registers (the fragment of
+ * ldmatrix_x4 above), B K-major through its descriptor. scale_d 0: d = a * b. */
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t bdesc,
+                                         int scale_d)
+{
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %37, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(bdesc), "r"(scale_d));
+}
+
+/* Keeps the compiler from moving reads of the accumulators above wgmma_wait. */
+__device__ __forceinline__ void acc_fence(float (&d)[32])
+{
+#pragma unroll
+  for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A shared-memory matrix descriptor: K-major, 128-byte swizzle, 8 lines (1024 bytes) between
+ * core-matrix groups; the leading byte offset is unused for this layout (1, as documented). */
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr)
+{
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+/* Byte offset of 16-byte chunk `chunk` of line `line` in a 1024-aligned swizzled buffer. */
+__device__ __forceinline__ uint32_t swz(uint32_t line, uint32_t chunk)
+{
+  return line * LINE + ((chunk ^ (line & 7)) << 4);
+}
+
+struct tile_t {
+  int n, y0, x0;
+};
+
+__device__ __forceinline__ tile_t tile_of(const params &p, int t)
+{
+  tile_t r;
+  r.x0 = (t % p.tiles_x) * TILE_W;
+  t /= p.tiles_x;
+  r.y0 = (t % p.tiles_y) * TILE_H;
+  r.n = t / p.tiles_y;
+  return r;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+  __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi); /* .x (low half) = lo */
+  return *reinterpret_cast<uint32_t *>(&b);
+}
+
+/* ---- the roles ---- */
+
+__device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *xmap,
+                                           const CUtensorMap *wmap, uint32_t sbase)
+{
+  const uint32_t bar = sbase + OFF_BAR;
+  const uint32_t full = bar, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
+  asm volatile("prefetch.tensormap [%0];" ::"l"(xmap) : "memory");
+  mbar_expect_tx(wbar, W_BYTES);
+  for (int t = 0; t < 9; t++) tma_load_2d(sbase + t * TAP_BYTES, wmap, t * C, 0, wbar);
+  int i = 0;
+  for (int t = blockIdx.x; t < p.ntiles; t += gridDim.x, i++) {
+    const int s = i % STAGES, k = i / STAGES;
+    if (k > 0) mbar_wait(empty + 8 * s, (k - 1) & 1);
+    const tile_t tl = tile_of(p, t);
+    mbar_expect_tx(full + 8 * s, HALO_BYTES);
+    tma_load_4d(sbase + OFF_STAGE + s * STAGE_BYTES, xmap, 0, tl.x0 - 1, tl.y0 - 1, tl.n,
+                full + 8 * s);
+  }
+}
+
+/* y = bf16(max(0, x * scale + shift)) on the halo lines inside the image; the thread owns
+ * logical chunk (lane & 7), i.e. 8 fixed channels whose coefficients stay in registers, and
+ * walks lines (lane >> 3) + 4 (warp - 1), +12. */
+template <bool PRO>
+__device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, int pw, int lane)
+{
+  const uint32_t bar = sbase + OFF_BAR;
+  const uint32_t full = bar, ready = bar + 8 * STAGES;
+  const int lc = lane & 7;
+  float sc[8], sh[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) {
+    sc[e] = PRO ? __ldg(p.scale + 8 * lc + e) : 1.f;
+    sh[e] = PRO ? __ldg(p.shift + 8 * lc + e) : 0.f;
+  }
+  constexpr int U = 2; /* lines a thread has in flight */
+  constexpr int STEP = 12;
+  int i = 0;
+  for (int t = blockIdx.x; t < p.ntiles; t += gridDim.x, i++) {
+    const int s = i % STAGES, k = i / STAGES;
+    mbar_wait(full + 8 * s, k & 1);
+    if (PRO) {
+      const tile_t tl = tile_of(p, t);
+      const uint32_t stage = sbase + OFF_STAGE + s * STAGE_BYTES;
+      for (int l0 = 4 * pw + (lane >> 3); l0 < HALO_LINES; l0 += U * STEP) {
+        uint32_t v[U][4], addr[U];
+        bool in[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int l = l0 + u * STEP;
+          const int hr = l / HALO_W, hc = l - hr * HALO_W;
+          const int yy = tl.y0 - 1 + hr, xx = tl.x0 - 1 + hc;
+          in[u] = l < HALO_LINES && (unsigned)yy < (unsigned)p.h && (unsigned)xx < (unsigned)p.w;
+          addr[u] = stage + swz((uint32_t)l, (uint32_t)lc);
+          if (in[u]) ld_shared_v4(addr[u], v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+          if (in[u]) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+              float lo = fmaxf(fmaf(bf16_lo(v[u][q]), sc[2 * q], sh[2 * q]), 0.f);
+              float hi = fmaxf(fmaf(bf16_hi(v[u][q]), sc[2 * q + 1], sh[2 * q + 1]), 0.f);
+              v[u][q] = pack_bf16(lo, hi);
+            }
+            st_shared_v4(addr[u], v[u]);
+          }
+      }
+      fence_proxy_async();
+    }
+    mbar_arrive(ready + 8 * s);
+  }
+}
+
+/* The f32 sums of the thread's 16 channels (8 j + 2 t + e) folded into its warp's f64 row. */
+__device__ __forceinline__ void fold_stats(float (&s1)[16], float (&s2)[16], double *row, int lane)
+{
+#pragma unroll
+  for (int v = 0; v < 32; v++) {
+    double d = v < 16 ? (double)s1[v] : (double)s2[v - 16];
+    d += __shfl_xor_sync(0xffffffffu, d, 4);
+    d += __shfl_xor_sync(0xffffffffu, d, 8);
+    d += __shfl_xor_sync(0xffffffffu, d, 16);
+    const int ch = 8 * ((v & 15) >> 1) + 2 * (lane & 3) + (v & 1);
+    if (lane < 4) row[(v >> 4) * C + ch] += d;
+  }
+#pragma unroll
+  for (int v = 0; v < 16; v++) s1[v] = s2[v] = 0.f;
+}
+
+template <bool STATS>
+__device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap *ymap,
+                                             uint32_t sbase, double *stats_area, int wg, int ti)
+{
+  const uint32_t bar = sbase + OFF_BAR;
+  const uint32_t ready = bar + 8 * STAGES, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
+  const int wi = ti >> 5, lane = ti & 31, g = lane >> 2, t4 = lane & 3;
+  double *row = stats_area + (wg * 4 + wi) * 2 * C;
+  if (STATS && lane < 4)
+    for (int v = 0; v < 32; v++) row[(v >> 4) * C + 8 * ((v & 15) >> 1) + 2 * t4 + (v & 1)] = 0;
+  float s1[16], s2[16];
+#pragma unroll
+  for (int v = 0; v < 16; v++) s1[v] = s2[v] = 0.f;
+
+  /* ldmatrix lane geometry (see the file's comment) */
+  const int q = lane >> 3;
+  const uint32_t pix = 16 * wi + (lane & 7) + 8 * (q & 1), khalf = q >> 1;
+  /* stmatrix lane geometry: the same rows, matrices (rows 0-7|8-15) x (group j|j+1) */
+  const uint64_t bdesc0 = desc_sw128(sbase);
+
+  mbar_wait(wbar, 0);
+  float acc[2][32];
+#pragma unroll
+  for (int v = 0; v < 32; v++) acc[0][v] = acc[1][v] = 0.f;
+  int pending = -1, tiles_done = 0;
+  int i = wg;
+  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2) {
+    const int s = i % STAGES, k = i / STAGES;
+    const uint32_t stage = sbase + OFF_STAGE + s * STAGE_BYTES;
+    mbar_wait(ready + 8 * s, k & 1);
+
+    uint32_t a[2][2][4];
+#pragma unroll
+    for (int ks = 0; ks < 36; ks++) {
+      const int tap = ks >> 2, j = ks & 3, ky = tap / 3, kx = tap % 3;
+#pragma unroll
+      for (int mb = 0; mb < 2; mb++) {
+        const uint32_t line = (uint32_t)((mb + ky) * HALO_W + kx) + pix;
+        ldmatrix_x4(stage + swz(line, 2 * j + khalf), a[ks & 1][mb]);
+      }
+      wgmma_fence();
+      const uint64_t bdesc = bdesc0 + (uint64_t)((tap * TAP_BYTES + 32 * j) >> 4);
+      wgmma_rs(acc[0], a[ks & 1][0], bdesc, ks > 0);
+      wgmma_rs(acc[1], a[ks & 1][1], bdesc, ks > 0);
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (ks == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
+        if (ti == 0) {
+          tma_store_wait_read();
+          mbar_arrive(empty + 8 * pending);
+        }
+        __syncwarp();
+      }
+    }
+    wgmma_wait<0>();
+    acc_fence(acc[0]);
+    acc_fence(acc[1]);
+    named_bar(1 + wg, 128); /* every warp's ldmatrix of this stage is done */
+
+    const tile_t tl = tile_of(p, t);
+#pragma unroll
+    for (int mb = 0; mb < 2; mb++) {
+      const bool row_in = tl.y0 + mb < p.h;
+#pragma unroll
+      for (int jj = 0; jj < 4; jj++) {
+        uint32_t r[4];
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          const int j = 2 * jj + (m >> 1), h = m & 1;
+          r[m] = pack_bf16(acc[mb][4 * j + 2 * h], acc[mb][4 * j + 2 * h + 1]);
+          if (STATS) {
+            const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+            const float f0 = in ? bf16_lo(r[m]) : 0.f, f1 = in ? bf16_hi(r[m]) : 0.f;
+            s1[2 * j] += f0;
+            s2[2 * j] = fmaf(f0, f0, s2[2 * j]);
+            s1[2 * j + 1] += f1;
+            s2[2 * j + 1] = fmaf(f1, f1, s2[2 * j + 1]);
+          }
+        }
+        const uint32_t line = (uint32_t)(mb * TILE_W) + pix;
+        stmatrix_x4(stage + swz(line, 2 * jj + khalf), r);
+      }
+    }
+    fence_proxy_async();
+    named_bar(1 + wg, 128);
+    if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
+    __syncwarp();
+    pending = s;
+    if (STATS && ++tiles_done == FOLD_TILES) {
+      fold_stats(s1, s2, row, lane);
+      tiles_done = 0;
+    }
+  }
+  if (STATS && tiles_done) fold_stats(s1, s2, row, lane);
+  if (ti == 0) tma_store_wait_all();
+}
+
+template <bool PRO, bool STATS>
+__global__ void __launch_bounds__(THREADS, 1)
+    conv_sm90_kernel(const __grid_constant__ CUtensorMap xmap,
+                     const __grid_constant__ CUtensorMap ymap,
+                     const __grid_constant__ CUtensorMap wmap, const params p)
+{
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+  const uint32_t sbase = (raw + 1023u) & ~1023u;
+  double *stats_area = reinterpret_cast<double *>(smem_raw + (sbase - raw) + OFF_STATS);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  if (threadIdx.x == 0) {
+    const uint32_t bar = sbase + OFF_BAR;
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(bar + 8 * s, 1);                           /* full */
+      mbar_init(bar + 8 * (STAGES + s), PRO_THREADS);      /* ready */
+      mbar_init(bar + 8 * (2 * STAGES + s), 1);            /* empty */
+    }
+    mbar_init(bar + 8 * 3 * STAGES, 1);                    /* weights */
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == 0) {
+    if (lane == 0) run_loader(p, &xmap, &wmap, sbase);
+  } else if (warp < 4) {
+    run_prologue<PRO>(p, sbase, warp - 1, lane);
+  } else {
+    run_consumer<STATS>(p, &ymap, sbase, stats_area, (warp - 4) >> 2, threadIdx.x - 128 * ((warp) >> 2));
+  }
+
+  if (STATS) {
+    __syncthreads();
+    if (threadIdx.x < PARTIAL) {
+      const int k = threadIdx.x / C, ch = threadIdx.x % C;
+      double v = 0;
+      for (int r = 0; r < 8; r++) v += stats_area[r * 2 * C + k * C + ch];
+      p.partial[(size_t)blockIdx.x * PARTIAL + threadIdx.x] = v;
+    }
+  }
+}
+
+/* stats[0..2C) = the blocks' partials summed in block order; stats[2C] = the pixel count. */
+__global__ void conv_sm90_stats_kernel(const double *partial, int blocks, double count,
+                                       double *stats)
+{
+  const int c = threadIdx.x;
+  double v = 0;
+  for (int b = 0; b < blocks; b++) v += partial[(size_t)b * PARTIAL + c];
+  stats[c] = v;
+  if (c == 0) stats[PARTIAL] = count;
+}
+
+/* ---- host ---- */
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                    CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled through the runtime (no link against the driver library). */
+encode_tiled_fn encode_tiled()
+{
+  static const encode_tiled_fn fn = [] {
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      f = NULL;
+    }
+    return (encode_tiled_fn)f;
+  }();
+  return fn;
+}
+
+int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int fail(char *err, size_t len, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && len) vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* An NHWC bf16 image batch of 64 channels as a 4-D map (c, x, y, n), boxes of bw x bh pixels. */
+int map_image(CUtensorMap *m, const void *base, int n, int h, int w, int bw, int bh, char *err,
+              size_t len)
+{
+  const cuuint64_t dim[4] = {(cuuint64_t)C, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)n};
+  const cuuint64_t stride[3] = {(cuuint64_t)C * 2, (cuuint64_t)w * C * 2,
+                                (cuuint64_t)h * w * C * 2};
+  const cuuint32_t box[4] = {(cuuint32_t)C, (cuuint32_t)bw, (cuuint32_t)bh, 1};
+  const cuuint32_t one[4] = {1, 1, 1, 1};
+  CUresult r = encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base),
+                              dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? 0 : fail(err, len, "cuTensorMapEncodeTiled (image) failed: %d", (int)r);
+}
+
+/* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout. */
+int map_weights(CUtensorMap *m, const void *base, char *err, size_t len)
+{
+  const cuuint64_t dim[2] = {(cuuint64_t)9 * C, (cuuint64_t)C};
+  const cuuint64_t stride[1] = {(cuuint64_t)9 * C * 2};
+  const cuuint32_t box[2] = {(cuuint32_t)C, (cuuint32_t)C};
+  const cuuint32_t one[2] = {1, 1};
+  CUresult r = encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base),
+                              dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? 0 : fail(err, len, "cuTensorMapEncodeTiled (weights) failed: %d", (int)r);
+}
+
+typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, params);
+
+kernel_fn pick(bool pro, bool stats)
+{
+  if (pro) return stats ? conv_sm90_kernel<true, true> : conv_sm90_kernel<true, false>;
+  return stats ? conv_sm90_kernel<false, true> : conv_sm90_kernel<false, false>;
+}
+
+int sm_count(int device)
+{
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+} // namespace
+
+extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
+{
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess)
+    return fail(err, errlen, "CUDA device %d: %s", device, cudaGetErrorString(e));
+  if (prop.major != 9 || prop.minor != 0)
+    return fail(err, errlen, "CUDA device %d (%s) has compute capability %d.%d; this convolution "
+                "needs 9.0 (H100, H200)", device, prop.name, prop.major, prop.minor);
+  if (prop.sharedMemPerBlockOptin < (size_t)SMEM_BYTES)
+    return fail(err, errlen, "CUDA device %d offers %zu bytes of shared memory per block; the "
+                "convolution needs %d", device, prop.sharedMemPerBlockOptin, SMEM_BYTES);
+  if (!encode_tiled())
+    return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
+  cudaFuncAttributes fa;
+  for (int k = 0; k < 4; k++)
+    if ((e = cudaFuncGetAttributes(&fa, (const void *)pick(k & 1, k & 2))) != cudaSuccess) {
+      cudaGetLastError();
+      return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
+                  cudaGetErrorString(e));
+    }
+  return 0;
+}
+
+extern "C" size_t conv_sm90_ws_bytes(int device)
+{
+  return (size_t)sm_count(device) * PARTIAL * sizeof(double);
+}
+
+extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
+{
+  if (a->cin != C || a->cout != C)
+    return fail(err, errlen, "the sm_90 convolution covers %d -> %d channels, not %d -> %d", C,
+                C, a->cin, a->cout);
+  if (a->n < 0 || a->h < 1 || a->w < 1 || (a->n > 0 && (size_t)a->h * a->w > (1u << 30)))
+    return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d is invalid", a->n, a->h,
+                a->w);
+  if (!a->x || !a->weight || !a->y || !aligned16(a->x) || !aligned16(a->weight) ||
+      !aligned16(a->y))
+    return fail(err, errlen, "the sm_90 convolution needs x, weight and y in device memory on "
+                "16-byte boundaries");
+  if (!a->scale != !a->shift)
+    return fail(err, errlen, "the sm_90 convolution's prologue needs both scale and shift");
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return fail(err, errlen, "no current CUDA device");
+  }
+  const int sms = sm_count(device);
+  if (a->stats && (!a->ws || sms < 1))
+    return fail(err, errlen, "the sm_90 convolution's statistics need conv_sm90_ws_bytes() of "
+                "workspace");
+  cudaStream_t st = (cudaStream_t)a->stream;
+  if (a->n == 0) { /* no pixels: zero sums, count 0 */
+    if (a->stats) {
+      cudaError_t e = cudaMemsetAsync(a->stats, 0, (2 * C + 1) * sizeof(double), st);
+      if (e != cudaSuccess)
+        return fail(err, errlen, "clearing the statistics: %s", cudaGetErrorString(e));
+    }
+    return 0;
+  }
+  if (!encode_tiled())
+    return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
+  CUtensorMap xm, ym, wm;
+  if (map_image(&xm, a->x, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
+      map_image(&ym, a->y, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
+      map_weights(&wm, a->weight, err, errlen))
+    return -1;
+  params p;
+  p.n = a->n;
+  p.h = a->h;
+  p.w = a->w;
+  p.tiles_x = (a->w + TILE_W - 1) / TILE_W;
+  p.tiles_y = (a->h + TILE_H - 1) / TILE_H;
+  p.ntiles = p.tiles_x * p.tiles_y * a->n;
+  p.scale = a->scale;
+  p.shift = a->shift;
+  p.partial = (double *)a->ws;
+  const int grid = p.ntiles < sms ? p.ntiles : sms;
+  kernel_fn k = pick(a->scale != NULL, a->stats != NULL);
+  cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       SMEM_BYTES);
+  if (e != cudaSuccess)
+    return fail(err, errlen, "the sm_90 convolution's shared memory (%d bytes): %s", SMEM_BYTES,
+                cudaGetErrorString(e));
+  k<<<grid, THREADS, SMEM_BYTES, st>>>(xm, ym, wm, p);
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return fail(err, errlen, "launching the sm_90 convolution: %s", cudaGetErrorString(e));
+  if (a->stats) {
+    conv_sm90_stats_kernel<<<1, PARTIAL, 0, st>>>(p.partial, grid,
+                                                  (double)a->n * a->h * a->w, a->stats);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return fail(err, errlen, "launching the sm_90 convolution's statistics: %s",
+                  cudaGetErrorString(e));
+  }
+  return 0;
+}

@@ -1,0 +1,142 @@
+/* check_conv_fused.c — the CPU reference of the fused forward convolution
+ * (kernels/conv_fused_cpu.h: BatchNorm apply + ReLU prologue, 3x3 convolution, bf16 rounding,
+ * BatchNorm statistics) against an f64 computation from the definition, on small shapes with
+ * borders everywhere, with and without the prologue; its bf16 rounding; its argument checks. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/conv_fused_cpu.h"
+#include "tests/conv_fused_testutil.h"
+#include "tests/suite_main.h"
+
+typedef struct {
+  int n, h, w, cin, cout;
+} shape_t;
+
+/* Odd sizes, single rows and columns, one pixel, the U-Net's 64 channels. */
+static const shape_t shapes[] = {
+    {.n = 2, .h = 5, .w = 7, .cin = 8, .cout = 16},  {.n = 1, .h = 9, .w = 4, .cin = 64, .cout = 64},
+    {.n = 3, .h = 3, .w = 3, .cin = 3, .cout = 5},   {.n = 1, .h = 1, .w = 1, .cin = 4, .cout = 4},
+    {.n = 2, .h = 1, .w = 11, .cin = 16, .cout = 8}, {.n = 1, .h = 6, .w = 66, .cin = 64, .cout = 64},
+};
+
+static void check_shape(const shape_t *s, int with_pro)
+{
+  cf_data_t d;
+  cf_make(&d, s->n, s->h, s->w, s->cin, s->cout);
+  size_t P = (size_t)s->n * s->h * s->w, out = P * s->cout;
+  float *y = malloc(out * sizeof *y), *yo = malloc(out * sizeof *yo);
+  double *mag = malloc(out * sizeof *mag);
+  double *st = malloc((2 * (size_t)s->cout + 1) * sizeof *st);
+  double *sto = malloc((2 * (size_t)s->cout + 1) * sizeof *sto);
+  size_t clamped = 0;
+  char err[256];
+  conv_fused_ref_t a = {.n = s->n, .h = s->h, .w = s->w, .cin = s->cin, .cout = s->cout,
+                        .x = d.x, .weight = d.weight, .scale = with_pro ? d.scale : NULL,
+                        .shift = with_pro ? d.shift : NULL, .y = y, .stats = st};
+  ck_assert_msg(conv_fused_ref(&a, err, sizeof err) == 0, "%s", err);
+  cf_oracle(&d, with_pro, yo, mag, sto, &clamped);
+  if (with_pro) /* the ReLU is exercised, and not everywhere */
+    ck_assert_msg(clamped > P * s->cin / 20 && clamped < P * s->cin / 2,
+                  "%zu of %zu activations clamped", clamped, P * s->cin);
+  cf_cmp_t c = cf_compare(y, yo, mag, out);
+  const char *what = with_pro ? "with the prologue" : "plain";
+  ck_assert_msg(c.nan == 0 && c.bad == 0,
+                "%dx%dx%d %d->%d %s: %zu of %zu outputs off the f64 result (worst %.2f of its "
+                "bound at %zu: %g vs %g), %zu NaN", s->n, s->h, s->w, s->cin, s->cout, what,
+                c.bad, out, c.worst, c.worst_at, y[c.worst_at], yo[c.worst_at], c.nan);
+  /* a bf16 rounding falls the other way only where the f32 sum sits at a rounding boundary */
+  ck_assert_msg(c.exact * 100 >= out * 95, "%s: only %zu of %zu outputs bit-equal", what,
+                c.exact, out);
+  ck_assert_msg(c.rel_l2 < 2e-3, "%s: relative L2 error %g", what, c.rel_l2);
+  ck_assert_msg(cf_stats_bad(st, sto, y, yo, P, s->cout, 1e-12) == 0,
+                "%s: statistics off the f64 sums of the outputs", what);
+  ck_assert(st[2 * s->cout] == (double)P);
+  free(y);
+  free(yo);
+  free(mag);
+  free(st);
+  free(sto);
+  cf_free(&d);
+}
+
+START_TEST(fused_matches_f64)
+{
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_shape(&shapes[i], 1);
+    check_shape(&shapes[i], 0);
+  }
+}
+END_TEST
+
+/* Without statistics the output is the same. */
+START_TEST(stats_optional)
+{
+  cf_data_t d;
+  cf_make(&d, 1, 4, 5, 8, 8);
+  float y1[160], y2[160];
+  double st[17];
+  char err[256];
+  conv_fused_ref_t a = {.n = 1, .h = 4, .w = 5, .cin = 8, .cout = 8, .x = d.x,
+                        .weight = d.weight, .scale = d.scale, .shift = d.shift, .y = y1,
+                        .stats = st};
+  ck_assert_msg(conv_fused_ref(&a, err, sizeof err) == 0, "%s", err);
+  a.y = y2;
+  a.stats = NULL;
+  ck_assert_msg(conv_fused_ref(&a, err, sizeof err) == 0, "%s", err);
+  ck_assert(memcmp(y1, y2, sizeof y1) == 0);
+  cf_free(&d);
+}
+END_TEST
+
+static float bits_f32(unsigned u)
+{
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+START_TEST(rounding_to_bf16)
+{
+  /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to the even one, 1; 1 + 3 * 2^-8 to 1 + 2^-6 */
+  ck_assert(conv_fused_round_bf16(1.0f + 0x1p-8f) == 1.0f);
+  ck_assert(conv_fused_round_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
+  ck_assert(conv_fused_round_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);
+  ck_assert(conv_fused_round_bf16(-1.0f - 0x1p-8f - 0x1p-20f) == -1.0f - 0x1p-7f);
+  ck_assert(conv_fused_round_bf16(bits_f32(0x7f7fffffu)) == INFINITY); /* past the largest */
+  ck_assert(isnan(conv_fused_round_bf16(NAN)));
+  ck_assert(conv_fused_round_bf16(0.5f) == 0.5f);
+}
+END_TEST
+
+START_TEST(bad_arguments)
+{
+  float x[64] = {1}, w[9 * 64] = {1}, y[64], s[8] = {1};
+  char err[256] = "";
+  conv_fused_ref_t a = {.n = 1, .h = 2, .w = 2, .cin = 0, .cout = 4, .x = x, .weight = w, .y = y};
+  ck_assert_int_eq(conv_fused_ref(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "shape"), "%s", err);
+  a.cin = 4;
+  a.scale = s; /* without shift */
+  ck_assert_int_eq(conv_fused_ref(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  a.scale = NULL;
+  a.y = NULL;
+  ck_assert_int_eq(conv_fused_ref(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "required"), "%s", err);
+}
+END_TEST
+
+static Suite *make_conv_fused_suite(const suite_env_t *env)
+{
+  Suite *s = suite_create("conv_fused");
+  SUITE_CASE(s, "reference", fused_matches_f64, stats_optional, rounding_to_bf16,
+             bad_arguments);
+  return s;
+}
+
+SUITE_MAIN("check_conv_fused", make_conv_fused_suite, SUITE_CPU_ONLY)

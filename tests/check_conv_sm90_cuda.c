@@ -1,0 +1,292 @@
+/* check_conv_sm90_cuda.c — the fused forward convolution on Hopper (kernels/conv_sm90.h)
+ * against its CPU reference (kernels/conv_fused_cpu.h) on random data: outputs poisoned with NaN
+ * first (every element must be written), odd shapes that cut tiles at the image's edges, the
+ * U-Net's 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the
+ * prologue and the statistics; two runs bit for bit; argument checks. Registered only where an
+ * sm_90 GPU is visible and the kernel loads (a forked probe, so the suite's own process never
+ * initialises CUDA); otherwise the suite exits 77 (SKIP). */
+#include "config.h"
+
+#include <check.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/conv_fused_cpu.h"
+#include "kernels/conv_sm90.h"
+#include "tests/conv_fused_testutil.h"
+#include "tests/suite_main.h"
+
+#define CU_OK(call)                                                                            \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));                  \
+  } while (0)
+
+/* bf16 bits of a value that is already a bf16 (the test data and the reference's outputs). */
+static uint16_t bits_of(float v)
+{
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+
+static float value_of(uint16_t b)
+{
+  uint32_t u = (uint32_t)b << 16;
+  float v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+static void *up_bf16(const float *v, size_t n)
+{
+  uint16_t *h = malloc(n * sizeof *h);
+  for (size_t i = 0; i < n; i++) h[i] = bits_of(v[i]);
+  void *d = NULL;
+  CU_OK(cudaMalloc(&d, n * sizeof *h));
+  CU_OK(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static void *up_f32(const float *v, size_t n)
+{
+  void *d = NULL;
+  CU_OK(cudaMalloc(&d, n * sizeof *v));
+  CU_OK(cudaMemcpy(d, v, n * sizeof *v, cudaMemcpyHostToDevice));
+  return d;
+}
+
+typedef struct {
+  float *y;        /* outputs as f32 */
+  uint16_t *raw;   /* and as the bits written */
+  double stats[2 * CONV_SM90_COUT + 1];
+} gpu_out_t;
+
+/* The kernel on d (device 0), outputs and statistics poisoned with NaN before the run. */
+static void gpu_run(const cf_data_t *d, int with_pro, int with_stats, gpu_out_t *o)
+{
+  CU_OK(cudaSetDevice(0));
+  size_t P = (size_t)d->n * d->h * d->w, out = P * d->cout;
+  void *x = up_bf16(d->x, P * d->cin), *w = up_bf16(d->weight, (size_t)9 * d->cin * d->cout);
+  float *sc = up_f32(d->scale, d->cin), *sh = up_f32(d->shift, d->cin);
+  void *y = NULL, *ws = NULL;
+  double *st = NULL;
+  CU_OK(cudaMalloc(&y, out * 2 + 2));
+  CU_OK(cudaMemset(y, 0xff, out * 2 + 2));
+  CU_OK(cudaMalloc((void **)&st, sizeof o->stats));
+  CU_OK(cudaMemset(st, 0xff, sizeof o->stats));
+  CU_OK(cudaMalloc(&ws, conv_sm90_ws_bytes(0)));
+  conv_sm90_fwd_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout, .x = x,
+                       .weight = w, .scale = with_pro ? sc : NULL,
+                       .shift = with_pro ? sh : NULL, .y = y, .stats = with_stats ? st : NULL,
+                       .ws = ws};
+  char err[256];
+  ck_assert_msg(conv_sm90_fwd(&a, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaDeviceSynchronize());
+  o->raw = malloc(out * 2 + 2);
+  o->y = malloc((out + 1) * sizeof *o->y);
+  CU_OK(cudaMemcpy(o->raw, y, out * 2 + 2, cudaMemcpyDeviceToHost));
+  CU_OK(cudaMemcpy(o->stats, st, sizeof o->stats, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < out; i++) o->y[i] = value_of(o->raw[i]);
+  /* the element past the end is the kernel's neighbour's: never written */
+  ck_assert_msg(o->raw[out] == 0xffff, "a store past the output's end");
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(sc);
+  cudaFree(sh);
+  cudaFree(y);
+  cudaFree(st);
+  cudaFree(ws);
+}
+
+static void gpu_out_free(gpu_out_t *o)
+{
+  free(o->y);
+  free(o->raw);
+}
+
+/* The kernel against the CPU reference on one shape; with_mag: the per-element bound from the
+ * f64 oracle's magnitudes (small shapes), else relative to the output's RMS. */
+static void check_against_reference(int n, int h, int w, int with_pro, int with_stats,
+                                    int with_mag)
+{
+  cf_data_t d;
+  cf_make(&d, n, h, w, CONV_SM90_CIN, CONV_SM90_COUT);
+  const int C = CONV_SM90_COUT;
+  size_t P = (size_t)n * h * w, out = P * C;
+  float *ref = malloc(out * sizeof *ref);
+  double rst[2 * CONV_SM90_COUT + 1];
+  char err[256];
+  conv_fused_ref_t ra = {.n = n, .h = h, .w = w, .cin = d.cin, .cout = C, .x = d.x,
+                         .weight = d.weight, .scale = with_pro ? d.scale : NULL,
+                         .shift = with_pro ? d.shift : NULL, .y = ref, .stats = rst};
+  ck_assert_msg(conv_fused_ref(&ra, err, sizeof err) == 0, "%s", err);
+  double *mag = malloc(out * sizeof *mag);
+  if (with_mag) {
+    float *yo = malloc(out * sizeof *yo);
+    double ost[2 * CONV_SM90_COUT + 1];
+    size_t clamped;
+    cf_oracle(&d, with_pro, yo, mag, ost, &clamped);
+    free(yo);
+  } else { /* 2^-20 mag <= 1e-4 RMS: the sum's rounding, far below one wrong tap */
+    double ss = 0;
+    for (size_t i = 0; i < out; i++) ss += (double)ref[i] * ref[i];
+    for (size_t i = 0; i < out; i++) mag[i] = 1e-4 * sqrt(ss / (double)out) * 1048576.0;
+  }
+  gpu_out_t g;
+  gpu_run(&d, with_pro, with_stats, &g);
+  cf_cmp_t c = cf_compare(g.y, ref, mag, out);
+  ck_assert_msg(c.nan == 0, "%dx%dx%d: %zu outputs not written (NaN)", n, h, w, c.nan);
+  ck_assert_msg(c.bad == 0, "%dx%dx%d pro %d: %zu of %zu outputs off the reference (worst %.2f "
+                "of its bound at %zu: %g vs %g)", n, h, w, with_pro, c.bad, out, c.worst,
+                c.worst_at, g.y[c.worst_at], ref[c.worst_at]);
+  ck_assert_msg(c.exact * 100 >= out * 95, "only %zu of %zu outputs bit-equal", c.exact, out);
+  ck_assert_msg(c.rel_l2 < 2e-3, "relative L2 error %g", c.rel_l2);
+  if (with_stats) {
+    /* against the reference's statistics, and against the f64 sums of what the kernel wrote
+     * (f32 partials of at most 32 terms: relative 2e-6 of the magnitudes, bounded by 1e-5) */
+    ck_assert_msg(cf_stats_bad(g.stats, rst, g.y, ref, P, C, 1e-5) == 0,
+                  "statistics off the reference's");
+    double own[2 * CONV_SM90_COUT];
+    memset(own, 0, sizeof own);
+    for (size_t p = 0; p < P; p++)
+      for (int k = 0; k < C; k++) {
+        own[k] += g.y[p * C + k];
+        own[C + k] += (double)g.y[p * C + k] * g.y[p * C + k];
+      }
+    ck_assert_msg(cf_stats_bad(g.stats, own, g.y, g.y, P, C, 1e-5) == 0,
+                  "statistics off the sums of the kernel's own outputs");
+    ck_assert(g.stats[2 * C] == (double)P);
+  }
+  gpu_out_free(&g);
+  free(ref);
+  free(mag);
+  cf_free(&d);
+}
+
+START_TEST(odd_shapes)
+{
+  /* widths and heights that end tiles (64 x 2) part-way; a single pixel; one image row */
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1, 1);
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0, 1);
+  }
+}
+END_TEST
+
+START_TEST(unet_shape)
+{
+  check_against_reference(6, 256, 256, 1, 1, 0);
+  check_against_reference(6, 256, 256, 0, 1, 0);
+}
+END_TEST
+
+START_TEST(reruns_bitwise)
+{
+  cf_data_t d;
+  cf_make(&d, 6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT);
+  gpu_out_t a, b;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  size_t out = (size_t)6 * 256 * 256 * CONV_SM90_COUT;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, sizeof a.stats) == 0,
+                "two runs gave different statistics");
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  cf_free(&d);
+}
+END_TEST
+
+START_TEST(empty_batch)
+{
+  CU_OK(cudaSetDevice(0));
+  double *st = NULL, h[2 * CONV_SM90_COUT + 1];
+  void *buf = NULL;
+  CU_OK(cudaMalloc(&buf, 4096));
+  CU_OK(cudaMalloc((void **)&st, sizeof h));
+  CU_OK(cudaMemset(st, 0xff, sizeof h));
+  conv_sm90_fwd_t a = {.n = 0, .h = 8, .w = 8, .cin = 64, .cout = 64, .x = buf, .weight = buf,
+                       .y = buf, .stats = st, .ws = buf};
+  char err[256];
+  ck_assert_msg(conv_sm90_fwd(&a, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaMemcpy(h, st, sizeof h, cudaMemcpyDeviceToHost));
+  for (int k = 0; k <= 2 * CONV_SM90_COUT; k++) ck_assert(h[k] == 0);
+  cudaFree(buf);
+  cudaFree(st);
+}
+END_TEST
+
+START_TEST(bad_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 1 << 20));
+  char err[256] = "";
+  conv_sm90_fwd_t a = {.n = 1, .h = 8, .w = 8, .cin = 32, .cout = 64, .x = buf,
+                       .weight = buf, .y = buf + 65536};
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64"), "%s", err);
+  a.cin = 64;
+  a.x = buf + 2;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "16-byte"), "%s", err);
+  a.x = buf;
+  a.scale = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  a.scale = NULL;
+  a.stats = (double *)(buf + 4096);
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess); /* nothing was queued */
+  cudaFree(buf);
+}
+END_TEST
+
+/* Whether device 0 can run the kernel, asked in a child process. */
+static int sm90_usable(char *why, size_t len)
+{
+  int fd[2];
+  if (pipe(fd) != 0) return snprintf(why, len, "pipe failed"), 0;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    char msg[256] = "";
+    int rc = conv_sm90_check(0, msg, sizeof msg);
+    ssize_t m = write(fd[1], msg, strlen(msg));
+    _exit(rc == 0 && m >= 0 ? 0 : 1);
+  }
+  close(fd[1]);
+  ssize_t got = pid > 0 ? read(fd[0], why, len - 1) : -1;
+  close(fd[0]);
+  why[got > 0 ? got : 0] = 0;
+  int status = 1;
+  if (pid > 0) waitpid(pid, &status, 0);
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static Suite *make_conv_sm90_suite(const suite_env_t *env)
+{
+  Suite *s = suite_create("conv_sm90");
+  if (!suite_gpu_cases(env, 1, 1, "the sm_90 convolution")) return s;
+  char why[256];
+  if (!sm90_usable(why, sizeof why)) {
+    printf("%s: not registered (SKIP): the sm_90 convolution: %s\n", env->name, why);
+    return s;
+  }
+  TCase *tc = SUITE_CASE(s, "sm90", odd_shapes, unet_shape, reruns_bitwise, empty_batch,
+                         bad_arguments);
+  tcase_set_timeout(tc, 300);
+  return s;
+}
+
+SUITE_MAIN("check_conv_sm90_cuda", make_conv_sm90_suite, SUITE_SOME_GPU)
