@@ -179,10 +179,12 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
 # without python3-torch).
+# A run's folder: the model every run ends with, the log that follows its run, runs that never
+# mix in one folder (runs/latest, --overwrite).
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh
+	tests/predict_torch.sh tests/user_runs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/user_runs.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
@@ -196,6 +198,11 @@ tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 # Damaged checkpoints for tests/fault_files.sh.
 tests_ckpt_craft_SOURCES = tests/ckpt_craft.c
 tests_ckpt_craft_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
+# A checkpoint's step and run record, and whether two hold the same training state (the shell
+# tests of resuming and restarting).
+check_PROGRAMS += tests/ckpt_look
+tests_ckpt_look_SOURCES = tests/ckpt_look.c
+tests_ckpt_look_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
 
 # ---- dev/: the step account's FLOP and byte arithmetic against hand-worked layers ----
 check_PROGRAMS += tests/check_account
