@@ -11,7 +11,8 @@
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
 #                resume_gpu.sh readme_env.sh
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
-#                fault_files.sh (with tests/ckpt_craft) fault_signal.sh
+#                fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh (with
+#                tests/ckpt_look, as the resume tests)
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
 #   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
@@ -191,6 +192,10 @@ EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/p
 check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
 TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
 	tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
+# --max-restarts: a killed rank, every rank started again from the last checkpoint to the same
+# weights as an uninterrupted run; a rank that dies on every start stops after N.
+TESTS += tests/restart.sh
+EXTRA_DIST += tests/restart.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
 	tests/fuzz/png_input.h tests/fuzz/segment_input.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
