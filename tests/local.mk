@@ -181,11 +181,13 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
 # without python3-torch).
 # A run's folder: the model every run ends with, the log that follows its run, runs that never
-# mix in one folder (runs/latest, --overwrite).
+# mix in one folder (runs/latest, --overwrite). shmddp-predict on a user's data: masks in the
+# training masks' values, every image read before anything is written, --keep-going.
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/user_runs.sh
+	tests/predict_torch.sh tests/user_runs.sh tests/predict_inputs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/user_runs.sh
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/user_runs.sh \
+	tests/predict_inputs.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
