@@ -249,6 +249,11 @@ fuzz-segment:
 	  FUZZ_CONFIG_DIR=$(abs_top_builddir) $(srcdir)/tests/fuzz/run.sh segment $(FUZZ_SECONDS); \
 	else echo "fuzz-segment: clang is not installed (apt-get install clang libclang-rt-14-dev)"; fi
 
+# ---- without Check: a build leaves `git status` clean (.gitignore covers every file the
+# makefiles build, in every configuration; SKIP outside a git checkout) ----
+TESTS += tests/gitignore.sh
+EXTRA_DIST += tests/gitignore.sh
+
 # ---- without Check: PyTorch as the oracle of one CPU training step (SKIP where python3 cannot
 # import torch), and across nodes over MPI (SKIP in a build without MPI) ----
 TESTS += tests/torch_oracle.sh tests/mpi.sh
