@@ -289,7 +289,9 @@ static const option_t options[OPT_COUNT] = {
                                 "end of the run and when stopped by SIGINT/SIGTERM or "
                                 "--stop-after; 0: only then (and as --max-restarts says)"},
     [OPT_RESUME] = {"resume", KIND_PATH, F(resume), .arg = "PATH", .section = SEC_OUTPUT,
-                    .help = "continue from a checkpoint, bit for bit, with the same settings"},
+                    .help = "continue from a checkpoint, bit for bit, with the same settings, "
+                            "and the log.jsonl of its run (found by the run's id); without --out "
+                            "in the checkpoint's folder"},
     [OPT_STOP_AFTER] = {"stop-after", KIND_LONG, F(stop_after), 0, 1000000000, .arg = "N",
                         .dflt = "0", .section = SEC_OUTPUT,
                         .help = "stop after step N with a checkpoint, as if interrupted (0: "
