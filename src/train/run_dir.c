@@ -98,13 +98,6 @@ static void folder_run_id(const char *dir, char id[CKPT_RUN_ID_HEX + 1])
   }
 }
 
-static int same_file(const char *a, const char *b)
-{
-  struct stat sa, sb;
-  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
-}
-
 /* mkdir -p, and a check that this user can write in the folder. */
 static int make_dirs(const char *path, char *err, size_t errlen)
 {
@@ -168,12 +161,8 @@ static int check_holder(train_job_t *job, const ckpt_run_t *resumed, char *err, 
   char files[512], id[CKPT_RUN_ID_HEX + 1], path[TRAIN_PATH_MAX + 32];
   if (run_files_in(c->out_dir, files, sizeof files) == 0) return 0;
   folder_run_id(c->out_dir, id);
-  if (resumed && (resumed->id[0]
-                      ? strcmp(resumed->id, id) == 0
-                      /* a checkpoint and folder of runs before ids: its own folder */
-                      : same_file(in_dir(c->out_dir, "checkpoint.ckpt", path, sizeof path),
-                                  c->resume)))
-    return 0;
+  /* the same run; or a checkpoint and a folder of runs before ids, which went on as then */
+  if (resumed && strcmp(resumed->id, id) == 0) return 0;
   if (c->overwrite) {
     job->out_replace = 1;
     snprintf(job->other_run, sizeof job->other_run, "%s", id);
