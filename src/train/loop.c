@@ -19,7 +19,7 @@
 #include "src/model/optim.h"
 #include "src/obs/progress.h"
 #include "src/obs/report_log.h"
-#include "src/obs/shquote.h"
+#include "src/obs/run_end.h"
 #include "src/obs/timeline.h"
 #include "src/train/batch_io.h"
 #include "src/train/ckpt_state.h"
@@ -484,42 +484,6 @@ static int validate_epoch(run_t *r, int epoch, char *err, size_t errlen)
   return 0;
 }
 
-/* The program `name` of this installation: beside the running trainer when it was started by a
- * path (./train in the build tree: ./shmddp-predict), else by its name (from PATH). */
-static void sibling_program(const char *program, const char *name, char *buf, size_t len)
-{
-  const char *slash = program ? strrchr(program, '/') : NULL;
-  if (slash) snprintf(buf, len, "%.*s/%s", (int)(slash - program), program, name);
-  else snprintf(buf, len, "%s", name);
-}
-
-/* Rank 0's last lines: where the model is, and the commands that use it, pasteable as printed
- * (every path quoted for the shell). */
-static void print_model(const run_t *r)
-{
-  const train_config_t *c = r->cfg;
-  char ckpt[TRAIN_PATH_MAX + 32], prog[TRAIN_PATH_MAX + 32], qc[3 * sizeof ckpt],
-      qp[3 * sizeof prog];
-  snprintf(ckpt, sizeof ckpt, "%s/checkpoint.ckpt", c->out_dir);
-  sibling_program(r->job->program, "shmddp-predict", prog, sizeof prog);
-  shquote(ckpt, qc, sizeof qc);
-  shquote(prog, qp, sizeof qp);
-  fprintf(r->out,
-          "train: the model (step %ld) is in %s\n"
-          "  predict: %s --checkpoint %s --images IMAGES --out MASKS\n"
-          "  export:  %s --checkpoint %s --export model.safetensors\n",
-          r->saved_step, qc, qp, qc, qp, qc);
-  fflush(r->out);
-}
-
-/* The restarts of every rank this run made (--max-restarts), one line each. */
-static void print_restarts(const run_t *r)
-{
-  for (int i = 0; i < r->job->nrestarts; i++)
-    fprintf(r->out, "train: restart %d of %d (--max-restarts) from step %ld: %s\n", i + 1,
-            r->cfg->max_restarts, r->job->restarts[i].step, r->job->restarts[i].reason);
-}
-
 /* The run's numbers into *res; rank 0 reports them and writes summary.json. */
 static int finish(run_t *r, int epochs_started, double t_start, char *err, size_t errlen)
 {
@@ -552,8 +516,8 @@ static int finish(run_t *r, int epochs_started, double t_start, char *err, size_
   int rc = e->ops->report(e, r->job, r->out, res, r->step - r->start.step, err, errlen);
   summary_print_classes(r->out, res);
   summary_print_result(r->out, res);
-  print_restarts(r);
-  print_model(r);
+  run_end_print(r->out, c->out_dir, r->saved_step, r->job->program, r->job->restarts,
+                r->job->nrestarts, c->max_restarts);
   char desc[1024];
   train_config_describe(c, desc, sizeof desc);
   if (rc == 0)
