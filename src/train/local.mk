@@ -1,6 +1,7 @@
 # src/train/: the `train` program (shmddp-train): the option table and the machine probe, the job
-# prepared before the ranks fork, the training loop and its two engines, the checkpoint file and
-# the training state saved in it, metrics -> libtrainer.a.
+# prepared before the ranks fork (its folder: run_dir.c), the launches and restarts, the training
+# loop and its two engines, the checkpoint file, the training state and the run's record saved
+# in it, metrics -> libtrainer.a.
 noinst_LIBRARIES += libtrainer.a
 libtrainer_a_CFLAGS = $(AM_CFLAGS) $(PNG_CFLAGS)
 libtrainer_a_SOURCES = \
