@@ -10,7 +10,8 @@
 #  - two runs never mix in one folder: without --out every run gets runs/YYYYMMDD-HHMMSS and
 #    runs/latest points at the newest (a folder there is refused, with what to do); an --out
 #    holding another run is refused with exit status 2 and nothing changed, also when --resume
-#    names another run's checkpoint, unless --overwrite: then nothing of the old run is left.
+#    names another run's checkpoint, unless --overwrite: then nothing of the old run is left
+#    (and --overwrite never removes the checkpoint --resume reads).
 set -u
 top=$(cd "${top_builddir:-.}" && pwd)
 train=$top/shmddp-train
@@ -107,6 +108,14 @@ check "--overwrite: the run goes ahead and says what it removed" '[ $rc -eq 0 ] 
 check "nothing of the old run is left" '[ -n "$new_id" ] && [ "$new_id" != "$old_id" ] && ! grep -q "$old_id" "$tmp/plain/log.jsonl" "$tmp/plain/summary.json" && [ ! -e "$tmp/plain/report.html" ] && [ ! -e "$tmp/plain/timeline-rank1.json" ]'
 check "the new run's files agree: log, checkpoint, summary" '[ "$(steps "$tmp/plain/log.jsonl")" = "1 2 3 4 5 6 " ] && [ "$(run_of "$tmp/plain/checkpoint.ckpt")" = "$new_id" ] && grep -q "\"run_id\": \"$new_id\"" "$tmp/plain/summary.json" && [ "$(step_of "$tmp/plain/checkpoint.ckpt")" = 6 ]'
 check "files that are no run's stay" '[ "$(cat "$tmp/plain/notes.txt")" = mine ]'
+# a folder whose checkpoint is another run's than its log: --overwrite would remove what
+# --resume reads
+mkdir "$tmp/mixed"
+cp "$tmp/every5/log.jsonl" "$tmp/part/checkpoint.ckpt" "$tmp/mixed/"
+before=$(snapshot "$tmp/mixed")
+"$train" $F --epochs 3 --resume "$tmp/mixed/checkpoint.ckpt" --overwrite --out "$tmp/mixed" > "$tmp/mixed.log" 2>&1
+rc=$?
+check "--overwrite of the checkpoint --resume reads: refused, exit 2, nothing removed" '[ $rc -eq 2 ] && grep -q "overwrite would remove .*which --resume reads" "$tmp/mixed.log" && [ "$(snapshot "$tmp/mixed")" = "$before" ]'
 if [ $fail -ne 0 ]; then
   for f in "$tmp"/*.log "$tmp"/w/*.log; do echo "--- $f"; tail -4 "$f"; done
 fi

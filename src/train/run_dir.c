@@ -153,6 +153,17 @@ static int choose_new(train_job_t *job, char *err, size_t errlen)
   return 0;
 }
 
+/* Whether the file at path is one of dir's that --overwrite removes. */
+static int removed_by_overwrite(const char *dir, const char *path)
+{
+  char copy[TRAIN_PATH_MAX];
+  snprintf(copy, sizeof copy, "%s", path);
+  struct stat a, b;
+  const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  return is_run_file(name, 1) && stat(dirname(copy), &a) == 0 && stat(dir, &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* A folder holding another run's files: refused, unless --resume continues that run or
  * --overwrite replaces it. */
 static int check_holder(train_job_t *job, const ckpt_run_t *resumed, char *err, size_t errlen)
@@ -163,6 +174,11 @@ static int check_holder(train_job_t *job, const ckpt_run_t *resumed, char *err, 
   folder_run_id(c->out_dir, id);
   /* the same run; or a checkpoint and a folder of runs before ids, which went on as then */
   if (resumed && strcmp(resumed->id, id) == 0) return 0;
+  if (c->overwrite && resumed && removed_by_overwrite(c->out_dir, c->resume))
+    return check_fail(err, errlen,
+                      "--overwrite would remove %s, which --resume reads (it belongs to another "
+                      "run than the files beside it); copy it out of %s first", c->resume,
+                      c->out_dir);
   if (c->overwrite) {
     job->out_replace = 1;
     snprintf(job->other_run, sizeof job->other_run, "%s", id);
