@@ -1,5 +1,7 @@
 /* check_checkpoint.c — checkpoint files: round trip, every kind of damage refused with a message,
- * and failed writes (disk full, unwritable directory) leave the previous checkpoint intact. */
+ * and failed writes (disk full, unwritable directory) leave the previous checkpoint intact; the
+ * run record (ckpt_run.h) round trip, a later version's read by its first fields, damage refused,
+ * and its absence (an earlier checkpoint) read as no record. */
 #include "config.h"
 
 #include <check.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/train/ckpt_file.h"
+#include "src/train/ckpt_run.h"
 #include "tests/fuzz/ckpt_input.h"
 #include "tests/suite_main.h"
 
@@ -185,6 +188,59 @@ START_TEST(unwritable_directory_is_reported)
 }
 END_TEST
 
+/* The run record: written, read back; a longer record (a later version appends fields) read by
+ * the fields it shares; a short or inconsistent one refused; none at all is no record. */
+START_TEST(run_record)
+{
+  ckpt_run_t run = {.classes = 3, .class_value = {100, 200, 2}}, back;
+  char err[256];
+  ck_assert_int_eq(ckpt_run_new_id(run.id, err, sizeof err), 0);
+  ck_assert(ckpt_run_is_id(run.id));
+  ck_assert(!ckpt_run_is_id("not-an-id"));
+  uint8_t rec[CKPT_RUN_MAX_BYTES + 8];
+  size_t n = ckpt_run_encode(&run, rec, sizeof rec);
+  ck_assert_uint_eq(n, 18 + 3);
+  ck_assert_int_eq(rec[0], CKPT_RUN_VERSION);
+  struct {
+    size_t count;
+    uint8_t version;
+    int ok;
+  } cases[] = {{.count = n, .version = 1, .ok = 1},
+               {.count = n + 5, .version = 2, .ok = 1}, /* a later version, longer */
+               {.count = n - 1, .version = 1, .ok = 0}, /* a class value cut off */
+               {.count = 10, .version = 1, .ok = 0},
+               {.count = n, .version = 0, .ok = 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rec[0] = cases[i].version;
+    ckpt_tensor_t t[2] = {{.name = "params", .dtype = CKPT_F32, .count = 1000, .data = weights},
+                          {.name = CKPT_RUN_TENSOR, .dtype = CKPT_U8, .count = cases[i].count,
+                           .data = rec}};
+    ck_assert_int_eq(ckpt_write(path, "cfg", t, 2, err, sizeof err), 0);
+    ckpt_t *c;
+    ck_assert_int_eq(ckpt_read(path, &c, err, sizeof err), 0);
+    int rc = ckpt_run_read(c, &back, err, sizeof err);
+    ckpt_free(c);
+    ck_assert_msg((rc == 0) == cases[i].ok, "case %zu: rc %d (%s)", i, rc, err);
+    if (!cases[i].ok) {
+      ck_assert_ptr_nonnull(strstr(err, "run record is damaged"));
+      continue;
+    }
+    ck_assert_str_eq(back.id, run.id);
+    ck_assert_int_eq(back.classes, 3);
+    ck_assert_int_eq(memcmp(back.class_value, run.class_value, 3), 0);
+  }
+  write_good("cfg"); /* no record: an earlier version's checkpoint */
+  ckpt_t *c;
+  ck_assert_int_eq(ckpt_read(path, &c, err, sizeof err), 0);
+  ck_assert_int_eq(ckpt_run_read(c, &back, err, sizeof err), 0);
+  ckpt_free(c);
+  ck_assert_str_eq(back.id, "");
+  ck_assert_int_eq(back.classes, 0);
+  ckpt_run_t bad = {.id = "xyz", .classes = 3};
+  ck_assert_uint_eq(ckpt_run_encode(&bad, rec, sizeof rec), 0); /* nothing written for it */
+}
+END_TEST
+
 /* Inputs the fuzzer kept (tests/fuzz/regress_checkpoint): each is accepted or refused with a
  * message, never a crash (this suite also runs under --enable-sanitizers). */
 START_TEST(fuzz_regressions)
@@ -231,7 +287,7 @@ static Suite *checkpoint_suite(const suite_env_t *env)
   Suite *s = suite_create("checkpoint");
   TCase *tc = SUITE_CASE(s, "format", round_trip, corruption_is_refused, truncation_is_refused,
                          disk_full_keeps_previous, unwritable_directory_is_reported,
-                         fuzz_regressions);
+                         fuzz_regressions, run_record);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   return s;

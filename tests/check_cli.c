@@ -210,6 +210,29 @@ START_TEST(test_values_accepted)
   ck_assert_int_eq(c.grad_comm_bf16, 1);
   ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--grad-comm", "f32", (char *)NULL), 0);
   ck_assert_int_eq(c.grad_comm_bf16, 0);
+  /* --mask-map: each class is written back as the first value mapped to it, else as itself */
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--data", dir, "--classes", "3",
+                         "--mask-map", "255:1,128:1,7:0", (char *)NULL), 0);
+  ck_assert_int_eq(c.mask_map[255], 1);
+  ck_assert_int_eq(c.mask_map[7], 0);
+  ck_assert_int_eq(c.class_value[0], 7);
+  ck_assert_int_eq(c.class_value[1], 255);
+  ck_assert_int_eq(c.class_value[2], 2);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, (char *)NULL), 0);
+  for (int k = 0; k < 256; k++) ck_assert_int_eq(c.class_value[k], k);
+  /* no --out: train_job_open chooses the folder; --max-restarts without --save-every saves
+   * at every epoch's end, not with one */
+  ck_assert_str_eq(c.out_dir, "");
+  ck_assert_int_eq(c.save_auto, 0);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--max-restarts", "3", "--overwrite",
+                         (char *)NULL), 0);
+  ck_assert_int_eq(c.max_restarts, 3);
+  ck_assert_int_eq(c.overwrite, 1);
+  ck_assert_int_eq(c.save_auto, 1);
+  ck_assert_int_eq(parse(&c, &cpu_box, err, sizeof err, "--max-restarts", "3", "--save-every",
+                         "7", (char *)NULL), 0);
+  ck_assert_int_eq(c.save_auto, 0);
+  ck_assert_int_eq(c.save_every, 7);
   rmdir(dir);
 }
 END_TEST
@@ -299,6 +322,11 @@ START_TEST(test_bad_combinations)
   /* DataParallel: per-replica BatchNorm only; checkpoints and traces are DDP's */
   REJECT(&cpu_box, "--sync-bn on", "--mode", "dp", "--sync-bn", "on");
   REJECT(&cpu_box, "--mode dp", "--mode", "dp", "--save-every", "5");
+  REJECT(&cpu_box, "--mode dp", "--mode", "dp", "--max-restarts", "1");
+  /* restarts need checkpoints along the way; under mpirun the job is mpirun's */
+  REJECT(&cpu_box, "--max-restarts", "--max-restarts", "1", "--save-every", "0");
+  REJECT(&cpu_box, "--max-restarts", "--max-restarts", "101");
+  REJECT(&mpi_box, "--max-restarts", "--max-restarts", "1");
   REJECT(&cpu_box, "--mode ddp", "--mode", "dp", "--grad-comm", "bf16"); /* no all-reduce */
   REJECT(&mpi_box, "one machine", "--grad-comm", "bf16");
   ck_assert_int_eq(parse(&c0, &mpi_box, err0, sizeof err0, (char *)NULL), 0); /* mpirun alone: fine */
@@ -339,7 +367,8 @@ START_TEST(test_help_lists_every_flag)
     "--bucket-mb", "--accum-steps", "--drop-last", "--save-every", "--resume", "--timeout",
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
     "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
-    "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", NULL};
+    "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", "--max-restarts",
+    "--overwrite", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

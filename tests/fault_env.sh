@@ -17,7 +17,7 @@ RUN="$SHORT --nproc 2 --workers 0 --steps 100000 --epochs 100000"
 
 # --- a stalled rank: the collective timeout names it, the run ends -------------------------
 for trial in 1 2; do
-  start "$tmp/stall.log" $RUN --timeout 1 --out "$tmp/stall"
+  start "$tmp/stall.log" $RUN --timeout 1 --out "$tmp/stall$trial"
   pids=$(ranks 2) || { bad "stall: ranks did not start"; kill -9 $launcher; continue; }
   r=$((trial - 1)) # rank 0, then rank 1
   rand 4; k=$((R + 1)) # stall after a random step (an event: rank 0 printed it)

@@ -25,7 +25,7 @@ for t in $(seq "$trials"); do
   rand 2; workers=$R
   rand 10; mode=$R             # 0-4 random moment, 5-7 inside a collective, 8 at fork, 9 launcher
   start "$tmp/log" $SHORT --nproc $nproc --workers $workers --steps 100000 --epochs 100000 \
-    --out "$tmp/out"
+    --out "$tmp/out$t" # a folder per trial: one holding another run is refused
   pids=$(ranks $nproc) || { bad "trial $t: $nproc ranks did not start"; cat "$tmp/log"; kill -9 $launcher; continue; }
   rand $nproc; vi=$((R + 1))
   victim=$(echo $pids | cut -d' ' -f$vi)

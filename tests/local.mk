@@ -12,7 +12,8 @@
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
 #                resume_gpu.sh readme_env.sh
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
-#                fault_files.sh (with tests/ckpt_craft) fault_signal.sh
+#                fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh (with
+#                tests/ckpt_look, as the resume tests)
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
 #   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
@@ -206,16 +207,24 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
 # without python3-torch).
+# A run's folder: the model every run ends with, the log that follows its run, runs that never
+# mix in one folder (runs/latest, --overwrite). shmddp-predict on a user's data: masks in the
+# training masks' values, every image read before anything is written, --keep-going.
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh
+	tests/predict_torch.sh tests/user_runs.sh tests/predict_inputs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/user_runs.sh \
+	tests/predict_inputs.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
 check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
 TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
 	tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
+# --max-restarts: a killed rank, every rank started again from the last checkpoint to the same
+# weights as an uninterrupted run; a rank that dies on every start stops after N.
+TESTS += tests/restart.sh
+EXTRA_DIST += tests/restart.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
 	tests/fuzz/png_input.h tests/fuzz/segment_input.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
@@ -223,6 +232,11 @@ tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 # Damaged checkpoints for tests/fault_files.sh.
 tests_ckpt_craft_SOURCES = tests/ckpt_craft.c
 tests_ckpt_craft_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
+# A checkpoint's step and run record, and whether two hold the same training state (the shell
+# tests of resuming and restarting).
+check_PROGRAMS += tests/ckpt_look
+tests_ckpt_look_SOURCES = tests/ckpt_look.c
+tests_ckpt_look_LDADD = libtrainer.a libobs.a $(SHMDDP_LIBS)
 
 # ---- dev/: the step account's FLOP and byte arithmetic against hand-worked layers ----
 check_PROGRAMS += tests/check_account
@@ -261,6 +275,11 @@ fuzz-segment:
 	@if command -v clang >/dev/null 2>&1; then \
 	  FUZZ_CONFIG_DIR=$(abs_top_builddir) $(srcdir)/tests/fuzz/run.sh segment $(FUZZ_SECONDS); \
 	else echo "fuzz-segment: clang is not installed (apt-get install clang libclang-rt-14-dev)"; fi
+
+# ---- without Check: a build leaves `git status` clean (.gitignore covers every file the
+# makefiles build, in every configuration; SKIP outside a git checkout) ----
+TESTS += tests/gitignore.sh
+EXTRA_DIST += tests/gitignore.sh
 
 # ---- without Check: PyTorch as the oracle of one CPU training step (SKIP where python3 cannot
 # import torch), and across nodes over MPI (SKIP in a build without MPI) ----

@@ -6,6 +6,7 @@
 #     check_ddp's tolerance, the same bits on every rank and on a rerun.
 #  2. shmddp-train under mpirun trains as the forked launcher's 4 ranks on one node: the same
 #     losses, validation and step count.
+#     The README's mpirun line (<!-- mpi-command -->) runs as written, as root too.
 #  3. A SIGKILLed MPI rank (node 1's first rank, then node 0's second) ends the whole job within
 #     5 s, non-zero, the rank named (by mpirun: "process rank R ... exited on signal 9", or by
 #     its node peer: "rank l (pid P) was killed"), no rank left running, and nothing in /dev/shm
@@ -53,6 +54,23 @@ else
   bad "results differ: mpirun: $(tr '\n' ' ' < "$tmp/mpi.res") / launcher: $(tr '\n' ' ' < "$tmp/one.res")"
 fi
 
+echo "== 2b. the README's mpirun line, as written (as root without the environment switches)"
+line=$(sed -n '/<!-- mpi-command -->/,/^```$/p' "${srcdir:-.}/README.md" | sed -n '/^```sh$/,/^```$/p' | sed '1d;$d')
+case $line in
+  mpirun*" ./shmddp-train "*)
+    cmd=$(printf '%s' "$line" | sed "s|\./shmddp-train|$train|")
+    # shellcheck disable=SC2086
+    (unset OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM; eval "$cmd \$ARGS --out \"\$tmp/readme\"") \
+      > "$tmp/readme.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "2 nodes x 2 ranks over MPI" "$tmp/readme.log"; then
+      echo "ok: $line (and this test's short settings)"
+    else
+      bad "the README's line failed (exit $rc): $line"; tail -8 "$tmp/readme.log"
+    fi ;;
+  *) bad "README.md: no mpirun line running ./shmddp-train after <!-- mpi-command -->" ;;
+esac
+
 echo "== 3. a SIGKILLed MPI rank ends the job"
 # rank_pid R: the pid of MPI rank R among mpirun's children (from its environment).
 rank_pid() {
@@ -66,7 +84,7 @@ for trial in "2 3" "1 5"; do
   set -- $trial
   victim_rank=$1 step=$2
   # shellcheck disable=SC2086
-  $MPIRUN "$train" $ARGS --ranks-per-node 2 --steps 100000 --epochs 100000 --out "$tmp/kill" \
+  $MPIRUN "$train" $ARGS --ranks-per-node 2 --steps 100000 --epochs 100000 --out "$tmp/kill$victim_rank" \
     > "$tmp/kill.log" 2>&1 &
   job=$!
   wait_for four_ranks

@@ -10,11 +10,14 @@
 #  - a straight run today reports the same losses as the earlier trainer (training unchanged);
 #  - resuming the earlier trainer's checkpoint gives today's straight run bit for bit (the same
 #    final checkpoint: weights, momentum, statistics, position);
-#  - today's checkpoint at step 6 is byte for byte the earlier trainer's (the format did not
-#    grow or change), and resuming it gives the straight run too (round trip).
+#  - today's checkpoint at step 6 holds the earlier trainer's tensors byte for byte (the format
+#    did not change; it grew by the run record alone, ckpt_run.h), and resuming it gives the
+#    straight run too (round trip).
+# Checkpoints are compared by tests/ckpt_look: the same settings and tensors, run ids aside.
 set -u
 srcdir=${srcdir:-.}
 train=${top_builddir:-.}/shmddp-train
+look=${top_builddir:-.}/tests/ckpt_look
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 F="--device cpu --nproc 2 --widths 4,6,10 --classes 3 --image-size 16 --steps 12 --train-size 32 --val-size 8 --batch-size 2 --epochs 2 --workers 0"
@@ -31,13 +34,14 @@ check "the same losses as the trainer before the padded layout" \
 
 "$train" $F --save-every 12 --resume "$old" --out "$tmp/from_old" > "$tmp/from_old.log" 2>&1
 check "a checkpoint of the earlier layout resumes" 'grep -q "^result: steps=12" "$tmp/from_old.log"'
-check "and continues bit for bit" 'cmp -s "$tmp/straight/checkpoint.ckpt" "$tmp/from_old/checkpoint.ckpt"'
+check "and continues bit for bit" '"$look" "$tmp/straight/checkpoint.ckpt" "$tmp/from_old/checkpoint.ckpt"'
 check "with the same losses" '[ "$(losses "$tmp/straight.log")" = "$(losses "$tmp/from_old.log")" ]'
 
 "$train" $F --stop-after 6 --out "$tmp/part" > "$tmp/part.log" 2>&1
-check "today's checkpoint is byte for byte the earlier one" 'cmp -s "$old" "$tmp/part/checkpoint.ckpt"'
+check "today's checkpoint holds the earlier one's tensors byte for byte" '"$look" "$old" "$tmp/part/checkpoint.ckpt"'
+check "and the run record besides (the earlier one has none)" '"$look" "$old" | grep -q " run=- classes=0 " && "$look" "$tmp/part/checkpoint.ckpt" | grep -q " run=[0-9a-f]\{32\} classes=3 values=0,1,2$"'
 "$train" $F --save-every 12 --resume "$tmp/part/checkpoint.ckpt" --out "$tmp/again" > "$tmp/again.log" 2>&1
-check "today's checkpoint round-trips bit for bit" 'cmp -s "$tmp/straight/checkpoint.ckpt" "$tmp/again/checkpoint.ckpt"'
+check "today's checkpoint round-trips bit for bit" '"$look" "$tmp/straight/checkpoint.ckpt" "$tmp/again/checkpoint.ckpt"'
 if [ $fail -ne 0 ]; then
   for f in straight from_old part again; do echo "--- $f"; tail -3 "$tmp/$f.log"; done
 fi

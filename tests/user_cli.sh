@@ -2,8 +2,9 @@
 # What shmddp-train tells a user before it starts (CPU ranks): an --out folder this user cannot
 # write is refused before the fork (exit 2, one line from the launcher, nothing created), checked
 # as another user; --progress: lines in a file by default, the bar only when asked, off keeps the
-# other lines; --version names configure's version and the git commit it was built from; a
-# mistyped flag gets the flag it resembles.
+# other lines; --version names configure's version and the git commit it was built from, also
+# tools/report's in the build tree (the script itself); every program's --help names it as
+# installed (shmddp-NAME); a mistyped flag gets the flag it resembles.
 set -u
 train=${top_builddir:-.}/shmddp-train
 tmp=$(mktemp -d)
@@ -45,6 +46,17 @@ check "--version: exit 0, configure's version" '[ $rc -eq 0 ] && grep -q "^shmdd
 if commit=$(git -C "${srcdir:-.}" rev-parse --short=12 HEAD 2>/dev/null); then
   check "--version: the git commit built from" 'grep -q "(git $commit)" "$tmp/v.log"'
 fi
+if command -v python3 > /dev/null 2>&1; then
+  "${srcdir:-.}/tools/report" --version > "$tmp/rv.log" 2>&1
+  check "tools/report --version in the tree: configure's version" 'grep -q "^shmddp-report $version" "$tmp/rv.log"'
+  if [ "$(cd "${srcdir:-.}" && pwd)" = "$(cd "${top_builddir:-.}" && pwd)" ] && [ -n "${commit:-}" ]; then
+    check "tools/report --version: the commit of the build beside it" 'grep -q "(git $commit)" "$tmp/rv.log"'
+  fi
+fi
+for p in shmddp-train shmddp-predict shmddp-doctor shmddp-allreduce-bench shmddp-compare; do
+  "${top_builddir:-.}/$p" --help > "$tmp/h.log" 2>&1
+  check "$p --help: usage names $p" 'grep -q "^usage: $p " "$tmp/h.log"'
+done
 "$train" --batchsize 4 > "$tmp/d.log" 2>&1
 rc=$?
 check "a mistyped flag: exit 2, did you mean" '[ $rc -eq 2 ] && grep -q "unknown option .--batchsize.; did you mean --batch-size?" "$tmp/d.log"'

@@ -1,9 +1,11 @@
 #!/bin/sh
 # What a user with a folder of PNG masks sees (CPU ranks): masks saved as 0/255 (255 is the
-# ignore label) are refused before any rank starts, with the fix named, and nothing is created;
-# --mask-map 255:1 trains them, the scan's pixel counts per label are printed at start and are
+# ignore label) are refused before any rank starts, with the fix named (--classes 2 too when
+# the run asks for other than 2 classes, so that the fix followed as printed trains a binary
+# model), and nothing is created; --mask-map 255:1 trains them, the scan's pixel counts per label are printed at start and are
 # exact in summary.json; a class absent from the validation labels is reported absent, and the
-# mIoU says over which classes it was taken; --ignore-label is checked against --classes.
+# mIoU says over which classes it was taken; --ignore-label is checked against --classes; the
+# settings line gives the validation split's size as made (10 % of the names by default).
 set -u
 train=${top_builddir:-.}/shmddp-train
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
@@ -46,6 +48,17 @@ check "0/255 masks refused with exit status 2" '[ $rc -eq 2 ]'
 check "the message names the fix" 'grep -q -- "--mask-map 255:1" "$tmp/r1.log" && grep -q "only 0 and 255" "$tmp/r1.log"'
 check "one line, from the launcher (no rank started)" '[ $(wc -l < "$tmp/r1.log") -eq 1 ] && ! grep -q "rank" "$tmp/r1.log"'
 check "nothing created" '[ ! -e "$tmp/out1" ]'
+
+G=$(echo "$F" | sed 's/ --classes 2//')
+"$train" $G --out "$tmp/out1b" > "$tmp/r1b.log" 2>&1
+rc=$?
+check "with the default 4 classes: refused, the fix says --classes 2 too" '[ $rc -eq 2 ] && grep -q -- "give --mask-map 255:1 --classes 2 (--classes is 4 now)" "$tmp/r1b.log"'
+fix=$(grep -o -- "--mask-map 255:1 --classes 2" "$tmp/r1b.log")
+"$train" $G $fix --out "$tmp/out1c" > "$tmp/r1c.log" 2>&1
+rc=$?
+check "the fix as printed trains a model of 2 classes" '[ $rc -eq 0 ] && grep -q "classes=2 " "$tmp/r1c.log" && grep -q "miou_classes=2/2" "$tmp/r1c.log"'
+"$train" $(echo "$F" | sed 's/ --val-size 2//') --mask-map 255:1 --out "$tmp/out1d" > "$tmp/r1d.log" 2>&1
+check "without --val-size: the settings line says the split made (1 of 10 images)" 'grep -q "9 training / 1 validation samples" "$tmp/r1d.log" && grep -q " val_size=1 " "$tmp/r1d.log"'
 
 "$train" $F --mask-map 255:1 --out "$tmp/out2" > "$tmp/r2.log" 2>&1
 rc=$?

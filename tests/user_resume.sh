@@ -1,8 +1,8 @@
 #!/bin/sh
 # Resuming as a user does (CPU ranks): a refused resume (other settings, a damaged file, a run
 # shorter than the checkpoint) says so in one line from one process, exits 2 and changes nothing
-# in --out; a resumed run continues the checkpoint folder's log.jsonl, so it holds every step of
-# the run once and in order, also when the run had crashed past its last checkpoint; --epochs may
+# in --out; a resumed run continues its run's log.jsonl, so it holds every step of the run once
+# and in order, also when the run had crashed past its last checkpoint; --epochs may
 # grow on --resume: warm-up as before, cosine decay over the new length, the same learning rate
 # at every step as a run planned that long from the start; tools/report warns about an empty or
 # truncated log.
@@ -46,23 +46,25 @@ check "and a validation after each epoch, once" '[ "$(grep -o "\"type\": \"val\"
 "$train" $F --epochs 2 --out "$tmp/long" > "$tmp/f.log" 2>&1
 check "the schedule over the new length: the same learning rates as a 2-epoch run" '[ "$(lrs "$tmp/run/log.jsonl" 6)" = "$(lrs "$tmp/long/log.jsonl" 6)" ]'
 
-# a crash after step 12 whose last checkpoint was at step 6: the folder holds the log up to 12
-mkdir "$tmp/crash"
-cp "$tmp/long/log.jsonl" "$tmp/crash/"
-printf '{"type": "step", "step": 13, "epo' >> "$tmp/crash/log.jsonl" # killed mid-write
+# a crash after step 12 whose last checkpoint was at step 6: the folder holds the run's log up
+# to 12 (and a line cut short) beside its step-6 checkpoint
 "$train" $F --epochs 2 --stop-after 6 --out "$tmp/six" > /dev/null 2>&1
-cp "$tmp/six/checkpoint.ckpt" "$tmp/crash/"
-head -n 6 "$tmp/crash/log.jsonl" > "$tmp/first6"
+"$train" $F --epochs 2 --stop-after 6 --out "$tmp/crash" > /dev/null 2>&1
+cp "$tmp/crash/checkpoint.ckpt" "$tmp/crash6.ckpt"
+"$train" $F --epochs 2 --resume "$tmp/crash/checkpoint.ckpt" --out "$tmp/crash" > /dev/null 2>&1
+cp "$tmp/crash6.ckpt" "$tmp/crash/checkpoint.ckpt"
+printf '{"type": "step", "step": 13, "epo' >> "$tmp/crash/log.jsonl" # killed mid-write
+head -n 7 "$tmp/crash/log.jsonl" > "$tmp/first6" # the run's line and steps 1-6
 "$train" $F --epochs 2 --resume "$tmp/crash/checkpoint.ckpt" --out "$tmp/crash" > "$tmp/g.log" 2>&1
 rc=$?
 check "after a crash: every step once, in order" '[ $rc -eq 0 ] && [ "$(steps "$tmp/crash/log.jsonl")" = "1 2 3 4 5 6 7 8 9 10 11 12 " ]'
-check "steps up to the checkpoint kept as they were written" '[ "$(head -n 6 "$tmp/crash/log.jsonl")" = "$(cat "$tmp/first6")" ]'
+check "steps up to the checkpoint kept as they were written" '[ "$(head -n 7 "$tmp/crash/log.jsonl")" = "$(cat "$tmp/first6")" ]'
 check "resumed into another folder: that log holds the whole run too" '"$train" $F --epochs 2 --resume "$tmp/six/checkpoint.ckpt" --out "$tmp/other" > /dev/null 2>&1 && [ "$(steps "$tmp/other/log.jsonl")" = "1 2 3 4 5 6 7 8 9 10 11 12 " ]'
 
 if command -v python3 > /dev/null 2>&1; then
   python3 "$report" "$tmp/run" > "$tmp/r1.log" 2>&1
   check "report of a whole log: no warning" '! grep -q "warning" "$tmp/r1.log"'
-  sed -i '1,3d' "$tmp/run/log.jsonl"
+  sed -i '2,4d' "$tmp/run/log.jsonl" # steps 1-3 (line 1 names the run)
   python3 "$report" "$tmp/run" > "$tmp/r2.log" 2>&1
   check "report warns about a truncated log" 'grep -q "warning: .*log.jsonl starts at step 4" "$tmp/r2.log"'
   : > "$tmp/run/log.jsonl"

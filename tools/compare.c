@@ -33,10 +33,11 @@ typedef struct {
 static void usage(FILE *f)
 {
   fprintf(f,
-"usage: compare --out DIR --case NAME='train flags' [--case ...] [--modes dp,ddp,ddp-syncbn]\n"
-"               [--train PATH] [--work DIR] [--table FILE] [--skip N] [--title TEXT]\n"
-"               [--run-timeout S]\n"
-"Runs `train FLAGS --mode M --out WORK/NAME-M` for every case and mode, one after another,\n"
+"usage: shmddp-compare --out DIR --case NAME='train flags' [--case ...]\n"
+"                      [--modes dp,ddp,ddp-syncbn] [--train PATH] [--work DIR] [--table FILE]\n"
+"                      [--skip N] [--title TEXT] [--run-timeout S]\n"
+"Runs `train FLAGS --mode M --out WORK/NAME-M --overwrite` for every case and mode, one after\n"
+"another (a run of an earlier comparison there is replaced),\n"
 "then writes DIR/FILE (default compare.tsv) and DIR/{throughput,step_time,memory}.svg.\n"
 "  --train PATH   the train program (default: shmddp-train beside this program)\n"
 "  --work DIR     where the runs' own output goes (default: DIR/runs)\n"
@@ -66,6 +67,7 @@ static int run_train(const char *train, const cmp_case_t *c, const char *mode, c
   }
   argv[argc++] = "--out";
   argv[argc++] = (char *)out;
+  argv[argc++] = "--overwrite"; /* WORK/NAME-M is this tool's: an earlier comparison's run goes */
   argv[argc] = NULL;
   char logpath[1300];
   snprintf(logpath, sizeof logpath, "%s/train.log", out);

@@ -409,13 +409,16 @@ static int check_foreground(const data_set_t *train, const char *dir, const data
   double fg = 0;
   for (int v = 1; v < o->classes; v++) fg += train->label_pixels[v];
   if (fg > 0 || train->label_pixels[o->ignore_label] == 0) return 0;
+  char two[64] = ""; /* binary masks train a model of two classes */
+  if (o->classes != 2)
+    snprintf(two, sizeof two, " --classes 2 (--classes is %d now)", o->classes);
   return check_fail(err, errlen,
                     "%s/masks: the training masks hold only 0 and %d, and %d marks pixels to "
                     "ignore (--ignore-label), so no pixel of any class but 0 would be trained "
                     "on; if %d is your foreground (binary masks saved as 0/%d), give "
-                    "--mask-map %d:1",
+                    "--mask-map %d:1%s",
                     dir, o->ignore_label, o->ignore_label, o->ignore_label, o->ignore_label,
-                    o->ignore_label);
+                    o->ignore_label, two);
 }
 
 int data_open_png_dir(data_set_t **train, data_set_t **val, const char *dir, int classes,

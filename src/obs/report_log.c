@@ -6,9 +6,13 @@
 #include "src/obs/outfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "src/check.h"
 
 struct report_log {
   FILE *f;
@@ -34,7 +38,33 @@ void report_json_number(FILE *f, double v)
   else fputs("null", f);
 }
 
-int report_log_open(report_log_t **out, const char *dir, char *err, size_t errlen)
+/* The first line: the run this log belongs to. */
+static int run_line(FILE *f, const char *run_id)
+{
+  fputs("{\"type\": \"run\", \"run_id\": ", f);
+  report_json_string(f, run_id);
+  fputs("}\n", f);
+  return fflush(f) == 0 ? 0 : -1;
+}
+
+int report_log_run_id(const char *path, char *id, size_t idlen)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[256];
+  int found = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  static const char head[] = "{\"type\": \"run\", \"run_id\": \"";
+  if (!found || strncmp(line, head, sizeof head - 1) != 0) return 0;
+  const char *p = line + sizeof head - 1;
+  size_t n = strspn(p, "0123456789abcdef");
+  if (n == 0 || p[n] != '"' || n >= idlen) return 0;
+  snprintf(id, idlen, "%.*s", (int)n, p);
+  return 1;
+}
+
+int report_log_open(report_log_t **out, const char *dir, const char *run_id, char *err,
+                    size_t errlen)
 {
   *out = NULL;
   char path[2048];
@@ -45,27 +75,33 @@ int report_log_open(report_log_t **out, const char *dir, char *err, size_t errle
     free(l);
     return -1;
   }
+  if (run_line(l->f, run_id) != 0) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    report_log_close(l);
+    return -1;
+  }
   *out = l;
   return 0;
 }
 
-/* Whether a log line (a whole record) belongs before a resume at last_step. */
+/* Whether a log line (a whole record) belongs before a resume at last_step (the run's own line
+ * is written afresh). */
 static int keep_record(const char *line, long last_step)
 {
   const char *s = strstr(line, "\"step\": ");
-  if (!s) return 0;
+  if (!s || strncmp(line, "{\"type\": \"run\"", 15) == 0) return 0;
   long step = strtol(s + 8, NULL, 10);
   return strstr(line, "\"type\": \"val\"") ? step < last_step : step <= last_step;
 }
 
 int report_log_continue(report_log_t **out, const char *dir, const char *from_log,
-                        long last_step, char *err, size_t errlen)
+                        long last_step, const char *run_id, char *err, size_t errlen)
 {
   *out = NULL;
   char path[2048], tmp[2100];
   snprintf(path, sizeof path, "%s/log.jsonl", dir);
   FILE *in = fopen(from_log, "r");
-  if (!in) return report_log_open(out, dir, err, errlen);
+  if (!in) return report_log_open(out, dir, run_id, err, errlen);
   /* The new log is written beside the old one (outfile.h: a random name, O_EXCL, 0600), then
    * renamed over it. */
   FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
@@ -78,6 +114,7 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
+  run_line(f, run_id);
   while ((n = getline(&line, &cap, in)) > 0)
     if (line[n - 1] == '\n' && keep_record(line, last_step)) fputs(line, f);
   free(line);
@@ -143,6 +180,31 @@ int report_log_step(report_log_t *l, const report_step_t *s)
   fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
   if (s->extra && s->extra[0]) fprintf(f, ", %s", s->extra);
   return finish(l);
+}
+
+int report_log_restart(const char *dir, const char *run_id, long step, int number,
+                       const char *reason, char *err, size_t errlen)
+{
+  char path[2048];
+  snprintf(path, sizeof path, "%s/log.jsonl", dir);
+  report_log_t *l = NULL;
+  int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    CHECK(report_log_open(&l, dir, run_id, err, errlen));
+  } else if (fd < 0) {
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  } else if (!(l = calloc(1, sizeof *l)) || !(l->f = fdopen(fd, "a"))) {
+    close(fd);
+    free(l);
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  }
+  FILE *f = l->f;
+  fprintf(f, "{\"type\": \"restart\", \"step\": %ld, \"restart\": %d, \"reason\": ", step,
+          number);
+  report_json_string(f, reason);
+  int rc = finish(l);
+  report_log_close(l);
+  return rc == 0 ? 0 : check_fail(err, errlen, "%s: write failed (disk full?)", path);
 }
 
 int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_json)

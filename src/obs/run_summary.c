@@ -14,6 +14,7 @@
 
 #include "shmddp.h"
 #include "src/check.h"
+#include "src/obs/shquote.h"
 #include "src/device/device.h"
 #include "src/obs/nvml_dl.h"
 
@@ -222,8 +223,10 @@ void run_summary_print(const run_summary_t *s, FILE *f, const train_result_t *re
   }
   if (timeline && timeline[0])
     fprintf(f, "  timeline: %s (one per rank; open in https://ui.perfetto.dev)\n", timeline);
-  if (out_dir)
+  if (out_dir) {
+    char q[3 * 1024 + 8];
     fprintf(f, "  report: shmddp-report %s (writes %s/report.html; in the build tree: "
-            "tools/report)\n", out_dir, out_dir);
+            "tools/report)\n", shquote(out_dir, q, sizeof q), out_dir);
+  }
   fflush(f);
 }

@@ -127,7 +127,16 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
     if (i) fputs(", ", f);
     report_json_number(f, r->peak_mib[i]);
   }
-  fputs("],\n  \"config\": ", f);
+  fputs("],\n  \"restarts\": [", f);
+  for (int i = 0; i < r->nrestarts; i++) {
+    fprintf(f, "%s{\"step\": %ld, \"reason\": ", i ? ", " : "", r->restarts[i].step);
+    report_json_string(f, r->restarts[i].reason);
+    fputc('}', f);
+  }
+  fputs("],\n  \"run_id\": ", f);
+  if (r->run_id) report_json_string(f, r->run_id);
+  else fputs("null", f);
+  fputs(",\n  \"config\": ", f);
   report_json_string(f, config ? config : "");
   if (memory_json) fprintf(f, ",\n  \"memory\": %s", memory_json);
   fputs("\n}\n", f);

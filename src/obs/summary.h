@@ -11,6 +11,12 @@
 
 #define SUMMARY_MAX_CLASSES 256
 
+/* A restart of every rank after one died (--max-restarts). */
+typedef struct {
+  long step;        /* the checkpoint's step it started from (0: the beginning) */
+  char reason[512]; /* what happened to the rank (the launcher's message) */
+} summary_restart_t;
+
 typedef struct {
   long steps, epochs;     /* optimizer steps taken; epochs started */
   int world;
@@ -28,6 +34,9 @@ typedef struct {
   int labels_counted;
   double label_pixels[2][SUMMARY_MAX_CLASSES], ignored_pixels[2];
   double peak_mib[SHMDDP_MAX_RANKS]; /* per rank (device): peak of its memory ledger */
+  const char *run_id;                /* the run's id (ckpt_run.h), or NULL */
+  const summary_restart_t *restarts; /* the run's restarts so far, in order */
+  int nrestarts;
 } train_result_t;
 
 /* "result: steps=... images_per_s=... train_loss=... val_loss=... val_miou=... val_acc=...";

@@ -1,7 +1,8 @@
 /* main.c — shmddp-predict: a training checkpoint + a folder of PNG images -> PNG masks (and
  * colour overlays, and raw scores), on the CPU or a GPU, batch-wise; or the checkpoint's weights
  * exported to safetensors for PyTorch. Everything is checked before any work: the checkpoint
- * (every CRC), the folders, the device. Exit status 2: bad flags or files, nothing was done. */
+ * (every CRC), the folders, the device, every image (decoded whole). Exit status 2: bad flags or
+ * files, nothing was done; 1: a failure on the way, or --keep-going skipped images. */
 #include "config.h"
 
 #include <errno.h>
@@ -24,8 +25,10 @@ static void usage(FILE *f)
           "usage: shmddp-predict --checkpoint FILE --images DIR --out DIR [options]\n"
           "       shmddp-predict --checkpoint FILE --export FILE.safetensors\n"
           "The network a shmddp-train checkpoint holds, on a folder of PNG images: per image\n"
-          "NAME.png a mask NAME.png in --out (the predicted class of every pixel), and\n"
-          "NAME.overlay.png (the classes' colours blended into the image).\n\n"
+          "NAME.png a mask NAME.png in --out (the predicted class of every pixel, in the values\n"
+          "the training masks held: with --mask-map 255:1, class 1 is 255), and\n"
+          "NAME.overlay.png (the classes' colours blended into the image). Every image is read\n"
+          "before anything is written: one that cannot be is named, and nothing is written.\n\n"
           "  --checkpoint FILE   a checkpoint of shmddp-train (--save-every, --stop-after)\n"
           "  --images DIR        the *.png images (any size; RGB, gray or palette)\n"
           "  --out DIR           where the outputs go (created if missing)\n"
@@ -33,6 +36,9 @@ static void usage(FILE *f)
           "  --batch-size B      images per batch, 1..32 (of one size); default: 8\n"
           "  --overlay on|off    the colour overlays; default: on\n"
           "  --logits            also NAME.logits: height*width*classes little-endian f32\n"
+          "  --class-ids         masks hold the class ids 0..K-1 instead of the mask values\n"
+          "  --keep-going        skip the images that cannot be read, list them at the end and\n"
+          "                      exit 1, instead of writing nothing\n"
           "  --export FILE       write the weights as safetensors in PyTorch's names and layouts\n"
           "                      (README: \"Predictions and exported weights\") and stop\n"
           "  --version, --help\n");
@@ -41,6 +47,7 @@ static void usage(FILE *f)
 typedef struct {
   const char *checkpoint, *export_path;
   predict_config_t pc;
+  int keep_going;
 } args_t;
 
 static int parse(int argc, char **argv, args_t *a)
@@ -50,6 +57,7 @@ static int parse(int argc, char **argv, args_t *a)
       {"out", required_argument, 0, 'o'},        {"device", required_argument, 0, 'd'},
       {"batch-size", required_argument, 0, 'b'}, {"overlay", required_argument, 0, 'O'},
       {"logits", no_argument, 0, 'l'},           {"export", required_argument, 0, 'e'},
+      {"class-ids", no_argument, 0, 'I'},        {"keep-going", no_argument, 0, 'k'},
       {"version", no_argument, 0, 'V'},          {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int ch, gpus = train_count_gpus("/proc/driver/nvidia/gpus", "/dev", getenv("CUDA_VISIBLE_DEVICES"));
@@ -65,6 +73,8 @@ static int parse(int argc, char **argv, args_t *a)
     case 'o': a->pc.out = optarg; break;
     case 'e': a->export_path = optarg; break;
     case 'l': a->pc.logits = 1; break;
+    case 'I': a->pc.class_ids = 1; break;
+    case 'k': a->keep_going = 1; break;
     case 'd':
       if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
         fprintf(stderr, "shmddp-predict: --device: '%s' is not allowed: choose cpu|cuda\n", optarg);
@@ -132,6 +142,76 @@ static int out_dir(const char *dir)
   return 0;
 }
 
+/* "a.png (why), b.png (why)" of bad[from..n): at most `most` of them, then how many more. */
+static void list_bad(FILE *f, const predict_bad_t *bad, size_t from, size_t n, size_t most)
+{
+  for (size_t i = from; i < n && i < from + most; i++)
+    fprintf(f, "%s%s (%s)", i > from ? ", " : "", bad[i].name, bad[i].why);
+  if (n > from + most) fprintf(f, " and %zu more", n - from - most);
+}
+
+/* The images of a->pc.images, every one read before anything is written; the exit status. */
+static int predict_images(const weights_t *w, const args_t *a)
+{
+  char err[1024], **names;
+  size_t n, nbad = 0, ngood = 0;
+  if (predict_list(a->pc.images, &names, &n, err, sizeof err) != 0) {
+    fprintf(stderr, "shmddp-predict: --images: %s\n", err);
+    return 2;
+  }
+  predict_bad_t *bad = calloc(n, sizeof *bad);
+  char **good = calloc(n, sizeof *good); /* names[] minus the bad ones (not owned) */
+  if (!bad || !good) {
+    fprintf(stderr, "shmddp-predict: out of memory for %zu image names\n", n);
+    free(bad);
+    free(good);
+    predict_free_list(names, n);
+    return 2;
+  }
+  predict_check(&a->pc, names, n, bad, &nbad);
+  for (size_t i = 0, b = 0; i < n; i++) { /* bad[] is in the names' order */
+    if (b < nbad && bad[b].name == names[i]) b++;
+    else good[ngood++] = names[i];
+  }
+  int rc = 0;
+  if (nbad > 0 && (!a->keep_going || ngood == 0)) {
+    fprintf(stderr, "shmddp-predict: --images: %s/%s cannot be read: %s", a->pc.images,
+            bad[0].name, bad[0].why);
+    if (nbad > 1) {
+      fprintf(stderr, "; %zu more: ", nbad - 1);
+      list_bad(stderr, bad, 1, nbad, 3);
+    }
+    fprintf(stderr, "; nothing was written: replace or remove %s%s\n", nbad == 1 ? "it" : "them",
+            ngood == 0 ? "" : ", or give --keep-going to predict the others");
+    rc = 2;
+  }
+  if (rc == 0) rc = out_dir(a->pc.out);
+  if (rc == 0) {
+    if (!a->pc.class_ids && w->values_recorded)
+      for (int k = 0; k < w->net.classes; k++)
+        if (w->class_value[k] != k) {
+          printf("shmddp-predict: masks hold the values the training masks held (class %d is "
+                 "%d); --class-ids writes the class ids\n", k, w->class_value[k]);
+          break;
+        }
+    if (predict_run(w, &a->pc, good, ngood, stdout, err, sizeof err) != 0) {
+      fprintf(stderr, "shmddp-predict: %s\n", err);
+      rc = 1;
+    }
+  }
+  if (rc == 0 && nbad > 0) {
+    fprintf(stderr, "shmddp-predict: --keep-going: skipped %zu image%s that cannot be read: ",
+            nbad, nbad == 1 ? "" : "s");
+    list_bad(stderr, bad, 0, nbad, nbad);
+    fputc('\n', stderr);
+    rc = 1;
+  }
+  free(good);
+  free(bad);
+  predict_free_list(names, n);
+  return rc;
+}
+
 int main(int argc, char **argv)
 {
   args_t a = {0};
@@ -147,19 +227,9 @@ int main(int argc, char **argv)
     rc = weights_export(w, a.export_path, err, sizeof err);
     if (rc == 0) printf("shmddp-predict: wrote %s\n", a.export_path);
   } else {
-    char **names;
-    size_t n;
-    if (predict_list(a.pc.images, &names, &n, err, sizeof err) != 0) {
-      fprintf(stderr, "shmddp-predict: --images: %s\n", err);
-      weights_close(w);
-      return 2;
-    }
-    predict_free_list(names, n);
-    if ((rc = out_dir(a.pc.out)) != 0) {
-      weights_close(w);
-      return rc;
-    }
-    rc = predict_run(w, &a.pc, stdout, err, sizeof err);
+    rc = predict_images(w, &a);
+    weights_close(w);
+    return rc;
   }
   if (rc != 0) fprintf(stderr, "shmddp-predict: %s\n", err);
   weights_close(w);

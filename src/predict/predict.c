@@ -149,7 +149,7 @@ static int write_outputs(run_t *r, int i, const char *name, char *err, size_t er
     for (int x = 0; x < W; x++) {
       size_t o = (size_t)y * W + x, p = img + (size_t)y * r->mw + x;
       int c = r->pred[p];
-      mask[o] = (uint8_t)c;
+      mask[o] = pc->class_ids ? (uint8_t)c : r->w->class_value[c];
       uint8_t col[3];
       if (c > 0) class_colour(c, col);
       for (int ch = 0; ch < 3; ch++) {
@@ -196,12 +196,29 @@ static int run_batch(run_t *r, char **names, size_t first, int n, FILE *log, cha
   return 0;
 }
 
-int predict_run(const weights_t *w, const predict_config_t *pc, FILE *log, char *err,
-                size_t errlen)
+void predict_check(const predict_config_t *pc, char **names, size_t n, predict_bad_t *bad,
+                   size_t *nbad)
 {
-  char **names;
-  size_t count;
-  CHECK(predict_list(pc->images, &names, &count, err, errlen));
+  uint8_t *rgb = NULL;
+  size_t cap = 0;
+  *nbad = 0;
+  for (size_t k = 0; k < n; k++) {
+    char path[4096], why[512];
+    int iw, ih;
+    snprintf(path, sizeof path, "%s/%s", pc->images, names[k]);
+    if (data_png_load(path, 0, DATA_PNG_DEFAULT_MAX_PIXELS, &rgb, &cap, &iw, &ih, why,
+                      sizeof why) == 0)
+      continue;
+    bad[*nbad].name = names[k];
+    snprintf(bad[*nbad].why, sizeof bad[*nbad].why, "%s", why);
+    (*nbad)++;
+  }
+  free(rgb);
+}
+
+int predict_run(const weights_t *w, const predict_config_t *pc, char **names, size_t count,
+                FILE *log, char *err, size_t errlen)
+{
   run_t r = {.pc = pc, .w = w};
   int rc = 0, multiple = 1 << (w->net.levels - 1), n = 0, bh = 0, bw = 0;
   size_t first = 0;
@@ -237,6 +254,5 @@ int predict_run(const weights_t *w, const predict_config_t *pc, FILE *log, char 
   }
   drop_model(&r);
   for (int i = 0; i < 64; i++) free(r.rgb[i]);
-  predict_free_list(names, count);
   return rc;
 }

@@ -16,6 +16,7 @@
 #include "src/model/unet.h"
 #include "src/predict/safetensors.h"
 #include "src/train/ckpt_file.h"
+#include "src/train/ckpt_run.h"
 #include "src/train/options.h"
 
 /* The value of `key` (e.g. "widths") in a settings line, into buf; 0 when absent. */
@@ -98,6 +99,19 @@ int weights_open(weights_t **out, const char *path, char *err, size_t errlen)
   }
   memcpy(w->params, tp->data, w->nparams * sizeof(float));
   memcpy(w->buffers, tb->data, w->nbuffers * sizeof(float));
+  ckpt_run_t run;
+  if (ckpt_run_read(c, &run, err, errlen) != 0) {
+    check_prefix(err, errlen, path);
+    goto out;
+  }
+  for (int k = 0; k < 256; k++) w->class_value[k] = (uint8_t)k;
+  if (run.classes > 0 && run.classes != w->net.classes) {
+    check_fail(err, errlen, "%s: its run record has %d classes, its network %d: the file is "
+               "damaged", path, run.classes, w->net.classes);
+    goto out;
+  }
+  memcpy(w->class_value, run.class_value, (size_t)run.classes);
+  w->values_recorded = run.classes > 0;
   rc = 0;
 out:
   ckpt_free(c);

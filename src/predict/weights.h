@@ -17,6 +17,7 @@
 #define SRC_PREDICT_WEIGHTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "src/model/model.h"
 
@@ -25,6 +26,9 @@ typedef struct {
   float *params, *buffers;
   size_t nparams, nbuffers;
   char settings[2048]; /* the checkpoint's settings line */
+  uint8_t class_value[256]; /* the mask value of each class in the training masks (the
+                               checkpoint's run record, ckpt_run.h; the class itself without) */
+  int values_recorded;      /* the checkpoint has the record */
 } weights_t;
 
 /* Read and verify path (every CRC), and the network its settings line names. */

@@ -74,8 +74,9 @@ void ckpt_state_run_key(const char *describe, char *key, size_t len)
   }
 }
 
-int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *o,
-                    const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen)
+int ckpt_state_save(const char *path, const char *run_key, const ckpt_run_t *run, model_t *m,
+                    optim_t *o, const amp_scaler_t *s, const train_progress_t *p, char *err,
+                    size_t errlen)
 {
   int dev = arena_device(model_arena(m));
   size_t np = model_num_params(m), nb = model_num_buffers(m), no = 0;
@@ -105,12 +106,16 @@ int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *
   st[ST_CLEAN] = (double)s->clean_steps;
   st[ST_SKIPPED] = (double)s->skipped_steps;
   st[ST_TOTAL] = (double)s->total_steps;
+  uint8_t record[CKPT_RUN_MAX_BYTES];
+  size_t record_bytes = run ? ckpt_run_encode(run, record, sizeof record) : 0;
   ckpt_tensor_t t[] = {
       {.name = "params", .dtype = CKPT_F32, .count = np, .data = hp},
       {.name = "buffers", .dtype = CKPT_F32, .count = nb, .data = hb},
       {.name = "optimizer", .dtype = CKPT_F32, .count = no, .data = ho},
-      {.name = "state", .dtype = CKPT_F64, .count = ST_COUNT, .data = st}};
-  rc = ckpt_write(path, run_key, t, (int)(sizeof t / sizeof t[0]), err, errlen);
+      {.name = "state", .dtype = CKPT_F64, .count = ST_COUNT, .data = st},
+      {.name = CKPT_RUN_TENSOR, .dtype = CKPT_U8, .count = record_bytes, .data = record}};
+  int nt = (int)(sizeof t / sizeof t[0]) - (record_bytes == 0); /* the record last, if any */
+  rc = ckpt_write(path, run_key, t, nt, err, errlen);
 out:
   free(hp);
   free(hb);
@@ -175,7 +180,7 @@ static int key_differs(const char *path, const ckpt_t *c, const char *run_key, c
 }
 
 int ckpt_state_check(const char *path, const char *run_key, long *step, char *stored,
-                     size_t stored_len, char *err, size_t errlen)
+                     size_t stored_len, ckpt_run_t *run, char *err, size_t errlen)
 {
   ckpt_t *c;
   if (ckpt_read(path, &c, err, errlen) != 0) return -1;
@@ -192,6 +197,7 @@ int ckpt_state_check(const char *path, const char *run_key, long *step, char *st
     memcpy(st, ts->data, sizeof st);
     if (check_state(st, err, errlen) != 0) rc = check_prefix(err, errlen, "--resume");
   }
+  if (rc == 0 && ckpt_run_read(c, run, err, errlen) != 0) rc = check_prefix(err, errlen, path);
   if (rc == 0) *step = (long)st[ST_STEP];
   ckpt_free(c);
   return rc;

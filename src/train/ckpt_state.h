@@ -10,6 +10,7 @@
 #include "src/model/amp.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
+#include "src/train/ckpt_run.h"
 
 typedef struct {
   long step;          /* optimizer steps done */
@@ -21,9 +22,11 @@ typedef struct {
 } train_progress_t;
 
 /* Write path atomically. run_key: the settings a resumed run must share (see
- * ckpt_state_run_key). Device buffers are staged through host memory. */
-int ckpt_state_save(const char *path, const char *run_key, model_t *m, optim_t *o,
-                    const amp_scaler_t *s, const train_progress_t *p, char *err, size_t errlen);
+ * ckpt_state_run_key); run: the run's record (ckpt_run.h), or NULL for none. Device buffers are
+ * staged through host memory. */
+int ckpt_state_save(const char *path, const char *run_key, const ckpt_run_t *run, model_t *m,
+                    optim_t *o, const amp_scaler_t *s, const train_progress_t *p, char *err,
+                    size_t errlen);
 
 /* Restore everything ckpt_state_save wrote; refuses a checkpoint of another configuration,
  * naming the setting that differs. */
@@ -31,10 +34,10 @@ int ckpt_state_load(const char *path, const char *run_key, model_t *m, optim_t *
                     amp_scaler_t *s, train_progress_t *p, char *err, size_t errlen);
 
 /* Before the ranks start: read and verify path, compare its settings with run_key (the message
- * names the first that differs), and give the step it was written at and its settings line
- * (stored, as written). */
+ * names the first that differs), and give the step it was written at, its settings line (stored,
+ * as written) and its run record (run->id "" for a checkpoint written before runs had one). */
 int ckpt_state_check(const char *path, const char *run_key, long *step, char *stored,
-                     size_t stored_len, char *err, size_t errlen);
+                     size_t stored_len, ckpt_run_t *run, char *err, size_t errlen);
 
 /* The settings line minus those a resumed run may change (workers, validation size, and the
  * length: epochs and steps). */

@@ -1,73 +1,38 @@
 /* job.c — everything a run needs that can be checked before the ranks are forked: the
- * datasets (a broken PNG stops the run here, not in epoch 3), the batch arithmetic, and the
- * output folder. */
+ * datasets (a broken PNG stops the run here, not in epoch 3), the batch arithmetic, the
+ * checkpoint to resume from, and the output folder (run_dir.c). */
 #include "config.h"
 
 #include "src/train/job.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "src/check.h"
 #include "src/data/sampler.h"
 #include "src/train/ckpt_state.h"
-
-/* mkdir -p */
-static int make_dirs(const char *path, char *err, size_t errlen)
-{
-  char buf[TRAIN_PATH_MAX];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p != 0) continue;
-    char c = *p;
-    *p = 0;
-    struct stat st;
-    if (stat(buf, &st) != 0 && mkdir(buf, 0777) != 0 && errno != EEXIST) {
-      return check_fail(err, errlen, "--out: cannot create %s: %s", buf, strerror(errno));
-    }
-    *p = c;
-    if (!c) break;
-  }
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return check_fail(err, errlen, "--out: %s is not a directory", path);
-  }
-  /* Writable, as this process's user: found here, not by a rank after the fork. A file is
-   * created and removed, which is what the log, the summary and checkpoints will do. */
-  char probe[TRAIN_PATH_MAX + 32];
-  snprintf(probe, sizeof probe, "%s/.write-check-XXXXXX", path);
-  int fd = mkstemp(probe);
-  if (fd < 0)
-    return check_fail(err, errlen,
-                      "--out: cannot write in %s: %s; give a folder this user can write to",
-                      path, strerror(errno));
-  close(fd);
-  unlink(probe);
-  return 0;
-}
+#include "src/train/run_dir.h"
 
 /* --resume, before anything starts or is written: the checkpoint reads, its settings are this
  * run's (the length aside), and this run reaches past its step. An automatic warm-up is the
  * checkpoint's, so a longer run keeps the warm-up it had. */
-static int check_resume(train_job_t *job, char *err, size_t errlen)
+static int check_resume(train_job_t *job, ckpt_run_t *run, char *err, size_t errlen)
 {
   train_config_t *c = &job->cfg;
   char desc[1024], key[1024], stored[2048] = "";
   long step = 0;
   train_config_describe(c, desc, sizeof desc);
   ckpt_state_run_key(desc, key, sizeof key);
-  int rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, err, errlen);
+  int rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, run, err, errlen);
   const char *w = strstr(stored, " warmup_steps=");
   if (rc != 0 && c->warmup_auto && w && atol(w + 14) != c->warmup_steps) {
     c->warmup_steps = atol(w + 14);
     train_config_describe(c, desc, sizeof desc);
     ckpt_state_run_key(desc, key, sizeof key);
-    rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, err, errlen);
+    rc = ckpt_state_check(c->resume, key, &step, stored, sizeof stored, run, err, errlen);
   }
   if (rc != 0) return -1;
+  job->resume_step = step;
   if (step > job->total_steps)
     return check_fail(err, errlen,
                       "--resume %s: the checkpoint is at step %ld, past the %ld steps of this "
@@ -87,6 +52,7 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
 {
   memset(job, 0, sizeof *job);
   job->cfg = *cfg;
+  ckpt_run_t resumed = {.id = ""};
   int rc;
   if (cfg->synthetic) {
     /* The shapes have at most DATA_SYNTH_MAX_CLASSES labels; a wider head (many classes, the
@@ -137,7 +103,7 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     if (cfg->steps > 0 && cfg->steps < job->total_steps) job->total_steps = cfg->steps;
     if (rc == 0 && cfg->warmup_auto && job->cfg.warmup_steps > job->total_steps / 5)
       job->cfg.warmup_steps = job->total_steps / 5;
-    if (rc == 0 && cfg->resume[0]) rc = check_resume(job, err, errlen);
+    if (rc == 0 && cfg->resume[0]) rc = check_resume(job, &resumed, err, errlen);
     if (rc == 0 && job->cfg.warmup_steps > job->total_steps) {
       rc = check_fail(err, errlen,
                       "--warmup-steps: %ld is more than the %ld steps this run takes; "
@@ -145,9 +111,32 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
                       job->cfg.warmup_steps, job->total_steps, job->total_steps);
     }
   }
-  if (rc == 0) rc = make_dirs(cfg->out_dir, err, errlen);
+  /* The run's id: a resumed run keeps its checkpoint's (one written before runs had ids gets a
+   * new one). */
+  if (rc == 0 && resumed.id[0]) snprintf(job->run_id, sizeof job->run_id, "%s", resumed.id);
+  else if (rc == 0) rc = ckpt_run_new_id(job->run_id, err, errlen);
+  if (rc == 0) rc = run_dir_choose(job, cfg->resume[0] ? &resumed : NULL, err, errlen);
+  /* A directory's validation split, as it was made (for the settings line). */
+  if (rc == 0 && !cfg->synthetic) job->cfg.val_size = (long)job->val->size;
   if (rc != 0) train_job_close(job);
   return rc;
+}
+
+int train_job_claim(train_job_t *job, FILE *say, char *err, size_t errlen)
+{
+  return run_dir_claim(job, say, err, errlen);
+}
+
+int train_job_resume_from(train_job_t *job, const char *path, char *err, size_t errlen)
+{
+  ckpt_run_t resumed;
+  snprintf(job->cfg.resume, sizeof job->cfg.resume, "%s", path);
+  CHECK(check_resume(job, &resumed, err, errlen));
+  if (strcmp(resumed.id, job->run_id) != 0)
+    return check_fail(err, errlen, "%s belongs to another run (%.8s, this run is %.8s)", path,
+                      resumed.id, job->run_id);
+  run_dir_find_log(job, &resumed);
+  return 0;
 }
 
 void train_job_close(train_job_t *job)

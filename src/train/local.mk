@@ -1,16 +1,18 @@
 # src/train/: the `train` program (shmddp-train): the option table and the machine probe, the job
-# prepared before the ranks fork, the training loop and its two engines, the checkpoint file and
-# the training state saved in it, metrics -> libtrainer.a.
+# prepared before the ranks fork (its folder: run_dir.c), the launches and restarts, the training
+# loop and its two engines, the checkpoint file, the training state and the run's record saved
+# in it, metrics -> libtrainer.a.
 noinst_LIBRARIES += libtrainer.a
 libtrainer_a_CFLAGS = $(AM_CFLAGS) $(PNG_CFLAGS)
 libtrainer_a_SOURCES = \
 	src/train/options.c src/train/options.h src/train/machine.c src/train/machine.h \
-	src/train/job.c src/train/job.h \
+	src/train/job.c src/train/job.h src/train/run_dir.c src/train/run_dir.h \
+	src/train/relaunch.c src/train/relaunch.h \
 	src/train/loop.c src/train/loop.h src/train/loop_ddp.c src/train/loop_ddp.h \
 	src/train/loop_dp.c src/train/loop_dp.h \
 	src/train/batch_io.c src/train/batch_io.h \
 	src/train/ckpt_state.c src/train/ckpt_state.h \
-	src/train/ckpt_file.c src/train/ckpt_file.h \
+	src/train/ckpt_file.c src/train/ckpt_file.h src/train/ckpt_run.c src/train/ckpt_run.h \
 	src/train/metrics.c src/train/metrics.h \
 	src/train/gpu_share.c src/train/gpu_share.h src/train/mps.c src/train/mps.h
 

@@ -19,6 +19,7 @@
 #include "src/model/optim.h"
 #include "src/obs/progress.h"
 #include "src/obs/report_log.h"
+#include "src/obs/run_end.h"
 #include "src/obs/timeline.h"
 #include "src/train/batch_io.h"
 #include "src/train/ckpt_state.h"
@@ -72,6 +73,9 @@ typedef struct {
   double val_loss, last_val_s; /* the last validation's loss and seconds */
   int stop;                /* a stop request or --stop-after ended the run */
   int validated_ever;
+  long saved_step;         /* the step of the last checkpoint this run wrote; -1: none */
+  double saved_at;         /* when (clock_s) */
+  train_progress_t pos;    /* where the last step left the run (a checkpoint's place) */
 } run_t;
 
 /* --stop-after N: the run stops (with a checkpoint, as if interrupted) once step N (counted from
@@ -215,12 +219,29 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
 /* Rank 0 writes the checkpoint; the others go on (the next step's agreement orders them). */
 static int save_checkpoint(run_t *r, const train_progress_t *p, char *err, size_t errlen)
 {
+  r->saved_step = p->step;
+  r->saved_at = clock_s();
   if (r->e->rank != 0) return 0;
+  const train_config_t *c = r->cfg;
   char path[TRAIN_PATH_MAX + 32], desc[1024], key[1024];
-  snprintf(path, sizeof path, "%s/checkpoint.ckpt", r->cfg->out_dir);
-  train_config_describe(r->cfg, desc, sizeof desc);
+  snprintf(path, sizeof path, "%s/checkpoint.ckpt", c->out_dir);
+  train_config_describe(c, desc, sizeof desc);
   ckpt_state_run_key(desc, key, sizeof key);
-  return ckpt_state_save(path, key, r->e->model, r->opt, &r->scaler, p, err, errlen);
+  ckpt_run_t run = {.classes = c->classes};
+  snprintf(run.id, sizeof run.id, "%s", r->job->run_id);
+  memcpy(run.class_value, c->class_value, sizeof run.class_value);
+  return ckpt_state_save(path, key, &run, r->e->model, r->opt, &r->scaler, p, err, errlen);
+}
+
+/* Whether a checkpoint is written after step `step` of the epoch (end: its last batch): every
+ * --save-every steps; at the run's end and at a stop (final); with --max-restarts and no
+ * --save-every at every epoch's end and once TRAIN_SAVE_AUTO_S have passed since the last one
+ * (rank 0 alone writes, so its clock alone decides). */
+static int save_due(const run_t *r, long step, int final, int end)
+{
+  const train_config_t *c = r->cfg;
+  if (final || (c->save_every > 0 && step % c->save_every == 0)) return 1;
+  return c->save_auto && (end || clock_s() - r->saved_at >= TRAIN_SAVE_AUTO_S);
 }
 
 static int setup(run_t *r, char *err, size_t errlen)
@@ -297,16 +318,14 @@ static int open_outputs(run_t *r, char *err, size_t errlen)
   if (e->rank != 0) return 0;
   progress_init(&r->progress, r->out, total, (int)((total + spe - 1) / spe), r->cfg->log_every,
                 progress_mode(r->cfg->progress));
-  if (r->cfg->resume[0]) { /* the log of the checkpoint's folder, continued */
-    char from[TRAIN_PATH_MAX + 16];
-    snprintf(from, sizeof from, "%s", r->cfg->resume);
-    char *slash = strrchr(from, '/');
-    snprintf(slash ? slash + 1 : from, sizeof from - (size_t)(slash ? slash + 1 - from : 0),
-             "log.jsonl");
-    CHECK(report_log_continue(&r->log, r->cfg->out_dir, from, r->start.step, err, errlen));
-  } else {
-    CHECK(report_log_open(&r->log, r->cfg->out_dir, err, errlen));
-  }
+  /* A resumed (or restarted) run continues its own run's log, found by the run's id
+   * (run_dir.h); the records past its checkpoint go, to be written again. */
+  int continued = job->log_from[0] != 0;
+  if (continued)
+    CHECK(report_log_continue(&r->log, r->cfg->out_dir, job->log_from, r->start.step,
+                              job->run_id, err, errlen));
+  else
+    CHECK(report_log_open(&r->log, r->cfg->out_dir, job->run_id, err, errlen));
   if (job->quiet) return 0;
   char who[256], desc[1024], plan[256];
   e->ops->describe(e, job, who, sizeof who);
@@ -320,6 +339,10 @@ static int open_outputs(run_t *r, char *err, size_t errlen)
     progress_print(&r->progress, "train: resumed from %s at step %ld (epoch %ld, batch %ld)%s",
                    r->cfg->resume, r->start.step, r->start.epoch + 1, r->start.batches_taken,
                    r->start.step < total ? "" : "; nothing left to train");
+  if (r->cfg->resume[0] && !continued && r->start.step > 0)
+    progress_print(&r->progress, "train: no log of this run was found (in %s or beside the "
+                   "checkpoint): log.jsonl starts at step %ld", r->cfg->out_dir,
+                   r->start.step + 1);
   return 0;
 }
 
@@ -420,14 +443,14 @@ static int run_epoch(run_t *r, int epoch, char *err, size_t errlen)
     r->epoch_loss += s.loss;
     r->epoch_steps++;
     int final = r->stop || step >= total || (taken == nbatches && epoch + 1 >= c->epochs);
-    if ((c->save_every > 0 && (step % c->save_every == 0 || final)) || r->stop) {
-      train_progress_t here = {.step = step,
-                               .epoch = epoch,
-                               .batches_taken = (long)(taken_before + taken),
-                               .epoch_loss = r->epoch_loss,
-                               .epoch_steps = r->epoch_steps,
-                               .initial_loss = r->res->initial_loss};
-      rc = save_checkpoint(r, &here, err, errlen);
+    r->pos = (train_progress_t){.step = step,
+                                .epoch = epoch,
+                                .batches_taken = (long)(taken_before + taken),
+                                .epoch_loss = r->epoch_loss,
+                                .epoch_steps = r->epoch_steps,
+                                .initial_loss = r->res->initial_loss};
+    if (save_due(r, step, final, taken == nbatches)) {
+      rc = save_checkpoint(r, &r->pos, err, errlen);
       if (rc != 0) break;
     }
     if (e->ops->step_done) e->ops->step_done(e, timed, s.seconds);
@@ -482,6 +505,9 @@ static int finish(run_t *r, int epochs_started, double t_start, char *err, size_
   res->miou_classes = r->validated_ever ? metrics_present_count(&r->conf) : 0;
   res->skipped_steps = r->scaler.skipped_steps;
   res->wall_s = clock_s() - t_start;
+  res->run_id = r->job->run_id;
+  res->restarts = r->job->restarts;
+  res->nrestarts = r->job->nrestarts;
   if (e->rank != 0) return 0;
   if (!r->job->quiet) progress_end(&r->progress);
   if (r->stop)
@@ -490,6 +516,8 @@ static int finish(run_t *r, int epochs_started, double t_start, char *err, size_
   int rc = e->ops->report(e, r->job, r->out, res, r->step - r->start.step, err, errlen);
   summary_print_classes(r->out, res);
   summary_print_result(r->out, res);
+  run_end_print(r->out, c->out_dir, r->saved_step, r->job->program, r->job->restarts,
+                r->job->nrestarts, c->max_restarts);
   char desc[1024];
   train_config_describe(c, desc, sizeof desc);
   if (rc == 0)
@@ -508,7 +536,9 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
              .out = job->out ? job->out : stdout,
              .res = res,
              .start = {.initial_loss = NAN},
-             .val_loss = NAN};
+             .val_loss = NAN,
+             .saved_step = -1,
+             .saved_at = t_start};
   memset(res, 0, sizeof *res);
   const train_config_t *c = r.cfg;
   count_labels(job, res);
@@ -523,6 +553,7 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
   r.epoch_steps = r.start.epoch_steps;
   r.step = r.start.step;
   r.timing_from = r.step + c->timing_warmup;
+  r.pos = r.start;
   if (rc == 0) rc = open_timeline(&r, err, errlen);
   res->initial_loss = r.start.initial_loss;
   int epoch = 0, validated = 0, epochs_started = (int)r.start.epoch;
@@ -535,6 +566,9 @@ int train_loop(engine_t *e, const train_job_t *job, train_result_t *res, char *e
     rc = validate_epoch(&r, epoch, err, errlen);
     validated = 1;
   }
+  /* The model of every run that ended well, at its last step (here: a resumed run with
+   * nothing left to train, into a folder of its own). */
+  if (rc == 0 && r.saved_step != r.step) rc = save_checkpoint(&r, &r.pos, err, errlen);
   if (rc == 0 && !validated && !r.stop && r.step > 0) {
     double seconds;
     rc = validate(&r, epoch, &r.val_loss, &seconds, err, errlen);

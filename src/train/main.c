@@ -16,6 +16,7 @@
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
 #include "src/train/gpu_share.h"
+#include "src/train/relaunch.h"
 
 static volatile sig_atomic_t stop_signal; /* SIGINT/SIGTERM before the launcher took them */
 
@@ -86,8 +87,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
+  job.program = argv[0];
   if (cfg.mode == TRAIN_MODE_DP) { /* one process drives every device: nothing is forked */
     train_result_t dres;
+    rc = train_job_claim(&job, stdout, err, sizeof err);
+    if (rc != 0) {
+      fprintf(stderr, "train: %s\n", err);
+      train_job_close(&job);
+      return 2;
+    }
     rc = dp_train_run(&job, &dres, err, sizeof err);
     train_job_close(&job);
     if (rc != 0) fprintf(stderr, "train: %s\n", err);
@@ -98,16 +106,22 @@ int main(int argc, char **argv)
     train_job_close(&job);
     return 2;
   }
+  /* Every check passed: the run's folder is made (or the run it replaces removed) now. */
+  if (train_job_claim(&job, stdout, err, sizeof err) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    train_share_mps_stop(&mps);
+    train_job_close(&job);
+    return 2;
+  }
   shmddp_launch_config_t lc = {.nproc = cfg.nproc,
                                .timeout_s = cfg.timeout_s,
                                .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
                                .bind_numa = cfg.device == MODEL_DEVICE_CUDA,
                                .label = "train"};
   shmddp_launch_result_t res;
-  fflush(stdout); /* the ranks inherit stdio buffers: nothing may be pending at fork */
   shmddp_status_t st = SHMDDP_OK;
   int early = stop_signal; /* a stop before the launcher took the signals: no rank started */
-  if (!early) st = shmddp_launch(&lc, train_rank, &job, &res);
+  if (!early) st = train_relaunch(&job, &lc, &res);
   train_share_mps_stop(&mps);
   train_job_close(&job);
   if (early) {

@@ -61,6 +61,20 @@ int train_mpi_main(const train_config_t *cfg, const train_machine_t *m, int *arg
     MPI_Finalize();
     return 2;
   }
+  /* World rank 0 writes --out: it makes the run's folder (the others learn its name), or
+   * removes the run --overwrite replaces. */
+  int claimed = info.rank == 0 ? train_job_claim(&job, stdout, err, sizeof err) : 0;
+  MPI_Bcast(&claimed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(job.cfg.out_dir, (int)sizeof job.cfg.out_dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Bcast(job.run_id, (int)sizeof job.run_id, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (claimed != 0) {
+    if (info.rank == 0) say(&info, err);
+    train_job_close(&job);
+    world_destroy(w);
+    MPI_Finalize();
+    return 2;
+  }
+  job.program = (*argv)[0];
   char desc[256];
   world_mpi_describe(&info, cfg->device == MODEL_DEVICE_CUDA, desc, sizeof desc);
   job.world_desc = desc;

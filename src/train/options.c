@@ -69,7 +69,7 @@ typedef struct {
 #define F(name) offsetof(train_config_t, name)
 
 enum {
-  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
+  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT, OPT_MAX_RESTARTS,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
   OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
@@ -77,7 +77,7 @@ enum {
   OPT_BATCH, OPT_EPOCHS, OPT_STEPS, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WD, OPT_NESTEROV,
   OPT_WARMUP, OPT_ACCUM, OPT_BUCKET, OPT_GRAD_COMM,
   OPT_DETERMINISTIC, OPT_CUDA_GRAPH,
-  OPT_OUT, OPT_PROGRESS, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
+  OPT_OUT, OPT_OVERWRITE, OPT_PROGRESS, OPT_LOG_EVERY, OPT_TIMING_WARMUP, OPT_TIMELINE, OPT_SAVE_EVERY, OPT_RESUME,
   OPT_STOP_AFTER, OPT_HELP, OPT_HELP_ENV, OPT_VERSION,
   OPT_COUNT
 };
@@ -125,6 +125,15 @@ static const option_t options[OPT_COUNT] = {
     [OPT_TIMEOUT] = {"timeout", KIND_DOUBLE, F(timeout_s), 0, 86400, 1, .arg = "S",
                      .dflt = "300", .section = SEC_PROCS,
                      .help = "seconds any collective may wait for a peer"},
+    [OPT_MAX_RESTARTS] = {"max-restarts", KIND_INT, F(max_restarts), 0, 100, .arg = "N",
+                          .dflt = "0", .section = SEC_PROCS,
+                          .help = "when a rank dies (killed, out of memory, a failed GPU), stop "
+                                  "the others and start every rank again from the last "
+                                  "checkpoint, at most N times; each restart is recorded in "
+                                  "log.jsonl and summary.json. Without --save-every a "
+                                  "checkpoint is then written at the end of every epoch and "
+                                  "after the first step 10 minutes past the last one, so a "
+                                  "restart repeats at most an epoch or 10 minutes of training"},
 
     [OPT_MODEL] = {"model", KIND_CHOICE, NO_FIELD, .choices = model_names, .dflt = "unet",
                    .section = SEC_MODEL, .help = "the network"},
@@ -245,9 +254,17 @@ static const option_t options[OPT_COUNT] = {
                                 "accumulation or a timeline (fp16: captured again when the loss "
                                 "scale changes)"},
 
-    [OPT_OUT] = {"out", KIND_PATH, F(out_dir), .arg = "DIR", .dflt = "runs/latest",
-                 .section = SEC_OUTPUT,
-                 .help = "summary.json and the per-step log (log.jsonl)"},
+    [OPT_OUT] = {"out", KIND_PATH, F(out_dir), .arg = "DIR", .section = SEC_OUTPUT,
+                 .dflt_words = "a new folder runs/YYYYMMDD-HHMMSS for every run, and runs/latest "
+                               "a link to the newest; with --resume, the checkpoint's folder",
+                 .help = "the run's folder: the model (checkpoint.ckpt, written at the end), "
+                         "summary.json and the per-step log (log.jsonl). A folder that holds "
+                         "another run is refused, unless --resume continues that run or "
+                         "--overwrite replaces it"},
+    [OPT_OVERWRITE] = {"overwrite", KIND_FLAG, F(overwrite), .section = SEC_OUTPUT,
+                       .help = "an --out holding another run: remove that run's files "
+                               "(checkpoint.ckpt, log.jsonl, summary.json, report.html, "
+                               "timelines) before this run starts; other files stay"},
     [OPT_PROGRESS] = {"progress", KIND_CHOICE, F(progress), .choices = progress_names,
                       .dflt = "auto", .section = SEC_OUTPUT,
                       .help = "bar: one status line redrawn in place; lines: a plain line every "
@@ -267,11 +284,14 @@ static const option_t options[OPT_COUNT] = {
                               "DIR/timeline-rank<r>.json (Chrome trace / Perfetto)"},
     [OPT_SAVE_EVERY] = {"save-every", KIND_LONG, F(save_every), 0, 1000000000, .arg = "N",
                         .dflt = "0", .section = SEC_OUTPUT,
-                        .help = "write DIR/checkpoint.ckpt every N steps and at the end "
-                                "(atomically: a crash never leaves a partial one); 0: only when "
-                                "stopped by SIGINT/SIGTERM or --stop-after"},
+                        .help = "also write DIR/checkpoint.ckpt every N steps (atomically: a "
+                                "crash never leaves a partial one); it is always written at the "
+                                "end of the run and when stopped by SIGINT/SIGTERM or "
+                                "--stop-after; 0: only then (and as --max-restarts says)"},
     [OPT_RESUME] = {"resume", KIND_PATH, F(resume), .arg = "PATH", .section = SEC_OUTPUT,
-                    .help = "continue from a checkpoint, bit for bit, with the same settings"},
+                    .help = "continue from a checkpoint, bit for bit, with the same settings, "
+                            "and the log.jsonl of its run (found by the run's id); without --out "
+                            "in the checkpoint's folder"},
     [OPT_STOP_AFTER] = {"stop-after", KIND_LONG, F(stop_after), 0, 1000000000, .arg = "N",
                         .dflt = "0", .section = SEC_OUTPUT,
                         .help = "stop after step N with a checkpoint, as if interrupted (0: "
@@ -400,10 +420,12 @@ static int parse_seed(const char *s, uint64_t *out, char *err, size_t errlen)
   return 0;
 }
 
-/* --mask-map V:L[,V:L...]: every other value reads as itself. */
+/* --mask-map V:L[,V:L...]: every other value reads as itself. Class L is written back (by
+ * shmddp-predict) as the first V mapped to it. */
 static int parse_mask_map(const char *s, train_config_t *c, char *err, size_t errlen)
 {
-  for (int v = 0; v < 256; v++) c->mask_map[v] = (uint8_t)v;
+  uint8_t written[256] = {0};
+  for (int v = 0; v < 256; v++) c->mask_map[v] = c->class_value[v] = (uint8_t)v;
   const char *p = s;
   while (*p) {
     char *end;
@@ -419,6 +441,8 @@ static int parse_mask_map(const char *s, train_config_t *c, char *err, size_t er
                          "--mask-map: '%s' is not allowed: give VALUE:LABEL pairs of 0 to 255, "
                          "comma-separated (e.g. 255:1)", s);
     c->mask_map[v] = (uint8_t)l;
+    if (!written[l]) c->class_value[l] = (uint8_t)v;
+    written[l] = 1;
     p = *end ? end + 1 : end;
   }
   if (!*s) return usage_error(err, errlen, "--mask-map: the list is empty; e.g. 255:1");
@@ -524,6 +548,10 @@ static int resolve_ranks(train_config_t *c, const unsigned char *set, const trai
                          "--grad-comm bf16: one machine only for now (between nodes the ring "
                          "would round every step's partial sum to bf16, which is not tested); "
                          "under mpirun leave it out (f32)");
+    if (c->max_restarts > 0)
+      return usage_error(err, errlen,
+                         "--max-restarts: under mpirun the job is mpirun's to start and end; "
+                         "leave it out and restart the job with --resume");
     c->nproc = m->mpi_ranks;
     /* mpirun hands the ranks a pseudo-terminal even when its own output goes to a file */
     if (c->progress == TRAIN_PROGRESS_AUTO) c->progress = TRAIN_PROGRESS_LINES;
@@ -574,6 +602,9 @@ static void apply_defaults(train_config_t *c, const unsigned char *set)
     if (parse_value(&options[i], d, c, err, sizeof err) != 0) abort(); /* a bad table row */
   }
   c->warmup_auto = !set[OPT_WARMUP];
+  if (!c->mask_mapped)
+    for (int k = 0; k < 256; k++) c->class_value[k] = (uint8_t)k;
+  c->save_auto = c->max_restarts > 0 && !set[OPT_SAVE_EVERY];
   if (c->optimizer == OPTIM_ADAMW) { /* the rows' defaults are SGD's */
     if (!set[OPT_LR]) c->lr = 2e-3;
     if (!set[OPT_WD]) c->weight_decay = 0.01;
@@ -667,12 +698,18 @@ static int resolve_combinations(const train_config_t *c, const unsigned char *se
     return usage_error(err, errlen,
                        "--grad-comm bf16: DataParallel sums the replicas' gradients on one "
                        "device, there is no all-reduce to narrow; use --mode ddp");
-  if (c->mode == TRAIN_MODE_DP &&
-      (c->save_every > 0 || c->resume[0] || c->stop_after > 0 || c->timeline_steps > 0))
+  if (c->mode == TRAIN_MODE_DP && (c->save_every > 0 || c->resume[0] || c->stop_after > 0 ||
+                                   c->timeline_steps > 0 || c->max_restarts > 0))
     return usage_error(
         err, errlen,
-        "--mode dp: checkpoints (--save-every, --resume, --stop-after) "
-        "and --timeline belong to --mode ddp; DataParallel mode is for comparison runs");
+        "--mode dp: checkpoints along the way (--save-every, --resume, --stop-after, "
+        "--max-restarts) and --timeline belong to --mode ddp; DataParallel mode is for "
+        "comparison runs (it writes the final checkpoint)");
+  if (c->max_restarts > 0 && set[OPT_SAVE_EVERY] && c->save_every == 0)
+    return usage_error(err, errlen,
+                       "--max-restarts: a restart starts from the last checkpoint, and "
+                       "--save-every 0 writes none before the end; give --save-every N, or leave "
+                       "it out (a checkpoint every epoch and every 10 minutes)");
   return 0;
 }
 
@@ -687,7 +724,7 @@ static int resolve_paths(const train_config_t *c, char *err, size_t errlen)
                          "holding images/*.png and masks/*.png",
                          c->data_dir);
   }
-  if (stat(c->out_dir, &st) == 0 && !S_ISDIR(st.st_mode))
+  if (c->out_dir[0] && stat(c->out_dir, &st) == 0 && !S_ISDIR(st.st_mode))
     return usage_error(err, errlen,
                        "--out: '%s' exists and is not a directory; give a directory "
                        "(it is created if missing)",

@@ -13,6 +13,8 @@
 #include "src/train/machine.h"
 
 #define TRAIN_PATH_MAX 1024
+/* --max-restarts without --save-every: the most seconds of training between checkpoints. */
+#define TRAIN_SAVE_AUTO_S 600
 
 typedef enum { TRAIN_MODE_DDP = 0, TRAIN_MODE_DP } train_mode_t;
 /* --mps, in the order of its choices. */
@@ -53,7 +55,11 @@ typedef struct {
   long max_image_pixels;    /* a directory's PNGs: the most pixels one may have */
   int workers;
   uint64_t seed;
-  char out_dir[TRAIN_PATH_MAX];
+  char out_dir[TRAIN_PATH_MAX]; /* --out; "" when not given (train_job_open chooses the folder) */
+  int overwrite;            /* --overwrite: the run an --out holds is replaced */
+  int max_restarts;         /* --max-restarts: restarts of every rank after a rank died */
+  int save_auto;            /* checkpoints at every epoch's end and every SAVE_AUTO_S seconds
+                               (--max-restarts without --save-every) */
   double bucket_mb;
   int grad_comm_bf16;       /* --grad-comm bf16: gradients all-reduced in bf16 */
   int accum_steps;
@@ -70,6 +76,8 @@ typedef struct {
   int mask_mapped;          /* --mask-map given: mask values are read through mask_map */
   uint8_t mask_map[256];
   char mask_map_text[128];
+  uint8_t class_value[256]; /* the mask value class k is read from: the first V of a V:k in
+                               --mask-map, else k (predictions are written in these values) */
   int progress;             /* --progress: a train_progress_mode_t */
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
