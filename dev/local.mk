@@ -26,10 +26,10 @@ DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
 if HAVE_CUDNN
 noinst_PROGRAMS += dev/ops_cuda_bench dev/dnn_graph_bench
 dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c dev/step_account.c dev/step_account.h
-dev_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
+dev_ops_cuda_bench_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
 dev_dnn_graph_bench_SOURCES = dev/dnn_graph_bench.c
 dev_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-dev_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
+dev_dnn_graph_bench_LDADD = $(CUDA_OPS_LIBS) -lm
 else
 EXTRA_DIST += $(DEV_CUDNN_SRCS)
 endif

@@ -155,6 +155,11 @@ int main(int argc, char **argv)
       return 2;
     }
     predict_free_list(names, n);
+    if (a.pc.device == MODEL_DEVICE_CUDA && dev_gpu_backend_load(NULL, 0, err, sizeof err) != 0) {
+      fprintf(stderr, "shmddp-predict: --device cuda: %s\n", err);
+      weights_close(w);
+      return 2;
+    }
     if ((rc = out_dir(a.pc.out)) != 0) {
       weights_close(w);
       return rc;
