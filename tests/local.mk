@@ -17,7 +17,8 @@
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
 # Without the Check library tests/no-check.sh says how to get it.
 AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir; \
-	bin_programs='$(bin_PROGRAMS) $(bin_SCRIPTS)'; export bin_programs;
+	bin_programs='$(bin_PROGRAMS) $(bin_SCRIPTS)'; pkglibdir='$(pkglibdir)'; \
+	export bin_programs pkglibdir;
 EXTRA_DIST += tests/no-check.sh tests/suite_main.h tests/failures.h tests/testutil.h \
 	tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)

@@ -5,8 +5,11 @@
 # initialisation alone takes ~0.7 s). Those come with the CUDA ops module, loaded on first GPU
 # use (src/device/ops_module.c). The dynamic linker's own record (LD_DEBUG=files, one file per
 # process, forked ranks included) says what each process opened; in a CUDA build the doctor,
-# which loads the module, shows that the record does see them when they are loaded.
-# Environment (tests/local.mk): top_builddir, srcdir, bin_programs (the installed programs).
+# which loads the module, shows that the record does see them when they are loaded. On a GPU
+# also: a GPU run loads the module once, before the fork, and a program without its module
+# refuses a GPU run before it makes anything.
+# Environment (tests/local.mk): top_builddir, srcdir, bin_programs (the installed programs),
+# pkglibdir (where make install puts the module).
 set -u
 top=${top_builddir:-.}
 . "${srcdir:-.}/tests/predict_lib.sh"
@@ -66,11 +69,51 @@ fi
 
 # The record sees the libraries where they are loaded: the doctor of a build with the CUDA ops
 # module loads it (and cuDNN and cuBLAS with it) to report their versions.
-if grep -q '^#define HAVE_CUDNN 1' "$top/config.h"; then
-  opened "$top/shmddp-doctor"
-  check "shmddp-doctor (CUDA build) loads the ops module and its libraries: cuBLAS, cuBLASLt, cuDNN seen (opened: $libs)" \
-    'seen libcublasLt.so && seen libcublas.so && seen libcudnn.so'
-else
+if ! grep -q '^#define HAVE_CUDNN 1' "$top/config.h"; then
   echo "SKIP (part): a build without the CUDA ops module has no library to see loaded"
+  exit $fail
 fi
+opened "$top/shmddp-doctor"
+check "shmddp-doctor (CUDA build) loads the ops module and its libraries: cuBLAS, cuBLASLt, cuDNN seen (opened: $libs)" \
+  'seen libcublasLt.so && seen libcublas.so && seen libcudnn.so'
+
+# A program that cannot find its module: the doctor, copied out of the build tree, says so.
+mkdir "$tmp/alone"
+cp "$top/shmddp-doctor" "$tmp/alone/"
+"$tmp/alone/shmddp-doctor" > "$tmp/alone.log" 2>&1
+if [ -e "${pkglibdir:-/nonexistent}/shmddp-ops-cuda.so" ]; then
+  echo "SKIP (part): a module is installed in $pkglibdir: a copied program finds that one"
+else
+  check "a program without its module: where it looked and what to do" \
+    'grep -q "^\[FAIL\] GPU ops *the CUDA ops module shmddp-ops-cuda.so is not installed (looked for $tmp/alone/kernels/.libs/shmddp-ops-cuda.so, .*make install" "$tmp/alone.log"'
+fi
+
+# On a GPU: a GPU run loads the module once, before its ranks fork; a program that cannot find
+# the module (a copy outside the build tree and any prefix) refuses a GPU run with exit 2 before
+# it makes anything.
+if ! ls /proc/driver/nvidia/gpus 2> /dev/null | grep -q .; then
+  echo "SKIP (part): no GPU: the GPU runs of the CUDA ops module are not made"
+  exit $fail
+fi
+G="--device cuda --nproc 1 --widths 4,8 --image-size 32 --train-size 8 --val-size 4 --batch-size 4
+  --epochs 1 --workers 0 --progress off --timeout 60"
+opened "$top/shmddp-train" $G --out "$tmp/gpu"
+check "a GPU run: finished, with cuBLAS, cuBLASLt and cuDNN (opened: $libs)" \
+  '[ $rc -eq 0 ] && grep -q "^result: steps=" "$tmp/ld$n.out" && seen libcublasLt.so && seen libcudnn.so'
+# A forked rank writes to its launcher's record (ld.PID), its own pid in front of each line.
+by_launcher=0
+by_rank=0
+for f in "$tmp/ld$n"/ld.*; do
+  for q in $(grep 'file=[^ ]*shmddp-ops-cuda\.so .*dynamically loaded' "$f" | sed 's/^ *\([0-9]*\):.*/\1/'); do
+    if [ "$q" = "${f##*.}" ]; then by_launcher=$((by_launcher + 1)); else by_rank=$((by_rank + 1)); fi
+  done
+done
+check "the module loaded once, by the launcher before the fork (launcher: $by_launcher, ranks: $by_rank)" \
+  '[ $by_launcher -eq 1 ] && [ $by_rank -eq 0 ]'
+mkdir "$tmp/moved"
+cp "$top/shmddp-train" "$tmp/moved/"
+"$tmp/moved/shmddp-train" $G --out "$tmp/moved/out" > "$tmp/moved.log" 2>&1
+rc=$?
+check "the module missing: exit 2, one line naming it and what to do, nothing made" \
+  '[ $rc -eq 2 ] && [ "$(wc -l < "$tmp/moved.log")" -eq 1 ] && grep -q "^train: .*CUDA ops module" "$tmp/moved.log" && [ ! -e "$tmp/moved/out" ]'
 exit $fail

@@ -21,10 +21,11 @@
 #include "src/device/ops_module.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "build_version.h"
@@ -170,12 +171,12 @@ static void load(void)
   char paths[4][OPS_MODULE_PATH_MAX];
   int count = ops_module_candidates(exe, SHMDDP_BINDIR, SHMDDP_PKGLIBDIR, paths, 4);
   for (int i = 0; i < count; i++) {
-    struct stat st;
-    if (stat(paths[i], &st) != 0) continue;
+    char path[PATH_MAX];
+    if (!realpath(paths[i], path)) continue; /* not there */
     void *h;
-    if (ops_module_open(paths[i], SHMDDP_BUILD_VERSION, &h, &loaded.table, loaded.err,
+    if (ops_module_open(path, SHMDDP_BUILD_VERSION, &h, &loaded.table, loaded.err,
                         sizeof loaded.err) == 0)
-      memcpy(loaded.path, paths[i], sizeof loaded.path); /* both OPS_MODULE_PATH_MAX */
+      snprintf(loaded.path, sizeof loaded.path, "%s", path);
     return;
   }
   int w = snprintf(loaded.err, sizeof loaded.err, "the CUDA ops module %s is not installed "

@@ -30,6 +30,7 @@ static void usage(FILE *f)
           "  --images DIR        the *.png images (any size; RGB, gray or palette)\n"
           "  --out DIR           where the outputs go (created if missing)\n"
           "  --device cpu|cuda   default: cuda where a GPU is visible and the build has CUDA\n"
+          "                      (cuda first loads the CUDA ops module: cuBLAS, cuDNN)\n"
           "  --batch-size B      images per batch, 1..32 (of one size); default: 8\n"
           "  --overlay on|off    the colour overlays; default: on\n"
           "  --logits            also NAME.logits: height*width*classes little-endian f32\n"
