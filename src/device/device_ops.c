@@ -23,15 +23,17 @@ int dev_ops_init(ops_t *o, ops_dtype_t dtype, int dev, int deterministic, char *
   return 0;
 }
 
-/* A GPU ops table was made by the module, so it is loaded. */
+/* A GPU ops table was made by the module, so it is loaded (NULL: o is no table of a GPU). */
 void *dev_ops_stream(const ops_t *o)
 {
-  return o->device >= 0 ? ops_module_loaded()->stream(o) : NULL;
+  const ops_cuda_module_t *m = o->device >= 0 ? ops_module_loaded() : NULL;
+  return m ? m->stream(o) : NULL;
 }
 
 size_t dev_ops_scratch_bytes(const ops_t *o)
 {
-  return o->device >= 0 ? ops_module_loaded()->scratch_bytes(o) : 0;
+  const ops_cuda_module_t *m = o->device >= 0 ? ops_module_loaded() : NULL;
+  return m ? m->scratch_bytes(o) : 0;
 }
 
 /* The CPU reference updates f32 parameters from f32 gradients; it keeps no 16-bit copy (the CPU

@@ -1,21 +1,21 @@
 /* ops_module.c — loads the CUDA ops module (shmddp-ops-cuda.so: the CUDA backend of the ops
  * table, kernels/ops_cuda_module.h) the first time a GPU needs it.
  *
- * Why a module loaded on first use: a program that links cuBLAS pays for cuBLASLt's
- * initialisation at start, before main: dlopen of libcublasLt.so.13 alone takes 0.67-0.70 s of a
- * 2-core machine (its static initialisers build ~200 MB of tables: half the time in its own code,
- * the rest page faults), cuBLAS 10 ms more, cuDNN 8-12 ms, the CUDA runtime 10 ms, the dynamic
- * linker's relocations of every library ~25 ms. So `--version` took 0.8 s and a CPU run paid it
- * in every rank. Only the math libraries move out: the CUDA runtime stays linked (the
- * collectives and the device interface need it, and it does no work until its first call). One
- * module built from the backend's own code (linked against cuBLAS and cuDNN by the linker, one
- * entry point) rather than dlopen of each library and dlsym of the ~60 functions the backend
- * calls: the backend keeps compiling against the real headers, and a missing symbol is found at
- * link time. dlopen with RTLD_NOW: a library missing or too old is reported when the module is
- * loaded, which the programs do before any work (dev_gpu_backend_load), not in the middle of a
- * step. The module touches no GPU while it loads, so the launcher may load it before it forks
- * the ranks, which then share the loaded copy. dev_gpu_backend_load (device.h) is here too, so
- * the doctor can report the module without linking the rest of src/device/. */
+ * Why a module loaded on first use: a program that links cuBLAS pays for cuBLASLt's initialisation
+ * at start, before main: dlopen of libcublasLt.so.13 alone takes 0.67-0.70 s of a 2-core machine
+ * (its static initialisers build ~200 MB of tables: half the time in its own code, the rest page
+ * faults), cuBLAS 10 ms more, cuDNN 8-12 ms, the CUDA runtime 10 ms, the dynamic linker's
+ * relocations of every library ~25 ms. So `--version` took 0.8 s, and so did the start of every CPU
+ * run. Only the math libraries move out: the CUDA runtime stays linked (the collectives and the
+ * device interface need it; it loads in 10 ms and does no work until its first use). One module
+ * built from the backend's own code (linked against cuBLAS and cuDNN by the linker, one entry
+ * point) rather than dlopen of each library and dlsym of the 45 functions the backend calls: the
+ * backend keeps compiling against the real headers, and a missing symbol is found at link time.
+ * dlopen with RTLD_NOW: a library missing or too old is reported when the module is loaded, which
+ * the programs do before any work (dev_gpu_backend_load), not in the middle of a step. The module
+ * touches no GPU while it loads, so the launcher may load it before it forks the ranks, which then
+ * share the loaded copy. dev_gpu_backend_load (device.h) is here too, so the doctor can report the
+ * module without linking the rest of src/device/. */
 #include "config.h"
 
 #include "src/device/ops_module.h"
