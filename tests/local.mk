@@ -136,6 +136,7 @@ tests_check_ops_cuda_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm $(
 tests_check_model_cuda_SOURCES = tests/check_model_cuda.c tests/ops_cuda_testutil.h
 tests_check_model_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_model_cuda_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) -lm $(TEST_LIBS)
+EXTRA_tests_check_model_cuda_DEPENDENCIES = $(OPS_MODULE)
 endif
 
 # ---- the trainer: CLI, data, sampler, metrics, training, checkpoints, DDP and DataParallel,

@@ -2,7 +2,8 @@
 # interface (device.h: devices, memory, streams, events, copies, graphs; the ops backend of each
 # device and the flat f32 arithmetic of the optimizer), over the CUDA runtime in GPU builds and
 # plain host code otherwise. The ops backends themselves are kernels/' (libkernels.a, linked
-# after this archive). device_sum.c and device_comm.c need the shmddp library; the rest does not.
+# after this archive; the CUDA one in the CUDA ops module, which ops_module.c loads).
+# device_sum.c and device_comm.c need the shmddp library; the rest does not.
 noinst_LIBRARIES += libdevice.a
 # -O3 as kernels/ (the flat f32 arithmetic of the optimizer is a hot loop too).
 libdevice_a_CFLAGS = $(AM_CFLAGS) -O3
