@@ -11,7 +11,7 @@ mkdir -p "$out"
 cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
 { ../configure -q &&
-  make -j16 libopscuda.a libmodel.a tests/check_ops_cuda tests/check_model_cuda dev/ops_cuda_bench; } \
+  make -j16 kernels/shmddp-ops-cuda.la libmodel.a tests/check_ops_cuda tests/check_model_cuda dev/ops_cuda_bench; } \
   >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 date -u
 nvidia-smi -L

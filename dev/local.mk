@@ -26,10 +26,10 @@ DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
 if HAVE_CUDNN
 noinst_PROGRAMS += dev/ops_cuda_bench dev/dnn_graph_bench
 dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c dev/step_account.c dev/step_account.h
-dev_ops_cuda_bench_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
+dev_ops_cuda_bench_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
 dev_dnn_graph_bench_SOURCES = dev/dnn_graph_bench.c
 dev_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-dev_dnn_graph_bench_LDADD = $(CUDA_LIBS) -lm
+dev_dnn_graph_bench_LDADD = $(CUDA_OPS_LIBS) -lm
 else
 EXTRA_DIST += $(DEV_CUDNN_SRCS)
 endif
@@ -57,6 +57,6 @@ if HAVE_CUDNN
 noinst_PROGRAMS += dev/conv_sm90_bench
 dev_conv_sm90_bench_SOURCES = $(DEV_CONV_SM90_SRCS) tests/conv_fused_testutil.h
 dev/wgmma_desc_probe.$(OBJEXT): NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
-dev_conv_sm90_bench_LDADD = libconvsm90.a libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm
+dev_conv_sm90_bench_LDADD = libconvsm90.a libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
 endif
 endif

@@ -3,17 +3,20 @@
 # user does. Finds shmddp.pc under the installed libdir, builds SOURCE with the pkg-config flags
 # against the shared library and against the static one (pkg-config --static), runs both, and
 # checks the installed files: the shared library's SONAME, that it exports shmddp_* symbols and
-# nothing else, the headers, and the programs (prefixed names, each one starts).
+# nothing else, the headers, the programs (prefixed names, each one starts, and loads no CUDA
+# math library to do so), and in a CUDA build the CUDA ops module (installed in pkglibdir,
+# exporting its entry point alone, and found there by the installed programs).
 #
 # usage: examples/installcheck.sh SOURCE OUTDIR
-# Environment (Makefile.am's installcheck-local passes them): prefix, libdir, includedir, bindir
-# (configure's values, expanded), DESTDIR (may be empty), bin_programs (the installed programs'
-# names), CC, PKG_CONFIG, NM; READELF (default readelf).
+# Environment (Makefile.am's installcheck-local passes them): prefix, libdir, includedir, bindir,
+# pkglibdir (configure's values, expanded), DESTDIR (may be empty), bin_programs (the installed
+# programs' names), ops_module (non-empty in a build with the CUDA ops module), CC, PKG_CONFIG,
+# NM; READELF (default readelf).
 set -eu
 src=$1
 out=$2
 : "${DESTDIR:=}" "${CC:=cc}" "${PKG_CONFIG:=pkg-config}" "${NM:=nm}" "${READELF:=readelf}"
-: "${bin_programs:=}"
+: "${bin_programs:=}" "${ops_module:=}" "${pkglibdir:=$libdir/shmddp}"
 fail() { echo "installcheck: FAIL: $*" >&2; exit 1; }
 say() { echo "installcheck: $*"; }
 
@@ -91,7 +94,11 @@ if $READELF -d "$out/$name-static" | grep -q 'NEEDED.*libshmddp'; then
 fi
 LD_LIBRARY_PATH=$ilib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
-"$out/$name" || fail "$out/$name (shared) failed"
+LD_DEBUG=files "$out/$name" 2> "$out/$name-ld.txt" || fail "$out/$name (shared) failed"
+# a library user loads the CUDA runtime at most: the math libraries are the trainer's
+if grep -E -q 'file=[^ ]*lib(cublas|cudnn)' "$out/$name-ld.txt"; then
+  fail "$out/$name loads a CUDA math library with libshmddp: $(grep -E -o 'file=[^ ]*lib(cublas|cudnn)[^ ]*' "$out/$name-ld.txt" | sort -u | tr '\n' ' ')"
+fi
 "$out/$name-static" || fail "$out/$name-static failed"
 
 # ---- programs: prefixed names only, each one starts ----
@@ -104,7 +111,11 @@ for p in $bin_programs; do
     continue
   fi
   "$ibin/$p" --help > "$out/$p-help.txt" 2>&1 || fail "$ibin/$p --help failed"
-  "$ibin/$p" --version > "$out/$p-version.txt" 2>&1 || fail "$ibin/$p --version failed"
+  LD_DEBUG=files "$ibin/$p" --version > "$out/$p-version.txt" 2> "$out/$p-ld.txt" ||
+    fail "$ibin/$p --version failed: $(grep -v '^ *[0-9]*:' "$out/$p-ld.txt")"
+  if grep -E -q 'file=[^ ]*lib(cublas|cudnn)' "$out/$p-ld.txt"; then
+    fail "$ibin/$p --version loads a CUDA math library: $(grep -E -o 'file=[^ ]*lib(cublas|cudnn)[^ ]*' "$out/$p-ld.txt" | sort -u | tr '\n' ' ')"
+  fi
   grep -q "^$p [0-9]" "$out/$p-version.txt" || fail "$ibin/$p --version: $(cat "$out/$p-version.txt")"
   # installed programs' advice names installed programs, never the build tree's
   if grep -E -q "(^|[ (])(\./train|tools/(report|doctor|compare|allreduce_bench))( |$|,|;|\))" "$out/$p-help.txt"; then
@@ -113,4 +124,19 @@ for p in $bin_programs; do
   fi
 done
 say "programs installed and starting: $(echo $bin_programs)"
+
+# ---- the CUDA ops module: in pkglibdir, its entry point alone exported, found from bindir ----
+if [ -n "$ops_module" ]; then
+  mod=$DESTDIR$pkglibdir/shmddp-ops-cuda.so
+  test -f "$mod" || fail "$mod was not installed"
+  exported=$($NM -D --defined-only "$mod" | awk 'NF >= 2 { print $NF }')
+  test "$(echo $exported)" = ops_cuda_module ||
+    fail "$mod exports more than ops_cuda_module: $(echo $exported)"
+  # The doctor loads it as a GPU run does (no GPU needed), from the installed prefix.
+  "$ibin/shmddp-doctor" > "$out/doctor.txt" 2>&1
+  want=$(cd "$(dirname "$mod")" && pwd -P)/shmddp-ops-cuda.so
+  grep -q "GPU ops *$want (cuDNN" "$out/doctor.txt" ||
+    fail "the installed shmddp-doctor does not load $want: $(grep 'GPU ops' "$out/doctor.txt")"
+  say "the CUDA ops module: $want, loaded by the installed programs"
+fi
 say "PASS"

@@ -3,7 +3,9 @@
  * optimizer updates over the flat f32 buffers and the non-finite check for loss scaling. The
  * trainer reaches all of it through the ops table (the loss without a wait: softmax_ce_async and
  * the label checks) and src/device/device.h (the rest), never directly.
- * Built only with cuDNN (HAVE_CUDNN); programs link libopscuda.a before the trainer's archives. */
+ * Built only with cuDNN (HAVE_CUDNN), into the CUDA ops module that the trainer loads on first
+ * GPU use (kernels/ops_cuda_module.h); tests and dev/ programs that call these functions
+ * themselves link libopscuda.la before the trainer's archives. */
 #ifndef KERNELS_OPS_CUDA_H
 #define KERNELS_OPS_CUDA_H
 

@@ -7,7 +7,8 @@
 #                any build: nccl_run_mps.sh; the PyTorch soak: torch_soak_cpu.sh
 #                torch_soak_runner.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan check_conv_fused
-#   layers       cuDNN: check_ops_cuda check_model_cuda; sm_90 GPUs: check_conv_sm90_cuda
+#   layers       check_ops_module startup_libs.sh; cuDNN: check_ops_cuda check_model_cuda; sm_90
+#                GPUs: check_conv_sm90_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
 #                resume_gpu.sh readme_env.sh
@@ -18,13 +19,15 @@
 #   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
 # Without the Check library tests/no-check.sh says how to get it.
-AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir;
+AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export top_builddir srcdir; \
+	bin_programs='$(bin_PROGRAMS) $(bin_SCRIPTS)'; pkglibdir='$(pkglibdir)'; \
+	export bin_programs pkglibdir;
 EXTRA_DIST += tests/no-check.sh tests/suite_main.h tests/failures.h tests/testutil.h \
 	tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 # The model needs only shmddp.h's types, not the library.
-MODEL_TEST_LIBS = $(MODEL_LIBS) $(CUDA_LIBS) -lm $(TEST_LIBS)
+MODEL_TEST_LIBS = $(MODEL_LIBS) $(CUDA_RT_LIBS) -lm $(TEST_LIBS)
 TRAINER_TEST_LIBS = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 
 if HAVE_CHECK
@@ -142,16 +145,27 @@ tests_check_conv_sm90_cuda_LDADD = libconvsm90.a $(MODEL_TEST_LIBS)
 else
 EXTRA_DIST += tests/check_conv_sm90_cuda.c
 endif
+# The CUDA ops module: where a program finds it, how a broken one is refused, that only the
+# module brings cuBLAS and cuDNN (any build; the stand-ins for broken modules in tests/fake_ops/
+# are made below). startup_libs.sh: --help, --version and CPU runs of every program load none.
+check_PROGRAMS += tests/check_ops_module
+TESTS += tests/check_ops_module tests/startup_libs.sh
+tests_check_ops_module_SOURCES = tests/check_ops_module.c
+tests_check_ops_module_CFLAGS = $(TEST_CFLAGS)
+tests_check_ops_module_LDADD = $(MODEL_TEST_LIBS)
+EXTRA_tests_check_ops_module_DEPENDENCIES = $(OPS_MODULE_FAKES)
+tests/check_ops_module-check_ops_module.$(OBJEXT): build_version.h
 if HAVE_CUDNN
 # The CUDA ops against the CPU reference, the model on the GPU against the model on the CPU.
 check_PROGRAMS += tests/check_ops_cuda tests/check_model_cuda
 TESTS += tests/check_ops_cuda tests/check_model_cuda
 tests_check_ops_cuda_SOURCES = tests/check_ops_cuda.c tests/ops_cuda_testutil.h
 tests_check_ops_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_check_ops_cuda_LDADD = libopscuda.a $(MODEL_LIBS) $(CUDA_LIBS) -lm $(TEST_LIBS)
+tests_check_ops_cuda_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm $(TEST_LIBS)
 tests_check_model_cuda_SOURCES = tests/check_model_cuda.c tests/ops_cuda_testutil.h
 tests_check_model_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_check_model_cuda_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) -lm $(TEST_LIBS)
+EXTRA_tests_check_model_cuda_DEPENDENCIES = $(OPS_MODULE)
 endif
 
 # ---- the trainer: CLI, data, sampler, metrics, training, checkpoints, DDP and DataParallel,
@@ -248,6 +262,21 @@ tests_check_account_LDADD = $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
+# Stand-ins for a broken CUDA ops module: needs-missing.so needs libcudnn.so.999, which exists
+# only for its link; other-build.so is a module whose table names another build.
+OPS_MODULE_FAKES = tests/fake_ops/needs-missing.so tests/fake_ops/other-build.so
+CLEANFILES += $(OPS_MODULE_FAKES) tests/fake_ops/libcudnn.so.999
+EXTRA_DIST += tests/ops_module_fake.c tests/startup_libs.sh
+tests/fake_ops/needs-missing.so:
+	$(AM_V_GEN)$(MKDIR_P) tests/fake_ops && \
+	$(CC) -shared -fPIC -Wl,-soname,libcudnn.so.999 -o tests/fake_ops/libcudnn.so.999 -x c /dev/null && \
+	$(CC) -shared -fPIC -o $@ -x c /dev/null -x none -Wl,--no-as-needed tests/fake_ops/libcudnn.so.999 && \
+	rm -f tests/fake_ops/libcudnn.so.999
+tests/fake_ops/other-build.so: $(srcdir)/tests/ops_module_fake.c $(srcdir)/kernels/ops_cuda_module.h \
+		$(srcdir)/kernels/ops.h
+	$(AM_V_GEN)$(MKDIR_P) tests/fake_ops && \
+	$(CC) $(DEFAULT_INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS) -shared -fPIC -o $@ \
+		$(srcdir)/tests/ops_module_fake.c
 EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
 	tests/data/prepad_result.txt
 EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \

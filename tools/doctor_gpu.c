@@ -1,8 +1,9 @@
-/* doctor_gpu.c — the GPU half of tools/doctor (CUDA build): driver and library versions, each
- * GPU with its NUMA node, peer access as CUDA reports it, and P2P *verified*: one forked
- * process per GPU exports a buffer through CUDA IPC, every other process copies it, checks the
- * bytes and times the copy. CUDA is first touched in forked children, so the parent can still
- * fork the ranks of the IPC test afterwards. */
+/* doctor_gpu.c — the GPU half of tools/doctor (CUDA build): driver and library versions (the
+ * trainer's CUDA ops module with its cuDNN and cuBLAS), each GPU with its NUMA node, peer access
+ * as CUDA reports it, and P2P *verified*: one forked process per GPU exports a buffer through
+ * CUDA IPC, every other process copies it, checks the bytes and times the copy. CUDA is first
+ * touched in forked children, so the parent can still fork the ranks of the IPC test
+ * afterwards. */
 #include "config.h"
 
 #include <cuda_runtime_api.h>
@@ -12,15 +13,10 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef HAVE_CUDNN
-#include <cudnn.h>
-#endif
-#ifdef HAVE_CUBLAS
-#include <cublas_api.h>
-#endif
 
 #include "shm/numa.h"
 #include "shmddp.h"
+#include "src/device/device.h"
 #include "tools/doctor_gpu.h"
 
 #define MAX_GPUS SHMDDP_MAX_RANKS
@@ -30,7 +26,6 @@ typedef struct {
   int status; /* 0 ok, else cudaError_t of the failing call */
   char err[256];
   int driver, runtime, ngpus;
-  long cudnn, cublas;
   struct {
     char name[128], busid[32];
     int major, minor;
@@ -66,16 +61,6 @@ static void probe_child(probe_t *p)
     for (int j = 0; j < p->ngpus; j++)
       if (i != j) cudaDeviceCanAccessPeer(&p->can_peer[i][j], i, j);
   }
-#ifdef HAVE_CUDNN
-  p->cudnn = (long)cudnnGetVersion();
-#endif
-#ifdef HAVE_CUBLAS
-  int maj = 0, min = 0, pat = 0;
-  cublasGetProperty(MAJOR_VERSION, &maj);
-  cublasGetProperty(MINOR_VERSION, &min);
-  cublasGetProperty(PATCH_LEVEL, &pat);
-  p->cublas = maj * 10000L + min * 100 + pat;
-#endif
 }
 
 typedef struct {
@@ -141,6 +126,21 @@ static int ipc_rank(shmddp_comm_t *comm, void *arg)
   return 0;
 }
 
+/* The trainer's GPU backend: the CUDA ops module, loaded here as a GPU run loads it, with the
+ * cuDNN and cuBLAS it runs on (in this process: loading touches no GPU). */
+static void check_ops_module(doctor_t *d)
+{
+  char info[4400], err[2048];
+  if (!dev_gpus_built())
+    doctor_warn(d, "GPU ops", "install cuDNN and run ./configure again",
+                "this build has no CUDA ops backend (configure found no cuDNN): shmddp-train and "
+                "shmddp-predict run on the CPU only");
+  else if (dev_gpu_backend_load(info, sizeof info, err, sizeof err) == 0)
+    doctor_ok(d, "GPU ops", "%s", info);
+  else
+    doctor_fail(d, "GPU ops", "shmddp-train and shmddp-predict need it on GPUs", "%s", err);
+}
+
 int doctor_gpus(doctor_t *d)
 {
   probe_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -167,6 +167,7 @@ int doctor_gpus(doctor_t *d)
     doctor_ok(d, "CUDA", "runtime %d.%d, driver supports %d.%d; built for compute capability %s",
               p->runtime / 1000, (p->runtime % 1000) / 10, p->driver / 1000,
               (p->driver % 1000) / 10, SHMDDP_CUDA_ARCHS);
+  check_ops_module(d);
   if (p->ngpus == 0) {
     if (p->driver == 0) /* the runtime's own words would be "driver version is insufficient" */
       doctor_warn(d, "GPUs", "install the NVIDIA driver (nvidia-smi should list the GPUs)",
@@ -181,8 +182,6 @@ int doctor_gpus(doctor_t *d)
     doctor_fail(d, "driver", "update the NVIDIA driver or build with an older CUDA toolkit",
                 "the driver supports CUDA %d.%d but this build needs %d.%d", p->driver / 1000,
                 (p->driver % 1000) / 10, p->runtime / 1000, (p->runtime % 1000) / 10);
-  if (p->cudnn) doctor_ok(d, "cuDNN", "%ld.%ld.%ld", p->cudnn / 10000, (p->cudnn / 100) % 100, p->cudnn % 100);
-  if (p->cublas) doctor_ok(d, "cuBLAS", "%ld.%ld.%ld", p->cublas / 10000, (p->cublas / 100) % 100, p->cublas % 100);
   const char *visible = getenv("CUDA_VISIBLE_DEVICES");
   for (int i = 0; i < p->ngpus; i++) {
     char cc[8];

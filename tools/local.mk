@@ -23,6 +23,9 @@ shmddp_doctor_SOURCES = tools/doctor.c tools/doctor_report.c tools/doctor_report
 shmddp_doctor_LDADD = $(SHMDDP_LIBS)
 if HAVE_CUDA
 shmddp_doctor_SOURCES += tools/doctor_gpu.c tools/doctor_gpu.h
+# The CUDA ops module's loader (src/device/ops_module.c), which the GPU checks report on.
+shmddp_doctor_LDADD += libdevice.a
+EXTRA_shmddp_doctor_DEPENDENCIES = $(OPS_MODULE)
 endif
 
 # tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a

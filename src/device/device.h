@@ -125,9 +125,17 @@ void dev_graph_destroy(dev_graph_t *g);
 
 /* The model's ops table on device dev: the CPU reference for DEV_HOST, the CUDA backend
  * (kernels/ops_cuda.h, cuDNN builds) for a GPU, on a stream of its own. deterministic: the GPU's
- * convolution algorithms by cuDNN's deterministic heuristics rather than timed. */
+ * convolution algorithms by cuDNN's deterministic heuristics rather than timed. The CUDA backend
+ * is a shared module with cuBLAS and cuDNN, loaded by the first GPU table (src/device/
+ * ops_module.c): a program that never makes one never loads them. */
 int dev_ops_init(ops_t *o, ops_dtype_t dtype, int dev, int deterministic, char *err,
                  size_t errlen);
+/* Loads the GPU backend now (the CUDA ops module with cuBLAS and cuDNN; at once if loaded), so
+ * a program that will run on GPUs finds a missing module or library before any work starts: 0,
+ * or -1 with a message that says what to install. It touches no GPU: the launcher may call it
+ * before it forks the ranks. info (may be NULL) gets the module's path and the cuDNN and cuBLAS
+ * versions it runs on. */
+int dev_gpu_backend_load(char *info, size_t infolen, char *err, size_t errlen);
 /* The stream every op of o is queued on (NULL on the host). */
 void *dev_ops_stream(const ops_t *o);
 /* Device memory o holds besides what its caller allocates (for the memory ledger). */

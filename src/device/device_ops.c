@@ -1,7 +1,7 @@
 /* device_ops.c — the ops backend of each device and the flat f32 arithmetic of the optimizer and
  * loss scaling: the CPU reference (kernels/..._cpu.c) on the host, the CUDA backend
- * (kernels/ops_cuda.h) on a GPU. Apart from device.c the only place that knows which backends
- * this build has. */
+ * (kernels/ops_cuda.h, in the CUDA ops module that ops_module.c loads on first use) on a GPU.
+ * Apart from device.c the only place that knows which backends this build has. */
 #include "config.h"
 
 #include "src/device/device.h"
@@ -10,51 +10,30 @@
 
 #include "kernels/optim_cpu.h"
 #include "src/check.h"
-
-#ifdef HAVE_CUDNN
-#include "kernels/ops_cuda.h"
-#endif
-
-#ifndef HAVE_CUDNN
-static int no_gpu_ops(char *err, size_t errlen)
-{
-  return check_fail(err, errlen,
-                    "this build has no CUDA backend (it needs cuDNN): use --device cpu");
-}
-#endif
+#include "src/device/ops_module.h"
 
 int dev_ops_init(ops_t *o, ops_dtype_t dtype, int dev, int deterministic, char *err,
                  size_t errlen)
 {
   if (dev == DEV_HOST) return ops_cpu_init(o, dtype, err, errlen);
-#ifdef HAVE_CUDNN
-  CHECK(ops_cuda_init(o, dtype, dev, NULL, err, errlen));
-  ops_cuda_set_deterministic(o, deterministic);
+  const ops_cuda_module_t *m = ops_module_get(err, errlen);
+  if (!m) return -1;
+  CHECK(m->init(o, dtype, dev, NULL, err, errlen));
+  m->set_deterministic(o, deterministic);
   return 0;
-#else
-  (void)o;
-  (void)dtype;
-  (void)deterministic;
-  return no_gpu_ops(err, errlen);
-#endif
 }
 
+/* A GPU ops table was made by the module, so it is loaded (NULL: o is no table of a GPU). */
 void *dev_ops_stream(const ops_t *o)
 {
-#ifdef HAVE_CUDNN
-  if (o->device >= 0) return ops_cuda_stream(o);
-#endif
-  (void)o;
-  return NULL;
+  const ops_cuda_module_t *m = o->device >= 0 ? ops_module_loaded() : NULL;
+  return m ? m->stream(o) : NULL;
 }
 
 size_t dev_ops_scratch_bytes(const ops_t *o)
 {
-#ifdef HAVE_CUDNN
-  if (o->device >= 0) return ops_cuda_scratch_bytes(o);
-#endif
-  (void)o;
-  return 0;
+  const ops_cuda_module_t *m = o->device >= 0 ? ops_module_loaded() : NULL;
+  return m ? m->scratch_bytes(o) : 0;
 }
 
 /* The CPU reference updates f32 parameters from f32 gradients; it keeps no 16-bit copy (the CPU
@@ -76,13 +55,10 @@ int dev_sgd(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *
     optim_cpu_sgd(p, grad, mom, n, lr, wd, momentum, nesterov, grad_scale);
     return 0;
   }
-#ifdef HAVE_CUDNN
-  return ops_cuda_sgd(p, grad, grad_dtype, mom, n, lr, wd, momentum, nesterov, grad_scale, lowp,
-                      lowp_dtype, stream, err, errlen);
-#else
-  (void)stream, (void)lowp_dtype;
-  return no_gpu_ops(err, errlen);
-#endif
+  const ops_cuda_module_t *m = ops_module_get(err, errlen);
+  if (!m) return -1;
+  return m->sgd(p, grad, grad_dtype, mom, n, lr, wd, momentum, nesterov, grad_scale, lowp,
+                lowp_dtype, stream, err, errlen);
 }
 
 int dev_adamw(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float *m, float *v,
@@ -95,13 +71,10 @@ int dev_adamw(int dev, float *p, const void *grad, ops_dtype_t grad_dtype, float
     optim_cpu_adamw(p, grad, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
     return 0;
   }
-#ifdef HAVE_CUDNN
-  return ops_cuda_adamw(p, grad, grad_dtype, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2,
-                        grad_scale, lowp, lowp_dtype, stream, err, errlen);
-#else
-  (void)stream, (void)lowp_dtype;
-  return no_gpu_ops(err, errlen);
-#endif
+  const ops_cuda_module_t *mod = ops_module_get(err, errlen);
+  if (!mod) return -1;
+  return mod->adamw(p, grad, grad_dtype, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2,
+                    grad_scale, lowp, lowp_dtype, stream, err, errlen);
 }
 
 int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, char *err,
@@ -111,10 +84,7 @@ int dev_nonfinite(int dev, const float *g, size_t n, void *stream, int *found, c
     *found = optim_cpu_nonfinite(g, n);
     return 0;
   }
-#ifdef HAVE_CUDNN
-  return ops_cuda_nonfinite(g, n, stream, found, err, errlen);
-#else
-  (void)stream;
-  return no_gpu_ops(err, errlen);
-#endif
+  const ops_cuda_module_t *m = ops_module_get(err, errlen);
+  if (!m) return -1;
+  return m->nonfinite(g, n, stream, found, err, errlen);
 }

@@ -12,3 +12,4 @@ libpredict_a_SOURCES = \
 bin_PROGRAMS += shmddp-predict
 shmddp_predict_SOURCES = src/predict/main.c
 shmddp_predict_LDADD = libpredict.a $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS)
+EXTRA_shmddp_predict_DEPENDENCIES = $(OPS_MODULE)

@@ -33,6 +33,7 @@ static void usage(FILE *f)
           "  --images DIR        the *.png images (any size; RGB, gray or palette)\n"
           "  --out DIR           where the outputs go (created if missing)\n"
           "  --device cpu|cuda   default: cuda where a GPU is visible and the build has CUDA\n"
+          "                      (cuda first loads the CUDA ops module: cuBLAS, cuDNN)\n"
           "  --batch-size B      images per batch, 1..32 (of one size); default: 8\n"
           "  --overlay on|off    the colour overlays; default: on\n"
           "  --logits            also NAME.logits: height*width*classes little-endian f32\n"
@@ -183,6 +184,11 @@ static int predict_images(const weights_t *w, const args_t *a)
     }
     fprintf(stderr, "; nothing was written: replace or remove %s%s\n", nbad == 1 ? "it" : "them",
             ngood == 0 ? "" : ", or give --keep-going to predict the others");
+    rc = 2;
+  }
+  if (rc == 0 && a->pc.device == MODEL_DEVICE_CUDA &&
+      dev_gpu_backend_load(NULL, 0, err, sizeof err) != 0) {
+    fprintf(stderr, "shmddp-predict: --device cuda: %s\n", err);
     rc = 2;
   }
   if (rc == 0) rc = out_dir(a->pc.out);

@@ -1,6 +1,7 @@
-/* job.c — everything a run needs that can be checked before the ranks are forked: the
- * datasets (a broken PNG stops the run here, not in epoch 3), the batch arithmetic, the
- * checkpoint to resume from, and the output folder (run_dir.c). */
+/* job.c — everything a run needs that can be checked before the ranks are forked: the GPU
+ * backend's libraries (loaded here, shared by the forked ranks), the datasets (a broken PNG
+ * stops the run here, not in epoch 3), the batch arithmetic, the checkpoint to resume from, and
+ * the output folder (run_dir.c). */
 #include "config.h"
 
 #include "src/train/job.h"
@@ -10,6 +11,7 @@
 
 #include "src/check.h"
 #include "src/data/sampler.h"
+#include "src/device/device.h"
 #include "src/train/ckpt_state.h"
 #include "src/train/run_dir.h"
 
@@ -52,6 +54,8 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
 {
   memset(job, 0, sizeof *job);
   job->cfg = *cfg;
+  if (cfg->device == MODEL_DEVICE_CUDA && dev_gpu_backend_load(NULL, 0, err, errlen) != 0)
+    return -1;
   ckpt_run_t resumed = {.id = ""};
   int rc;
   if (cfg->synthetic) {

@@ -23,3 +23,5 @@ shmddp_train_SOURCES = src/train/main.c src/train/mpi_main.c src/train/mpi_main.
 shmddp_train_CFLAGS = $(AM_CFLAGS) $(MPI_CFLAGS)
 shmddp_train_LDADD = $(WORLD_MPI_LIBS) $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) \
 	$(MPI_LIBS)
+# The CUDA ops module it loads on a GPU (kernels/local.mk), made with it.
+EXTRA_shmddp_train_DEPENDENCIES = $(OPS_MODULE)

@@ -99,7 +99,9 @@ static const char *const help_env_names[] = {"markdown", NULL};
  * `make train` learn the shapes in a few minutes on 2 cores. */
 static const option_t options[OPT_COUNT] = {
     [OPT_DEVICE] = {"device", KIND_CHOICE, F(device), .choices = device_names,
-                    .section = SEC_PROCS, .help = "the devices the ranks train on"},
+                    .section = SEC_PROCS,
+                    .help = "the devices the ranks train on; cuda first loads the CUDA ops "
+                            "module (cuBLAS, cuDNN), before any work"},
     [OPT_NPROC] = {"nproc", KIND_INT, F(nproc), 1, SHMDDP_MAX_RANKS, .arg = "N",
                    .section = SEC_PROCS,
                    .help = "ranks; 2 CPU ranks (one per core) make the default job run the DDP "
