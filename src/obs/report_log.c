@@ -82,11 +82,12 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
     if (line[n - 1] == '\n' && keep_record(line, last_step)) fputs(line, f);
   free(line);
   fclose(in);
+  /* renamed while open: the lock on the temporary file covers the rename (outfile.h) */
   int bad = ferror(f) | (fflush(f) != 0);
-  if (bad || rename(tmp, path) != 0) {
+  if (bad) remove(tmp);
+  if (bad || outfile_rename(tmp, path, 1) != 0) {
     snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     fclose(f);
-    remove(tmp);
     return -1;
   }
   report_log_t *l = calloc(1, sizeof *l);

@@ -131,11 +131,7 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
   report_json_string(f, config ? config : "");
   if (memory_json) fprintf(f, ",\n  \"memory\": %s", memory_json);
   fputs("\n}\n", f);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-    remove(tmp);
-    return -1;
-  }
+  if (outfile_commit(f, tmp, path, 1) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }

@@ -243,10 +243,8 @@ static int write_file(char *err, size_t errlen)
   }
   fputs("\n]}\n", f);
   free(order);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tl.tmp, tl.path) != 0) {
+  if (outfile_commit(f, tl.tmp, tl.path, 1) != 0) {
     snprintf(err, errlen, "%s: cannot write the timeline: %s", tl.path, strerror(errno));
-    remove(tl.tmp);
     return -1;
   }
   return 0;

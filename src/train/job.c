@@ -13,6 +13,7 @@
 
 #include "src/check.h"
 #include "src/data/sampler.h"
+#include "src/obs/outfile.h"
 #include "src/train/ckpt_state.h"
 
 /* mkdir -p */
@@ -47,6 +48,16 @@ static int make_dirs(const char *path, char *err, size_t errlen)
   close(fd);
   unlink(probe);
   return 0;
+}
+
+/* The temporary files of the files a run writes into --out (outfile.h) that a killed run left:
+ * removed, unless a live writer holds them (another run in the same folder). */
+static int sweep_out(train_job_t *job, char *err, size_t errlen)
+{
+  static const char *const written[] = {"checkpoint.ckpt", "summary.json", "log.jsonl",
+                                        "dp_devices.json", "timeline-rank*.json"};
+  return outfile_sweep(job->cfg.out_dir, written, sizeof written / sizeof written[0],
+                       &job->swept, err, errlen);
 }
 
 /* --resume, before anything starts or is written: the checkpoint reads, its settings are this
@@ -146,6 +157,7 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
     }
   }
   if (rc == 0) rc = make_dirs(cfg->out_dir, err, errlen);
+  if (rc == 0) rc = sweep_out(job, err, errlen);
   if (rc != 0) train_job_close(job);
   return rc;
 }

@@ -200,11 +200,8 @@ static int write_devices_json(dp_engine_t *d, char *err, size_t errlen)
             idle > 0 ? idle : 0, ledger);
   }
   fputs("\n  ]\n}\n", f);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    return check_fail(err, errlen, "%s: cannot write", path);
-  }
+  if (outfile_commit(f, tmp, path, 1) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }
 

@@ -86,6 +86,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "train: %s\n", err);
     return 2;
   }
+  if (job.swept)
+    printf("train: removed %zu temporary file%s a killed run left in %s\n", job.swept,
+           job.swept == 1 ? "" : "s", cfg.out_dir);
   if (cfg.mode == TRAIN_MODE_DP) { /* one process drives every device: nothing is forked */
     train_result_t dres;
     rc = dp_train_run(&job, &dres, err, sizeof err);
