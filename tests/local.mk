@@ -178,11 +178,13 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;
 # checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
-# without python3-torch).
+# without python3-torch); outputs that never replace a file the run did not write. PNG files
+# that claim gigabytes, refused within a few tens of MB by the trainer and shmddp-predict.
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh
+	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh \
+	tests/predict_outputs.sh tests/png_limits.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----

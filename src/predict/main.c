@@ -1,7 +1,8 @@
 /* main.c — shmddp-predict: a training checkpoint + a folder of PNG images -> PNG masks (and
  * colour overlays, and raw scores), on the CPU or a GPU, batch-wise; or the checkpoint's weights
  * exported to safetensors for PyTorch. Everything is checked before any work: the checkpoint
- * (every CRC), the folders, the device. Exit status 2: bad flags or files, nothing was done. */
+ * (every CRC), the folders and the output names, every image, the device. Exit status 2: bad
+ * flags or files, nothing was done. */
 #include "config.h"
 
 #include <errno.h>
@@ -28,7 +29,9 @@ static void usage(FILE *f)
           "NAME.overlay.png (the classes' colours blended into the image).\n\n"
           "  --checkpoint FILE   a checkpoint of shmddp-train (--save-every, --stop-after)\n"
           "  --images DIR        the *.png images (any size; RGB, gray or palette)\n"
-          "  --out DIR           where the outputs go (created if missing)\n"
+          "  --out DIR           where the outputs go (created if missing); not the --images\n"
+          "                      folder, and a file there under an output name is never\n"
+          "                      replaced: the run refuses before any work\n"
           "  --device cpu|cuda   default: cuda where a GPU is visible and the build has CUDA\n"
           "  --batch-size B      images per batch, 1..32 (of one size); default: 8\n"
           "  --overlay on|off    the colour overlays; default: on\n"
@@ -149,17 +152,19 @@ int main(int argc, char **argv)
   } else {
     char **names;
     size_t n;
-    if (predict_list(a.pc.images, &names, &n, err, sizeof err) != 0) {
-      fprintf(stderr, "shmddp-predict: --images: %s\n", err);
+    if (predict_list(a.pc.images, &names, &n, err, sizeof err) != 0 ||
+        predict_check(&a.pc, names, n, err, sizeof err) != 0) {
+      fprintf(stderr, "shmddp-predict: %s\n", err);
+      predict_free_list(names, n);
       weights_close(w);
       return 2;
     }
+    if ((rc = out_dir(a.pc.out)) == 0) rc = predict_run(w, &a.pc, names, n, stdout, err, sizeof err);
     predict_free_list(names, n);
-    if ((rc = out_dir(a.pc.out)) != 0) {
+    if (rc == 2) {
       weights_close(w);
       return rc;
     }
-    rc = predict_run(w, &a.pc, stdout, err, sizeof err);
   }
   if (rc != 0) fprintf(stderr, "shmddp-predict: %s\n", err);
   weights_close(w);

@@ -26,8 +26,14 @@ typedef struct {
 int predict_list(const char *dir, char ***names, size_t *n, char *err, size_t errlen);
 void predict_free_list(char **names, size_t n);
 
-/* Every image of pc->images; one line per batch on log (NULL: quiet). */
-int predict_run(const weights_t *w, const predict_config_t *pc, FILE *log, char *err,
-                size_t errlen);
+/* Before any work: --out is not the --images folder (by device and inode), no two images would
+ * write the same output name, none of the outputs exists in --out (a file the run did not
+ * write is never replaced), and every image decodes under the limits. */
+int predict_check(const predict_config_t *pc, char **names, size_t n, char *err, size_t errlen);
+
+/* The images names[0, n) of pc->images; one line per batch on log (NULL: quiet). Outputs are
+ * created new: one that appeared in --out since predict_check is an error, not replaced. */
+int predict_run(const weights_t *w, const predict_config_t *pc, char **names, size_t n,
+                FILE *log, char *err, size_t errlen);
 
 #endif

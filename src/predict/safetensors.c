@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "src/check.h"
+#include "src/obs/outfile.h"
 
 static size_t elem_size(st_dtype_t d) { return d == ST_I64 ? 8 : 4; }
 
@@ -80,27 +81,19 @@ int safetensors_write(const char *path, const st_tensor_t *t, int n, const char 
   char *h = header(t, n, meta, n_meta, &hlen);
   if (!h) return check_fail(err, errlen, "%s: out of memory for the header", path);
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-  int fd = mkstemp(tmp); /* O_EXCL, mode 0600 */
-  if (fd < 0) {
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp); /* O_EXCL|O_NOFOLLOW, mode 0600 */
+  if (!f) {
     free(h);
     return check_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
   }
-  FILE *f = fdopen(fd, "wb");
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-  int bad = !f || fwrite(len8, 1, 8, f) != 8 || fwrite(h, 1, hlen, f) != hlen;
-  for (int i = 0; i < n && !bad; i++) {
-    size_t b = tensor_bytes(&t[i]);
-    bad = b && fwrite(t[i].data, 1, b, f) != b;
-  }
+  fwrite(len8, 1, 8, f);
+  fwrite(h, 1, hlen, f);
+  for (int i = 0; i < n; i++) fwrite(t[i].data, 1, tensor_bytes(&t[i]), f);
   free(h);
-  if (!f) close(fd);
-  else if (fclose(f) != 0) bad = 1;
-  if (bad || rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(e));
-  }
+  /* a failed fwrite leaves the stream's error flag set: outfile_commit refuses it */
+  if (outfile_commit(f, tmp, path, 1) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }
