@@ -159,7 +159,8 @@ int main(int argc, char **argv)
       weights_close(w);
       return 2;
     }
-    if ((rc = out_dir(a.pc.out)) == 0) rc = predict_run(w, &a.pc, names, n, stdout, err, sizeof err);
+    if ((rc = out_dir(a.pc.out)) == 0)
+      rc = predict_run(w, &a.pc, names, n, stdout, err, sizeof err);
     predict_free_list(names, n);
     if (rc == 2) {
       weights_close(w);
