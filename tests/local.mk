@@ -179,12 +179,13 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
 # without python3-torch); outputs that never replace a file the run did not write. PNG files
-# that claim gigabytes, refused within a few tens of MB by the trainer and shmddp-predict.
+# that claim gigabytes, refused within a few tens of MB by the trainer and shmddp-predict. Paths
+# that are not UTF-8 in every JSON file a run writes, read by a strict reader.
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh
+	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
 	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh \
-	tests/predict_outputs.sh tests/png_limits.sh
+	tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
@@ -205,7 +206,7 @@ TESTS += tests/check_account
 tests_check_account_SOURCES = tests/check_account.c dev/step_account.c dev/step_account.h \
 	tests/json_mini.c tests/json_mini.h
 tests_check_account_CFLAGS = $(TEST_CFLAGS)
-tests_check_account_LDADD = $(TEST_LIBS) -lm
+tests_check_account_LDADD = libobs.a $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif

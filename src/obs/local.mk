@@ -9,4 +9,5 @@ libobs_a_SOURCES = \
 	src/obs/run_summary.c src/obs/run_summary.h \
 	src/obs/nvml_dl.c src/obs/nvml_dl.h \
 	src/obs/timeline_dev.c src/obs/timeline_dev.h \
-	src/obs/outfile.c src/obs/outfile.h
+	src/obs/outfile.c src/obs/outfile.h \
+	src/obs/json_out.c src/obs/json_out.h

@@ -1,38 +1,19 @@
-/* report_log.c — JSON-lines writing. Numbers use %.9g (enough digits to tell steps apart, short
- * enough to read); NaN and infinities are written as null, which JSON allows and NaN is not. */
+/* report_log.c — JSON-lines writing; numbers through json_out.h (%.9g: enough digits to tell
+ * steps apart, short enough to read; NaN and infinities as null, which JSON allows and NaN is
+ * not). */
 #include "config.h"
 
 #include "src/obs/report_log.h"
+#include "src/obs/json_out.h"
 #include "src/obs/outfile.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct report_log {
   FILE *f;
 };
-
-void report_json_string(FILE *f, const char *s)
-{
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-void report_json_number(FILE *f, double v)
-{
-  if (isfinite(v)) fprintf(f, "%.9g", v);
-  else fputs("null", f);
-}
 
 int report_log_open(report_log_t **out, const char *dir, char *err, size_t errlen)
 {
@@ -124,7 +105,7 @@ static void fields(FILE *f, const field_t *fl, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     fprintf(f, ", \"%s\": ", fl[i].key);
-    report_json_number(f, fl[i].v);
+    json_number(f, fl[i].v);
   }
 }
 

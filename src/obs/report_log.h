@@ -1,6 +1,6 @@
 /* report_log.h — the per-step JSON-lines log in --out (log.jsonl): one object per optimizer step
  * and one per validation, each on its own line, flushed as written so a crashed run keeps its
- * history. Also the JSON string escaping summary.c shares. */
+ * history. */
 #ifndef SRC_OBS_REPORT_LOG_H
 #define SRC_OBS_REPORT_LOG_H
 
@@ -32,12 +32,7 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
                         long last_step, char *err, size_t errlen);
 void report_log_close(report_log_t *l); /* NULL is fine */
 int report_log_step(report_log_t *l, const report_step_t *s);
-/* memory_json: the ledger as a JSON object (arena_format_json), or NULL. */
+/* memory_json: the ledger as a JSON object (run_summary_ledger_json), or NULL. */
 int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_json);
-
-/* s as a JSON string literal (quotes included). */
-void report_json_string(FILE *f, const char *s);
-/* A number as JSON: non-finite values become null. */
-void report_json_number(FILE *f, double v);
 
 #endif
