@@ -4,7 +4,7 @@
 # quotes, a backslash and a newline. Every JSON file of the run (summary.json, log.jsonl, the
 # timelines, DataParallel's dp_devices.json) and the safetensors header of an export is read by
 # a strict reader (python3's json on the raw bytes, which must be UTF-8); the bad bytes become
-# U+FFFD and the good characters (é) stay.
+# U+FFFD and the good characters (é) stay. tools/report reads the same folder into a page.
 set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 is the strict reader"; exit 77; }
 top=${top_builddir:-.}
@@ -72,4 +72,8 @@ if want not in config:
 print("checked %d JSON texts" % len(texts))
 PY'
 
+python3 "$src/tools/report" "$out" -o "$tmp/report.html" > "$tmp/report.log" 2>&1
+rc=$?
+check "tools/report reads the run folder" '[ $rc -eq 0 ] && python3 -c "import sys; open(sys.argv[1], encoding=\"utf-8\").read()" "$tmp/report.html"' ||
+  cat "$tmp/report.log"
 exit $fail
