@@ -9,8 +9,7 @@
 #   layers       cuDNN: check_ops_cuda check_model_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
-#                torch_oracle.sh resume.sh
-#                resume_gpu.sh readme_env.sh
+#                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh readme_env.sh
 #   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
 #                fault_files.sh (with tests/ckpt_craft) fault_signal.sh
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
@@ -133,8 +132,8 @@ check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/che
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
-	tests/check_report.sh tests/report_hostile.sh tests/resume.sh tests/resume_prepad.sh \
-	tests/resume_gpu.sh \
+	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
+	tests/resume_prepad.sh tests/resume_gpu.sh \
 	tests/readme_env.sh
 # shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
 TESTS += tests/nccl_run_mps.sh
@@ -173,7 +172,7 @@ tests_check_dp_CFLAGS = $(TEST_CFLAGS)
 tests_check_dp_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 # The timeline, the per-rank step fields and the end-of-run table (check_report.sh: tools/report
 # on the files a run writes; report_hostile.sh: on a folder an attacker wrote,
-# tests/hostile_run.py).
+# tests/hostile_run.py; report_browser.sh: both pages in a headless browser, SKIP without one).
 tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/json_mini.h \
 	tests/train_run.h tests/testutil.h
 tests_check_timeline_CFLAGS = $(TEST_CFLAGS)
@@ -215,7 +214,8 @@ TESTS += tests/no-check.sh
 endif
 EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
 	tests/data/prepad_result.txt
-EXTRA_DIST += tests/check_report.sh tests/report_hostile.sh tests/hostile_run.py tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
+EXTRA_DIST += tests/check_report.sh tests/report_hostile.sh tests/hostile_run.py \
+	tests/report_browser.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
 	tests/fault_signal.sh tests/readme_env.sh tests/nccl_exports.sh \
 	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \
