@@ -212,6 +212,15 @@ static int take_digits(const char **v, unsigned long long *out)
   return big ? -1 : n;
 }
 
+int shm_env_parse_whole(const char *v, uint64_t max, uint64_t *out)
+{
+  unsigned long long x;
+  int n = v ? take_digits(&v, &x) : 0;
+  if (n <= 0 || *v || x > max) return -1;
+  *out = x;
+  return 0;
+}
+
 /* The value of a NUMBER, COUNT or BYTES setting: 0, or -1 with the message. */
 static int parse_numeric(const shm_env_param_t *p, const char *v, double *out, char *err,
                          size_t errlen)

@@ -66,6 +66,11 @@ int shm_env_flag(const char *name, int *value, char *err, size_t errlen);
 /* CHOICE (and TEXT): *value points into the environment. */
 int shm_env_choice(const char *name, const char **value, char *err, size_t errlen);
 
+/* v as plain decimal digits, exactly (no sign, spaces, decimal point, exponent or 0x; at most
+ * max, which is at most 2^53): 0 with the number in *out, or -1. The same rule for the variables
+ * that are not shmddp's settings but are read as numbers (an MPI launcher's world size). */
+int shm_env_parse_whole(const char *v, uint64_t max, uint64_t *out);
+
 /* Without an error path (trainer only, see above): whether the valid value of name is value;
  * a count, or dflt when unset or invalid. */
 int shm_env_is(const char *name, const char *value);
