@@ -59,8 +59,11 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
+  /* A line holding a NUL byte is no record of ours (and would end the string early: the
+   * record after it would join the cut line). */
   while ((n = getline(&line, &cap, in)) > 0)
-    if (line[n - 1] == '\n' && keep_record(line, last_step)) fputs(line, f);
+    if (line[n - 1] == '\n' && !memchr(line, 0, (size_t)n) && keep_record(line, last_step))
+      fwrite(line, 1, (size_t)n, f);
   free(line);
   fclose(in);
   /* renamed while open: the lock on the temporary file covers the rename (outfile.h) */
