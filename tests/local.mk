@@ -195,7 +195,8 @@ check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
 TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
 	tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
-	tests/fuzz/png_input.h tests/fuzz/segment_input.h tests/fuzz/log_input.h
+	tests/fuzz/png_input.h tests/fuzz/segment_input.h tests/fuzz/log_input.h \
+	tests/fuzz/compare_input.h tools/compare_read.c tools/compare.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
 tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 # Damaged checkpoints for tests/fault_files.sh.
