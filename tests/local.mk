@@ -10,7 +10,8 @@
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
 #                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh readme_env.sh
-#   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
+#   faults       kill_rank.sh check_fuzz_regress report_fuzz.sh fault_kill.sh fault_env.sh
+#                fault_ckpt.sh
 #                fault_files.sh (with tests/ckpt_craft) fault_signal.sh
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
 #   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
@@ -192,8 +193,8 @@ EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/p
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
 check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
-TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
-	tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
+TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/report_fuzz.sh tests/fault_kill.sh \
+	tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
 	tests/fuzz/png_input.h tests/fuzz/segment_input.h tests/fuzz/log_input.h \
 	tests/fuzz/compare_input.h tools/compare_read.c tools/compare.h
@@ -216,7 +217,7 @@ endif
 EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
 	tests/data/prepad_result.txt
 EXTRA_DIST += tests/check_report.sh tests/report_hostile.sh tests/hostile_run.py \
-	tests/report_browser.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
+	tests/report_browser.sh tests/report_fuzz.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
 	tests/fault_signal.sh tests/readme_env.sh tests/nccl_exports.sh \
 	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \
