@@ -114,11 +114,14 @@ static int check_output_names(const predict_config_t *pc, char **names, size_t n
     char path[4096];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", pc->out, outs[j].name);
-    if (lstat(path, &st) == 0 || errno != ENOENT)
+    if (lstat(path, &st) == 0)
       rc = check_fail(err, errlen,
                       "%s already exists: shmddp-predict never replaces a file it did not "
                       "write; give a new or empty --out, or remove the earlier outputs",
                       path);
+    else if (errno != ENOENT && errno != ENOTDIR) /* ENOTDIR: --out is no folder (out_dir) */
+      rc = check_fail(err, errlen, "%s: cannot tell whether it exists: %s", path,
+                      strerror(errno));
   }
   free(outs);
   return rc;
