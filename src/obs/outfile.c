@@ -27,6 +27,13 @@ static int same_file(const struct stat *a, const struct stat *b)
   return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
+/* A file system without flock(2) (some FUSE and network ones): files are still written, unlocked;
+ * a sweep there cannot lock them either, so it removes nothing. */
+static int no_locks(int e)
+{
+  return e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL;
+}
+
 int outfile_create_temp(const char *path, char *tmp, size_t tmplen)
 {
   for (int attempt = 0; attempt < 8; attempt++) {
@@ -48,7 +55,8 @@ int outfile_create_temp(const char *path, char *tmp, size_t tmplen)
      * this file; else it is gone, and another name is tried. */
     struct stat mine, named;
     int e = 0;
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &mine) != 0) e = errno;
+    if (flock(fd, LOCK_EX) != 0 && !no_locks(errno)) e = errno;
+    else if (fstat(fd, &mine) != 0) e = errno;
     else if (lstat(tmp, &named) == 0 && same_file(&mine, &named)) return fd;
     close(fd);
     if (e) {

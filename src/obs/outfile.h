@@ -16,7 +16,8 @@
  * died (kill -9, power loss), and outfile_sweep removes such files at the next start. A lock,
  * not the writer's pid in the name: the kernel drops the lock when the holder dies, however it
  * dies, while a pid is reused by unrelated processes (and means nothing on another machine that
- * shares the folder). */
+ * shares the folder). On a file system without flock the files are written unlocked, and the
+ * sweep, unable to lock them either, removes none. */
 #ifndef SRC_OBS_OUTFILE_H
 #define SRC_OBS_OUTFILE_H
 
