@@ -80,12 +80,12 @@ for f in checkpoint.ckpt.tmp.0123456789abcdef summary.json.tmp.fedcba9876543210 
   echo "half-written" > "$out/$f"
 done
 ln -s "$tmp/precious" "$out/checkpoint.ckpt.tmp.bbbbbbbbbbbbbbbb"
-# checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa is held, as a live writer holds its file, until fd 3 closes
+# checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa is held, as a live writer holds its file (flock(1), of
+# util-linux), until fd 3 closes
 mkfifo "$tmp/hold"
 exec 3<> "$tmp/hold"
-python3 -c 'import fcntl, sys
-f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); sys.stdin.read()' \
-  "$out/checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa" < "$tmp/hold" > "$tmp/held" 3>&- &
+flock -x "$out/checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa" sh -c 'echo held; exec cat > /dev/null' \
+  < "$tmp/hold" > "$tmp/held" 3>&- &
 holder=$!
 wait_line "$tmp/held" "^held" "$holder" || bad "stale files: the lock holder did not start"
 "$train" $F --out "$out" > "$out/log" 2>&1 || bad "stale files: the run failed ($(tail -1 "$out/log"))"
