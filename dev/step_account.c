@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/obs/json_out.h"
+
 static const char *const pass_names[ACCT_NPASS] = {
     [ACCT_CAST_INPUT] = "cast input",         [ACCT_CONV_FWD] = "conv fwd",
     [ACCT_BN_STATS] = "bn stats",             [ACCT_BN_APPLY] = "bn apply+relu",
@@ -331,18 +333,6 @@ int acct_write_markdown(FILE *f, const acct_t *a, const acct_report_t *r)
 
 /* ---- JSON ---- */
 
-static void json_str(FILE *f, const char *s)
-{
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-    else fputc(ch, f);
-  }
-  fputc('"', f);
-}
-
 /* A number JSON can hold (non-finite values become null). */
 static void json_num(FILE *f, double v)
 {
@@ -354,9 +344,9 @@ int acct_write_json(FILE *f, const acct_t *a, const acct_report_t *r)
 {
   acct_total_t all = total_at(a, ACCT_NPASS, &r->ceiling);
   fputs("{\"device\": ", f);
-  json_str(f, r->device);
+  json_string(f, r->device);
   fputs(", \"config\": ", f);
-  json_str(f, r->config);
+  json_string(f, r->config);
   fputs(", \"step_ms\": ", f);
   json_num(f, r->step_ms);
   fprintf(f, ", \"images\": %d, \"ceiling_tflops\": ", r->images);
@@ -378,7 +368,7 @@ int acct_write_json(FILE *f, const acct_t *a, const acct_report_t *r)
     if (!t.rows) continue;
     fputs(first ? "\n  {\"pass\": " : ",\n  {\"pass\": ", f);
     first = 0;
-    json_str(f, acct_pass_name((acct_pass_t)p));
+    json_string(f, acct_pass_name((acct_pass_t)p));
     fprintf(f, ", \"ops\": %d, \"gflop\": ", t.ops);
     json_num(f, t.flops / 1e9);
     fputs(", \"mb\": ", f);
@@ -393,9 +383,9 @@ int acct_write_json(FILE *f, const acct_t *a, const acct_report_t *r)
   for (int i = 0; i < a->n; i++) {
     const acct_row_t *row = &a->rows[i];
     fputs(i ? ",\n  {\"layer\": " : "\n  {\"layer\": ", f);
-    json_str(f, row->layer);
+    json_string(f, row->layer);
     fputs(", \"pass\": ", f);
-    json_str(f, acct_pass_name(row->pass));
+    json_string(f, acct_pass_name(row->pass));
     fprintf(f, ", \"ops\": %d, \"gflop\": ", row->ops);
     json_num(f, row->flops / 1e9);
     fputs(", \"mb\": ", f);

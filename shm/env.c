@@ -1,7 +1,9 @@
-/* env.c — the environment table and its validating reader (see env.h). Numbers are parsed
- * with strtod/strtoll and refused on junk, trailing characters, overflow (ERANGE) or a value
- * outside the setting's range; byte counts are whole numbers with an optional k|m|g, checked
- * against the range after the multiplication is known not to overflow. */
+/* env.c — the environment table and its validating reader (see env.h). A value is plain decimal
+ * digits (a NUMBER may have one decimal point between digits; a byte count one k|m|g suffix),
+ * checked character by character before it is converted: no sign, no spaces, no exponent, no
+ * 0x, nothing trailing — the forms strtod/strtoull would also take. Whole parts are exact: above
+ * 2^53 a double no longer holds every integer, so such a value is refused rather than rounded;
+ * then the setting's range is checked. */
 #include "config.h"
 
 #include "shm/env.h"
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #define GiB 1073741824.0
+#define EXACT_MAX 9007199254740992ULL /* 2^53: every whole number up to it is a double */
 
 static const shm_env_param_t table[] = {
     /* the launcher and the collectives (collectives/launch.c, shm/launcher.c) */
@@ -54,7 +57,7 @@ static const shm_env_param_t table[] = {
      .unit = "blocks", .dflt = "the communicator's max_blocks (DDP's buckets: 16), else 128",
      .reader = "collectives, device transport set-up",
      .meaning = "thread blocks of a two-shot all-reduce"},
-    {.name = "SHMDDP_CUDA_CE_MIN", .kind = SHM_ENV_BYTES, .min = 0, .max = 4611686018427387904.0,
+    {.name = "SHMDDP_CUDA_CE_MIN", .kind = SHM_ENV_BYTES, .min = 0, .max = 9007199254740992.0,
      .dflt = "never", .reader = "collectives, device transport set-up",
      .meaning = "use the copy-engine ring from this size (auto never picks it: it lost to the "
                 "two-shot, 267 vs 339 GB/s at 1 GiB on 2 x H200)"},
@@ -232,21 +235,26 @@ static int refuse(const shm_env_param_t *p, const char *value, const char *why, 
   return -1;
 }
 
-/* A byte count: digits, an optional k|m|g; -1 on junk or overflow. */
-static int parse_bytes(const char *v, double *out)
+/* Leading decimal digits of *v as a whole number, *v moved past them: their count, or -1 when
+ * the number passes EXACT_MAX (the digits are consumed all the same). */
+static int take_digits(const char **v, unsigned long long *out)
 {
-  if (*v < '0' || *v > '9') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno) return -1;
-  int shift = 0;
-  if (*end && strchr("kK", *end)) shift = 10;
-  else if (*end && strchr("mM", *end)) shift = 20;
-  else if (*end && strchr("gG", *end)) shift = 30;
-  if (shift) end++;
-  if (*end || (shift && x > (~0ULL >> shift))) return -1;
-  *out = (double)(x << shift);
+  unsigned long long x = 0;
+  int n = 0, big = 0;
+  for (; **v >= '0' && **v <= '9'; (*v)++, n++) {
+    if (!big) x = 10 * x + (unsigned long long)(**v - '0'); /* x <= 2^53: no overflow */
+    big |= x > EXACT_MAX;
+  }
+  *out = x;
+  return big ? -1 : n;
+}
+
+int shm_env_parse_whole(const char *v, uint64_t max, uint64_t *out)
+{
+  unsigned long long x;
+  int n = v ? take_digits(&v, &x) : 0;
+  if (n <= 0 || *v || x > max) return -1;
+  *out = x;
   return 0;
 }
 
@@ -254,18 +262,33 @@ static int parse_bytes(const char *v, double *out)
 static int parse_numeric(const shm_env_param_t *p, const char *v, double *out, char *err,
                          size_t errlen)
 {
-  char *end;
-  double d;
-  if (p->kind == SHM_ENV_BYTES) {
-    if (parse_bytes(v, &d) != 0) return refuse(p, v, "is not a byte count", err, errlen);
-  } else {
-    errno = 0;
-    d = strtod(v, &end);
-    if (end == v || *end || errno == ERANGE || !isfinite(d))
-      return refuse(p, v, "is not a number", err, errlen);
-    if (p->kind == SHM_ENV_COUNT && d != floor(d))
-      return refuse(p, v, "is not a whole number", err, errlen);
+  static const char *const junk[] = {
+      [SHM_ENV_NUMBER] = "is not a decimal number: only digits and one decimal point between "
+                         "them are taken (no sign, spaces, exponent or 0x)",
+      [SHM_ENV_COUNT] = "is not a whole number: only decimal digits are taken (no sign, spaces, "
+                        "decimal point, exponent or 0x)",
+      [SHM_ENV_BYTES] = "is not a byte count: only decimal digits and one k, m or g after them "
+                        "are taken (no sign, spaces, decimal point, exponent or 0x)"};
+  static const char *const inexact =
+      "is more than 2^53 (9007199254740992), above which a whole number is not held exactly";
+  const char *s = v;
+  unsigned long long whole;
+  int n = take_digits(&s, &whole);
+  if (n == 0) return refuse(p, v, junk[p->kind], err, errlen);
+  double d = (double)whole;
+  if (p->kind == SHM_ENV_NUMBER && *s == '.') {
+    const char *frac = ++s;
+    while (*s >= '0' && *s <= '9') s++;
+    if (s == frac) return refuse(p, v, junk[p->kind], err, errlen);
+    d = strtod(v, NULL); /* digits '.' digits: strtod reads exactly these, correctly rounded */
+  } else if (p->kind == SHM_ENV_BYTES && *s && strchr("kKmMgG", *s)) {
+    int shift = strchr("kK", *s) ? 10 : strchr("mM", *s) ? 20 : 30;
+    s++;
+    if (n > 0 && whole > (EXACT_MAX >> shift)) n = -1;
+    d = (double)(whole << (n > 0 ? shift : 0));
   }
+  if (*s) return refuse(p, v, junk[p->kind], err, errlen);
+  if (n < 0) return refuse(p, v, inexact, err, errlen);
   if (!(d >= p->min && d <= p->max)) return refuse(p, v, "is out of range", err, errlen);
   *out = d;
   return 0;

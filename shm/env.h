@@ -5,10 +5,11 @@
  *
  * A reader returns 0 when the variable is unset (or empty: the default applies), 1 with the
  * value when it is set to something the setting takes, and -1 with a message naming the
- * variable, what it was given and the accepted range when it is not (junk, trailing characters,
- * out of range, overflow). `shmddp-train --help-env` prints the table and the README's table is
- * the same text (tests/readme_env.sh); before anything starts, shmddp-train checks every
- * SHMDDP_* variable of its environment against it (shm_env_check_environ).
+ * variable, what it was given, why, and the accepted range when it is not (anything but plain
+ * decimal digits, a whole part above 2^53, out of range). `shmddp-train --help-env` prints the
+ * table and the README's table is the same text (tests/readme_env.sh); before anything starts,
+ * shmddp-train checks every SHMDDP_* variable of its environment against it
+ * (shm_env_check_environ).
  *
  * Every setting is read once, when the thing it configures is made (the launch, a
  * communicator's device transport, a CUDA ops table, a convolution's plan), never per call. The
@@ -27,9 +28,9 @@ extern "C" {
 #endif
 
 typedef enum {
-  SHM_ENV_NUMBER, /* a decimal number in [min, max] */
-  SHM_ENV_COUNT,  /* a whole number in [min, max] */
-  SHM_ENV_BYTES,  /* a byte count, optionally with k, m or g (KiB, MiB, GiB), in [min, max] */
+  SHM_ENV_NUMBER, /* a decimal number (digits, optionally '.' and digits) in [min, max] */
+  SHM_ENV_COUNT,  /* a whole number (digits) in [min, max] */
+  SHM_ENV_BYTES,  /* a byte count (digits), optionally k, m or g (KiB, MiB, GiB), in [min, max] */
   SHM_ENV_FLAG,   /* 0 or 1 */
   SHM_ENV_CHOICE, /* one of `choices` ("N" among them: a whole number, checked by its reader) */
   SHM_ENV_TEXT,   /* anything (not ours: e.g. CUDA_VISIBLE_DEVICES) */
@@ -64,6 +65,11 @@ int shm_env_bytes(const char *name, uint64_t *value, char *err, size_t errlen);
 int shm_env_flag(const char *name, int *value, char *err, size_t errlen);
 /* CHOICE (and TEXT): *value points into the environment. */
 int shm_env_choice(const char *name, const char **value, char *err, size_t errlen);
+
+/* v as plain decimal digits, exactly (no sign, spaces, decimal point, exponent or 0x; at most
+ * max, which is at most 2^53): 0 with the number in *out, or -1. The same rule for the variables
+ * that are not shmddp's settings but are read as numbers (an MPI launcher's world size). */
+int shm_env_parse_whole(const char *v, uint64_t max, uint64_t *out);
 
 /* Without an error path (trainer only, see above): whether the valid value of name is value;
  * a count, or dflt when unset or invalid. */

@@ -406,6 +406,36 @@ static void touch(const char *dir, const char *name)
   close(fd);
 }
 
+/* An MPI launcher's world size is read as shm/env.c reads numbers: plain digits, exact; any
+ * other value is refused, named, before anything starts. */
+START_TEST(test_mpi_launcher_env)
+{
+  static const struct {
+    const char *value;
+    int ranks; /* -1: refused */
+  } cases[] = {{"4", 4},     {"0x10", -1}, {" 4", -1}, {"4x", -1}, {"+4", -1},
+               {"4.0", -1}, {"99999999999999999999", -1}, {"2147483648", -1}};
+  unsetenv("PMI_SIZE");
+  unsetenv("PMIX_SIZE");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("OMPI_COMM_WORLD_SIZE", cases[i].value, 1);
+    train_machine_t m;
+    train_machine_probe(&m);
+    m.mpi_built = 1;
+    if (cases[i].ranks > 0) {
+      ck_assert_int_eq(m.mpi_ranks, cases[i].ranks);
+      ck_assert_str_eq(m.mpi_bad, "");
+      continue;
+    }
+    ck_assert_int_eq(m.mpi_ranks, 0);
+    char want[96];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_SIZE=%s: an MPI launcher's", cases[i].value);
+    REJECT(&m, want, "--device", "cpu");
+  }
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+END_TEST
+
 START_TEST(test_count_gpus)
 {
   char proc[] = "/tmp/check_cli_proc_XXXXXX", dev[] = "/tmp/check_cli_dev_XXXXXX";
@@ -443,7 +473,7 @@ static Suite *cli_suite(const suite_env_t *env)
   Suite *s = suite_create("cli");
   SUITE_CASE(s, "defaults", test_defaults_cpu, test_defaults_gpu, test_help_lists_every_flag);
   SUITE_CASE(s, "validation", test_values_accepted, test_bad_values, test_bad_combinations);
-  SUITE_CASE(s, "machine", test_count_gpus);
+  SUITE_CASE(s, "machine", test_count_gpus, test_mpi_launcher_env);
   return s;
 }
 

@@ -1,7 +1,9 @@
-/* check_fuzz_regress.c — replays the inputs kept from the CLI, PNG and segment-header fuzzers
- * (tests/fuzz/regress_cli, regress_png, regress_segment: seeds and every crash that was fixed) through the same
- * code the harnesses run; files named ok-* must also be accepted, proving the harness reaches
- * the code behind the validation. Runs in CI, and under --enable-sanitizers. */
+/* check_fuzz_regress.c — replays the inputs kept from the CLI, PNG, segment-header, resumed-log
+ * and tools/compare fuzzers (tests/fuzz/regress_cli, regress_png, regress_segment, regress_log,
+ * regress_compare: seeds and every crash that was fixed) through the same code the harnesses run; files named ok-* must
+ * also be accepted, proving the harness reaches the code behind the validation. Runs in CI, and
+ * under --enable-sanitizers. (The checkpoint fuzzer's inputs: check_checkpoint; the report's
+ * files: tests/report_fuzz.sh.) */
 #define _GNU_SOURCE
 #include "config.h"
 
@@ -12,6 +14,8 @@
 #include <string.h>
 
 #include "tests/fuzz/cli_input.h"
+#include "tests/fuzz/compare_input.h"
+#include "tests/fuzz/log_input.h"
 #include "tests/fuzz/png_input.h"
 #include "tests/fuzz/segment_input.h"
 #include "tests/suite_main.h"
@@ -99,10 +103,45 @@ START_TEST(segment_inputs)
 }
 END_TEST
 
+static int replay_log(const uint8_t *data, size_t size, void *ctx)
+{
+  return log_fuzz_run(data, size, ctx);
+}
+
+START_TEST(log_inputs)
+{
+  char dir[] = "/tmp/check_fuzz_log-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  int n = replay_dir("log", replay_log, dir);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_ge(n, 4);
+}
+END_TEST
+
+static int replay_compare(const uint8_t *data, size_t size, void *ctx)
+{
+  return compare_fuzz_run(data, size, ctx);
+}
+
+START_TEST(compare_inputs)
+{
+  char dir[] = "/tmp/check_fuzz_compare-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  int n = replay_dir("compare", replay_compare, dir);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_ge(n, 4);
+}
+END_TEST
+
 static Suite *fuzz_regress_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("fuzz_regress");
-  TCase *tc = SUITE_CASE(s, "replay", cli_inputs, png_inputs, segment_inputs);
+  TCase *tc = SUITE_CASE(s, "replay", cli_inputs, png_inputs, segment_inputs, log_inputs,
+                         compare_inputs);
   tcase_set_timeout(tc, 120); /* bounds a hang only */
   return s;
 }

@@ -507,21 +507,49 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
   } cases[] = {
     {"SHMDDP_SLOT_MB", "8", NULL},
     {"SHMDDP_SLOT_MB", "0.5", NULL},
-    {"SHMDDP_SLOT_MB", "1e30", "SHMDDP_SLOT_MB=1e30 is out of range: it takes a number from 0.0625 to 65536 (MiB)"},
-    {"SHMDDP_SLOT_MB", "1e400", "SHMDDP_SLOT_MB=1e400 is not a number"},
+    {"SHMDDP_SLOT_MB", "1e30", "SHMDDP_SLOT_MB=1e30 is not a decimal number: only digits and one decimal point between them are taken (no sign, spaces, exponent or 0x): it takes a number from 0.0625 to 65536 (MiB)"},
+    {"SHMDDP_SLOT_MB", "1e400", "SHMDDP_SLOT_MB=1e400 is not a decimal number"},
     {"SHMDDP_SLOT_MB", "17592186044416", "is out of range"}, /* the old (size_t)(mb * 2^20) wrapped */
     {"SHMDDP_SLOT_MB", "0.01", "is out of range"},
-    {"SHMDDP_SLOT_MB", "-4", "is out of range"},
-    {"SHMDDP_SLOT_MB", "nan", "is not a number"},
-    {"SHMDDP_SLOT_MB", "inf", "is not a number"},
-    {"SHMDDP_SLOT_MB", "4MB", "is not a number"},
-    {"SHMDDP_TIMEOUT", "abc", "SHMDDP_TIMEOUT=abc is not a number: it takes a number from 0.001 to 31536000 (seconds)"},
+    {"SHMDDP_SLOT_MB", "-4", "SHMDDP_SLOT_MB=-4 is not a decimal number"},
+    {"SHMDDP_SLOT_MB", "nan", "is not a decimal number"},
+    {"SHMDDP_SLOT_MB", "inf", "is not a decimal number"},
+    {"SHMDDP_SLOT_MB", "4MB", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "abc", "SHMDDP_TIMEOUT=abc is not a decimal number: only digits and one decimal point between them are taken (no sign, spaces, exponent or 0x): it takes a number from 0.001 to 31536000 (seconds)"},
+    /* forms strtod/strtoull take, and so did this reader */
+    {"SHMDDP_TIMEOUT", "0x10", "SHMDDP_TIMEOUT=0x10 is not a decimal number"},
+    {"SHMDDP_TIMEOUT", " 30", "SHMDDP_TIMEOUT= 30 is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "\t30", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "+30", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "30 ", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "3e1", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", ".5", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "5.", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "1.2.3", "is not a decimal number"},
+    {"SHMDDP_TIMEOUT", "0.5", NULL},
+    {"SHMDDP_TIMEOUT", "0030", NULL},
+    {"SHMDDP_TIMEOUT", "9007199254740993.5", "SHMDDP_TIMEOUT=9007199254740993.5 is more than 2^53 (9007199254740992), above which a whole number is not held exactly"},
     {"SHMDDP_CUDA_TS_BLOCKS", "16", NULL},
-    {"SHMDDP_CUDA_TS_BLOCKS", "2.5", "is not a whole number"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "2.5", "SHMDDP_CUDA_TS_BLOCKS=2.5 is not a whole number: only decimal digits are taken"},
     {"SHMDDP_CUDA_TS_BLOCKS", "129", "from 1 to 128"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "0x10", "SHMDDP_CUDA_TS_BLOCKS=0x10 is not a whole number"},
+    {"SHMDDP_CUDA_TS_BLOCKS", " 16", "is not a whole number"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "-0", "is not a whole number"},
+    {"SHMDDP_CUDA_TS_BLOCKS", "\xef\xbc\x91\xef\xbc\x96", "is not a whole number"}, /* fullwidth 16 */
+    {"SHMDDP_CUDA_TS_BLOCKS", "99999999999999999999999", "is more than 2^53"},
     {"SHMDDP_CUDA_DIRECT_MAX", "64k", NULL},
-    {"SHMDDP_CUDA_DIRECT_MAX", "99999999999999999999", "is not a byte count"},
-    {"SHMDDP_CUDA_DIRECT_MAX", "17179869184g", "is not a byte count"}, /* 2^34 GiB overflows */
+    {"SHMDDP_CUDA_DIRECT_MAX", "0x10", "SHMDDP_CUDA_DIRECT_MAX=0x10 is not a byte count: only decimal digits and one k, m or g after them are taken"},
+    {"SHMDDP_CUDA_DIRECT_MAX", " 64k", "is not a byte count"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "64kk", "is not a byte count"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "1.5m", "is not a byte count"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "99999999999999999999", "is more than 2^53"},
+    {"SHMDDP_CUDA_DIRECT_MAX", "17179869184g", "is more than 2^53"}, /* 2^34 GiB */
+    /* exact up to 2^53, refused above it rather than rounded */
+    {"SHMDDP_CUDA_CE_MIN", "9007199254740992", NULL},
+    {"SHMDDP_CUDA_CE_MIN", "8388608g", NULL},
+    {"SHMDDP_CUDA_CE_MIN", "9007199254740993", "SHMDDP_CUDA_CE_MIN=9007199254740993 is more than 2^53"},
+    {"SHMDDP_CUDA_CE_MIN", "8388609g", "is more than 2^53"},
+    {"SHMDDP_CUDA_CE_MIN", "4611686018427387903", "is more than 2^53"}, /* rounded to the old max */
     {"SHMDDP_CUDA_DIRECT_MAX", "2g", "bytes from 0 to 1g"},
     {"SHMDDP_CUDA_DIRECT_MAX", "12q", "is not a byte count"},
     {"SHMDDP_CUDA_P2P", "yes", "is not 0 or 1"},
@@ -529,7 +557,7 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
     {"SHMDDP_ALGO", "coloc", NULL},
     {"SHMDDP_CUDA_EXPORTS", "16", NULL},
     {"SHMDDP_CUDA_EXPORTS", "15", "SHMDDP_CUDA_EXPORTS=15 is out of range: it takes a whole number from 16 to 1048576 (exports)"},
-    {"SHMDDP_CUDA_EXPORTS", "64k", "is not a number"},
+    {"SHMDDP_CUDA_EXPORTS", "64k", "is not a whole number"},
     {"SHMDDP_RECOMPUTE", "3", NULL},
   };
   char err[512];
@@ -573,7 +601,7 @@ START_TEST(env_reader_refuses_junk_range_and_overflow)
   ck_assert_msg(strstr(text, "SHMDDP_NCCL_LIB") == NULL, "%s", text);
   env[2] = "SHMDDP_TIMEOUT=-1";
   ck_assert_int_eq(shm_env_check_environ(env, "test", NULL, err, sizeof err), -1);
-  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_TIMEOUT=-1 is out of range"));
+  ck_assert_ptr_nonnull(strstr(err, "SHMDDP_TIMEOUT=-1 is not a decimal number"));
 }
 END_TEST
 
@@ -591,7 +619,7 @@ START_TEST(bad_environment_is_refused_at_launch_and_join)
   ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   shmddp_comm_t *comm = NULL;
   ck_assert_int_eq(shmddp_comm_init_rank(&comm, 1, id, 0), SHMDDP_ERR_INVALID);
-  ck_assert_ptr_nonnull(strstr(shmddp_last_error(), "SHMDDP_SLOT_MB=0.5x is not a number"));
+  ck_assert_ptr_nonnull(strstr(shmddp_last_error(), "SHMDDP_SLOT_MB=0.5x is not a decimal number"));
   unsetenv("SHMDDP_SLOT_MB");
   setenv("SHMDDP_STOP_GRACE", "0", 1);
   ck_assert_int_eq(shmddp_launch(&cfg, rank_ok, NULL, &res), SHMDDP_ERR_INVALID);

@@ -14,6 +14,7 @@
 
 #include "shmddp.h"
 #include "src/device/arena.h"
+#include "src/obs/json_out.h"
 #include "src/obs/nvml_dl.h"
 #include "src/obs/run_summary.h"
 #include "src/obs/timeline.h"
@@ -541,6 +542,43 @@ START_TEST(test_ddp_cpu_run_off)
 }
 END_TEST
 
+/* JSON strings (json_out.h): escapes, well-formed UTF-8 kept, every other byte U+FFFD. */
+START_TEST(test_json_strings)
+{
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"plain", "\"plain\""},
+      {"q\"b\\n\nt\tc\x01\x1f\x7f", "\"q\\\"b\\\\n\\nt\\tc\\u0001\\u001f\\u007f\""},
+      {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""}, /* é € 😀 */
+      {"\xff\xfe", "\"\\ufffd\\ufffd\""},                        /* Latin-1 bytes */
+      {"a\xc3", "\"a\\ufffd\""},                                /* cut at the end */
+      {"\xe2\x82x", "\"\\ufffd\\ufffdx\""},                       /* cut in the middle */
+      {"\xc0\xaf\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* overlong '/' */
+      {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},                /* a UTF-16 surrogate */
+      {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},     /* above U+10FFFF */
+      {"\x80", "\"\\ufffd\""},                                  /* a lone continuation byte */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[256];
+    size_t n = json_string_buf(buf, sizeof buf, cases[i].in);
+    ck_assert_msg(strcmp(buf, cases[i].out) == 0 && n == strlen(cases[i].out), "case %zu: %s", i,
+                  buf);
+    char *mem = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&mem, &size);
+    ck_assert_ptr_nonnull(f);
+    json_string(f, cases[i].in);
+    fclose(f);
+    ck_assert_str_eq(mem, cases[i].out);
+    free(mem);
+  }
+  char tiny[5];
+  ck_assert_uint_eq(json_string_buf(tiny, sizeof tiny, "abcdef"), 8); /* cut, length reported */
+  ck_assert_str_eq(tiny, "\"abc");
+}
+END_TEST
+
 static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
@@ -555,7 +593,7 @@ static Suite *timeline_suite(const suite_env_t *env)
 #else
   suite_gpu_cases(env, 1, 0, "test_cuda_events");
 #endif
-  SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks);
+  SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks, test_json_strings);
   tc = SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
   tcase_set_timeout(tc, 120);
   return s;

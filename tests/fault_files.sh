@@ -66,5 +66,44 @@ done
   bad "planted links: the run wrote through a planted symlink"
 [ -f "$out/checkpoint.ckpt" ] && [ ! -L "$out/checkpoint.ckpt" ] || bad "planted links: no checkpoint"
 
+# --- temporary files a killed run left -------------------------------------------------------
+# A writer killed mid-write (kill -9, power loss) leaves "<file>.tmp.<16 hex digits>"; the next
+# run in the folder removes those of the files a run writes, and only those that are regular
+# files of this user that no live writer holds (a writer holds an flock on its temporary file):
+# other names, links and a held file stay.
+out=$tmp/stale
+mkdir -p "$out"
+for f in checkpoint.ckpt.tmp.0123456789abcdef summary.json.tmp.fedcba9876543210 \
+         timeline-rank1.json.tmp.00112233445566aa log.jsonl.tmp.a1b2c3d4e5f60718 \
+         checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa notes.txt.tmp.0123456789abcdef \
+         checkpoint.ckpt.tmp.1234 checkpoint.ckpt.tmp.0123456789ABCDEF; do
+  echo "half-written" > "$out/$f"
+done
+ln -s "$tmp/precious" "$out/checkpoint.ckpt.tmp.bbbbbbbbbbbbbbbb"
+# checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa is held, as a live writer holds its file (flock(1), of
+# util-linux), until fd 3 closes
+mkfifo "$tmp/hold"
+exec 3<> "$tmp/hold"
+flock -x "$out/checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa" sh -c 'echo held; exec cat > /dev/null' \
+  < "$tmp/hold" > "$tmp/held" 3>&- &
+holder=$!
+wait_line "$tmp/held" "^held" "$holder" || bad "stale files: the lock holder did not start"
+"$train" $F --out "$out" > "$out/log" 2>&1 || bad "stale files: the run failed ($(tail -1 "$out/log"))"
+exec 3>&-
+wait "$holder"
+for f in checkpoint.ckpt.tmp.0123456789abcdef summary.json.tmp.fedcba9876543210 \
+         timeline-rank1.json.tmp.00112233445566aa log.jsonl.tmp.a1b2c3d4e5f60718; do
+  [ -e "$out/$f" ] && bad "stale files: $f was left"
+done
+for f in checkpoint.ckpt.tmp.aaaaaaaaaaaaaaaa notes.txt.tmp.0123456789abcdef \
+         checkpoint.ckpt.tmp.1234 checkpoint.ckpt.tmp.0123456789ABCDEF; do
+  [ "$(cat "$out/$f" 2>/dev/null)" = half-written ] || bad "stale files: $f was removed or changed"
+done
+[ -L "$out/checkpoint.ckpt.tmp.bbbbbbbbbbbbbbbb" ] && [ "$(cat "$tmp/precious")" = precious ] ||
+  bad "stale files: the planted link or its target was touched"
+grep -q "^train: removed 4 temporary files a killed run left in $out" "$out/log" &&
+  ok "stale files: the 4 of ours removed, the held one, other names and the link left" ||
+  bad "stale files: the run does not say it removed 4 ($(grep removed "$out/log"))"
+
 [ "$fails" -eq 0 ] || { echo "fault_files: $fails failure(s)"; exit 1; }
 echo "fault_files: all passed"

@@ -10,11 +10,11 @@
 #   layers       check_ops_module startup_libs.sh; cuDNN: check_ops_cuda check_model_cuda; sm_90
 #                GPUs: check_conv_sm90_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
-#                check_ddp check_dp check_timeline; check_report.sh torch_oracle.sh resume.sh
-#                resume_gpu.sh readme_env.sh
-#   faults       kill_rank.sh check_fuzz_regress fault_kill.sh fault_env.sh fault_ckpt.sh
-#                fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh (with
-#                tests/ckpt_look, as the resume tests)
+#                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
+#                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh readme_env.sh
+#   faults       kill_rank.sh check_fuzz_regress report_fuzz.sh fault_kill.sh fault_env.sh
+#                fault_ckpt.sh fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh
+#                (with tests/ckpt_look, as the resume tests)
 #   across nodes mpi.sh (with tests/mpi_ddp, an MPI program)
 #   dev/         check_account (the step account behind dev/ops_cuda_bench -A)
 # Check suites, one per module; GPU tests SKIP (exit 77) without a GPU, and mpi.sh without MPI.
@@ -174,8 +174,8 @@ check_PROGRAMS += tests/check_cli tests/check_data tests/check_sampler tests/che
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline
 TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metrics \
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
-	tests/check_report.sh tests/resume.sh tests/resume_prepad.sh tests/resume_gpu.sh \
-	tests/readme_env.sh tests/env_table.sh
+	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
+	tests/resume_prepad.sh tests/resume_gpu.sh tests/readme_env.sh tests/env_table.sh
 # shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
 TESTS += tests/nccl_run_mps.sh
 EXTRA_DIST += tests/nccl_run_mps.sh
@@ -212,7 +212,8 @@ tests_check_dp_SOURCES = tests/check_dp.c tests/parallel_fixture.h tests/testuti
 tests_check_dp_CFLAGS = $(TEST_CFLAGS)
 tests_check_dp_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 # The timeline, the per-rank step fields and the end-of-run table (check_report.sh: tools/report
-# on the files a run writes).
+# on the files a run writes; report_hostile.sh: on a folder an attacker wrote,
+# tests/hostile_run.py; report_browser.sh: both pages in a headless browser, SKIP without one).
 tests_check_timeline_SOURCES = tests/check_timeline.c tests/json_mini.c tests/json_mini.h \
 	tests/train_run.h tests/testutil.h
 tests_check_timeline_CFLAGS = $(TEST_CFLAGS)
@@ -220,27 +221,32 @@ tests_check_timeline_LDADD = $(TRAINER_TEST_LIBS)
 # What a user meets (CPU ranks): PNG masks and their labels; resuming, logs and longer runs;
 # checks before the fork, progress output, --version and flag suggestions. shmddp-predict: masks,
 # overlays and scores from a checkpoint; the exported weights in a plain PyTorch module (SKIP
-# without python3-torch).
+# without python3-torch); outputs that never replace a file the run did not write. PNG files
+# that claim gigabytes, refused within a few tens of MB by the trainer and shmddp-predict. Paths
+# that are not UTF-8 in every JSON file a run writes, read by a strict reader.
 # A run's folder: the model every run ends with, the log that follows its run, runs that never
 # mix in one folder (runs/latest, --overwrite). shmddp-predict on a user's data: masks in the
 # training masks' values, every image read before anything is written, --keep-going.
 TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/user_runs.sh tests/predict_inputs.sh
+	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh \
+	tests/user_runs.sh tests/predict_inputs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/user_runs.sh \
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh \
+	tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh tests/user_runs.sh \
 	tests/predict_inputs.sh
 
 # ---- faults: killed ranks, replay of the fuzzers' kept inputs, fault injection on CPU ranks
 # (SIGKILL/SIGSTOP of ranks, /dev/shm, segments, checkpoints) ----
 check_PROGRAMS += tests/check_fuzz_regress tests/ckpt_craft
-TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/fault_kill.sh tests/fault_env.sh \
-	tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
+TESTS += tests/kill_rank.sh tests/check_fuzz_regress tests/report_fuzz.sh tests/fault_kill.sh \
+	tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh tests/fault_signal.sh
 # --max-restarts: a killed rank, every rank started again from the last checkpoint to the same
 # weights as an uninterrupted run; a rank that dies on every start stops after N.
 TESTS += tests/restart.sh
 EXTRA_DIST += tests/restart.sh
 tests_check_fuzz_regress_SOURCES = tests/check_fuzz_regress.c tests/fuzz/cli_input.h \
-	tests/fuzz/png_input.h tests/fuzz/segment_input.h
+	tests/fuzz/png_input.h tests/fuzz/segment_input.h tests/fuzz/log_input.h \
+	tests/fuzz/compare_input.h tools/compare_read.c tools/compare.h
 tests_check_fuzz_regress_CFLAGS = $(TEST_CFLAGS) $(PNG_CFLAGS)
 tests_check_fuzz_regress_LDADD = $(TRAINER_TEST_LIBS)
 # Damaged checkpoints for tests/fault_files.sh.
@@ -258,7 +264,7 @@ TESTS += tests/check_account
 tests_check_account_SOURCES = tests/check_account.c dev/step_account.c dev/step_account.h \
 	tests/json_mini.c tests/json_mini.h
 tests_check_account_CFLAGS = $(TEST_CFLAGS)
-tests_check_account_LDADD = $(TEST_LIBS) -lm
+tests_check_account_LDADD = libobs.a $(TEST_LIBS) -lm
 else
 TESTS += tests/no-check.sh
 endif
@@ -279,7 +285,8 @@ tests/fake_ops/other-build.so: $(srcdir)/tests/ops_module_fake.c $(srcdir)/kerne
 		$(srcdir)/tests/ops_module_fake.c
 EXTRA_DIST += tests/resume_prepad.sh tests/data/prepad_step6.ckpt.b64 \
 	tests/data/prepad_result.txt
-EXTRA_DIST += tests/check_report.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
+EXTRA_DIST += tests/check_report.sh tests/report_hostile.sh tests/hostile_run.py \
+	tests/report_browser.sh tests/report_fuzz.sh tests/resume.sh tests/resume_gpu.sh tests/kill_rank.sh \
 	tests/fault_kill.sh tests/fault_env.sh tests/fault_ckpt.sh tests/fault_files.sh \
 	tests/fault_signal.sh tests/readme_env.sh tests/env_table.sh tests/nccl_exports.sh \
 	tests/nccl_run.sh tests/check_cuda_collectives.c tests/check_join_cuda.c \

@@ -25,6 +25,11 @@ typedef struct {
   int mem_from_rank0[CMP_MAX_DEV];       /* categories copied from rank 0 (DDP, no per-rank data) */
 } cmp_run_t;
 
+/* Reads the files of the run in dir (r->mode says which: dp reads dp_devices.json, else
+ * log.jsonl, whose first `skip` steps are left out of the step split): 0, or -1 when a file is
+ * missing. Whatever the files hold, the numbers are finite and r->world is 1..CMP_MAX_DEV. */
+int cmp_read_run(cmp_run_t *r, const char *dir, long skip);
+
 /* The three charts into dir (throughput.svg, step_time.svg, memory.svg). 0 or -1. */
 int cmp_write_charts(const char *dir, const cmp_run_t *runs, int nruns, const char *title);
 

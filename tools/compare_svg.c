@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "src/obs/outfile.h"
 #include "tools/compare.h"
 
 #define W 1040
@@ -125,7 +126,8 @@ static int chart(const char *dir, const char *file, const chart_t *c, const cmp_
     if (runs[i].ok) total += fill(&runs[i], rows, 64);
   }
   int height = 70 + (c->nseg > 1 ? 22 : 0) + ncases * 52 + total * ROW_H + 40;
-  FILE *f = fopen(path, "w");
+  char tmp[4200];
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp); /* a fresh private file, renamed */
   if (!f) return -1;
   fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' "
           "font-family='DejaVu Sans, Helvetica, Arial, sans-serif' font-size='12'>\n"
@@ -157,7 +159,7 @@ static int chart(const char *dir, const char *file, const chart_t *c, const cmp_
   fprintf(f, "<text x='10' y='%d' fill='#666' font-size='10'>", height - 12);
   esc(f, footnote);
   fputs("</text>\n</svg>\n", f);
-  return fclose(f) == 0 ? 0 : -1;
+  return outfile_commit(f, tmp, path, 1);
 }
 
 /* ---- the three charts ---- */

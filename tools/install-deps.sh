@@ -24,3 +24,19 @@ if [ -n "$missing" ]; then
 else
   echo "install-deps: all packages present"
 fi
+
+# A real browser for tests/report_browser.sh, which opens the report's page: Debian's
+# chromium-headless-shell (Debian 12 and later), else chromium. Best effort: where neither can be
+# installed (no such package, no network), that test reports SKIP; nothing else needs it.
+if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+  apt_browser() {
+    for b in chromium-headless-shell chromium; do
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$b" \
+        >/dev/null 2>&1 && { echo "install-deps: installed $b"; return 0; }
+    done
+    return 1
+  }
+  apt_browser || { $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null 2>&1 &&
+                   apt_browser; } ||
+    echo "install-deps: no headless browser could be installed; tests/report_browser.sh will SKIP"
+fi

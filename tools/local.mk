@@ -31,8 +31,8 @@ endif
 # tools/compare (installed as shmddp-compare): ./train in several modes on the same cases -> a
 # table and SVG charts.
 bin_PROGRAMS += shmddp-compare
-shmddp_compare_SOURCES = tools/compare.c tools/compare.h tools/compare_svg.c
-shmddp_compare_LDADD = -lm
+shmddp_compare_SOURCES = tools/compare.c tools/compare.h tools/compare_read.c tools/compare_svg.c
+shmddp_compare_LDADD = libobs.a -lm
 
 # tools/report: a python3 script (standard library only) that turns --out folders into
 # report.html. `make report` runs it on REPORT_DIRS.

@@ -18,7 +18,11 @@
 #include "src/check.h"
 
 #define PNG_MAX_SIDE 16384
-#define PNG_MAX_CHUNK ((png_alloc_size_t)8 << 20) /* ancillary chunks (text, ICC): 8 MiB */
+/* The longest chunk a file may hold besides the image data (which is streamed): only PLTE and
+ * tRNS (at most 768 and 256 bytes) are read, the rest are skipped, so this bounds no allocation,
+ * only the bytes skipped; it leaves room for real metadata (XMP text, ICC profiles, Exif). */
+#define PNG_MAX_CHUNK ((png_alloc_size_t)8 << 20)
+#define PNG_MAX_CHUNKS 32 /* ancillary chunks libpng may store (none are kept) */
 
 typedef struct {
   char msg[200];
@@ -117,10 +121,24 @@ static int png_decode(const char *path, int as_mask, size_t max_pixels, uint8_t 
     reader_close(&r);
     return check_fail(err, errlen, "%s: corrupt PNG, or over a limit (libpng: %s%s%s%s)", path,
                       r.ectx.msg, r.ectx.warning[0] ? "; " : "", r.ectx.warning,
-                      strstr(r.ectx.warning, "limit") ? ": at most 16384 pixels a side" : "");
+                      strstr(r.ectx.warning, "limit") ? ": at most 16384 pixels a side"
+                      : strstr(r.ectx.msg, "too large") ? ": a chunk may hold at most 8 MiB"
+                                                        : "");
   }
+  /* Every allocation a file can ask for is bounded before a byte of it is read. The sides and
+   * the pixel count: below. Chunks: only the pixels matter here, so every chunk but IHDR, PLTE,
+   * tRNS, IDAT and IEND is skipped unread (text, ICC profiles, palettes, Exif: libpng would
+   * allocate what their headers claim, 2 GiB for 80 bytes of file); a chunk whose header claims
+   * more than PNG_MAX_CHUNK (IDAT: more than the image can hold) is a "benign" error, which
+   * libpng only warns about by default and then reads on: here it is an error, as is every
+   * benign error (a damaged palette or transparency chunk), so the file is refused at once.
+   * A bad CRC of a chunk that is skipped anyway does not matter. */
   png_set_user_limits(r.png, PNG_MAX_SIDE, PNG_MAX_SIDE);
   png_set_chunk_malloc_max(r.png, PNG_MAX_CHUNK);
+  png_set_chunk_cache_max(r.png, PNG_MAX_CHUNKS);
+  png_set_keep_unknown_chunks(r.png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
+  png_set_benign_errors(r.png, 0);
+  png_set_crc_action(r.png, PNG_CRC_DEFAULT, PNG_CRC_QUIET_USE);
   png_init_io(r.png, r.f);
   png_set_sig_bytes(r.png, 8);
   png_read_info(r.png, r.info);

@@ -5,7 +5,6 @@
 #include "src/device/arena.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,30 +172,4 @@ void arena_print(const arena_t *a, FILE *f)
             a->peak[c] / ARENA_MIB);
   fprintf(f, "  %-22s %12.2f %12.2f\n", "total", a->total / ARENA_MIB,
           a->total_peak / ARENA_MIB);
-}
-
-/* Appends to buf at *off, tracking truncation. */
-static void put(char *buf, size_t len, size_t *off, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  int k = vsnprintf(*off < len ? buf + *off : NULL, *off < len ? len - *off : 0, fmt, ap);
-  va_end(ap);
-  if (k > 0) *off += (size_t)k;
-}
-
-int arena_format_json(const arena_t *a, char *buf, size_t len)
-{
-  size_t off = 0;
-  put(buf, len, &off, "{\"device\":\"%s\"", a->label);
-  for (int which = 0; which < 2; which++) {
-    const size_t *v = which ? a->peak : a->current;
-    put(buf, len, &off, ",\"%s\":{", which ? "peak" : "current");
-    for (int c = 0; c < ARENA_NUM_CATEGORIES; c++)
-      put(buf, len, &off, "%s\"%s\":%zu", c ? "," : "", category_names[c], v[c]);
-    put(buf, len, &off, ",\"total\":%zu}", which ? a->total_peak : a->total);
-  }
-  put(buf, len, &off, "}");
-  if (len) buf[off < len ? off : len - 1] = '\0';
-  return off < len ? 0 : -1;
 }

@@ -64,9 +64,8 @@ const char *arena_last_error(const arena_t *a);
 
 const char *arena_category_name(arena_category_t cat); /* "parameters", "gradients", ... */
 
-/* The ledger as a table: one line per category, current and peak in MiB, and the totals. */
+/* The ledger as a table: one line per category, current and peak in MiB, and the totals. (As
+ * JSON: run_summary_ledger_json, beside the run's other JSON.) */
 void arena_print(const arena_t *a, FILE *f);
-/* The ledger as one JSON object {"device":..., "current":{cat:bytes...}, "peak":{...}}. */
-int arena_format_json(const arena_t *a, char *buf, size_t len);
 
 #endif

@@ -12,4 +12,5 @@ libobs_a_SOURCES = \
 	src/obs/timeline_dev.c src/obs/timeline_dev.h \
 	src/obs/outfile.c src/obs/outfile.h \
 	src/obs/shquote.c src/obs/shquote.h \
-	src/obs/run_end.c src/obs/run_end.h
+	src/obs/run_end.c src/obs/run_end.h \
+	src/obs/json_out.c src/obs/json_out.h

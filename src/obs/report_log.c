@@ -1,13 +1,14 @@
-/* report_log.c — JSON-lines writing. Numbers use %.9g (enough digits to tell steps apart, short
- * enough to read); NaN and infinities are written as null, which JSON allows and NaN is not. */
+/* report_log.c — JSON-lines writing; numbers through json_out.h (%.9g: enough digits to tell
+ * steps apart, short enough to read; NaN and infinities as null, which JSON allows and NaN is
+ * not). */
 #include "config.h"
 
 #include "src/obs/report_log.h"
+#include "src/obs/json_out.h"
 #include "src/obs/outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,31 +19,11 @@ struct report_log {
   FILE *f;
 };
 
-void report_json_string(FILE *f, const char *s)
-{
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-void report_json_number(FILE *f, double v)
-{
-  if (isfinite(v)) fprintf(f, "%.9g", v);
-  else fputs("null", f);
-}
-
 /* The first line: the run this log belongs to. */
 static int run_line(FILE *f, const char *run_id)
 {
   fputs("{\"type\": \"run\", \"run_id\": ", f);
-  report_json_string(f, run_id);
+  json_string(f, run_id);
   fputs("}\n", f);
   return fflush(f) == 0 ? 0 : -1;
 }
@@ -115,15 +96,19 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
   size_t cap = 0;
   ssize_t n;
   run_line(f, run_id);
+  /* A line holding a NUL byte is no record of ours (and would end the string early: the
+   * record after it would join the cut line). */
   while ((n = getline(&line, &cap, in)) > 0)
-    if (line[n - 1] == '\n' && keep_record(line, last_step)) fputs(line, f);
+    if (line[n - 1] == '\n' && !memchr(line, 0, (size_t)n) && keep_record(line, last_step))
+      fwrite(line, 1, (size_t)n, f);
   free(line);
   fclose(in);
+  /* renamed while open: the lock on the temporary file covers the rename (outfile.h) */
   int bad = ferror(f) | (fflush(f) != 0);
-  if (bad || rename(tmp, path) != 0) {
+  if (bad) remove(tmp);
+  if (bad || outfile_rename(tmp, path, 1) != 0) {
     snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     fclose(f);
-    remove(tmp);
     return -1;
   }
   report_log_t *l = calloc(1, sizeof *l);
@@ -160,7 +145,7 @@ static void fields(FILE *f, const field_t *fl, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     fprintf(f, ", \"%s\": ", fl[i].key);
-    report_json_number(f, fl[i].v);
+    json_number(f, fl[i].v);
   }
 }
 
@@ -201,7 +186,7 @@ int report_log_restart(const char *dir, const char *run_id, long step, int numbe
   FILE *f = l->f;
   fprintf(f, "{\"type\": \"restart\", \"step\": %ld, \"restart\": %d, \"reason\": ", step,
           number);
-  report_json_string(f, reason);
+  json_string(f, reason);
   int rc = finish(l);
   report_log_close(l);
   return rc == 0 ? 0 : check_fail(err, errlen, "%s: write failed (disk full?)", path);

@@ -2,7 +2,7 @@
  * and one per validation, each on its own line, flushed as written so a crashed run keeps its
  * history. The first line names the run the log belongs to ({"type": "run", "run_id": ...}), so
  * a resumed run finds its log by the run, not by a path; a restart of the ranks adds a line
- * ({"type": "restart", ...}). Also the JSON string escaping summary.c shares. */
+ * ({"type": "restart", ...}). */
 #ifndef SRC_OBS_REPORT_LOG_H
 #define SRC_OBS_REPORT_LOG_H
 
@@ -39,17 +39,12 @@ int report_log_continue(report_log_t **out, const char *dir, const char *from_lo
 int report_log_run_id(const char *path, char *id, size_t idlen);
 void report_log_close(report_log_t *l); /* NULL is fine */
 int report_log_step(report_log_t *l, const report_step_t *s);
-/* memory_json: the ledger as a JSON object (arena_format_json), or NULL. */
+/* memory_json: the ledger as a JSON object (run_summary_ledger_json), or NULL. */
 int report_log_val(report_log_t *l, const report_val_t *v, const char *memory_json);
 /* Restart `number` of the ranks, from the checkpoint at `step` (0: from the start), and why;
  * appended by the launcher to dir/log.jsonl while no rank runs (a missing log is made, naming
  * run_id). */
 int report_log_restart(const char *dir, const char *run_id, long step, int number,
                        const char *reason, char *err, size_t errlen);
-
-/* s as a JSON string literal (quotes included). */
-void report_json_string(FILE *f, const char *s);
-/* A number as JSON: non-finite values become null. */
-void report_json_number(FILE *f, double v);
 
 #endif

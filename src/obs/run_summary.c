@@ -16,6 +16,7 @@
 #include "src/check.h"
 #include "src/obs/shquote.h"
 #include "src/device/device.h"
+#include "src/obs/json_out.h"
 #include "src/obs/nvml_dl.h"
 
 
@@ -113,6 +114,38 @@ static void put(run_summary_t *s, size_t *off, const char *fmt, ...)
   int k = vsnprintf(s->json + *off, sizeof s->json - *off, fmt, ap);
   va_end(ap);
   if (k > 0) *off += (size_t)k;
+}
+
+/* Appends to buf at *off (len bytes in all), tracking what a cut left out. */
+static void put_at(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put_at(char *buf, size_t len, size_t *off, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(*off < len ? buf + *off : NULL, *off < len ? len - *off : 0, fmt, ap);
+  va_end(ap);
+  if (k > 0) *off += (size_t)k;
+}
+
+int run_summary_ledger_json(const arena_t *a, char *buf, size_t len)
+{
+  size_t off = 0;
+  put_at(buf, len, &off, "{\"device\":");
+  off += json_string_buf(off < len ? buf + off : NULL, off < len ? len - off : 0, arena_label(a));
+  for (int which = 0; which < 2; which++) {
+    put_at(buf, len, &off, ",\"%s\":{", which ? "peak" : "current");
+    for (int c = 0; c < ARENA_NUM_CATEGORIES; c++) {
+      arena_category_t cat = (arena_category_t)c;
+      put_at(buf, len, &off, "%s\"%s\":%zu", c ? "," : "", arena_category_name(cat),
+             which ? arena_peak(a, cat) : arena_current(a, cat));
+    }
+    put_at(buf, len, &off, ",\"total\":%zu}",
+           which ? arena_total_peak(a) : arena_total_current(a));
+  }
+  put_at(buf, len, &off, "}");
+  if (len) buf[off < len ? off : len - 1] = '\0';
+  return off < len ? 0 : -1;
 }
 
 static void format_json(run_summary_t *s)

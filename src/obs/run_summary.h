@@ -33,6 +33,10 @@ void run_summary_fill(run_summary_t *s, double *slots);
  * is past the timing warm-up (it counts in the table's averages, as in images/s). */
 void run_summary_step(run_summary_t *s, int timed, const double *slots, double step_ms,
                       double data_wait_ms, double exposed_comm_ms, double syncbn_ms);
+/* A ledger as one JSON object {"device":..., "current":{cat:bytes...}, "peak":{...}} into buf:
+ * 0, or -1 when it was cut to fit len. */
+int run_summary_ledger_json(const arena_t *a, char *buf, size_t len);
+
 /* The last step's per-rank fields for its log line, without braces:
  * "memory_mib": [{"parameters": ..., "total": ..., "peak": ...}, ...], "gpu_util": [...], ... */
 const char *run_summary_step_json(const run_summary_t *s);

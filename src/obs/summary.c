@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "src/check.h"
-#include "src/obs/report_log.h"
+#include "src/obs/json_out.h"
 
 /* A number of the result line: "none" where there is none (no validation took place). */
 static void put(FILE *f, const char *key, const char *fmt, double v)
@@ -72,7 +72,7 @@ static void json_numbers(FILE *f, const double *v, int n)
   fputc('[', f);
   for (int i = 0; i < n; i++) {
     if (i) fputs(", ", f);
-    report_json_number(f, v[i]);
+    json_number(f, v[i]);
   }
   fputc(']', f);
 }
@@ -97,13 +97,13 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
               {"wall_s", r->wall_s}};
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     fprintf(f, "  \"%s\": ", nums[i].key);
-    report_json_number(f, nums[i].v);
+    json_number(f, nums[i].v);
     fputs(",\n", f);
   }
   fprintf(f, "  \"skipped_steps\": %ld,\n  \"class_iou\": [", r->skipped_steps);
   for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++) {
     if (c) fputs(", ", f);
-    report_json_number(f, r->class_iou[c]);
+    json_number(f, r->class_iou[c]);
   }
   fprintf(f, "],\n  \"miou_classes\": %d,\n  \"class_present\": [", r->miou_classes);
   for (int c = 0; c < r->classes && c < SUMMARY_MAX_CLASSES; c++)
@@ -113,11 +113,11 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
     fputs("],\n  \"label_pixels\": {\"train\": ", f);
     json_numbers(f, r->label_pixels[0], k);
     fputs(", \"train_ignored\": ", f);
-    report_json_number(f, r->ignored_pixels[0]);
+    json_number(f, r->ignored_pixels[0]);
     fputs(", \"val\": ", f);
     json_numbers(f, r->label_pixels[1], k);
     fputs(", \"val_ignored\": ", f);
-    report_json_number(f, r->ignored_pixels[1]);
+    json_number(f, r->ignored_pixels[1]);
     fputs("}", f);
   } else {
     fputs("]", f);
@@ -125,26 +125,22 @@ int summary_write_json(const char *dir, const train_result_t *r, const char *con
   fputs(",\n  \"peak_mib_per_rank\": [", f);
   for (int i = 0; i < r->world && i < SHMDDP_MAX_RANKS; i++) {
     if (i) fputs(", ", f);
-    report_json_number(f, r->peak_mib[i]);
+    json_number(f, r->peak_mib[i]);
   }
   fputs("],\n  \"restarts\": [", f);
   for (int i = 0; i < r->nrestarts; i++) {
     fprintf(f, "%s{\"step\": %ld, \"reason\": ", i ? ", " : "", r->restarts[i].step);
-    report_json_string(f, r->restarts[i].reason);
+    json_string(f, r->restarts[i].reason);
     fputc('}', f);
   }
   fputs("],\n  \"run_id\": ", f);
-  if (r->run_id) report_json_string(f, r->run_id);
+  if (r->run_id) json_string(f, r->run_id);
   else fputs("null", f);
   fputs(",\n  \"config\": ", f);
-  report_json_string(f, config ? config : "");
+  json_string(f, config ? config : "");
   if (memory_json) fprintf(f, ",\n  \"memory\": %s", memory_json);
   fputs("\n}\n", f);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
-    remove(tmp);
-    return -1;
-  }
+  if (outfile_commit(f, tmp, path, 1) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }

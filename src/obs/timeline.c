@@ -7,6 +7,7 @@
 
 #include "src/clock.h"
 #include "src/obs/timeline.h"
+#include "src/obs/json_out.h"
 #include "src/obs/outfile.h"
 
 #include <errno.h>
@@ -195,7 +196,9 @@ static int by_time(const void *pa, const void *pb)
 static void put_thread(FILE *f, int tid, const char *name)
 {
   fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-          "\"args\":{\"name\":\"%s\"}}", tl.rank, tid, name);
+          "\"args\":{\"name\":", tl.rank, tid);
+  json_string(f, name);
+  fputs("}}", f);
   fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
           "\"args\":{\"sort_index\":%d}}", tl.rank, tid, tid);
 }
@@ -217,12 +220,18 @@ static int write_file(char *err, size_t errlen)
     if (tl.spans[i].state == TL_TIMED) order[good++] = &tl.spans[i];
   qsort(order, good, sizeof *order, by_time);
   int dev = has_device();
+  char process[sizeof tl.label + 32];
+  snprintf(process, sizeof process, "rank %d (%s)", tl.rank, tl.label);
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"rank\":%d,\"world\":%d,"
-          "\"device\":\"%s\",\"clock\":\"%s\",\"first_step\":%ld,\"last_step\":%ld,"
-          "\"spans\":%zu,\"dropped\":%zu},\n\"traceEvents\":[\n", tl.rank, tl.world, tl.label,
-          dev ? "cuda events" : "host monotonic", tl.first, tl.last, good, tl.dropped);
+          "\"device\":", tl.rank, tl.world);
+  json_string(f, tl.label);
+  fprintf(f, ",\"clock\":\"%s\",\"first_step\":%ld,\"last_step\":%ld,\"spans\":%zu,"
+          "\"dropped\":%zu},\n\"traceEvents\":[\n", dev ? "cuda events" : "host monotonic",
+          tl.first, tl.last, good, tl.dropped);
   fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-          "\"args\":{\"name\":\"rank %d (%s)\"}}", tl.rank, tl.rank, tl.label);
+          "\"args\":{\"name\":", tl.rank);
+  json_string(f, process);
+  fputs("}}", f);
   fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
           "\"args\":{\"sort_index\":%d}}", tl.rank, tl.rank);
   put_thread(f, TL_ROW_HOST, dev ? "host" : "main thread");
@@ -233,20 +242,21 @@ static int write_file(char *err, size_t errlen)
   for (size_t i = 0; i < good; i++) {
     const tl_span_t *s = order[i];
     double dur = s->t1 > s->t0 ? s->t1 - s->t0 : 0;
-    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%ld", kinds[s->kind].name,
-            kinds[s->kind].cat, tl.rank, s->dev ? kinds[s->kind].row : TL_ROW_HOST, s->t0, dur,
-            s->step);
+    fputs(",\n{\"name\":", f);
+    json_string(f, kinds[s->kind].name);
+    fputs(",\"cat\":", f);
+    json_string(f, kinds[s->kind].cat);
+    fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{\"step\":%ld", tl.rank, s->dev ? kinds[s->kind].row : TL_ROW_HOST, s->t0,
+            dur, s->step);
     if (s->nargs && kinds[s->kind].arg0) fprintf(f, ",\"%s\":%.17g", kinds[s->kind].arg0, s->a0);
     if (s->nargs && kinds[s->kind].arg1) fprintf(f, ",\"%s\":%.17g", kinds[s->kind].arg1, s->a1);
     fputs("}}", f);
   }
   fputs("\n]}\n", f);
   free(order);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tl.tmp, tl.path) != 0) {
+  if (outfile_commit(f, tl.tmp, tl.path, 1) != 0) {
     snprintf(err, errlen, "%s: cannot write the timeline: %s", tl.path, strerror(errno));
-    remove(tl.tmp);
     return -1;
   }
   return 0;

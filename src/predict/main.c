@@ -1,8 +1,9 @@
 /* main.c — shmddp-predict: a training checkpoint + a folder of PNG images -> PNG masks (and
  * colour overlays, and raw scores), on the CPU or a GPU, batch-wise; or the checkpoint's weights
  * exported to safetensors for PyTorch. Everything is checked before any work: the checkpoint
- * (every CRC), the folders, the device, every image (decoded whole). Exit status 2: bad flags or
- * files, nothing was done; 1: a failure on the way, or --keep-going skipped images. */
+ * (every CRC), the folders and the output names, the device, every image (decoded whole).
+ * Exit status 2: bad flags or files, nothing was done; 1: a failure on the way, or --keep-going
+ * skipped images. */
 #include "config.h"
 
 #include <errno.h>
@@ -31,7 +32,9 @@ static void usage(FILE *f)
           "before anything is written: one that cannot be is named, and nothing is written.\n\n"
           "  --checkpoint FILE   a checkpoint of shmddp-train (--save-every, --stop-after)\n"
           "  --images DIR        the *.png images (any size; RGB, gray or palette)\n"
-          "  --out DIR           where the outputs go (created if missing)\n"
+          "  --out DIR           where the outputs go (created if missing); not the --images\n"
+          "                      folder, and a file there under an output name is never\n"
+          "                      replaced: the run refuses before any work\n"
           "  --device cpu|cuda   default: cuda where a GPU is visible and the build has CUDA\n"
           "                      (cuda first loads the CUDA ops module: cuBLAS, cuDNN)\n"
           "  --batch-size B      images per batch, 1..32 (of one size); default: 8\n"
@@ -184,6 +187,10 @@ static int predict_images(const weights_t *w, const args_t *a)
     }
     fprintf(stderr, "; nothing was written: replace or remove %s%s\n", nbad == 1 ? "it" : "them",
             ngood == 0 ? "" : ", or give --keep-going to predict the others");
+    rc = 2;
+  }
+  if (rc == 0 && predict_check_outputs(&a->pc, good, ngood, err, sizeof err) != 0) {
+    fprintf(stderr, "shmddp-predict: %s\n", err);
     rc = 2;
   }
   if (rc == 0 && a->pc.device == MODEL_DEVICE_CUDA &&

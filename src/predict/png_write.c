@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "src/check.h"
+#include "src/obs/outfile.h"
 
 /* libpng's part, apart so that nothing of ours lives across its longjmp. */
 static int encode(FILE *f, int width, int height, int channels, const uint8_t *px)
@@ -38,20 +39,20 @@ static int encode(FILE *f, int width, int height, int channels, const uint8_t *p
   return 0;
 }
 
-int png_write(const char *path, int width, int height, int channels, const uint8_t *px,
-              char *err, size_t errlen)
+int png_write_new(const char *path, int width, int height, int channels, const uint8_t *px,
+                  char *err, size_t errlen)
 {
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return check_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-  FILE *f = fdopen(fd, "wb");
-  int bad = !f || encode(f, width, height, channels, px) != 0;
-  if (f) bad |= fclose(f) != 0;
-  else close(fd);
-  if (bad || rename(tmp, path) != 0) {
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
+  if (!f) return check_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+  if (encode(f, width, height, channels, px) != 0) {
     unlink(tmp);
-    return check_fail(err, errlen, "%s: cannot write the PNG file", path);
+    fclose(f);
+    return check_fail(err, errlen, "%s: cannot write the PNG file (out of memory?)", path);
   }
+  if (outfile_commit(f, tmp, path, 0) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s%s", path, strerror(errno),
+                      errno == EEXIST ? " (it appeared while the run wrote it; nothing was "
+                                        "replaced)" : "");
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "src/check.h"
 #include "src/data/data.h"
@@ -60,6 +61,86 @@ int predict_list(const char *dir, char ***names, size_t *n, char *err, size_t er
   }
   qsort(*names, *n, sizeof **names, cmp_names);
   return 0;
+}
+
+/* Output k of the image named name (NAME.png): the mask NAME.png, the overlay NAME.overlay.png,
+ * the scores NAME.logits. */
+enum { OUT_MASK, OUT_OVERLAY, OUT_LOGITS, OUT_KINDS };
+
+static void output_name(const char *name, int k, char *buf, size_t len)
+{
+  static const char *const ext[OUT_KINDS] = {".png", ".overlay.png", ".logits"};
+  snprintf(buf, len, "%.*s%s", (int)(strlen(name) - 4), name, ext[k]);
+}
+
+static int output_wanted(const predict_config_t *pc, int k)
+{
+  return k == OUT_MASK || (k == OUT_OVERLAY && pc->overlay) || (k == OUT_LOGITS && pc->logits);
+}
+
+typedef struct {
+  char name[512];
+  size_t input;
+} out_name_t;
+
+static int cmp_out(const void *a, const void *b)
+{
+  return strcmp(((const out_name_t *)a)->name, ((const out_name_t *)b)->name);
+}
+
+/* No two images would write the same output name (a.overlay.png's mask is a.png's overlay), and
+ * none of the names exists in --out. */
+static int check_output_names(const predict_config_t *pc, char **names, size_t n, char *err,
+                              size_t errlen)
+{
+  out_name_t *outs = calloc(n * OUT_KINDS, sizeof *outs);
+  if (!outs) return check_fail(err, errlen, "out of memory checking the output names");
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < OUT_KINDS; k++)
+      if (output_wanted(pc, k)) {
+        output_name(names[i], k, outs[m].name, sizeof outs[m].name);
+        outs[m++].input = i;
+      }
+  qsort(outs, m, sizeof *outs, cmp_out);
+  int rc = 0;
+  for (size_t j = 1; j < m && rc == 0; j++)
+    if (strcmp(outs[j - 1].name, outs[j].name) == 0)
+      rc = check_fail(err, errlen,
+                      "%s/%s and %s/%s would both write %s/%s: rename one of the images",
+                      pc->images, names[outs[j - 1].input], pc->images, names[outs[j].input],
+                      pc->out, outs[j].name);
+  for (size_t j = 0; j < m && rc == 0; j++) {
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", pc->out, outs[j].name);
+    if (lstat(path, &st) == 0)
+      rc = check_fail(err, errlen,
+                      "%s already exists: shmddp-predict never replaces a file it did not "
+                      "write; give a new or empty --out, or remove the earlier outputs",
+                      path);
+    else if (errno != ENOENT && errno != ENOTDIR) /* ENOTDIR: --out is no folder (out_dir) */
+      rc = check_fail(err, errlen, "%s: cannot tell whether it exists: %s", path,
+                      strerror(errno));
+  }
+  free(outs);
+  return rc;
+}
+
+int predict_check_outputs(const predict_config_t *pc, char **names, size_t n, char *err,
+                          size_t errlen)
+{
+  /* The same folder, whatever the paths say (a symlink, "dir/.", a bind mount): its device
+   * and inode. An --out that does not exist yet is a new folder. */
+  struct stat in, out;
+  if (stat(pc->images, &in) != 0)
+    return check_fail(err, errlen, "%s: %s", pc->images, strerror(errno));
+  if (stat(pc->out, &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+    return check_fail(err, errlen,
+                      "--out %s is the --images folder %s: the masks would take the images' "
+                      "names; give another folder",
+                      pc->out, pc->images);
+  return check_output_names(pc, names, n, err, errlen);
 }
 
 /* A class's colour in the overlay: class 0 (background) leaves the image as it is. */
@@ -158,20 +239,28 @@ static int write_outputs(run_t *r, int i, const char *name, char *err, size_t er
       }
       if (lg) memcpy(lg + o * K, r->logits + p * K, (size_t)K * sizeof *lg);
     }
-  char path[4096], stem[1024];
-  snprintf(stem, sizeof stem, "%.*s", (int)(strlen(name) - 4), name);
-  snprintf(path, sizeof path, "%s/%s.png", pc->out, stem);
-  int rc = png_write(path, W, H, 1, mask, err, errlen);
+  char path[4096], file[512];
+  output_name(name, OUT_MASK, file, sizeof file);
+  snprintf(path, sizeof path, "%s/%s", pc->out, file);
+  int rc = png_write_new(path, W, H, 1, mask, err, errlen);
   if (rc == 0 && pc->overlay) {
-    snprintf(path, sizeof path, "%s/%s.overlay.png", pc->out, stem);
-    rc = png_write(path, W, H, 3, over, err, errlen);
+    output_name(name, OUT_OVERLAY, file, sizeof file);
+    snprintf(path, sizeof path, "%s/%s", pc->out, file);
+    rc = png_write_new(path, W, H, 3, over, err, errlen);
   }
   if (rc == 0 && lg) {
-    snprintf(path, sizeof path, "%s/%s.logits", pc->out, stem);
-    FILE *f = outfile_fopen_private(path); /* never through a planted link; mode 0600 */
-    size_t n = (size_t)W * H * K;
-    if (!f || fwrite(lg, sizeof *lg, n, f) != n || fclose(f) != 0)
-      rc = check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    /* as the PNG files: a private temporary file given the name only where it is free */
+    output_name(name, OUT_LOGITS, file, sizeof file);
+    snprintf(path, sizeof path, "%s/%s", pc->out, file);
+    char tmp[4200];
+    FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
+    if (!f) {
+      rc = check_fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+    } else {
+      fwrite(lg, sizeof *lg, (size_t)W * H * K, f); /* a failure sets the error flag */
+      if (outfile_commit(f, tmp, path, 0) != 0)
+        rc = check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    }
   }
   free(mask), free(over), free(lg);
   return rc;

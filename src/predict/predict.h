@@ -33,13 +33,21 @@ typedef struct {
 int predict_list(const char *dir, char ***names, size_t *n, char *err, size_t errlen);
 void predict_free_list(char **names, size_t n);
 
-/* Every one of names[0..n) in pc->images decoded whole, before anything is written: those that
- * cannot be (unreadable, not PNG, damaged, too large, out of memory) into bad[0..*nbad) (bad: n
- * entries), in order. */
+/* Every one of names[0..n) in pc->images decoded whole, under the limits, before anything is
+ * written: those that cannot be (unreadable, not PNG, damaged, too large, out of memory) into
+ * bad[0..*nbad) (bad: n entries), in order. */
 void predict_check(const predict_config_t *pc, char **names, size_t n, predict_bad_t *bad,
                    size_t *nbad);
 
-/* names[0..n) of pc->images, in order; one line per batch on log (NULL: quiet). */
+/* Before any work, for the images names[0..n) that will be predicted: --out is not the --images
+ * folder (by device and inode), no two images would write the same output name, none of the
+ * outputs exists in --out (a file the run did not write is never replaced). */
+int predict_check_outputs(const predict_config_t *pc, char **names, size_t n, char *err,
+                          size_t errlen);
+
+/* The images names[0, n) of pc->images; one line per batch on log (NULL: quiet). Outputs are
+ * created new: one that appeared in --out since predict_check_outputs is an error, not
+ * replaced. */
 int predict_run(const weights_t *w, const predict_config_t *pc, char **names, size_t n,
                 FILE *log, char *err, size_t errlen);
 

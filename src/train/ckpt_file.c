@@ -135,22 +135,25 @@ int ckpt_write(const char *path, const char *config, const ckpt_tensor_t *t, int
   uint32_t total = (uint32_t)s.crc;
   put_u32(&s, total);
   if (!s.err && fsync(fd) != 0) s.err = errno;
-  if (close(fd) != 0 && !s.err) s.err = errno;
   if (s.err) {
     unlink(tmp);
+    close(fd);
     return check_fail(err, errlen,
                       "writing checkpoint %s failed: %s%s; the previous checkpoint is "
                       "unchanged",
                       path, strerror(s.err),
                       s.err == ENOSPC ? " (free disk space or choose another --out)" : "");
   }
-  if (rename(tmp, path) != 0) {
+  /* Renamed before the descriptor is closed: its lock marks the file as being written until
+   * it has its final name (outfile.h). */
+  if (outfile_rename(tmp, path, 1) != 0) {
     int e = errno;
-    unlink(tmp);
+    close(fd);
     return check_fail(err, errlen,
                       "cannot rename %s to %s: %s; the previous checkpoint is unchanged", tmp, path,
                       strerror(e));
   }
+  close(fd);
   /* Make the rename itself durable. */
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);

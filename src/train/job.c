@@ -12,8 +12,19 @@
 #include "src/check.h"
 #include "src/data/sampler.h"
 #include "src/device/device.h"
+#include "src/obs/outfile.h"
 #include "src/train/ckpt_state.h"
 #include "src/train/run_dir.h"
+
+/* The temporary files of the files a run writes into --out (outfile.h) that a killed run left:
+ * removed, unless a live writer holds them (another run in the same folder). */
+static int sweep_out(train_job_t *job, char *err, size_t errlen)
+{
+  static const char *const written[] = {"checkpoint.ckpt", "summary.json", "log.jsonl",
+                                        "dp_devices.json", "timeline-rank*.json"};
+  return outfile_sweep(job->cfg.out_dir, written, sizeof written / sizeof written[0],
+                       &job->swept, err, errlen);
+}
 
 /* --resume, before anything starts or is written: the checkpoint reads, its settings are this
  * run's (the length aside), and this run reaches past its step. An automatic warm-up is the
@@ -120,6 +131,8 @@ int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_
   if (rc == 0 && resumed.id[0]) snprintf(job->run_id, sizeof job->run_id, "%s", resumed.id);
   else if (rc == 0) rc = ckpt_run_new_id(job->run_id, err, errlen);
   if (rc == 0) rc = run_dir_choose(job, cfg->resume[0] ? &resumed : NULL, err, errlen);
+  /* A folder that exists may hold what a killed run left (a new one under runs/ holds nothing). */
+  if (rc == 0 && !job->out_fresh) rc = sweep_out(job, err, errlen);
   /* A directory's validation split, as it was made (for the settings line). */
   if (rc == 0 && !cfg->synthetic) job->cfg.val_size = (long)job->val->size;
   if (rc != 0) train_job_close(job);

@@ -30,12 +30,14 @@ typedef struct {
   char other_run[CKPT_RUN_ID_HEX + 1]; /* the run --overwrite replaces, when it is known */
   summary_restart_t restarts[TRAIN_MAX_RESTARTS]; /* --max-restarts: those made so far */
   int nrestarts;
+  size_t swept; /* temporary files a killed run left in --out, removed when the job opened */
 } train_job_t;
 
 /* In the launcher, before any rank exists: open and check the datasets, work out the steps
  * (and the default warm-up), check that every rank gets at least one batch, check --resume's
- * checkpoint, and choose and check the run's folder (run_dir.h), creating a given --out. The
- * message names the file or flag at fault. */
+ * checkpoint, and choose and check the run's folder (run_dir.h), creating a given --out and
+ * removing the temporary files a killed run left there (only ours, only where no writer lives).
+ * The message names the file or flag at fault. */
 int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_t errlen);
 /* The process that writes --out, once every check has passed, just before the ranks start: a
  * new folder is made (and runs/latest pointed at it), or the files of the run --overwrite

@@ -15,6 +15,7 @@
 #include "src/check.h"
 #include "src/clock.h"
 #include "src/device/arena.h"
+#include "src/obs/run_summary.h"
 #include "src/model/amp.h"
 #include "src/model/optim.h"
 #include "src/obs/progress.h"
@@ -281,7 +282,7 @@ static int validate(run_t *r, long epoch, double *val_loss, double *seconds, cha
   CHECK(r->e->ops->validate(r->e, r->job, &r->conf, val_loss, err, errlen));
   *seconds = clock_s() - tv;
   if (r->e->rank != 0) return 0;
-  arena_format_json(model_arena(r->e->model), r->memory_json, sizeof r->memory_json);
+  run_summary_ledger_json(model_arena(r->e->model), r->memory_json, sizeof r->memory_json);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "src/check.h"
 #include "src/data/sampler.h"
 #include "src/device/arena.h"
+#include "src/obs/run_summary.h"
 #include "src/obs/outfile.h"
 #include "src/parallel/dp.h"
 
@@ -192,7 +193,7 @@ static int write_devices_json(dp_engine_t *d, char *err, size_t errlen)
           dp_direct_peers(d->dp), d->timed_steps, step);
   for (int i = 0; i < d->ndev; i++) {
     char ledger[2048];
-    arena_format_json(model_arena(dp_model(d->dp, i)), ledger, sizeof ledger);
+    run_summary_ledger_json(model_arena(dp_model(d->dp, i)), ledger, sizeof ledger);
     double comp = d->compute_ms[i] / n, comm = d->comm_ms[i] / n;
     double idle = step - comp - comm;
     fprintf(f, "%s\n    {\"device\": %d, \"compute_ms\": %.4f, \"comm_ms\": %.4f, "
@@ -200,11 +201,8 @@ static int write_devices_json(dp_engine_t *d, char *err, size_t errlen)
             idle > 0 ? idle : 0, ledger);
   }
   fputs("\n  ]\n}\n", f);
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    return check_fail(err, errlen, "%s: cannot write", path);
-  }
+  if (outfile_commit(f, tmp, path, 1) != 0)
+    return check_fail(err, errlen, "%s: cannot write: %s", path, strerror(errno));
   return 0;
 }
 

@@ -6,10 +6,14 @@
 #include "src/train/machine.h"
 
 #include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "shm/env.h"
 #include "src/device/device.h"
 
 static int count_entries(const char *dir, int nvidia_nodes)
@@ -67,13 +71,19 @@ int train_count_gpus(const char *proc_dir, const char *dev_dir, const char *cuda
 }
 
 /* The number of processes of the MPI job that started this one (Open MPI's mpirun, or a
- * PMI launcher: MPICH's, srun), read from the environment before MPI_Init; 0 outside MPI. */
-static int mpi_ranks(void)
+ * PMI launcher: MPICH's, srun), read from the environment before MPI_Init; 0 outside MPI. The
+ * value is read as shm/env.c reads numbers (plain digits, exact); any other is named in bad. */
+static int mpi_ranks(char *bad, size_t badlen)
 {
   static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+  bad[0] = 0;
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
-    if (v && *v) return atoi(v) > 0 ? atoi(v) : 0;
+    uint64_t n;
+    if (!v || !*v) continue;
+    if (shm_env_parse_whole(v, INT_MAX, &n) == 0) return (int)n;
+    snprintf(bad, badlen, "%s=%.60s", vars[i], v);
+    return 0;
   }
   return 0;
 }
@@ -85,7 +95,7 @@ void train_machine_probe(train_machine_t *m)
   m->cuda_built = dev_gpus_built();
   long c = sysconf(_SC_NPROCESSORS_ONLN);
   m->online_cpus = c > 0 ? (int)c : 1;
-  m->mpi_ranks = mpi_ranks();
+  m->mpi_ranks = mpi_ranks(m->mpi_bad, sizeof m->mpi_bad);
 #ifdef HAVE_MPI
   m->mpi_built = 1;
 #else

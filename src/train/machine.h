@@ -10,6 +10,8 @@ typedef struct {
   int online_cpus;
   int mpi_ranks;      /* started by mpirun (or another MPI launcher): its number of processes;
                          0: not under MPI */
+  char mpi_bad[96];   /* "NAME=value" of a launcher's variable that is no number of processes
+                         (then mpi_ranks is 0); "" when none */
   int mpi_built;      /* this binary can run across machines over MPI (--with-mpi) */
 } train_machine_t;
 

@@ -88,6 +88,9 @@ int main(int argc, char **argv)
     return 2;
   }
   job.program = argv[0];
+  if (job.swept)
+    printf("train: removed %zu temporary file%s a killed run left in %s\n", job.swept,
+           job.swept == 1 ? "" : "s", cfg.out_dir);
   if (cfg.mode == TRAIN_MODE_DP) { /* one process drives every device: nothing is forked */
     train_result_t dres;
     rc = train_job_claim(&job, stdout, err, sizeof err);

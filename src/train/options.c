@@ -531,6 +531,11 @@ static const char *option_default(const option_t *o, model_device_t d)
 static int resolve_ranks(train_config_t *c, const unsigned char *set, const train_machine_t *m,
                          char *err, size_t errlen)
 {
+  if (m->mpi_bad[0])
+    return usage_error(err, errlen,
+                       "%s: an MPI launcher's number of processes, but not plain decimal "
+                       "digits; start shmddp-train with mpirun, or unset it",
+                       m->mpi_bad);
   if (m->mpi_ranks > 0) { /* every MPI process is one rank; the nodes share out the GPUs */
     if (!m->mpi_built)
       return usage_error(err, errlen,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build a libFuzzer harness with clang (ASan + UBSan) and run it.
-# Usage: tests/fuzz/run.sh checkpoint|cli|png|segment SECONDS [extra libFuzzer args]
+# Usage: tests/fuzz/run.sh checkpoint|cli|png|segment|log|compare SECONDS [extra libFuzzer args]
 # New crash inputs land in tests/fuzz/crashes/; keep the fixed ones in tests/fuzz/regress_<target>/.
+# (The files tools/report reads, in python: tests/fuzz/fuzz_report.py, run by tests/report_fuzz.sh.)
 set -eu
 target=$1; secs=${2:-60}; shift 2 || true
 root=$(cd "$(dirname "$0")/../.." && pwd)
