@@ -70,6 +70,11 @@ static const shm_env_param_t table[] = {
      .reader = "libshmddp-nccl.so, at its first message",
      .meaning = "1: a line per communicator made and every failure on stderr (as "
                 "NCCL_DEBUG=INFO; NCCL_DEBUG=WARN prints the failures only)"},
+    {.name = "SHMDDP_NCCL_LIB", .kind = SHM_ENV_TEXT,
+     .dflt = "libshmddp-nccl.so.0 in the installed library folder",
+     .reader = "shmddp-nccl-run, at start",
+     .meaning = "the library shmddp-nccl-run preloads into its command; a path without spaces or "
+                "colons (LD_PRELOAD would split it there: refused)"},
     /* the trainer's world across machines (src/world/world_mpi.c) */
     {.name = "SHMDDP_MPI_CUDA_AWARE", .kind = SHM_ENV_FLAG,
      .dflt = "what MPIX_Query_cuda_support says", .reader = "shmddp-train under mpirun, world set-up",
@@ -127,6 +132,14 @@ static const shm_env_param_t table[] = {
     {.name = "CUDA_VISIBLE_DEVICES", .kind = SHM_ENV_TEXT, .dflt = "every GPU",
      .reader = "shmddp-train, before forking (without initialising CUDA)",
      .meaning = "the GPUs a run may use; --nproc defaults to their number"},
+    {.name = "CUDA_MPS_PIPE_DIRECTORY", .kind = SHM_ENV_TEXT,
+     .dflt = "unset (MPS's own: /tmp/nvidia-mps)",
+     .reader = "shmddp-train and shmddp-nccl-run, before the ranks start",
+     .meaning = "an MPS daemon of yours: used as it is, and no private one is started; refused "
+                "unless it is a folder of yours (or root's), not a link, writable by no one else"},
+    {.name = "CUDA_MPS_LOG_DIRECTORY", .kind = SHM_ENV_TEXT, .dflt = "unset",
+     .reader = "shmddp-train and shmddp-nccl-run, with CUDA_MPS_PIPE_DIRECTORY",
+     .meaning = "that daemon's log folder: checked as CUDA_MPS_PIPE_DIRECTORY is"},
     {.name = "NCCL_DEBUG", .kind = SHM_ENV_TEXT, .dflt = "none",
      .reader = "libshmddp-nccl.so, at its first message",
      .meaning = "NCCL's own: WARN prints every failure on stderr, INFO and TRACE also a line per "
