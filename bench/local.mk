@@ -5,4 +5,5 @@ EXTRA_DIST += bench/run_shared_gpu.sh bench/run_host_collectives.sh bench/run_co
 
 EXTRA_DIST += bench/ops_cuda_run.sh bench/run_report_gpu.sh bench/run_move_check.sh bench/run_lower_gpu.sh \
 	bench/ci_loaded.sh bench/run_coloc_bw_gpu.sh bench/run_dp_gpu.sh bench/run_nccl_busy_gpu.sh \
-	bench/run_nccl_contract_gpu.sh bench/run_nccl_life_gpu.sh bench/run_user_gpu.sh bench/run_upconv_diag_gpu.sh
+	bench/run_nccl_contract_gpu.sh bench/run_nccl_life_gpu.sh bench/run_user_gpu.sh bench/run_upconv_diag_gpu.sh \
+	bench/run_coloc_colls_gpu.sh
