@@ -471,7 +471,7 @@ START_TEST(test_policy_off)
   ck_assert_str_eq(line, "");
   c = shared_config(TRAIN_MPS_OFF); /* --no-mps */
   ck_assert_int_eq(train_share_mps_start(&c, &ok, &d, line, sizeof line, err, sizeof err), 0);
-  ck_assert_msg(strstr(line, "MPS: off (--no-mps)"), "%s", line);
+  ck_assert_msg(strstr(line, "MPS: off (--no-mps, --mps off)"), "%s", line);
   c = shared_config(TRAIN_MPS_AUTO);
   ck_assert_int_eq(train_share_mps_start(&c, &excl, &d, line, sizeof line, err, sizeof err), 0);
   ck_assert_msg(strstr(line, "MPS: not used (GPU 0's compute mode is Exclusive_Process"), "%s",

@@ -92,7 +92,7 @@ left "--mps"
 rc=$?
 [ $rc = 7 ] || bad "shared: status $rc, not 7 (the command did not see the daemon)"
 [ "$(cat "$s/preload" 2> /dev/null)" = "$lib" ] || bad "shared: the command's LD_PRELOAD is wrong"
-says shared "MPS: private daemon for this command (2 ranks, 1 GPUs"
+says shared "MPS: private daemon for this command (2 rank(s) on 1 GPU(s)"
 grep -qx quit "$s/log" 2> /dev/null || bad "shared: the daemon was not told to quit"
 left shared
 

@@ -190,7 +190,8 @@ int train_share_mps_start(const train_config_t *c, const train_mps_probes_t *pro
   line[0] = '\0';
   if (!train_share_needed(c)) return 0;
   if (c->mps == TRAIN_MPS_OFF) {
-    snprintf(line, len, "MPS: off (--no-mps): the ranks that share a GPU take turns on it");
+    snprintf(line, len, "MPS: off (--no-mps, --mps off): the ranks that share a GPU take turns on "
+             "it");
     return 0;
   }
   char why[PATH_MAX + 512], control[PATH_MAX];
