@@ -6,7 +6,7 @@ EXTRA_DIST += bench/run_shared_gpu.sh bench/run_host_collectives.sh bench/run_co
 EXTRA_DIST += bench/gpu_check.sh bench/ops_cuda_run.sh bench/run_report_gpu.sh bench/run_move_check.sh bench/run_lower_gpu.sh \
 	bench/ci_loaded.sh bench/run_coloc_bw_gpu.sh bench/run_dp_gpu.sh bench/run_nccl_busy_gpu.sh \
 	bench/run_nccl_contract_gpu.sh bench/run_nccl_life_gpu.sh bench/run_user_gpu.sh bench/run_upconv_diag_gpu.sh \
-	bench/conv_sm90_gpu.sh
+	bench/conv_sm90_gpu.sh bench/run_coloc_colls_gpu.sh
 
 # The PyTorch soak of the NCCL front end (bench/torch_soak.sh runs bench/torch_soak.py, which
 # imports its two modules and bench/nccl/common.py; tests/torch_soak_cpu.sh runs its checks on

@@ -1,7 +1,8 @@
 /* coloc_kernel.cu — the co-located path's kernel: a leader reads every rank's buffer on its GPU
- * (or a peer GPU's, over P2P) and writes its group's outputs, in one launch. It never waits for
- * anything: the streams are ordered by events before it starts (cuda_coloc.c), so the time
- * slices of the contexts sharing the GPU are never spent spinning. The reduction is
+ * (or a peer GPU's, over P2P) and writes its group's outputs, in one launch, whatever the
+ * collective (coloc_jobs.c makes the jobs; all-to-all, gather and scatter are CONCAT jobs). It
+ * never waits for anything: the streams are ordered by events before it starts (cuda_coloc.c),
+ * so the time slices of the contexts sharing the GPU are never spent spinning. The reduction is
  * collectives/reduce/reduce_cuda.h's, in rank order: the same bits as every other path.
  *
  * Bandwidth. An all-reduce of S bytes among n ranks on one GPU must read n inputs and write n
@@ -45,7 +46,14 @@ static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) coloc_kernel(cuda_
   const cuda_coloc_job_t &j = a.job[blockIdx.y];
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nthreads = (size_t)gridDim.x * blockDim.x;
-  if (a.mode != CUDA_DIRECT_REDUCE) {
+  if (a.mode == CUDA_COLOC_CONCAT) { /* source s to bytes [s n, (s + 1) n) of each destination */
+    void *dst[CUDA_MAXR];
+    for (int s = 0; s < j.nsrc; s++) {
+      if (!j.src[s]) continue; /* already in place */
+      for (int d = 0; d < j.ndst; d++) dst[d] = (char *)j.dst[d] + (size_t)s * a.n;
+      rc_copy_range(j.src[s], dst, j.ndst, a.n, j.vec != 0, tid, nthreads);
+    }
+  } else if (a.mode != CUDA_DIRECT_REDUCE) {
     rc_copy_range(j.src[0], j.dst, j.ndst, a.n, j.vec != 0, tid, nthreads);
   } else if (j.vec && j.nsrc == 3) {
     coloc_reduce_fixed<T, 3, 2>(j, a, tid, nthreads);
@@ -75,7 +83,13 @@ static void coloc_launch(const cuda_coloc_args_t *a, int sms, cudaStream_t s, in
     }
     __atomic_store_n(&cached, per_sm, __ATOMIC_RELAXED);
   }
-  size_t bytes = a->mode == CUDA_DIRECT_COPY ? a->n : a->n * sizeof(T);
+  size_t bytes = a->mode == CUDA_DIRECT_REDUCE ? a->n * sizeof(T) : a->n;
+  if (a->mode == CUDA_COLOC_CONCAT) { /* a job moves n bytes from each of its sources */
+    int most_src = 1;
+    for (int i = 0; i < a->njobs; i++)
+      if (a->job[i].nsrc > most_src) most_src = a->job[i].nsrc;
+    bytes *= (size_t)most_src;
+  }
   size_t most = (size_t)(per_sm > 0 ? per_sm : 1) * (size_t)sms / (size_t)a->njobs;
   size_t blocks = (bytes + (16u << 10) - 1) / (16u << 10);
   if (blocks > most) blocks = most;
@@ -88,7 +102,7 @@ extern "C" int cuda_launch_coloc(const cuda_coloc_args_t *a, int sms, void *stre
 {
   if (a->njobs < 1 || a->njobs > CUDA_MAXR || sms < 1) return (int)cudaErrorInvalidValue;
   int err = 0;
-  if (a->mode == CUDA_DIRECT_COPY) coloc_launch<float>(a, sms, (cudaStream_t)stream, &err);
+  if (a->mode != CUDA_DIRECT_REDUCE) coloc_launch<float>(a, sms, (cudaStream_t)stream, &err);
   else RC_DISPATCH(a->dtype, coloc_launch, a, sms, (cudaStream_t)stream, &err);
   return err ? err : (int)cudaGetLastError();
 }

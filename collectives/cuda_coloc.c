@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "collectives/coloc.h"
+#include "collectives/coloc_jobs.h"
 #include "collectives/cuda_coloc.h"
 #include "collectives/cuda_state.h"
 #include "shm/abort.h"
@@ -253,101 +254,41 @@ static shmddp_status_t op_query(void *vctx, int peer, int kind, uint64_t seq, in
                     c->comm->rank, c->comm->what, peer, cudaGetErrorString(e));
 }
 
-/* The exchange is the rendezvous: it returns once every rank has published its buffers. The
- * bytes it touches of each (the same on every rank): reduce-scatter reads n blocks of every
- * input, all-gather writes n blocks of every output. */
+/* The exchange is the rendezvous: it returns once every rank has published its buffers (the
+ * bytes the call touches of each: coloc_jobs_lengths, the same on every rank). */
 static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
 {
   ctx_t *c = vctx;
   const cuda_coloc_call_t *k = c->k;
   const void *mine[2] = {k->send, k->recv};
-  size_t bytes = k->count * shmddp_dtype_size(k->dtype), n = (size_t)c->comm->nranks;
-  size_t len[2] = {k->kind == COLL_REDUCE_SCATTER ? bytes * n : bytes,
-                   k->kind == COLL_ALL_GATHER ? bytes * n : bytes};
+  size_t len[2];
   (void)seq;
+  coloc_jobs_lengths(k->kind, k->count, k->dtype, c->comm->nranks, len);
   return cuda_exchange(c->comm, 2, mine, len, k->stream, c->P, &c->staged);
 }
 
-static int add_dst(cuda_coloc_job_t *j, void *p)
-{
-  if (!p) return -1;
-  j->dst[j->ndst++] = p;
-  return 0;
-}
-
-static void set_vec(cuda_coloc_job_t *j)
-{
-  uintptr_t bits = 0;
-  for (int i = 0; i < j->nsrc; i++) bits |= (uintptr_t)j->src[i];
-  for (int i = 0; i < j->ndst; i++) bits |= (uintptr_t)j->dst[i];
-  j->vec = (bits & 15) == 0;
-}
-
-/* The leader's jobs for its group G: what each rank of G must receive. -1: a buffer is missing. */
-static int build_jobs(const ctx_t *c, uint32_t G, cuda_coloc_args_t *a)
+/* This leader's jobs (coloc_jobs.c). -1: a buffer is missing. */
+static int build_jobs(const ctx_t *c, cuda_coloc_args_t *a)
 {
   const cuda_coloc_call_t *k = c->k;
-  int n = c->comm->nranks, bad = 0;
-  size_t ds = shmddp_dtype_size(k->dtype), bytes = k->count * ds;
-  memset(a, 0, sizeof *a);
-  a->mode = CUDA_DIRECT_REDUCE;
-  a->dtype = k->dtype;
-  a->op = k->op;
-  a->avg_div = n;
-  a->n = k->count;
-  if (k->kind == COLL_ALL_GATHER || k->kind == COLL_BROADCAST) {
-    a->mode = CUDA_DIRECT_COPY;
-    a->n = bytes;
+  const coloc_plan_t *p = &c->s->coloc->proto.plan;
+  int g = p->group[c->comm->rank];
+  coloc_work_t w = {.kind = k->kind, .count = k->count, .dtype = k->dtype, .op = k->op,
+                    .root = k->root, .nranks = c->comm->nranks, .group = p->members[g],
+                    .slice = g, .nslices = p->ngroups};
+  for (int r = 0; r < w.nranks; r++) {
+    w.send[r] = c->P[0][r];
+    w.recv[r] = c->P[1][r];
   }
-  for (int q = 0; q < n; q++) {
-    cuda_coloc_job_t *j = &a->job[a->njobs];
-    int in_g = G >> q & 1;
-    switch (k->kind) {
-    case COLL_ALL_REDUCE: /* one job: every input to every output of G */
-    case COLL_REDUCE:
-      if (q > 0) continue;
-      for (int r = 0; r < n; r++) bad |= !(j->src[j->nsrc++] = c->P[0][r]);
-      for (int t = 0; t < n; t++)
-        if ((G >> t & 1) && (k->kind == COLL_ALL_REDUCE || t == k->root))
-          bad |= add_dst(j, c->P[1][t]);
-      break;
-    case COLL_REDUCE_SCATTER: /* job per rank q of G: block q of every input */
-      if (!in_g) continue;
-      for (int r = 0; r < n; r++) {
-        bad |= !c->P[0][r];
-        j->src[j->nsrc++] = c->P[0][r] ? (const char *)c->P[0][r] + (size_t)q * bytes : NULL;
-      }
-      bad |= add_dst(j, c->P[1][q]);
-      break;
-    case COLL_ALL_GATHER: /* job per source rank q: its input to slot q of every output of G */
-      bad |= !(j->src[j->nsrc++] = c->P[0][q]);
-      for (int t = 0; t < n; t++)
-        if (G >> t & 1) bad |= add_dst(j, c->P[1][t] ? (char *)c->P[1][t] + (size_t)q * bytes : NULL);
-      break;
-    default: /* broadcast: the root's input to every output of G but the root's own in place */
-      if (q > 0) continue;
-      bad |= !(j->src[j->nsrc++] = c->P[0][k->root]);
-      for (int t = 0; t < n; t++)
-        if ((G >> t & 1) && c->P[1][t] != c->P[0][k->root]) bad |= add_dst(j, c->P[1][t]);
-      break;
-    }
-    if (j->ndst > 0) {
-      set_vec(j);
-      a->njobs++;
-    } else {
-      memset(j, 0, sizeof *j);
-    }
-  }
-  return bad ? -1 : 0;
+  return coloc_jobs_build(&w, a);
 }
 
 static shmddp_status_t op_work(void *vctx)
 {
   ctx_t *c = vctx;
   if (c->staged) return SHMDDP_OK; /* no buffer was mapped: the caller stages the call */
-  const coloc_plan_t *p = &c->s->coloc->proto.plan;
   cuda_coloc_args_t a;
-  if (build_jobs(c, p->members[p->group[c->comm->rank]], &a) != 0)
+  if (build_jobs(c, &a) != 0)
     return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
                       c->comm->rank, c->comm->what);
   if (a.njobs == 0) return SHMDDP_OK;

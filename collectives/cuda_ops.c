@@ -12,8 +12,7 @@
  * Forced algorithms (SHMDDP_ALGO, shmddp_comm_set_algo) are honoured where they exist for the
  * collective; "ring" means the copy-engine algorithm; P2P algorithms without P2P become staged.
  * Ranks that share a GPU: auto takes the co-located path (cuda_coloc.c) for every collective and
- * size, except under CUDA-graph capture and, when they all run under MPS, for small calls
- * (coloc_use_path); coloc forced takes it for any placement.
+ * size, except under CUDA-graph capture (coloc_use_path); coloc forced takes it for any placement.
  *
  * Copy-engine all-reduce (cering), per rank r owning slice r of the buffer, in chunks:
  *   cs_in   pulls chunk j of slice r from every peer's send buffer into landing buffer j & 1
@@ -129,8 +128,8 @@ static shmddp_status_t coloc(shmddp_comm_t *comm, coll_kind_t kind, const void *
   int me = comm->rank, staged = 0;
   cuda_coloc_call_t k = {.kind = kind, .send = send, .recv = recv, .count = count,
                          .dtype = dtype, .op = op, .root = root, .stream = stream};
-  if (kind == COLL_BROADCAST && me != root) k.send = NULL;
-  if (kind == COLL_REDUCE && me != root) k.recv = NULL;
+  if ((kind == COLL_BROADCAST || kind == COLL_SCATTER) && me != root) k.send = NULL;
+  if ((kind == COLL_REDUCE || kind == COLL_GATHER) && me != root) k.recv = NULL;
   TRY(cuda_coloc_run(comm, &k, &staged));
   return staged ? coloc_staged(comm, &k) : SHMDDP_OK;
 }
@@ -412,10 +411,18 @@ static shmddp_status_t rd_staged(shmddp_comm_t *comm, const void *send, void *re
   return staged_launch(comm, &a, stream);
 }
 
+static shmddp_status_t a2a_moves(shmddp_comm_t *comm, int staged, void *const *P,
+                                 const void *send, void *recv, size_t bytes,
+                                 shmddp_stream_t stream);
+static shmddp_status_t scatter_moves(shmddp_comm_t *comm, int staged, void *const *P,
+                                     const void *send, void *recv, size_t bytes, int root,
+                                     shmddp_stream_t stream);
+
 /* A co-located call whose buffers some rank cannot share: what the other algorithms do then. */
 static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t *k)
 {
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  int me = comm->rank;
   switch (k->kind) {
   case COLL_ALL_REDUCE:
     return ar_scratch_pieces(comm, k->send, k->recv, k->count, k->dtype, k->op, k->stream);
@@ -424,6 +431,11 @@ static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_coloc_call_t
   case COLL_ALL_GATHER: return ag_staged(comm, k->send, k->recv, bytes, k->dtype, k->stream);
   case COLL_BROADCAST:
     return bc_staged(comm, k->send, k->recv, bytes, k->dtype, k->root, k->stream);
+  case COLL_ALL_TO_ALL: return a2a_moves(comm, 1, NULL, k->send, k->recv, bytes, k->stream);
+  case COLL_GATHER:
+    return gather_staged(comm, k->send, k->recv, bytes, k->dtype, me == k->root, k->stream);
+  case COLL_SCATTER:
+    return scatter_moves(comm, 1, NULL, k->send, k->recv, bytes, k->root, k->stream);
   default:
     return rd_staged(comm, k->send, k->recv, k->count, k->dtype, k->op, k->root, k->stream);
   }
@@ -560,8 +572,9 @@ static shmddp_status_t cuda_reduce(shmddp_comm_t *comm, const void *send, void *
 }
 
 /* ---------------- all-to-all, gather, scatter ----------------
- * Block moves, one direct copy kernel per block, every rank launching the same number of kernels
- * (a rank with nothing to move takes part in the handshakes only). P2P: the receivers' buffers
+ * Ranks that share a GPU: the co-located path, one call (one hand-over) like every collective.
+ * Otherwise block moves, one direct copy kernel per block, every rank launching the same number
+ * of kernels (a rank with nothing to move takes part in the handshakes only). P2P: the receivers' buffers
  * are exchanged and each rank pushes its blocks (launch j: rank r's block (r + j) % n); staged:
  * launch j posts the same blocks and each receiver copies the one that is its own. */
 
@@ -596,20 +609,50 @@ static shmddp_status_t block_move(shmddp_comm_t *comm, int staged, void *const *
   return SHMDDP_OK;
 }
 
-/* The start of a block-moving call: bookkeeping, and the cases with nothing to move between
- * ranks (*done). Returns the algorithm through *staged. */
+/* The start of a block-moving call: bookkeeping, the cases with nothing to move between ranks
+ * (*done), and ranks that share a GPU: the co-located path (one call, *done). Returns the
+ * algorithm through *staged. Only the co-located path is taken from a forced algorithm. */
 static shmddp_status_t enter_moves(shmddp_comm_t *comm, coll_kind_t kind, const void *send,
                                    void *recv, size_t count, shmddp_dtype_t dtype, int root,
                                    shmddp_stream_t stream, int *staged, int *done)
 {
   size_t bytes = count * shmddp_dtype_size(dtype);
-  shmddp_algo_t algo = choose(comm, kind, bytes, SHMDDP_ALGO_AUTO);
+  shmddp_algo_t req = cuda_coloc_algo(comm, comm->algo, stream);
+  shmddp_algo_t algo = choose(comm, kind, bytes, req == SHMDDP_ALGO_COLOC ? req : SHMDDP_ALGO_AUTO);
   *staged = algo == SHMDDP_ALGO_STAGED;
   *done = 1;
   TRY(enter(comm, kind, count, dtype, 0, root, algo));
   if (count == 0) return SHMDDP_OK;
   if (comm->nranks == 1) return local_copy(comm, recv, send, bytes, stream);
+  if (algo == SHMDDP_ALGO_COLOC) return coloc(comm, kind, send, recv, count, dtype, 0, root, stream);
   *done = 0;
+  return SHMDDP_OK;
+}
+
+/* All-to-all as n block moves (launch j: this rank's block for rank (me + j) % n). */
+static shmddp_status_t a2a_moves(shmddp_comm_t *comm, int staged, void *const *P,
+                                 const void *send, void *recv, size_t bytes,
+                                 shmddp_stream_t stream)
+{
+  int n = comm->nranks, me = comm->rank;
+  for (int j = 0; j < n; j++) {
+    int to = (me + j) % n, from = (me - j + n) % n;
+    TRY(block_move(comm, staged, P, (const char *)send + (size_t)to * bytes, bytes, to,
+                   (size_t)me * bytes, recv, from, bytes, stream));
+  }
+  return SHMDDP_OK;
+}
+
+/* Scatter as n block moves (launch j: the root's block for rank j). */
+static shmddp_status_t scatter_moves(shmddp_comm_t *comm, int staged, void *const *P,
+                                     const void *send, void *recv, size_t bytes, int root,
+                                     shmddp_stream_t stream)
+{
+  int n = comm->nranks, me = comm->rank;
+  for (int j = 0; j < n; j++) {
+    const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
+    TRY(block_move(comm, staged, P, src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));
+  }
   return SHMDDP_OK;
 }
 
@@ -624,17 +667,11 @@ static shmddp_status_t cuda_all_to_all(shmddp_comm_t *comm, const void *send, vo
                       "recv must not overlap (a peer may overwrite a block before it is sent)");
   TRY(enter_moves(comm, COLL_ALL_TO_ALL, send, recv, count, dtype, -1, stream, &staged, &done));
   if (done) return SHMDDP_OK;
-  int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
   size_t len[1] = {all};
   if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
-  for (int j = 0; j < n; j++) {
-    int to = (me + j) % n, from = (me - j + n) % n;
-    TRY(block_move(comm, staged, P[0], (const char *)send + (size_t)to * bytes, bytes, to,
-                   (size_t)me * bytes, recv, from, bytes, stream));
-  }
-  return SHMDDP_OK;
+  return a2a_moves(comm, staged, P[0], send, recv, bytes, stream);
 }
 
 static shmddp_status_t cuda_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
@@ -661,16 +698,11 @@ static shmddp_status_t cuda_scatter(shmddp_comm_t *comm, const void *send, void 
   int staged, done;
   TRY(enter_moves(comm, COLL_SCATTER, send, recv, count, dtype, root, stream, &staged, &done));
   if (done) return SHMDDP_OK;
-  int n = comm->nranks, me = comm->rank;
   void *P[1][CUDA_MAXR];
   const void *mine[1] = {recv};
   size_t len[1] = {bytes};
   if (!staged) TRY(cuda_exchange(comm, 1, mine, len, stream, P, &staged));
-  for (int j = 0; j < n; j++) {
-    const void *src = me == root ? (const char *)send + (size_t)j * bytes : NULL;
-    TRY(block_move(comm, staged, P[0], src, bytes, j, 0, recv, me == j ? root : -1, 0, stream));
-  }
-  return SHMDDP_OK;
+  return scatter_moves(comm, staged, P[0], send, recv, bytes, root, stream);
 }
 
 static shmddp_status_t cuda_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,

@@ -133,9 +133,9 @@ void cuda_reg_release(cuda_state_t *s);
  * (after it) works out the placement. */
 typedef struct {
   coll_kind_t kind;
-  const void *send; /* NULL where this rank passes none (a broadcast's non-root) */
-  void *recv;       /* NULL where this rank passes none (a reduce's non-root) */
-  size_t count;     /* as the API call's count (per rank for reduce-scatter and all-gather) */
+  const void *send; /* NULL where this rank passes none (a broadcast's or scatter's non-root) */
+  void *recv;       /* NULL where this rank passes none (a reduce's or gather's non-root) */
+  size_t count;     /* as the API call's count (per rank's block where there are blocks) */
   shmddp_dtype_t dtype;
   shmddp_op_t op;
   int root;

@@ -28,10 +28,11 @@ NCCL_RUN_SCRIPT =
 endif
 CLEANFILES += shmddp-nccl-run
 
-# The wrapper knows where the library is installed, and its version (as every program's).
+# The wrapper knows where the library is installed, its version (as every program's), and
+# where an MPS daemon listens when no variable says otherwise.
 shmddp-nccl-run: $(srcdir)/nccl/shmddp-nccl-run.in Makefile build_version.h
 	$(AM_V_GEN)v=`sed -n 's/^#define SHMDDP_BUILD_VERSION "\(.*\)"$$/\1/p' build_version.h`; \
-	sed -e 's|@libdir[@]|$(libdir)|g' -e "s|@version[@]|$$v|g" \
+	sed -e 's|@libdir[@]|$(libdir)|g' -e "s|@version[@]|$$v|g" -e 's|@mps_pipe_dir[@]|/tmp/nvidia-mps|g' \
 	  $(srcdir)/nccl/shmddp-nccl-run.in > $@.tmp && chmod +x $@.tmp && mv $@.tmp $@
 
 # The libnccl.so.2 name (empty NCCL_LINK: nothing to do in a CPU-only build).

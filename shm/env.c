@@ -73,6 +73,11 @@ static const shm_env_param_t table[] = {
      .reader = "libshmddp-nccl.so, at its first message",
      .meaning = "1: a line per communicator made and every failure on stderr (as "
                 "NCCL_DEBUG=INFO; NCCL_DEBUG=WARN prints the failures only)"},
+    {.name = "SHMDDP_NCCL_LIB", .kind = SHM_ENV_TEXT,
+     .dflt = "libshmddp-nccl.so.0 in the installed library folder",
+     .reader = "shmddp-nccl-run, at start",
+     .meaning = "the library shmddp-nccl-run preloads into its command; a path without spaces or "
+                "colons (LD_PRELOAD would split it there: refused)"},
     /* the trainer's world across machines (src/world/world_mpi.c) */
     {.name = "SHMDDP_MPI_CUDA_AWARE", .kind = SHM_ENV_FLAG,
      .dflt = "what MPIX_Query_cuda_support says", .reader = "shmddp-train under mpirun, world set-up",
@@ -130,26 +135,23 @@ static const shm_env_param_t table[] = {
     {.name = "CUDA_VISIBLE_DEVICES", .kind = SHM_ENV_TEXT, .dflt = "every GPU",
      .reader = "shmddp-train, before forking (without initialising CUDA)",
      .meaning = "the GPUs a run may use; --nproc defaults to their number"},
+    {.name = "CUDA_MPS_PIPE_DIRECTORY", .kind = SHM_ENV_TEXT,
+     .dflt = "unset (MPS's own: /tmp/nvidia-mps)",
+     .reader = "shmddp-train and shmddp-nccl-run, before the ranks start",
+     .meaning = "an MPS daemon of yours: used as it is, and no private one is started; refused "
+                "unless it is a folder of yours (or root's), not a link, writable by no one else"},
+    {.name = "CUDA_MPS_LOG_DIRECTORY", .kind = SHM_ENV_TEXT, .dflt = "unset",
+     .reader = "shmddp-train and shmddp-nccl-run, with CUDA_MPS_PIPE_DIRECTORY",
+     .meaning = "that daemon's log folder: checked as CUDA_MPS_PIPE_DIRECTORY is"},
     {.name = "NCCL_DEBUG", .kind = SHM_ENV_TEXT, .dflt = "none",
      .reader = "libshmddp-nccl.so, at its first message",
      .meaning = "NCCL's own: WARN prints every failure on stderr, INFO and TRACE also a line per "
                 "communicator made"},
-    /* the NCCL front end's wrapper (nccl/shmddp-nccl-run.in) */
-    {.name = "SHMDDP_NCCL_LIB", .kind = SHM_ENV_TEXT,
-     .dflt = "libshmddp-nccl.so.0 of shmddp-nccl-run's own installation",
-     .reader = "shmddp-nccl-run, at start",
-     .meaning = "the NCCL front end library shmddp-nccl-run preloads into the command"},
+    /* set by the NCCL front end's wrapper (nccl/shmddp-nccl-run.in) */
     {.name = "LD_PRELOAD", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the dynamic loader",
      .meaning = "set by shmddp-nccl-run for the command it runs: libshmddp-nccl.so first, then "
                 "what was there"},
-    /* MPS (src/train/mps.c, shmddp-nccl-run) */
-    {.name = "CUDA_MPS_PIPE_DIRECTORY", .kind = SHM_ENV_TEXT, .dflt = "none",
-     .reader = "shmddp-train and shmddp-nccl-run, before starting ranks",
-     .meaning = "an MPS daemon already serving this user: used as it is, none is started (set "
-                "for the ranks, with CUDA_MPS_LOG_DIRECTORY, when a private one is started)"},
-    {.name = "CUDA_MPS_LOG_DIRECTORY", .kind = SHM_ENV_SET, .dflt = "-",
-     .reader = "the MPS control daemon",
-     .meaning = "set for a private MPS daemon: its log folder, inside its private folder"},
+    /* where a private MPS daemon lives (src/train/mps.c, shmddp-nccl-run) */
     {.name = "XDG_RUNTIME_DIR", .kind = SHM_ENV_TEXT, .dflt = "none",
      .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
      .meaning = "where a private MPS daemon's folder is made (else TMPDIR, else /tmp)"},

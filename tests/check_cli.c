@@ -102,6 +102,11 @@ START_TEST(test_defaults_gpu)
   ck_assert_int_eq(c.mps, TRAIN_MPS_ON);
   ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--mps", "off", (char *)NULL), 0);
   ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--no-mps", (char *)NULL), 0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--no-mps", "--mps", "off", (char *)NULL),
+                   0);
+  ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
   /* Bit-identical runs and CUDA graphs by default; both can be switched off. */
   ck_assert_int_eq(c.deterministic, 1);
   ck_assert_int_eq(c.cuda_graph, 1);
@@ -299,6 +304,7 @@ START_TEST(test_bad_combinations)
   char err0[512];
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&gpu_box, "--mps", "--mps", "yes");                    /* auto, on or off */
+  REJECT(&gpu_box, "contradict", "--no-mps", "--mps", "on");
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
   REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
   /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */

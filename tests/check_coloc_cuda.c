@@ -1,11 +1,12 @@
-/* check_coloc_cuda.c — ranks that share a GPU, on the GPU: every collective through the
- * co-located path against f64 host references (2, 3 and 4 ranks on GPU 0 as processes; 2 and 4
- * as threads of one process; 4 ranks on 2 GPUs, and the path forced across 2 GPUs, where there
- * are 2), bitwise equal on every rank; buffers overwritten right after each call while a peer is
- * held back (the DONE events must keep the inputs alive, the READY events must hold the reader);
- * and CUDA-graph capture, which takes the in-kernel algorithms, and refuses a forced coloc;
- * buffers from cudaMallocAsync's pool, which no other process can map: the calls meet through the
- * path and are then staged, with the same results.
+/* check_coloc_cuda.c — ranks that share a GPU, on the GPU: every collective (all-to-all, gather
+ * and scatter too: one co-located call each, like the reductions) through the co-located path
+ * against f64 host references (2, 3 and 4 ranks on GPU 0 as processes; 2 and 4 as threads of
+ * one process; 4 ranks on 2 GPUs, and the path forced across 2 GPUs, where there are 2), bitwise
+ * equal on every rank; buffers overwritten right after each call while a peer is held back (the
+ * DONE events must keep the inputs alive, the READY events must hold the reader); and CUDA-graph
+ * capture, which takes the in-kernel algorithms, and refuses a forced coloc; buffers from
+ * cudaMallocAsync's pool, which no other process can map: the calls meet through the path and
+ * are then staged, with the same results.
  *
  * The whole suite is skipped (exit 77) without a GPU; CUDA is initialised only inside the ranks
  * (forked by shmddp_launch) or a test's own CK_FORK child. */
@@ -54,9 +55,20 @@ static const type_op_t type_ops[] = {
 static const size_t counts[] = {1, 7, 1000, 16385, ((size_t)1 << 20) + 3};
 #define MAXCOUNT (((size_t)1 << 20) + 3)
 
-enum { K_ALL_REDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_BROADCAST, K_REDUCE, K_KINDS };
+enum { K_ALL_REDUCE, K_REDUCE_SCATTER, K_ALL_GATHER, K_BROADCAST, K_REDUCE, K_ALL_TO_ALL, K_GATHER,
+       K_SCATTER, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"all_reduce", "reduce_scatter", "all_gather",
-                                                "broadcast", "reduce"};
+                                                "broadcast", "reduce", "all_to_all", "gather",
+                                                "scatter"};
+/* Kinds whose input (send) or output (recv) holds a block per rank. */
+static int blocks_in(int kind)
+{
+  return kind == K_REDUCE_SCATTER || kind == K_ALL_TO_ALL || kind == K_SCATTER;
+}
+static int blocks_out(int kind)
+{
+  return kind == K_ALL_GATHER || kind == K_ALL_TO_ALL || kind == K_GATHER;
+}
 
 typedef struct {
   shmddp_comm_t *comm;
@@ -77,10 +89,16 @@ static size_t check_result(const rig_t *g, int kind, size_t count, int iter, shm
   case K_REDUCE_SCATTER:
     return coll_count_errors(g->h, count, (size_t)rank * count, n, iter, dt, op, first);
   case K_REDUCE: return rank == root ? coll_count_errors(g->h, count, 0, n, iter, dt, op, first) : 0;
-  default: /* copies: rank r's pattern at the global index */
-    for (size_t j = 0; j < (kind == K_ALL_GATHER ? count * (size_t)n : count); j++) {
-      int from = kind == K_ALL_GATHER ? (int)(j / count) : root;
-      double want = coll_round(coll_pattern(from, j, iter, dt, SHMDDP_SUM), dt);
+  case K_GATHER:
+    if (rank != root) return 0; /* the root's output is an all-gather's */
+    /* fall through */
+  default: /* copies: rank `from`'s pattern at the global index of its input */
+    for (size_t j = 0; j < (blocks_out(kind) ? count * (size_t)n : count); j++) {
+      int from = blocks_out(kind) ? (int)(j / count) : root;
+      size_t idx = kind == K_ALL_TO_ALL ? (size_t)rank * count + j % count /* block `rank` */
+                   : kind == K_SCATTER  ? (size_t)rank * count + j
+                                        : j;
+      double want = coll_round(coll_pattern(from, idx, iter, dt, SHMDDP_SUM), dt);
       if (coll_load(g->h, j, dt) != want && !bad++) *first = j;
     }
     return bad;
@@ -93,20 +111,28 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
   shmddp_comm_t *comm = g->comm;
   int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
   shmddp_dtype_t dt = t->dtype;
-  shmddp_op_t op = kind == K_ALL_GATHER || kind == K_BROADCAST ? SHMDDP_SUM : t->op;
+  int moves = kind == K_ALL_GATHER || kind == K_BROADCAST || kind >= K_ALL_TO_ALL;
+  shmddp_op_t op = moves ? SHMDDP_SUM : t->op;
   size_t ds = shmddp_dtype_size(dt), N = (size_t)n;
-  int inplace = variant % 3 == 0, root = iter % n;
+  /* all-to-all is never in place on device buffers (refused: a peer could overwrite a block
+   * before it is sent) */
+  int inplace = variant % 3 == 0 && kind != K_ALL_TO_ALL, root = iter % n;
   size_t off = variant & 1 ? ds : 0; /* every other case off 16-byte alignment */
   char *recv = g->recv + off, *send = g->send + off;
-  size_t in_elems = kind == K_REDUCE_SCATTER ? count * N : count;
-  size_t out_elems = kind == K_ALL_GATHER ? count * N : count;
-  if (inplace) {
-    if (kind == K_REDUCE_SCATTER) { send = recv; recv = send + (size_t)rank * count * ds; }
-    else if (kind == K_ALL_GATHER) send = recv + (size_t)rank * count * ds;
-    else send = recv;
+  size_t in_elems = blocks_in(kind) ? count * N : count;
+  size_t out_elems = blocks_out(kind) ? count * N : count;
+  if (inplace) { /* NCCL's in-place layouts */
+    if (kind == K_REDUCE_SCATTER || kind == K_SCATTER) {
+      send = recv;
+      recv = send + (size_t)rank * count * ds;
+    } else if (kind == K_ALL_GATHER || kind == K_GATHER) {
+      send = recv + (size_t)rank * count * ds;
+    } else {
+      send = recv;
+    }
   }
-  /* the input: global element indices (the reduce-scatter's blocks, the all-gather's slot) */
-  size_t first_idx = kind == K_ALL_GATHER ? (size_t)rank * count : 0;
+  /* the input: global element indices (the blocks, or the slot a gather puts it in) */
+  size_t first_idx = kind == K_ALL_GATHER || kind == K_GATHER ? (size_t)rank * count : 0;
   coll_fill(g->h, in_elems, first_idx, rank, iter, dt, op);
   /* Written in the call's stream order: g->s does not wait for the legacy stream, and a
    * cudaMemcpy from pageable memory may return before its last bytes have landed (CUDA's API
@@ -121,7 +147,10 @@ static int one_case(rig_t *g, int kind, size_t count, int iter, const type_op_t 
   case K_REDUCE_SCATTER: rc = shmddp_reduce_scatter(comm, send, recv, count, dt, op, st); break;
   case K_ALL_GATHER: rc = shmddp_all_gather(comm, send, recv, count, dt, st); break;
   case K_BROADCAST: rc = shmddp_broadcast(comm, send, recv, count, dt, root, st); break;
-  default: rc = shmddp_reduce(comm, send, recv, count, dt, op, root, st); break;
+  case K_REDUCE: rc = shmddp_reduce(comm, send, recv, count, dt, op, root, st); break;
+  case K_ALL_TO_ALL: rc = shmddp_all_to_all(comm, send, recv, count, dt, st); break;
+  case K_GATHER: rc = shmddp_gather(comm, send, recv, count, dt, root, st); break;
+  default: rc = shmddp_scatter(comm, send, recv, count, dt, root, st); break;
   }
   const char *what = kind_names[kind];
   if (rc != SHMDDP_OK) return FAIL(g->f, "%s: %s", what, shmddp_comm_last_error(comm));

@@ -12,6 +12,8 @@ trap 'rm -rf "$tmp"' EXIT
 "$train" --help-env=markdown > "$tmp/table.md" || { echo "FAIL: --help-env=markdown failed"; exit 1; }
 sed -n 's/^| `\([A-Za-z_][A-Za-z0-9_]*\)` .*/\1/p' "$tmp/table.md" | sort -u > "$tmp/listed"
 [ -s "$tmp/listed" ] || { echo "FAIL: no variable in --help-env's table"; exit 1; }
+twice=$(sed -n 's/^| `\([A-Za-z_][A-Za-z0-9_]*\)` .*/\1/p' "$tmp/table.md" | sort | uniq -d)
+[ -z "$twice" ] || { echo "FAIL: listed twice in the table:" $twice; exit 1; }
 dirs="$src/src $src/shm $src/collectives $src/nccl $src/kernels $src/tools $src/include"
 {
   grep -rhoE '(getenv|setenv|unsetenv|shm_env_[a-z_]+)\("[A-Za-z_][A-Za-z0-9_]*"' $dirs \

@@ -176,7 +176,9 @@ TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metric
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
 	tests/resume_prepad.sh tests/resume_gpu.sh tests/readme_env.sh tests/env_table.sh
-# shmddp-nccl-run --mps over stand-ins for the MPS control program and its CUDA check.
+# shmddp-nccl-run and MPS (by default where ranks share a GPU, --mps, --no-mps, folders not to
+# be trusted, SIGKILL, the preload), over stand-ins for the MPS control program, its CUDA checks
+# and torchrun.
 TESTS += tests/nccl_run_mps.sh
 EXTRA_DIST += tests/nccl_run_mps.sh
 # The job's private MPS daemon and --mps, over a stand-in control program (no GPU needed).

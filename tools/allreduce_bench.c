@@ -38,6 +38,10 @@ static shmddp_status_t run_once(shmddp_comm_t *comm, const bench_opts_t *o, cons
     return shmddp_reduce_scatter(comm, send, recv, count, o->dtype, o->op, SHMDDP_HOST);
   case BENCH_ALL_GATHER:
     return shmddp_all_gather(comm, send, recv, count, o->dtype, SHMDDP_HOST);
+  case BENCH_ALL_TO_ALL:
+    return shmddp_all_to_all(comm, send, recv, count, o->dtype, SHMDDP_HOST);
+  case BENCH_GATHER: return shmddp_gather(comm, send, recv, count, o->dtype, 0, SHMDDP_HOST);
+  case BENCH_SCATTER: return shmddp_scatter(comm, send, recv, count, o->dtype, 0, SHMDDP_HOST);
   default:
     return shmddp_broadcast(comm, send, recv, count, o->dtype, 0, SHMDDP_HOST);
   }
@@ -54,6 +58,21 @@ static long check_result(const bench_opts_t *o, int rank, int n, const void *rec
   case BENCH_REDUCE_SCATTER:
     return (long)coll_count_errors(recv, count, (size_t)rank * count, n, iter, o->dtype, o->op,
                                    NULL);
+  case BENCH_ALL_TO_ALL:
+  case BENCH_SCATTER: { /* block q: rank q's (scatter: the root's) block `rank` */
+    long bad = 0;
+    int blocks = o->coll == BENCH_ALL_TO_ALL ? n : 1;
+    for (int q = 0; q < blocks; q++)
+      for (size_t k = 0; k < count; k++)
+        if (coll_load((const char *)recv + ((size_t)q * count + k) * ds, 0, o->dtype) !=
+            coll_round(coll_pattern(o->coll == BENCH_SCATTER ? 0 : q, (size_t)rank * count + k,
+                                    iter, o->dtype, o->op), o->dtype))
+          bad++;
+    return bad;
+  }
+  case BENCH_GATHER:
+    if (rank != 0) return 0;
+    /* fall through */
   case BENCH_ALL_GATHER: {
     long bad = 0;
     for (int r = 0; r < n; r++)
@@ -255,7 +274,8 @@ static void usage(FILE *f)
           "  -c, --check 0|1     check every result against an f64 reference (default 1)\n"
           "  -d, --datatype T    f32 f64 f16 bf16 i32 i64 (default f32)\n"
           "  -o, --op OP         sum avg min max prod (default sum)\n"
-          "  -C, --collective C  all_reduce reduce_scatter all_gather broadcast (default all_reduce)\n"
+          "  -C, --collective C  all_reduce reduce_scatter all_gather broadcast all_to_all\n"
+          "                      gather scatter (the last two rooted at rank 0; default all_reduce)\n"
           "  -a, --algo NAME     auto direct ring twoshot cering staged coloc (default auto)\n"
           "  -I, --inplace       in-place instead of out-of-place\n"
           "  --compare nccl      also time NCCL (libnccl.so.2 loaded at run time; cuda only)\n"
@@ -349,10 +369,8 @@ int main(int argc, char **argv)
       break;
     }
     case 'C': {
-      int k = -1;
-      for (int i = 0; i < 4; i++)
-        if (strcmp(optarg, bench_coll_name((bench_coll_t)i)) == 0) k = i;
-      if (k < 0) { fprintf(stderr, "allreduce_bench: unknown collective '%s' (all_reduce reduce_scatter all_gather broadcast)\n", optarg); return 2; }
+      int k = bench_coll_parse(optarg);
+      if (k < 0) { fprintf(stderr, "allreduce_bench: unknown collective '%s' (all_reduce reduce_scatter all_gather broadcast all_to_all gather scatter)\n", optarg); return 2; }
       o.coll = (bench_coll_t)k;
       break;
     }
@@ -384,6 +402,11 @@ int main(int argc, char **argv)
   if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
   if (o.graph && o.blocking) {
     fprintf(stderr, "allreduce_bench: -z 1 waits after every call, --graph replays them all at once: give one of them\n");
+    return 2;
+  }
+  if (o.coll >= BENCH_ALL_TO_ALL && (o.inplace || o.compare_nccl)) {
+    fprintf(stderr, "allreduce_bench: -C %s: out of place only, and without --compare nccl\n",
+            bench_coll_name(o.coll));
     return 2;
   }
   if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw || o.blocking)) {

@@ -53,6 +53,9 @@ static int run_ours(bctx_t *b, const void *s, void *r, size_t count)
   case BENCH_ALL_REDUCE: rc = shmddp_all_reduce(b->comm, s, r, count, o->dtype, o->op, st); break;
   case BENCH_REDUCE_SCATTER: rc = shmddp_reduce_scatter(b->comm, s, r, count, o->dtype, o->op, st); break;
   case BENCH_ALL_GATHER: rc = shmddp_all_gather(b->comm, s, r, count, o->dtype, st); break;
+  case BENCH_ALL_TO_ALL: rc = shmddp_all_to_all(b->comm, s, r, count, o->dtype, st); break;
+  case BENCH_GATHER: rc = shmddp_gather(b->comm, s, r, count, o->dtype, 0, st); break;
+  case BENCH_SCATTER: rc = shmddp_scatter(b->comm, s, r, count, o->dtype, 0, st); break;
   default: rc = shmddp_broadcast(b->comm, s, r, count, o->dtype, 0, st); break;
   }
   if (rc != SHMDDP_OK) {
@@ -105,14 +108,29 @@ static long check(bctx_t *b, const void *rbuf, size_t count, int iter)
 {
   const bench_opts_t *o = b->o;
   size_t ds = shmddp_dtype_size(o->dtype), n = (size_t)b->n;
-  size_t elems = o->coll == BENCH_ALL_GATHER ? count * n : count;
+  size_t elems = bench_blocks_out(o->coll) ? count * n : count;
   if (cudaMemcpy(b->hbuf, rbuf, elems * ds, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
   switch (o->coll) {
+  case BENCH_ALL_TO_ALL:
+  case BENCH_SCATTER: { /* block q: rank q's (scatter: the root's) block `rank` */
+    long bad = 0;
+    int blocks = o->coll == BENCH_ALL_TO_ALL ? b->n : 1;
+    for (int q = 0; q < blocks; q++)
+      for (size_t k = 0; k < count; k++)
+        if (coll_load(b->hbuf, (size_t)q * count + k, o->dtype) !=
+            coll_round(coll_pattern(o->coll == BENCH_SCATTER ? 0 : q, (size_t)b->rank * count + k,
+                                    iter, o->dtype, o->op), o->dtype))
+          bad++;
+    return bad;
+  }
   case BENCH_ALL_REDUCE:
     return (long)coll_count_errors(b->hbuf, count, 0, b->n, iter, o->dtype, o->op, NULL);
   case BENCH_REDUCE_SCATTER:
     return (long)coll_count_errors(b->hbuf, count, (size_t)b->rank * count, b->n, iter, o->dtype,
                                    o->op, NULL);
+  case BENCH_GATHER:
+    if (b->rank != 0) return 0;
+    /* fall through */
   case BENCH_ALL_GATHER: {
     long bad = 0;
     for (int r = 0; r < b->n; r++)

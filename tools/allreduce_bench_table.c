@@ -5,18 +5,38 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/allreduce_bench_table.h"
 
-static const char *const coll_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+static const char *const coll_names[BENCH_NUM_COLLS] = {
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all", "gather", "scatter"};
 
 const char *bench_coll_name(bench_coll_t c) { return coll_names[c]; }
+
+int bench_coll_parse(const char *s)
+{
+  for (int i = 0; i < BENCH_NUM_COLLS; i++)
+    if (strcmp(s, coll_names[i]) == 0) return i;
+  return -1;
+}
+
+int bench_blocks_in(bench_coll_t c)
+{
+  return c == BENCH_REDUCE_SCATTER || c == BENCH_ALL_TO_ALL || c == BENCH_SCATTER;
+}
+
+int bench_blocks_out(bench_coll_t c)
+{
+  return c == BENCH_ALL_GATHER || c == BENCH_ALL_TO_ALL || c == BENCH_GATHER;
+}
 
 double bench_bus_factor(bench_coll_t c, int n)
 {
   switch (c) {
   case BENCH_ALL_REDUCE: return 2.0 * (n - 1) / n;
-  case BENCH_REDUCE_SCATTER: case BENCH_ALL_GATHER: return (double)(n - 1) / n;
+  case BENCH_REDUCE_SCATTER: case BENCH_ALL_GATHER: case BENCH_ALL_TO_ALL: case BENCH_GATHER:
+  case BENCH_SCATTER: return (double)(n - 1) / n;
   default: return 1.0;
   }
 }
@@ -25,20 +45,13 @@ void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sen
                   size_t *recvcount, size_t *count)
 {
   size_t total = bytes / dsize;
-  switch (c) {
-  case BENCH_REDUCE_SCATTER:
-    *recvcount = total / (size_t)n;
-    *sendcount = *recvcount * (size_t)n;
-    *count = *recvcount;
-    break;
-  case BENCH_ALL_GATHER:
-    *sendcount = total / (size_t)n;
-    *recvcount = *sendcount * (size_t)n;
-    *count = *sendcount;
-    break;
-  default:
+  if (!bench_blocks_in(c) && !bench_blocks_out(c)) {
     *sendcount = *recvcount = *count = total;
+    return;
   }
+  *count = total / (size_t)n; /* a block: the rest is the whole, as nccl-tests reports it */
+  *sendcount = bench_blocks_in(c) ? *count * (size_t)n : *count;
+  *recvcount = bench_blocks_out(c) ? *count * (size_t)n : *count;
 }
 
 void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv)

@@ -8,7 +8,11 @@
 
 #include "shmddp.h"
 
-typedef enum { BENCH_ALL_REDUCE = 0, BENCH_REDUCE_SCATTER, BENCH_ALL_GATHER, BENCH_BROADCAST } bench_coll_t;
+typedef enum {
+  BENCH_ALL_REDUCE = 0, BENCH_REDUCE_SCATTER, BENCH_ALL_GATHER, BENCH_BROADCAST,
+  BENCH_ALL_TO_ALL, BENCH_GATHER, BENCH_SCATTER, /* gather and scatter: root 0 */
+  BENCH_NUM_COLLS
+} bench_coll_t;
 
 typedef struct {
   int device_cuda;       /* --device cuda */
@@ -43,6 +47,11 @@ typedef struct {
 
 /* The table (allreduce_bench_table.c). */
 const char *bench_coll_name(bench_coll_t c);
+/* The collective named s, or -1. */
+int bench_coll_parse(const char *s);
+/* 1 for the collectives whose send buffer (in) or recv buffer (out) holds a block per rank. */
+int bench_blocks_in(bench_coll_t c);
+int bench_blocks_out(bench_coll_t c);
 /* busbw / algbw for this collective over n ranks (nccl-tests' convention). */
 double bench_bus_factor(bench_coll_t c, int n);
 /* Elements per rank's send buffer and recv buffer for `bytes` (the size nccl-tests reports). */

@@ -79,6 +79,18 @@ int dev_mps_enabled(int dev, int *enabled, char *err, size_t errlen)
 #endif
 }
 
+int dev_compute_mode(int dev, int *mode, char *err, size_t errlen)
+{
+  *mode = 0;
+  if (dev == DEV_HOST) return 0;
+#ifdef HAVE_CUDNN
+  CHECK_CUDA(cudaDeviceGetAttribute(mode, cudaDevAttrComputeMode, dev));
+  return 0;
+#else
+  return no_gpus(err, errlen);
+#endif
+}
+
 int dev_enable_peers(const int *devs, int n, int *direct, char *err, size_t errlen)
 {
   if (direct) *direct = 1;

@@ -48,6 +48,9 @@ int dev_mem_info(int dev, size_t *free_bytes, size_t *total_bytes, char *err, si
 /* Whether contexts on GPU dev run under MPS (the driver's answer; makes the process's first
  * CUDA call if none was made). 0 with *enabled set, or -1 with the message. */
 int dev_mps_enabled(int dev, int *enabled, char *err, size_t errlen);
+/* GPU dev's compute mode (cudaComputeMode: 0 Default, 2 Prohibited, 3 Exclusive_Process), read
+ * without making a context. 0 with *mode set, or -1 with the message. */
+int dev_compute_mode(int dev, int *mode, char *err, size_t errlen);
 
 /* Device memory on the current device (not cleared), for the arena's allocator; NULL when it
  * cannot be had. */

@@ -40,7 +40,7 @@ static void note_stop_signals(void)
   }
 }
 
-/* Ranks that share a GPU: the memory check, the MPS daemon (--mps) and the start lines. 0: go on
+/* Ranks that share a GPU: the MPS daemon (--mps), the memory check and the start lines. 0: go on
  * (mps set up, running or not); -1: refused, the message printed, nothing left running. */
 static int share_start(const train_config_t *cfg, mps_daemon_t *mps)
 {
@@ -48,7 +48,7 @@ static int share_start(const train_config_t *cfg, mps_daemon_t *mps)
   memset(mps, 0, sizeof *mps);
   if (!train_share_needed(cfg)) return 0;
   if (cfg->mps != TRAIN_MPS_OFF) note_stop_signals();
-  if (train_share_mps_start(cfg, mps, line, sizeof line, err, sizeof err) != 0) {
+  if (train_share_mps_start(cfg, NULL, mps, line, sizeof line, err, sizeof err) != 0) {
     fprintf(stderr, "train: %s\n", err);
     return -1;
   }

@@ -6,11 +6,19 @@
  * own process group (a terminal's Ctrl-C is the launcher's to forward; the daemon must outlive the
  * ranks to be told to quit) and PR_SET_PDEATHSIG, so a launcher killed outright takes it along.
  * Readiness is an event: the control pipe appearing in the pipe directory (inotify), or the
- * daemon's exit; both bounded by ready_s. */
+ * daemon's exit; both bounded by ready_s.
+ *
+ * Why the parent-death signal here, where shmddp-nccl-run (a shell script) uses a watcher: the
+ * daemon is this process's own child, so the kernel delivers the signal exactly when this
+ * process dies, however it dies; what it cannot do is remove the folder. So the folder is
+ * locked (flock on the folder itself, held by this process and inherited by the daemon and the
+ * ranks) and the next job removes every shmddp-mps-* folder of this user that no process holds
+ * (mps_prepare), the wrapper's too, which locks its folders the same way. */
 #include "config.h"
 
 #include "src/train/mps.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -29,8 +38,8 @@
 
 #include "src/check.h"
 
-#define DEFAULT_PIPE_DIR "/tmp/nvidia-mps" /* where a daemon started without the variable listens */
-#define QUIT_GRACE_S 2.0                    /* after SIGTERM, before SIGKILL */
+#define QUIT_GRACE_S 2.0 /* after SIGTERM, before SIGKILL */
+#define DIR_PREFIX "shmddp-mps-" /* the job's folder: this and mkdtemp's six characters */
 
 static double now_s(void)
 {
@@ -72,18 +81,69 @@ static int remove_tree(const char *dir)
   return nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT ? -1 : 0;
 }
 
-int mps_in_effect(char *why, size_t len)
+int mps_dir_trusted(const char *what, const char *path, char *why, size_t len)
 {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return 1;
+    return check_fail(why, len, "%s %s cannot be examined: %s", what, path, strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode))
+    return check_fail(why, len, "%s %s is a symbolic link (it could lead anywhere)", what, path);
+  if (!S_ISDIR(st.st_mode)) return check_fail(why, len, "%s %s is not a folder", what, path);
+  if (st.st_uid != geteuid() && st.st_uid != 0) /* root's: the system's daemon */
+    return check_fail(why, len, "%s %s belongs to uid %u, neither you (uid %u) nor root", what,
+                      path, (unsigned)st.st_uid, (unsigned)geteuid());
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return check_fail(why, len, "%s %s is writable by %s (mode %04o)", what, path,
+                      st.st_mode & S_IWOTH ? "every user" : "its group",
+                      (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
+/* A folder the environment names: trusted, or -1 with why (absent: refused too, since whoever
+ * makes it first would serve the job's CUDA calls). */
+static int named_dir(const char *var, const char *path, char *why, size_t len)
+{
+  char said[PATH_MAX + 128];
+  int t = mps_dir_trusted(var, path, said, sizeof said);
+  if (t == 0) return 0;
+  if (t == 1)
+    return check_fail(why, len, "%s names %s, which does not exist: no MPS daemon listens there, "
+                      "and whoever makes that folder first would serve this job's CUDA calls; "
+                      "start your daemon there first, or unset %s", var, path, var);
+  return check_fail(why, len, "%s: refused: an MPS daemon's folder must be yours alone (CUDA "
+                    "would hand it this job's GPU work); point %s at a folder of yours (mode "
+                    "0700), or unset it", said, var);
+}
+
+int mps_in_effect(const char *default_dir, mps_found_t *found, char *why, size_t len)
+{
+  *found = MPS_FOUND_NONE;
   const char *v = getenv("CUDA_MPS_PIPE_DIRECTORY");
   if (v && v[0]) {
+    const char *l = getenv("CUDA_MPS_LOG_DIRECTORY");
+    if (named_dir("CUDA_MPS_PIPE_DIRECTORY", v, why, len) != 0 ||
+        (l && l[0] && named_dir("CUDA_MPS_LOG_DIRECTORY", l, why, len) != 0))
+      return -1;
+    *found = MPS_FOUND_OWN;
     snprintf(why, len, "CUDA_MPS_PIPE_DIRECTORY is set (%s): that daemon is used", v);
-    return 1;
+    return 0;
   }
+  char control[PATH_MAX + 16], said[PATH_MAX + 128];
   struct stat st;
-  if (stat(DEFAULT_PIPE_DIR "/control", &st) == 0) {
-    snprintf(why, len, "a daemon listens at %s: that daemon is used", DEFAULT_PIPE_DIR);
-    return 1;
+  snprintf(control, sizeof control, "%s/control", default_dir);
+  if (lstat(control, &st) != 0) return 0;
+  if (mps_dir_trusted("the default MPS folder", default_dir, said, sizeof said) == 0) {
+    *found = MPS_FOUND_OWN;
+    snprintf(why, len, "a daemon of yours (or the system's) listens at %s: that daemon is used",
+             default_dir);
+    return 0;
   }
+  *found = MPS_FOUND_FOREIGN;
+  snprintf(why, len, "an MPS control daemon listens at %s, and %s: it is not used; and since one "
+           "MPS server serves one user at a time, a daemon of this job's would wait for that "
+           "one's clients", default_dir, said);
   return 0;
 }
 
@@ -106,21 +166,55 @@ int mps_find_control(const char *name, char *path, size_t len)
   return -1;
 }
 
+/* A base folder others cannot rename the job's folder in: writable by the user, and by no one
+ * else unless sticky (as /tmp is). */
+static int base_ok(const char *v)
+{
+  struct stat st;
+  return v && v[0] == '/' && stat(v, &st) == 0 && S_ISDIR(st.st_mode) &&
+         access(v, W_OK | X_OK) == 0 &&
+         (!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX));
+}
+
 static const char *base_dir(void)
 {
   const char *names[] = {"XDG_RUNTIME_DIR", "TMPDIR"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    const char *v = getenv(names[i]);
-    struct stat st;
-    if (v && v[0] == '/' && stat(v, &st) == 0 && S_ISDIR(st.st_mode) && access(v, W_OK | X_OK) == 0)
-      return v;
-  }
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (base_ok(getenv(names[i]))) return getenv(names[i]);
   return "/tmp";
 }
 
-/* The folder and its pipe and log directories, all 0700. */
-static int make_dirs(mps_daemon_t *d, char *err, size_t errlen)
+/* Remove the folders of this user's earlier jobs in base that no process holds (each job locks
+ * its folder; a folder whose pipe directory does not exist yet is still being made). */
+static void sweep(const char *base)
 {
+  DIR *dir = opendir(base);
+  if (!dir) return;
+  int bfd = dirfd(dir);
+  for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+    if (strncmp(e->d_name, DIR_PREFIX, strlen(DIR_PREFIX)) != 0 ||
+        strlen(e->d_name) != strlen(DIR_PREFIX) + 6)
+      continue;
+    struct stat st;
+    if (fstatat(bfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid())
+      continue;
+    int fd = openat(bfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (fstatat(fd, "pipe", &st, AT_SYMLINK_NOFOLLOW) == 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      char path[PATH_MAX];
+      if (snprintf(path, sizeof path, "%s/%s", base, e->d_name) < (int)sizeof path)
+        remove_tree(path);
+    }
+    close(fd);
+  }
+  closedir(dir);
+}
+
+int mps_prepare(mps_daemon_t *d, char *err, size_t errlen)
+{
+  memset(d, 0, sizeof *d);
+  d->lock_fd = -1;
   const char *base = base_dir();
   struct sockaddr_un sun;
   /* The control pipe is a Unix socket: its path must fit sun_path. */
@@ -129,7 +223,8 @@ static int make_dirs(mps_daemon_t *d, char *err, size_t errlen)
     return check_fail(err, errlen, "MPS: the folder for the daemon's pipe would be too long under "
                       "%s (a socket path holds %zu bytes): set TMPDIR (or XDG_RUNTIME_DIR) to a "
                       "shorter folder", base, sizeof sun.sun_path);
-  snprintf(d->dir, sizeof d->dir, "%s/shmddp-mps-XXXXXX", base);
+  sweep(base);
+  snprintf(d->dir, sizeof d->dir, "%s/" DIR_PREFIX "XXXXXX", base);
   if (!mkdtemp(d->dir)) {
     int e = errno;
     d->dir[0] = '\0';
@@ -137,10 +232,13 @@ static int make_dirs(mps_daemon_t *d, char *err, size_t errlen)
   }
   snprintf(d->pipe_dir, sizeof d->pipe_dir, "%s/pipe", d->dir);
   snprintf(d->log_dir, sizeof d->log_dir, "%s/log", d->dir);
-  if (mkdir(d->pipe_dir, 0700) != 0 || mkdir(d->log_dir, 0700) != 0) {
+  /* Not close-on-exec: the daemon holds the lock too, so its folder is not swept while it runs. */
+  d->lock_fd = open(d->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0 ||
+      mkdir(d->pipe_dir, 0700) != 0 || mkdir(d->log_dir, 0700) != 0) {
     int e = errno;
-    remove_tree(d->dir);
-    d->dir[0] = '\0';
+    char ignored[64];
+    mps_stop(d, 0.0, ignored, sizeof ignored);
     return check_fail(err, errlen, "MPS: cannot create its folders: %s", strerror(e));
   }
   return 0;
@@ -223,11 +321,9 @@ static int wait_ready(const mps_daemon_t *d, int ino, double ready_s, int *statu
   }
 }
 
-int mps_start(mps_daemon_t *d, const char *control, double ready_s, char *err, size_t errlen)
+int mps_start_in(mps_daemon_t *d, const char *control, double ready_s, char *err, size_t errlen)
 {
-  memset(d, 0, sizeof *d);
   snprintf(d->control, sizeof d->control, "%s", control);
-  if (make_dirs(d, err, errlen) != 0) return -1;
   int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (ino >= 0 && inotify_add_watch(ino, d->pipe_dir, IN_CREATE | IN_MOVED_TO) < 0) {
     close(ino);
@@ -246,9 +342,9 @@ int mps_start(mps_daemon_t *d, const char *control, double ready_s, char *err, s
   }
   if (pid < 0) {
     int e = errno;
+    char ignored[64];
     if (ino >= 0) close(ino);
-    remove_tree(d->dir);
-    d->dir[0] = '\0';
+    mps_stop(d, 0.0, ignored, sizeof ignored);
     return check_fail(err, errlen, "MPS: cannot start %s: %s", control, strerror(e));
   }
   setpgid(pid, pid); /* also here, so a signal to the group cannot race the child's own call */
@@ -271,6 +367,12 @@ int mps_start(mps_daemon_t *d, const char *control, double ready_s, char *err, s
   char ignored[64];
   mps_stop(d, 0.0, ignored, sizeof ignored);
   return -1;
+}
+
+int mps_start(mps_daemon_t *d, const char *control, double ready_s, char *err, size_t errlen)
+{
+  if (mps_prepare(d, err, errlen) != 0) return -1;
+  return mps_start_in(d, control, ready_s, err, errlen);
 }
 
 typedef struct {
@@ -365,6 +467,8 @@ int mps_stop(mps_daemon_t *d, double timeout_s, char *err, size_t errlen)
   }
   if (d->dir[0] && remove_tree(d->dir) != 0 && rc == 0)
     rc = check_fail(err, errlen, "MPS: cannot remove %s: %s", d->dir, strerror(errno));
+  if (d->dir[0] && d->lock_fd >= 0) close(d->lock_fd);
+  d->lock_fd = -1;
   d->dir[0] = '\0';
   return rc;
 }

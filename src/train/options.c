@@ -69,7 +69,8 @@ typedef struct {
 #define F(name) offsetof(train_config_t, name)
 
 enum {
-  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT, OPT_MAX_RESTARTS,
+  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_NO_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
+  OPT_MAX_RESTARTS,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
   OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
@@ -110,10 +111,14 @@ static const option_t options[OPT_COUNT] = {
                  .section = SEC_PROCS,
                  .help = "ranks that share a GPU run under a private MPS daemon started as the "
                          "user for this job (no GPU setting changed; stopped at the end), so "
-                         "their kernels run side by side instead of taking turns; auto: when "
-                         "nvidia-cuda-mps-control is on PATH and no MPS is in effect already; "
-                         "on: required (refused, saying why, when it cannot start); off: the "
-                         "ranks take turns on the GPU"},
+                         "their kernels run side by side instead of taking turns; auto: when MPS "
+                         "can serve them (nvidia-cuda-mps-control on PATH, every GPU's compute "
+                         "mode Default, no daemon of another user in /tmp/nvidia-mps; a daemon "
+                         "of yours already in effect is used as it is), and the start line says "
+                         "which and why; on: required (refused, saying why, when it cannot "
+                         "serve); off: the ranks take turns on the GPU"},
+    [OPT_NO_MPS] = {"no-mps", KIND_FLAG, NO_FIELD, .section = SEC_PROCS,
+                    .help = "the same as --mps off"},
     [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
                             .arg = "K", .section = SEC_PROCS,
                             .dflt_words = "the ranks of one host",
@@ -506,7 +511,9 @@ static int parse_value(const option_t *o, const char *s, train_config_t *c, char
     rc = parse_choice(flag, s, o->choices, &choice, err, errlen);
     if (rc == 0 && field) *(int *)field = choice;
     return rc;
-  case KIND_FLAG: *(int *)field = 1; return 0;
+  case KIND_FLAG:
+    if (field) *(int *)field = 1;
+    return 0;
   case KIND_PATH: return parse_path(flag, s, field, err, errlen);
   case KIND_SEED: return parse_seed(s, field, err, errlen);
   case KIND_WIDTHS: return parse_widths(s, c, err, errlen);
@@ -741,6 +748,17 @@ static int resolve_paths(const train_config_t *c, char *err, size_t errlen)
   return 0;
 }
 
+/* --no-mps is --mps off; with --mps given otherwise, it is a contradiction. */
+static int resolve_mps(train_config_t *c, const unsigned char *set, char *err, size_t errlen)
+{
+  if (!set[OPT_NO_MPS]) return 0;
+  if (set[OPT_MPS] && c->mps != TRAIN_MPS_OFF)
+    return usage_error(err, errlen, "--no-mps and --mps %s contradict each other; give one",
+                       mps_names[c->mps]);
+  c->mps = TRAIN_MPS_OFF;
+  return 0;
+}
+
 static int resolve(train_config_t *c, const unsigned char *set, const train_machine_t *m,
                    char *err, size_t errlen)
 {
@@ -749,6 +767,7 @@ static int resolve(train_config_t *c, const unsigned char *set, const train_mach
     apply_defaults(c, set);
     rc = resolve_ranks(c, set, m, err, errlen);
   }
+  if (rc == 0) rc = resolve_mps(c, set, err, errlen);
   if (rc == 0) rc = resolve_model(c, set, err, errlen);
   if (rc == 0) rc = resolve_combinations(c, set, err, errlen);
   if (rc == 0) rc = resolve_paths(c, err, errlen);
