@@ -64,7 +64,7 @@ def load_json(path):
 
 def report(result, out="", saved=None):
     """The end of a test: --out (when given) gets `saved` (default: result) as indented JSON,
-    then the one line `RESULT {json}` that run_all.sh and compare.py read."""
+    then the one line `RESULT {json}` that clients_gpu.sh and compare.py read."""
     if out:
         with open(out, "w") as f:
             json.dump(result if saved is None else saved, f, indent=1)
