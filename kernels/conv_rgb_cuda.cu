@@ -3,7 +3,7 @@
  * the tensor cores, so the layer is bound by the 50 MB it writes (forward) or reads (weight
  * gradient); cuDNN on channels zero-padded to 8 ran it at 19 % of the copy ceiling
  * (bench/results/roofline_1xh200.md). Direct kernels on the CUDA cores, tried before, lost
- * (bench/results/NOTES.md): here the arithmetic is the tensor cores' (WMMA, f32 accumulation).
+ * (bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (WMMA, f32 accumulation).
  *
  * Pixels go in tiles of 128 (flat over n, h, w: a tile may span rows and images). A tile's
  * im2col matrix A[pixel][tap] (tap = (ky * 3 + kx) * cin + ci, zero past 9 cin and outside the

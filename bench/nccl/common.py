@@ -1,4 +1,4 @@
-"""Helpers shared by the scripts of the NCCL-interface suite (bench/nccl/).
+"""What the scripts of the NCCL-interface suite (bench/nccl/) share.
 
 Standard library only at import time: compare.py and the launchers (kill_worker.py,
 cupy_allreduce.py) import it without torch; init_process_group imports torch when called.
