@@ -172,12 +172,6 @@ static const shm_env_param_t table[] = {
 
 #define NPARAMS (sizeof table / sizeof table[0])
 
-const shm_env_param_t *shm_env_table(size_t *count)
-{
-  *count = NPARAMS;
-  return table;
-}
-
 const shm_env_param_t *shm_env_find(const char *name)
 {
   for (size_t i = 0; i < NPARAMS; i++)

@@ -222,8 +222,6 @@ void ddp_destroy(ddp_t *d)
   free(d);
 }
 
-int ddp_rank(const ddp_t *d) { return d->rank; }
-int ddp_world(const ddp_t *d) { return d->world_size; }
 
 double ddp_last_exposed_comm_s(const ddp_t *d)
 {
