@@ -167,7 +167,8 @@ void world_share_gpus(world_t *w, int gpus)
   w->device %= gpus;
   /* No CUDA graph for ranks that share a GPU, under MPS too: a captured collective takes the
    * in-kernel algorithm at every size, and its blocks, spinning while a peer still computes,
-   * take that peer's SMs (trainer --nproc 2 on one H200 under MPS: 0.06 of one rank). */
+   * take that peer's SMs (the trainer nearly stalls: see
+   * bench/results/shared_gpu_mps_1xh200_summary.txt). */
   w->capturable = 0;
 }
 
