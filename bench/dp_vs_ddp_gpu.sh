@@ -12,11 +12,9 @@
 # PyTorch's nn.DataParallel on both cases as the anchor (10 timed steps, where torch exists).
 set -u
 . "$(dirname "$0")/lib.sh"
-B=${1:?usage: bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR [MODES]}
-O=${2:?usage: bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR [MODES]}
+build_and_out "$@"
 MODES=${3:-dp,ddp,ddp-syncbn}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$O"
 check="not run (tests/check_dp not built: configure found no Check)"
 [ -f "$B/Makefile" ] && make -C "$B" tests/check_dp >/dev/null 2>&1
 if [ -x "$B/tests/check_dp" ]; then
@@ -76,11 +74,7 @@ PY
 a_ref=$(anchor reference 256 4 bf16 sgd)
 a_imb=$(anchor imbalance 512 150 fp32 adamw)
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $COMMIT"
-  nvidia-smi -L | sed 's/^/# /'
-  nvidia-smi topo -m 2>/dev/null | head -4 | sed 's/^/# topo: /'
-  echo "# command: bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR $MODES"
+  record_header "bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR $MODES"
   echo "# reference: $ref"
   echo "# imbalance: $imb"
   echo "# tests/check_dp (DP equals DDP without SyncBN, on these GPUs): $check"

@@ -24,6 +24,39 @@ REF_FLAGS="--widths reference --image-size 256 --classes 4 --optimizer sgd --mom
 --lr 0.01 --warmup-steps 1 --timing-warmup 8 --train-size 1200 --val-size 12 --log-every 10 \
 --timeout 60"
 
+# bench_usage: print the script's first comment (its usage) and exit 2.
+bench_usage() {
+  sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 2
+}
+
+# record_header COMMAND: a record's header lines on stdout (date, commit, command, the GPUs and
+# how they are connected), for the tables the runners write.
+record_header() {
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit: $COMMIT"
+  echo "# command: $1"
+  nvidia-smi -L 2> /dev/null | sed 's/^/# gpu: /'
+  nvidia-smi topo -m 2> /dev/null | sed 's/^/# topo: /'
+}
+
+# build_and_out BUILD_DIR OUT_DIR: the training runners' first two arguments: B, the build
+# folder, and O, the output folder (created). Without them: the usage, exit status 2.
+build_and_out() {
+  [ $# -ge 2 ] || bench_usage
+  B=$1
+  O=$2
+  mkdir -p "$O" || exit 2
+}
+
+# in_tree_root: cd to the tree's root (where the runners are run from); LIB is the NCCL front
+# end built there, PY the python to run PyTorch and CuPy with.
+in_tree_root() {
+  cd "$(dirname "$0")/.." || exit 2
+  LIB=$(pwd)/.libs/libshmddp-nccl.so
+  PY=${PYTHON:-python3}
+}
+
 # bench_out DIR: create DIR; OUT is its absolute path, SUM the summary in it (emptied).
 bench_out() {
   mkdir -p "$1" && OUT=$(cd "$1" && pwd) || { echo "cannot create $1" >&2; exit 2; }

@@ -12,16 +12,11 @@
 # PyTorch out (e.g. for a second build in the same run).
 set -u
 . "$(dirname "$0")/lib.sh"
-B=${1:?usage: bench/memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]}
-O=${2:?usage: bench/memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]}
+build_and_out "$@"
 PRECS=${3:-"bf16 fp32"}
-mkdir -p "$O"
 log="$O/memory.log"; tsv="$O/memory.tsv"
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $COMMIT"
-  echo "# command: bench/memory_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\""
-  nvidia-smi -L | sed 's/^/# /'
+  record_header "bench/memory_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\""
   echo "# reference U-Net 64..1024, batch 6, 3x256x256, 4 classes, SGD momentum 0.9, 1 GPU, ${STEPS:-30} timed steps"
   printf 'impl\tprecision\tvariant\timages_per_s\tpeak_mib\tparameters\tgradients\toptimizer\tactivations\tworkspace\tdevice_used_mib\treserved_mib\n'
 } > "$tsv"

@@ -7,17 +7,16 @@
 # Writes OUTDIR/summary.txt (bench/results/nccl_contract_1xh200.txt) and OUTDIR/busy_peer.log. About
 # BUSY_S + 60 seconds.
 set -u
-[ $# -ge 1 ] || { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 . "$(dirname "$0")/lib.sh"
+[ $# -ge 1 ] || bench_usage
 bench_out "$1"
-cd "$(dirname "$0")/.." || exit 2
+in_tree_root
 BUSY=${2:-400}
-LIB=$(pwd)/.libs/libshmddp-nccl.so
 [ -f "$LIB" ] || { echo "no $LIB: configure with CUDA and run make first"; exit 1; }
 export NCCL_NVLS_ENABLE=0 TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 unset SHMDDP_TIMEOUT
 bench_header "a collective waiting $BUSY s for a busy rank" OUTDIR "$BUSY"
-part busy_peer $((BUSY + 150)) env LD_PRELOAD="$LIB" NCCL_DEBUG=WARN "${PYTHON:-python3}" \
+part busy_peer $((BUSY + 150)) env LD_PRELOAD="$LIB" NCCL_DEBUG=WARN "$PY" \
   -m torch.distributed.run --standalone --nproc-per-node 2 bench/nccl/busy_peer.py \
   --busy "$BUSY" --out "$OUT/busy_peer.json"
 exit "$FAILED"

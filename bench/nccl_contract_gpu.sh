@@ -14,13 +14,11 @@
 # OUTDIR/<part>.log. At most BUDGET_S (230) seconds; about 3 minutes. The busy-rank test is
 # bench/nccl_busy_peer_gpu.sh.
 set -u
-[ $# -eq 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUDGET_S=${BUDGET_S:-230}
 . "$(dirname "$0")/lib.sh"
+[ $# -eq 1 ] || bench_usage
 bench_out "$1"
-cd "$(dirname "$0")/.." || exit 2
-LIB=$(pwd)/.libs/libshmddp-nccl.so
-PY=${PYTHON:-python3}
+in_tree_root
 PART_RESULT='^RESULT |^PASS|^[0-9]+%: Checks'
 bench_header "NCCL contract on one GPU, ranks sharing it" OUTDIR
 

@@ -12,13 +12,11 @@
 # whatever happened. Writes OUTDIR/summary.txt (bench/results/nccl_life_1xh200.txt) and
 # OUTDIR/<part>.log. About 1 minute; at most BUDGET_S (200) seconds.
 set -u
-[ $# -eq 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUDGET_S=${BUDGET_S:-200}
 . "$(dirname "$0")/lib.sh"
+[ $# -eq 1 ] || bench_usage
 bench_out "$1"
-cd "$(dirname "$0")/.." || exit 2
-LIB=$(pwd)/.libs/libshmddp-nccl.so
-PY=${PYTHON:-python3}
+in_tree_root
 PART_RESULT='^RESULT |^SKIP|^PASS|^FAIL|^[0-9]+%: Checks|not registered'
 bench_header "NCCL communicator life on one GPU, ranks sharing it" OUTDIR
 if [ ! -x tests/check_nccl_life ] || [ ! -f "$LIB" ]; then

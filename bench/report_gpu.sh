@@ -7,13 +7,11 @@
 # PRECISION default bf16 (bench/results/report_2xh200.html, .png and timeline_2xh200.json).
 set -u
 . "$(dirname "$0")/lib.sh"
-B=${1:?usage: bench/report_gpu.sh BUILD_DIR OUT_DIR [PRECISION]}
-O=${2:?usage: bench/report_gpu.sh BUILD_DIR OUT_DIR [PRECISION]}
+build_and_out "$@"
 P=${3:-bf16}
 here=$(cd "$(dirname "$0")" && pwd)
 run=$(mktemp -d /tmp/shmddp_report_XXXXXX) || exit 1
 trap 'rm -rf "$run"' EXIT
-mkdir -p "$O"
 echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ) commit: $COMMIT"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /'
 # The reference configuration for 60 steps; steps 9-12 traced (after 8 warm-up steps).

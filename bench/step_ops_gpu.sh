@@ -10,7 +10,7 @@ set -u
 out=${1:?usage: $0 OUTDIR [build-dir]}
 bdir=${2:-build-ops-cuda}
 root=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
 { ../configure -q &&

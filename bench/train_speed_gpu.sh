@@ -10,18 +10,12 @@
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
 . "$(dirname "$0")/lib.sh"
-B=${1:?usage: bench/train_speed_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]}
-O=${2:?usage: bench/train_speed_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]}
+build_and_out "$@"
 PRECS=${3:-"bf16 fp32"}
-mkdir -p "$O"
 log="$O/train.log"; tsv="$O/train.tsv"
 ngpu=$(nvidia-smi -L | wc -l)
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $COMMIT"
-  echo "# command: bench/train_speed_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\"$([ "${VARIANTS:-0}" = 0 ] || echo "  (VARIANTS=$VARIANTS)")"
-  nvidia-smi -L | sed 's/^/# /'
-  nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /'
+  record_header "bench/train_speed_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\"$([ "${VARIANTS:-0}" = 0 ] || echo "  (VARIANTS=$VARIANTS)")"
   echo "# reference: U-Net 64..1024, batch 6 per GPU, 3x256x256, 4 classes, SGD momentum 0.9;"
   echo "# images/s over ${STEPS:-60} steps after 8 warm-up steps; peak MiB per GPU"
   printf 'impl\tmode\tgpus\tsyncbn\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcommand\n'
