@@ -122,6 +122,21 @@ failures() {
   grep -a -E ':F:|:E:' "$OUT/$1.log" | head -8 | cut -c1-300 | sed 's/^/    /' | tee -a "$SUM"
 }
 
+# train_run LOG ALL_LOG CMD: run the training command line CMD (killed after 150 s), its output in
+# LOG and appended to ALL_LOG after the command; sets RC, IPS (images/s from its result line, or
+# failed(RC)) and PEAK (the peak MiB per rank).
+train_run() {
+  _log=$1 _all=$2
+  shift 2
+  echo "+ $*" >> "$_all"
+  timeout -s KILL 150 sh -c "$*" > "$_log" 2>&1
+  RC=$?
+  cat "$_log" >> "$_all"
+  IPS=$(log_value images_per_s "$_log")
+  PEAK=$(log_value peak_mib "$_log")
+  [ $RC -eq 0 ] || IPS="failed($RC)"
+}
+
 # log_value KEY FILE: the last KEY=value the trainer printed in FILE (images_per_s, peak_mib, ...).
 log_value() {
   grep -o "$1=[0-9.,]*" "$2" 2> /dev/null | tail -1 | cut -d= -f2

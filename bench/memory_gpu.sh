@@ -26,17 +26,10 @@ row() { # label in the ledger
 }
 for p in $PRECS; do
   for plan in ${PLANS:-shared separate}; do
-    cmd="SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
-    echo "+ $cmd" >> "$log"
-    timeout -s KILL 150 sh -c "$cmd" > "$O/last.log" 2>&1
-    rc=$?
-    cat "$O/last.log" >> "$log"
-    ips=$(log_value images_per_s "$O/last.log")
-    [ $rc -eq 0 ] || ips="failed($rc)"
-    peak=$(log_value peak_mib "$O/last.log")
+    train_run "$O/last.log" "$log" "SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
     nvml=$(grep -E "device memory used \(NVML\)" "$O/last.log" | tail -1 | awk '{print $NF}')
-    printf 'shmddp\t%s\tplan=%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$p" "$plan" "${ips:--}" \
-      "${peak:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
+    printf 'shmddp\t%s\tplan=%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$p" "$plan" "${IPS:--}" \
+      "${PEAK:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
       "$(row workspace)" "${nvml:--}" >> "$tsv"
   done
   [ "${TORCH:-1}" = 1 ] || continue

@@ -27,16 +27,10 @@ ours() { # mode gpus syncbn prec [variant [env VAR=value ...] [flags ...]]
   pre=; post=
   for a in "$@"; do case $a in env|*=*) pre="$pre$a " ;; *) post="$post $a" ;; esac; done
   cmd="$pre$B/train $common --nproc $gpus --sync-bn $sb --precision $prec$post"
-  echo "+ $cmd" >> "$log"
-  timeout -s KILL 150 sh -c "$cmd --out $O/run_${mode}_${gpus}_${sb}_${prec}_${label}" > "$O/last.log" 2>&1
-  rc=$?
-  cat "$O/last.log" >> "$log"
-  ips=$(log_value images_per_s "$O/last.log")
-  peak=$(log_value peak_mib "$O/last.log")
+  train_run "$O/last.log" "$log" "$cmd --out $O/run_${mode}_${gpus}_${sb}_${prec}_${label}"
   graph=$(grep -o 'CUDA graph of the step: [0-9]* nodes, replayed for [0-9]* of [0-9]*' "$O/last.log" |
           sed 's/CUDA graph of the step: \([0-9]*\) nodes, replayed for \([0-9]*\) of \([0-9]*\)/\1 nodes, \2\/\3 steps/')
-  [ $rc -eq 0 ] || ips="failed($rc)"
-  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$sb" "$prec" "$label" "${ips:--}" "${peak:--}" "${graph:-off}" "$cmd" >> "$tsv"
+  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$sb" "$prec" "$label" "${IPS:--}" "${PEAK:--}" "${graph:-off}" "$cmd" >> "$tsv"
 }
 torch() { # gpus syncbn prec
   cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1 --steps ${STEPS:-60}"
