@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # bench/lib.sh — what the runners in bench/ share, sourced by them (POSIX sh; bash runners source
 # it too): the output folder and its summary, the record's header (date, commit, machine,
 # command), parts run under a time limit within the script's budget, the reference training
