@@ -55,15 +55,6 @@ static inline int check_prefix(char *err, size_t errlen, const char *what)
     if ((call) != 0) return -1;                                                                    \
   } while (0)
 
-/* The same with cleanup: rc = -1 and jump to the function's cleanup label. */
-#define CHECK_GOTO(call, rc, label)                                                                \
-  do {                                                                                             \
-    if ((call) != 0) {                                                                             \
-      (rc) = -1;                                                                                   \
-      goto label;                                                                                  \
-    }                                                                                              \
-  } while (0)
-
 /* An op of an ops table (kernels/ops.h) failed: "WHAT failed: <the backend's message>". */
 #define CHECK_OPS(ops, call, what)                                                                 \
   do {                                                                                             \

@@ -666,10 +666,10 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
 
 /* SHMDDP_RECOMPUTE (shm/env.c): at how many of the shallowest levels backward makes
  * the norm outputs, skips and concats again; deeper levels keep forward's. auto: the measured
- * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
- * in fp32 keeping everything is 4.5-4.8 % faster and still below PyTorch's memory; in 16-bit
- * the two shallowest levels (most of the bytes) are recomputed and the rest kept, the fastest
- * choice under 0.8 x PyTorch's memory. */
+ * choice for the reference U-Net (see bench/results/ab_recompute_levels_1xh200.txt): in fp32
+ * keeping everything is faster and still below PyTorch's memory; in 16-bit the two shallowest
+ * levels (most of the bytes) are recomputed and the rest kept, the fastest choice under
+ * 0.8 x PyTorch's memory. */
 #define RECOMPUTE_AUTO_16BIT 2
 static int recompute_policy(model_t *m, char *err, size_t errlen)
 {
@@ -694,11 +694,10 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
 
 /* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
  * weight gradients on a second stream, beside the input gradients (model_t.side_from). auto: from
- * level 1 in fp32 on a GPU, else never. Measured on the reference U-Net on one H200
- * (bench/results/ab_wgrad_stream_1xh200.txt, trainer img/s against all in order): fp32 +1.0 %
- * from level 1 (80 MiB more, still under PyTorch's memory), -0.2 % from level 2; bf16 +0.9 % from
- * level 1, -1 % from 2, -3 % from 3, and 44 MiB more (the side stream's own convolution
- * workspace), over the 1100 MiB the 16-bit step is held to. Never on the host (no second stream:
+ * level 1 in fp32 on a GPU, else never (see bench/results/ab_wgrad_stream_1xh200.txt): in fp32
+ * from level 1 it is faster and still under PyTorch's memory, from deeper levels slower; in
+ * 16-bit it gains as little and its side stream's own convolution workspace takes the step over
+ * the 1100 MiB it is held to. Never on the host (no second stream:
  * the schedule would only keep tensors alive longer), nor when weight gradients are staged one
  * layer at a time (16-bit compute with f32 gradients, f64): the staging holds one layer, two in
  * flight would share it. */

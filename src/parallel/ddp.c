@@ -31,8 +31,8 @@
 #define DDP_MAX_BUCKETS 1024
 #define DDP_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 /* Buckets run beside backward: 16 blocks move a 25 MB bucket in about the time backward takes to
- * produce the next one, and leave the other SMs to the convolutions (2 x H200, bf16: 1616 img/s
- * against 1579 with all 128; bench/results/ddp_2xh200.tsv). */
+ * produce the next one, and leave the other SMs to the convolutions (faster than all 128 blocks:
+ * see bench/results/ddp_2xh200.tsv, fc54bc1 and d8cda2f). */
 #define DDP_BUCKET_BLOCKS 16
 #define DDP_MAX_BN 256 /* timed SyncBN exchanges per step (U-Net: 2 per BN layer) */
 
@@ -222,8 +222,6 @@ void ddp_destroy(ddp_t *d)
   free(d);
 }
 
-int ddp_rank(const ddp_t *d) { return d->rank; }
-int ddp_world(const ddp_t *d) { return d->world_size; }
 
 double ddp_last_exposed_comm_s(const ddp_t *d)
 {

@@ -69,7 +69,5 @@ int ddp_sum_host(ddp_t *d, double *vals, size_t n, char *err, size_t errlen);
 double ddp_last_exposed_comm_s(const ddp_t *d);
 double ddp_last_syncbn_s(const ddp_t *d);
 
-int ddp_rank(const ddp_t *d);
-int ddp_world(const ddp_t *d);
 
 #endif

@@ -138,7 +138,6 @@ void dp_destroy(dp_t *d)
   free(d);
 }
 
-int dp_num_devices(const dp_t *d) { return d->n; }
 model_t *dp_model(dp_t *d, int i) { return i >= 0 && i < d->n ? d->m[i] : NULL; }
 int dp_direct_peers(const dp_t *d) { return d->direct; }
 

@@ -39,7 +39,6 @@ typedef struct dp dp_t;
 int dp_create(dp_t **out, const dp_config_t *cfg, char *err, size_t errlen);
 void dp_destroy(dp_t *d);
 
-int dp_num_devices(const dp_t *d);
 model_t *dp_model(dp_t *d, int i);      /* replica i; replica 0 holds the master weights */
 int dp_direct_peers(const dp_t *d);     /* 1 if every copy to/from device 0 is direct P2P */
 

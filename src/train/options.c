@@ -95,9 +95,9 @@ static const char *const grad_comm_names[] = {"f32", "bf16", NULL};
 static const char *const progress_names[] = {"auto", "bar", "lines", "off", NULL};
 static const char *const help_env_names[] = {"markdown", NULL};
 
-/* The GPU defaults are the reference configuration of BENCHMARKS.md (4 epochs: about a minute
- * on one H200; 8 loader threads keep ~800 img/s of 256x256 shapes coming); the CPU ones make
- * `make train` learn the shapes in a few minutes on 2 cores. */
+/* The GPU defaults are the reference configuration of bench/README.md (4 epochs: about a minute
+ * on one GPU, bench/results/train_1xh200.tsv; 8 loader threads keep the step fed); the CPU ones
+ * make `make train` learn the shapes in a few minutes on 2 cores. */
 static const option_t options[OPT_COUNT] = {
     [OPT_DEVICE] = {"device", KIND_CHOICE, F(device), .choices = device_names,
                     .section = SEC_PROCS,

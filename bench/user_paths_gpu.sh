@@ -1,41 +1,33 @@
 #!/bin/sh
-# What a user meets, on the GPU machine: shmddp-predict on a GPU against the CPU, the exported
-# weights of a GPU-trained (bf16) checkpoint in a plain PyTorch module, a short default-shaped
-# GPU run with the new first and last lines (label scan on a PNG folder, per-class IoU,
-# miou_classes), a resumed-and-extended GPU run whose log holds every step once, and the CPU
-# user tests of this build. Assumes a configured CUDA build in the tree root (builds nothing but
-# `make` of what is already configured). Usage: bench/run_user_gpu.sh OUTDIR   (about 2-3 min)
-# Every part is bounded by a timeout and the next one runs whatever happened; the summary at the
-# end says PASS/FAIL per part (details in OUTDIR/*.log).
+# bench/user_paths_gpu.sh OUTDIR — what a user meets, on a GPU: shmddp-predict on a GPU against
+# the CPU, the exported weights of a GPU-trained (bf16) checkpoint in a plain PyTorch module, a
+# short GPU run on a PNG folder (the label scan, per-class IoU, miou_classes; 0/255 masks
+# refused), a resumed-and-extended GPU run whose log holds every step once, and the CPU user
+# tests of this build. GPU machine, 1 GPU. Run from the root of a tree configured with CUDA
+# (it runs `make` of what is configured, nothing more). About 2-3 minutes.
+# Every part is bounded by a timeout and the next one runs whatever happened. Writes
+# OUTDIR/summary.txt (PASS/FAIL per part; bench/results/user_gpu_1xh200.txt) and OUTDIR/*.log.
 set -u
-O=${1:?usage: bench/run_user_gpu.sh OUTDIR}
-mkdir -p "$O"
-O=$(cd "$O" && pwd)
+. "$(dirname "$0")/lib.sh"
+bench_out "${1:?usage: bench/user_paths_gpu.sh OUTDIR}"
 T=./shmddp-train
 P=./shmddp-predict
-summary=""
-part() { # NAME COMMAND...: run, record PASS/FAIL
-  name=$1
-  shift
-  if timeout -s KILL 150 sh -c "$*" > "$O/$name.log" 2>&1; then r=PASS; else r="FAIL (rc $?)"; fi
-  summary="$summary
-$name: $r"
-}
+bench_header "what a user meets, on a GPU" OUTDIR
 py3=""
 for p in ${PYTHON:-} python3 /usr/bin/python3; do
   if "$p" -c 'import torch, numpy' 2>/dev/null; then py3=$p; break; fi
 done
-make -j8 > "$O/make.log" 2>&1 || { echo "make failed: $O/make.log"; tail -20 "$O/make.log"; }
+make -j8 > "$OUT/make.log" 2>&1 || { echo "make failed: $OUT/make.log"; tail -20 "$OUT/make.log"; }
 W=$(mktemp -d /tmp/user_gpu.XXXXXX)
 
 # 1. train on the GPU (bf16, CUDA graph), save a checkpoint; predict on GPU and CPU
 . tests/predict_lib.sh
 make_images "$W/img" 64x64 64x64 64x64 96x64 64x32
-part gpu_train "$T --device cuda --nproc 1 --widths 16,32,64 --image-size 64 --train-size 256 --val-size 16 --batch-size 8 --epochs 2 --save-every 1000 --progress lines --out $W/run > $W/train.log 2>&1; cat $W/train.log; grep -q '^result: steps=64 ' $W/train.log"
-part predict_gpu "$P --checkpoint $W/run/checkpoint.ckpt --images $W/img --out $W/pg --device cuda --logits --batch-size 4"
-part predict_cpu "$P --checkpoint $W/run/checkpoint.ckpt --images $W/img --out $W/pc --device cpu --logits --batch-size 4"
+part gpu_train 150 sh -c "$T --device cuda --nproc 1 --widths 16,32,64 --image-size 64 --train-size 256 --val-size 16 --batch-size 8 --epochs 2 --save-every 1000 --progress lines --out $W/run > $W/train.log 2>&1; cat $W/train.log; grep -q '^result: steps=64 ' $W/train.log"
+part predict_gpu 150 sh -c "$P --checkpoint $W/run/checkpoint.ckpt --images $W/img --out $W/pg --device cuda --logits --batch-size 4"
+part predict_cpu 150 sh -c "$P --checkpoint $W/run/checkpoint.ckpt --images $W/img --out $W/pc --device cpu --logits --batch-size 4"
 if [ -n "$py3" ]; then
-  part predict_gpu_vs_cpu "$py3 - $W/img $W/pg $W/pc 4 <<'PY'
+  part predict_gpu_vs_cpu 150 sh -c "$py3 - $W/img $W/pg $W/pc 4 <<'PY'
 import os, sys, numpy as np
 img, g, c, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 worst, agree, total = 0.0, 0, 0
@@ -48,14 +40,13 @@ for n in sorted(os.listdir(img)):
 print('GPU vs CPU logits: largest difference %.2e of the largest; argmax agreement %.5f' % (worst, agree / total))
 sys.exit(0 if worst < 2e-2 and agree / total > 0.99 else 1)
 PY"
-  part export_torch "$P --checkpoint $W/run/checkpoint.ckpt --export $W/w.safetensors && $py3 tests/predict_torch.py $W/w.safetensors $W/img $W/pc"
+  part export_torch 150 sh -c "$P --checkpoint $W/run/checkpoint.ckpt --export $W/w.safetensors && $py3 tests/predict_torch.py $W/w.safetensors $W/img $W/pc"
 else
-  summary="$summary
-predict_gpu_vs_cpu, export_torch: SKIP (no python3 with torch and numpy)"
+  note "predict_gpu_vs_cpu, export_torch: SKIP (no python3 with torch and numpy)"
 fi
 
 # 2. a PNG folder on the GPU: the label scan, per-class IoU, miou_classes; 0/255 refused
-part gpu_png "python3 - $W/png <<'PY'
+part gpu_png 150 sh -c "python3 - $W/png <<'PY'
 import os, random, struct, sys, zlib
 root = sys.argv[1]
 def png(path, w, h, ch, px):
@@ -76,14 +67,12 @@ cat $W/p1.log
 test \$rc -eq 0 && grep -q 'train labels (share of pixels)' $W/p1.log && grep -q '2 absent' $W/p1.log && grep -q 'miou_classes=2/3' $W/p1.log"
 
 # 3. resume and extend on the GPU: the whole log, bit-identical checkpoints to a straight run
-part gpu_resume_extend "$T --device cuda --nproc 1 --widths 16,32 --image-size 64 --train-size 96 --val-size 8 --batch-size 8 --warmup-steps 2 --epochs 1 --save-every 12 --out $W/r > /dev/null &&
+part gpu_resume_extend 150 sh -c "$T --device cuda --nproc 1 --widths 16,32 --image-size 64 --train-size 96 --val-size 8 --batch-size 8 --warmup-steps 2 --epochs 1 --save-every 12 --out $W/r > /dev/null &&
 $T --device cuda --nproc 1 --widths 16,32 --image-size 64 --train-size 96 --val-size 8 --batch-size 8 --warmup-steps 2 --epochs 2 --save-every 24 --resume $W/r/checkpoint.ckpt --out $W/r &&
 test \"\$(grep -o '\"type\": \"step\", \"step\": [0-9]*' $W/r/log.jsonl | grep -o '[0-9]*\$' | tr '\\n' ' ')\" = '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 '"
 
 # 4. the CPU user tests of this (CUDA) build
-part cpu_user_tests "make -j8 check TESTS='tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh tests/predict_torch.sh tests/check_cli tests/check_metrics' && grep -h '^# \\(PASS\\|FAIL\\|SKIP\\)' test-suite.log"
+part cpu_user_tests 150 sh -c "make -j8 check TESTS='tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh tests/predict_torch.sh tests/check_cli tests/check_metrics' && grep -h '^# \\(PASS\\|FAIL\\|SKIP\\)' test-suite.log"
 
 rm -rf "$W"
-echo "run_user_gpu.sh ($(git rev-parse --short HEAD 2>/dev/null), $(nvidia-smi -L 2>/dev/null | head -1)):$summary"
-case "$summary" in *FAIL*) exit 1 ;; esac
-exit 0
+exit "$FAILED"

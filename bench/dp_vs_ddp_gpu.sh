@@ -1,18 +1,20 @@
 #!/bin/sh
-# DataParallel against DDP on the GPUs of this machine, through tools/compare: the
-# reference configuration (BENCHMARKS.md: U-Net 64..1024, 256x256, batch 6 per GPU, 4 classes,
-# SGD, bf16) and an imbalance configuration as users meet it (512x512, 150 classes, AdamW, fp32:
-# DataParallel's gathered logits and optimizer state on GPU 0), each in dp, ddp and ddp-syncbn.
-# Usage: bench/run_dp_gpu.sh BUILD_DIR OUT_DIR [MODES]   (MODES default dp,ddp,ddp-syncbn)
-# Writes 4 files: OUT_DIR/dp_vs_ddp.tsv (machine header, then the table) and
-# OUT_DIR/{throughput,step_time,memory}.svg. The runs' own output goes to a temporary folder;
+# bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR [MODES] — DataParallel against DDP on the GPUs of this
+# machine (GPU machine, 2 GPUs), through tools/compare: the reference configuration
+# (bench/README.md: U-Net 64..1024, 256x256, batch 6 per GPU, 4 classes, SGD; here in bf16) and
+# an imbalance configuration as users meet it (512x512, 150 classes, AdamW, fp32: DataParallel's
+# gathered logits and optimizer state on GPU 0), each in dp, ddp and ddp-syncbn. MODES default
+# dp,ddp,ddp-syncbn.
+# Writes 4 files: OUT_DIR/dp_vs_ddp.tsv (machine header, then the table;
+# bench/results/dp_vs_ddp_2xh200.tsv) and OUT_DIR/{throughput,step_time,memory}.svg. The runs' own output goes to a temporary folder;
 # the log of a failed run is printed. Six runs of 38 steps, each killed after 60 s; before
 # them the DP-vs-DDP equivalence test on the GPUs (tests/check_dp, if built), after them
 # PyTorch's nn.DataParallel on both cases as the anchor (10 timed steps, where torch exists).
 set -u
-B=$1; O=$2; MODES=${3:-dp,ddp,ddp-syncbn}
+. "$(dirname "$0")/lib.sh"
+build_and_out "$@"
+MODES=${3:-dp,ddp,ddp-syncbn}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$O"
 check="not run (tests/check_dp not built: configure found no Check)"
 [ -f "$B/Makefile" ] && make -C "$B" tests/check_dp >/dev/null 2>&1
 if [ -x "$B/tests/check_dp" ]; then
@@ -21,13 +23,12 @@ if [ -x "$B/tests/check_dp" ]; then
 fi
 work=$(mktemp -d /tmp/dp_vs_ddp.XXXXXX)
 ngpu=$(nvidia-smi -L | wc -l)
-[ "$ngpu" -ge 2 ] || echo "run_dp_gpu.sh: only $ngpu GPU(s) visible; DataParallel runs on 1"
+[ "$ngpu" -ge 2 ] || echo "dp_vs_ddp_gpu.sh: only $ngpu GPU(s) visible; DataParallel runs on 1"
 n=$([ "$ngpu" -ge 2 ] && echo 2 || echo 1)
 common="--device cuda --nproc $n --widths reference --batch-size 6 --steps 38 --timing-warmup 8 \
 --warmup-steps 1 --train-size 1200 --val-size 12 --workers 6 --log-every 10 --timeout 60"
 ref="$common --image-size 256 --classes 4 --optimizer sgd --momentum 0.9 --lr 0.01 --precision bf16"
 imb="$common --image-size 512 --classes 150 --optimizer adamw --lr 0.0001 --precision fp32"
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export COMMIT
 "$B/tools/compare" --train "$B/train" --out "$work/out" --work "$work/runs" \
   --table dp_vs_ddp.tsv --modes "$MODES" --skip 8 --run-timeout 60 --title "DataParallel vs DDP, $n x $(nvidia-smi \
@@ -73,15 +74,11 @@ PY
 a_ref=$(anchor reference 256 4 bf16 sgd)
 a_imb=$(anchor imbalance 512 150 fp32 adamw)
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $COMMIT"
-  nvidia-smi -L | sed 's/^/# /'
-  nvidia-smi topo -m 2>/dev/null | head -4 | sed 's/^/# topo: /'
-  echo "# produced by: bench/run_dp_gpu.sh BUILD_DIR OUT_DIR"
+  record_header "bench/dp_vs_ddp_gpu.sh BUILD_DIR OUT_DIR $MODES"
   echo "# reference: $ref"
   echo "# imbalance: $imb"
   echo "# tests/check_dp (DP equals DDP without SyncBN, on these GPUs): $check"
-  echo "# anchor, same call (torch.nn.DataParallel, 10 steps after 3, max_memory_allocated per GPU):"
+  echo "# anchor, same run (torch.nn.DataParallel, 10 steps after 3, max_memory_allocated per GPU):"
   echo "#   ${a_ref:-torch anchor failed or missing}"
   echo "#   ${a_imb:-torch anchor failed or missing}"
   cat "$work/out/dp_vs_ddp.tsv" 2>/dev/null

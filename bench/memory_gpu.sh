@@ -1,44 +1,35 @@
 #!/bin/sh
-# Memory of the training step on one GPU, ours beside PyTorch in the same call: the trainer's
+# bench/memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS] — memory of the training step on one GPU,
+# ours beside PyTorch in the same run (GPU machine, 1 GPU): the trainer's
 # ledger by category (the way PyTorch's max_memory_allocated counts: every tensor the step
 # holds, at its peak) and the device's used memory (NVML; CUDA context, cuDNN and cuBLAS
 # included), for the shared memory plan and for SHMDDP_MEM_PLAN=separate (every activation in
 # its own memory), in bf16 and fp32. PyTorch: max_memory_allocated, max_memory_reserved and
 # the device's used memory (bench/torch_unet.py).
-# Usage: bench/run_memory_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (default "bf16 fp32")
-# Writes OUT_DIR/memory.tsv and OUT_DIR/memory.log. Configuration as bench/run_train_gpu.sh.
+# PRECISIONS default "bf16 fp32". The reference configuration (bench/README.md).
+# Writes OUT_DIR/memory.tsv and OUT_DIR/memory.log (bench/results/memory_1xh200.txt).
 # Environment: STEPS (timed steps, default 30); PLANS (default "shared separate"); TORCH=0 leaves
-# PyTorch out (e.g. for a second build in the same call).
+# PyTorch out (e.g. for a second build in the same run).
 set -u
-B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
-mkdir -p "$O"
+. "$(dirname "$0")/lib.sh"
+build_and_out "$@"
+PRECS=${3:-"bf16 fp32"}
 log="$O/memory.log"; tsv="$O/memory.tsv"
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  nvidia-smi -L | sed 's/^/# /'
+  record_header "bench/memory_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\""
   echo "# reference U-Net 64..1024, batch 6, 3x256x256, 4 classes, SGD momentum 0.9, 1 GPU, ${STEPS:-30} timed steps"
   printf 'impl\tprecision\tvariant\timages_per_s\tpeak_mib\tparameters\tgradients\toptimizer\tactivations\tworkspace\tdevice_used_mib\treserved_mib\n'
 } > "$tsv"
-common="--device cuda --nproc 1 --widths reference --batch-size 6 --image-size 256 --classes 4 \
---optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-30} + 8)) --timing-warmup 8 \
---train-size 600 --val-size 12 --workers 8 --log-every 10 --timeout 60"
+common="--device cuda --nproc 1 $REF_FLAGS --batch-size 6 --steps $((${STEPS:-30} + 8)) --workers 8"
 row() { # label in the ledger
   grep -E "^  $1 " "$O/last.log" | tail -1 | awk '{print $(NF)}'
 }
 for p in $PRECS; do
   for plan in ${PLANS:-shared separate}; do
-    cmd="SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
-    echo "+ $cmd" >> "$log"
-    timeout -s KILL 150 sh -c "$cmd" > "$O/last.log" 2>&1
-    rc=$?
-    cat "$O/last.log" >> "$log"
-    ips=$(grep -o 'images_per_s=[0-9.]*' "$O/last.log" | tail -1 | cut -d= -f2)
-    [ $rc -eq 0 ] || ips="failed($rc)"
-    peak=$(grep -o 'peak_mib=[0-9,]*' "$O/last.log" | tail -1 | cut -d= -f2)
+    train_run "$O/last.log" "$log" "SHMDDP_MEM_PLAN=$plan $B/train $common --precision $p --out $O/run_${p}_$plan"
     nvml=$(grep -E "device memory used \(NVML\)" "$O/last.log" | tail -1 | awk '{print $NF}')
-    printf 'shmddp\t%s\tplan=%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$p" "$plan" "${ips:--}" \
-      "${peak:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
+    printf 'shmddp\t%s\tplan=%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$p" "$plan" "${IPS:--}" \
+      "${PEAK:--}" "$(row parameters)" "$(row gradients)" "$(row optimizer)" "$(row activations)" \
       "$(row workspace)" "${nvml:--}" >> "$tsv"
   done
   [ "${TORCH:-1}" = 1 ] || continue

@@ -1,19 +1,21 @@
 #!/bin/sh
-# --grad-comm bf16 against f32: the same DDP job twice (same seed, data and initialisation), the
+# bench/grad_comm.sh TRAIN OUT_DIR [train flags ...] — --grad-comm bf16 against f32: the same DDP
+# job twice (same seed, data and initialisation), the
 # gradients all-reduced in f32 and in bf16, and what it does to the loss curve: the per-step
 # losses side by side (means over windows), their largest difference, and each run's final
 # validation loss and mIoU, images/s and peak memory.
-# Usage: bench/run_grad_comm.sh TRAIN OUT_DIR [train flags ...]   (TRAIN: a built ./train)
-# e.g. CPU: bench/run_grad_comm.sh b/train /tmp/gc --device cpu --nproc 2 --steps 200
-#      GPU: bench/run_grad_comm.sh b/train $OUT/gc --nproc 2 --steps 1000
-# Writes OUT_DIR/{f32,bf16}/ (the runs) and OUT_DIR/grad_comm.txt (the comparison).
+# TRAIN: a built ./train. CPU or GPU machine (2 GPUs for one rank per GPU):
+#   CPU: bench/grad_comm.sh b/train /tmp/gc --device cpu --nproc 2 --steps 200
+#   GPU: bench/grad_comm.sh b/train /tmp/gc --nproc 2 --steps 1000
+# Writes OUT_DIR/{f32,bf16}/ (the runs) and OUT_DIR/grad_comm.txt (the comparison;
+# bench/results/grad_comm_cpu.txt).
 set -u
 T=$1; O=$2; shift 2
 mkdir -p "$O"
 for w in f32 bf16; do
   echo "+ $T $* --grad-comm $w --out $O/$w" >> "$O/runs.log"
   "$T" "$@" --grad-comm $w --out "$O/$w" >> "$O/runs.log" 2>&1 || {
-    echo "run_grad_comm: the $w run failed (see $O/runs.log)"; tail -5 "$O/runs.log"; exit 1; }
+    echo "grad_comm: the $w run failed (see $O/runs.log)"; tail -5 "$O/runs.log"; exit 1; }
 done
 python3 - "$O" "$*" > "$O/grad_comm.txt" <<'PY'
 import json, sys

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run_gpu.sh OUTDIR [BUILD_DIR] — the trainer across nodes over MPI, measured on one GPU machine
+# bench/mpi/multinode_gpu.sh OUTDIR [BUILD_DIR] — the trainer across nodes over MPI, measured on one GPU machine
 # (built with --with-mpi; BUILD_DIR defaults to ./b, else the current directory):
 #  (a) 2 "nodes" x 1 GPU over MPI (--ranks-per-node 1: the gradients cross MPI) against 1 node
 #      x 2 GPUs (--ranks-per-node 2: the same two MPI processes as one shmddp group), the same
@@ -13,14 +13,14 @@
 # With ONE GPU both ranks share GPU 0: the comparison holds (correctness), the speeds do not.
 # Writes OUTDIR/summary.txt (everything below) and the runs' folders and logs.
 set -u
-O=${1:?usage: bench/mpi/run_gpu.sh OUTDIR [BUILD_DIR]}
+O=${1:?usage: bench/mpi/multinode_gpu.sh OUTDIR [BUILD_DIR]}
 B=${2:-}
 [ -n "$B" ] || { [ -x b/shmddp-train ] && B=b || B=.; }
-[ -x "$B/shmddp-train" ] || { echo "run_gpu.sh: no shmddp-train in $B (build first)"; exit 2; }
-[ -x "$B/dev/mpi_allreduce_bench" ] || { echo "run_gpu.sh: $B was configured without MPI (configure --with-mpi)"; exit 2; }
+[ -x "$B/shmddp-train" ] || { echo "multinode_gpu.sh: no shmddp-train in $B (build first)"; exit 2; }
+[ -x "$B/dev/mpi_allreduce_bench" ] || { echo "multinode_gpu.sh: $B was configured without MPI (configure --with-mpi)"; exit 2; }
 # tests/mpi_ddp is a check program: built here if `make` alone built the tree
 [ -x "$B/tests/mpi_ddp" ] || make -s -C "$B" tests/mpi_ddp > /dev/null 2>&1 ||
-  echo "run_gpu.sh: could not build $B/tests/mpi_ddp; its part is left out"
+  echo "multinode_gpu.sh: could not build $B/tests/mpi_ddp; its part is left out"
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$O"
 S="$O/summary.txt"
@@ -79,4 +79,4 @@ timeout -s KILL 300 $MPIRUN "$B/dev/mpi_allreduce_bench" --device cpu --ranks-pe
 say "-- for scale: the same 2 GPUs as one shmddp group (device buffers, one node)"
 timeout -s KILL 300 $MPIRUN "$B/dev/mpi_allreduce_bench" --device cuda --ranks-per-node 2 \
   -b 64K -e 256M -f 4 -n 20 -w 5 2>&1 | tee -a "$S"
-echo "run_gpu.sh: done; summary in $S"
+echo "multinode_gpu.sh: done; summary in $S"

@@ -1,21 +1,22 @@
 #!/bin/sh
-# A/B of changes to the training step on the GPU machine, in one call: A is this tree, B (and C,
-# D: up to three candidates) is this tree with a patch applied (`git diff main BRANCH > PATCH` or
-# `git format-patch -1 COMMIT --stdout > PATCH` on the CPU machine; the device copy has no git
-# history). For each: the per-category cost inside the graph-replayed step (dev/ops_cuda_bench's
-# ablation), the trainer's images/s (bf16, 68 steps, twice, interleaved A B C A B C) and the
-# default job (./train's defaults, 8000 steps) with its per-step losses compared with A's; each
-# candidate's GPU test suites first: "measure each, keep what wins" in one run on the GPU machine
-# (~3 min for one candidate, ~1.5 min more for each further one).
-# Usage: bench/run_step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]   (bench/ab/ holds changes
-# waiting for this)
-# On the device: run(carry [".device"]) `source .device/env.sh && sh bench/run_step_ab_gpu.sh
-# bench/ab/X.patch $OUT/ab` (the builds run side by side).
+# bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]] — A/B of changes to the training step, in
+# one run on the GPU machine (1 GPU): A is this tree, B (and C, D: up to three candidates) is
+# this tree with a patch applied (`git diff main BRANCH > PATCH` or `git format-patch -1 COMMIT
+# --stdout > PATCH`; the tree need not be a git checkout). For each: the per-category cost
+# inside the graph-replayed step (dev/ops_cuda_bench's ablation), the trainer's images/s (bf16,
+# 68 steps, twice, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
+# with its per-step losses compared with A's; each candidate's GPU test suites first. ~3 min for
+# one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
+# root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90).
-# Writes OUT_DIR/ab.txt (the summary) and OUT_DIR/{A,B,...}_* logs.
+# Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
+# logs.
 set -u
-first=$1; O=$2; shift 2
+. "$(dirname "$0")/lib.sh"
+first=${1:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
+O=${2:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
+shift 2
 PARTS=${PARTS:-"tests ops train default"}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
@@ -28,17 +29,17 @@ src=$(pwd)
 abs() { case $1 in /*) echo "$1" ;; *) echo "$src/$1" ;; esac; }
 # the candidates: letter and patch
 set -- "$first" "$@"
-[ $# -le 3 ] || { echo "run_step_ab_gpu: at most 3 patches per call" >&2; exit 2; }
+[ $# -le 3 ] || { echo "step_ab_gpu: at most 3 patches per run" >&2; exit 2; }
 variants=""
 for p in "$@"; do
   case $variants in "") v=B ;; B) v=C ;; "B C") v=D ;; esac
   variants="${variants:+$variants }$v"
   eval "patch_$v=\$(abs \"\$p\")"
-  eval "[ -r \"\$patch_$v\" ]" || { echo "run_step_ab_gpu: cannot read $p" >&2; exit 2; }
+  eval "[ -r \"\$patch_$v\" ]" || { echo "step_ab_gpu: cannot read $p" >&2; exit 2; }
 done
 all="A $variants"
 jobs=$((16 / (1 + $#)))
-say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree$(for v in $variants; do eval "printf ', %s = A + %s' $v \"\$(basename \"\$patch_$v\")\""; done)"
+say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s' $v \"\$(basename \"\$patch_$v\")\""; done)"
 nvidia-smi -L | sed 's/^/# /' >> "$sum"
 build() { # tree dir
   (cd "$1" && { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p "$2" && cd "$2" &&
@@ -114,9 +115,7 @@ for k in keys:
 EOF
 fi
 if has train; then
-  common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
---optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 68 --timing-warmup 8 \
---train-size 1200 --val-size 12 --workers 8 --log-every 10 --timeout 60 --nproc 1 --precision bf16"
+  common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1 --precision bf16"
   for v in $all $all; do
     eval b=\$$v
     timeout 60 "$b/train" $common --out "$O/run_$v" > "$O/${v}_train.log" 2>&1

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench/run_coloc_bw_gpu.sh OUTDIR — the bandwidth of ranks sharing one GPU at large sizes (the
-# co-located kernel, collectives/coloc_kernel.cu), on the GPU machine, from a configured and
-# built CUDA tree (run in its root; nothing is built here). About 1.5 minutes.
+# bench/coloc_bandwidth_gpu.sh OUTDIR — the bandwidth of ranks sharing one GPU at large sizes (the
+# co-located kernel, collectives/coloc_kernel.cu). GPU machine, 1 GPU; run from the root of a
+# tree configured and built with CUDA (nothing is built here). About 1.5 minutes.
 #
 # All-reduce f32 sum, 1..64 MiB, 2 and 4 ranks on GPU 0, without MPS and under a private MPS
 # daemon (shmddp-nccl-run --mps, without its NCCL preload), under each way of waiting for the
 # peers' events (SHMDDP_COLOC_WAIT, BW_WAITS: default "host leader stream"); every run times a
-# device-to-device copy of 64 MiB in the same call (--copy-bw) and checks every result (-c 1).
+# device-to-device copy of 64 MiB in the same run (--copy-bw) and checks every result (-c 1).
 #
 # What to read (OUTDIR/summary.txt): per run, at 64 MiB, busbw against the copy and against the
 # bound: an all-reduce on one GPU moves 2n bytes per byte (n inputs read, n outputs written),
@@ -16,22 +16,14 @@
 # OUTDIR/coloc_bw_1xh200.tsv: the rows; OUTDIR/bw.log: the runs' output. Exit status 1 when a
 # run failed or found a wrong result.
 set -u
-OUT=${1:?usage: bench/run_coloc_bw_gpu.sh OUTDIR}
 BUDGET_S=${BUDGET_S:-150}
-T_START=$(date +%s)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
+. "$(dirname "$0")/lib.sh"
+bench_out "${1:?usage: bench/coloc_bandwidth_gpu.sh OUTDIR}"
 export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 B=./tools/allreduce_bench
 RUNNER=./shmddp-nccl-run
-SUM="$OUT/summary.txt"
 TSV="$OUT/coloc_bw_1xh200.tsv"
-FAILED=0
-note() { echo "$*" | tee -a "$SUM"; }
-: > "$SUM"
-note "# co-located bandwidth: ranks sharing GPU $CUDA_VISIBLE_DEVICES; date $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $COMMIT"
-nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /' | tee -a "$SUM"
+bench_header "co-located bandwidth: ranks sharing GPU $CUDA_VISIBLE_DEVICES" OUTDIR
 [ -x "$B" ] || { note "$B is missing: build the tree first (make -j)"; exit 1; }
 MODES="plain"
 if [ -x "$RUNNER" ] && command -v nvidia-cuda-mps-control >/dev/null; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run_coloc_colls_gpu.sh OUTDIR — ranks sharing one GPU as a user gets them: every run goes
+# bench/coloc_collectives_gpu.sh OUTDIR — ranks sharing one GPU as a user gets them: every run goes
 # through shmddp-nccl-run, once by default (MPS where it can serve: a private daemon for the run)
 # and once with --no-mps; on the GPU machine, from a configured and built CUDA tree (run in its
 # root; nothing is built here: `make -j` first). About 3 minutes.
@@ -16,7 +16,7 @@
 # whether a daemon or a folder was left; OUTDIR/colls.log: the runs' output. Exit status 1 when a
 # run failed, found a wrong result, or left something behind.
 set -u
-OUT=${1:?usage: bench/run_coloc_colls_gpu.sh OUTDIR}
+OUT=${1:?usage: bench/coloc_collectives_gpu.sh OUTDIR}
 BUDGET_S=${BUDGET_S:-400}
 T_START=$(date +%s)
 mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# run_all.sh LIB OUT [PARTS...] — the NCCL-interface suite: unmodified PyTorch and CuPy on
+# bench/nccl/clients_gpu.sh LIB OUT [PARTS...] — the NCCL-interface suite: unmodified PyTorch and CuPy on
 # libshmddp-nccl.so (LD_PRELOAD, "ours") next to the real NCCL (no preload), on this machine.
 #
 #   LIB    path to libshmddp-nccl.so
@@ -27,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 if [ ! -f "$LIB" ]; then
-  echo "run_all.sh: $LIB: no such file" >&2
+  echo "clients_gpu.sh: $LIB: no such file" >&2
   exit 2
 fi
 
@@ -93,7 +93,7 @@ step() {
   return 0
 }
 
-echo "run_all.sh: $NGPU GPU(s), $NPROC ranks, lib $LIB, out $OUT, parts: $PARTS"
+echo "clients_gpu.sh: $NGPU GPU(s), $NPROC ranks, lib $LIB, out $OUT, parts: $PARTS"
 nvidia-smi -L 2>/dev/null | sed 's/^/  /'
 T_START=$(date +%s)
 
@@ -142,6 +142,6 @@ if has_part timing && [ "$NGPU" -ge 2 ]; then
   step timing_nccl 150 nccl $TORCHRUN "$HERE/allreduce_timing.py" --out "$OUT/timing_nccl.json"
 fi
 
-echo "run_all.sh: $(( $(date +%s) - T_START )) s"
+echo "clients_gpu.sh: $(( $(date +%s) - T_START )) s"
 echo
 $PY "$HERE/compare.py" summary "$OUT"

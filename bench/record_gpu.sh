@@ -1,15 +1,15 @@
 #!/bin/sh
-# Everything a commit's record needs from the 1-GPU machine, in one run (~6 min): build,
-# the GPU suites (ops, model, memory plan, the conversion kernels, DDP with two ranks sharing the
-# GPU, --grad-comm bf16 included), the trainer against PyTorch in bf16 and fp32
-# (bench/run_train_gpu.sh: images/s and the memory ledger), the step's per-category breakdown
-# (dev/ops_cuda_bench), one step against PyTorch in float64 at each precision
-# (dev/torch_check + dev/torch_crosscheck.py), and, where two GPUs are, --grad-comm bf16
-# against f32 (bench/run_grad_comm.sh: the loss curve; ./train runs one rank per GPU).
-# Usage (device): run(carry [".device"]) `source .device/env.sh && COMMIT=<c> sh bench/run_record_1gpu.sh $OUT`
-# Prints the summary; OUT/record.tgz holds every log.
+# bench/record_gpu.sh OUT_DIR — a commit's record on a GPU machine (1 GPU; 2 add the loss curve
+# of --grad-comm), in one run (~6 min): build (in b/), the GPU suites (ops, model, memory plan,
+# the conversion kernels, DDP with two ranks sharing the GPU, --grad-comm bf16 included), the
+# trainer against PyTorch in bf16 and fp32 (bench/train_speed_gpu.sh: images/s and the memory
+# ledger), the step's per-category breakdown (dev/ops_cuda_bench), one step against PyTorch in
+# float64 at each precision (dev/torch_check + dev/torch_crosscheck.py), and, where two GPUs
+# are, --grad-comm bf16 against f32 (bench/grad_comm.sh: the loss curve; ./train runs one rank
+# per GPU). From the tree's root: COMMIT=<commit> sh bench/record_gpu.sh OUT_DIR
+# Prints the summary; OUT_DIR/record.tgz holds every log.
 set -u
-O=$1; W=${TMPDIR:-/tmp}/record; rm -rf "$W"; mkdir -p "$W"
+O=${1:?usage: bench/record_gpu.sh OUT_DIR}; mkdir -p "$O"; W=${TMPDIR:-/tmp}/record; rm -rf "$W"; mkdir -p "$W"
 t0=$(date +%s); el() { echo "[$(($(date +%s) - t0)) s]"; }
 echo "# record: commit ${COMMIT:-unknown}, $(date -u +%Y-%m-%dT%H:%M:%SZ)"; nvidia-smi -L | sed 's/^/# /'
 { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p b && cd b &&
@@ -26,7 +26,7 @@ echo "check_cuda_collectives (reduce_kernel case): rc $? $(grep -E '^[0-9]+%: Ch
 grep -h "differ from one rank" "$W/check_ddp.log"
 grep -h ":F:\|:E:" "$W"/check_*.log | head -10
 echo "suites done $(el)"
-COMMIT=${COMMIT:-unknown} sh bench/run_train_gpu.sh b "$W/train" "bf16 fp32" > /dev/null 2>&1
+COMMIT=${COMMIT:-unknown} sh bench/train_speed_gpu.sh b "$W/train" "bf16 fp32" > /dev/null 2>&1
 cut -f1-9 "$W/train/train.tsv" | grep -v '^#'
 grep -A12 "memory ledger\|peak per category" "$W/train/train.log" | head -30
 echo "train done $(el)"
@@ -40,7 +40,7 @@ for p in fp32 bf16; do
 done
 echo "crosscheck done $(el)"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-  timeout 200 sh bench/run_grad_comm.sh b/train "$W/gc" --nproc 2 --steps 1000 --log-every 100 \
+  timeout 200 sh bench/grad_comm.sh b/train "$W/gc" --nproc 2 --steps 1000 --log-every 100 \
     --timeout 60 > /dev/null 2>&1; cat "$W/gc/grad_comm.txt" 2>/dev/null || tail -5 "$W/gc/runs.log"
   echo "grad-comm done $(el)"
 fi

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench/run_shared_gpu.sh OUTDIR [PARTS...] — many ranks on one GPU (the co-located path), on
+# bench/shared_gpu.sh OUTDIR [PARTS...] — many ranks on one GPU (the co-located path), on
 # the GPU machine, from a configured and built CUDA tree (run in its root; nothing is built here:
 # `make -j && make -j check TESTS=` first, so the test programs exist). Every rank uses GPU 0.
 #
 # PARTS (default: all of them, in this order, which needs about 9 minutes: give them in three
-# calls, `handoff tests sweep` (about 3.5 min), `trainer`, `torch`, each under the budget):
+# runs, `handoff tests sweep` (about 3.5 min), `trainer`, `torch`, each under the budget):
 #   handoff dev/coloc_handoff: one hand-over between 2 and 4 processes under each way of waiting
 #           for the peers' events (stream, host, per-rank kernels, mixed, driver)   < 1 min
 #           -> OUTDIR/handoff.tsv and handoff.log
@@ -14,8 +14,8 @@
 #           GPU, member and leader: the co-located path under host and stream waits, and
 #           under MPS the in-kernel path of small calls too)                   ~1.5 min
 #   sweep   all-reduce 8 B..64 MiB, 2 and 4 ranks, under each wait of SWEEP_WAITS (default
-#           "host stream leader"), the device-to-device copy in the same run, and the old
-#           in-kernel path (-a direct) at small sizes for the before/after     ~1 min
+#           "host stream leader"), the device-to-device copy in the same run, and the
+#           in-kernel path (-a direct) at small sizes beside the co-located one  ~1 min
 #           -> OUTDIR/shared_gpu_1xh200.tsv (header: commit, commands) and sweep.log
 #   trainer ./train --nproc 1, 2, 4 on GPU 0 at one global batch (24), --sync-bn off and on  ~2 min
 #   torch   PyTorch DDP through libshmddp-nccl.so: 1 process (batch 12 and 24) and 2 and 4
@@ -28,18 +28,18 @@
 # (SHMDDP_NCCL_LIB=/dev/null there: the wrapper's daemon without the NCCL preload; ld.so warns
 # once per process and goes on). The sweep then runs auto (the choice under MPS), and coloc and
 # direct forced up to 16 MiB (what captured calls take, against the co-located path), and the
-# small sizes without MPS in the same call for the ratio; the trainer part adds a run without
+# small sizes without MPS in the same run for the ratio; the trainer part adds a run without
 # the CUDA graph and a stopped (SIGTERM) and a broken (a rank SIGKILLed) job; the handoff part is
 # left out. After each part: no daemon, no folder of ours left. Budget 470 s by default; about
-# 9 minutes in two calls:
-#   MPS=1 bench/run_shared_gpu.sh OUTDIR/a tests sweep trainer     (~6 min)
-#   MPS=1 bench/run_shared_gpu.sh OUTDIR/b torch                   (~3 min)
+# 9 minutes in two runs:
+#   MPS=1 bench/shared_gpu.sh OUTDIR/a tests sweep trainer     (~6 min)
+#   MPS=1 bench/shared_gpu.sh OUTDIR/b torch                   (~3 min)
 # Writes OUTDIR/summary.txt (what each part showed, and how long it took) and one log per part.
 # Every part has its own time limit, cut to what is left of BUDGET_S (default 235 s) from the
 # start; a part that finds less than 10 s left is skipped and says so. The exit status is 1 when
 # any part failed or was skipped.
 set -u
-OUT=${1:?usage: bench/run_shared_gpu.sh OUTDIR [tests sweep trainer torch]}
+OUTARG=${1:?usage: bench/shared_gpu.sh OUTDIR [handoff tests sweep trainer torch]}
 shift
 MPS=${MPS:-0}
 TORCH_RANKS=${TORCH_RANKS:-1 2 4}
@@ -51,12 +51,11 @@ else
   PARTS=${*:-handoff tests sweep trainer torch}
   BUDGET_S=${BUDGET_S:-235}
 fi
-T_START=$(date +%s)
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-# OUT must stay small enough to bring back (< 2 MiB): the trainer's run folders (checkpoints,
-# predictions) go to a scratch folder removed at the end, and long logs keep their head, their
-# error lines and their tail (trim_logs).
+. "$(dirname "$0")/lib.sh"
+bench_out "$OUTARG"
+# OUT stays small (< 2 MiB): the trainer's run folders (checkpoints, predictions) go to a scratch
+# folder removed at the end, and long logs keep their head, their error lines and their tail
+# (trim_logs).
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/shared_gpu.XXXXXX")
 trap 'rm -rf "$SCR"' EXIT
 trim_logs() {
@@ -72,22 +71,12 @@ trim_logs() {
   done
 }
 export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-SUM="$OUT/summary.txt"
-FAILED=0
 has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-note() { echo "$*" | tee -a "$SUM"; }
-{
-  echo "# shared GPU: ranks sharing GPU ${CUDA_VISIBLE_DEVICES} (co-located path)$([ "$MPS" = 1 ] && echo ", under private MPS daemons")"
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit: $COMMIT  parts: $PARTS"
-  echo "# environment: SHMDDP_COLOC_WAIT=${SHMDDP_COLOC_WAIT:-(default)} SHMDDP_ALGO=${SHMDDP_ALGO:-(default)}"
-  nvidia-smi -L 2>/dev/null | sed 's/^/# gpu: /'
-  echo "# driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
-} > "$SUM"
-cat "$SUM"
+bench_header "shared GPU: ranks sharing GPU ${CUDA_VISIBLE_DEVICES} (co-located path)$([ "$MPS" = 1 ] && echo ", under private MPS daemons")" OUTDIR "$PARTS"
+note "# environment: MPS=$MPS SHMDDP_COLOC_WAIT=${SHMDDP_COLOC_WAIT:-(default)} SHMDDP_ALGO=${SHMDDP_ALGO:-(default)}"
 
 # left_s: seconds left of the budget.
-left_s() { echo $((BUDGET_S - ($(date +%s) - T_START))); }
+left_s() { echo $((BUDGET_S - $(elapsed))); }
 
 # sweep_head COLUMN: the sweep table's header lines (COLUMN: what its second column says).
 sweep_head() {
@@ -123,27 +112,6 @@ if [ "$MPS" = 1 ]; then
   note "# compute mode before: $(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | head -1)"
 fi
 
-# part NAME LIMIT_S CMD...: run CMD with a time limit (cut to what is left of the budget), log to
-# OUT/NAME.log, note its status and time.
-part() {
-  local name=$1 limit=$2 left
-  shift 2
-  left=$(left_s)
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -lt 10 ]; then
-    FAILED=1
-    note "$name: skipped: the budget of $BUDGET_S s is spent"
-    return 1
-  fi
-  echo "+ $*" > "$OUT/$name.log"
-  local t0=$(date +%s)
-  timeout -k 10 "$limit" "$@" >> "$OUT/$name.log" 2>&1
-  local rc=$?
-  [ "$rc" -eq 0 ] || FAILED=1
-  note "$name: exit status $rc after $(($(date +%s) - t0)) s$([ "$rc" -eq 124 ] && echo " (timed out after $limit s)")"
-  return "$rc"
-}
-
 if has_part handoff && [ "$MPS" = 1 ]; then
   note "handoff: left out under MPS=1 (dev/coloc_handoff measures the ways of waiting; see the README)"
 elif has_part handoff; then
@@ -173,7 +141,7 @@ if has_part sweep && [ "$MPS" = 1 ]; then
   B=./tools/allreduce_bench
   TSV="$OUT/shared_gpu_mps_1xh200.tsv"
   {
-    sweep_head "mode: mps-auto (the library's choice under a private MPS daemon), mps-coloc / mps-direct (forced, for the size limit), plain-auto (no MPS, the same call)"
+    sweep_head "mode: mps-auto (the library's choice under a private MPS daemon), mps-coloc / mps-direct (forced, for the size limit), plain-auto (no MPS, the same run)"
     echo "# command: SHMDDP_NCCL_LIB=/dev/null ./shmddp-nccl-run --mps $B --device cuda --nproc N [-a ALGO] -b 8 -e 64M|16M -f 2 -n 20 -w 5 -c 1 [--copy-bw] --tsv FILE"
     echo "# command (plain-auto): $B --device cuda --nproc N -b 8 -e 64K -f 8 -n 10 -w 2 -c 1 --tsv FILE"
   } > "$TSV"
@@ -226,7 +194,7 @@ elif has_part sweep; then
     sweep_head "waits: SHMDDP_COLOC_WAIT of the run (host: the default; '-': the in-kernel path)"
     echo "# command (ranks 2, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C2 --tsv FILE"
     echo "# command (ranks 4, each of: $WAITS): SHMDDP_COLOC_WAIT=W $C4 --tsv FILE"
-    echo "# command (ranks 2, the in-kernel path before the co-located one): $C0 --tsv FILE"
+    echo "# command (ranks 2, the in-kernel path, beside the co-located one): $C0 --tsv FILE"
   } > "$TSV"
   : > "$OUT/sweep.log"
   n=0
@@ -272,7 +240,7 @@ elif has_part sweep; then
 fi
 
 if has_part trainer; then
-  # One global batch of 24 images: 1 rank x 24, 2 x 12, 4 x 6 (BENCHMARKS.md's U-Net, bf16).
+  # One global batch of 24 images: 1 rank x 24, 2 x 12, 4 x 6 (the reference U-Net, bf16).
   common="--device cuda --widths reference --image-size 256 --classes 4 --optimizer sgd \
 --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps 38 --timing-warmup 8 --train-size 1200 \
 --val-size 12 --workers 8 --log-every 10 --timeout 60 --precision bf16"

@@ -1,44 +1,36 @@
 #!/bin/sh
-# Training benchmarks on the GPU machine (BENCHMARKS.md's reference configuration): shmddp on 1
-# GPU, DDP on N GPUs with and without SyncBN, and the PyTorch anchor in the same call.
-# Usage: bench/run_train_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS]   (PRECISIONS default "bf16 fp32")
-# Environment: VARIANTS=1 adds rows (VARIANTS=comm only the DDP communication ones) for our switches (--cuda-graph off, --deterministic off,
-# and for DDP SHMDDP_CUDA_TS_BLOCKS=32|128 and the copy-engine all-reduce);
-# TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60); WORKERS (loader threads, 8).
+# bench/train_speed_gpu.sh BUILD_DIR OUT_DIR [PRECISIONS] — training speed in the reference
+# configuration (bench/README.md): shmddp on 1 GPU, DDP on every GPU of the machine with and
+# without SyncBN, and the PyTorch anchor (bench/torch_unet.py) in the same run. GPU machine,
+# 1 GPU (the single rows) or 2+ (DDP too). PRECISIONS default "bf16 fp32".
+# Environment: VARIANTS=1 adds rows for our switches (--cuda-graph off, --deterministic off, and
+# for DDP SHMDDP_CUDA_TS_BLOCKS=32|128 and the copy-engine all-reduce; VARIANTS=comm only the DDP
+# communication ones); TORCH=0 leaves PyTorch out; STEPS (timed steps, default 60); WORKERS
+# (loader threads, 8).
 # Writes OUT_DIR/train.tsv (one row per run) and OUT_DIR/train.log (everything printed).
 set -u
-B=$1; O=$2; PRECS=${3:-"bf16 fp32"}
-mkdir -p "$O"
+. "$(dirname "$0")/lib.sh"
+build_and_out "$@"
+PRECS=${3:-"bf16 fp32"}
 log="$O/train.log"; tsv="$O/train.tsv"
 ngpu=$(nvidia-smi -L | wc -l)
 {
-  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
-  nvidia-smi -L | sed 's/^/# /'
-  nvidia-smi topo -m 2>/dev/null | sed 's/^/# topo: /'
+  record_header "bench/train_speed_gpu.sh BUILD_DIR OUT_DIR \"$PRECS\"$([ "${VARIANTS:-0}" = 0 ] || echo "  (VARIANTS=$VARIANTS)")"
   echo "# reference: U-Net 64..1024, batch 6 per GPU, 3x256x256, 4 classes, SGD momentum 0.9;"
   echo "# images/s over ${STEPS:-60} steps after 8 warm-up steps; peak MiB per GPU"
   printf 'impl\tmode\tgpus\tsyncbn\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcommand\n'
 } > "$tsv"
-common="--device cuda --widths reference --batch-size 6 --image-size 256 --classes 4 \
---optimizer sgd --momentum 0.9 --lr 0.01 --warmup-steps 1 --steps $((${STEPS:-60} + 8)) --timing-warmup 8 \
---train-size 1200 --val-size 12 --workers ${WORKERS:-8} --log-every 10 --timeout 60"
+common="--device cuda $REF_FLAGS --batch-size 6 --steps $((${STEPS:-60} + 8)) --workers ${WORKERS:-8}"
 ours() { # mode gpus syncbn prec [variant [env VAR=value ...] [flags ...]]
   mode=$1; gpus=$2; sb=$3; prec=$4; label=${5:-default}
   shift 4; [ $# -gt 0 ] && shift
   pre=; post=
   for a in "$@"; do case $a in env|*=*) pre="$pre$a " ;; *) post="$post $a" ;; esac; done
   cmd="$pre$B/train $common --nproc $gpus --sync-bn $sb --precision $prec$post"
-  echo "+ $cmd" >> "$log"
-  timeout -s KILL 150 sh -c "$cmd --out $O/run_${mode}_${gpus}_${sb}_${prec}_${label}" > "$O/last.log" 2>&1
-  rc=$?
-  cat "$O/last.log" >> "$log"
-  ips=$(grep -o 'images_per_s=[0-9.]*' "$O/last.log" | tail -1 | cut -d= -f2)
-  peak=$(grep -o 'peak_mib=[0-9,]*' "$O/last.log" | tail -1 | cut -d= -f2)
+  train_run "$O/last.log" "$log" "$cmd --out $O/run_${mode}_${gpus}_${sb}_${prec}_${label}"
   graph=$(grep -o 'CUDA graph of the step: [0-9]* nodes, replayed for [0-9]* of [0-9]*' "$O/last.log" |
           sed 's/CUDA graph of the step: \([0-9]*\) nodes, replayed for \([0-9]*\) of \([0-9]*\)/\1 nodes, \2\/\3 steps/')
-  [ $rc -eq 0 ] || ips="failed($rc)"
-  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$sb" "$prec" "$label" "${ips:--}" "${peak:--}" "${graph:-off}" "$cmd" >> "$tsv"
+  printf 'shmddp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$gpus" "$sb" "$prec" "$label" "${IPS:--}" "${PEAK:--}" "${graph:-off}" "$cmd" >> "$tsv"
 }
 torch() { # gpus syncbn prec
   cmd="python3 bench/torch_unet.py --gpus $1 --syncbn $2 --precision $3 --channels-last 1 --steps ${STEPS:-60}"

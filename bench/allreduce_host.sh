@@ -1,6 +1,7 @@
 #!/bin/sh
-# Host-path collectives table (CPU ranks, host buffers), recorded under bench/results/.
-# Usage: bench/run_host_collectives.sh [BUILD_DIR] [OUT_TSV]
+# bench/allreduce_host.sh [BUILD_DIR] [OUT_TSV] — the host collectives (CPU ranks, host buffers):
+# all-reduce 8 B..64 MiB with 2 and 4 ranks, direct and ring, every result checked. CPU only.
+# Writes OUT_TSV (default bench/results/allreduce_host_<host>.tsv; bench/results/allreduce_host_cpu.tsv).
 set -eu
 build=${1:-.}
 out=${2:-bench/results/allreduce_host_$(hostname -s).tsv}
@@ -9,7 +10,7 @@ bench="$build/tools/allreduce_bench"
 tmp=$(mktemp)
 {
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), no GPU used"
   for n in 2 4; do
     for algo in direct ring; do

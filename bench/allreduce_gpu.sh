@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# bench/run_collectives_gpu.sh — the CUDA collectives beside NCCL on this machine's GPUs, as
-# recorded in bench/results/allreduce_2xh200.tsv. Run from a build directory (where
-# tools/allreduce_bench is) on the GPU machine:
-#   ../bench/run_collectives_gpu.sh OUTDIR [COMMIT] [main|algos|all]
+# bench/allreduce_gpu.sh — the CUDA collectives beside NCCL on this machine's GPUs (GPU machine,
+# 2 GPUs or more: one rank per GPU), as recorded in bench/results/allreduce_2xh200*. Run from a
+# build directory (where tools/allreduce_bench is):
+#   ../bench/allreduce_gpu.sh OUTDIR [COMMIT] [main|algos|all]
 # main (default): OUTDIR/allreduce_2xh200.tsv (f32 sum, auto algorithm, NCCL in the same run,
 # every result checked) and OUTDIR/bench.log; algos: OUTDIR/algos.txt (each algorithm forced over
 # its range, CUDA-graph replays, bf16 and f64 sweeps); all: both.
 set -uo pipefail
-out=${1:?usage: run_collectives_gpu.sh OUTDIR [COMMIT] [main|algos|all]}
+out=${1:?usage: allreduce_gpu.sh OUTDIR [COMMIT] [main|algos|all]}
 mode=${3:-main}
 commit=${2:-$(git -C "$(dirname "$0")/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}
 mkdir -p "$out"

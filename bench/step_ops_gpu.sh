@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# bench/ops_cuda_run.sh — on the GPU machine: build the CUDA ops, run their tests, the U-Net step
-# benchmark (bf16, f32; variants of the convolution choices), the model itself on the GPU, and
-# compute-sanitizer memcheck on the own kernels' tests. Writes 7 files under OUTDIR.
-# usage: bench/ops_cuda_run.sh OUTDIR [build-dir]   (from the source root; needs Check)
+# bench/step_ops_gpu.sh OUTDIR [BUILD_DIR] — where a U-Net training step's time goes on one GPU,
+# op by op (GPU machine, 1 GPU): builds the CUDA ops in BUILD_DIR (default build-ops-cuda), runs
+# their tests, the step benchmark dev/ops_cuda_bench (bf16, f32; variants of the convolution
+# choices), the model itself on the GPU, and compute-sanitizer memcheck on our own kernels'
+# tests. From the source root; needs Check. Writes 7 files under OUTDIR (check_ops_cuda.log,
+# bench_bf16.txt, bench_f32.txt, bench_variants.txt, bench_model.txt, memcheck.log, build.log;
+# bench/results/ops_cuda_1xh200.txt).
 set -u
 out=${1:?usage: $0 OUTDIR [build-dir]}
 bdir=${2:-build-ops-cuda}
 root=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$root" && ./autogen.sh > "$out/build.log" 2>&1
 mkdir -p "$bdir" && cd "$bdir" || exit 1
 { ../configure -q &&
@@ -33,7 +36,7 @@ echo "bench f32 rc=$?"; summary "$out/bench_f32.txt"
 {
   echo "== bf16, cuDNN heuristics instead of the search"
   SHMDDP_CONV_SEARCH=heuristic timeout 60 $b -p bf16 -t 0
-  echo "== bf16, first run's choices (no channel padding, cuDNN for 1x1)"
+  echo "== bf16, no channel padding, cuDNN for 1x1"
   SHMDDP_CONV_PAD=0 SHMDDP_CONV1X1=cudnn timeout 60 $b -p bf16 -t 0
   echo "== f16"
   timeout 60 $b -p f16 -t 0
