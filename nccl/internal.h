@@ -1,10 +1,10 @@
 /* internal.h — the NCCL front end's communicator, its call descriptor, and the layers' faces.
  *
  * The front end is four layers, each calling only the ones below it:
- *   api_coll.c, api_comm.c, entry points: check every argument (with check.c), translate
- *   api_mem.c,              types, and fill a call descriptor with everything the call needs
- *   api_suspend.c           (the pre-multiplied sum's scalar included), so nothing is looked up
- *                           again when it runs
+ *   api_coll.c, api_comm.c, entry points: fill a call descriptor with everything the call
+ *   api_mem.c,              needs (the pre-multiplied sum's scalar included), so nothing is
+ *   api_suspend.c           looked up again when it runs; every argument is checked once, here
+ *                           (check.c), and trusted below
  *   queue.c                 ncclGroupStart/End: outside a group a call runs at once; inside, it
  *                           is queued per thread until the outermost ncclGroupEnd
  *   exec.c                  the one executor: runs a call, or a group's calls one lane per
@@ -125,14 +125,13 @@ void nccl_debug_reset(void);
 /* A debug line, prefixed with the communicator's name and rank when comm is given. */
 void nccl_log(ncclComm_t comm, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ---- check.c: argument checks shared by the entry points ---- */
-/* comm exists, has joined, was not aborted or revoked. */
+/* ---- check.c: every argument checked once, by the entry point that received it ---- */
+/* comm exists, has joined (or joins in this group), was not aborted, revoked or suspended. */
 ncclResult_t nccl_check_comm(ncclComm_t comm, const char *fn);
-/* A buffer argument: NULL only with count 0. */
-ncclResult_t nccl_check_buf(ncclComm_t comm, const char *fn, const char *arg, const void *p,
-                            size_t count);
-/* A rank argument (root or peer) of comm. */
-ncclResult_t nccl_check_rank(ncclComm_t comm, const char *fn, const char *arg, int r);
+/* Every argument of a collective or send/recv whose descriptor k the entry point filled: comm,
+ * datatype and op (translated into k, a pre-multiplied sum's scalar copied), count, buffers,
+ * root or peer. Nothing below checks them again. */
+ncclResult_t nccl_check_call(nccl_call_t *k, ncclDataType_t datatype, ncclRedOp_t op);
 
 /* ---- dev.c: the CUDA runtime, or its absence ---- */
 int nccl_dev_current(void);            /* the calling thread's GPU, or -1 without one */

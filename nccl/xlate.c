@@ -12,6 +12,7 @@
 
 #include <string.h>
 
+#include "collectives/api.h"
 #include "nccl/internal.h"
 
 /* Remember the stream of a call on a GPU communicator, so that ncclCommFinalize can wait for it. */
@@ -36,7 +37,7 @@ static ncclResult_t premul_input(const nccl_call_t *k, size_t n, const void **in
   ncclResult_t r = nccl_scratch(k->comm, n * shmddp_dtype_size(k->dtype), &scratch);
   if (r != ncclSuccess) return r;
   const nccl_scalar_t *s = &k->premul;
-  shmddp_status_t st = shmddp_scale(k->comm->c, k->send, scratch, n, k->dtype,
+  shmddp_status_t st = coll_scale(k->comm->c, k->send, scratch, n, k->dtype,
                                     s->on_device ? s->dev : s->host, s->on_device,
                                     nccl_dev_stream(k->comm, k->stream));
   if (st != SHMDDP_OK) return nccl_fail_st(k->comm, st, k->comm->c, k->fn);
@@ -63,8 +64,8 @@ static shmddp_status_t p2p(const nccl_call_t *k, shmddp_comm_t *pair, shmddp_str
 {
   int me = k->comm->rank < k->root ? 0 : 1; /* my rank in the pair */
   if (k->kind == NCCL_CALL_SEND) /* in place on the sender: its buffer is only read */
-    return shmddp_broadcast(pair, k->send, (void *)k->send, k->count, k->dtype, me, s);
-  return shmddp_broadcast(pair, NULL, k->recv, k->count, k->dtype, 1 - me, s);
+    return coll_broadcast(pair, k->send, (void *)k->send, k->count, k->dtype, me, s);
+  return coll_broadcast(pair, NULL, k->recv, k->count, k->dtype, 1 - me, s);
 }
 
 ncclResult_t nccl_xlate(const nccl_call_t *k)
@@ -74,6 +75,9 @@ ncclResult_t nccl_xlate(const nccl_call_t *k)
   note_stream(comm, k->stream);
   shmddp_stream_t s = nccl_dev_stream(comm, k->stream);
   shmddp_comm_t *c = comm->c;
+  if (!c) /* its init was queued in a group that has not ended */
+    return nccl_fail(comm, ncclInvalidUsage, "%s: the communicator's init has not run (call "
+                     "ncclGroupEnd first)", k->fn);
   const void *in = k->send;
   size_t n_in = k->kind == NCCL_CALL_REDUCE_SCATTER ? k->count * (size_t)comm->nranks : k->count;
   ncclResult_t r = premul_input(k, n_in, &in);
@@ -82,30 +86,30 @@ ncclResult_t nccl_xlate(const nccl_call_t *k)
   shmddp_status_t st = SHMDDP_OK;
   switch (k->kind) {
   case NCCL_CALL_ALL_REDUCE:
-    st = shmddp_all_reduce(c, in, k->recv, k->count, k->dtype, k->op, s);
+    st = coll_all_reduce(c, in, k->recv, k->count, k->dtype, k->op, s);
     break;
   case NCCL_CALL_REDUCE:
-    st = shmddp_reduce(c, in, k->recv, k->count, k->dtype, k->op, k->root, s);
+    st = coll_reduce(c, in, k->recv, k->count, k->dtype, k->op, k->root, s);
     break;
   case NCCL_CALL_REDUCE_SCATTER:
-    st = shmddp_reduce_scatter(c, in, k->recv, k->count, k->dtype, k->op, s);
+    st = coll_reduce_scatter(c, in, k->recv, k->count, k->dtype, k->op, s);
     break;
   case NCCL_CALL_BROADCAST:
-    st = shmddp_broadcast(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_broadcast(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_ALL_GATHER:
-    st = shmddp_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
+    st = coll_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_ALL_TO_ALL:
     r = a2a_input(k, &in);
     if (r != ncclSuccess) return r;
-    st = shmddp_all_to_all(c, in, k->recv, k->count, k->dtype, s);
+    st = coll_all_to_all(c, in, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_GATHER:
-    st = shmddp_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_SCATTER:
-    st = shmddp_scatter(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_scatter(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_SEND:
   case NCCL_CALL_RECV:

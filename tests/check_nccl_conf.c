@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +189,7 @@ static void *rank_refusals(void *arg)
   double d = 2;
   ncclRedOp_t pm;
   ncclRedOpCreatePreMulSum(&pm, &d, ncclFloat64, ncclScalarHostImmediate, comm);
-  ncclResult_t got[7];
+  ncclResult_t got[9];
   ncclGroupStart();
   got[0] = ncclAllReduce(x, y, 4, (ncclDataType_t)42, ncclSum, comm, NULL);
   got[1] = ncclBroadcast(x, y, 4, ncclFloat32, t->n, comm, NULL);
@@ -197,10 +198,12 @@ static void *rank_refusals(void *arg)
   got[4] = ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL); /* made for f64 */
   got[5] = ncclSend(x, 4, ncclFloat32, -1, comm, NULL);
   got[6] = ncclScatter(x, NULL, 4, ncclFloat32, 0, comm, NULL);
-  for (int i = 0; i < 7 && !t->msg[0]; i++)
+  got[7] = ncclAllReduce(x, y, SIZE_MAX / 2, ncclFloat32, ncclSum, comm, NULL);
+  got[8] = ncclAllGather(x, y, SIZE_MAX / 8, ncclFloat32, comm, NULL); /* x nranks overflows */
+  for (int i = 0; i < 9 && !t->msg[0]; i++)
     if (got[i] != ncclInvalidArgument)
       snprintf(t->msg, sizeof t->msg, "refusal %d returned %d", i, (int)got[i]);
-  if (!strstr(ncclGetLastError(comm), "communicator conf-refusals: ncclScatter: argument recvbuff"))
+  if (!strstr(ncclGetLastError(comm), "communicator conf-refusals: ncclAllGather: argument sendcount"))
     snprintf(t->msg, sizeof t->msg, "last error: %s", ncclGetLastError(comm));
   t->r = ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL); /* accepted: runs at the end */
   ncclResult_t e = ncclGroupEnd();
@@ -244,6 +247,7 @@ START_TEST(refusals_name_the_argument)
     {ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL), "made for f64 data"},
     {ncclRecv(y, 4, ncclFloat32, 3, comm, NULL), "argument peer is 3"},
     {ncclGather(x, NULL, 4, ncclFloat32, 0, comm, NULL), "argument recvbuff is NULL"},
+    {ncclReduceScatter(x, y, SIZE_MAX / 4, ncclFloat32, ncclSum, comm, NULL), "argument recvcount is"},
     {ncclCommRevoke(comm, 5), "argument revokeFlags"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -261,12 +265,15 @@ START_TEST(refusals_name_the_argument)
     case 4: r = ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL); break;
     case 5: r = ncclRecv(y, 4, ncclFloat32, 3, comm, NULL); break;
     case 6: r = ncclGather(x, NULL, 4, ncclFloat32, 0, comm, NULL); break;
+    case 7: r = ncclReduceScatter(x, y, SIZE_MAX / 4, ncclFloat32, ncclSum, comm, NULL); break;
     default: r = ncclCommRevoke(comm, 5); break;
     }
     ck_assert_int_eq(r, ncclInvalidArgument);
     ck_assert_msg(strstr(ncclGetLastError(comm), cases[i].arg) != NULL, "case %zu: \"%s\" lacks \"%s\"",
                   i, ncclGetLastError(comm), cases[i].arg);
   }
+  /* A refused argument leaves the communicator as it was (the revoke's flags were refused too). */
+  ck_assert_int_eq(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
   ncclRedOpDestroy(pm, comm);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
