@@ -225,6 +225,49 @@ START_TEST(refusals_are_returned_by_the_call)
 }
 END_TEST
 
+/* A communicator handed to another thread while its init waits in this thread's group: a call
+ * the other thread makes in a group of its own is accepted (the init may run in that group),
+ * and refused when that group ends, before the init has run; the init then runs at this
+ * thread's ncclGroupEnd, and the communicator works. */
+typedef struct {
+  ncclComm_t comm;
+  ncclResult_t queued, ended;
+  char msg[512];
+} early_call_t;
+
+static void *call_before_init(void *arg)
+{
+  early_call_t *e = arg;
+  float x = 1, y = 0;
+  ncclGroupStart();
+  e->queued = ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, e->comm, NULL);
+  e->ended = ncclGroupEnd();
+  snprintf(e->msg, sizeof e->msg, "%s", ncclGetLastError(e->comm));
+  return NULL;
+}
+
+START_TEST(call_before_its_groups_init_is_refused)
+{
+  host_only();
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  early_call_t e = {0};
+  ncclGroupStart();
+  ck_assert_int_eq(ncclCommInitRank(&e.comm, 1, id, 0), ncclSuccess);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, call_before_init, &e), 0);
+  pthread_join(th, NULL);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(e.queued, ncclSuccess);
+  ck_assert_int_eq(e.ended, ncclInvalidUsage);
+  ck_assert_msg(strstr(e.msg, "ncclAllReduce: the communicator's init has not run"), "%s", e.msg);
+  float x = 2, y = 0;
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, e.comm, NULL), ncclSuccess);
+  ck_assert(y == 2);
+  ck_assert_int_eq(ncclCommDestroy(e.comm), ncclSuccess);
+}
+END_TEST
+
 /* Each refusal names its argument in ncclGetLastError, and the config's commName prefixes it. */
 START_TEST(refusals_name_the_argument)
 {
@@ -588,6 +631,7 @@ static Suite *conf_suite(const suite_env_t *env)
   tcase_add_test(tc, op_destroyed_and_slot_reused_before_group_end);
   tcase_add_test(tc, refusals_are_returned_by_the_call);
   tcase_add_test(tc, refusals_name_the_argument);
+  tcase_add_test(tc, call_before_its_groups_init_is_refused);
   tcase_add_loop_test(tc, failure_in_a_group_aborts_the_peers, 0, 2);
   tcase_add_test(tc, no_timeout_unless_asked);
   tcase_add_test(tc, dead_peer_is_reported_without_a_timeout);
