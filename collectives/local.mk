@@ -4,7 +4,7 @@ include collectives/reduce/local.mk
 libshmddp_core_la_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \
-	collectives/api.c collectives/launch.c collectives/join.c collectives/device.h \
+	collectives/api.c collectives/api.h collectives/launch.c collectives/join.c collectives/device.h \
 	collectives/host_direct.c collectives/host_ring.c collectives/host.h \
 	collectives/coloc.c collectives/coloc.h collectives/coloc_jobs.c collectives/coloc_jobs.h \
 	collectives/fdpass.c collectives/fdpass.h \
