@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "src/train/mps.h"
-#include "src/train/options.h"
+#include "src/train/train_config.h"
 
 /* 1 when some GPU gets more than one rank (cuda, one machine). */
 int train_share_needed(const train_config_t *c);

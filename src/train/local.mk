@@ -6,7 +6,8 @@ noinst_LIBRARIES += libtrainer.a
 libtrainer_a_CFLAGS = $(AM_CFLAGS) $(PNG_CFLAGS)
 libtrainer_a_SOURCES = \
 	src/train/options.c src/train/options.h src/train/machine.c src/train/machine.h \
-	src/train/job.c src/train/job.h src/train/run_dir.c src/train/run_dir.h \
+	src/train/train_config.c src/train/train_config.h src/train/job.h \
+	src/train/job_open.c src/train/job_open.h src/train/run_dir.c src/train/run_dir.h \
 	src/train/relaunch.c src/train/relaunch.h \
 	src/train/loop.c src/train/loop.h src/train/loop_ddp.c src/train/loop_ddp.h \
 	src/train/loop_dp.c src/train/loop_dp.h \

@@ -11,10 +11,11 @@
 
 #include "shm/env.h"
 #include "shmddp.h"
-#include "src/train/job.h"
+#include "src/train/job_open.h"
 #include "src/train/loop_ddp.h"
 #include "src/train/loop_dp.h"
 #include "src/train/mpi_main.h"
+#include "src/train/options.h"
 #include "src/train/gpu_share.h"
 #include "src/train/relaunch.h"
 

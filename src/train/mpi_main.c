@@ -16,6 +16,7 @@
 #ifdef HAVE_MPI
 #include <mpi.h>
 
+#include "src/train/job_open.h"
 #include "src/train/loop_ddp.h"
 #include "src/world/world_mpi.h"
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "src/obs/report_log.h"
+#include "src/train/job_open.h"
 #include "src/train/loop_ddp.h"
 
 /* The run's own log.jsonl (written by the ranks so far), to be continued by the next launch. */

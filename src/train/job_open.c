@@ -1,10 +1,10 @@
-/* job.c — everything a run needs that can be checked before the ranks are forked: the GPU
+/* job_open.c — everything a run needs that can be checked before the ranks are forked: the GPU
  * backend's libraries (loaded here, shared by the forked ranks), the datasets (a broken PNG
  * stops the run here, not in epoch 3), the batch arithmetic, the checkpoint to resume from, and
  * the output folder (run_dir.c). */
 #include "config.h"
 
-#include "src/train/job.h"
+#include "src/train/job_open.h"
 
 #include <stdlib.h>
 #include <string.h>
