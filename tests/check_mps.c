@@ -1,4 +1,4 @@
-/* check_mps.c — the job's private MPS daemon (src/train/mps.c) and the trainer's --mps policy
+/* check_mps.c — the job's private MPS daemon (src/app/mps.c) and the trainer's --mps policy
  * (gpu_share.c), over tests/fake_mps_control, a stand-in for nvidia-cuda-mps-control that
  * behaves as the real one towards us (control pipe in CUDA_MPS_PIPE_DIRECTORY, quit), and
  * stand-ins for the policy's CUDA probes (compute mode, a context under the daemon). Every case
@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/train/gpu_share.h"
-#include "src/train/mps.h"
+#include "src/app/gpu_share.h"
+#include "src/app/mps.h"
 #include "tests/suite_main.h"
 #include "tests/testutil.h"
 

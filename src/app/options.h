@@ -1,13 +1,13 @@
 /* options.h — the trainer's command line: the option table (options.c) that fills and checks a
  * train_config_t (train_config.h). Everything is parsed and validated here, before the launcher
  * forks a rank or anything touches a GPU. */
-#ifndef SRC_TRAIN_OPTIONS_H
-#define SRC_TRAIN_OPTIONS_H
+#ifndef SRC_APP_OPTIONS_H
+#define SRC_APP_OPTIONS_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-#include "src/train/machine.h"
+#include "src/app/machine.h"
 #include "src/train/train_config.h"
 
 /* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,

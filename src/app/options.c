@@ -7,7 +7,7 @@
  * can say what each default is on this machine. */
 #include "config.h"
 
-#include "src/train/options.h"
+#include "src/app/options.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,8 +1,8 @@
 /* job_open.h — a training job prepared in the launcher, before any rank is forked: the
  * datasets opened and checked, the batch arithmetic, the checkpoint to resume from, the run's
  * folder chosen and claimed (run_dir.h). */
-#ifndef SRC_TRAIN_JOB_OPEN_H
-#define SRC_TRAIN_JOB_OPEN_H
+#ifndef SRC_APP_JOB_OPEN_H
+#define SRC_APP_JOB_OPEN_H
 
 #include <stddef.h>
 #include <stdio.h>
