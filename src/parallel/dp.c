@@ -303,15 +303,12 @@ int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen)
 
 double dp_last_exposed_ms(const dp_t *d) { return d->exposed_ms; }
 
-int dp_optim_begin(dp_t *d, char *err, size_t errlen)
+int dp_update(dp_t *d, struct optim *o, double lr, double grad_scale, char *err,
+              size_t errlen)
 {
   CHECK(dev_select(d->dev[0], err, errlen));
   REC(0, EV_OPT0);
-  return 0;
-}
-
-int dp_optim_end(dp_t *d, char *err, size_t errlen)
-{
+  CHECK(model_update(d->m[0], o, lr, grad_scale, err, errlen));
   REC(0, EV_OPT1);
   d->opt_pending = 1;
   return 0;

@@ -147,7 +147,7 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
                            sync_bn, err, errlen);
     if (rc == 0 && early && last) {
       tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
-      rc = model_update(m, r->opt, lr, 1.0, err, errlen);
+      rc = e->ops->update(e, r->opt, lr, 1.0, err, errlen);
       timeline_end(tl, stream);
       applied = 1;
       if (rc == 0 && *taken < nbatches && !last_by_plan(r, r->step + 1))
@@ -195,10 +195,7 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
   int apply = amp_scaler_update(&r->scaler, a.nonfinite > 0);
   if (apply && !applied) {
     tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
-    rc = e->ops->optim_begin(e, err, errlen);
-    if (rc == 0)
-      rc = model_update(m, r->opt, lr, 1.0 / (scale * micro), err, errlen);
-    if (rc == 0) rc = e->ops->optim_end(e, err, errlen);
+    rc = e->ops->update(e, r->opt, lr, 1.0 / (scale * micro), err, errlen);
     timeline_end(tl, stream);
     if (rc != 0) return -1;
   }
