@@ -85,9 +85,13 @@ struct ddp {
 
 /* ---- the step ---- */
 
+/* Below, in the order of the step: */
 static void step_begin(ddp_t *d, int last, int sync_bn);
 static int step_failed(const ddp_t *d, char *err, size_t errlen);
+static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream);
 static int wait_buckets(ddp_t *d, char *err, size_t errlen);
+static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype,
+                           void *stream);
 static int graph_matches(ddp_t *d, const ddp_batch_t *b);
 static int graph_step(ddp_t *d, const ddp_batch_t *b, char *err, size_t errlen);
 
@@ -123,9 +127,6 @@ int ddp_update(ddp_t *d, struct optim *o, double lr, double grad_scale, char *er
 }
 
 /* A step starts: what it communicates, and nothing of the last one's counts. */
-static int hook_grads_ready(void *ctx, size_t offset, size_t count, void *stream);
-static int hook_sync_stats(void *ctx, void *buf, size_t count, shmddp_dtype_t dtype,
-                           void *stream);
 static void step_begin(ddp_t *d, int last, int sync_bn)
 {
   d->next_bucket = 0;
