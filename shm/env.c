@@ -151,7 +151,7 @@ static const shm_env_param_t table[] = {
     {.name = "LD_PRELOAD", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the dynamic loader",
      .meaning = "set by shmddp-nccl-run for the command it runs: libshmddp-nccl.so first, then "
                 "what was there"},
-    /* where a private MPS daemon lives (src/train/mps.c, shmddp-nccl-run) */
+    /* where a private MPS daemon lives (src/app/mps.c, shmddp-nccl-run) */
     {.name = "XDG_RUNTIME_DIR", .kind = SHM_ENV_TEXT, .dflt = "none",
      .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
      .meaning = "where a private MPS daemon's folder is made (else TMPDIR, else /tmp)"},
@@ -161,7 +161,7 @@ static const shm_env_param_t table[] = {
     {.name = "PATH", .kind = SHM_ENV_TEXT, .dflt = "/usr/local/bin:/usr/bin:/bin",
      .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
      .meaning = "where nvidia-cuda-mps-control is looked for"},
-    /* MPI launchers (src/train/machine.c) */
+    /* MPI launchers (src/app/machine.c) */
     {.name = "OMPI_COMM_WORLD_SIZE", .kind = SHM_ENV_SET, .dflt = "-",
      .reader = "shmddp-train, before MPI_Init",
      .meaning = "set by Open MPI's mpirun (PMI_SIZE, PMIX_SIZE by other launchers): the trainer "

@@ -14,8 +14,8 @@
  *   CHECK_CUDA   the CUDA runtime: a cudaError_t (src/device/ only; nothing else calls CUDA)
  *   MPI_CHECK    MPI: an error code (src/world/inter.h, beside the layer that calls MPI)
  * The macros expect `err` and `errlen` in scope. The model's hooks (model.h) are callbacks with
- * no message buffer: a failing hook keeps its message, and its owner puts it in front of the
- * model's (ddp_hook_failure) or returns it at the end of the step (ddp_finish_step). */
+ * no message buffer: a failing hook keeps its message, and its owner (src/parallel/ddp.c) puts
+ * it in front of the model's or returns it at the end of the step. */
 #ifndef SRC_CHECK_H
 #define SRC_CHECK_H
 

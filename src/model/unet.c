@@ -880,18 +880,28 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   return model_step_loss(m, loss_out, err, errlen);
 }
 
+/* A forward pass of its own (DataParallel's split step, evaluation): train selects batch
+ * statistics and the hooks, else running statistics; *xin gets the input as the layers read it,
+ * *head_in the head's input. */
+static int forward_pass(model_t *m, const float *x, int batch, int train,
+                        const model_hooks_t *hooks, const void **xin, int *head_in, char *err,
+                        size_t errlen)
+{
+  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
+  layer_ctx_t c;
+  CHECK(prepare(m, &c, x, batch, train, 0, hooks, xin, err, errlen));
+  return forward(m, &c, *xin, batch, head_in);
+}
+
 /* ---- the split step (DataParallel) ---- */
 
 int model_forward_train(model_t *m, const float *x, int batch, const model_hooks_t *hooks,
                         void **logits, void **dlogits, size_t *elem, char *err, size_t errlen)
 {
   m->fwd_head_in = -1;
-  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
-  layer_ctx_t c;
   const void *xin;
-  CHECK(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
   int head_in;
-  CHECK(forward(m, &c, xin, batch, &head_in));
+  CHECK(forward_pass(m, x, batch, 1, hooks, &xin, &head_in, err, errlen));
   m->fwd_x = xin;
   m->fwd_head_in = head_in;
   m->fwd_batch = batch;
@@ -942,12 +952,9 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
 int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,
                float *loss_out, char *err, size_t errlen)
 {
-  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
-  layer_ctx_t c;
   const void *xin;
-  CHECK(prepare(m, &c, x, batch, 0, 0, NULL, &xin, err, errlen));
   int head_in;
-  CHECK(forward(m, &c, xin, batch, &head_in));
+  CHECK(forward_pass(m, x, batch, 0, NULL, &xin, &head_in, err, errlen));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   double sum = 0;
   long count = 0;

@@ -5,7 +5,7 @@
  * (the process management is mps.c's). */
 #include "config.h"
 
-#include "src/train/gpu_share.h"
+#include "src/app/gpu_share.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -7,8 +7,8 @@
  * trusted. The job holds a lock on its folder (the daemon too, by inheritance), so a folder left
  * by a job that was killed is swept by the next one. Process management only; no CUDA here (the
  * caller's probes make the CUDA calls, in children with the environment set). */
-#ifndef TRAIN_MPS_H
-#define TRAIN_MPS_H
+#ifndef SRC_APP_MPS_H
+#define SRC_APP_MPS_H
 
 #include <limits.h>
 #include <stddef.h>

@@ -1,12 +1,13 @@
 /* relaunch.c — launching the ranks, and restarting them after a rank died (see relaunch.h). */
 #include "config.h"
 
-#include "src/train/relaunch.h"
+#include "src/app/relaunch.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/app/job_open.h"
 #include "src/obs/report_log.h"
 #include "src/train/loop_ddp.h"
 

@@ -1,7 +1,7 @@
 /* machine.h — the machine probe: what the trainer's defaults depend on (GPUs this process may
  * use, CUDA and MPI in this build, CPUs, an MPI launcher), found without initialising CUDA. */
-#ifndef SRC_TRAIN_MACHINE_H
-#define SRC_TRAIN_MACHINE_H
+#ifndef SRC_APP_MACHINE_H
+#define SRC_APP_MACHINE_H
 
 /* What the defaults depend on: the machine. Filled by train_machine_probe(); tests fake it. */
 typedef struct {

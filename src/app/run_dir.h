@@ -9,8 +9,8 @@
  *    claim, just before the ranks start, and nothing of the old run is left beside the new one.
  * Also which log.jsonl a resumed run continues: the one of its own run, found by the run id in
  * the log's first line, in --out or beside the checkpoint — not whatever log sits at a path. */
-#ifndef SRC_TRAIN_RUN_DIR_H
-#define SRC_TRAIN_RUN_DIR_H
+#ifndef SRC_APP_RUN_DIR_H
+#define SRC_APP_RUN_DIR_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * (mps_prepare), the wrapper's too, which locks its folders the same way. */
 #include "config.h"
 
-#include "src/train/mps.h"
+#include "src/app/mps.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,20 +1,20 @@
-/* job.c — everything a run needs that can be checked before the ranks are forked: the GPU
+/* job_open.c — everything a run needs that can be checked before the ranks are forked: the GPU
  * backend's libraries (loaded here, shared by the forked ranks), the datasets (a broken PNG
  * stops the run here, not in epoch 3), the batch arithmetic, the checkpoint to resume from, and
  * the output folder (run_dir.c). */
 #include "config.h"
 
-#include "src/train/job.h"
+#include "src/app/job_open.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/app/run_dir.h"
 #include "src/check.h"
 #include "src/data/sampler.h"
 #include "src/device/device.h"
 #include "src/obs/outfile.h"
 #include "src/train/ckpt_state.h"
-#include "src/train/run_dir.h"
 
 /* The temporary files of the files a run writes into --out (outfile.h) that a killed run left:
  * removed, unless a live writer holds them (another run in the same folder). */

@@ -9,13 +9,14 @@
  * (shmddp's liveness: "rank l (pid P) was killed by signal 9"). */
 #include "config.h"
 
-#include "src/train/mpi_main.h"
+#include "src/app/mpi_main.h"
 
 #include <stdio.h>
 
 #ifdef HAVE_MPI
 #include <mpi.h>
 
+#include "src/app/job_open.h"
 #include "src/train/loop_ddp.h"
 #include "src/world/world_mpi.h"
 

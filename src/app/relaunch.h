@@ -3,8 +3,8 @@
  * start again from the last checkpoint in the run's folder (from the run's start when there is
  * none yet), at most N times. Each restart is written to log.jsonl (here, while no rank runs)
  * and kept in the job, for the run's last lines and summary.json. */
-#ifndef SRC_TRAIN_RELAUNCH_H
-#define SRC_TRAIN_RELAUNCH_H
+#ifndef SRC_APP_RELAUNCH_H
+#define SRC_APP_RELAUNCH_H
 
 #include <stddef.h>
 

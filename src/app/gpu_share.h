@@ -1,13 +1,13 @@
 /* gpu_share.h — more ranks than GPUs: rank r drives GPU r % GPUs. Before any rank starts, the
  * launcher says which ranks share a GPU and refuses a job whose ranks' planned memory does not
  * fit one GPU. */
-#ifndef SRC_TRAIN_GPU_SHARE_H
-#define SRC_TRAIN_GPU_SHARE_H
+#ifndef SRC_APP_GPU_SHARE_H
+#define SRC_APP_GPU_SHARE_H
 
 #include <stddef.h>
 
-#include "src/train/mps.h"
-#include "src/train/options.h"
+#include "src/app/mps.h"
+#include "src/train/train_config.h"
 
 /* 1 when some GPU gets more than one rank (cuda, one machine). */
 int train_share_needed(const train_config_t *c);

@@ -1,7 +1,7 @@
 /* run_dir.c — the run's folder and the log a resumed run continues (see run_dir.h). */
 #include "config.h"
 
-#include "src/train/run_dir.h"
+#include "src/app/run_dir.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,16 +1,15 @@
-/* options.h — the whole trainer configuration and its command line (the option table). Everything is parsed
- * and validated here, before the launcher forks a rank or anything touches a GPU.
- * (Not named config.h: that name belongs to autoconf's header, which every file includes.) */
-#ifndef SRC_TRAIN_OPTIONS_H
-#define SRC_TRAIN_OPTIONS_H
+/* train_config.h — every setting of a training run (train_config_t, as options.c fills it from
+ * the command line) and what the training loop derives from them: the model's and the
+ * optimizer's configurations, and the one line naming every setting (the log, summary.json, a
+ * checkpoint's key). */
+#ifndef SRC_TRAIN_TRAIN_CONFIG_H
+#define SRC_TRAIN_TRAIN_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "src/model/model.h"
 #include "src/model/optim.h"
-#include "src/train/machine.h"
 
 #define TRAIN_PATH_MAX 1024
 /* --max-restarts without --save-every: the most seconds of training between checkpoints. */
@@ -86,17 +85,10 @@ typedef struct {
                                r % gpus, so more ranks than GPUs share them (gpu_share.c) */
 } train_config_t;
 
-/* Parse argv into cfg and validate it against the machine. Returns 0 on success, 1 when --help,
- * --help-env or --version was printed to out (the program should exit 0), 2 on a bad flag or value (the message, which
- * names the flag and what is allowed, is in err). Does no work beyond reading /proc and stat(). */
-int train_config_parse(train_config_t *cfg, int argc, char **argv, const train_machine_t *machine,
-                       FILE *out, char *err, size_t errlen);
-void train_config_usage(FILE *out, const train_machine_t *machine);
-
 /* The model configuration this training configuration implies (for rank `local_rank`). */
+void train_config_model(const train_config_t *cfg, int local_rank, model_config_t *mc);
 /* The optimizer settings of the configuration (total_steps is the job's, set by the caller). */
 void train_config_optim(const train_config_t *c, optim_config_t *oc);
-void train_config_model(const train_config_t *cfg, int local_rank, model_config_t *mc);
 
 /* One line naming every setting (for the log and summary.json's config). */
 void train_config_describe(const train_config_t *cfg, char *buf, size_t len);

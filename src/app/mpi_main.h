@@ -1,9 +1,9 @@
 /* mpi_main.h — shmddp-train started by mpirun: every MPI process is one rank, the ranks of a
  * node train as a shmddp group and the nodes talk over MPI (src/world/world_mpi.h). */
-#ifndef SRC_TRAIN_MPI_MAIN_H
-#define SRC_TRAIN_MPI_MAIN_H
+#ifndef SRC_APP_MPI_MAIN_H
+#define SRC_APP_MPI_MAIN_H
 
-#include "src/train/options.h"
+#include "src/app/options.h"
 
 /* The whole program of one MPI rank after its configuration was parsed and checked: MPI_Init,
  * the world, the job, the training, MPI_Finalize. Returns the exit status (2: the job could not

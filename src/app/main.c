@@ -11,12 +11,13 @@
 
 #include "shm/env.h"
 #include "shmddp.h"
-#include "src/train/job.h"
+#include "src/app/gpu_share.h"
+#include "src/app/job_open.h"
+#include "src/app/mpi_main.h"
+#include "src/app/options.h"
+#include "src/app/relaunch.h"
 #include "src/train/loop_ddp.h"
 #include "src/train/loop_dp.h"
-#include "src/train/mpi_main.h"
-#include "src/train/gpu_share.h"
-#include "src/train/relaunch.h"
 
 static volatile sig_atomic_t stop_signal; /* SIGINT/SIGTERM before the launcher took them */
 

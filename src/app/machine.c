@@ -3,7 +3,7 @@
  * whether an MPI launcher started this process. */
 #include "config.h"
 
-#include "src/train/machine.h"
+#include "src/app/machine.h"
 
 #include <dirent.h>
 #include <limits.h>
