@@ -12,7 +12,7 @@
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
 #                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh
-#   docs         readme_env.sh
+#   docs         readme_env.sh docs_links.sh
 #   faults       kill_rank.sh check_fuzz_regress report_fuzz.sh fault_kill.sh fault_env.sh
 #                fault_ckpt.sh fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh
 #                (with tests/ckpt_look, as the resume tests)
@@ -177,6 +177,10 @@ TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metric
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
 	tests/resume_prepad.sh tests/resume_gpu.sh tests/readme_env.sh tests/env_table.sh
+# The documentation names only what exists: the links of README.md and docs/, and the bench/,
+# tests/ and tools/ paths they write.
+TESTS += tests/docs_links.sh
+EXTRA_DIST += tests/docs_links.sh
 # shmddp-nccl-run and MPS (by default where ranks share a GPU, --mps, --no-mps, folders not to
 # be trusted, SIGKILL, the preload), over stand-ins for the MPS control program, its CUDA checks
 # and torchrun.
