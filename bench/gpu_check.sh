@@ -2,7 +2,7 @@
 # gpu_check.sh — the GPU suites the way a user's machine runs them: every suite of `make check` in
 # parallel, several rounds in a row, while a training job runs on the same GPU (memory freed and
 # reused, contexts taking turns), then compute-sanitizer over the CUDA suites. Every change to GPU
-# code runs this on a GPU machine before it is called done (README, Tests: changing GPU code).
+# code runs this on a GPU machine before it is called done (docs/testing.md: Changing GPU code).
 #
 # Usage, from the repository root of a checkout on the GPU machine:
 #   bench/gpu_check.sh [OUTDIR]          (default gpu_check.out)

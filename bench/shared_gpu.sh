@@ -113,7 +113,7 @@ if [ "$MPS" = 1 ]; then
 fi
 
 if has_part handoff && [ "$MPS" = 1 ]; then
-  note "handoff: left out under MPS=1 (dev/coloc_handoff measures the ways of waiting; see the README)"
+  note "handoff: left out under MPS=1 (dev/coloc_handoff measures the ways of waiting; see docs/shared-gpu.md)"
 elif has_part handoff; then
   if [ -x dev/coloc_handoff ]; then
     part handoff 60 dev/coloc_handoff -r 2,4 -n 200 -w 20 -o "$OUT/handoff.tsv"

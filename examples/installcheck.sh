@@ -47,7 +47,7 @@ PKG_CONFIG_PATH=$ilib/pkgconfig
 export PKG_CONFIG_PATH
 if [ -n "$DESTDIR" ]; then
   # A staged install: the .pc file names the final prefix; --define-prefix (pkgconf, and
-  # pkg-config 0.29+) takes the prefix from where the .pc file lies, as the README says.
+  # pkg-config 0.29+) takes the prefix from where the .pc file lies, as docs/library.md says.
   set -- --define-prefix
 else
   set --
@@ -76,7 +76,7 @@ fi
 # shellcheck disable=SC2086
 $CC -Wall -Wextra -Werror -pthread $cflags "$src" -o "$out/$name" $libs ||
   fail "$src does not build against the installed shared library"
-# The static build, as the README says: shmddp-static names libshmddp.a itself, and --static
+# The static build, as docs/library.md says: shmddp-static names libshmddp.a itself, and --static
 # adds the archive's own dependencies (Libs.private); no linker tricks here.
 static_libs=$($PKG_CONFIG "$@" --static --libs shmddp-static)
 say "pkg-config --static --libs shmddp-static: $static_libs"

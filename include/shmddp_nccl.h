@@ -12,7 +12,7 @@
  * Programs written against shmddp itself use shmddp.h; this header exists for the library's own
  * build and tests, and for C programs that want to call the interface without NCCL installed.
  *
- * What is served (the README states the deliberate differences: abort is group-wide, one
+ * What is served (docs/nccl.md states the deliberate differences: abort is group-wide, one
  * machine, at most 8 ranks, no device API): every function of NCCL 2.28's C interface, each also under its
  * pnccl name (profilers interpose on those). Unique ids; init (rank, config, scalable, all,
  * grouped); split; finalize (waits for the streams the communicator's calls went to), destroy,

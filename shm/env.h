@@ -7,8 +7,8 @@
  * value when it is set to something the setting takes, and -1 with a message naming the
  * variable, what it was given, why, and the accepted range when it is not (anything but plain
  * decimal digits, a whole part above 2^53, out of range). `shmddp-train --help-env` prints the
- * table and the README's table is the same text (tests/readme_env.sh); before anything starts,
- * shmddp-train checks every SHMDDP_* variable of its environment against it
+ * table and docs/environment.md's table is the same text (tests/readme_env.sh); before
+ * anything starts, shmddp-train checks every SHMDDP_* variable of its environment against it
  * (shm_env_check_environ).
  *
  * Every setting is read once, when the thing it configures is made (the launch, a
@@ -82,7 +82,8 @@ long shm_env_count_or(const char *name, long dflt);
 int shm_env_check_environ(char *const *env, const char *who, FILE *warn, char *err,
                           size_t errlen);
 
-/* The table for people (--help-env), and as the README's markdown table (the same words). */
+/* The table for people (--help-env), and as docs/environment.md's markdown table (the same
+ * words). */
 void shm_env_print(FILE *f);
 void shm_env_print_markdown(FILE *f);
 

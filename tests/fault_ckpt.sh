@@ -126,7 +126,7 @@ grep -q "rank 0" "$tmp/full.log" || bad "disk full: the message does not name ra
 # The checkpoint that was there before the failed save resumes (its run had --steps 100000:
 # resume under those settings, and once the resumed run has printed a step, stop it). SIGTERM,
 # not SIGINT: a background job of this script starts with SIGINT ignored, which train honours
-# (README, shm/launcher.c); SIGTERM stops it the same way, exit status 143.
+# (docs/training.md, shm/launcher.c); SIGTERM stops it the same way, exit status 143.
 "$train" $F --steps 100000 --resume "$tmp/full2/checkpoint.ckpt" \
   --out "$tmp/full2" > "$tmp/full2.log" 2>&1 & p=$!
 wait_line "$tmp/full2.log" "^epoch .* step [0-9]+/" $p || bad "disk full: the resumed run printed no step"

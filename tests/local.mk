@@ -11,7 +11,8 @@
 #                GPUs: check_conv_sm90_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
 #                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
-#                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh readme_env.sh
+#                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh
+#   docs         readme_env.sh docs_links.sh
 #   faults       kill_rank.sh check_fuzz_regress report_fuzz.sh fault_kill.sh fault_env.sh
 #                fault_ckpt.sh fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh
 #                (with tests/ckpt_look, as the resume tests)
@@ -176,6 +177,10 @@ TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metric
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
 	tests/resume_prepad.sh tests/resume_gpu.sh tests/readme_env.sh tests/env_table.sh
+# The documentation names only what exists: the links of README.md and docs/, and the bench/,
+# tests/ and tools/ paths they write.
+TESTS += tests/docs_links.sh
+EXTRA_DIST += tests/docs_links.sh
 # shmddp-nccl-run and MPS (by default where ranks share a GPU, --mps, --no-mps, folders not to
 # be trusted, SIGKILL, the preload), over stand-ins for the MPS control program, its CUDA checks
 # and torchrun.
@@ -295,14 +300,15 @@ EXTRA_DIST += tests/check_report.sh tests/report_hostile.sh tests/hostile_run.py
 	tests/check_ops_cuda.c tests/check_model_cuda.c tests/ops_cuda_testutil.h \
 	tests/check_devmem_cuda.c
 
-# The README's environment table is shm/env.c's: tests/readme_env.sh compares them, and
-# make readme-env rewrites the README's from the code.
+# The environment table of docs/environment.md is shm/env.c's: tests/readme_env.sh compares
+# them, and make readme-env rewrites the page's from the code.
 .PHONY: readme-env
 readme-env: shmddp-train$(EXEEXT)
-	$(AM_V_GEN)./shmddp-train$(EXEEXT) --help-env=markdown > README.env.tmp && \
+	$(AM_V_GEN)./shmddp-train$(EXEEXT) --help-env=markdown > environment.env.tmp && \
 	sed -e '/^<!-- help-env: /,/^<!-- help-env end -->/{/^<!--/!d;}' \
-	    -e '/^<!-- help-env: /r README.env.tmp' $(srcdir)/README.md > README.md.tmp && \
-	mv README.md.tmp $(srcdir)/README.md && rm -f README.env.tmp
+	    -e '/^<!-- help-env: /r environment.env.tmp' $(srcdir)/docs/environment.md \
+	    > environment.md.tmp && \
+	mv environment.md.tmp $(srcdir)/docs/environment.md && rm -f environment.env.tmp
 
 # make fuzz-segment [FUZZ_SECONDS=60]: build the libFuzzer harness of the segment header a joiner
 # reads (tests/fuzz/fuzz_segment.c, with clang's ASan and UBSan) and run it from the kept inputs;

@@ -6,7 +6,7 @@
 #     check_ddp's tolerance, the same bits on every rank and on a rerun.
 #  2. shmddp-train under mpirun trains as the forked launcher's 4 ranks on one node: the same
 #     losses, validation and step count.
-#     The README's mpirun line (<!-- mpi-command -->) runs as written, as root too.
+#     The mpirun line of docs/multi-node.md (<!-- mpi-command -->) runs as written, as root too.
 #  3. A SIGKILLed MPI rank (node 1's first rank, then node 0's second) ends the whole job within
 #     5 s, non-zero, the rank named (by mpirun: "process rank R ... exited on signal 9", or by
 #     its node peer: "rank l (pid P) was killed"), no rank left running, and nothing in /dev/shm
@@ -54,8 +54,8 @@ else
   bad "results differ: mpirun: $(tr '\n' ' ' < "$tmp/mpi.res") / launcher: $(tr '\n' ' ' < "$tmp/one.res")"
 fi
 
-echo "== 2b. the README's mpirun line, as written (as root without the environment switches)"
-line=$(sed -n '/<!-- mpi-command -->/,/^```$/p' "${srcdir:-.}/README.md" | sed -n '/^```sh$/,/^```$/p' | sed '1d;$d')
+echo "== 2b. docs/multi-node.md's mpirun line, as written (as root without the environment switches)"
+line=$(sed -n '/<!-- mpi-command -->/,/^```$/p' "${srcdir:-.}/docs/multi-node.md" | sed -n '/^```sh$/,/^```$/p' | sed '1d;$d')
 case $line in
   mpirun*" ./shmddp-train "*)
     cmd=$(printf '%s' "$line" | sed "s|\./shmddp-train|$train|")
@@ -66,9 +66,9 @@ case $line in
     if [ $rc -eq 0 ] && grep -q "2 nodes x 2 ranks over MPI" "$tmp/readme.log"; then
       echo "ok: $line (and this test's short settings)"
     else
-      bad "the README's line failed (exit $rc): $line"; tail -8 "$tmp/readme.log"
+      bad "docs/multi-node.md's line failed (exit $rc): $line"; tail -8 "$tmp/readme.log"
     fi ;;
-  *) bad "README.md: no mpirun line running ./shmddp-train after <!-- mpi-command -->" ;;
+  *) bad "docs/multi-node.md: no mpirun line running ./shmddp-train after <!-- mpi-command -->" ;;
 esac
 
 echo "== 3. a SIGKILLed MPI rank ends the job"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Loads an exported safetensors file into a plain torch.nn.Module written from the README's
+"""Loads an exported safetensors file into a plain torch.nn.Module written from docs/training.md's
 description alone (no shmddp code, no safetensors package: the format is read here), runs it on
 the test images and compares its logits with shmddp-predict's NAME.logits.
 
@@ -61,7 +61,7 @@ def read_png_rgb(path):
 
 class UNet(nn.Module):
     """conv3x3-norm-ReLU twice per level, max-pool down, transposed conv 2x2 up, cat(skip, up),
-    1x1 head: the network the README describes, with its names."""
+    1x1 head: the network docs/training.md describes, with its names."""
 
     def __init__(self, widths, classes, norm, groups):
         super().__init__()

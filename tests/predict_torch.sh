@@ -1,6 +1,6 @@
 #!/bin/sh
 # Exported weights in PyTorch: shmddp-predict --export writes safetensors, which
-# tests/predict_torch.py loads into a plain torch.nn.Module written from the README's
+# tests/predict_torch.py loads into a plain torch.nn.Module written from docs/training.md's
 # description (reading the file itself, without shmddp code) and runs on the images that
 # shmddp-predict scored: the logits agree to 1e-3 of the largest, and so does every argmax that
 # is not a near tie. BatchNorm and GroupNorm networks. SKIP (77) where no python3 imports torch

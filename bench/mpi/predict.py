@@ -10,7 +10,7 @@ GRAD = PARAMS * 4              # f32 gradients, bytes per step
 BATCH = 6                      # per GPU
 # DDP 2 x H200 bf16, --cuda-graph off (ddp_2xh200.tsv, the graph-off row)
 STEP_GRAPH_OFF_MS = 2 * BATCH / 1226.08 * 1e3
-STEP_GRAPH_ON_MS = 2 * BATCH / 1650.3 * 1e3    # DDP 2 x H200 bf16 (README table)
+STEP_GRAPH_ON_MS = 2 * BATCH / 1650.3 * 1e3    # DDP 2 x H200 bf16 (ddp_2xh200.tsv, a76cb52)
 NVL_BUSBW = 317.55             # GB/s, 2-GPU all-reduce of 64 MiB, shmddp two-shot (allreduce_2xh200_auto.txt)
 L = 8                          # GPUs (ranks) per node
 PIECE = 4 << 20                # inter.c's pipeline piece

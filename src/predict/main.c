@@ -44,7 +44,7 @@ static void usage(FILE *f)
           "  --keep-going        skip the images that cannot be read, list them at the end and\n"
           "                      exit 1, instead of writing nothing\n"
           "  --export FILE       write the weights as safetensors in PyTorch's names and layouts\n"
-          "                      (README: \"Predictions and exported weights\") and stop\n"
+          "                      (docs/training.md: \"Predictions and exported weights\") and stop\n"
           "  --version, --help\n");
 }
 

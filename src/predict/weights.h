@@ -3,7 +3,7 @@
  * model of any image size and batch on the CPU or a GPU, or exported in PyTorch's names and
  * layouts to a safetensors file.
  *
- * The export, for a plain torch.nn.Module (README "Predictions and exported weights"):
+ * The export, for a plain torch.nn.Module (docs/training.md, "Predictions and exported weights"):
  *   enc{i}.conv1.weight, enc{i}.conv2.weight      Conv2d 3x3, padding 1, no bias: [out, in, 3, 3]
  *   enc{i}.norm1.*, enc{i}.norm2.*                BatchNorm2d (weight, bias, running_mean,
  *                                                 running_var, num_batches_tracked; eps 1e-5)
