@@ -11,7 +11,7 @@
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "collectives/devmem_cuda.h"
+#include "collectives/devmem/devmem_cuda.h"
 #include "shmddp_cuda.h"
 
 static ncclResult_t cuda_fail(ncclComm_t comm, cudaError_t e, const char *what)

@@ -1,17 +1,17 @@
 /* check_coloc.c — the co-located path's logic on the CPU: the placement of ranks on devices, and
- * the event protocol (collectives/coloc.c) run by forked ranks over a simulated transport whose
- * "events" remember the call of their latest record, so every wait and query is checked against
- * the record it must see (an event recorded again too early is caught), and whose "kernel" is the
- * leader's jobs run on the host (collectives/coloc_jobs.c, the GPU kernel's reference), every
- * collective in turn: a rank that returns before the work is done, or a leader that reads an
- * input already overwritten, gives a wrong result. A simulated record completes a random time
- * after it is made, as a GPU's would: a rank that waits on the host must have seen what it waits
- * for complete (the leader every READY before its work, a member every leader's DONE before it
- * returns). Every wait choice (host, stream, leader, and ranks with different choices) runs every
- * placement. Ranks sleep at random points to vary the interleavings. Also: a dead leader or
- * member (before its call, or after publishing an event that never completes), a mismatched
- * call, restart from the published words, and protocols without their DONE wait, on the stream
- * and on the host, which these checks catch. The jobs of every collective are also checked alone
+ * the event protocol (collectives/coloc/coloc.c) run by forked ranks over a simulated transport
+ * whose "events" remember the call of their latest record, so every wait and query is checked
+ * against the record it must see (an event recorded again too early is caught), and whose "kernel"
+ * is the leader's jobs run on the host (collectives/coloc/coloc_jobs.c, the GPU kernel's
+ * reference), every collective in turn: a rank that returns before the work is done, or a leader
+ * that reads an input already overwritten, gives a wrong result. A simulated record completes a
+ * random time after it is made, as a GPU's would: a rank that waits on the host must have seen what
+ * it waits for complete (the leader every READY before its work, a member every leader's DONE
+ * before it returns). Every wait choice (host, stream, leader, and ranks with different choices)
+ * runs every placement. Ranks sleep at random points to vary the interleavings. Also: a dead leader
+ * or member (before its call, or after publishing an event that never completes), a mismatched
+ * call, restart from the published words, and protocols without their DONE wait, on the stream and
+ * on the host, which these checks catch. The jobs of every collective are also checked alone
  * against references, for every placement, root and in-place layout.
  * Buffers: every call gets a new allocation per rank, freed as soon as the call returns (as a
  * caching allocator may), and the rendezvous opens every peer's on the host the way the CUDA
@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collectives/coloc.h"
-#include "collectives/coloc_jobs.h"
+#include "collectives/coloc/coloc.h"
+#include "collectives/coloc/coloc_jobs.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/abort.h"
 #include "shm/wait.h"

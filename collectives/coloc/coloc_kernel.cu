@@ -17,7 +17,7 @@
  * measures both. */
 #include <cuda_runtime.h>
 
-#include "collectives/cuda_coloc.h"
+#include "collectives/cuda/cuda_coloc.h"
 #include "collectives/reduce/reduce_cuda.h"
 
 /* Vectors by a loop with a compile-time count of sources (NS) and U vectors per thread in flight,

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "collectives/cuda_internal.h"
+#include "collectives/cuda/cuda_internal.h"
 
 /* CONCAT: source s of a job goes to bytes [s * n, (s + 1) * n) of each destination (a NULL
  * source: that range is left as it is); all-to-all, gather and scatter. */

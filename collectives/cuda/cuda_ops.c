@@ -26,7 +26,7 @@
 
 #include <string.h>
 
-#include "collectives/cuda_state.h"
+#include "collectives/cuda/cuda_state.h"
 #include "collectives/device.h"
 #include "collectives/reduce/reduce_cuda.h"
 #include "shm/check.h"

@@ -17,7 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "collectives/cuda_state.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/wait.h"

@@ -12,7 +12,7 @@
  * all-gather) keeps every collective to at most CUDA_MAXR jobs, so one launch. */
 #include "config.h"
 
-#include "collectives/coloc_jobs.h"
+#include "collectives/coloc/coloc_jobs.h"
 
 #include <string.h>
 

@@ -41,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coloc.h"
-#include "collectives/coloc_jobs.h"
-#include "collectives/cuda_coloc.h"
-#include "collectives/cuda_state.h"
+#include "collectives/coloc/coloc.h"
+#include "collectives/coloc/coloc_jobs.h"
+#include "collectives/cuda/cuda_coloc.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/wait.h"

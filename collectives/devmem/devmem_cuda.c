@@ -4,7 +4,7 @@
  * runtime are told apart from the driver's by DEVMEM_RT. */
 #include "config.h"
 
-#include "collectives/devmem_cuda.h"
+#include "collectives/devmem/devmem_cuda.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

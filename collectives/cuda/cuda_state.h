@@ -17,10 +17,10 @@
 #include <stdatomic.h>
 
 #include "collectives/comm.h"
-#include "collectives/cuda_internal.h"
-#include "collectives/devmem.h"
-#include "collectives/devmem_cuda.h"
-#include "collectives/fdpass.h"
+#include "collectives/cuda/cuda_internal.h"
+#include "collectives/devmem/devmem.h"
+#include "collectives/devmem/devmem_cuda.h"
+#include "shm/fdpass.h"
 #include "shm/check.h"
 #include "shmddp_cuda.h"
 

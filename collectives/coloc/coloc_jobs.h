@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "collectives/comm.h"
-#include "collectives/cuda_coloc.h"
+#include "collectives/cuda/cuda_coloc.h"
 
 /* One call as a leader sees it. */
 typedef struct {
