@@ -7,7 +7,7 @@ libshmddp_core_la_SOURCES += \
 	collectives/cuda/cuda_ops.c \
 	collectives/cuda/cuda_state.h collectives/cuda/cuda_internal.h collectives/cuda/cuda_device.h \
 	collectives/cuda/cuda_kernels.cu collectives/cuda/cuda_staged.cu \
-	collectives/cuda/cuda_coloc.c collectives/cuda/cuda_coloc.h \
+	collectives/cuda/cuda_coloc.c collectives/coloc/coloc_kernel.h \
 	collectives/devmem/devmem_cuda.c collectives/devmem/devmem_cuda.h \
 	collectives/coloc/coloc_kernel.cu
 include_HEADERS += include/shmddp_cuda.h

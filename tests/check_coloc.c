@@ -286,7 +286,7 @@ static void job_case(case_failures_t *f, const placement_t *p, coll_kind_t kind,
   snprintf(what, sizeof what, "%s, %s, root %d%s", p->name, coll_kind_name(kind), root,
            inplace ? ", in place" : "");
   for (int g = 0; g < plan.ngroups; g++) {
-    cuda_coloc_args_t a;
+    coloc_args_t a;
     w.group = plan.members[g];
     w.slice = g;
     w.nslices = plan.ngroups;
@@ -295,9 +295,9 @@ static void job_case(case_failures_t *f, const placement_t *p, coll_kind_t kind,
       return;
     }
     int concat = kind == COLL_ALL_TO_ALL || kind == COLL_GATHER || kind == COLL_SCATTER;
-    CF_CHECK(f, !concat || a.mode == CUDA_COLOC_CONCAT, "%s: mode %d, not one CONCAT launch",
+    CF_CHECK(f, !concat || a.mode == COLOC_CONCAT, "%s: mode %d, not one CONCAT launch",
              what, a.mode);
-    CF_CHECK(f, a.njobs >= 0 && a.njobs <= CUDA_MAXR, "%s: %d jobs", what, a.njobs);
+    CF_CHECK(f, a.njobs >= 0 && a.njobs <= SHMDDP_MAX_RANKS, "%s: %d jobs", what, a.njobs);
     coloc_jobs_run_host(&a);
   }
   int bad = 0, first_rank = -1, first_i = -1;
@@ -329,7 +329,7 @@ START_TEST(jobs_of_every_collective_equal_the_reference)
   static double buf[SHMDDP_MAX_RANKS * JOB_K];
   coloc_work_t w = {.kind = COLL_GATHER, .count = JOB_K, .dtype = SHMDDP_F64, .root = 1,
                     .nranks = 2, .group = 0x3, .send = {buf, buf}, .recv = {NULL, NULL}};
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   CF_CHECK(&f, coloc_jobs_build(&w, &a) == -1, "a gather without the root's recv was accepted");
   w.kind = COLL_ALL_TO_ALL;
   w.recv[0] = w.recv[1] = buf;
@@ -590,7 +590,7 @@ static shmddp_status_t sim_work(void *v)
     w.send[r] = root_send && r != c->root ? NULL : c->sim->rank[r].in;
     w.recv[r] = root_recv && r != c->root ? NULL : c->sim->rank[r].out;
   }
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   CF_CHECK(&c->sim->fails[c->comm->rank], coloc_jobs_build(&w, &a) == 0, "call %llu: %s: no "
            "jobs (a buffer missing)", (unsigned long long)c->seq, coll_kind_name(c->kind));
   coloc_jobs_run_host(&a);

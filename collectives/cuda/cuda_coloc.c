@@ -43,7 +43,7 @@
 
 #include "collectives/coloc/coloc.h"
 #include "collectives/coloc/coloc_jobs.h"
-#include "collectives/cuda/cuda_coloc.h"
+#include "collectives/coloc/coloc_kernel.h"
 #include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
@@ -268,7 +268,7 @@ static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
 }
 
 /* This leader's jobs (coloc_jobs.c). -1: a buffer is missing. */
-static int build_jobs(const ctx_t *c, cuda_coloc_args_t *a)
+static int build_jobs(const ctx_t *c, coloc_args_t *a)
 {
   const cuda_coloc_call_t *k = c->k;
   const coloc_plan_t *p = &c->s->coloc->proto.plan;
@@ -287,12 +287,12 @@ static shmddp_status_t op_work(void *vctx)
 {
   ctx_t *c = vctx;
   if (c->staged) return SHMDDP_OK; /* no buffer was mapped: the caller stages the call */
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   if (build_jobs(c, &a) != 0)
     return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
                       c->comm->rank, c->comm->what);
   if (a.njobs == 0) return SHMDDP_OK;
-  int e = cuda_launch_coloc(&a, c->s->coloc->sms, c->k->stream);
+  int e = coloc_kernel_launch(&a, c->s->coloc->sms, c->k->stream);
   if (e != 0) {
     (void)cudaGetLastError();
     return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: co-located kernel launch failed: %s",
