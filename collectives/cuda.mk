@@ -4,7 +4,9 @@
 if HAVE_CUDA
 libshmddp_core_la_SOURCES += \
 	collectives/cuda/cuda_init.c collectives/cuda/cuda_check.c collectives/cuda/cuda_reg.c \
-	collectives/cuda/cuda_ops.c \
+	collectives/cuda/cuda_ops.c collectives/cuda/cuda_algos.h \
+	collectives/cuda/cuda_args.c collectives/cuda/cuda_args.h \
+	collectives/cuda/cuda_allreduce.c collectives/cuda/cuda_rs_ag.c collectives/cuda/cuda_moves.c \
 	collectives/cuda/cuda_state.h collectives/cuda/cuda_internal.h collectives/cuda/cuda_device.h \
 	collectives/cuda/cuda_kernels.cu collectives/cuda/cuda_staged.cu \
 	collectives/cuda/cuda_coloc.c collectives/coloc/coloc_kernel.h \

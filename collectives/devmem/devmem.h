@@ -11,7 +11,7 @@
  *            chunks side by side into one reserved range, so a buffer that crosses chunks is
  *            contiguous on both sides
  *   PRIVATE  device memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem
- *            without a shareable handle type): the calls that meet it are staged (cuda_ops.c)
+ *            without a shareable handle type): the calls that meet it are staged (cuda_algos.h)
  * Peers in this process use the owner's pointer as it is (after checking it is device memory of
  * this process that holds the whole range).
  *
