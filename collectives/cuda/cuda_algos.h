@@ -35,9 +35,6 @@ shmddp_status_t cuda_bc_direct(shmddp_comm_t *comm, const cuda_call_t *k);
 shmddp_status_t cuda_bc_staged(shmddp_comm_t *comm, const cuda_call_t *k);
 shmddp_status_t cuda_rd_direct(shmddp_comm_t *comm, const cuda_call_t *k);
 shmddp_status_t cuda_rd_staged(shmddp_comm_t *comm, const cuda_call_t *k);
-/* Every rank posts k->send; where takers, this rank copies every rank's into k->recv, in rank
- * order (all-gather; the gather's root). */
-shmddp_status_t cuda_gather_staged(shmddp_comm_t *comm, const cuda_call_t *k, int takers);
 
 /* ---- cuda_moves.c: all-to-all, gather, scatter as block moves ----
  * staged: through the staged memory (the algorithm asked for it, or some rank's buffer cannot be

@@ -179,12 +179,5 @@ shmddp_status_t cuda_ar_cering(shmddp_comm_t *comm, const cuda_call_t *k)
 
 shmddp_status_t cuda_ar_staged(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  cuda_staged_args_t a;
-  cuda_staged_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
-  a.src = k->send;
-  a.src_bytes = k->count * shmddp_dtype_size(k->dtype);
-  a.rd_lo = 0;
-  a.rd_hi = k->count;
-  a.dst = k->recv;
-  return cuda_run_staged(comm, &a, k->stream);
+  return cuda_staged_reduce(comm, k, k->count * shmddp_dtype_size(k->dtype), 0, k->count);
 }

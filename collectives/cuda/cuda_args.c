@@ -94,3 +94,29 @@ shmddp_status_t cuda_run_staged(shmddp_comm_t *comm, const cuda_staged_args_t *a
   TRY_AS(cuda_launch_failed, comm, cuda_launch_staged(a, stream));
   return SHMDDP_OK;
 }
+
+shmddp_status_t cuda_staged_reduce(shmddp_comm_t *comm, const cuda_call_t *k, size_t src_bytes,
+                                   size_t lo, size_t hi)
+{
+  cuda_staged_args_t a;
+  cuda_staged_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
+  a.src = k->send;
+  a.src_bytes = src_bytes;
+  a.rd_lo = lo;
+  a.rd_hi = hi;
+  a.dst = k->recv;
+  return cuda_run_staged(comm, &a, k->stream);
+}
+
+shmddp_status_t cuda_staged_gather(shmddp_comm_t *comm, const cuda_call_t *k, int takers)
+{
+  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
+  cuda_staged_args_t a;
+  cuda_staged_init(comm, &a, CUDA_DIRECT_COPY, k->dtype, 0);
+  a.src = k->send;
+  a.src_bytes = bytes;
+  a.dst = k->recv;
+  a.dst_stride = bytes;
+  a.copy_mask = takers ? (1u << comm->nranks) - 1 : 0;
+  return cuda_run_staged(comm, &a, k->stream);
+}

@@ -28,5 +28,11 @@ void cuda_staged_init(const shmddp_comm_t *comm, cuda_staged_args_t *a, int mode
                       shmddp_dtype_t dtype, shmddp_op_t op);
 shmddp_status_t cuda_run_staged(shmddp_comm_t *comm, const cuda_staged_args_t *a,
                                 shmddp_stream_t stream);
+/* The staged launches of several families. Reduce: every rank posts src_bytes of k->send, and
+ * elements [lo, hi) of the reduced stream go to k->recv. Gather: every rank posts k->send; where
+ * takers, this rank copies every rank's into k->recv, in rank order. */
+shmddp_status_t cuda_staged_reduce(shmddp_comm_t *comm, const cuda_call_t *k, size_t src_bytes,
+                                   size_t lo, size_t hi);
+shmddp_status_t cuda_staged_gather(shmddp_comm_t *comm, const cuda_call_t *k, int takers);
 
 #endif

@@ -44,13 +44,11 @@ shmddp_status_t cuda_a2a_moves(shmddp_comm_t *comm, const cuda_call_t *k, int st
 {
   int n = comm->nranks, me = comm->rank;
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->recv};
-  size_t len[1] = {bytes * (size_t)n};
-  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  void *P[CUDA_MAXR];
+  if (!staged) TRY(cuda_exchange_one(comm, k->recv, bytes * (size_t)n, k->stream, P, &staged));
   for (int j = 0; j < n; j++) {
     int to = (me + j) % n, from = (me - j + n) % n;
-    TRY(block_move(comm, staged, P[0], (const char *)k->send + (size_t)to * bytes, bytes, to,
+    TRY(block_move(comm, staged, P, (const char *)k->send + (size_t)to * bytes, bytes, to,
                    (size_t)me * bytes, k->recv, from, bytes, k->stream));
   }
   return SHMDDP_OK;
@@ -61,12 +59,12 @@ shmddp_status_t cuda_gather_moves(shmddp_comm_t *comm, const cuda_call_t *k, int
 {
   int me = comm->rank, root = k->root;
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {me == root ? k->recv : NULL};
-  size_t len[1] = {bytes * (size_t)comm->nranks};
-  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
-  if (staged) return cuda_gather_staged(comm, k, me == root);
-  return block_move(comm, 0, P[0], k->send, bytes, root, (size_t)me * bytes, NULL, -1, 0,
+  void *P[CUDA_MAXR];
+  if (!staged)
+    TRY(cuda_exchange_one(comm, me == root ? k->recv : NULL, bytes * (size_t)comm->nranks,
+                          k->stream, P, &staged));
+  if (staged) return cuda_staged_gather(comm, k, me == root);
+  return block_move(comm, 0, P, k->send, bytes, root, (size_t)me * bytes, NULL, -1, 0,
                     k->stream);
 }
 
@@ -75,13 +73,11 @@ shmddp_status_t cuda_scatter_moves(shmddp_comm_t *comm, const cuda_call_t *k, in
 {
   int n = comm->nranks, me = comm->rank, root = k->root;
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->recv};
-  size_t len[1] = {bytes};
-  if (!staged) TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  void *P[CUDA_MAXR];
+  if (!staged) TRY(cuda_exchange_one(comm, k->recv, bytes, k->stream, P, &staged));
   for (int j = 0; j < n; j++) {
     const void *src = me == root ? (const char *)k->send + (size_t)j * bytes : NULL;
-    TRY(block_move(comm, staged, P[0], src, bytes, j, 0, k->recv, me == j ? root : -1, 0,
+    TRY(block_move(comm, staged, P, src, bytes, j, 0, k->recv, me == j ? root : -1, 0,
                    k->stream));
   }
   return SHMDDP_OK;

@@ -52,7 +52,7 @@ static shmddp_status_t coloc_staged(shmddp_comm_t *comm, const cuda_call_t *k)
   case COLL_ALL_GATHER: return cuda_ag_staged(comm, k);
   case COLL_BROADCAST: return cuda_bc_staged(comm, k);
   case COLL_ALL_TO_ALL: return cuda_a2a_moves(comm, k, 1);
-  case COLL_GATHER: return cuda_gather_staged(comm, k, comm->rank == k->root);
+  case COLL_GATHER: return cuda_staged_gather(comm, k, comm->rank == k->root);
   case COLL_SCATTER: return cuda_scatter_moves(comm, k, 1);
   default: return cuda_rd_staged(comm, k);
   }

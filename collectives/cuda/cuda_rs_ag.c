@@ -13,69 +13,48 @@
 
 shmddp_status_t cuda_rs_staged(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  cuda_staged_args_t a;
-  cuda_staged_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
-  a.src = k->send;
-  a.src_bytes = k->count * shmddp_dtype_size(k->dtype) * (size_t)comm->nranks;
-  a.rd_lo = (size_t)comm->rank * k->count;
-  a.rd_hi = a.rd_lo + k->count;
-  a.dst = k->recv;
-  return cuda_run_staged(comm, &a, k->stream);
+  size_t lo = (size_t)comm->rank * k->count;
+  return cuda_staged_reduce(comm, k, k->count * shmddp_dtype_size(k->dtype) * (size_t)comm->nranks,
+                            lo, lo + k->count);
 }
 
 shmddp_status_t cuda_rs_direct(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  size_t ds = shmddp_dtype_size(k->dtype), n = (size_t)comm->nranks;
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->send};
-  size_t len[1] = {k->count * ds * n};
+  size_t ds = shmddp_dtype_size(k->dtype);
+  void *P[CUDA_MAXR];
   int staged = 0;
-  TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  TRY(cuda_exchange_one(comm, k->send, k->count * ds * (size_t)comm->nranks, k->stream, P,
+                        &staged));
   if (staged) return cuda_rs_staged(comm, k);
   cuda_direct_args_t a;
   cuda_direct_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
   a.nsrc = comm->nranks;
   a.ndst = 1;
   for (int r = 0; r < comm->nranks; r++)
-    a.src[r] = (const char *)P[0][r] + (size_t)comm->rank * k->count * ds;
+    a.src[r] = (const char *)P[r] + (size_t)comm->rank * k->count * ds;
   a.dst[0] = k->recv;
   a.n = k->count;
   return cuda_run_direct(comm, &a, cuda_direct_blocks(k->count * ds), k->stream);
 }
 
-shmddp_status_t cuda_gather_staged(shmddp_comm_t *comm, const cuda_call_t *k, int takers)
-{
-  size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  cuda_staged_args_t a;
-  cuda_staged_init(comm, &a, CUDA_DIRECT_COPY, k->dtype, 0);
-  a.src = k->send;
-  a.src_bytes = bytes;
-  a.dst = k->recv;
-  a.dst_stride = bytes;
-  a.copy_mask = takers ? (1u << comm->nranks) - 1 : 0;
-  return cuda_run_staged(comm, &a, k->stream);
-}
-
 shmddp_status_t cuda_ag_staged(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  return cuda_gather_staged(comm, k, 1);
+  return cuda_staged_gather(comm, k, 1);
 }
 
 shmddp_status_t cuda_ag_direct(shmddp_comm_t *comm, const cuda_call_t *k)
 {
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->recv};
-  size_t len[1] = {bytes * (size_t)comm->nranks};
+  void *P[CUDA_MAXR];
   int staged = 0;
-  TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  TRY(cuda_exchange_one(comm, k->recv, bytes * (size_t)comm->nranks, k->stream, P, &staged));
   if (staged) return cuda_ag_staged(comm, k);
   cuda_direct_args_t a;
   cuda_direct_init(comm, &a, CUDA_DIRECT_COPY, k->dtype, 0);
   a.nsrc = 1;
   a.src[0] = k->send;
   a.ndst = comm->nranks;
-  for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[0][r] + (size_t)comm->rank * bytes;
+  for (int r = 0; r < comm->nranks; r++) a.dst[r] = (char *)P[r] + (size_t)comm->rank * bytes;
   a.n = bytes;
   return cuda_run_direct(comm, &a, cuda_direct_blocks(bytes), k->stream);
 }
@@ -97,11 +76,9 @@ shmddp_status_t cuda_bc_direct(shmddp_comm_t *comm, const cuda_call_t *k)
 {
   int me = comm->rank;
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->recv};
-  size_t len[1] = {bytes};
+  void *P[CUDA_MAXR];
   int staged = 0;
-  TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  TRY(cuda_exchange_one(comm, k->recv, bytes, k->stream, P, &staged));
   if (staged) return cuda_bc_staged(comm, k);
   cuda_direct_args_t a;
   cuda_direct_init(comm, &a, CUDA_DIRECT_COPY, k->dtype, 0);
@@ -109,7 +86,7 @@ shmddp_status_t cuda_bc_direct(shmddp_comm_t *comm, const cuda_call_t *k)
     a.nsrc = 1;
     a.src[0] = k->send;
     for (int r = 0; r < comm->nranks; r++)
-      if (r != me || k->recv != k->send) a.dst[a.ndst++] = P[0][r];
+      if (r != me || k->recv != k->send) a.dst[a.ndst++] = P[r];
     a.n = bytes;
   }
   return cuda_run_direct(comm, &a, cuda_direct_blocks(bytes), k->stream);
@@ -117,31 +94,22 @@ shmddp_status_t cuda_bc_direct(shmddp_comm_t *comm, const cuda_call_t *k)
 
 shmddp_status_t cuda_rd_staged(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  cuda_staged_args_t a;
-  cuda_staged_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
-  a.src = k->send;
-  a.src_bytes = k->count * shmddp_dtype_size(k->dtype);
-  a.rd_lo = 0;
-  a.rd_hi = comm->rank == k->root ? k->count : 0;
-  a.dst = k->recv;
-  return cuda_run_staged(comm, &a, k->stream);
+  return cuda_staged_reduce(comm, k, k->count * shmddp_dtype_size(k->dtype), 0,
+                            comm->rank == k->root ? k->count : 0);
 }
 
 shmddp_status_t cuda_rd_direct(shmddp_comm_t *comm, const cuda_call_t *k)
 {
-  int me = comm->rank;
   size_t bytes = k->count * shmddp_dtype_size(k->dtype);
-  void *P[1][CUDA_MAXR];
-  const void *mine[1] = {k->send};
-  size_t len[1] = {bytes};
+  void *P[CUDA_MAXR];
   int staged = 0;
-  TRY(cuda_exchange(comm, 1, mine, len, k->stream, P, &staged));
+  TRY(cuda_exchange_one(comm, k->send, bytes, k->stream, P, &staged));
   if (staged) return cuda_rd_staged(comm, k);
   cuda_direct_args_t a;
   cuda_direct_init(comm, &a, CUDA_DIRECT_REDUCE, k->dtype, k->op);
-  if (me == k->root) {
+  if (comm->rank == k->root) {
     a.nsrc = comm->nranks;
-    for (int r = 0; r < comm->nranks; r++) a.src[r] = P[0][r];
+    for (int r = 0; r < comm->nranks; r++) a.src[r] = P[r];
     a.ndst = 1;
     a.dst[0] = k->recv;
     a.n = k->count;

@@ -120,6 +120,9 @@ cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, ui
 shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *mine,
                               const size_t *len, shmddp_stream_t stream, void *out[][CUDA_MAXR],
                               int *staged);
+/* The same for a call that shares one buffer: out[r] is rank r's. */
+shmddp_status_t cuda_exchange_one(shmddp_comm_t *comm, const void *mine, size_t len,
+                                  shmddp_stream_t stream, void *out[CUDA_MAXR], int *staged);
 /* Publish what peers need to find this rank's process and sockets (before the init's barrier). */
 void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s);
 /* Set up the user-buffer sharing (collective, after that barrier): which peers share this
