@@ -1,15 +1,24 @@
-# bench/: benchmark scripts and recorded results.
-EXTRA_DIST += bench/run_shared_gpu.sh bench/run_host_collectives.sh bench/run_collectives_gpu.sh bench/run_trust_gpu.sh bench/run_train_gpu.sh bench/run_memory_gpu.sh \
-	bench/run_step_ab_gpu.sh bench/ab bench/run_grad_comm.sh bench/run_record_1gpu.sh bench/compare_losses.py \
-	bench/torch_unet.py bench/results bench/run_devmem_gpu.sh bench/run_speed_gpu.sh
+# bench/: benchmark scripts (bench/README.md is their index) and recorded results.
+EXTRA_DIST += bench/README.md bench/lib.sh bench/results \
+	bench/allreduce_gpu.sh bench/allreduce_host.sh bench/ci_loaded.sh bench/coloc_bandwidth_gpu.sh \
+	bench/devmem_gpu.sh bench/dp_vs_ddp_gpu.sh bench/gpu_check.sh bench/grad_comm.sh \
+	bench/memory_gpu.sh bench/nccl_busy_peer_gpu.sh bench/nccl_contract_gpu.sh bench/nccl_life_gpu.sh \
+	bench/record_gpu.sh bench/report_gpu.sh bench/same_training_gpu.sh bench/shared_gpu.sh \
+	bench/speed_anchor_gpu.sh bench/step_ab_gpu.sh bench/step_ops_gpu.sh bench/train_speed_gpu.sh \
+	bench/user_paths_gpu.sh bench/compare_losses.py bench/torch_unet.py
 
-EXTRA_DIST += bench/gpu_check.sh bench/ops_cuda_run.sh bench/run_report_gpu.sh bench/run_move_check.sh bench/run_lower_gpu.sh \
-	bench/ci_loaded.sh bench/run_coloc_bw_gpu.sh bench/run_dp_gpu.sh bench/run_nccl_busy_gpu.sh \
-	bench/run_nccl_contract_gpu.sh bench/run_nccl_life_gpu.sh bench/run_user_gpu.sh bench/run_upconv_diag_gpu.sh \
-	bench/conv_sm90_gpu.sh bench/run_coloc_colls_gpu.sh
+EXTRA_DIST += bench/conv_sm90_gpu.sh bench/coloc_collectives_gpu.sh
 
 # The PyTorch soak of the NCCL front end (bench/torch_soak.sh runs bench/torch_soak.py, which
 # imports its two modules and bench/nccl/common.py; tests/torch_soak_cpu.sh runs its checks on
 # the CPU).
 EXTRA_DIST += bench/torch_soak.sh bench/torch_soak.py bench/torch_soak_checks.py \
-	bench/torch_soak_comm.py bench/nccl/common.py
+	bench/torch_soak_comm.py
+
+# PyTorch and CuPy on libshmddp-nccl.so (bench/nccl/) and the trainer across nodes (bench/mpi/).
+EXTRA_DIST += bench/nccl/clients_gpu.sh bench/nccl/imports.sh bench/nccl/common.py \
+	bench/nccl/allreduce_timing.py bench/nccl/busy_peer.py bench/nccl/collectives.py \
+	bench/nccl/compare.py bench/nccl/contract.py bench/nccl/cupy_allreduce.py \
+	bench/nccl/ddp_train.py bench/nccl/devmem_torch.py bench/nccl/kill_worker.py \
+	bench/nccl/shrink_torch.py \
+	bench/mpi/multinode_gpu.sh bench/mpi/predict.py bench/mpi/ckpt_diff.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch anchor for the training benchmarks (BENCHMARKS.md): the reference U-Net (widths
+"""PyTorch anchor for the training benchmarks (bench/README.md): the reference U-Net (widths
 64..1024, conv3x3 no bias + BN + ReLU x2 per level, 2x2 max-pool, 2x2 stride-2 transposed conv,
 skip concat, 1x1 head, per-pixel softmax cross-entropy), SGD momentum 0.9, batch per GPU, random
 inputs. Prints one line per configuration:  torch <mode> gpus=N syncbn=0|1 prec=... img_s=... peak_mib=...
@@ -10,8 +10,8 @@ allocator's statistics are reset once, after the first step (and its cache empti
 compilation and autotuning buffers are not counted), never after the warm-up. A compiled model's
 CUDA graphs are recorded in the steps after the first; their private memory pool is allocated
 there, so it is in the peak (a reset after the warm-up left only the replays' few hundred MiB).
-Modes: single GPU, DDP over N GPUs (NCCL), DDP + SyncBatchNorm. Run it in the same machine call as
-shmddp's own benchmark and report ratios.
+Modes: single GPU, DDP over N GPUs (NCCL), DDP + SyncBatchNorm. Run it on the same machine, in the
+same script run, as shmddp's own benchmark and report ratios.
 --compile MODE: the model through torch.compile (default, reduce-overhead, max-autotune,
 max-autotune-no-cudagraphs; single GPU). The compilation (the first step, and inductor's
 autotuning in it) is timed on its own (compile_s=, the first step's wall time; the second step's

@@ -1,17 +1,24 @@
-/* api.c — the public collectives: validate arguments (before any rank waits on another), pick
- * the algorithm, and dispatch to the host algorithms or, for device buffers, the device
- * transport. Validation errors are local to the calling rank and consume no sequence number. */
+/* api.c — the public collectives: validate arguments (before any rank waits on another), then
+ * run their unchecked twins (api.h), which pick the algorithm and dispatch to the host
+ * algorithms or, for device buffers, the device transport. Validation errors are local to the
+ * calling rank and consume no sequence number. */
 #include "config.h"
 
 #include <stdint.h>
 #include <string.h>
 
+#include "collectives/api.h"
 #include "collectives/comm.h"
 #include "collectives/device.h"
 #include "collectives/host/host.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/check.h"
 #include "shmddp.h"
+
+int coll_count_fits(size_t count, shmddp_dtype_t dtype, size_t blocks)
+{
+  return count <= SIZE_MAX / 2 / shmddp_dtype_size(dtype) / blocks;
+}
 
 static shmddp_status_t check_common(shmddp_comm_t *comm, const char *fn, size_t count,
                                     size_t multiplier, int dtype, int op, int need_op)
@@ -23,8 +30,7 @@ static shmddp_status_t check_common(shmddp_comm_t *comm, const char *fn, size_t 
   if (need_op && (unsigned)op >= SHMDDP_NUM_OPS)
     return coll_error(comm, SHMDDP_ERR_INVALID,
                       "%s: unknown op %d (use SHMDDP_SUM, AVG, MIN, MAX or PROD)", fn, op);
-  size_t ds = shmddp_dtype_size((shmddp_dtype_t)dtype);
-  if (count > SIZE_MAX / 2 / ds / multiplier)
+  if (!coll_count_fits(count, (shmddp_dtype_t)dtype, multiplier))
     return coll_error(comm, SHMDDP_ERR_INVALID,
                       "%s: count %zu of %s overflows the addressable size", fn, count,
                       shmddp_dtype_name((shmddp_dtype_t)dtype));
@@ -77,6 +83,12 @@ shmddp_status_t shmddp_all_reduce(shmddp_comm_t *comm, const void *send, void *r
   TRY(check_buf(comm, fn, "send", send, count));
   TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_all_reduce(comm, send, recv, count, dtype, op, stream);
+}
+
+shmddp_status_t coll_all_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                shmddp_dtype_t dtype, shmddp_op_t op, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->all_reduce(comm, send, recv, count, dtype, op, comm->algo, stream);
   size_t bytes = count * shmddp_dtype_size(dtype);
@@ -101,6 +113,13 @@ shmddp_status_t shmddp_reduce_scatter(shmddp_comm_t *comm, const void *send, voi
   TRY(check_buf(comm, fn, "send", send, recvcount));
   TRY(check_buf(comm, fn, "recv", recv, recvcount));
   TRY(check_stream(comm, fn, stream));
+  return coll_reduce_scatter(comm, send, recv, recvcount, dtype, op, stream);
+}
+
+shmddp_status_t coll_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
+                                    size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op,
+                                    shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->reduce_scatter(comm, send, recv, recvcount, dtype, op, comm->algo,
                                          stream);
@@ -126,6 +145,12 @@ shmddp_status_t shmddp_all_gather(shmddp_comm_t *comm, const void *send, void *r
   TRY(check_buf(comm, fn, "send", send, sendcount));
   TRY(check_buf(comm, fn, "recv", recv, sendcount));
   TRY(check_stream(comm, fn, stream));
+  return coll_all_gather(comm, send, recv, sendcount, dtype, stream);
+}
+
+shmddp_status_t coll_all_gather(shmddp_comm_t *comm, const void *send, void *recv,
+                                size_t sendcount, shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->all_gather(comm, send, recv, sendcount, dtype, comm->algo, stream);
   TRY(coll_begin(comm, COLL_ALL_GATHER, sendcount, dtype, 0, -1, SHMDDP_ALGO_DIRECT));
@@ -148,6 +173,12 @@ shmddp_status_t shmddp_broadcast(shmddp_comm_t *comm, const void *send, void *re
   if (comm->rank == root) TRY(check_buf(comm, fn, "send", send, count));
   TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_broadcast(comm, send, recv, count, dtype, root, stream);
+}
+
+shmddp_status_t coll_broadcast(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                               shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->broadcast(comm, send, recv, count, dtype, root, comm->algo, stream);
   TRY(coll_begin(comm, COLL_BROADCAST, count, dtype, 0, root, SHMDDP_ALGO_DIRECT));
@@ -170,6 +201,13 @@ shmddp_status_t shmddp_reduce(shmddp_comm_t *comm, const void *send, void *recv,
   TRY(check_buf(comm, fn, "send", send, count));
   if (comm->rank == root) TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_reduce(comm, send, recv, count, dtype, op, root, stream);
+}
+
+shmddp_status_t coll_reduce(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                            shmddp_dtype_t dtype, shmddp_op_t op, int root,
+                            shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->reduce(comm, send, recv, count, dtype, op, root, comm->algo, stream);
   TRY(coll_begin(comm, COLL_REDUCE, count, dtype, op, root, SHMDDP_ALGO_DIRECT));
@@ -198,6 +236,12 @@ shmddp_status_t shmddp_all_to_all(shmddp_comm_t *comm, const void *send, void *r
   TRY(check_buf(comm, fn, "send", send, count));
   TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_all_to_all(comm, send, recv, count, dtype, stream);
+}
+
+shmddp_status_t coll_all_to_all(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                shmddp_dtype_t dtype, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST) return comm->dev_ops->all_to_all(comm, send, recv, count, dtype, stream);
   TRY(coll_begin(comm, COLL_ALL_TO_ALL, count, dtype, 0, -1, SHMDDP_ALGO_DIRECT));
   if (count == 0) return SHMDDP_OK;
@@ -218,6 +262,12 @@ shmddp_status_t shmddp_gather(shmddp_comm_t *comm, const void *send, void *recv,
   TRY(check_buf(comm, fn, "send", send, count));
   if (comm->rank == root) TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_gather(comm, send, recv, count, dtype, root, stream);
+}
+
+shmddp_status_t coll_gather(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                            shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST) return comm->dev_ops->gather(comm, send, recv, count, dtype, root, stream);
   TRY(coll_begin(comm, COLL_GATHER, count, dtype, 0, root, SHMDDP_ALGO_DIRECT));
   if (count == 0) return SHMDDP_OK;
@@ -238,6 +288,12 @@ shmddp_status_t shmddp_scatter(shmddp_comm_t *comm, const void *send, void *recv
   if (comm->rank == root) TRY(check_buf(comm, fn, "send", send, count));
   TRY(check_buf(comm, fn, "recv", recv, count));
   TRY(check_stream(comm, fn, stream));
+  return coll_scatter(comm, send, recv, count, dtype, root, stream);
+}
+
+shmddp_status_t coll_scatter(shmddp_comm_t *comm, const void *send, void *recv, size_t count,
+                             shmddp_dtype_t dtype, int root, shmddp_stream_t stream)
+{
   if (stream != SHMDDP_HOST) return comm->dev_ops->scatter(comm, send, recv, count, dtype, root, stream);
   TRY(coll_begin(comm, COLL_SCATTER, count, dtype, 0, root, SHMDDP_ALGO_DIRECT));
   if (count == 0) return SHMDDP_OK;
@@ -259,6 +315,13 @@ shmddp_status_t shmddp_scale(shmddp_comm_t *comm, const void *src, void *dst, si
   TRY(check_buf(comm, fn, "dst", dst, count));
   if (!scalar) return coll_error(comm, SHMDDP_ERR_INVALID, "%s: the scalar is NULL", fn);
   TRY(check_stream(comm, fn, stream));
+  return coll_scale(comm, src, dst, count, dtype, scalar, scalar_on_device, stream);
+}
+
+shmddp_status_t coll_scale(shmddp_comm_t *comm, const void *src, void *dst, size_t count,
+                           shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
+                           shmddp_stream_t stream)
+{
   if (count == 0) return SHMDDP_OK;
   if (stream != SHMDDP_HOST)
     return comm->dev_ops->scale(comm, src, dst, count, dtype, scalar, scalar_on_device, stream);

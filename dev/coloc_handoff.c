@@ -27,7 +27,7 @@
  * value each rank's output holds). Bounded: the whole run is killed after 55 s.
  *
  * usage: coloc_handoff [-r 2,4] [-n iters] [-w warmup] [-o table.tsv]
- * (bench/run_shared_gpu.sh OUTDIR handoff runs it.) */
+ * (bench/shared_gpu.sh OUTDIR handoff runs it.) */
 #include "config.h"
 
 #include <cuda_runtime_api.h>

@@ -424,8 +424,8 @@ static int graph_best(const shape_t *s, int dir, int fuse, int maxcfg, int reps,
 
 /* The legacy API: cudnnFind*Ex's fastest (deterministic, if det_only) algorithm, then timed
  * like the graph plans (events around back-to-back launches). cudnnFind's own times are single
- * launches and overstate short kernels 2-3x (the first run of this tool compared against them
- * and was wrong: bench/results/dnn_graph_1xh200.txt). In ms; -1 if none. */
+ * launches and overstate short kernels 2-3x (a comparison against them is wrong: see
+ * bench/results/dnn_graph_1xh200.txt). In ms; -1 if none. */
 typedef struct {
   int dir, algo;
   cudnnTensorDescriptor_t a, b;

@@ -19,7 +19,7 @@ else
 EXTRA_DIST += dev/mpi_allreduce_bench.c
 endif
 
-# cuDNN builds: where a U-Net step's time goes, op by op (bench/ops_cuda_run.sh runs it); cuDNN's
+# cuDNN builds: where a U-Net step's time goes, op by op (bench/step_ops_gpu.sh runs it); cuDNN's
 # graph API against its legacy API, layer by layer, and the fused convolution graphs (what it
 # found is in its opening comment).
 DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
@@ -35,7 +35,7 @@ EXTRA_DIST += $(DEV_CUDNN_SRCS)
 endif
 
 # CUDA builds: what one hand-over between processes sharing a GPU costs under each way of waiting
-# for the peers' interprocess events (bench/run_shared_gpu.sh OUTDIR handoff).
+# for the peers' interprocess events (bench/shared_gpu.sh OUTDIR handoff).
 DEV_HANDOFF_SRCS = dev/coloc_handoff.c dev/coloc_handoff.h dev/coloc_handoff_kernel.cu
 if HAVE_CUDA
 noinst_PROGRAMS += dev/coloc_handoff

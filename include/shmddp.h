@@ -267,7 +267,7 @@ shmddp_status_t shmddp_scale(shmddp_comm_t *comm, const void *src, void *dst, si
                              shmddp_dtype_t dtype, const void *scalar, int scalar_on_device,
                              shmddp_stream_t stream);
 
-/* ---- names and helpers ---- */
+/* ---- names and small utilities ---- */
 
 const char *shmddp_strerror(shmddp_status_t status);
 size_t shmddp_dtype_size(shmddp_dtype_t dtype);   /* 0 for an unknown dtype */

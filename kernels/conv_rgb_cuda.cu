@@ -1,9 +1,10 @@
 /* conv_rgb_cuda.cu — the 3x3 convolution of the few-channel input (the U-Net's RGB layer: 3 -> 64
  * channels) as own tensor-core kernels, 16-bit types only. Its 27 taps are one K = 32 step of
  * the tensor cores, so the layer is bound by the 50 MB it writes (forward) or reads (weight
- * gradient); cuDNN on channels zero-padded to 8 ran it at 19 % of the copy ceiling
- * (bench/results/roofline_1xh200.md). Direct kernels on the CUDA cores, tried before, lost
- * (bench/results/NOTES.md): here the arithmetic is the tensor cores' (WMMA, f32 accumulation).
+ * gradient); cuDNN on channels zero-padded to 8 ran it far below the copy ceiling (see
+ * bench/results/roofline_1xh200.md). Direct kernels on the CUDA cores lost to it (see
+ * bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (WMMA,
+ * f32 accumulation).
  *
  * Pixels go in tiles of 128 (flat over n, h, w: a tile may span rows and images). A tile's
  * im2col matrix A[pixel][tap] (tap = (ky * 3 + kx) * cin + ci, zero past 9 cin and outside the

@@ -1,8 +1,7 @@
 /* conv_skinny_cuda.cu — 1x1 convolutions with few output channels (the U-Net's head: 64 -> 4
- * classes over every pixel) as own kernels. As GEMMs they have 4 rows: cuBLAS ran the head's
- * forward at 1.3 TFLOP/s and its weight gradient at 1.1 (0.15 and 0.18 ms for 50 MB of input,
- * bench/results/ops_cuda_1xh200.txt, run 3): they are memory-bound matrix-vector products, and
- * these kernels read each input once.
+ * classes over every pixel) as own kernels. As GEMMs they have 4 rows, and cuBLAS ran the head
+ * far below the copy rate (see bench/results/ops_cuda_1xh200.txt, fc54bc1): they are
+ * memory-bound matrix-vector products, and these kernels read each input once.
  *
  *   forward      y[p][k] = b[k] + sum_c x[p][c] w[k][c]
  *   input grad   dx[p][c] = sum_k dy[p][k] w[k][c]
@@ -13,8 +12,8 @@
  *                repeat bit for bit.
  * A pixel's channels are spread over a group of lanes (16 bytes each at the full vector width),
  * so every warp access covers whole pixels, coalesced: one thread per pixel, reading or writing
- * its 128 bytes in eight strided pieces, ran the head at 15-28 % of the copy ceiling
- * (bench/results/roofline_1xh200.md). Weights [cout][cin] (ops.h) sit in shared memory as f32;
+ * its 128 bytes in eight strided pieces, left the head far below the copy ceiling (see
+ * bench/results/roofline_1xh200.md). Weights [cout][cin] (ops.h) sit in shared memory as f32;
  * all sums are f32. */
 #include "config.h"
 
@@ -37,7 +36,7 @@ int opc_skinny_enabled(const ops_t *o, const ops_conv_t *c)
 
 /* Blocks of the weight-gradient reduction for P pixels: at least 64 pixels per block, at most
  * eight blocks per multiprocessor (enough loads in flight: one per SM left each thread
- * hundreds of dependent iterations, latency-bound at 0.18 ms for the head). */
+ * hundreds of dependent iterations, latency-bound). */
 #define SK_WGRAD_BLOCKS_PER_SM 8
 static int wgrad_blocks(const ops_t *o, size_t P)
 {

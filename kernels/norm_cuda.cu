@@ -14,8 +14,8 @@
  * used), sums up to 32 rows in f32 and folds that into f64; blocks and splits are summed in
  * f64. So a Σ of f32 terms runs over at most 32 of them (relative error ~1e-7) and FP64 work
  * stays off the bandwidth-bound loop. 16-bit tensors move 8 bytes (4 channels) per access here,
- * f32 16. (4 rows at a time, the loaded values converted to f32 arrays at once, ran at 0.9 TB/s
- * inside the step on an H200, bench/results/ops_cuda_1xh200.txt run 6: too few bytes in flight.
+ * f32 16. (4 rows at a time, the loaded values converted to f32 arrays at once, left too few
+ * bytes in flight: see bench/results/ops_cuda_1xh200.txt, 9cebfc8, and ab_bn_inflight_1xh200.txt.
  * The rows, their order and the f32 chunks are the same, so the sums are the same bits.) */
 
 #define RED_BATCH 8   /* rows loaded together (forward statistics) */
@@ -380,7 +380,8 @@ __global__ void affine_kernel(const T *x, size_t rows, int C, int gb, int r, con
   const size_t yoff = z * rows * ldy + (size_t)g * N;
   size_t p = (size_t)blockIdx.y * r + row;
   /* PASS_BATCH rows' loads in flight before their stores (the compiler may not hoist a load
-   * above a store to a y that may alias x: one load in flight per thread ran at 1.8 TB/s), the
+   * above a store to a y that may alias x: one load in flight per thread left the pass far from
+   * the copy rate, bench/results/ops_cuda_1xh200.txt, 9cebfc8), the
    * last rows one by one. Each element's arithmetic is unchanged: same bits. */
   while (p < rows) {
     const int nb = p + (PASS_BATCH - 1) * step < rows ? PASS_BATCH : 1;

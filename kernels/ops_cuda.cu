@@ -102,21 +102,6 @@ size_t ops_cuda_scratch_bytes(const ops_t *o)
          2 * sizeof(unsigned long long) + ((size_t)4 << 20) /* cuBLAS workspace, if used */;
 }
 
-void *ops_cuda_alloc(void *ctx, size_t bytes)
-{
-  void *p = NULL;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    cudaGetLastError(); /* an allocation failure is not sticky: clear it for the next call */
-    return NULL;
-  }
-  return p;
-}
-
-void ops_cuda_free(void *ctx, void *p)
-{
-  if (p) cudaFree(p);
-}
-
 #define INIT_CUDA(call)                                                                        \
   do {                                                                                         \
     cudaError_t e_ = (call);                                                                   \

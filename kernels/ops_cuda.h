@@ -67,10 +67,6 @@ int ops_cuda_check_labels(const ops_t *o);
 int ops_cuda_check_labels_async(const ops_t *o, unsigned long long *pinned);
 int ops_cuda_labels_result(const ops_t *o, unsigned long long word);
 
-/* Allocator for arena_allocator_t (ctx unused; the calling thread's current device). Blocks
- * are cudaMalloc'ed (256-byte aligned) and NOT cleared. */
-void *ops_cuda_alloc(void *ctx, size_t bytes);
-void ops_cuda_free(void *ctx, void *p);
 
 /* Fused optimizer updates over flat f32 device buffers on `stream`, with exactly the
  * arithmetic of optim_cpu_sgd / optim_cpu_adamw (kernels/optim_cpu.h). The gradients are

@@ -1,37 +1,22 @@
-/* api_coll.c — NCCL's collectives and send/recv: check every argument, fill a call descriptor
- * with what the call needs (types translated, a pre-multiplied sum's scalar copied) and hand it
- * to the queue. A refused argument is returned by this call, named in ncclGetLastError. */
+/* api_coll.c — NCCL's collectives and send/recv: each fills a call descriptor and submits it;
+ * its arguments are checked once (check.c, which also translates the types and copies a
+ * pre-multiplied sum's scalar into the descriptor), then it goes to the queue. A refused
+ * argument is returned by this call, named in ncclGetLastError. */
 #include "config.h"
 
 #include "nccl/internal.h"
 
-/* The checks every call makes: comm, datatype, op (reducing calls), buffers. */
-static ncclResult_t describe(nccl_call_t *k, ncclDataType_t datatype, int reduces, ncclRedOp_t op,
-                             size_t send_count, size_t recv_count)
+/* Check every argument of the call (check.c), then hand it to the queue. */
+static ncclResult_t submit_op(nccl_call_t *k, ncclDataType_t datatype, ncclRedOp_t op)
 {
-  ncclResult_t r = nccl_check_comm(k->comm, k->fn);
-  if (r != ncclSuccess) return r;
-  if (nccl_dtype(k->comm, k->fn, datatype, &k->dtype) != 0) return ncclInvalidArgument;
-  if (reduces && nccl_op(k->comm, k->fn, op, k->dtype, &k->op, &k->premul) != 0)
-    return ncclInvalidArgument;
-  r = nccl_check_buf(k->comm, k->fn, "sendbuff", k->send, send_count);
-  if (r == ncclSuccess) r = nccl_check_buf(k->comm, k->fn, "recvbuff", k->recv, recv_count);
-  return r;
+  ncclResult_t r = nccl_check_call(k, datatype, op);
+  return r == ncclSuccess ? nccl_enqueue(k) : r;
 }
 
-static ncclResult_t submit(nccl_call_t *k, ncclResult_t checked)
+/* A call without a reduction: no op to check. */
+static ncclResult_t submit(nccl_call_t *k, ncclDataType_t datatype)
 {
-  return checked == ncclSuccess ? nccl_enqueue(k) : checked;
-}
-
-/* The checks of a rooted call: its root, and the buffer only the root uses (arg). */
-static ncclResult_t rooted(const nccl_call_t *k, ncclResult_t checked, const char *arg,
-                           const void *buf, size_t count)
-{
-  ncclResult_t r = checked;
-  if (r == ncclSuccess) r = nccl_check_rank(k->comm, k->fn, "root", k->root);
-  if (r == ncclSuccess && k->comm->rank == k->root) r = nccl_check_buf(k->comm, k->fn, arg, buf, count);
-  return r;
+  return submit_op(k, datatype, ncclSum);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -40,7 +25,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_ALL_REDUCE, .fn = "ncclAllReduce", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = count, .stream = stream};
-  return submit(&k, describe(&k, datatype, 1, op, count, count));
+  return submit_op(&k, datatype, op);
 }
 NCCL_ALIAS(ncclAllReduce)
 
@@ -51,8 +36,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   nccl_call_t k = {.kind = NCCL_CALL_BROADCAST, .fn = "ncclBroadcast", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = count, .root = root,
                    .stream = stream};
-  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, 0, count), "sendbuff",
-                           sendbuff, count));
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclBroadcast)
 
@@ -69,8 +53,7 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_REDUCE, .fn = "ncclReduce", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  return submit(&k, rooted(&k, describe(&k, datatype, 1, op, count, 0), "recvbuff", recvbuff,
-                           count));
+  return submit_op(&k, datatype, op);
 }
 NCCL_ALIAS(ncclReduce)
 
@@ -79,7 +62,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 {
   nccl_call_t k = {.kind = NCCL_CALL_ALL_GATHER, .fn = "ncclAllGather", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = sendcount, .stream = stream};
-  return submit(&k, describe(&k, datatype, 0, ncclSum, sendcount, sendcount));
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclAllGather)
 
@@ -89,7 +72,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 {
   nccl_call_t k = {.kind = NCCL_CALL_REDUCE_SCATTER, .fn = "ncclReduceScatter", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = recvcount, .stream = stream};
-  return submit(&k, describe(&k, datatype, 1, op, recvcount, recvcount));
+  return submit_op(&k, datatype, op);
 }
 NCCL_ALIAS(ncclReduceScatter)
 
@@ -99,7 +82,7 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_ALL_TO_ALL, .fn = "ncclAlltoAll", .comm = comm,
                    .send = sendbuff, .recv = recvbuff, .count = count, .stream = stream};
-  return submit(&k, describe(&k, datatype, 0, ncclSum, count, count));
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclAlltoAll)
 
@@ -110,8 +93,7 @@ ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_GATHER, .fn = "ncclGather", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, count, 0), "recvbuff",
-                           recvbuff, count));
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclGather)
 
@@ -122,32 +104,18 @@ ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
 {
   nccl_call_t k = {.kind = NCCL_CALL_SCATTER, .fn = "ncclScatter", .comm = comm, .send = sendbuff,
                    .recv = recvbuff, .count = count, .root = root, .stream = stream};
-  return submit(&k, rooted(&k, describe(&k, datatype, 0, ncclSum, 0, count), "sendbuff",
-                           sendbuff, count));
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclScatter)
 
 /* Send and recv: a peer of the communicator; oneself only inside a group (the matching call
  * is then in the same group, and the pair is a copy). */
-static ncclResult_t p2p(nccl_call_t *k, ncclDataType_t datatype)
-{
-  int sending = k->kind == NCCL_CALL_SEND;
-  ncclResult_t r = describe(k, datatype, 0, ncclSum, sending ? k->count : 0,
-                            sending ? 0 : k->count);
-  if (r == ncclSuccess) r = nccl_check_rank(k->comm, k->fn, "peer", k->root);
-  if (r == ncclSuccess && k->root == k->comm->rank && !nccl_in_group())
-    r = nccl_fail(k->comm, ncclInvalidUsage, "%s: peer %d is the calling rank: a send to "
-                  "oneself and its receive must be in one group (ncclGroupStart/End)", k->fn,
-                  k->root);
-  return submit(k, r);
-}
-
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, shmddp_nccl_stream_t stream)
 {
   nccl_call_t k = {.kind = NCCL_CALL_SEND, .fn = "ncclSend", .comm = comm, .send = sendbuff,
                    .count = count, .root = peer, .stream = stream};
-  return p2p(&k, datatype);
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclSend)
 
@@ -156,6 +124,6 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 {
   nccl_call_t k = {.kind = NCCL_CALL_RECV, .fn = "ncclRecv", .comm = comm, .recv = recvbuff,
                    .count = count, .root = peer, .stream = stream};
-  return p2p(&k, datatype);
+  return submit(&k, datatype);
 }
 NCCL_ALIAS(ncclRecv)

@@ -1,4 +1,5 @@
-/* exec.c — the executor: runs one call, or the calls of a group.
+/* exec.c — the executor: runs one call, or the calls of a group; each call through init.c (what
+ * it runs on, made on first need) and then xlate.c (the call in shmddp's terms).
  *
  * A group's calls are split into lanes, one per communicator (in order of first appearance).
  * Each lane runs its collectives in the order given, then its send/recv: copies to oneself
@@ -22,21 +23,26 @@
 
 static void abort_on_failure(const nccl_call_t *k, ncclResult_t r)
 {
-  if (r == ncclSuccess || r == ncclInProgress || k->kind == NCCL_CALL_INIT) return;
+  if (r == ncclSuccess || r == ncclInProgress) return;
   char reason[600];
   snprintf(reason, sizeof reason, "rank %d failed in %s: %s", k->comm->rank, k->fn,
            k->comm->last_error);
   nccl_abort_group(k->comm, reason);
 }
 
-/* Run one call; the caller holds the communicator busy (ncclCommAbort waits for that, and
- * marks it aborted first, so the next call of a lane stops here). */
+/* Run one call: an init joins its group; any other call runs, in shmddp's terms, on what
+ * init.c makes ready for it (the group, or the pair with its peer). The caller holds the
+ * communicator busy: ncclCommAbort waits for that, and marks it aborted first (then aborts its
+ * group itself), so the next call of a lane stops at the first line — the state now, not the
+ * argument checked when the call was made. */
 static ncclResult_t run(const nccl_call_t *k)
 {
-  ncclResult_t r = atomic_load(&k->comm->aborted)
-                       ? nccl_fail(k->comm, ncclInvalidUsage, "%s: the communicator was aborted",
-                                   k->fn)
-                       : nccl_xlate(k);
+  if (atomic_load(&k->comm->aborted))
+    return nccl_fail(k->comm, ncclInvalidUsage, "%s: the communicator was aborted", k->fn);
+  if (k->kind == NCCL_CALL_INIT) return nccl_init_run(k);
+  shmddp_comm_t *c;
+  ncclResult_t r = nccl_init_transport(k, &c);
+  if (r == ncclSuccess) r = nccl_xlate(k, c);
   abort_on_failure(k, r);
   return r;
 }
@@ -96,8 +102,7 @@ static void order_p2p(lane_t *l, size_t *np, size_t *nself)
 /* The lane's calls, in the order described at the top; the communicator is busy throughout. */
 static ncclResult_t lane_calls(lane_t *l)
 {
-  const nccl_call_t *first = l->calls[0];
-  nccl_dev_select(first->kind == NCCL_CALL_INIT ? first->device : l->comm->device);
+  nccl_dev_select(l->comm->device); /* none yet when the lane starts with its init */
   ncclResult_t r = ncclSuccess;
   for (size_t i = 0; i < l->n && r == ncclSuccess; i++)
     if (!is_p2p(l->calls[i])) r = run(l->calls[i]);

@@ -1,18 +1,22 @@
 /* internal.h — the NCCL front end's communicator, its call descriptor, and the layers' faces.
  *
  * The front end is four layers, each calling only the ones below it:
- *   api_coll.c, api_comm.c, entry points: check every argument (with check.c), translate
- *   api_mem.c,              types, and fill a call descriptor with everything the call needs
- *   api_suspend.c           (the pre-multiplied sum's scalar included), so nothing is looked up
- *                           again when it runs
+ *   api_coll.c, api_comm.c, entry points: fill a call descriptor with everything the call
+ *   api_mem.c,              needs (the pre-multiplied sum's scalar included), so nothing is
+ *   api_suspend.c           looked up again when it runs; every argument is checked once, here
+ *                           (check.c), and trusted below
  *   queue.c                 ncclGroupStart/End: outside a group a call runs at once; inside, it
  *                           is queued per thread until the outermost ncclGroupEnd
  *   exec.c                  the one executor: runs a call, or a group's calls one lane per
  *                           communicator, and aborts the group when a call fails after its peers
- *                           are committed
- *   xlate.c, join.c,        translation into shmddp: collectives and send/recv (xlate.c),
- *   shrink.c, grow.c,       communicators made, split, freed (join.c), shrunk (shrink.c),
- *   window.c                grown (grow.c), their registered buffers and windows (window.c)
+ *                           are committed; each call: init.c, then xlate.c
+ *   init.c                  first-call initialisation: a communicator's record, its group joined
+ *                           (the init call), the pair that carries send/recv with a peer
+ *   xlate.c                 a call in shmddp's terms, through collectives/api.h's unchecked
+ *                           collectives (the arguments were checked at the entry)
+ *   split.c, shrink.c,      communicators made from one (split, shrunk, grown; joined through
+ *   grow.c, comm.c,         init.c), a communicator's scratch, drain, revoke, abort and free
+ *   window.c                (comm.c), its registered buffers and windows (window.c)
  * under them map.c (types, results, errors, config, debug lines) and dev.c (the few CUDA runtime
  * calls, absent from a CPU-only build, where every communicator is host-only). */
 #ifndef NCCL_INTERNAL_H
@@ -73,6 +77,12 @@ struct ncclComm {
   char last_error[512];
 };
 
+/* A communicator's settings from the client's ncclConfig_t (map.c parses it). */
+typedef struct {
+  int blocking, split_share;
+  char name[64];
+} nccl_config_t;
+
 /* ---- the call descriptor ---- */
 typedef enum {
   NCCL_CALL_INIT, NCCL_CALL_ALL_REDUCE, NCCL_CALL_BROADCAST, NCCL_CALL_REDUCE,
@@ -97,6 +107,100 @@ typedef struct {
   shmddp_unique_id_t id;
 } nccl_call_t;
 
+/* The layers' faces, in the order a call goes through them; then the communicators made from
+ * one and what a communicator holds; then what every layer uses (map.c, dev.c). */
+
+/* ---- check.c: every argument checked once, by the entry point that received it ---- */
+/* comm exists, has joined (or joins in this group), was not aborted, revoked or suspended. */
+ncclResult_t nccl_check_comm(ncclComm_t comm, const char *fn);
+/* Every argument of a collective or send/recv whose descriptor k the entry point filled: comm,
+ * datatype and op (translated into k, a pre-multiplied sum's scalar copied), count, buffers,
+ * root or peer. Nothing below checks them again. */
+ncclResult_t nccl_check_call(nccl_call_t *k, ncclDataType_t datatype, ncclRedOp_t op);
+
+/* ---- queue.c ---- */
+/* Run a call now (outside a group), or queue it (inside one). */
+ncclResult_t nccl_enqueue(const nccl_call_t *call);
+int nccl_in_group(void);
+
+/* ---- exec.c: the executor ---- */
+ncclResult_t nccl_exec_one(const nccl_call_t *call);
+ncclResult_t nccl_exec_group(nccl_call_t *calls, size_t n);
+
+/* ---- init.c: first-call initialisation ---- */
+/* A communicator not yet joined (init runs later, or now). */
+ncclComm_t nccl_comm_new(const nccl_config_t *cfg);
+/* Join the group; fn names the entry point in messages. Sets comm->init_result. */
+ncclResult_t nccl_join(ncclComm_t comm, const char *fn, int nranks, shmddp_unique_id_t id,
+                       int rank, int device);
+/* Run a queued init call (NCCL_CALL_INIT): join its group. */
+ncclResult_t nccl_init_run(const nccl_call_t *k);
+/* The shmddp communicator call k runs on: its communicator's group, or for send/recv to a peer
+ * the two-rank communicator with that peer, made on the first call with it (collective over
+ * the pair). Refused while the group is not joined. */
+ncclResult_t nccl_init_transport(const nccl_call_t *k, shmddp_comm_t **c);
+
+/* ---- xlate.c: one call in shmddp's terms (on the calling thread, the device set) ---- */
+/* Run call (not an init) on c, the communicator nccl_init_transport gave. */
+ncclResult_t nccl_xlate(const nccl_call_t *call, shmddp_comm_t *c);
+/* The self-copies of a lane's send/recv (matched in order); the others go to nccl_xlate. */
+ncclResult_t nccl_xlate_self(nccl_call_t *const *calls, size_t n);
+
+/* ---- simulate.c ---- */
+/* Estimated microseconds a group of these calls takes (our own coarse model). */
+float nccl_sim_estimate(const nccl_call_t *calls, size_t n);
+
+/* ---- split.c ---- */
+/* Split comm by (color, key) into *out (NULL for SPLIT_NOCOLOR); collective over comm. */
+ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t *cfg,
+                        ncclComm_t *out);
+
+/* ---- shrink.c ---- */
+/* The communicator of comm's ranks outside the set `excluded` (bit r: rank r), renumbered in
+ * order; collective over those ranks only. abort_first: end comm's work on every rank first. */
+ncclResult_t nccl_shrink(ncclComm_t comm, uint32_t excluded, int abort_first,
+                         const nccl_config_t *cfg, ncclComm_t *out);
+/* The id the survivors of the count-th shrink of a group with id parent, excluding `excluded`,
+ * meet by (the tests compute its segment's name). */
+shmddp_status_t nccl_shrink_id(const shmddp_unique_id_t *parent, uint32_t excluded,
+                               unsigned count, shmddp_unique_id_t *out);
+
+/* ---- grow.c ---- */
+/* An existing rank of comm joins the grown group of nranks (rank unchanged); id: the id that
+ * ncclCommGetUniqueId made, on the one rank that passes it, NULL on the others. Collective over
+ * comm, then over the grown group. */
+ncclResult_t nccl_grow(ncclComm_t comm, int nranks, const shmddp_unique_id_t *id,
+                       const nccl_config_t *cfg, ncclComm_t *out);
+
+/* ---- comm.c: what a communicator holds, and its end ---- */
+/* Mark the whole group failed with reason, so every peer's pending and later calls end. */
+void nccl_abort_group(ncclComm_t comm, const char *reason);
+/* Refuse new calls on comm, abort its group with reason, wait for the calls in flight here. */
+void nccl_revoke(ncclComm_t comm, const char *reason);
+/* Abort every transport of comm (from any thread), wait for the calls in flight, free. */
+void nccl_comm_abort_free(ncclComm_t comm);
+void nccl_comm_free(ncclComm_t comm);
+/* Scratch of at least bytes (host or device memory as comm is). */
+ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out);
+/* Bytes of scratch comm holds, and giving it back (no call of comm may be in flight). */
+size_t nccl_scratch_bytes(ncclComm_t comm);
+void nccl_scratch_release(ncclComm_t comm);
+/* Wait for the streams comm's calls went to, then report what failed there (fn in messages). */
+ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn);
+
+/* ---- window.c: registered buffers and windows ---- */
+/* Register [buff, buff + bytes) on comm (window: a window of ncclCommWindowRegister, else a
+ * buffer of ncclCommRegister); *out is the client's handle. */
+ncclResult_t nccl_reg_add(ncclComm_t comm, const char *fn, void *buff, size_t bytes, int window,
+                          int flags, ncclWindow_t *out);
+/* Release a handle of comm's (the argument arg of fn), or refuse one comm does not hold. */
+ncclResult_t nccl_reg_remove(ncclComm_t comm, const char *fn, const char *arg, void *handle,
+                             int window);
+/* Release every registration left on comm (ncclCommDestroy, ncclCommAbort). */
+void nccl_reg_release_all(ncclComm_t comm);
+/* Bytes of device memory comm keeps registered. */
+size_t nccl_reg_bytes(ncclComm_t comm);
+
 /* ---- map.c: translations, results, errors, config, debug ---- */
 ncclResult_t nccl_result(shmddp_status_t st);
 /* Record why a call failed (on comm when given, and as the thread's last error); returns r. */
@@ -109,10 +213,6 @@ int nccl_dtype(ncclComm_t comm, const char *fn, ncclDataType_t t, shmddp_dtype_t
 /* A built-in op, or a pre-multiplied sum made on comm (its scalar copied into *premul). */
 int nccl_op(ncclComm_t comm, const char *fn, ncclRedOp_t op, shmddp_dtype_t dt, shmddp_op_t *out,
             nccl_scalar_t *premul);
-typedef struct {
-  int blocking, split_share;
-  char name[64];
-} nccl_config_t;
 /* Parse a client's config of any known size, or an error. */
 ncclResult_t nccl_parse_config(const ncclConfig_t *config, nccl_config_t *out, char *err,
                                size_t len);
@@ -124,15 +224,6 @@ int nccl_debug_level(void);
 void nccl_debug_reset(void);
 /* A debug line, prefixed with the communicator's name and rank when comm is given. */
 void nccl_log(ncclComm_t comm, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* ---- check.c: argument checks shared by the entry points ---- */
-/* comm exists, has joined, was not aborted or revoked. */
-ncclResult_t nccl_check_comm(ncclComm_t comm, const char *fn);
-/* A buffer argument: NULL only with count 0. */
-ncclResult_t nccl_check_buf(ncclComm_t comm, const char *fn, const char *arg, const void *p,
-                            size_t count);
-/* A rank argument (root or peer) of comm. */
-ncclResult_t nccl_check_rank(ncclComm_t comm, const char *fn, const char *arg, int r);
 
 /* ---- dev.c: the CUDA runtime, or its absence ---- */
 int nccl_dev_current(void);            /* the calling thread's GPU, or -1 without one */
@@ -156,80 +247,6 @@ ncclResult_t nccl_dev_register(ncclComm_t comm, void *buff, size_t bytes, void *
 ncclResult_t nccl_dev_deregister(ncclComm_t comm, void *handle);
 /* "P2P on", "host-staged" or "host only". */
 const char *nccl_dev_transport(shmddp_comm_t *c);
-
-/* ---- join.c: communicators ---- */
-/* Join the group (what NCCL_CALL_INIT runs); fn names the entry point in messages. */
-ncclResult_t nccl_join(ncclComm_t comm, const char *fn, int nranks, shmddp_unique_id_t id,
-                       int rank, int device);
-/* The two-rank communicator with peer (made on first use; collective over the pair). */
-ncclResult_t nccl_pair(ncclComm_t comm, int peer, shmddp_comm_t **out);
-/* Split comm by (color, key) into *out (NULL for SPLIT_NOCOLOR); collective over comm. */
-ncclResult_t nccl_split(ncclComm_t comm, int color, int key, const nccl_config_t *cfg,
-                        ncclComm_t *out);
-/* A communicator not yet joined (init runs later, or now). */
-ncclComm_t nccl_comm_new(const nccl_config_t *cfg);
-/* ---- window.c: registered buffers and windows ---- */
-/* Register [buff, buff + bytes) on comm (window: a window of ncclCommWindowRegister, else a
- * buffer of ncclCommRegister); *out is the client's handle. */
-ncclResult_t nccl_reg_add(ncclComm_t comm, const char *fn, void *buff, size_t bytes, int window,
-                          int flags, ncclWindow_t *out);
-/* Release a handle of comm's (the argument arg of fn), or refuse one comm does not hold. */
-ncclResult_t nccl_reg_remove(ncclComm_t comm, const char *fn, const char *arg, void *handle,
-                             int window);
-/* Release every registration left on comm (ncclCommDestroy, ncclCommAbort). */
-void nccl_reg_release_all(ncclComm_t comm);
-/* Bytes of device memory comm keeps registered. */
-size_t nccl_reg_bytes(ncclComm_t comm);
-
-/* ---- shrink.c ---- */
-/* The communicator of comm's ranks outside the set `excluded` (bit r: rank r), renumbered in
- * order; collective over those ranks only. abort_first: end comm's work on every rank first. */
-ncclResult_t nccl_shrink(ncclComm_t comm, uint32_t excluded, int abort_first,
-                         const nccl_config_t *cfg, ncclComm_t *out);
-/* The id the survivors of the count-th shrink of a group with id parent, excluding `excluded`,
- * meet by (the tests compute its segment's name). */
-shmddp_status_t nccl_shrink_id(const shmddp_unique_id_t *parent, uint32_t excluded,
-                               unsigned count, shmddp_unique_id_t *out);
-
-/* Mark the whole group failed with reason, so every peer's pending and later calls end. */
-void nccl_abort_group(ncclComm_t comm, const char *reason);
-/* Refuse new calls on comm, abort its group with reason, wait for the calls in flight here. */
-void nccl_revoke(ncclComm_t comm, const char *reason);
-/* Abort every transport of comm (from any thread), wait for the calls in flight, free. */
-void nccl_comm_abort_free(ncclComm_t comm);
-void nccl_comm_free(ncclComm_t comm);
-/* Scratch of at least bytes (host or device memory as comm is). */
-ncclResult_t nccl_scratch(ncclComm_t comm, size_t bytes, void **out);
-/* Bytes of scratch comm holds, and giving it back (no call of comm may be in flight). */
-size_t nccl_scratch_bytes(ncclComm_t comm);
-void nccl_scratch_release(ncclComm_t comm);
-/* Wait for the streams comm's calls went to, then report what failed there (fn in messages). */
-ncclResult_t nccl_comm_drain(ncclComm_t comm, const char *fn);
-
-/* ---- grow.c ---- */
-/* An existing rank of comm joins the grown group of nranks (rank unchanged); id: the id that
- * ncclCommGetUniqueId made, on the one rank that passes it, NULL on the others. Collective over
- * comm, then over the grown group. */
-ncclResult_t nccl_grow(ncclComm_t comm, int nranks, const shmddp_unique_id_t *id,
-                       const nccl_config_t *cfg, ncclComm_t *out);
-
-/* ---- xlate.c: one call in shmddp's terms (on the calling thread, the device set) ---- */
-ncclResult_t nccl_xlate(const nccl_call_t *call);
-/* The self-copies of a lane's send/recv (matched in order); the others go to nccl_xlate. */
-ncclResult_t nccl_xlate_self(nccl_call_t *const *calls, size_t n);
-
-/* ---- exec.c: the executor ---- */
-ncclResult_t nccl_exec_one(const nccl_call_t *call);
-ncclResult_t nccl_exec_group(nccl_call_t *calls, size_t n);
-
-/* ---- simulate.c ---- */
-/* Estimated microseconds a group of these calls takes (our own coarse model). */
-float nccl_sim_estimate(const nccl_call_t *calls, size_t n);
-
-/* ---- queue.c ---- */
-/* Run a call now (outside a group), or queue it (inside one). */
-ncclResult_t nccl_enqueue(const nccl_call_t *call);
-int nccl_in_group(void);
 
 /* ---- every exported function has a pnccl alias (profilers interpose on those names) ---- */
 #define NCCL_ALIAS(name) extern __typeof__(name) p##name __attribute__((alias(#name)));

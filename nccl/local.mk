@@ -6,9 +6,10 @@
 # nccl*/pnccl* entry points exported (nccl/libshmddp-nccl.map), a libnccl.so.2 link to it in
 # $(libdir)/shmddp-nccl/ for clients that load NCCL by name, and shmddp-nccl-run, which runs a
 # command with the library preloaded.
-NCCL_SRCS = nccl/internal.h nccl/map.c nccl/dev.c nccl/check.c nccl/join.c nccl/xlate.c \
-	nccl/shrink.c nccl/grow.c nccl/window.c nccl/exec.c nccl/simulate.c nccl/queue.c \
-	nccl/api_comm.c nccl/api_coll.c nccl/api_mem.c nccl/api_suspend.c nccl/stubs.c
+NCCL_SRCS = nccl/internal.h nccl/map.c nccl/dev.c nccl/check.c nccl/init.c nccl/xlate.c \
+	nccl/comm.c nccl/split.c nccl/shrink.c nccl/grow.c nccl/window.c nccl/exec.c \
+	nccl/simulate.c nccl/queue.c nccl/api_comm.c nccl/api_coll.c nccl/api_mem.c \
+	nccl/api_suspend.c nccl/stubs.c
 EXTRA_DIST += nccl/exports.txt nccl/libshmddp-nccl.map nccl/shmddp-nccl-run.in
 noinst_LTLIBRARIES += libshmddp_nccl_core.la
 libshmddp_nccl_core_la_SOURCES = $(NCCL_SRCS)

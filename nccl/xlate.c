@@ -1,4 +1,6 @@
-/* xlate.c — one NCCL call in shmddp's terms, on the calling thread with its device set.
+/* xlate.c — one NCCL call in shmddp's terms, on the calling thread with its device set, run on
+ * the shmddp communicator init.c made ready for it, through the unchecked collectives
+ * (collectives/api.h): its arguments were checked when it was called (check.c).
  *
  * A pre-multiplied sum is each rank's input multiplied by that rank's scalar (into scratch),
  * then summed: sum_r scalar_r * x_r, as NCCL defines it. The scalar was captured when the call
@@ -12,6 +14,7 @@
 
 #include <string.h>
 
+#include "collectives/api.h"
 #include "nccl/internal.h"
 
 /* Remember the stream of a call on a GPU communicator, so that ncclCommFinalize can wait for it. */
@@ -28,7 +31,8 @@ static void note_stream(ncclComm_t comm, void *stream)
 }
 
 /* The input of a reduction: send itself, or send times this rank's scalar (in scratch). */
-static ncclResult_t premul_input(const nccl_call_t *k, size_t n, const void **in)
+static ncclResult_t premul_input(const nccl_call_t *k, shmddp_comm_t *c, size_t n,
+                                 const void **in)
 {
   *in = k->send;
   if (!k->premul.set || n == 0) return ncclSuccess;
@@ -36,10 +40,10 @@ static ncclResult_t premul_input(const nccl_call_t *k, size_t n, const void **in
   ncclResult_t r = nccl_scratch(k->comm, n * shmddp_dtype_size(k->dtype), &scratch);
   if (r != ncclSuccess) return r;
   const nccl_scalar_t *s = &k->premul;
-  shmddp_status_t st = shmddp_scale(k->comm->c, k->send, scratch, n, k->dtype,
-                                    s->on_device ? s->dev : s->host, s->on_device,
-                                    nccl_dev_stream(k->comm, k->stream));
-  if (st != SHMDDP_OK) return nccl_fail_st(k->comm, st, k->comm->c, k->fn);
+  shmddp_status_t st = coll_scale(c, k->send, scratch, n, k->dtype,
+                                  s->on_device ? s->dev : s->host, s->on_device,
+                                  nccl_dev_stream(k->comm, k->stream));
+  if (st != SHMDDP_OK) return nccl_fail_st(k->comm, st, c, k->fn);
   *in = scratch;
   return ncclSuccess;
 }
@@ -63,54 +67,50 @@ static shmddp_status_t p2p(const nccl_call_t *k, shmddp_comm_t *pair, shmddp_str
 {
   int me = k->comm->rank < k->root ? 0 : 1; /* my rank in the pair */
   if (k->kind == NCCL_CALL_SEND) /* in place on the sender: its buffer is only read */
-    return shmddp_broadcast(pair, k->send, (void *)k->send, k->count, k->dtype, me, s);
-  return shmddp_broadcast(pair, NULL, k->recv, k->count, k->dtype, 1 - me, s);
+    return coll_broadcast(pair, k->send, (void *)k->send, k->count, k->dtype, me, s);
+  return coll_broadcast(pair, NULL, k->recv, k->count, k->dtype, 1 - me, s);
 }
 
-ncclResult_t nccl_xlate(const nccl_call_t *k)
+ncclResult_t nccl_xlate(const nccl_call_t *k, shmddp_comm_t *c)
 {
   ncclComm_t comm = k->comm;
-  if (k->kind == NCCL_CALL_INIT) return nccl_join(comm, k->fn, k->nranks, k->id, k->rank, k->device);
   note_stream(comm, k->stream);
   shmddp_stream_t s = nccl_dev_stream(comm, k->stream);
-  shmddp_comm_t *c = comm->c;
   const void *in = k->send;
   size_t n_in = k->kind == NCCL_CALL_REDUCE_SCATTER ? k->count * (size_t)comm->nranks : k->count;
-  ncclResult_t r = premul_input(k, n_in, &in);
+  ncclResult_t r = premul_input(k, c, n_in, &in);
   if (r != ncclSuccess) return r;
   /* In place stays in place when the input moved to scratch: recv is only written. */
   shmddp_status_t st = SHMDDP_OK;
   switch (k->kind) {
   case NCCL_CALL_ALL_REDUCE:
-    st = shmddp_all_reduce(c, in, k->recv, k->count, k->dtype, k->op, s);
+    st = coll_all_reduce(c, in, k->recv, k->count, k->dtype, k->op, s);
     break;
   case NCCL_CALL_REDUCE:
-    st = shmddp_reduce(c, in, k->recv, k->count, k->dtype, k->op, k->root, s);
+    st = coll_reduce(c, in, k->recv, k->count, k->dtype, k->op, k->root, s);
     break;
   case NCCL_CALL_REDUCE_SCATTER:
-    st = shmddp_reduce_scatter(c, in, k->recv, k->count, k->dtype, k->op, s);
+    st = coll_reduce_scatter(c, in, k->recv, k->count, k->dtype, k->op, s);
     break;
   case NCCL_CALL_BROADCAST:
-    st = shmddp_broadcast(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_broadcast(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_ALL_GATHER:
-    st = shmddp_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
+    st = coll_all_gather(c, k->send, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_ALL_TO_ALL:
     r = a2a_input(k, &in);
     if (r != ncclSuccess) return r;
-    st = shmddp_all_to_all(c, in, k->recv, k->count, k->dtype, s);
+    st = coll_all_to_all(c, in, k->recv, k->count, k->dtype, s);
     break;
   case NCCL_CALL_GATHER:
-    st = shmddp_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_gather(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_SCATTER:
-    st = shmddp_scatter(c, k->send, k->recv, k->count, k->dtype, k->root, s);
+    st = coll_scatter(c, k->send, k->recv, k->count, k->dtype, k->root, s);
     break;
   case NCCL_CALL_SEND:
   case NCCL_CALL_RECV:
-    r = nccl_pair(comm, k->root, &c);
-    if (r != ncclSuccess) return r;
     st = p2p(k, c, s);
     break;
   default:

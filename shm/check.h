@@ -5,9 +5,6 @@
  * where its layer keeps messages (the group's abort word, the communicator's last error, the
  * caller's buffer). Callers pass the status up unchanged:
  *   TRY(call)                  propagate: return the failed call's status
- *   TRY_GOTO(call, st, label)  goto-cleanup: keep the status in st, jump to the cleanup label
- *   TRY_IGNORE(call)           ignore: a call whose failure changes nothing where it is made (a
- *                              best-effort step on a path that has already failed); say why there
  * A call from outside the library (the CUDA runtime, a kernel launcher) reports failure as its
  * own non-zero code; it becomes a status where it is met:
  *   TRY_AS(fail, ctx, call)    when call returns non-zero e, return fail(ctx, e, "the call")
@@ -21,13 +18,6 @@
     __typeof__(call) st_ = (call);                                                                 \
     if (st_ != 0) return st_;                                                                      \
   } while (0)
-
-#define TRY_GOTO(call, st, label)                                                                  \
-  do {                                                                                             \
-    if (((st) = (call)) != 0) goto label;                                                          \
-  } while (0)
-
-#define TRY_IGNORE(call) ((void)(call))
 
 #define TRY_AS(fail, ctx, call)                                                                    \
   do {                                                                                             \

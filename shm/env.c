@@ -60,7 +60,7 @@ static const shm_env_param_t table[] = {
     {.name = "SHMDDP_CUDA_CE_MIN", .kind = SHM_ENV_BYTES, .min = 0, .max = 9007199254740992.0,
      .dflt = "never", .reader = "collectives, device transport set-up",
      .meaning = "use the copy-engine ring from this size (auto never picks it: it lost to the "
-                "two-shot, 267 vs 339 GB/s at 1 GiB on 2 x H200)"},
+                "two-shot at every size, bench/results/allreduce_2xh200_algos.txt)"},
     {.name = "SHMDDP_CUDA_CE_CHUNK", .kind = SHM_ENV_BYTES, .min = 4096, .max = GiB,
      .dflt = "a 32nd of a rank's slice", .reader = "collectives, device transport set-up",
      .meaning = "chunk size of the copy-engine ring"},
@@ -151,7 +151,7 @@ static const shm_env_param_t table[] = {
     {.name = "LD_PRELOAD", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the dynamic loader",
      .meaning = "set by shmddp-nccl-run for the command it runs: libshmddp-nccl.so first, then "
                 "what was there"},
-    /* where a private MPS daemon lives (src/train/mps.c, shmddp-nccl-run) */
+    /* where a private MPS daemon lives (src/app/mps.c, shmddp-nccl-run) */
     {.name = "XDG_RUNTIME_DIR", .kind = SHM_ENV_TEXT, .dflt = "none",
      .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
      .meaning = "where a private MPS daemon's folder is made (else TMPDIR, else /tmp)"},
@@ -161,7 +161,7 @@ static const shm_env_param_t table[] = {
     {.name = "PATH", .kind = SHM_ENV_TEXT, .dflt = "/usr/local/bin:/usr/bin:/bin",
      .reader = "shmddp-train and shmddp-nccl-run, when they start an MPS daemon",
      .meaning = "where nvidia-cuda-mps-control is looked for"},
-    /* MPI launchers (src/train/machine.c) */
+    /* MPI launchers (src/app/machine.c) */
     {.name = "OMPI_COMM_WORLD_SIZE", .kind = SHM_ENV_SET, .dflt = "-",
      .reader = "shmddp-train, before MPI_Init",
      .meaning = "set by Open MPI's mpirun (PMI_SIZE, PMIX_SIZE by other launchers): the trainer "
@@ -176,12 +176,6 @@ static const shm_env_param_t table[] = {
 };
 
 #define NPARAMS (sizeof table / sizeof table[0])
-
-const shm_env_param_t *shm_env_table(size_t *count)
-{
-  *count = NPARAMS;
-  return table;
-}
 
 const shm_env_param_t *shm_env_find(const char *name)
 {

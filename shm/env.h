@@ -48,8 +48,7 @@ typedef struct {
   const char *meaning; /* one line */
 } shm_env_param_t;
 
-/* The table and its length; one entry by name (NULL when it is no setting). */
-const shm_env_param_t *shm_env_table(size_t *count);
+/* One entry of the table by name (NULL when it is no setting). */
 const shm_env_param_t *shm_env_find(const char *name);
 
 /* What p takes, in words ("a number from 0.0625 to 65536 (MiB)", "0|1", "auto|ring"). */

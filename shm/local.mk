@@ -1,11 +1,10 @@
-# shm/: segment lifecycle, launcher and supervisor, the wake word and the waits over it, barrier,
-# abort, NUMA placement.
+# shm/: segment lifecycle, launcher and supervisor, the wake word and the waits over it, abort,
+# NUMA placement.
 # They go into libshmddp_core.la (Makefile.am), the code of the installed libshmddp.
 libshmddp_core_la_SOURCES += \
 	shm/segment.c shm/segment.h \
 	shm/wake.c shm/wake.h shm/wait.c shm/wait.h \
 	shm/abort.c shm/abort.h \
-	shm/barrier.c shm/barrier.h \
 	shm/launcher.c shm/launcher.h \
 	shm/numa.c shm/numa.h \
 	shm/rendezvous.c shm/rendezvous.h shm/liveness.c shm/liveness.h \

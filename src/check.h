@@ -14,8 +14,8 @@
  *   CHECK_CUDA   the CUDA runtime: a cudaError_t (src/device/ only; nothing else calls CUDA)
  *   MPI_CHECK    MPI: an error code (src/world/inter.h, beside the layer that calls MPI)
  * The macros expect `err` and `errlen` in scope. The model's hooks (model.h) are callbacks with
- * no message buffer: a failing hook keeps its message, and its owner puts it in front of the
- * model's (ddp_hook_failure) or returns it at the end of the step (ddp_finish_step). */
+ * no message buffer: a failing hook keeps its message, and its owner (src/parallel/ddp.c) puts
+ * it in front of the model's or returns it at the end of the step. */
 #ifndef SRC_CHECK_H
 #define SRC_CHECK_H
 
@@ -53,15 +53,6 @@ static inline int check_prefix(char *err, size_t errlen, const char *what)
 #define CHECK(call)                                                                                \
   do {                                                                                             \
     if ((call) != 0) return -1;                                                                    \
-  } while (0)
-
-/* The same with cleanup: rc = -1 and jump to the function's cleanup label. */
-#define CHECK_GOTO(call, rc, label)                                                                \
-  do {                                                                                             \
-    if ((call) != 0) {                                                                             \
-      (rc) = -1;                                                                                   \
-      goto label;                                                                                  \
-    }                                                                                              \
   } while (0)
 
 /* An op of an ops table (kernels/ops.h) failed: "WHAT failed: <the backend's message>". */

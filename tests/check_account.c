@@ -154,7 +154,7 @@ START_TEST(reference_unet_flops)
    *   up-convs: 2 * (p_l / 4) * 2C * C * 4 = 4 * 268,435,456, four times: 4,294,967,296
    *   head: 2 * 65536 * 64 * 4 = 33,554,432
    * forward 96,359,940,096; backward weights the same; backward data the same less the RGB
-   * layer's (226,492,416): 288,853,327,872 per trained image (BENCHMARKS.md: "~290"). */
+   * layer's (226,492,416): 288,853,327,872 per trained image (about 290 GFLOP). */
   acct_t a = {0};
   reference_net(&a, 6, BF16);
   ck_assert_double_eq(acct_total(&a, ACCT_CONV_FWD).flops, 6 * 96359940096.0);

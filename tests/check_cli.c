@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/train/options.h"
-#include "src/train/gpu_share.h"
+#include "src/app/options.h"
+#include "src/app/gpu_share.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */

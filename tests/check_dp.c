@@ -23,10 +23,12 @@
 #include "src/device/arena.h"
 #include "src/parallel/ddp.h"
 #include "src/parallel/dp.h"
+#include "src/app/job_open.h"
 #include "src/train/loop_dp.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
 #include "src/train/loop_ddp.h"
+#include "src/app/options.h"
 #include "tests/failures.h"
 #include "tests/parallel_fixture.h"
 #include "tests/testutil.h"
@@ -109,12 +111,11 @@ static int ddp_rank_fn(shmddp_comm_t *comm, void *arg)
       for (int s = 0; s < B; s++)
         pf_sample(t, r * B * c->accum + k * B + s, x + s * HW * HW * 3, y + s * HW * HW);
       rc = copy_dev(c, xd, x, sizeof x, 1) || copy_dev(c, yd, y, sizeof y, 1);
-      int last = k == c->accum - 1;
+      ddp_batch_t b = {.x = xd, .y = yd, .n = B, .loss_scale = 1.0f, .accumulate = k > 0,
+                       .last = k == c->accum - 1};
       float loss;
-      if (rc == 0)
-        rc = model_train_step(m, xd, yd, B, 1.0f, k > 0, ddp_step_hooks(d, last, 0), &loss, err,
-                              errlen);
-      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
+      if (rc == 0) rc = ddp_step(d, &b, err, errlen);
+      if (rc == 0) rc = model_step_loss(m, &loss, err, errlen);
     }
     if (rc == 0)
       rc = optim_step(o, model_params(m), model_grads(m), optim_lr_at(&oc, t), 1.0 / c->accum,
@@ -171,11 +172,7 @@ static int dp_run(const dp_case_t *c, char *err, size_t errlen)
         rc = -1;
       }
     }
-    if (rc == 0) rc = dp_optim_begin(d, err, errlen);
-    if (rc == 0)
-      rc = optim_step(o, model_params(m0), model_grads(m0), optim_lr_at(&oc, t), 1.0 / c->accum,
-                      model_stream(m0), err, errlen);
-    if (rc == 0) rc = dp_optim_end(d, err, errlen);
+    if (rc == 0) rc = dp_update(d, o, optim_lr_at(&oc, t), 1.0 / c->accum, err, errlen);
   }
   if (rc == 0) {
     res->nparams = model_flat_size(m0);

@@ -115,7 +115,7 @@ static int worker_main(void)
   return st == SHMDDP_OK ? 0 : 10 + (int)st;
 }
 
-/* ---- helpers ---- */
+/* ---- shared pieces of the cases ---- */
 
 /* Waits (bounded) until path exists. */
 static void wait_exists(const char *path)

@@ -11,7 +11,6 @@
 #include "src/parallel/ddp.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
-#include "src/parallel/step_graph.h"
 #include "tests/ops_cuda_testutil.h"
 #include "tests/suite_main.h"
 #include "tests/unet_fixture.h"
@@ -97,14 +96,14 @@ START_TEST(test_model)
 END_TEST
 
 /* How graph_run updates the weights: optim_step on model_params/model_grads (the working copy
- * is cast again before the next step), model_update (the optimizer writes the copy), or
- * model_update on a model with working_grads (the optimizer reads the bf16 gradients). */
+ * is cast again before the next step), ddp_update (model_update: the optimizer writes the
+ * copy), or ddp_update on a model with working_grads (the optimizer reads the bf16 gradients). */
 enum { UPDATE_OPTIM_STEP, UPDATE_MODEL, UPDATE_WORKING_GRADS };
 
 /* Six SGD steps on changing batches (written into the same device buffers, as the trainer
- * does), eagerly or through step_graph (step 1 eager, step 2 captured, the rest replayed), with
- * the default deterministic convolutions. Returns the parameters and losses; *replays gets the
- * graph's replays. */
+ * does), eagerly or as the DDP engine's CUDA graph (step 1 eager, step 2 captured, the rest
+ * replayed), with the default deterministic convolutions. Returns the parameters and losses;
+ * *replays gets the graph's replays. */
 #define GRAPH_STEPS 6
 static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph, int update,
                         float *losses, long *replays)
@@ -118,11 +117,9 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
   model_t *m = NULL;
   ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
   ddp_t *d = NULL;
-  ddp_config_t dc = {.bucket_mb = 25, .sync_bn = 0, .cuda_stream = model_stream(m)};
+  ddp_config_t dc = {.bucket_mb = 25, .sync_bn = 0, .cuda_stream = model_stream(m),
+                     .cuda_graph = use_graph, .graph_batch = 2};
   ck_assert_msg(ddp_create(&d, NULL, m, &dc, err, sizeof err) == 0, "%s", err);
-  step_graph_t *g = NULL;
-  step_graph_config_t gc = {.model = m, .ddp = d, .enabled = use_graph, .full_batch = 2};
-  ck_assert_msg(step_graph_create(&g, &gc, err, sizeof err) == 0, "%s", err);
   optim_config_t oc;
   optim_config_default(&oc, OPTIM_SGD);
   optim_t *o = NULL;
@@ -138,19 +135,20 @@ static float *graph_run(model_precision_t prec, model_norm_t norm, int use_graph
     for (size_t p = 0; p < P; p++) y[p] = (int32_t)((rnd() + 1) * 2) % 4;
     ck_assert(cudaMemcpy(gx, x, P * 12, cudaMemcpyHostToDevice) == cudaSuccess);
     ck_assert(cudaMemcpy(gy, y, P * 4, cudaMemcpyHostToDevice) == cudaSuccess);
-    ck_assert_msg(step_graph_run(g, gx, gy, 2, 1, 0, 1, 0, &losses[k], err, sizeof err) == 0,
+    ddp_batch_t b = {.x = gx, .y = gy, .n = 2, .loss_scale = 1, .last = 1};
+    ck_assert_msg(ddp_step(d, &b, err, sizeof err) == 0 &&
+                      model_step_loss(m, &losses[k], err, sizeof err) == 0,
                   "step %d: %s", k, err);
     if (update == UPDATE_OPTIM_STEP)
       ck_assert_msg(optim_step(o, model_params(m), model_grads(m), 0.05, 1.0, model_stream(m),
                                err, sizeof err) == 0, "%s", err);
     else
-      ck_assert_msg(model_update(m, o, 0.05, 1.0, err, sizeof err) == 0, "%s", err);
+      ck_assert_msg(ddp_update(d, o, 0.05, 1.0, err, sizeof err) == 0, "%s", err);
   }
   if (update == UPDATE_WORKING_GRADS && prec != MODEL_FP32) ck_assert_ptr_null(model_grads(m));
   float *p = down_raw(model_params(m), np * 4);
-  *replays = step_graph_replays(g);
-  if (use_graph) ck_assert_msg(step_graph_nodes(g) > 50, "the graph has %zu nodes", step_graph_nodes(g));
-  step_graph_destroy(g);
+  *replays = ddp_graph_replays(d);
+  if (use_graph) ck_assert_msg(ddp_graph_nodes(d) > 50, "the graph has %zu nodes", ddp_graph_nodes(d));
   optim_destroy(o);
   ddp_destroy(d);
   model_destroy(m);

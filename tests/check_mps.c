@@ -1,4 +1,4 @@
-/* check_mps.c — the job's private MPS daemon (src/train/mps.c) and the trainer's --mps policy
+/* check_mps.c — the job's private MPS daemon (src/app/mps.c) and the trainer's --mps policy
  * (gpu_share.c), over tests/fake_mps_control, a stand-in for nvidia-cuda-mps-control that
  * behaves as the real one towards us (control pipe in CUDA_MPS_PIPE_DIRECTORY, quit), and
  * stand-ins for the policy's CUDA probes (compute mode, a context under the daemon). Every case
@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/train/gpu_share.h"
-#include "src/train/mps.h"
+#include "src/app/gpu_share.h"
+#include "src/app/mps.h"
 #include "tests/suite_main.h"
 #include "tests/testutil.h"
 
@@ -617,6 +617,22 @@ static void wait_gone(pid_t pid, int bound_s)
   close(fd);
 }
 
+/* Wait until no process holds the lock of the one folder in base (flock blocks until then; a
+ * hang is the test's timeout). */
+static void wait_unlocked(const char *base)
+{
+  DIR *d = opendir(base);
+  ck_assert_ptr_nonnull(d);
+  int fd = -1;
+  for (struct dirent *e; fd < 0 && (e = readdir(d)) != NULL;)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  closedir(d);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+  close(fd);
+}
+
 /* A job killed outright (SIGKILL, no chance to clean up): its daemon gets the parent-death
  * signal and ends; its folder stays until the next job, which removes it. */
 START_TEST(test_killed_job_is_swept)
@@ -643,6 +659,9 @@ START_TEST(test_killed_job_is_swept)
   ck_assert_int_eq(waitpid(job, NULL, 0), job);
   wait_gone(daemon, 30);
   ck_assert_msg(entries(s.base) == 1, "the killed job's folder is not there to sweep");
+  /* What the daemon started inherited the job's lock too, and may outlive it a moment (the
+   * fake's mkfifo, as the real daemon's servers would): the folder is free once its lock is. */
+  wait_unlocked(s.base);
   /* the next job */
   mps_daemon_t d;
   char err[512];

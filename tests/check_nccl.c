@@ -4,7 +4,7 @@
  * f64 reference, pre-multiplied sums, send/recv in groups (an exchange and a ring), split, abort
  * from another thread and the peers' async error, unserved calls. CUDA_VISIBLE_DEVICES is
  * emptied first so the communicators are host-only on a GPU machine too (the GPU paths are
- * exercised there by PyTorch and CuPy: bench/nccl/run_all.sh). */
+ * exercised there by PyTorch and CuPy: bench/nccl/clients_gpu.sh). */
 #include "config.h"
 
 #include <check.h>

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +189,7 @@ static void *rank_refusals(void *arg)
   double d = 2;
   ncclRedOp_t pm;
   ncclRedOpCreatePreMulSum(&pm, &d, ncclFloat64, ncclScalarHostImmediate, comm);
-  ncclResult_t got[7];
+  ncclResult_t got[9];
   ncclGroupStart();
   got[0] = ncclAllReduce(x, y, 4, (ncclDataType_t)42, ncclSum, comm, NULL);
   got[1] = ncclBroadcast(x, y, 4, ncclFloat32, t->n, comm, NULL);
@@ -197,10 +198,12 @@ static void *rank_refusals(void *arg)
   got[4] = ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL); /* made for f64 */
   got[5] = ncclSend(x, 4, ncclFloat32, -1, comm, NULL);
   got[6] = ncclScatter(x, NULL, 4, ncclFloat32, 0, comm, NULL);
-  for (int i = 0; i < 7 && !t->msg[0]; i++)
+  got[7] = ncclAllReduce(x, y, SIZE_MAX / 2, ncclFloat32, ncclSum, comm, NULL);
+  got[8] = ncclAllGather(x, y, SIZE_MAX / 8, ncclFloat32, comm, NULL); /* x nranks overflows */
+  for (int i = 0; i < 9 && !t->msg[0]; i++)
     if (got[i] != ncclInvalidArgument)
       snprintf(t->msg, sizeof t->msg, "refusal %d returned %d", i, (int)got[i]);
-  if (!strstr(ncclGetLastError(comm), "communicator conf-refusals: ncclScatter: argument recvbuff"))
+  if (!strstr(ncclGetLastError(comm), "communicator conf-refusals: ncclAllGather: argument sendcount"))
     snprintf(t->msg, sizeof t->msg, "last error: %s", ncclGetLastError(comm));
   t->r = ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL); /* accepted: runs at the end */
   ncclResult_t e = ncclGroupEnd();
@@ -219,6 +222,49 @@ START_TEST(refusals_are_returned_by_the_call)
   for (int r = 0; r < 2; r++)
     ck_assert_msg(t[r].r == ncclSuccess && !t[r].msg[0], "rank %d: %s %s", r,
                   ncclGetErrorString(t[r].r), t[r].msg);
+}
+END_TEST
+
+/* A communicator handed to another thread while its init waits in this thread's group: a call
+ * the other thread makes in a group of its own is accepted (the init may run in that group),
+ * and refused when that group ends, before the init has run; the init then runs at this
+ * thread's ncclGroupEnd, and the communicator works. */
+typedef struct {
+  ncclComm_t comm;
+  ncclResult_t queued, ended;
+  char msg[512];
+} early_call_t;
+
+static void *call_before_init(void *arg)
+{
+  early_call_t *e = arg;
+  float x = 1, y = 0;
+  ncclGroupStart();
+  e->queued = ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, e->comm, NULL);
+  e->ended = ncclGroupEnd();
+  snprintf(e->msg, sizeof e->msg, "%s", ncclGetLastError(e->comm));
+  return NULL;
+}
+
+START_TEST(call_before_its_groups_init_is_refused)
+{
+  host_only();
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  early_call_t e = {0};
+  ncclGroupStart();
+  ck_assert_int_eq(ncclCommInitRank(&e.comm, 1, id, 0), ncclSuccess);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, call_before_init, &e), 0);
+  pthread_join(th, NULL);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(e.queued, ncclSuccess);
+  ck_assert_int_eq(e.ended, ncclInvalidUsage);
+  ck_assert_msg(strstr(e.msg, "ncclAllReduce: the communicator's init has not run"), "%s", e.msg);
+  float x = 2, y = 0;
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, e.comm, NULL), ncclSuccess);
+  ck_assert(y == 2);
+  ck_assert_int_eq(ncclCommDestroy(e.comm), ncclSuccess);
 }
 END_TEST
 
@@ -244,6 +290,7 @@ START_TEST(refusals_name_the_argument)
     {ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL), "made for f64 data"},
     {ncclRecv(y, 4, ncclFloat32, 3, comm, NULL), "argument peer is 3"},
     {ncclGather(x, NULL, 4, ncclFloat32, 0, comm, NULL), "argument recvbuff is NULL"},
+    {ncclReduceScatter(x, y, SIZE_MAX / 4, ncclFloat32, ncclSum, comm, NULL), "argument recvcount is"},
     {ncclCommRevoke(comm, 5), "argument revokeFlags"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -261,12 +308,15 @@ START_TEST(refusals_name_the_argument)
     case 4: r = ncclAllReduce(x, y, 4, ncclFloat32, pm, comm, NULL); break;
     case 5: r = ncclRecv(y, 4, ncclFloat32, 3, comm, NULL); break;
     case 6: r = ncclGather(x, NULL, 4, ncclFloat32, 0, comm, NULL); break;
+    case 7: r = ncclReduceScatter(x, y, SIZE_MAX / 4, ncclFloat32, ncclSum, comm, NULL); break;
     default: r = ncclCommRevoke(comm, 5); break;
     }
     ck_assert_int_eq(r, ncclInvalidArgument);
     ck_assert_msg(strstr(ncclGetLastError(comm), cases[i].arg) != NULL, "case %zu: \"%s\" lacks \"%s\"",
                   i, ncclGetLastError(comm), cases[i].arg);
   }
+  /* A refused argument leaves the communicator as it was (the revoke's flags were refused too). */
+  ck_assert_int_eq(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
   ncclRedOpDestroy(pm, comm);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
@@ -581,6 +631,7 @@ static Suite *conf_suite(const suite_env_t *env)
   tcase_add_test(tc, op_destroyed_and_slot_reused_before_group_end);
   tcase_add_test(tc, refusals_are_returned_by_the_call);
   tcase_add_test(tc, refusals_name_the_argument);
+  tcase_add_test(tc, call_before_its_groups_init_is_refused);
   tcase_add_loop_test(tc, failure_in_a_group_aborts_the_peers, 0, 2);
   tcase_add_test(tc, no_timeout_unless_asked);
   tcase_add_test(tc, dead_peer_is_reported_without_a_timeout);

@@ -59,7 +59,7 @@ python3 "$src/tools/report" "$tmp/cpu" --merge-timeline "$tmp/cpu/timeline.json"
   > "$tmp/report.log" 2>&1 || { cat "$tmp/report.log"; fail "tools/report failed on the CPU run"; }
 python3 "$src/tools/report" "$tmp/gpu" "$tmp/cpu" --label gpu --label cpu -o "$tmp/both.html" \
   > "$tmp/report2.log" 2>&1 || { cat "$tmp/report2.log"; fail "tools/report failed on two runs"; }
-# The step's account as bench/ops_cuda_bench -J writes it (made up: three passes), in the step
+# The step's account as dev/ops_cuda_bench -J writes it (made up: three passes), in the step
 # section; an unreadable one is a note, not a failure.
 cat > "$tmp/account.json" <<'EOF2'
 {"device": "GPU", "config": "U-Net test", "step_ms": 6.0, "images": 6, "ceiling_tflops": 790,

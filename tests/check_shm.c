@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "collectives/comm.h"
-#include "shm/barrier.h"
 #include "shm/blake2s.h"
 #include "shm/env.h"
 #include "shm/shmfile.h"

@@ -28,7 +28,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* ---- JSON helpers that fail the test ---- */
+/* ---- JSON readers that fail the test ---- */
 
 static void jdoc(const char *text, jv_t *v, const char *what)
 {

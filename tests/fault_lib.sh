@@ -1,4 +1,4 @@
-# fault_lib.sh — helpers of the fault-injection scripts (tests/fault_*.sh), sourced by them:
+# fault_lib.sh — what the fault-injection scripts share (tests/fault_*.sh), sourced by them:
 # start a CPU training run, find its ranks, hit one, and check how the run ended.
 # FAULT_SEED reproduces a run's random choices (each script prints the seed it used);
 # FAULT_DEVICE=cuda runs the ranks on GPUs (by hand on the GPU machine; CI uses CPU ranks),

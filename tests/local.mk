@@ -28,7 +28,7 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 # The model needs only shmddp.h's types, not the library.
 MODEL_TEST_LIBS = $(MODEL_LIBS) $(CUDA_RT_LIBS) -lm $(TEST_LIBS)
-TRAINER_TEST_LIBS = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+TRAINER_TEST_LIBS = $(APP_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 
 if HAVE_CHECK
 # ---- the library: reductions, shm/, the collectives, communicators joined by id ----
@@ -212,7 +212,7 @@ tests_check_ddp_LDADD = $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(TEST_LIBS)
 # DataParallel against DDP (CPU devices; the GPU variant skips without 2 GPUs).
 tests_check_dp_SOURCES = tests/check_dp.c tests/parallel_fixture.h tests/testutil.h
 tests_check_dp_CFLAGS = $(TEST_CFLAGS)
-tests_check_dp_LDADD = $(TRAINER_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
+tests_check_dp_LDADD = $(APP_LIBS) $(SHMDDP_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) $(TEST_LIBS)
 # The timeline, the per-rank step fields and the end-of-run table (check_report.sh: tools/report
 # on the files a run writes; report_hostile.sh: on a folder an attacker wrote,
 # tests/hostile_run.py; report_browser.sh: both pages in a headless browser, SKIP without one).

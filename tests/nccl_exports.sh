@@ -1,7 +1,7 @@
 #!/bin/sh
 # nccl_exports.sh — libshmddp-nccl.so exports every nccl* symbol its clients import and every
 # function of NCCL 2.28's C interface (nccl/exports.txt), each also under its pncclXxx name
-# (profilers interpose on those), and nothing else (the front end's own nccl_* helpers stay
+# (profilers interpose on those), and nothing else (the front end's own nccl_* functions stay
 # local). A client missing one symbol fails to load, so this is what makes the preload usable.
 set -u
 srcdir=${srcdir:-.}

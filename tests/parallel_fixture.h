@@ -122,14 +122,13 @@ static inline int pf_ddp_train(model_t *m, ddp_t *d, int cuda, int steps, int fi
         rc = -1;
         break;
       }
-      int last = k == accum - 1;
-      const model_hooks_t *h = ddp_step_hooks(d, last, sync_bn);
+      ddp_batch_t b = {.x = xd, .y = yd, .n = micro_n, .loss_scale = 1.0f, .accumulate = k > 0,
+                       .last = k == accum - 1, .sync_bn = sync_bn};
       float loss;
-      rc = model_train_step(m, xd, yd, micro_n, 1.0f, k > 0, h, &loss, err, errlen);
-      if (rc != 0) ddp_hook_failure(d, err, errlen);
-      if (rc == 0 && last) rc = ddp_finish_step(d, err, errlen);
+      rc = ddp_step(d, &b, err, errlen);
+      if (rc == 0) rc = model_step_loss(m, &loss, err, errlen);
     }
-    if (rc == 0) rc = model_update(m, o, optim_lr_at(&oc, t), 1.0 / accum, err, errlen);
+    if (rc == 0) rc = ddp_update(d, o, optim_lr_at(&oc, t), 1.0 / accum, err, errlen);
   }
   if (o) optim_destroy(o);
 #ifdef HAVE_CUDNN

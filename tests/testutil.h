@@ -1,4 +1,4 @@
-/* testutil.h — helpers shared by the Check suites: memory that survives into forked ranks,
+/* testutil.h — what the Check suites share: memory that survives into forked ranks,
  * scratch directories removed, and a launch wrapper that fails the test with the launcher's
  * message. */
 #ifndef TESTS_TESTUTIL_H

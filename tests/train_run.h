@@ -9,7 +9,9 @@
 #include <stdio.h>
 
 #include "shmddp.h"
+#include "src/app/job_open.h"
 #include "src/train/loop_ddp.h"
+#include "src/app/options.h"
 
 /* argv: argc entries and a NULL after them, "train" first. */
 static inline void test_train_run(const char *label, int nproc, int argc, char **argv)

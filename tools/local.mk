@@ -1,4 +1,4 @@
-# tools/: the programs users install and their helpers: allreduce_bench (nccl-tests style), doctor,
+# tools/: the programs users install and what they are built from: allreduce_bench (nccl-tests style), doctor,
 # compare, report, and the dependency installer. Installed as shmddp-allreduce-bench,
 # shmddp-doctor, shmddp-compare and shmddp-report; tools/allreduce_bench, tools/doctor and
 # tools/compare are links to them in the build tree (Makefile.am). Our own experiments and

@@ -226,7 +226,7 @@ class Suite:
             if self.args.verbose:
                 traceback.print_exc()
 
-    # ---- helpers ----
+    # ---- checks and fills ----
     def tensor(self, values, dtype):
         return values.to(dtype).to(self.dev)
 

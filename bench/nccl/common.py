@@ -1,4 +1,4 @@
-"""Helpers shared by the scripts of the NCCL-interface suite (bench/nccl/).
+"""What the scripts of the NCCL-interface suite (bench/nccl/) share.
 
 Standard library only at import time: compare.py and the launchers (kill_worker.py,
 cupy_allreduce.py) import it without torch; init_process_group imports torch when called.
@@ -64,7 +64,7 @@ def load_json(path):
 
 def report(result, out="", saved=None):
     """The end of a test: --out (when given) gets `saved` (default: result) as indented JSON,
-    then the one line `RESULT {json}` that run_all.sh and compare.py read."""
+    then the one line `RESULT {json}` that clients_gpu.sh and compare.py read."""
     if out:
         with open(out, "w") as f:
             json.dump(result if saved is None else saved, f, indent=1)

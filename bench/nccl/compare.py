@@ -2,7 +2,7 @@
 """Comparisons for the NCCL-interface suite (no torch needed).
 
     compare.py hashes A.json B.json --mode identical|nccl   diff two collectives.py hash files
-    compare.py summary OUTDIR                               the table run_all.sh ends with
+    compare.py summary OUTDIR                               the table clients_gpu.sh ends with
 
 hashes --mode identical: every result of every rank must be bitwise equal (two runs of the same
 library: it must be deterministic). --mode nccl: results of the "required" tier (integers,
@@ -70,7 +70,7 @@ def cmd_hashes(args):
 # ---------------------------------------------------------------- summary
 
 def read_steps(out):
-    """steps.tsv (written by run_all.sh): step, rc, seconds."""
+    """steps.tsv (written by clients_gpu.sh): step, rc, seconds."""
     steps = {}
     try:
         with open(os.path.join(out, "steps.tsv")) as f:

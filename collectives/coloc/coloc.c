@@ -56,8 +56,9 @@
  * before the publish that lets that event be recorded again, and what it waits for has
  * completed, not only been ordered. Why: a stream that waits for another context's event seems
  * to keep its context's turn on the GPU until the turn's time slice runs out (all-reduces with
- * stream waits on one H200 took about 285 us per context and call, at any size; dev/coloc_handoff
- * compares the ways of waiting), while a context with no work gives the GPU up at once. With host waits no stream ever waits for another context. The price: the call
+ * stream waits cost about a time slice per context and call, at any size: see
+ * bench/results/shared_gpu_1xh200_summary.txt; dev/coloc_handoff compares the ways of waiting),
+ * while a context with no work gives the GPU up at once. With host waits no stream ever waits for another context. The price: the call
  * blocks its host, the leader's until every rank's input is ready, a member's until the result
  * is; calls on several communicators must then come in the same order on every rank (as NCCL
  * asks anyway), or the hosts wait for each other.
@@ -67,12 +68,13 @@
  *
  * Under MPS (every rank that shares a device says so at set-up) the contexts do not take turns:
  * the kernels of all ranks on a GPU run side by side and a hand-over costs what it costs in one
- * process, so this protocol costs 12-30 us per call (2-4 ranks, one H200) and its one kernel
- * reads every input at the GPU's full bandwidth. A stream wait then costs no more than a host
- * wait, and it leaves the host free: host waits block each caller until the GPU reaches the
- * call, which costs an eager framework its run-ahead at every collective (PyTorch DDP, 2 ranks
- * on one H200: 0.84 of one process with host waits, 0.97 with stream waits). So stream waits are
- * the default there (coloc_default_wait). Calls still come here at every size: the
+ * process, so this protocol costs little more than a hand-over per call (see
+ * bench/results/shared_gpu_mps2_1xh200.txt) and its one kernel reads every input at the GPU's
+ * full bandwidth. A stream wait then costs no more than a host wait, and it leaves the host
+ * free: host waits block each caller until the GPU reaches the call, which costs an eager
+ * framework its run-ahead at every collective (PyTorch DDP on ranks sharing a GPU is much slower
+ * with host waits: bench/results/shared_gpu_wait_1xh200.txt). So stream waits are the default
+ * there (coloc_default_wait). Calls still come here at every size: the
  * in-kernel algorithms would spin on a peer whose kernel may be queued behind its own compute
  * (coloc_use_path). Captured calls take them, under MPS without the wait for a time slice. */
 #include "config.h"

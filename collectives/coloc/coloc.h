@@ -44,7 +44,8 @@ int coloc_all_mps(const coloc_plan_t *p, const int *mps);
  * kernel that spins on a co-located peer's flags would wait microseconds while the peer is
  * ready, but the peer's kernel may sit behind its own compute, and the spinning blocks then hold
  * SMs that compute needs (a trainer without SyncBN stalled that way, with in-kernel calls up to
- * 1 MiB), while the co-located path costs 12-30 us per call under MPS (coloc.c). */
+ * 1 MiB), while the co-located path costs little more than a hand-over per call under MPS
+ * (coloc.c). */
 int coloc_use_path(const coloc_plan_t *p, int capturing);
 
 enum { COLOC_READY = 0, COLOC_DONE = 1, COLOC_NKINDS };

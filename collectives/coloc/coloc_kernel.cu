@@ -13,7 +13,7 @@
  * read once from every input and its result stored once to every output of the group, in one
  * pass (grid-stride over 16-byte vectors, all sources' loads of U vectors issued before the
  * first use; 2 to 4 sources with a compile-time count). What is left between calls is the
- * protocol's hand-over (cuda_coloc.c), which no kernel can hide: bench/run_coloc_bw_gpu.sh
+ * protocol's hand-over (cuda_coloc.c), which no kernel can hide: bench/coloc_bandwidth_gpu.sh
  * measures both. */
 #include <cuda_runtime.h>
 

@@ -14,7 +14,7 @@
  * otherwise (coloc_default_wait); host queries the peers' events with cudaEventQuery until they
  * have completed, so no stream ever waits for another context's event; stream makes the stream
  * wait for them (cudaStreamWaitEvent) and returns at once; leader waits on the host in leaders
- * and on the stream in members. coloc.c says why each default; bench/run_shared_gpu.sh compares
+ * and on the stream in members. coloc.c says why each default; bench/shared_gpu.sh compares
  * them.
  *
  * When: auto takes this path on every call of a group in which two ranks share a GPU, except

@@ -329,9 +329,9 @@ static shmddp_status_t select_device(shmddp_comm_t *comm, const shmddp_cuda_conf
 /* The transport's settings (shm/env.h): the sizes at which the automatic choice changes
  * algorithm, the two-shot's block limit, and SHMDDP_CUDA_P2P=0 (which turns c->p2p off). A
  * value a setting does not take is SHMDDP_ERR_INVALID with the message. Defaults from the
- * 2 x H200 runs (bench/results/allreduce_2xh200*): one-shot beats the two-shot up to 1 MiB
- * (13.6 vs 18.0 us there); the copy-engine path never beat the two-shot (267 vs 339 GB/s at
- * 1 GiB), so auto does not pick it unless SHMDDP_CUDA_CE_MIN says so. Every rank must use the
+ * two-GPU runs (see bench/results/allreduce_2xh200*): there the one-shot beats the two-shot up
+ * to 1 MiB and the copy-engine path never beats the two-shot, so auto does not pick it unless
+ * SHMDDP_CUDA_CE_MIN says so. Every rank must use the
  * same values (the environment is inherited from the launcher). */
 static shmddp_status_t read_settings(shmddp_comm_t *comm, cuda_state_t *s,
                                      shmddp_cuda_config_t *c)

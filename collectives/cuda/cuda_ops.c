@@ -9,7 +9,8 @@
  *
  * Choice (all_reduce, P2P): one-shot up to direct_max bytes (SHMDDP_CUDA_DIRECT_MAX, default
  * 1 MiB), two-shot above; the copy-engine algorithm only from ce_min (SHMDDP_CUDA_CE_MIN, default
- * never: on 2 x H200 it is slower than the two-shot at every size); without P2P always staged.
+ * never: it is slower than the two-shot at every size measured, see
+ * bench/results/allreduce_2xh200_algos.txt); without P2P always staged.
  * Two-shot runs through the scratch areas up to ts_max (SHMDDP_CUDA_TS_MAX: no host rendezvous,
  * which costs more than the data there), on the users' buffers above (zero copies), on at most
  * SHMDDP_CUDA_TS_BLOCKS blocks (default 128: all it can use; DDP's buckets overlap backward, where

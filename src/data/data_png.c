@@ -319,12 +319,60 @@ static char *join(const char *a, const char *b)
   return p;
 }
 
+/* Decoding buffers, reused from one file to the next. */
+typedef struct {
+  uint8_t *rgb, *mask;
+  size_t rcap, mcap;
+} decode_buf_t;
+
+/* Pair k of d: the mask exists, both decode, they agree in size, the image holds a crop, and
+ * every label (read through the map) is a class or the ignored one; its labels and extent are
+ * counted into ds. */
+static int check_pair(data_set_t *ds, const png_dir_t *d, size_t k, const data_png_opts_t *o,
+                      decode_buf_t *buf, char *err, size_t errlen)
+{
+  const int classes = o->classes, min_size = o->min_size;
+  struct stat st;
+  if (stat(d->masks[k], &st) != 0)
+    return check_fail(err, errlen, "%s: missing: the image %s needs a mask of the same name",
+                      d->masks[k], d->images[k]);
+  int w, h, mw, mh;
+  if (data_png_load(d->images[k], 0, d->max_pixels, &buf->rgb, &buf->rcap, &w, &h, err,
+                    errlen) != 0 ||
+      data_png_load(d->masks[k], 1, d->max_pixels, &buf->mask, &buf->mcap, &mw, &mh, err,
+                    errlen) != 0)
+    return -1;
+  if (mw != w || mh != h)
+    return check_fail(err, errlen, "%s: size mismatch: the mask is %dx%d, its image %s is %dx%d",
+                      d->masks[k], mw, mh, d->images[k], w, h);
+  if (w < min_size || h < min_size)
+    return check_fail(err, errlen,
+                      "%s: %dx%d is smaller than the crop size %d (--image-size); use "
+                      "larger images or a smaller --image-size",
+                      d->images[k], w, h, min_size);
+  for (size_t p = 0; p < (size_t)w * h; p++) {
+    int v = d->map[buf->mask[p]];
+    if (v >= classes && v != o->ignore_label)
+      return check_fail(err, errlen,
+                        "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
+                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore "
+                        "(--ignore-label); map other values with --mask-map VALUE:LABEL",
+                        d->masks[k], v, p % (size_t)w, p / (size_t)w, classes, classes - 1,
+                        o->ignore_label);
+    ds->label_pixels[v] += 1;
+  }
+  if (w > ds->max_width) ds->max_width = w;
+  if (h > ds->max_height) ds->max_height = h;
+  if (w < ds->min_width) ds->min_width = w;
+  if (h < ds->min_height) ds->min_height = h;
+  return 0;
+}
+
 /* Decode and check every pair of names[first, first + n); then hand them to a data_set_t. */
 static int open_split(data_set_t **out, const char *root, const char *sub, char **names,
                       size_t first, size_t n, const data_png_opts_t *o, const char *label,
                       char *err, size_t errlen)
 {
-  const int classes = o->classes, min_size = o->min_size;
   *out = NULL;
   char img_dir[2048], mask_dir[2048];
   snprintf(img_dir, sizeof img_dir, "%s%s/images", root, sub);
@@ -343,67 +391,25 @@ static int open_split(data_set_t **out, const char *root, const char *sub, char 
   ds->ops = &png_dir_ops;
   ds->impl = d;
   d->max_pixels = o->max_pixels ? o->max_pixels : DATA_PNG_DEFAULT_MAX_PIXELS;
-  ds->classes = classes;
+  ds->classes = o->classes;
   ds->counted = 1;
   for (int v = 0; v < 256; v++) d->map[v] = o->map ? o->map[v] : (uint8_t)v;
   ds->min_width = ds->min_height = PNG_MAX_SIDE;
   snprintf(ds->name, sizeof ds->name, "%.40s (%s)", root, label);
-  uint8_t *rgb = NULL, *mask = NULL;
-  size_t rcap = 0, mcap = 0;
+  decode_buf_t buf = {0};
   int rc = 0;
   for (size_t k = 0; k < n && rc == 0; k++) {
     const char *name = names[first + k];
     d->images[k] = join(img_dir, name);
     d->masks[k] = join(mask_dir, name);
     d->n = k + 1;
-    if (!d->images[k] || !d->masks[k]) {
+    if (!d->images[k] || !d->masks[k])
       rc = check_fail(err, errlen, "out of memory opening %s", root);
-      break;
-    }
-    struct stat st;
-    if (stat(d->masks[k], &st) != 0) {
-      rc = check_fail(err, errlen, "%s: missing: the image %s needs a mask of the same name",
-                      d->masks[k], d->images[k]);
-      break;
-    }
-    int w, h, mw, mh;
-    if (data_png_load(d->images[k], 0, d->max_pixels, &rgb, &rcap, &w, &h, err, errlen) != 0 ||
-        data_png_load(d->masks[k], 1, d->max_pixels, &mask, &mcap, &mw, &mh, err, errlen) != 0) {
-      rc = -1;
-      break;
-    }
-    if (mw != w || mh != h) {
-      rc = check_fail(err, errlen, "%s: size mismatch: the mask is %dx%d, its image %s is %dx%d",
-                      d->masks[k], mw, mh, d->images[k], w, h);
-      break;
-    }
-    if (w < min_size || h < min_size) {
-      rc = check_fail(err, errlen,
-                      "%s: %dx%d is smaller than the crop size %d (--image-size); use "
-                      "larger images or a smaller --image-size",
-                      d->images[k], w, h, min_size);
-      break;
-    }
-    for (size_t p = 0; p < (size_t)w * h; p++) {
-      int v = d->map[mask[p]];
-      if (v >= classes && v != o->ignore_label) {
-        rc = check_fail(err, errlen,
-                        "%s: label %d at pixel (%zu, %zu) is not a class: with %d classes "
-                        "(--classes) labels are 0 to %d, and %d marks pixels to ignore "
-                        "(--ignore-label); map other values with --mask-map VALUE:LABEL",
-                        d->masks[k], v, p % (size_t)w, p / (size_t)w, classes, classes - 1,
-                        o->ignore_label);
-        break;
-      }
-      ds->label_pixels[v] += 1;
-    }
-    if (w > ds->max_width) ds->max_width = w;
-    if (h > ds->max_height) ds->max_height = h;
-    if (w < ds->min_width) ds->min_width = w;
-    if (h < ds->min_height) ds->min_height = h;
+    else
+      rc = check_pair(ds, d, k, o, &buf, err, errlen);
   }
-  free(rgb);
-  free(mask);
+  free(buf.rgb);
+  free(buf.mask);
   if (rc != 0) {
     data_destroy(ds);
     return -1;

@@ -62,36 +62,46 @@ static int inside(int cls, double u, double v, double r)
 
 static double clamp01(double v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
 
-static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *mask,
-                     int *width, int *height, char *err, size_t errlen)
-{
-  const synth_t *s = ds->impl;
-  const int S = s->cfg.image_size;
-  const double two_pi = 6.283185307179586;
-  data_rng_t rng = data_rng_key(s->cfg.seed, 0x5348415045ULL /* "SHAPE" */, s->cfg.split, index);
+#define TWO_PI 6.283185307179586
 
-  /* Background: a base colour, a linear gradient and faint stripes. */
+/* What one image looks like apart from its shapes: the background (a base colour, a linear
+ * gradient and faint stripes) and the jitter over the whole image. */
+typedef struct {
   double base[3], grad[3], stripe[3];
-  for (int c = 0; c < 3; c++) base[c] = 0.2 + 0.6 * data_rng_uniform(&rng);
-  for (int c = 0; c < 3; c++) grad[c] = 0.3 * (data_rng_uniform(&rng) - 0.5);
-  for (int c = 0; c < 3; c++) stripe[c] = 0.12 * data_rng_uniform(&rng);
-  double gang = two_pi * data_rng_uniform(&rng), sang = two_pi * data_rng_uniform(&rng);
-  double gx = cos(gang), gy = sin(gang), sx = cos(sang), sy = sin(sang);
-  double sfreq = 2.0 + 6.0 * data_rng_uniform(&rng), sphase = two_pi * data_rng_uniform(&rng);
+  double gx, gy;            /* the gradient's direction */
+  double sx, sy, sfreq, sphase; /* the stripes' direction, frequency and phase */
+  double noise, contrast, bright;
+} scene_t;
 
-  /* Shapes do not overlap (their circumscribed circles are apart): an occluded disc is just a
-   * blob, and labels that no outline supports teach nothing. A shape that finds no room after
-   * a few tries is left out. */
-  shape_t sh[SYNTH_MAX_SHAPES];
-  int want = 1 + (int)data_rng_below(&rng, SYNTH_MAX_SHAPES), nshapes = 0;
+static void draw_background(data_rng_t *rng, scene_t *sc)
+{
+  for (int c = 0; c < 3; c++) sc->base[c] = 0.2 + 0.6 * data_rng_uniform(rng);
+  for (int c = 0; c < 3; c++) sc->grad[c] = 0.3 * (data_rng_uniform(rng) - 0.5);
+  for (int c = 0; c < 3; c++) sc->stripe[c] = 0.12 * data_rng_uniform(rng);
+  double gang = TWO_PI * data_rng_uniform(rng), sang = TWO_PI * data_rng_uniform(rng);
+  sc->gx = cos(gang);
+  sc->gy = sin(gang);
+  sc->sx = cos(sang);
+  sc->sy = sin(sang);
+  sc->sfreq = 2.0 + 6.0 * data_rng_uniform(rng);
+  sc->sphase = TWO_PI * data_rng_uniform(rng);
+}
+
+/* Shapes do not overlap (their circumscribed circles are apart): an occluded disc is just a
+ * blob, and labels that no outline supports teach nothing. A shape that finds no room after a
+ * few tries is left out. Returns how many were placed in sh. */
+static int place_shapes(data_rng_t *rng, const synth_t *s, const scene_t *sc, shape_t *sh)
+{
+  const int S = s->cfg.image_size;
+  int want = 1 + (int)data_rng_below(rng, SYNTH_MAX_SHAPES), nshapes = 0;
   for (int k = 0; k < want; k++) {
     shape_t *p = &sh[nshapes];
-    p->cls = 1 + (int)data_rng_below(&rng, (uint64_t)(s->cfg.classes - 1));
+    p->cls = 1 + (int)data_rng_below(rng, (uint64_t)(s->cfg.classes - 1));
     int placed = 0;
     for (int tries = 0; tries < 10 && !placed; tries++) {
-      p->r = S * (0.11 + 0.11 * data_rng_uniform(&rng));
-      p->cx = S * 0.1 + (S * 0.8) * data_rng_uniform(&rng);
-      p->cy = S * 0.1 + (S * 0.8) * data_rng_uniform(&rng);
+      p->r = S * (0.11 + 0.11 * data_rng_uniform(rng));
+      p->cx = S * 0.1 + (S * 0.8) * data_rng_uniform(rng);
+      p->cy = S * 0.1 + (S * 0.8) * data_rng_uniform(rng);
       placed = 1;
       for (int j = 0; j < nshapes; j++) {
         double dx = p->cx - sh[j].cx, dy = p->cy - sh[j].cy, gap = 1.25 * (p->r + sh[j].r) + 1.0;
@@ -100,26 +110,29 @@ static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *
     }
     if (!placed) continue;
     nshapes++;
-    double t = two_pi * data_rng_uniform(&rng);
+    double t = TWO_PI * data_rng_uniform(rng);
     p->cos_t = cos(t);
     p->sin_t = sin(t);
     /* A colour that stands out from the background in at least one channel. */
     for (int tries = 0; tries < 8; tries++) {
       double diff = 0;
       for (int c = 0; c < 3; c++) {
-        p->col[c] = data_rng_uniform(&rng);
-        diff = fmax(diff, fabs(p->col[c] - base[c]));
+        p->col[c] = data_rng_uniform(rng);
+        diff = fmax(diff, fabs(p->col[c] - sc->base[c]));
       }
       if (diff >= 0.3) break;
     }
-    p->tex_amp = data_rng_uniform(&rng) < 0.5 ? 0.0 : 0.15 * data_rng_uniform(&rng);
-    p->tex_freq = two_pi * (0.2 + 0.4 * data_rng_uniform(&rng));
-    p->tex_phase = two_pi * data_rng_uniform(&rng);
+    p->tex_amp = data_rng_uniform(rng) < 0.5 ? 0.0 : 0.15 * data_rng_uniform(rng);
+    p->tex_freq = TWO_PI * (0.2 + 0.4 * data_rng_uniform(rng));
+    p->tex_phase = TWO_PI * data_rng_uniform(rng);
   }
-  double noise = 0.02 + 0.06 * data_rng_uniform(&rng);
-  double contrast = 0.8 + 0.4 * data_rng_uniform(&rng);
-  double bright = 0.2 * (data_rng_uniform(&rng) - 0.5);
+  return nshapes;
+}
 
+/* The S x S pixels and their labels, the pixel noise drawn from rng as they are written. */
+static void render(data_rng_t *rng, int S, const scene_t *sc, const shape_t *sh, int nshapes,
+                   uint8_t *rgb, uint8_t *mask)
+{
   /* Every shape lies within 1.25 r of its centre (the triangle's circumradius; the square
    * reaches 1.2 r, the cross 1.05 r, the rest r): pixels farther away skip its test, rows
    * out of its reach skip it altogether. The margin keeps this exact under rounding. */
@@ -128,23 +141,23 @@ static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *
   /* The stripes, sin(w x + phase_y) along a row, by rotating (sin, cos) one pixel at a time
    * from exact values at the row's start: two multiply-adds instead of a sin per pixel (the
    * drift over a row is ~1e-14, far below the 8-bit output). */
-  const double wx = two_pi * sfreq * sx / S, cw = cos(wx), sw = sin(wx);
+  const double wx = TWO_PI * sc->sfreq * sc->sx / S, cw = cos(wx), sw = sin(wx);
   for (int y = 0; y < S; y++) {
     double py = y + 0.5;
     int act[SYNTH_MAX_SHAPES], nact = 0;
     for (int k = 0; k < nshapes; k++)
       if (fabs(py - sh[k].cy) <= reach[k]) act[nact++] = k;
-    double a0 = two_pi * sfreq * (0.5 * sx + py * sy) / S + sphase;
+    double a0 = TWO_PI * sc->sfreq * (0.5 * sc->sx + py * sc->sy) / S + sc->sphase;
     double ss = sin(a0), cs = cos(a0);
     for (int x = 0; x < S; x++) {
       double px = x + 0.5;
-      double g = (px * gx + py * gy) / S - 0.5;
+      double g = (px * sc->gx + py * sc->gy) / S - 0.5;
       double st = ss;
       double ns = ss * cw + cs * sw;
       cs = cs * cw - ss * sw;
       ss = ns;
       double col[3];
-      for (int c = 0; c < 3; c++) col[c] = base[c] + grad[c] * g + stripe[c] * st;
+      for (int c = 0; c < 3; c++) col[c] = sc->base[c] + sc->grad[c] * g + sc->stripe[c] * st;
       int label = 0;
       for (int j = 0; j < nact; j++) {
         const shape_t *p = &sh[act[j]];
@@ -160,13 +173,29 @@ static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *
       mask[o] = (uint8_t)label;
       for (int c = 0; c < 3; c++) {
         /* Sum of two uniforms: a cheap bell-shaped pixel noise. */
-        double n = noise * (data_rng_uniform(&rng) + data_rng_uniform(&rng) - 1.0);
-        double v = (col[c] + n - 0.5) * contrast + 0.5 + bright;
+        double n = sc->noise * (data_rng_uniform(rng) + data_rng_uniform(rng) - 1.0);
+        double v = (col[c] + n - 0.5) * sc->contrast + 0.5 + sc->bright;
         rgb[3 * o + c] = (uint8_t)lrint(255.0 * clamp01(v));
       }
     }
   }
-  *width = *height = S;
+}
+
+static int synth_get(const data_set_t *ds, size_t index, uint8_t *rgb, uint8_t *mask,
+                     int *width, int *height, char *err, size_t errlen)
+{
+  const synth_t *s = ds->impl;
+  data_rng_t rng = data_rng_key(s->cfg.seed, 0x5348415045ULL /* "SHAPE" */, s->cfg.split, index);
+  /* one stream, drawn in this order: the background, the shapes, the jitter, the pixels */
+  scene_t sc;
+  shape_t sh[SYNTH_MAX_SHAPES];
+  draw_background(&rng, &sc);
+  int nshapes = place_shapes(&rng, s, &sc, sh);
+  sc.noise = 0.02 + 0.06 * data_rng_uniform(&rng);
+  sc.contrast = 0.8 + 0.4 * data_rng_uniform(&rng);
+  sc.bright = 0.2 * (data_rng_uniform(&rng) - 0.5);
+  render(&rng, s->cfg.image_size, &sc, sh, nshapes, rgb, mask);
+  *width = *height = s->cfg.image_size;
   (void)err;
   (void)errlen;
   return 0;

@@ -435,8 +435,8 @@ int dev_graph_end(void *stream, int ok, dev_graph_t **out, char *err, size_t err
   g->graph = graph;
   /* Node priorities as captured: kernels of a high-priority stream (the gradient buckets') keep
    * their priority inside the graph; without the flag every node runs at the launch stream's
-   * (on 2 x H200 the two are within noise, 1653 and 1648 img/s: bench/results/ddp_2xh200.tsv,
-   * the SHMDDP_GRAPH_PRIORITY=0 row and the one beside it). */
+   * (the two are within noise in DDP: see bench/results/ddp_2xh200.tsv, c4429ca, the
+   * SHMDDP_GRAPH_PRIORITY=0 row). */
   ce = cudaGraphInstantiateWithFlags(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   if (ce != cudaSuccess) {
     dev_graph_destroy(g);

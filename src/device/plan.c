@@ -48,7 +48,6 @@ void plan_begin(plan_t *p)
   p->tick = 0;
 }
 
-int plan_recording(const plan_t *p) { return p->recording; }
 
 static size_t round_up(size_t v) { return (v + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
 

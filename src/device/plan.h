@@ -39,7 +39,6 @@ int plan_tensor(plan_t *p, size_t bytes, const char *name, char *err, size_t err
 void *plan_ptr(plan_t *p, int id);
 /* The operation of this tick is done; the next use belongs to the next one. */
 void plan_tick(plan_t *p);
-int plan_recording(const plan_t *p);
 
 /* separate != 0: plan_finish gives every tensor its own bytes (no sharing) — the reference
  * layout that tests compare the shared one against. Before plan_finish. */

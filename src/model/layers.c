@@ -128,14 +128,6 @@ int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, cons
   return 0;
 }
 
-int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
-                   const void *dy, void *dx)
-{
-  /* Weight gradients first, so data parallelism can start reducing them during bwd_data. */
-  CHECK(layer_conv_bwd_filter(c, l, n, x, dy));
-  return dx ? layer_conv_bwd_data(c, l, n, dy, dx) : 0;
-}
-
 static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const char *name)
 {
   char *err = c->err;

@@ -75,9 +75,6 @@ int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, co
 /* The input gradient dx from dy (does not read x: dx may take x's memory). */
 int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
                         void *dx);
-/* Both; dx may be NULL (the network's first layer needs no input gradient). */
-int layer_conv_bwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
-                   const void *dy, void *dx);
 
 /* y = relu(norm(x)); in training BatchNorm uses (and syncs) batch statistics. */
 int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,

@@ -161,7 +161,7 @@ int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t 
 int model_eval_logits(model_t *m, const float *x, int batch, int32_t *pred, float *logits,
                       char *err, size_t errlen);
 
-/* Additions (model helper): */
+/* The configuration before a model exists, and what a built model exposes: */
 struct arena;
 /* Fills cfg with the small CPU preset (widths 16-32-64-128, 3 -> 4 classes, 64x64, batch 8,
  * BatchNorm, fp32, CPU, ignore_index -1, seed 1). */

@@ -96,4 +96,3 @@ float *optim_state(optim_t *o, size_t *count)
 
 long optim_updates(const optim_t *o) { return o->updates; }
 void optim_set_updates(optim_t *o, long updates) { o->updates = updates; }
-const optim_config_t *optim_config(const optim_t *o) { return &o->cfg; }

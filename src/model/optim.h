@@ -33,7 +33,6 @@ typedef struct {
 void optim_config_default(optim_config_t *c, optim_kind_t kind);
 /* Checks ranges (lr > 0, 0 <= momentum < 1, betas in [0,1), ...); message says what is allowed. */
 int optim_config_validate(const optim_config_t *c, char *err, size_t errlen);
-const char *optim_kind_name(optim_kind_t k);                 /* "sgd", "adamw" */
 int optim_kind_parse(const char *s, optim_kind_t *out);      /* 0 on success */
 
 /* Learning rate for step (0-based, the step about to be taken). */
@@ -66,6 +65,5 @@ int optim_step_io(optim_t *o, float *params, const void *grads, ops_dtype_t grad
 float *optim_state(optim_t *o, size_t *count);
 long optim_updates(const optim_t *o);
 void optim_set_updates(optim_t *o, long updates);
-const optim_config_t *optim_config(const optim_t *o);
 
 #endif

@@ -53,7 +53,6 @@ int optim_config_validate(const optim_config_t *c, char *err, size_t errlen)
   return 0;
 }
 
-const char *optim_kind_name(optim_kind_t k) { return k == OPTIM_ADAMW ? "adamw" : "sgd"; }
 
 int optim_kind_parse(const char *s, optim_kind_t *out)
 {

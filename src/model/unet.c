@@ -666,10 +666,10 @@ static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, ch
 
 /* SHMDDP_RECOMPUTE (shm/env.c): at how many of the shallowest levels backward makes
  * the norm outputs, skips and concats again; deeper levels keep forward's. auto: the measured
- * choice for the reference U-Net on one H200 (bench/results/ab_recompute_levels_1xh200.txt):
- * in fp32 keeping everything is 4.5-4.8 % faster and still below PyTorch's memory; in 16-bit
- * the two shallowest levels (most of the bytes) are recomputed and the rest kept, the fastest
- * choice under 0.8 x PyTorch's memory. */
+ * choice for the reference U-Net (see bench/results/ab_recompute_levels_1xh200.txt): in fp32
+ * keeping everything is faster and still below PyTorch's memory; in 16-bit the two shallowest
+ * levels (most of the bytes) are recomputed and the rest kept, the fastest choice under
+ * 0.8 x PyTorch's memory. */
 #define RECOMPUTE_AUTO_16BIT 2
 static int recompute_policy(model_t *m, char *err, size_t errlen)
 {
@@ -694,11 +694,10 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
 
 /* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
  * weight gradients on a second stream, beside the input gradients (model_t.side_from). auto: from
- * level 1 in fp32 on a GPU, else never. Measured on the reference U-Net on one H200
- * (bench/results/ab_wgrad_stream_1xh200.txt, trainer img/s against all in order): fp32 +1.0 %
- * from level 1 (80 MiB more, still under PyTorch's memory), -0.2 % from level 2; bf16 +0.9 % from
- * level 1, -1 % from 2, -3 % from 3, and 44 MiB more (the side stream's own convolution
- * workspace), over the 1100 MiB the 16-bit step is held to. Never on the host (no second stream:
+ * level 1 in fp32 on a GPU, else never (see bench/results/ab_wgrad_stream_1xh200.txt): in fp32
+ * from level 1 it is faster and still under PyTorch's memory, from deeper levels slower; in
+ * 16-bit it gains as little and its side stream's own convolution workspace takes the step over
+ * the 1100 MiB it is held to. Never on the host (no second stream:
  * the schedule would only keep tensors alive longer), nor when weight gradients are staged one
  * layer at a time (16-bit compute with f32 gradients, f64): the staging holds one layer, two in
  * flight would share it. */
@@ -881,18 +880,28 @@ int model_train_step(model_t *m, const float *x, const int32_t *y, int batch, fl
   return model_step_loss(m, loss_out, err, errlen);
 }
 
+/* A forward pass of its own (DataParallel's split step, evaluation): train selects batch
+ * statistics and the hooks, else running statistics; *xin gets the input as the layers read it,
+ * *head_in the head's input. */
+static int forward_pass(model_t *m, const float *x, int batch, int train,
+                        const model_hooks_t *hooks, const void **xin, int *head_in, char *err,
+                        size_t errlen)
+{
+  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
+  layer_ctx_t c;
+  CHECK(prepare(m, &c, x, batch, train, 0, hooks, xin, err, errlen));
+  return forward(m, &c, *xin, batch, head_in);
+}
+
 /* ---- the split step (DataParallel) ---- */
 
 int model_forward_train(model_t *m, const float *x, int batch, const model_hooks_t *hooks,
                         void **logits, void **dlogits, size_t *elem, char *err, size_t errlen)
 {
   m->fwd_head_in = -1;
-  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
-  layer_ctx_t c;
   const void *xin;
-  CHECK(prepare(m, &c, x, batch, 1, 0, hooks, &xin, err, errlen));
   int head_in;
-  CHECK(forward(m, &c, xin, batch, &head_in));
+  CHECK(forward_pass(m, x, batch, 1, hooks, &xin, &head_in, err, errlen));
   m->fwd_x = xin;
   m->fwd_head_in = head_in;
   m->fwd_batch = batch;
@@ -943,12 +952,9 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
 int model_eval(model_t *m, const float *x, const int32_t *y, int batch, int32_t *pred,
                float *loss_out, char *err, size_t errlen)
 {
-  if (check_batch(m, x, batch, err, errlen) != 0) return -1;
-  layer_ctx_t c;
   const void *xin;
-  CHECK(prepare(m, &c, x, batch, 0, 0, NULL, &xin, err, errlen));
   int head_in;
-  CHECK(forward(m, &c, xin, batch, &head_in));
+  CHECK(forward_pass(m, x, batch, 0, NULL, &xin, &head_in, err, errlen));
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   double sum = 0;
   long count = 0;

@@ -67,11 +67,6 @@ static struct {
 
 int timeline_recording_ = 0;
 
-const char *timeline_kind_name(timeline_kind_t kind)
-{
-  return (unsigned)kind < TIMELINE_NUM_KINDS ? kinds[kind].name : "?";
-}
-
 const char *timeline_path(void) { return tl.done ? tl.path : ""; }
 
 static int has_device(void) { return tl.dev != NULL; }

@@ -49,8 +49,6 @@ int timeline_close(char *err, size_t errlen);
 /* Path of the file written (or to be written), "" when off. */
 const char *timeline_path(void);
 
-const char *timeline_kind_name(timeline_kind_t kind);
-
 /* Span recording. begin returns a handle (-1 when not recording); end takes it and the same
  * stream. args attach numbers shown in the viewer (their names depend on the kind). */
 extern int timeline_recording_;

@@ -138,7 +138,6 @@ void dp_destroy(dp_t *d)
   free(d);
 }
 
-int dp_num_devices(const dp_t *d) { return d->n; }
 model_t *dp_model(dp_t *d, int i) { return i >= 0 && i < d->n ? d->m[i] : NULL; }
 int dp_direct_peers(const dp_t *d) { return d->direct; }
 
@@ -170,19 +169,12 @@ static size_t first_image(const dp_t *d, int i)
   return off;
 }
 
-int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_scale,
-                  int accumulate, char *err, size_t errlen)
+/* The whole batch to device 0 (ordered after the previous step's optimizer update); then each
+ * replica pulls the weights, the buffers and its chunk. */
+static int scatter(dp_t *d, const float *x, const int32_t *y, int n, char *err, size_t errlen)
 {
-  if (d->pending)
-    return check_fail(err, errlen, "dp_train_step: the previous step is not finished");
-  if (n < 1 || n > d->n * d->per) {
-    return check_fail(err, errlen, "a DataParallel batch of %d images: the replicas take 1 to %d",
-                      n, d->n * d->per);
-  }
-  split(d, n);
-  size_t px = d->px, lbytes = px * d->classes * d->elem;
+  size_t px = d->px;
   int h = DEV_HOST;
-  /* The whole batch to device 0 (ordered after the previous step's optimizer update). */
   CHECK(dev_select(d->dev[0], err, errlen));
   REC(0, EV_UP0);
   CHECK(dev_copy(d->x0, d->dev[0], x, h, (size_t)n * px * 3 * sizeof(float), d->stream[0], err,
@@ -190,7 +182,6 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
   CHECK(dev_copy(d->y0, d->dev[0], y, h, (size_t)n * px * sizeof(int32_t), d->stream[0], err,
                     errlen));
   REC(0, EV_UP1);
-  /* Replicate and scatter: each replica pulls weights, buffers and its chunk. */
   for (int i = 1; i < d->n && d->cnt[i]; i++) {
     CHECK(dev_select(d->dev[i], err, errlen));
     CHECK(dev_event_wait(d->stream[i], d->ev[0][EV_UP1], err, errlen));
@@ -200,8 +191,12 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
                       (size_t)d->cnt[i] * px * 3 * sizeof(float), d->stream[i], err, errlen));
     REC(i, EV_REP1);
   }
-  /* Forward everywhere. */
-  void *logits[DP_MAX_DEVICES], *dlogits[DP_MAX_DEVICES];
+  return 0;
+}
+
+/* Forward on every replica: its logits and the buffer its backward starts from. */
+static int forward_all(dp_t *d, void **logits, void **dlogits, char *err, size_t errlen)
+{
   for (int i = 0; i < d->n && d->cnt[i]; i++) {
     size_t elem = 0;
     CHECK(dev_select(d->dev[i], err, errlen));
@@ -216,7 +211,15 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
                         d->elem, elem);
     }
   }
-  /* Gather the logits on device 0 and compute the loss of the whole batch there. */
+  return 0;
+}
+
+/* The logits gathered on device 0, the loss of the whole batch there, and the logit gradients
+ * back to the replicas. */
+static int loss_on_first(dp_t *d, void *const *logits, void *const *dlogits, int n,
+                         float loss_scale, char *err, size_t errlen)
+{
+  size_t px = d->px, lbytes = px * d->classes * d->elem;
   CHECK(dev_select(d->dev[0], err, errlen));
   for (int i = 1; i < d->n && d->cnt[i]; i++)
     CHECK(dev_event_wait(d->stream[0], d->ev[i][EV_FWD1], err, errlen));
@@ -227,7 +230,6 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
   REC(0, EV_GA1);
   CHECK(model_loss(d->m[0], d->glog, d->y0, (size_t)n * px, loss_scale, d->gdlog, err, errlen));
   REC(0, EV_LOSS1);
-  /* The logit gradients back to the replicas. */
   REC(0, EV_DL0);
   CHECK(dev_copy(dlogits[0], d->dev[0], d->gdlog, d->dev[0], (size_t)d->cnt[0] * lbytes,
                     d->stream[0], err, errlen));
@@ -240,14 +242,24 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
                       (size_t)d->cnt[i] * lbytes, d->stream[i], err, errlen));
     REC(i, EV_DL1);
   }
-  /* Backward everywhere; only device 0 accumulates (the others' gradients are summed in). */
+  return 0;
+}
+
+/* Backward on every replica; only device 0 accumulates (the others' gradients are summed in). */
+static int backward_all(dp_t *d, int accumulate, char *err, size_t errlen)
+{
   for (int i = 0; i < d->n && d->cnt[i]; i++) {
     CHECK(dev_select(d->dev[i], err, errlen));
     REC(i, EV_BWD0);
     CHECK(model_backward(d->m[i], i == 0 ? accumulate : 0, NULL, err, errlen));
     REC(i, EV_BWD1);
   }
-  /* Reduce: stage every replica's gradients on device 0, then one sum in device order. */
+  return 0;
+}
+
+/* Every replica's gradients staged on device 0, then one sum in device order. */
+static int reduce_on_first(dp_t *d, char *err, size_t errlen)
+{
   CHECK(dev_select(d->dev[0], err, errlen));
   for (int i = 1; i < d->n && d->cnt[i]; i++)
     CHECK(dev_event_wait(d->stream[0], d->ev[i][EV_BWD1], err, errlen));
@@ -265,6 +277,25 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
     CHECK(dev_reduce(g0, srcs, k, d->nflat, SHMDDP_F32, SHMDDP_SUM, 1, d->dev[0], d->stream[0],
                      err, errlen));
   REC(0, EV_RED1);
+  return 0;
+}
+
+int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_scale,
+                  int accumulate, char *err, size_t errlen)
+{
+  if (d->pending)
+    return check_fail(err, errlen, "dp_train_step: the previous step is not finished");
+  if (n < 1 || n > d->n * d->per) {
+    return check_fail(err, errlen, "a DataParallel batch of %d images: the replicas take 1 to %d",
+                      n, d->n * d->per);
+  }
+  split(d, n);
+  void *logits[DP_MAX_DEVICES], *dlogits[DP_MAX_DEVICES];
+  CHECK(scatter(d, x, y, n, err, errlen));
+  CHECK(forward_all(d, logits, dlogits, err, errlen));
+  CHECK(loss_on_first(d, logits, dlogits, n, loss_scale, err, errlen));
+  CHECK(backward_all(d, accumulate, err, errlen));
+  CHECK(reduce_on_first(d, err, errlen));
   d->pending = 1;
   return 0;
 }
@@ -303,15 +334,12 @@ int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen)
 
 double dp_last_exposed_ms(const dp_t *d) { return d->exposed_ms; }
 
-int dp_optim_begin(dp_t *d, char *err, size_t errlen)
+int dp_update(dp_t *d, struct optim *o, double lr, double grad_scale, char *err,
+              size_t errlen)
 {
   CHECK(dev_select(d->dev[0], err, errlen));
   REC(0, EV_OPT0);
-  return 0;
-}
-
-int dp_optim_end(dp_t *d, char *err, size_t errlen)
-{
+  CHECK(model_update(d->m[0], o, lr, grad_scale, err, errlen));
   REC(0, EV_OPT1);
   d->opt_pending = 1;
   return 0;

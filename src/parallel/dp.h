@@ -4,7 +4,7 @@
  * buffers are copied from device 0 to the others; forward runs on every device (its own
  * stream on GPUs); the logits are gathered on device 0, where the loss over the whole batch is
  * computed; the logit gradients are scattered back; backward runs everywhere; gradients are
- * summed on device 0, where the optimizer (the caller's, on dp_model(d, 0)) updates the only
+ * summed on device 0, where the optimizer (the caller's, dp_update) updates the only
  * master copy. BatchNorm statistics are per replica, and only device 0's running statistics
  * persist (the replicas' are overwritten by the next copy), as in PyTorch.
  *
@@ -39,7 +39,6 @@ typedef struct dp dp_t;
 int dp_create(dp_t **out, const dp_config_t *cfg, char *err, size_t errlen);
 void dp_destroy(dp_t *d);
 
-int dp_num_devices(const dp_t *d);
 model_t *dp_model(dp_t *d, int i);      /* replica i; replica 0 holds the master weights */
 int dp_direct_peers(const dp_t *d);     /* 1 if every copy to/from device 0 is direct P2P */
 
@@ -54,10 +53,12 @@ int dp_train_step(dp_t *d, const float *x, const int32_t *y, int n, float loss_s
 /* Waits for the step; *loss (may be NULL) gets its unscaled mean loss. */
 int dp_finish_step(dp_t *d, double *loss, char *err, size_t errlen);
 
-/* Bracket the caller's optimizer update on device 0 (model_stream(dp_model(d, 0))), so its
- * time counts as device 0's compute (in the next step's times). */
-int dp_optim_begin(dp_t *d, char *err, size_t errlen);
-int dp_optim_end(dp_t *d, char *err, size_t errlen);
+/* The optimizer o updates the master weights on device 0 from the summed gradients (divided
+ * by grad_scale; model_update), queued there; its time counts as device 0's compute (in the next
+ * step's times). */
+struct optim;
+int dp_update(dp_t *d, struct optim *o, double lr, double grad_scale, char *err,
+              size_t errlen);
 
 /* Exposed communication of the last finished step, in ms: from the end of device 0's backward
  * until the gradients were summed there (the replicas' backward, their copies and the sum), the

@@ -18,7 +18,7 @@
 #include "src/device/device.h"
 #include "src/predict/predict.h"
 #include "src/predict/weights.h"
-#include "src/train/machine.h"
+#include "src/app/machine.h"
 
 static void usage(FILE *f)
 {

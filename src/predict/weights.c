@@ -17,7 +17,7 @@
 #include "src/predict/safetensors.h"
 #include "src/train/ckpt_file.h"
 #include "src/train/ckpt_run.h"
-#include "src/train/options.h"
+#include "src/app/options.h"
 
 /* The value of `key` (e.g. "widths") in a settings line, into buf; 0 when absent. */
 static int setting(const char *line, const char *key, char *buf, size_t len)

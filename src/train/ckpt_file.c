@@ -198,9 +198,9 @@ static int refuse(ckpt_t *c, char *err, size_t errlen, const char *path, const c
   return check_fail(err, errlen, "checkpoint %s is not usable: %s", path, what);
 }
 
-int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
+/* The whole file into a new checkpoint's blob (*out, *size), or the message. */
+static int read_whole(const char *path, ckpt_t **out, size_t *size, char *err, size_t errlen)
 {
-  *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
     return check_fail(err, errlen, "cannot open checkpoint %s: %s", path, strerror(errno));
@@ -211,13 +211,54 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
     return check_fail(err, errlen, "checkpoint %s is not a regular file", path);
   }
   ckpt_t *c = calloc(1, sizeof *c);
-  size_t size = (size_t)sb.st_size;
-  if (c) c->blob = malloc(size ? size : 1);
-  if (!c || !c->blob || fread(c->blob, 1, size, f) != size) {
+  *size = (size_t)sb.st_size;
+  if (c) c->blob = malloc(*size ? *size : 1);
+  if (!c || !c->blob || fread(c->blob, 1, *size, f) != *size) {
     fclose(f);
     return refuse(c, err, errlen, path, "cannot read it whole");
   }
   fclose(f);
+  *out = c;
+  return 0;
+}
+
+/* Tensor i at cur: its header, its bytes within the file and their CRC; it becomes c->t[i].
+ * NULL, or what is wrong (in what, when it names the tensor). */
+static const char *take_tensor(ckpt_t *c, cursor_t *cur, uint32_t i, char *what, size_t len)
+{
+  uint32_t name_len, dtype, crc;
+  uint64_t count;
+  if (take(cur, &name_len, 4) || name_len == 0 || name_len > CKPT_MAX_NAME)
+    return "corrupt tensor header";
+  c->names[i] = calloc(1, name_len + 1);
+  c->n = (int)i + 1;
+  if (take(cur, c->names[i], name_len) || take(cur, &dtype, 4) || take(cur, &count, 8) ||
+      take(cur, &crc, 4) || ckpt_dtype_size((ckpt_dtype_t)dtype) == 0)
+    return "corrupt tensor header";
+  uint64_t left = (uint64_t)(cur->end - cur->p), size = ckpt_dtype_size((ckpt_dtype_t)dtype);
+  if (count > left / size) {
+    snprintf(what, len, "tensor '%s' is cut short", c->names[i]);
+    return what;
+  }
+  uint64_t bytes = count * size; /* no overflow: count <= left / size */
+  if ((uint32_t)crc_of(cur->p, bytes) != crc) {
+    snprintf(what, len, "tensor '%s' fails its CRC32 check (the file is corrupt)", c->names[i]);
+    return what;
+  }
+  c->t[i].name = c->names[i];
+  c->t[i].dtype = (ckpt_dtype_t)dtype;
+  c->t[i].count = count;
+  c->t[i].data = cur->p;
+  cur->p += bytes;
+  return NULL;
+}
+
+int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
+{
+  *out = NULL;
+  ckpt_t *c = NULL;
+  size_t size = 0;
+  CHECK(read_whole(path, &c, &size, err, errlen));
   cursor_t cur = {c->blob, (const unsigned char *)c->blob + size};
   char magic[8];
   uint32_t version, n;
@@ -246,33 +287,9 @@ int ckpt_read(const char *path, ckpt_t **out, char *err, size_t errlen)
   c->t = calloc(n ? n : 1, sizeof *c->t);
   c->names = calloc(n ? n : 1, sizeof *c->names);
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t name_len, dtype, crc;
-    uint64_t count;
-    if (take(&cur, &name_len, 4) || name_len == 0 || name_len > CKPT_MAX_NAME)
-      return refuse(c, err, errlen, path, "corrupt tensor header");
-    c->names[i] = calloc(1, name_len + 1);
-    c->n = (int)i + 1;
-    if (take(&cur, c->names[i], name_len) || take(&cur, &dtype, 4) || take(&cur, &count, 8) ||
-        take(&cur, &crc, 4) || ckpt_dtype_size((ckpt_dtype_t)dtype) == 0)
-      return refuse(c, err, errlen, path, "corrupt tensor header");
-    uint64_t left = (uint64_t)(cur.end - cur.p), size = ckpt_dtype_size((ckpt_dtype_t)dtype);
-    if (count > left / size) {
-      char what[160];
-      snprintf(what, sizeof what, "tensor '%s' is cut short", c->names[i]);
-      return refuse(c, err, errlen, path, what);
-    }
-    uint64_t bytes = count * size; /* no overflow: count <= left / size */
-    if ((uint32_t)crc_of(cur.p, bytes) != crc) {
-      char what[160];
-      snprintf(what, sizeof what, "tensor '%s' fails its CRC32 check (the file is corrupt)",
-               c->names[i]);
-      return refuse(c, err, errlen, path, what);
-    }
-    c->t[i].name = c->names[i];
-    c->t[i].dtype = (ckpt_dtype_t)dtype;
-    c->t[i].count = count;
-    c->t[i].data = cur.p;
-    cur.p += bytes;
+    char what[160];
+    const char *bad = take_tensor(c, &cur, i, what, sizeof what);
+    if (bad) return refuse(c, err, errlen, path, bad);
   }
   if ((size_t)(cur.end - cur.p) != 12)
     return refuse(c, err, errlen, path, "unexpected bytes after the last tensor");

@@ -1,5 +1,6 @@
-/* job.h — a training job: what the launcher prepares before forking (the datasets, opened and
- * checked; the batch arithmetic; the output folder). */
+/* job.h — a training job: what the training loop is given (the settings, the datasets, the
+ * batch arithmetic, the output folder, the run's record), as job_open.c prepares it before the
+ * ranks are forked. */
 #ifndef SRC_TRAIN_JOB_H
 #define SRC_TRAIN_JOB_H
 
@@ -8,7 +9,7 @@
 #include "src/data/data.h"
 #include "src/obs/summary.h"
 #include "src/train/ckpt_run.h"
-#include "src/train/options.h"
+#include "src/train/train_config.h"
 
 #define TRAIN_MAX_RESTARTS 100
 
@@ -32,20 +33,5 @@ typedef struct {
   int nrestarts;
   size_t swept; /* temporary files a killed run left in --out, removed when the job opened */
 } train_job_t;
-
-/* In the launcher, before any rank exists: open and check the datasets, work out the steps
- * (and the default warm-up), check that every rank gets at least one batch, check --resume's
- * checkpoint, and choose and check the run's folder (run_dir.h), creating a given --out and
- * removing the temporary files a killed run left there (only ours, only where no writer lives).
- * The message names the file or flag at fault. */
-int train_job_open(train_job_t *job, const train_config_t *cfg, char *err, size_t errlen);
-/* The process that writes --out, once every check has passed, just before the ranks start: a
- * new folder is made (and runs/latest pointed at it), or the files of the run --overwrite
- * replaces are removed; what was done is said on `say` (NULL: nothing). */
-int train_job_claim(train_job_t *job, FILE *say, char *err, size_t errlen);
-/* Continue from the checkpoint at path (a restart): check it as --resume is checked, and find
- * the log to continue. */
-int train_job_resume_from(train_job_t *job, const char *path, char *err, size_t errlen);
-void train_job_close(train_job_t *job);
 
 #endif

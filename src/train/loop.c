@@ -114,17 +114,93 @@ static int next_batch(run_t *r, const loader_batch_t **b, const float **x, const
   return 0;
 }
 
-/* One optimizer step: up to accum_steps micro-batches of the epoch's nbatches (*taken so far),
- * the agreement, the loss scaler and the update. */
+/* The optimizer update, on the timeline. */
+static int update(run_t *r, double lr, double grad_scale, char *err, size_t errlen)
+{
+  void *stream = model_stream(r->e->model);
+  int tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
+  int rc = r->e->ops->update(r->e, r->opt, lr, grad_scale, err, errlen);
+  timeline_end(tl, stream);
+  return rc;
+}
+
+/* What the micro-batches of one step add up to on this process. */
+typedef struct {
+  int micro, images;
+  double wait_s, loss_sum, comm_s, syncbn_s;
+  int applied; /* the update was queued right behind the last micro-batch (early) */
+} micro_sum_t;
+
+/* Up to accum_steps micro-batches of the epoch's nbatches (*taken so far), each queued and then
+ * waited for; early: the update at lr is queued right behind the last one, and the next batch's
+ * upload behind it, before the host waits for the loss. */
+static int micro_batches(run_t *r, size_t nbatches, size_t *taken, int sync_bn, double lr,
+                         int early, micro_sum_t *ms, char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  const int K = r->cfg->accum_steps;
+  while (ms->micro < K && *taken < nbatches) {
+    const loader_batch_t *b = r->prefetched;
+    const float *x = r->px;
+    const int32_t *y = r->py;
+    r->prefetched = NULL;
+    if (!b) CHECK(next_batch(r, &b, &x, &y, &ms->wait_s, err, errlen));
+    (*taken)++;
+    int last = ms->micro + 1 == K || *taken == nbatches;
+    engine_micro_t mb = {0};
+    int rc = e->ops->queue(e, x, y, b->n, (float)amp_scaler_scale(&r->scaler), ms->micro > 0,
+                           last, sync_bn, err, errlen);
+    if (rc == 0 && early && last) {
+      rc = update(r, lr, 1.0, err, errlen);
+      ms->applied = 1;
+      if (rc == 0 && *taken < nbatches && !last_by_plan(r, r->step + 1))
+        rc = next_batch(r, &r->prefetched, &r->px, &r->py, &ms->wait_s, err, errlen);
+    }
+    if (rc == 0) rc = e->ops->finish(e, last, &mb, err, errlen);
+    ms->images += b->n;
+    /* b's upload came before its step, which is done once its loss is read: its buffer can go
+     * back to the loader (a prefetched upload behind it is not waited for). */
+    loader_release(e->loader, b);
+    if (rc != 0) return -1;
+    ms->syncbn_s += mb.syncbn_s;
+    ms->comm_s += mb.comm_s;
+    ms->loss_sum += mb.loss;
+    ms->micro++;
+  }
+  return 0;
+}
+
+/* The step's agreement: this process's contribution (and the engine's per-process numbers)
+ * summed over the processes in one call; *a gets the sums. */
+static int agree_step(run_t *r, const micro_sum_t *ms, int nonfinite, step_agreement_t *a,
+                 char *err, size_t errlen)
+{
+  engine_t *e = r->e;
+  r->agree[AGREE_LOSS] = ms->loss_sum / ms->micro;
+  r->agree[AGREE_NONFINITE] = nonfinite;
+  r->agree[AGREE_STOP] = e->ops->stop_requested(e);
+  r->agree[AGREE_IMAGES] = ms->images;
+  if (e->ops->extra_fill) e->ops->extra_fill(e, r->agree + AGREE_FIELDS);
+  int tl = timeline_begin(TIMELINE_AGREE, NULL);
+  int rc = e->ops->sum(e, r->agree, r->nagree, err, errlen);
+  timeline_end(tl, NULL);
+  if (rc != 0) return -1;
+  *a = (step_agreement_t){.loss = r->agree[AGREE_LOSS],
+                          .nonfinite = r->agree[AGREE_NONFINITE],
+                          .stop = r->agree[AGREE_STOP],
+                          .images = r->agree[AGREE_IMAGES]};
+  return 0;
+}
+
+/* One optimizer step: the micro-batches (forward, backward, gradients reduced on the last), the
+ * loss scaler's check, the agreement, and the update. */
 static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, step_t *s,
                       char *err, size_t errlen)
 {
   engine_t *e = r->e;
   const train_config_t *c = r->cfg;
   model_t *m = e->model;
-  void *stream = model_stream(m);
-  double t0 = clock_s(), wait = 0, loss_sum = 0, comm_s = 0, syncbn_s = 0;
-  int micro = 0, images = 0, tl;
+  double t0 = clock_s();
   CHECK(timeline_step(r->step + 1, err, errlen));
   int tl_step = timeline_begin(TIMELINE_STEP, NULL);
   /* A pipelined engine (a GPU) without loss scaling or accumulation does not wait for the
@@ -133,58 +209,14 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
    * the host agrees with the other ranks and launches the next step. */
   const int early = e->pipelined && !r->scaler.enabled && c->accum_steps == 1;
   const double lr = optim_lr_at(&r->oc, r->step);
-  int applied = 0;
-  while (micro < c->accum_steps && *taken < nbatches) {
-    const loader_batch_t *b = r->prefetched;
-    const float *x = r->px;
-    const int32_t *y = r->py;
-    r->prefetched = NULL;
-    if (!b) CHECK(next_batch(r, &b, &x, &y, &wait, err, errlen));
-    (*taken)++;
-    int last = micro + 1 == c->accum_steps || *taken == nbatches;
-    engine_micro_t mb = {0};
-    int rc = e->ops->queue(e, x, y, b->n, (float)amp_scaler_scale(&r->scaler), micro > 0, last,
-                           sync_bn, err, errlen);
-    if (rc == 0 && early && last) {
-      tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
-      rc = model_update(m, r->opt, lr, 1.0, err, errlen);
-      timeline_end(tl, stream);
-      applied = 1;
-      if (rc == 0 && *taken < nbatches && !last_by_plan(r, r->step + 1))
-        rc = next_batch(r, &r->prefetched, &r->px, &r->py, &wait, err, errlen);
-    }
-    if (rc == 0) rc = e->ops->finish(e, last, &mb, err, errlen);
-    images += b->n;
-    /* b's upload came before its step, which is done once its loss is read: its buffer can go
-     * back to the loader (a prefetched upload behind it is not waited for). */
-    loader_release(e->loader, b);
-    if (rc != 0) return -1;
-    syncbn_s += mb.syncbn_s;
-    comm_s += mb.comm_s;
-    loss_sum += mb.loss;
-    micro++;
-  }
+  micro_sum_t ms = {0};
+  CHECK(micro_batches(r, nbatches, taken, sync_bn, lr, early, &ms, err, errlen));
   int nonfinite = 0;
   if (r->scaler.enabled)
     CHECK(amp_check_nonfinite(model_grads(m), model_flat_size(m), arena_device(model_arena(m)),
-                              stream, &nonfinite, err, errlen));
-  step_agreement_t a = {.loss = loss_sum / micro,
-                        .nonfinite = nonfinite,
-                        .stop = e->ops->stop_requested(e),
-                        .images = images};
-  r->agree[AGREE_LOSS] = a.loss;
-  r->agree[AGREE_NONFINITE] = a.nonfinite;
-  r->agree[AGREE_STOP] = a.stop;
-  r->agree[AGREE_IMAGES] = a.images;
-  if (e->ops->extra_fill) e->ops->extra_fill(e, r->agree + AGREE_FIELDS);
-  tl = timeline_begin(TIMELINE_AGREE, NULL);
-  int rc = e->ops->sum(e, r->agree, r->nagree, err, errlen);
-  timeline_end(tl, NULL);
-  if (rc != 0) return -1;
-  a = (step_agreement_t){.loss = r->agree[AGREE_LOSS],
-                         .nonfinite = r->agree[AGREE_NONFINITE],
-                         .stop = r->agree[AGREE_STOP],
-                         .images = r->agree[AGREE_IMAGES]};
+                              model_stream(m), &nonfinite, err, errlen));
+  step_agreement_t a;
+  CHECK(agree_step(r, &ms, nonfinite, &a, err, errlen));
   double loss = a.loss / e->ranks;
   if (!isfinite(loss) && !r->scaler.enabled)
     return check_fail(err, errlen,
@@ -193,24 +225,16 @@ static int train_step(run_t *r, size_t nbatches, size_t *taken, int sync_bn, ste
                       loss, r->step + 1, c->lr);
   double scale = amp_scaler_scale(&r->scaler);
   int apply = amp_scaler_update(&r->scaler, a.nonfinite > 0);
-  if (apply && !applied) {
-    tl = timeline_begin(TIMELINE_OPTIMIZER, stream);
-    rc = e->ops->optim_begin(e, err, errlen);
-    if (rc == 0)
-      rc = model_update(m, r->opt, lr, 1.0 / (scale * micro), err, errlen);
-    if (rc == 0) rc = e->ops->optim_end(e, err, errlen);
-    timeline_end(tl, stream);
-    if (rc != 0) return -1;
-  }
+  if (apply && !ms.applied) CHECK(update(r, lr, 1.0 / (scale * ms.micro), err, errlen));
   timeline_end(tl_step, NULL);
   r->step++;
   *s = (step_t){.loss = loss,
                 .lr = lr,
                 .loss_scale = scale,
                 .seconds = clock_s() - t0,
-                .wait_s = wait,
-                .comm_s = comm_s,
-                .syncbn_s = syncbn_s,
+                .wait_s = ms.wait_s,
+                .comm_s = ms.comm_s,
+                .syncbn_s = ms.syncbn_s,
                 .images = a.images,
                 .skipped = !apply,
                 .stop = a.stop > 0 || stop_after_reached(c, r->step)};

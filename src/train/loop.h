@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "src/data/loader.h"
+#include "src/model/optim.h"
 #include "src/obs/summary.h"
 #include "src/train/job.h"
 #include "src/train/metrics.h"
@@ -48,9 +49,10 @@ typedef struct {
   int (*sum)(engine_t *e, double *vals, size_t n, char *err, size_t errlen);
   /* A rank asked to stop (SIGINT/SIGTERM), seen before the step's agreement. */
   int (*stop_requested)(engine_t *e);
-  /* Around the optimizer update of e->model (DataParallel times it as device 0's compute). */
-  int (*optim_begin)(engine_t *e, char *err, size_t errlen);
-  int (*optim_end)(engine_t *e, char *err, size_t errlen);
+  /* The optimizer o updates e->model's weights from the reduced gradients (divided by
+   * grad_scale), queued behind the step (DataParallel times it as device 0's compute). */
+  int (*update)(engine_t *e, optim_t *o, double lr, double grad_scale, char *err,
+                size_t errlen);
   /* After every step: timed (past the timing warm-up), and its seconds. May be NULL. */
   void (*step_done)(engine_t *e, int timed, double seconds);
   /* Validation: the confusion counts and the mean loss over the validation set, the same on

@@ -1,8 +1,8 @@
 /* loop_ddp.c — the loop's DDP engine (see loop.h, loop_ddp.h): one rank per device, this rank's
- * model, its batches (uploaded on a copy stream on a GPU), src/parallel/ddp.c's buckets and
- * SyncBN exchanges, the step eagerly or as a replayed CUDA graph; validation sharded over the ranks; every rank's
- * ledger and GPU use riding on the step's agreement. Also train_run and train_rank, the rank's
- * entry points. */
+ * model, its batches (uploaded on a copy stream on a GPU), the step as src/parallel/ddp.c runs
+ * it (forward, backward with the gradient buckets, the wait, the update; eagerly or as a
+ * replayed CUDA graph); validation sharded over the ranks; every rank's ledger and GPU use
+ * riding on the step's agreement. Also train_run and train_rank, the rank's entry points. */
 #include "config.h"
 
 #include "src/train/loop_ddp.h"
@@ -17,15 +17,13 @@
 #include "src/obs/run_summary.h"
 #include "src/obs/timeline.h"
 #include "src/parallel/ddp.h"
-#include "src/parallel/step_graph.h"
 #include "src/train/batch_io.h"
 
 typedef struct {
   const train_config_t *cfg;
   world_t *world;
   batch_io_t *dev; /* batches to the GPU (NULL on the CPU) */
-  ddp_t *ddp;
-  step_graph_t *graph; /* the training step, eagerly or as a replayed CUDA graph */
+  ddp_t *ddp; /* the step: forward, backward with its buckets, the wait, the update */
   loader_t *val_loader;
   sampler_config_t train_sampler, val_sampler;
   size_t *indices;
@@ -75,8 +73,15 @@ static int fence(engine_t *e, char *err, size_t errlen)
 static int queue(engine_t *e, const float *x, const int32_t *y, int n, float loss_scale,
                  int accumulate, int last, int sync_bn, char *err, size_t errlen)
 {
-  return step_graph_queue(impl(e)->graph, x, y, n, loss_scale, accumulate, last, sync_bn, err,
-                          errlen);
+  ddp_batch_t b = {.x = x, .y = y, .n = n, .loss_scale = loss_scale, .accumulate = accumulate,
+                   .last = last, .sync_bn = sync_bn};
+  return ddp_step(impl(e)->ddp, &b, err, errlen);
+}
+
+static int update(engine_t *e, optim_t *o, double lr, double grad_scale, char *err,
+                  size_t errlen)
+{
+  return ddp_update(impl(e)->ddp, o, lr, grad_scale, err, errlen);
 }
 
 static int finish(engine_t *e, int last, engine_micro_t *out, char *err, size_t errlen)
@@ -99,8 +104,6 @@ static int stop_requested(engine_t *e)
 {
   return world_stop_requested(impl(e)->world);
 }
-
-static int no_op(engine_t *e, char *err, size_t errlen) { return 0; }
 
 /* Sharded validation: each rank evaluates its share (padding left out), then the loss sums, pixel
  * counts and confusion counts are summed over ranks in one call. */
@@ -186,9 +189,9 @@ static int report(engine_t *e, const train_job_t *job, FILE *out, const train_re
 {
   ddp_engine_t *d = impl(e);
   if (job->quiet) return 0;
-  if (step_graph_nodes(d->graph) > 0)
+  if (ddp_graph_nodes(d->ddp) > 0)
     fprintf(out, "train: CUDA graph of the step: %zu nodes, replayed for %ld of %ld steps\n",
-            step_graph_nodes(d->graph), step_graph_replays(d->graph), run_steps);
+            ddp_graph_nodes(d->ddp), ddp_graph_replays(d->ddp), run_steps);
   run_summary_print(d->obs, out, res, d->cfg->out_dir, timeline_path());
   return 0;
 }
@@ -199,7 +202,6 @@ static void destroy(engine_t *e)
   ddp_engine_t *d = impl(e);
   if (d) {
     loader_destroy(d->val_loader);
-    step_graph_destroy(d->graph);
     if (d->ddp) ddp_destroy(d->ddp);
     batch_io_destroy(d->dev);
     free(d->indices);
@@ -222,8 +224,7 @@ static const engine_ops_t ddp_ops = {
     .finish = finish,
     .sum = sum,
     .stop_requested = stop_requested,
-    .optim_begin = no_op,
-    .optim_end = no_op,
+    .update = update,
     .validate = validate,
     .extra_slots = extra_slots,
     .extra_fill = extra_fill,
@@ -247,21 +248,17 @@ static int setup(engine_t *e, ddp_engine_t *d, const train_job_t *job, char *err
   CHECK(model_create(&e->model, &mc, err, errlen));
   CHECK(batch_io_create(&d->dev, e->model, c->batch_size, (size_t)c->image_size * c->image_size,
                          err, errlen));
-  ddp_config_t dc = {
-      .bucket_mb = c->bucket_mb, .grad_comm = c->grad_comm_bf16 ? SHMDDP_BF16 : SHMDDP_F32,
-      .sync_bn = c->sync_bn, .cuda_stream = model_stream(e->model)};
-  CHECK(ddp_create_world(&d->ddp, d->world, e->model, &dc, err, errlen));
-  CHECK(ddp_sync_initial(d->ddp, err, errlen));
   /* CUDA graphs bake in the loss scale and the batch: fp16's dynamic scale is captured again
    * whenever it changes (rarely: it grows every few thousand steps); not with gradient
    * accumulation, or a timeline (which times each op). */
-  step_graph_config_t gc = {
-      .model = e->model,
-      .ddp = d->ddp,
-      .enabled = c->cuda_graph && c->accum_steps == 1 && c->timeline_steps == 0 &&
-                 world_capturable(d->world),
-      .full_batch = c->batch_size};
-  CHECK(step_graph_create(&d->graph, &gc, err, errlen));
+  ddp_config_t dc = {
+      .bucket_mb = c->bucket_mb, .grad_comm = c->grad_comm_bf16 ? SHMDDP_BF16 : SHMDDP_F32,
+      .sync_bn = c->sync_bn, .cuda_stream = model_stream(e->model),
+      .cuda_graph = c->cuda_graph && c->accum_steps == 1 && c->timeline_steps == 0 &&
+                    world_capturable(d->world),
+      .graph_batch = c->batch_size};
+  CHECK(ddp_create_world(&d->ddp, d->world, e->model, &dc, err, errlen));
+  CHECK(ddp_sync_initial(d->ddp, err, errlen));
 
   d->train_sampler = (sampler_config_t){.dataset_size = job->train->size,
                                         .world = e->world,

@@ -98,14 +98,10 @@ static int finish(engine_t *e, int last, engine_micro_t *out, char *err, size_t 
 static int sum(engine_t *e, double *vals, size_t n, char *err, size_t errlen) { return 0; }
 static int stop_requested(engine_t *e) { return 0; }
 
-static int optim_begin(engine_t *e, char *err, size_t errlen)
+static int update(engine_t *e, optim_t *o, double lr, double grad_scale, char *err,
+                  size_t errlen)
 {
-  return dp_optim_begin(impl(e)->dp, err, errlen);
-}
-
-static int optim_end(engine_t *e, char *err, size_t errlen)
-{
-  return dp_optim_end(impl(e)->dp, err, errlen);
+  return dp_update(impl(e)->dp, o, lr, grad_scale, err, errlen);
 }
 
 static void step_done(engine_t *e, int timed, double seconds)
@@ -240,8 +236,7 @@ static const engine_ops_t dp_ops = {
     .finish = finish,
     .sum = sum,
     .stop_requested = stop_requested,
-    .optim_begin = optim_begin,
-    .optim_end = optim_end,
+    .update = update,
     .step_done = step_done,
     .validate = validate,
     .peaks = peaks,

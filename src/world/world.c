@@ -104,8 +104,6 @@ static int shm_bucket_join(world_t *w, void *stream, dev_event_t *done, int capt
   return dev_comm_check(s->comm, w->dev, err, errlen);
 }
 
-static void *shm_bucket_stream(world_t *w) { return sw(w)->comm_stream; }
-
 static int shm_stop_requested(world_t *w)
 {
   return sw(w)->comm && shmddp_stop_requested(sw(w)->comm);
@@ -131,7 +129,6 @@ static const world_ops_t shm_ops = {
     .dup = shm_dup,
     .bucket_start = shm_bucket_start,
     .bucket_join = shm_bucket_join,
-    .bucket_stream = shm_bucket_stream,
     .stop_requested = shm_stop_requested,
     .abort = shm_abort,
     .destroy = shm_destroy,
@@ -170,7 +167,8 @@ void world_share_gpus(world_t *w, int gpus)
   w->device %= gpus;
   /* No CUDA graph for ranks that share a GPU, under MPS too: a captured collective takes the
    * in-kernel algorithm at every size, and its blocks, spinning while a peer still computes,
-   * take that peer's SMs (trainer --nproc 2 on one H200 under MPS: 0.06 of one rank). */
+   * take that peer's SMs (the trainer nearly stalls: see
+   * bench/results/shared_gpu_mps_1xh200_summary.txt). */
   w->capturable = 0;
 }
 
@@ -238,7 +236,6 @@ int world_bucket_join(world_t *w, void *stream, dev_event_t *done, int capturing
   return w->ops->bucket_join(w, stream, done, capturing, err, errlen);
 }
 
-void *world_bucket_stream(world_t *w) { return w->size > 1 ? w->ops->bucket_stream(w) : NULL; }
 
 /* Asked of a world of one rank too: the launcher forks a single rank as well. */
 int world_stop_requested(world_t *w) { return w->ops->stop_requested(w); }

@@ -31,7 +31,6 @@ typedef struct {
                       dev_event_t *ready, char *err, size_t errlen);
   int (*bucket_join)(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,
                      size_t errlen);
-  void *(*bucket_stream)(world_t *w);
   int (*stop_requested)(world_t *w);
   void (*abort)(world_t *w, const char *reason);
   void (*destroy)(world_t *w);
@@ -87,8 +86,6 @@ int world_bucket_start(world_t *w, size_t index, void *buf, size_t count, shmddp
                        dev_event_t *ready, char *err, size_t errlen);
 int world_bucket_join(world_t *w, void *stream, dev_event_t *done, int capturing, char *err,
                       size_t errlen);
-/* The stream the buckets run on (NULL on the host), for the timeline. */
-void *world_bucket_stream(world_t *w);
 
 /* A stop (SIGINT/SIGTERM to the launcher) was asked for. */
 int world_stop_requested(world_t *w);

@@ -221,8 +221,6 @@ static int h_bucket_join(world_t *w, void *stream, dev_event_t *done, int captur
   return h->intra_async ? dev_comm_check(h->intra_async, w->dev, err, errlen) : 0;
 }
 
-static void *h_bucket_stream(world_t *w) { return H(w)->async_stream; }
-
 /* ---- set-up ---- */
 
 static int h_attach(world_t *w, int dev, int max_blocks, char *err, size_t errlen)
@@ -319,7 +317,6 @@ static const world_ops_t hier_ops = {
     .dup = h_dup,
     .bucket_start = h_bucket_start,
     .bucket_join = h_bucket_join,
-    .bucket_stream = h_bucket_stream,
     .stop_requested = h_stop_requested,
     .abort = h_abort,
     .destroy = h_destroy,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/train/options.h"
+#include "src/app/options.h"
 
 #define CLI_FUZZ_MAX_ARGS 64
 

@@ -1,0 +1,139 @@
+#!/bin/sh
+# bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]] — A/B of changes to the training step, in
+# one run on the GPU machine (1 GPU): A is this tree, B (and C, D: up to three candidates) is
+# this tree with a patch applied (`git diff main BRANCH > PATCH` or `git format-patch -1 COMMIT
+# --stdout > PATCH`; the tree need not be a git checkout). For each: the per-category cost
+# inside the graph-replayed step (dev/ops_cuda_bench's ablation), the trainer's images/s (bf16,
+# 68 steps, twice, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
+# with its per-step losses compared with A's; each candidate's GPU test suites first. ~3 min for
+# one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
+# root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
+# Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
+# --with-cuda-arch=90).
+# Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
+# logs.
+set -u
+. "$(dirname "$0")/lib.sh"
+first=${1:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
+O=${2:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
+shift 2
+PARTS=${PARTS:-"tests ops train default"}
+flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
+mkdir -p "$O"
+sum="$O/ab.txt"
+t0=$(date +%s)
+el() { echo $(($(date +%s) - t0)); }
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+say() { echo "$*" >> "$sum"; }
+src=$(pwd)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$src/$1" ;; esac; }
+# the candidates: letter and patch
+set -- "$first" "$@"
+[ $# -le 3 ] || { echo "step_ab_gpu: at most 3 patches per run" >&2; exit 2; }
+variants=""
+for p in "$@"; do
+  case $variants in "") v=B ;; B) v=C ;; "B C") v=D ;; esac
+  variants="${variants:+$variants }$v"
+  eval "patch_$v=\$(abs \"\$p\")"
+  eval "[ -r \"\$patch_$v\" ]" || { echo "step_ab_gpu: cannot read $p" >&2; exit 2; }
+done
+all="A $variants"
+jobs=$((16 / (1 + $#)))
+say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s' $v \"\$(basename \"\$patch_$v\")\""; done)"
+nvidia-smi -L | sed 's/^/# /' >> "$sum"
+build() { # tree dir
+  (cd "$1" && { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p "$2" && cd "$2" &&
+    ../configure -q $flags > /dev/null 2>&1 && make -j$jobs > /dev/null 2>&1 &&
+    make -j$jobs tests/check_ops_cuda tests/check_model_cuda tests/check_plan > /dev/null 2>&1)
+}
+tree_A=$src
+for v in $variants; do
+  t=${TMPDIR:-/tmp}/step_ab_$v
+  rm -rf "$t"
+  mkdir -p "$t"
+  tar --exclude=./bA --exclude=./bB --exclude=./bC --exclude=./bD --exclude=./b --exclude=./.git \
+    -cf - . | tar -C "$t" -xf -
+  eval "p=\$patch_$v"
+  if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
+    say "FAIL: $p does not apply"; cat "$sum"; exit 1
+  fi
+  # a patch that changes the build description gets a fresh configure (autogen.sh in build())
+  if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then rm -f "$t/configure"; fi
+  eval "tree_$v=\$t"
+done
+pids=""
+for v in $all; do
+  eval "build \"\$tree_$v\" b$v" &
+  pids="$pids $!"
+done
+line="builds:"; ok=1; set -- $all
+for pid in $pids; do
+  wait "$pid"; rc=$?
+  line="$line $1 rc $rc,"; [ $rc = 0 ] || ok=0
+  shift
+done
+say "$line ($(el) s)"
+[ $ok = 1 ] || { cat "$sum"; exit 1; }
+for v in $all; do eval "$v=\$tree_$v/b$v"; done
+if has tests; then
+  for v in $variants; do
+    eval b=\$$v
+    for t in check_ops_cuda check_model_cuda check_plan; do
+      timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
+      say "$v $t: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
+    done
+  done
+fi
+if has ops; then
+  files=""
+  for v in $all; do
+    eval b=\$$v
+    timeout 90 "$b/dev/ops_cuda_bench" -p bf16 -t 0 > "$O/${v}_ops.txt" 2>&1
+    files="$files $O/${v}_ops.txt"
+  done
+  say "## inside the CUDA graph (ms): category, $(echo $all | sed 's/ /, /g')"
+  python3 - $files >> "$sum" 2>&1 <<'EOF'
+import re, sys
+def table(p):
+    out, on, step = {}, False, None
+    for line in open(p):
+        m = re.match(r"in the CUDA graph \(step ([0-9.]+) ms\)", line)
+        if m: on, step = True, float(m.group(1)); continue
+        if on:
+            f = line.split()
+            if len(f) >= 3 and f[0] == "sum": break
+            if len(f) >= 4:
+                try: out[" ".join(f[:-3])] = float(f[-2])
+                except ValueError: pass
+    return step, out
+tabs = [table(p) for p in sys.argv[1:]]
+nan = float("nan")
+print(f"{'step (graph)':16s}" + "".join(f" {s if s else nan:8.3f}" for s, _ in tabs))
+keys = list(tabs[0][1]) + [k for _, t in tabs[1:] for k in t if k not in tabs[0][1]]
+for k in keys:
+    print(f"{k:16s}" + "".join(f" {t.get(k, nan):8.3f}" for _, t in tabs))
+EOF
+fi
+if has train; then
+  common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1 --precision bf16"
+  for v in $all $all; do
+    eval b=\$$v
+    timeout 60 "$b/train" $common --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
+    say "trainer $v bf16: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
+    rm -rf "$O/run_$v"
+  done
+fi
+if has default; then
+  for v in $all; do
+    eval b=\$$v
+    timeout 150 "$b/train" --out "$O/${v}_default" > "$O/${v}_default.log" 2>&1
+    say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')"
+  done
+  for v in $variants; do
+    python3 "$src/bench/compare_losses.py" "$O/A_default/log.jsonl" "$O/${v}_default/log.jsonl" \
+      "of the default job, A vs $v" >> "$sum" 2>&1
+  done
+  for v in $all; do gzip -f "$O/${v}_default/log.jsonl" 2>/dev/null; done
+fi
+say "done in $(el) s"
+cat "$sum"
