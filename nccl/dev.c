@@ -85,7 +85,7 @@ ncclResult_t nccl_dev_sync(ncclComm_t comm, void *stream)
 
 shmddp_status_t nccl_dev_check(shmddp_comm_t *c) { return shmddp_cuda_check(c); }
 
-/* Memory the peers map without a copy: collectives/devmem_cuda.c. */
+/* Memory the peers map without a copy: collectives/devmem/devmem_cuda.c. */
 ncclResult_t nccl_dev_mem_alloc(void **ptr, size_t bytes)
 {
   char err[256];
