@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/coloc_bandwidth_gpu.sh OUTDIR — the bandwidth of ranks sharing one GPU at large sizes (the
-# co-located kernel, collectives/coloc_kernel.cu). GPU machine, 1 GPU; run from the root of a
+# co-located kernel, collectives/coloc/coloc_kernel.cu). GPU machine, 1 GPU; run from the root of a
 # tree configured and built with CUDA (nothing is built here). About 1.5 minutes.
 #
 # All-reduce f32 sum, 1..64 MiB, 2 and 4 ranks on GPU 0, without MPS and under a private MPS

@@ -10,7 +10,7 @@
 #include "collectives/api.h"
 #include "collectives/comm.h"
 #include "collectives/device.h"
-#include "collectives/host.h"
+#include "collectives/host/host.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/check.h"
 #include "shmddp.h"

@@ -1,9 +1,13 @@
 /* device.h — the hook through which device-buffer collectives (the CUDA transport) plug into
- * the API without the host library depending on CUDA. The CUDA build fills comm->dev_ops. */
+ * the API without the host library depending on CUDA. The CUDA build fills comm->dev_ops.
+ * It needs only the public types: the communicator (comm.h) holds a pointer to this table, so
+ * this header stands below it. */
 #ifndef COLL_DEVICE_H
 #define COLL_DEVICE_H
 
-#include "collectives/comm.h"
+#include <stddef.h>
+
+#include "shmddp.h"
 
 typedef struct coll_device_ops {
   shmddp_status_t (*all_reduce)(shmddp_comm_t *, const void *, void *, size_t, shmddp_dtype_t,

@@ -1,9 +1,9 @@
 /* coloc_handoff.c — what one hand-over between processes that share a GPU costs, by how the
- * processes wait for each other's interprocess events. The co-located path (collectives/coloc.c)
- * does, per call: every rank records READY once its input is ready, the leader (rank 0) runs one
- * kernel over every rank's buffer and records DONE, the members go on after DONE. Here the kernel
- * reads one int per rank and writes one per rank (dev/coloc_handoff_kernel.cu), so the time per
- * call is the hand-over's. Strategies (the rows):
+ * processes wait for each other's interprocess events. The co-located path
+ * (collectives/coloc/coloc.c) does, per call: every rank records READY once its input is ready, the
+ * leader (rank 0) runs one kernel over every rank's buffer and records DONE, the members go on
+ * after DONE. Here the kernel reads one int per rank and writes one per rank
+ * (dev/coloc_handoff_kernel.cu), so the time per call is the hand-over's. Strategies (the rows):
  *   solo    rank 0 alone: kernel, record, host queries until complete (the floor: one context)
  *   stream  the leader's stream waits (cudaStreamWaitEvent) on every READY, the members' streams
  *           on DONE; hosts never wait for the GPU (SHMDDP_COLOC_WAIT=stream)

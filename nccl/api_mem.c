@@ -1,6 +1,7 @@
 /* api_mem.c — NCCL's memory calls: ncclMemAlloc/Free (device memory that every peer maps
  * without a copy), buffer and window registration on a communicator's device transport
- * (window.c keeps them; the memory itself is shared by collectives/devmem*.c and cuda_reg.c). */
+ * (window.c keeps them; the memory itself is shared by collectives/devmem/ and
+ * collectives/cuda/cuda_reg.c). */
 #include "config.h"
 
 #include "nccl/internal.h"

@@ -11,7 +11,7 @@
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "collectives/devmem_cuda.h"
+#include "collectives/devmem/devmem_cuda.h"
 #include "shmddp_cuda.h"
 
 static ncclResult_t cuda_fail(ncclComm_t comm, cudaError_t e, const char *what)
@@ -85,7 +85,7 @@ ncclResult_t nccl_dev_sync(ncclComm_t comm, void *stream)
 
 shmddp_status_t nccl_dev_check(shmddp_comm_t *c) { return shmddp_cuda_check(c); }
 
-/* Memory the peers map without a copy: collectives/devmem_cuda.c. */
+/* Memory the peers map without a copy: collectives/devmem/devmem_cuda.c. */
 ncclResult_t nccl_dev_mem_alloc(void **ptr, size_t bytes)
 {
   char err[256];

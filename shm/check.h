@@ -9,7 +9,7 @@
  * own non-zero code; it becomes a status where it is met:
  *   TRY_AS(fail, ctx, call)    when call returns non-zero e, return fail(ctx, e, "the call")
  * where fail records the message and returns the status (e.g. cuda_failed in
- * collectives/cuda_state.h). The trainer (src/) has its own model: src/check.h. */
+ * collectives/cuda/cuda_state.h). The trainer (src/) has its own model: src/check.h. */
 #ifndef SHM_CHECK_H
 #define SHM_CHECK_H
 

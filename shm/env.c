@@ -36,7 +36,7 @@ static const shm_env_param_t table[] = {
      .unit = "seconds", .dflt = "30", .reader = "the launcher, at launch",
      .meaning = "after a SIGINT/SIGTERM, how long ranks may take to stop at a step boundary "
                 "(and checkpoint) before they are killed; repeated signals meanwhile are absorbed"},
-    /* the CUDA transport (collectives/cuda_init.c) */
+    /* the CUDA transport (collectives/cuda/cuda_init.c) */
     {.name = "SHMDDP_COLOC_WAIT", .kind = SHM_ENV_CHOICE, .choices = "auto|host|stream|leader",
      .dflt = "auto", .reader = "collectives, device transport set-up",
      .meaning = "ranks that share a GPU: where a rank waits for its peers' events (auto: stream when "

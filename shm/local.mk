@@ -10,3 +10,6 @@ libshmddp_core_la_SOURCES += \
 	shm/rendezvous.c shm/rendezvous.h shm/liveness.c shm/liveness.h \
 	shm/blake2s.c shm/blake2s.h shm/env.c shm/env.h shm/shmfile.c shm/shmfile.h \
 	shm/timeutil.h shm/check.h
+# The socket mesh that passes descriptors between processes, with the peer's credentials checked
+# (the device-memory sharing of collectives/devmem/ sends its buffers' descriptors through it).
+libshmddp_core_la_SOURCES += shm/fdpass.c shm/fdpass.h

@@ -1,17 +1,17 @@
 /* check_coloc.c — the co-located path's logic on the CPU: the placement of ranks on devices, and
- * the event protocol (collectives/coloc.c) run by forked ranks over a simulated transport whose
- * "events" remember the call of their latest record, so every wait and query is checked against
- * the record it must see (an event recorded again too early is caught), and whose "kernel" is the
- * leader's jobs run on the host (collectives/coloc_jobs.c, the GPU kernel's reference), every
- * collective in turn: a rank that returns before the work is done, or a leader that reads an
- * input already overwritten, gives a wrong result. A simulated record completes a random time
- * after it is made, as a GPU's would: a rank that waits on the host must have seen what it waits
- * for complete (the leader every READY before its work, a member every leader's DONE before it
- * returns). Every wait choice (host, stream, leader, and ranks with different choices) runs every
- * placement. Ranks sleep at random points to vary the interleavings. Also: a dead leader or
- * member (before its call, or after publishing an event that never completes), a mismatched
- * call, restart from the published words, and protocols without their DONE wait, on the stream
- * and on the host, which these checks catch. The jobs of every collective are also checked alone
+ * the event protocol (collectives/coloc/coloc.c) run by forked ranks over a simulated transport
+ * whose "events" remember the call of their latest record, so every wait and query is checked
+ * against the record it must see (an event recorded again too early is caught), and whose "kernel"
+ * is the leader's jobs run on the host (collectives/coloc/coloc_jobs.c, the GPU kernel's
+ * reference), every collective in turn: a rank that returns before the work is done, or a leader
+ * that reads an input already overwritten, gives a wrong result. A simulated record completes a
+ * random time after it is made, as a GPU's would: a rank that waits on the host must have seen what
+ * it waits for complete (the leader every READY before its work, a member every leader's DONE
+ * before it returns). Every wait choice (host, stream, leader, and ranks with different choices)
+ * runs every placement. Ranks sleep at random points to vary the interleavings. Also: a dead leader
+ * or member (before its call, or after publishing an event that never completes), a mismatched
+ * call, restart from the published words, and protocols without their DONE wait, on the stream and
+ * on the host, which these checks catch. The jobs of every collective are also checked alone
  * against references, for every placement, root and in-place layout.
  * Buffers: every call gets a new allocation per rank, freed as soon as the call returns (as a
  * caching allocator may), and the rendezvous opens every peer's on the host the way the CUDA
@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collectives/coloc.h"
-#include "collectives/coloc_jobs.h"
+#include "collectives/coloc/coloc.h"
+#include "collectives/coloc/coloc_jobs.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/abort.h"
 #include "shm/wait.h"
@@ -286,7 +286,7 @@ static void job_case(case_failures_t *f, const placement_t *p, coll_kind_t kind,
   snprintf(what, sizeof what, "%s, %s, root %d%s", p->name, coll_kind_name(kind), root,
            inplace ? ", in place" : "");
   for (int g = 0; g < plan.ngroups; g++) {
-    cuda_coloc_args_t a;
+    coloc_args_t a;
     w.group = plan.members[g];
     w.slice = g;
     w.nslices = plan.ngroups;
@@ -295,9 +295,9 @@ static void job_case(case_failures_t *f, const placement_t *p, coll_kind_t kind,
       return;
     }
     int concat = kind == COLL_ALL_TO_ALL || kind == COLL_GATHER || kind == COLL_SCATTER;
-    CF_CHECK(f, !concat || a.mode == CUDA_COLOC_CONCAT, "%s: mode %d, not one CONCAT launch",
+    CF_CHECK(f, !concat || a.mode == COLOC_CONCAT, "%s: mode %d, not one CONCAT launch",
              what, a.mode);
-    CF_CHECK(f, a.njobs >= 0 && a.njobs <= CUDA_MAXR, "%s: %d jobs", what, a.njobs);
+    CF_CHECK(f, a.njobs >= 0 && a.njobs <= SHMDDP_MAX_RANKS, "%s: %d jobs", what, a.njobs);
     coloc_jobs_run_host(&a);
   }
   int bad = 0, first_rank = -1, first_i = -1;
@@ -329,7 +329,7 @@ START_TEST(jobs_of_every_collective_equal_the_reference)
   static double buf[SHMDDP_MAX_RANKS * JOB_K];
   coloc_work_t w = {.kind = COLL_GATHER, .count = JOB_K, .dtype = SHMDDP_F64, .root = 1,
                     .nranks = 2, .group = 0x3, .send = {buf, buf}, .recv = {NULL, NULL}};
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   CF_CHECK(&f, coloc_jobs_build(&w, &a) == -1, "a gather without the root's recv was accepted");
   w.kind = COLL_ALL_TO_ALL;
   w.recv[0] = w.recv[1] = buf;
@@ -590,7 +590,7 @@ static shmddp_status_t sim_work(void *v)
     w.send[r] = root_send && r != c->root ? NULL : c->sim->rank[r].in;
     w.recv[r] = root_recv && r != c->root ? NULL : c->sim->rank[r].out;
   }
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   CF_CHECK(&c->sim->fails[c->comm->rank], coloc_jobs_build(&w, &a) == 0, "call %llu: %s: no "
            "jobs (a buffer missing)", (unsigned long long)c->seq, coll_kind_name(c->kind));
   coloc_jobs_run_host(&a);

@@ -23,7 +23,7 @@
 
 #include "shmddp.h"
 #include "shmddp_cuda.h"
-#include "collectives/coloc.h"
+#include "collectives/coloc/coloc.h"
 #include "tests/failures.h"
 #include "tests/suite_main.h"
 #include "tests/testutil.h"

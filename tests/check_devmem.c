@@ -1,8 +1,8 @@
-/* check_devmem.c — the device-memory sharing protocol (collectives/devmem.h) and its socket mesh
- * (collectives/fdpass.h) on the CPU: ranks are forked processes, "device memory" is the fake
- * driver's shared memory files (tests/devmem_fake.h), so exports, descriptor passing, mappings,
- * retirements and the range checks all run for real; a stale mapping would read stale bytes.
- * The GPU runs the same code with the CUDA driver (tests/check_devmem_cuda.c). */
+/* check_devmem.c — the device-memory sharing protocol (collectives/devmem/devmem.h) and its socket
+ * mesh (shm/fdpass.h) on the CPU: ranks are forked processes, "device memory" is the fake driver's
+ * shared memory files (tests/devmem_fake.h), so exports, descriptor passing, mappings, retirements
+ * and the range checks all run for real; a stale mapping would read stale bytes. The GPU runs the
+ * same code with the CUDA driver (tests/check_devmem_cuda.c). */
 #include "config.h"
 
 #include <check.h>
@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collectives/devmem.h"
-#include "collectives/devmem_impl.h"
+#include "collectives/devmem/devmem.h"
+#include "collectives/devmem/devmem_impl.h"
 #include "shm/timeutil.h"
 #include "tests/devmem_fake.h"
 #include "tests/suite_main.h"

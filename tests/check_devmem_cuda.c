@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collectives/devmem_cuda.h"
+#include "collectives/devmem/devmem_cuda.h"
 #include "shmddp.h"
 #include "shmddp_cuda.h"
 #include "tests/join_harness.h"

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collectives/devmem.h"
+#include "collectives/devmem/devmem.h"
 
 #define FAKE_MAX 4096
 

@@ -10,7 +10,9 @@ set -u
 FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 echo "fault_env: FAULT_SEED=$FAULT_SEED"
 tmp=$(mktemp -d)
-stale1=/dev/shm/shmddp-1-0000000000000000
+# Names no other run of this test uses: concurrent runs on one machine share /dev/shm, and a fixed
+# name would let one run's stale file be rewritten or removed by another's.
+stale1=/dev/shm/shmddp-1-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 stale2=/dev/shm/shmddp-$$-ffffffffffffffff
 trap 'rm -rf "$tmp"; rm -f "$stale1" "$stale2"' EXIT
 RUN="$SHORT --nproc 2 --workers 0 --steps 100000 --epochs 100000"

@@ -342,7 +342,7 @@ tests_mpi_ddp_LDADD = libworld_mpi.a $(PARALLEL_LIBS) $(SHMDDP_LIBS) $(MPI_LIBS)
 endif
 
 # Ranks that share a GPU, on the CPU: the placement and the event protocol over simulated
-# events (collectives/coloc.h); a SIGKILLed co-located rank on a GPU (SKIP without one).
+# events (collectives/coloc/coloc.h); a SIGKILLed co-located rank on a GPU (SKIP without one).
 if HAVE_CHECK
 check_PROGRAMS += tests/check_coloc
 TESTS += tests/check_coloc
@@ -353,7 +353,8 @@ endif
 TESTS += tests/kill_rank_gpu.sh
 EXTRA_DIST += tests/kill_rank_gpu.sh tests/check_coloc_cuda.c
 
-# Sharing device buffers between ranks (collectives/devmem.h, fdpass.h) on a fake driver.
+# Sharing device buffers between ranks (collectives/devmem/devmem.h, shm/fdpass.h) on a fake
+# driver.
 if HAVE_CHECK
 check_PROGRAMS += tests/check_devmem
 TESTS += tests/check_devmem

@@ -4,7 +4,7 @@
  * runtime are told apart from the driver's by DEVMEM_RT. */
 #include "config.h"
 
-#include "collectives/devmem_cuda.h"
+#include "collectives/devmem/devmem_cuda.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -78,7 +78,7 @@ static void load_driver(void)
   cu_ok = 1;
 }
 
-static int loaded(char *err, size_t errlen)
+static int driver_loaded(char *err, size_t errlen)
 {
   pthread_once(&cu_once, load_driver);
   if (!cu_ok) snprintf(err, errlen, "%s", cu_why);
@@ -227,7 +227,7 @@ static int quiesce(void *ctx) { return rt(cudaDeviceSynchronize()); }
 
 int devmem_cuda_driver(devmem_driver_t *drv, devmem_cuda_ctx_t *ctx, char *err, size_t errlen)
 {
-  if (!loaded(err, errlen)) return -1;
+  if (!driver_loaded(err, errlen)) return -1;
   devmem_driver_t d = {ctx, query, legacy_export, legacy_open, legacy_close, vmm_export,
                        vmm_import, vmm_release, va_reserve, va_free, vmm_map, vmm_unmap,
                        set_access, quiesce, error_name};
@@ -271,7 +271,7 @@ int devmem_cuda_alloc(void **ptr, size_t bytes, char *err, size_t errlen)
   int e = rt(cudaGetDevice(&dev));
   if (e != 0) return fail(err, errlen, "cudaGetDevice", e);
   CUdevice cd = 0;
-  if (loaded(err, errlen) && cu.device_get(&cd, dev) == CUDA_SUCCESS &&
+  if (driver_loaded(err, errlen) && cu.device_get(&cd, dev) == CUDA_SUCCESS &&
       cu.device_attr(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cd) == CUDA_SUCCESS &&
       cu.device_attr(&fds, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cd) != CUDA_SUCCESS)
     fds = 0;
@@ -309,7 +309,7 @@ int devmem_cuda_free(void *ptr, char *err, size_t errlen)
 {
   if (!ptr) return 0;
   devmem_range_t q;
-  if (!loaded(err, errlen)) return -1;
+  if (!driver_loaded(err, errlen)) return -1;
   int e = query(NULL, (uintptr_t)ptr, &q);
   if (e != 0) return fail(err, errlen, "cuPointerGetAttributes", e);
   if (q.kind == DEVMEM_LEGACY) {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collectives/devmem_impl.h"
+#include "collectives/devmem/devmem_impl.h"
 
 int devmem_grow(void **arr, size_t *cap, size_t need, size_t size)
 {

@@ -1,6 +1,7 @@
 /* cuda_internal.h — the CUDA transport's state, memory layouts and kernel launchers, shared by
- * its host files (cuda_init.c, cuda_check.c, cuda_reg.c, cuda_ops.c) and its kernels
- * (cuda_kernels.cu, cuda_staged.cu). C and CUDA both include it, so it holds only plain C types.
+ * its host files (cuda_init.c, cuda_check.c, cuda_reg.c, cuda_args.c and the algorithms of
+ * cuda_algos.h) and its kernels (cuda_kernels.cu, cuda_staged.cu). C and CUDA both include it, so
+ * it holds only plain C types.
  *
  * Memory of a rank:
  *   ctrl   (cudaMalloc, exported by IPC, zeroed before its handle is published)

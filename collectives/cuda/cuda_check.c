@@ -4,7 +4,7 @@
  * co-located path (cuda_coloc.c), which wait on the host and check when the abort word is raised. */
 #include "config.h"
 
-#include "collectives/cuda_state.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 
 shmddp_status_t shmddp_cuda_check(shmddp_comm_t *comm)

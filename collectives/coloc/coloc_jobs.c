@@ -9,10 +9,10 @@
  * same bits; the data movements are copies: all-gather and broadcast
  * copy one source to many places (COPY), all-to-all, gather and scatter put several sources
  * one after the other into one destination (CONCAT). A job per output rank (or per source for
- * all-gather) keeps every collective to at most CUDA_MAXR jobs, so one launch. */
+ * all-gather) keeps every collective to at most SHMDDP_MAX_RANKS jobs, so one launch. */
 #include "config.h"
 
-#include "collectives/coloc_jobs.h"
+#include "collectives/coloc/coloc_jobs.h"
 
 #include <string.h>
 
@@ -27,14 +27,14 @@ void coloc_jobs_lengths(coll_kind_t kind, size_t count, shmddp_dtype_t dtype, in
   len[1] = kind == COLL_ALL_GATHER || kind == COLL_ALL_TO_ALL || kind == COLL_GATHER ? all : bytes;
 }
 
-static int add_dst(cuda_coloc_job_t *j, void *p)
+static int add_dst(coloc_job_t *j, void *p)
 {
   if (!p) return -1;
   j->dst[j->ndst++] = p;
   return 0;
 }
 
-static void set_vec(cuda_coloc_job_t *j, size_t stride)
+static void set_vec(coloc_job_t *j, size_t stride)
 {
   uintptr_t bits = stride;
   for (int i = 0; i < j->nsrc; i++) bits |= (uintptr_t)j->src[i];
@@ -46,7 +46,7 @@ static const void *at(const void *p, size_t off) { return p ? (const char *)p + 
 static void *at_w(void *p, size_t off) { return p ? (char *)p + off : NULL; }
 
 /* CONCAT: source s of rank t's output, unless it already is there (in place: NULL, kept). */
-static void concat_src(cuda_coloc_job_t *j, const void *src, void *dst_slot)
+static void concat_src(coloc_job_t *j, const void *src, void *dst_slot)
 {
   j->src[j->nsrc++] = src == dst_slot ? NULL : src;
 }
@@ -64,7 +64,7 @@ static void ar_slice(const coloc_work_t *w, size_t *lo, size_t *hi)
 }
 
 /* The job of output rank t (or source rank q) for w; -1 when a buffer it needs is missing. */
-static int one_job(const coloc_work_t *w, int q, size_t bytes, cuda_coloc_job_t *j)
+static int one_job(const coloc_work_t *w, int q, size_t bytes, coloc_job_t *j)
 {
   int n = w->nranks, in_g = w->group >> q & 1, bad = 0;
   switch (w->kind) {
@@ -128,30 +128,30 @@ static int one_job(const coloc_work_t *w, int q, size_t bytes, cuda_coloc_job_t 
   }
 }
 
-int coloc_jobs_build(const coloc_work_t *w, cuda_coloc_args_t *a)
+int coloc_jobs_build(const coloc_work_t *w, coloc_args_t *a)
 {
   size_t ds = shmddp_dtype_size(w->dtype), bytes = w->count * ds;
-  int bad = w->nranks < 1 || w->nranks > CUDA_MAXR;
+  int bad = w->nranks < 1 || w->nranks > SHMDDP_MAX_RANKS;
   memset(a, 0, sizeof *a);
-  a->mode = CUDA_DIRECT_REDUCE;
+  a->mode = COLOC_REDUCE;
   a->dtype = w->dtype;
   a->op = w->op;
   a->avg_div = w->nranks;
   a->n = w->count;
-  if (w->kind == COLL_ALL_GATHER || w->kind == COLL_BROADCAST) a->mode = CUDA_DIRECT_COPY;
+  if (w->kind == COLL_ALL_GATHER || w->kind == COLL_BROADCAST) a->mode = COLOC_COPY;
   if (w->kind == COLL_ALL_TO_ALL || w->kind == COLL_GATHER || w->kind == COLL_SCATTER)
-    a->mode = CUDA_COLOC_CONCAT;
-  if (a->mode != CUDA_DIRECT_REDUCE) a->n = bytes;
+    a->mode = COLOC_CONCAT;
+  if (a->mode != COLOC_REDUCE) a->n = bytes;
   if (w->kind == COLL_ALL_REDUCE && w->nslices > 1) {
     size_t lo, hi;
     ar_slice(w, &lo, &hi);
     a->n = hi - lo;
   }
   for (int q = 0; q < w->nranks && !bad; q++) {
-    cuda_coloc_job_t *j = &a->job[a->njobs];
+    coloc_job_t *j = &a->job[a->njobs];
     bad |= one_job(w, q, bytes, j) != 0;
     if (j->ndst > 0) {
-      set_vec(j, a->mode == CUDA_COLOC_CONCAT ? bytes : 0);
+      set_vec(j, a->mode == COLOC_CONCAT ? bytes : 0);
       a->njobs++;
     } else {
       memset(j, 0, sizeof *j);
@@ -160,11 +160,11 @@ int coloc_jobs_build(const coloc_work_t *w, cuda_coloc_args_t *a)
   return bad ? -1 : 0;
 }
 
-void coloc_jobs_run_host(const cuda_coloc_args_t *a)
+void coloc_jobs_run_host(const coloc_args_t *a)
 {
   for (int i = 0; i < a->njobs; i++) {
-    const cuda_coloc_job_t *j = &a->job[i];
-    if (a->mode == CUDA_DIRECT_REDUCE) {
+    const coloc_job_t *j = &a->job[i];
+    if (a->mode == COLOC_REDUCE) {
       /* into the first output (which may be a source: element by element, every source is
        * read before the element is written, as in the kernel), then copied to the others */
       reduce_cpu_multi(j->dst[0], j->src, j->nsrc, a->n, (shmddp_dtype_t)a->dtype,
@@ -173,10 +173,10 @@ void coloc_jobs_run_host(const cuda_coloc_args_t *a)
         if (j->dst[d] != j->dst[0])
           memmove(j->dst[d], j->dst[0], a->n * shmddp_dtype_size((shmddp_dtype_t)a->dtype));
     } else {
-      int parts = a->mode == CUDA_COLOC_CONCAT ? j->nsrc : 1;
+      int parts = a->mode == COLOC_CONCAT ? j->nsrc : 1;
       for (int s = 0; s < parts; s++)
         for (int d = 0; d < j->ndst && j->src[s]; d++)
-          memmove((char *)j->dst[d] + (a->mode == CUDA_COLOC_CONCAT ? (size_t)s * a->n : 0),
+          memmove((char *)j->dst[d] + (a->mode == COLOC_CONCAT ? (size_t)s * a->n : 0),
                   j->src[s], a->n);
     }
   }

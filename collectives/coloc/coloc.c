@@ -79,7 +79,7 @@
  * (coloc_use_path). Captured calls take them, under MPS without the wait for a time slice. */
 #include "config.h"
 
-#include "collectives/coloc.h"
+#include "collectives/coloc/coloc.h"
 
 #include <stdio.h>
 #include <string.h>

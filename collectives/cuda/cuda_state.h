@@ -17,10 +17,10 @@
 #include <stdatomic.h>
 
 #include "collectives/comm.h"
-#include "collectives/cuda_internal.h"
-#include "collectives/devmem.h"
-#include "collectives/devmem_cuda.h"
-#include "collectives/fdpass.h"
+#include "collectives/cuda/cuda_internal.h"
+#include "collectives/devmem/devmem.h"
+#include "collectives/devmem/devmem_cuda.h"
+#include "shm/fdpass.h"
 #include "shm/check.h"
 #include "shmddp_cuda.h"
 
@@ -120,6 +120,9 @@ cudaError_t cuda_open_peer(cuda_state_t *s, int p, cudaIpcMemHandle_t handle, ui
 shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *mine,
                               const size_t *len, shmddp_stream_t stream, void *out[][CUDA_MAXR],
                               int *staged);
+/* The same for a call that shares one buffer: out[r] is rank r's. */
+shmddp_status_t cuda_exchange_one(shmddp_comm_t *comm, const void *mine, size_t len,
+                                  shmddp_stream_t stream, void *out[CUDA_MAXR], int *staged);
 /* Publish what peers need to find this rank's process and sockets (before the init's barrier). */
 void cuda_reg_publish(shmddp_comm_t *comm, cuda_state_t *s);
 /* Set up the user-buffer sharing (collective, after that barrier): which peers share this
@@ -128,19 +131,24 @@ shmddp_status_t cuda_reg_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Drop every peer buffer this rank mapped (the device is idle). */
 void cuda_reg_release(cuda_state_t *s);
 
+/* One collective call on device buffers, as the API entry made it: what the algorithms
+ * (cuda_algos.h) and the co-located path take. */
+typedef struct {
+  coll_kind_t kind;
+  const void *send; /* NULL where this rank passes none (the co-located path: a broadcast's or
+                       scatter's non-root) */
+  void *recv;       /* NULL where this rank passes none (the co-located path: a reduce's or
+                       gather's non-root) */
+  size_t count;     /* as the API call's count (per rank's block where there are blocks) */
+  shmddp_dtype_t dtype;
+  shmddp_op_t op;   /* 0 for the collectives that do not reduce */
+  int root;         /* -1 for the collectives without one */
+  shmddp_stream_t stream;
+} cuda_call_t;
+
 /* cuda_coloc.c: the co-located path. publish (before the init barrier that shows the exchange
  * area to the peers) creates the events and writes their handles and the GPU's identity; setup
  * (after it) works out the placement. */
-typedef struct {
-  coll_kind_t kind;
-  const void *send; /* NULL where this rank passes none (a broadcast's or scatter's non-root) */
-  void *recv;       /* NULL where this rank passes none (a reduce's or gather's non-root) */
-  size_t count;     /* as the API call's count (per rank's block where there are blocks) */
-  shmddp_dtype_t dtype;
-  shmddp_op_t op;
-  int root;
-  shmddp_stream_t stream;
-} cuda_coloc_call_t;
 shmddp_status_t cuda_coloc_publish(shmddp_comm_t *comm, cuda_state_t *s);
 shmddp_status_t cuda_coloc_setup(shmddp_comm_t *comm, cuda_state_t *s);
 /* Ranks on this rank's GPU (1: alone; 0 before setup). */
@@ -151,7 +159,7 @@ shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmd
 int cuda_coloc_all_mps(const shmddp_comm_t *comm);
 /* One call through the path. *staged: some rank's buffer cannot be shared (alike on every rank);
  * the protocol ran without work and the caller must run the call's staged version. */
-shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged);
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_call_t *call, int *staged);
 /* shmddp_cuda_sync for a communicator that used the path: polls, watching the abort word. */
 shmddp_status_t cuda_coloc_sync(shmddp_comm_t *comm, cudaStream_t stream);
 /* Destroy the events (after the peers are done with them). 1: the group failed after co-located

@@ -17,7 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "collectives/cuda_state.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/wait.h"
@@ -156,6 +156,12 @@ shmddp_status_t cuda_exchange(shmddp_comm_t *comm, int nbuf, const void *const *
     }
   }
   return SHMDDP_OK;
+}
+
+shmddp_status_t cuda_exchange_one(shmddp_comm_t *comm, const void *mine, size_t len,
+                                  shmddp_stream_t stream, void *out[CUDA_MAXR], int *staged)
+{
+  return cuda_exchange(comm, 1, &mine, &len, stream, (void *(*)[CUDA_MAXR])out, staged);
 }
 
 static pthread_mutex_t token_lock = PTHREAD_MUTEX_INITIALIZER;

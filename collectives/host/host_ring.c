@@ -22,7 +22,7 @@
 
 #include <string.h>
 
-#include "collectives/host.h"
+#include "collectives/host/host.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/check.h"
 #include "shm/wait.h"
@@ -165,49 +165,52 @@ static void round_ranges(int n, const size_t *seg_len, size_t q, size_t chunk, s
   }
 }
 
+/* The ring over n segments (segment s: seg_len[s] elements at element seg_off[s] of send), in
+ * rounds of at most a staging buffer's worth of each: the reduce-scatter, whose result for
+ * segment comm->rank goes to mine; with gather (the all-reduce), then the all-gather of every
+ * segment into recv at the same offsets. */
+static shmddp_status_t ring_rounds(shmddp_comm_t *comm, const void *send, void *recv, char *mine,
+                                   const size_t *seg_off, const size_t *seg_len,
+                                   shmddp_dtype_t dtype, shmddp_op_t op, int gather)
+{
+  int n = comm->nranks, me = comm->rank;
+  size_t ds = shmddp_dtype_size(dtype);
+  size_t chunk = host_ring_capacity(comm) / reduce_acc_size(dtype);
+  size_t start[SHMDDP_MAX_RANKS], len[SHMDDP_MAX_RANKS], longest = 0;
+  for (int s = 0; s < n; s++)
+    if (seg_len[s] > longest) longest = seg_len[s];
+  size_t rounds = (longest + chunk - 1) / chunk;
+  for (size_t q = 0; q < rounds; q++) {
+    round_ranges(n, seg_len, q, chunk, start, len);
+    TRY(ring_rs_round(comm, send, seg_off, start, len, mine + start[me] * ds, dtype, op));
+    if (gather) TRY(ring_ag_round(comm, recv, seg_off, start, len, ds));
+  }
+  return SHMDDP_OK;
+}
+
 shmddp_status_t host_ring_all_reduce(shmddp_comm_t *comm, const void *send, void *recv,
                                      size_t count, shmddp_dtype_t dtype, shmddp_op_t op)
 {
   int n = comm->nranks;
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t chunk = host_ring_capacity(comm) / reduce_acc_size(dtype);
-  size_t seg_off[SHMDDP_MAX_RANKS], seg_len[SHMDDP_MAX_RANKS], start[SHMDDP_MAX_RANKS],
-      len[SHMDDP_MAX_RANKS], longest = 0;
+  size_t seg_off[SHMDDP_MAX_RANKS], seg_len[SHMDDP_MAX_RANKS];
   for (int s = 0; s < n; s++) {
     seg_off[s] = count / (size_t)n * (size_t)s + count % (size_t)n * (size_t)s / (size_t)n;
   }
   for (int s = 0; s < n; s++) {
     size_t end = s + 1 < n ? seg_off[s + 1] : count;
     seg_len[s] = end - seg_off[s];
-    if (seg_len[s] > longest) longest = seg_len[s];
   }
-  size_t rounds = (longest + chunk - 1) / chunk;
-  for (size_t q = 0; q < rounds; q++) {
-    round_ranges(n, seg_len, q, chunk, start, len);
-    char *dst = (char *)recv + (seg_off[comm->rank] + start[comm->rank]) * ds;
-    TRY(ring_rs_round(comm, send, seg_off, start, len, dst, dtype, op));
-    TRY(ring_ag_round(comm, recv, seg_off, start, len, ds));
-  }
-  return SHMDDP_OK;
+  char *mine = (char *)recv + seg_off[comm->rank] * shmddp_dtype_size(dtype);
+  return ring_rounds(comm, send, recv, mine, seg_off, seg_len, dtype, op, 1);
 }
 
 shmddp_status_t host_ring_reduce_scatter(shmddp_comm_t *comm, const void *send, void *recv,
                                          size_t recvcount, shmddp_dtype_t dtype, shmddp_op_t op)
 {
-  int n = comm->nranks;
-  size_t ds = shmddp_dtype_size(dtype);
-  size_t chunk = host_ring_capacity(comm) / reduce_acc_size(dtype);
-  size_t seg_off[SHMDDP_MAX_RANKS], seg_len[SHMDDP_MAX_RANKS], start[SHMDDP_MAX_RANKS],
-      len[SHMDDP_MAX_RANKS];
-  for (int s = 0; s < n; s++) {
+  size_t seg_off[SHMDDP_MAX_RANKS], seg_len[SHMDDP_MAX_RANKS];
+  for (int s = 0; s < comm->nranks; s++) {
     seg_off[s] = (size_t)s * recvcount;
     seg_len[s] = recvcount;
   }
-  size_t rounds = (recvcount + chunk - 1) / chunk;
-  for (size_t q = 0; q < rounds; q++) {
-    round_ranges(n, seg_len, q, chunk, start, len);
-    TRY(ring_rs_round(comm, send, seg_off, start, len, (char *)recv + start[comm->rank] * ds,
-                      dtype, op));
-  }
-  return SHMDDP_OK;
+  return ring_rounds(comm, send, recv, recv, seg_off, seg_len, dtype, op, 0);
 }

@@ -21,8 +21,8 @@
  * the same order (the grid is a function of the call's size only). */
 #include <cuda_runtime.h>
 
-#include "collectives/cuda_device.h"
-#include "collectives/cuda_internal.h"
+#include "collectives/cuda/cuda_device.h"
+#include "collectives/cuda/cuda_internal.h"
 #include "collectives/reduce/reduce_cuda.h"
 
 /* ---------------- one-shot (LL) ---------------- */

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "collectives/devmem.h"
+#include "collectives/devmem/devmem.h"
 
 typedef struct {
   int device; /* the rank's GPU: mappings of peers' memory are made accessible to it */

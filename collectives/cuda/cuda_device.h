@@ -10,7 +10,7 @@
 #ifndef COLL_CUDA_DEVICE_H
 #define COLL_CUDA_DEVICE_H
 
-#include "collectives/cuda_internal.h"
+#include "collectives/cuda/cuda_internal.h"
 
 static __device__ __forceinline__ unsigned long long cd_now_ns(void)
 {

@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "collectives/cuda_state.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/shmfile.h"

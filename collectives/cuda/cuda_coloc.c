@@ -41,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coloc.h"
-#include "collectives/coloc_jobs.h"
-#include "collectives/cuda_coloc.h"
-#include "collectives/cuda_state.h"
+#include "collectives/coloc/coloc.h"
+#include "collectives/coloc/coloc_jobs.h"
+#include "collectives/coloc/coloc_kernel.h"
+#include "collectives/cuda/cuda_state.h"
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/wait.h"
@@ -198,7 +198,7 @@ shmddp_algo_t cuda_coloc_algo(const shmddp_comm_t *comm, shmddp_algo_t req, shmd
 typedef struct {
   shmddp_comm_t *comm;
   cuda_state_t *s;
-  const cuda_coloc_call_t *k;
+  const cuda_call_t *k;
   void *P[2][CUDA_MAXR]; /* [send, recv][rank], mapped here */
   int staged;            /* the exchange found a buffer it cannot share (alike on every rank) */
 } ctx_t;
@@ -259,7 +259,7 @@ static shmddp_status_t op_query(void *vctx, int peer, int kind, uint64_t seq, in
 static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
 {
   ctx_t *c = vctx;
-  const cuda_coloc_call_t *k = c->k;
+  const cuda_call_t *k = c->k;
   const void *mine[2] = {k->send, k->recv};
   size_t len[2];
   (void)seq;
@@ -268,9 +268,9 @@ static shmddp_status_t op_rendezvous(void *vctx, uint64_t seq)
 }
 
 /* This leader's jobs (coloc_jobs.c). -1: a buffer is missing. */
-static int build_jobs(const ctx_t *c, cuda_coloc_args_t *a)
+static int build_jobs(const ctx_t *c, coloc_args_t *a)
 {
-  const cuda_coloc_call_t *k = c->k;
+  const cuda_call_t *k = c->k;
   const coloc_plan_t *p = &c->s->coloc->proto.plan;
   int g = p->group[c->comm->rank];
   coloc_work_t w = {.kind = k->kind, .count = k->count, .dtype = k->dtype, .op = k->op,
@@ -287,12 +287,12 @@ static shmddp_status_t op_work(void *vctx)
 {
   ctx_t *c = vctx;
   if (c->staged) return SHMDDP_OK; /* no buffer was mapped: the caller stages the call */
-  cuda_coloc_args_t a;
+  coloc_args_t a;
   if (build_jobs(c, &a) != 0)
     return coll_error(c->comm, SHMDDP_ERR_INTERNAL, "rank %d, %s: a peer's buffer is missing",
                       c->comm->rank, c->comm->what);
   if (a.njobs == 0) return SHMDDP_OK;
-  int e = cuda_launch_coloc(&a, c->s->coloc->sms, c->k->stream);
+  int e = coloc_kernel_launch(&a, c->s->coloc->sms, c->k->stream);
   if (e != 0) {
     (void)cudaGetLastError();
     return coll_error(c->comm, SHMDDP_ERR_CUDA, "rank %d, %s: co-located kernel launch failed: %s",
@@ -304,7 +304,7 @@ static shmddp_status_t op_work(void *vctx)
 static const coloc_ops_t cuda_coloc_ops = {.record = op_record, .wait = op_wait, .query = op_query,
                                            .rendezvous = op_rendezvous, .work = op_work};
 
-shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_coloc_call_t *call, int *staged)
+shmddp_status_t cuda_coloc_run(shmddp_comm_t *comm, const cuda_call_t *call, int *staged)
 {
   cuda_state_t *s = cuda_state(comm);
   *staged = 0;

@@ -15,8 +15,8 @@
  * Every wait also watches the abort word and the deadline (cuda_device.h). */
 #include <cuda_runtime.h>
 
-#include "collectives/cuda_device.h"
-#include "collectives/cuda_internal.h"
+#include "collectives/cuda/cuda_device.h"
+#include "collectives/cuda/cuda_internal.h"
 #include "collectives/reduce/reduce_cuda.h"
 
 static __device__ __forceinline__ uint64_t *st_post(unsigned char *region, int b)

@@ -1,6 +1,7 @@
 /* fdpass.h — a mesh of connected Unix sockets between the processes of a group, carrying small
  * messages and file descriptors (SCM_RIGHTS): how device memory exported as a POSIX file
- * descriptor reaches the peers (see devmem.h). No CUDA here: the CPU suites test it.
+ * descriptor reaches the peers (see collectives/devmem/devmem.h). No CUDA here: the CPU suites
+ * test it.
  *
  * Set-up, collective, with a host barrier between the steps:
  *   1. every rank fdpass_listen()s: a SOCK_SEQPACKET socket bound to a kernel-chosen name in the
@@ -12,8 +13,8 @@
  * once the listener is closed nobody can join. Messages on a pair are reliable and ordered.
  * Why a socket rather than pidfd_getfd(): that needs ptrace permission over the peer, which Yama
  * (ptrace_scope 1, the default on many distributions) refuses between sibling processes. */
-#ifndef COLL_FDPASS_H
-#define COLL_FDPASS_H
+#ifndef SHM_FDPASS_H
+#define SHM_FDPASS_H
 
 #include <stddef.h>
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collectives/devmem_impl.h"
+#include "collectives/devmem/devmem_impl.h"
 
 /* A message as received: 0 when well formed (it is then owned by the pending list). */
 static int take_message(devmem_t *m, int peer, const devmem_msg_t *g, size_t len, int fd,

@@ -6,7 +6,7 @@
 
 #include <pthread.h>
 
-#include "collectives/devmem.h"
+#include "collectives/devmem/devmem.h"
 #include "shmddp.h"
 
 #define DEVMEM_MSG_MAGIC 0x64766d6dU /* "dvmm" */

@@ -17,15 +17,17 @@
  * measures both. */
 #include <cuda_runtime.h>
 
-#include "collectives/cuda_coloc.h"
+#include "collectives/coloc/coloc_kernel.h"
 #include "collectives/reduce/reduce_cuda.h"
+
+#define COLOC_THREADS 512 /* per block */
 
 /* Vectors by a loop with a compile-time count of sources (NS) and U vectors per thread in flight,
  * the elements after the last whole vector one by one: the arithmetic and order of
  * rc_reduce_range. */
 template <typename T, int NS, int U>
-static __device__ __forceinline__ void coloc_reduce_fixed(const cuda_coloc_job_t &j,
-                                                          const cuda_coloc_args_t &a, size_t tid,
+static __device__ __forceinline__ void coloc_reduce_fixed(const coloc_job_t &j,
+                                                          const coloc_args_t &a, size_t tid,
                                                           size_t nthreads)
 {
   const size_t V = 16 / sizeof(T);
@@ -33,7 +35,7 @@ static __device__ __forceinline__ void coloc_reduce_fixed(const cuda_coloc_job_t
   rc_reduce_vec_fixed<T, NS, U>(j.src, j.dst, j.ndst, nvec, a.op, a.avg_div, tid, nthreads);
   if (done == a.n) return;
   const void *src[NS];
-  void *dst[CUDA_MAXR];
+  void *dst[SHMDDP_MAX_RANKS];
 #pragma unroll
   for (int s = 0; s < NS; s++) src[s] = (const T *)j.src[s] + done;
   for (int d = 0; d < j.ndst; d++) dst[d] = (T *)j.dst[d] + done;
@@ -41,19 +43,19 @@ static __device__ __forceinline__ void coloc_reduce_fixed(const cuda_coloc_job_t
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) coloc_kernel(cuda_coloc_args_t a)
+static __global__ void __launch_bounds__(COLOC_THREADS) coloc_kernel(coloc_args_t a)
 {
-  const cuda_coloc_job_t &j = a.job[blockIdx.y];
+  const coloc_job_t &j = a.job[blockIdx.y];
   size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t nthreads = (size_t)gridDim.x * blockDim.x;
-  if (a.mode == CUDA_COLOC_CONCAT) { /* source s to bytes [s n, (s + 1) n) of each destination */
-    void *dst[CUDA_MAXR];
+  if (a.mode == COLOC_CONCAT) { /* source s to bytes [s n, (s + 1) n) of each destination */
+    void *dst[SHMDDP_MAX_RANKS];
     for (int s = 0; s < j.nsrc; s++) {
       if (!j.src[s]) continue; /* already in place */
       for (int d = 0; d < j.ndst; d++) dst[d] = (char *)j.dst[d] + (size_t)s * a.n;
       rc_copy_range(j.src[s], dst, j.ndst, a.n, j.vec != 0, tid, nthreads);
     }
-  } else if (a.mode != CUDA_DIRECT_REDUCE) {
+  } else if (a.mode != COLOC_REDUCE) {
     rc_copy_range(j.src[0], j.dst, j.ndst, a.n, j.vec != 0, tid, nthreads);
   } else if (j.vec && j.nsrc == 3) {
     coloc_reduce_fixed<T, 3, 2>(j, a, tid, nthreads);
@@ -70,21 +72,21 @@ static __global__ void __launch_bounds__(CUDA_DIRECT_THREADS) coloc_kernel(cuda_
  * then keeps every SM busy to the end, where a second, partial wave would leave most of them idle
  * while it runs. */
 template <typename T>
-static void coloc_launch(const cuda_coloc_args_t *a, int sms, cudaStream_t s, int *err)
+static void coloc_launch(const coloc_args_t *a, int sms, cudaStream_t s, int *err)
 {
   /* The same for every GPU of a process (one architecture per build); ranks may be threads. */
   static int cached;
   int per_sm = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (per_sm == 0) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, coloc_kernel<T>,
-                                                      CUDA_DIRECT_THREADS, 0) != cudaSuccess) {
+                                                      COLOC_THREADS, 0) != cudaSuccess) {
       *err = (int)cudaGetLastError();
       return;
     }
     __atomic_store_n(&cached, per_sm, __ATOMIC_RELAXED);
   }
-  size_t bytes = a->mode == CUDA_DIRECT_REDUCE ? a->n * sizeof(T) : a->n;
-  if (a->mode == CUDA_COLOC_CONCAT) { /* a job moves n bytes from each of its sources */
+  size_t bytes = a->mode == COLOC_REDUCE ? a->n * sizeof(T) : a->n;
+  if (a->mode == COLOC_CONCAT) { /* a job moves n bytes from each of its sources */
     int most_src = 1;
     for (int i = 0; i < a->njobs; i++)
       if (a->job[i].nsrc > most_src) most_src = a->job[i].nsrc;
@@ -95,14 +97,14 @@ static void coloc_launch(const cuda_coloc_args_t *a, int sms, cudaStream_t s, in
   if (blocks > most) blocks = most;
   if (blocks < 1) blocks = 1;
   dim3 grid((unsigned)blocks, (unsigned)a->njobs);
-  coloc_kernel<T><<<grid, CUDA_DIRECT_THREADS, 0, s>>>(*a);
+  coloc_kernel<T><<<grid, COLOC_THREADS, 0, s>>>(*a);
 }
 
-extern "C" int cuda_launch_coloc(const cuda_coloc_args_t *a, int sms, void *stream)
+extern "C" int coloc_kernel_launch(const coloc_args_t *a, int sms, void *stream)
 {
-  if (a->njobs < 1 || a->njobs > CUDA_MAXR || sms < 1) return (int)cudaErrorInvalidValue;
+  if (a->njobs < 1 || a->njobs > SHMDDP_MAX_RANKS || sms < 1) return (int)cudaErrorInvalidValue;
   int err = 0;
-  if (a->mode != CUDA_DIRECT_REDUCE) coloc_launch<float>(a, sms, (cudaStream_t)stream, &err);
+  if (a->mode != COLOC_REDUCE) coloc_launch<float>(a, sms, (cudaStream_t)stream, &err);
   else RC_DISPATCH(a->dtype, coloc_launch, a, sms, (cudaStream_t)stream, &err);
   return err ? err : (int)cudaGetLastError();
 }

@@ -1,7 +1,7 @@
 /* devmem.h — sharing user device buffers between the ranks of a group: what this rank exports,
  * what it has mapped of its peers', and when a mapping goes. No CUDA here: the driver is a table
- * of functions (devmem_driver_t; collectives/devmem_cuda.c fills it from the CUDA driver, the CPU
- * suites with a fake over memfd), so the whole protocol runs in CI without a GPU.
+ * of functions (devmem_driver_t; devmem_cuda.c fills it from the CUDA driver, the CPU suites
+ * with a fake over memfd), so the whole protocol runs in CI without a GPU.
  *
  * Kinds of memory (what the driver's query says about a pointer):
  *   LEGACY   cudaMalloc memory: shared by a legacy CUDA IPC handle (64 bytes, in the call record)
@@ -11,7 +11,7 @@
  *            chunks side by side into one reserved range, so a buffer that crosses chunks is
  *            contiguous on both sides
  *   PRIVATE  device memory nobody else can map (cudaMallocAsync pools, managed memory, cuMem
- *            without a shareable handle type): the calls that meet it are staged (cuda_ops.c)
+ *            without a shareable handle type): the calls that meet it are staged (cuda_algos.h)
  * Peers in this process use the owner's pointer as it is (after checking it is device memory of
  * this process that holds the whole range).
  *
@@ -67,7 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "collectives/fdpass.h"
+#include "shm/fdpass.h"
 
 #define DEVMEM_HANDLE_BYTES 64
 #define DEVMEM_RECHECK 64             /* exchanges between re-queries of the live exports */

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#include "collectives/host.h"
+#include "collectives/host/host.h"
 #include "collectives/reduce/reduce_cpu.h"
 #include "shm/check.h"
 #include "shm/wait.h"

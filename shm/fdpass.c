@@ -2,7 +2,7 @@
  * messages with at most one file descriptor each. */
 #include "config.h"
 
-#include "collectives/fdpass.h"
+#include "shm/fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>
