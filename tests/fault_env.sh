@@ -7,9 +7,7 @@
 # this runs as root with setpriv and strace; skipped with a message otherwise).
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
-FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 echo "fault_env: FAULT_SEED=$FAULT_SEED"
-tmp=$(mktemp -d)
 stale1=/dev/shm/shmddp-1-0000000000000000
 stale2=/dev/shm/shmddp-$$-ffffffffffffffff
 trap 'rm -rf "$tmp"; rm -f "$stale1" "$stale2"' EXIT

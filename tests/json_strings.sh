@@ -9,10 +9,7 @@ set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 is the strict reader"; exit 77; }
 top=${top_builddir:-.}
 src=${srcdir:-.}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # the names: printf's octal escapes give the raw bytes
 weird=$(printf 'x\377\376-\303\251-\300\257-\355\240\200-"q"\\b\nl-\342\202')

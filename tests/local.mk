@@ -24,7 +24,7 @@ AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export to
 	bin_programs='$(bin_PROGRAMS) $(bin_SCRIPTS)'; pkglibdir='$(pkglibdir)'; \
 	export bin_programs pkglibdir;
 EXTRA_DIST += tests/no-check.sh tests/suite_main.h tests/failures.h tests/testutil.h \
-	tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
+	tests/lib.sh tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 # The model needs only shmddp.h's types, not the library.

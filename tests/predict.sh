@@ -8,10 +8,7 @@ set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
 . "${srcdir:-.}/tests/predict_lib.sh"
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 train_ckpt "$tmp/run" --widths 4,8,16 --classes 3
 check "a checkpoint to predict with" '[ -s "$tmp/run/checkpoint.ckpt" ]'

@@ -13,10 +13,7 @@ command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files
 . "${srcdir:-.}/tests/predict_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # 10 images 32x32 with masks of 100 (background) and 200 (a square)
 python3 - "$tmp/d" <<'PY'

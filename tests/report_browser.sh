@@ -17,10 +17,7 @@ done
 [ -n "$browser" ] || { echo "SKIP: no headless browser (tools/install-deps.sh installs chromium-headless-shell)"; exit 77; }
 top=${top_builddir:-.}
 src=${srcdir:-.}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # open PAGE NAME: the DOM after the load (NAME.dom) and a screenshot (NAME.png). Virtual time
 # lets any script that would run (a timer, an onload) run before the DOM is taken.

@@ -8,11 +8,8 @@ set -u
 . "${srcdir:-.}/tests/wait_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 look=${top_builddir:-.}/tests/ckpt_look # the same training state, run ids aside
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths tiny --image-size 32 --steps 24 --train-size 64 --val-size 8 --batch-size 4 --epochs 4 --workers 0"
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 
 "$train" $F --save-every 24 --out "$tmp/straight" > "$tmp/straight.log" 2>&1
 check "straight run" '[ -s "$tmp/straight/checkpoint.ckpt" ]'

@@ -9,10 +9,7 @@
 set -u
 train=${top_builddir:-.}/shmddp-train
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # 10 images 32x32 (8 train, 2 val by name): a square of 255 (or 1 with LABEL=1) on 0. The
 # generator prints the pixel counts per mask value of each split.
