@@ -238,7 +238,7 @@ TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predic
 	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh \
 	tests/user_runs.sh tests/predict_inputs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh \
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/png_io.py \
 	tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh tests/user_runs.sh \
 	tests/predict_inputs.sh
 
