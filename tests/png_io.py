@@ -1,7 +1,7 @@
 """png_io.py: the PNG files of the shell tests, with python3's standard library only.
 
 write() makes an 8-bit gray or RGB PNG; read() decodes an 8-bit one without interlacing (gray,
-RGB or RGBA, every filter type). The scripts import it with PYTHONPATH=$srcdir/tests.
+RGB or RGBA, every filter type). tests/predict_lib.sh puts tests/ on PYTHONPATH.
 """
 import struct
 import zlib
@@ -26,8 +26,8 @@ def write(path, w, h, ch, px):
 def read(path):
     """(w, h, ch, pixels): the image's size, its channels and its bytes row by row."""
     d = open(path, "rb").read()
-    w, h, depth, ct = struct.unpack(">IIBB", d[16:26])
-    assert depth == 8 and ct in _CHANNELS, (path, depth, ct)
+    w, h, depth, ct, _, _, interlace = struct.unpack(">IIBBBBB", d[16:29])
+    assert depth == 8 and ct in _CHANNELS and interlace == 0, (path, depth, ct, interlace)
     ch = _CHANNELS[ct]
     pos, idat = 8, b""
     while pos < len(d):
@@ -39,13 +39,20 @@ def read(path):
     rows, prev = [], bytearray(st)
     for y in range(h):
         f, line = raw[y * (st + 1)], bytearray(raw[y * (st + 1) + 1:(y + 1) * (st + 1)])
-        for i in range(st):
+        for i in range(st if f else 0):
             a = line[i - ch] if i >= ch else 0
             b = prev[i]
-            c = prev[i - ch] if i >= ch else 0
-            p = a + b - c
-            paeth = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
-            line[i] = (line[i] + [0, a, b, (a + b) // 2, paeth][f]) & 255
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            else:
+                c = prev[i - ch] if i >= ch else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
         rows.append(line)
         prev = line
     return w, h, ch, b"".join(rows)
