@@ -42,6 +42,18 @@ static inline void cf_fail(case_failures_t *f, const char *fmt, ...)
   f->text[f->len] = 0;
 }
 
+/* Appends one failure, "text; ", to a short list in a fixed buffer (a rank's result in shared
+ * memory); a failure that would leave fewer than `keep` bytes free is left out. */
+static inline void fail_list_vadd(char *list, size_t size, size_t keep, const char *fmt,
+                                  va_list ap)
+{
+  size_t off = strlen(list);
+  if (off + keep >= size) return;
+  vsnprintf(list + off, size - off, fmt, ap);
+  off = strlen(list);
+  snprintf(list + off, size - off, "; ");
+}
+
 /* Counts a check; records a failure (the message) when cond is false. */
 #define CF_CHECK(f, cond, ...)                                                                \
   do {                                                                                        \
