@@ -91,5 +91,5 @@ check "two bad files: exit 2, both named, an existing --out left empty" '[ $rc -
 rc=$?
 check "--keep-going: exit 1, the others predicted" '[ $rc -eq 1 ] && for n in img00 img01 img02 img03; do [ -s "$tmp/o3/$n.png" ] || exit 1; done'
 check "--keep-going: the skipped ones listed, nothing written for them" 'grep -q "skipped 2 images that cannot be read: img01b.png (.*), notpng.png (" "$tmp/b3.log" && [ ! -e "$tmp/o3/img01b.png" ] && [ ! -e "$tmp/o3/notpng.png" ]'
-[ $fail -eq 0 ] || for f in "$tmp"/*.log; do echo "--- $f"; tail -3 "$f"; done
+[ $fail -eq 0 ] || tail_logs 3
 exit $fail

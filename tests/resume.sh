@@ -66,5 +66,5 @@ rc=$?
 check "SIGTERM exits 143" '[ $rc -eq 143 ]'
 check "SIGTERM wrote a checkpoint" '[ -s "$tmp/ign/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/ign.log"'
 check "nothing left in /dev/shm" '! ls /dev/shm | grep -q "^shmddp-$pid-"'
-[ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -5 "$f"; done; }
+[ $fail -eq 0 ] || tail_logs 5
 exit $fail

@@ -39,5 +39,5 @@ if "$look" "$tmp/fast1/checkpoint.ckpt" "$tmp/fast2/checkpoint.ckpt" > /dev/null
 else
   echo "note: --deterministic off: two runs differ (expected: timed algorithm choice)"
 fi
-[ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -8 "$f"; done; }
+[ $fail -eq 0 ] || tail_logs 8
 exit $fail

@@ -114,6 +114,6 @@ before=$(snapshot "$tmp/mixed")
 rc=$?
 check "--overwrite of the checkpoint --resume reads: refused, exit 2, nothing removed" '[ $rc -eq 2 ] && grep -q "overwrite would remove .*which --resume reads" "$tmp/mixed.log" && [ "$(snapshot "$tmp/mixed")" = "$before" ]'
 if [ $fail -ne 0 ]; then
-  for f in "$tmp"/*.log "$tmp"/w/*.log; do echo "--- $f"; tail -4 "$f"; done
+  tail_logs 4 "$tmp"/*.log "$tmp"/w/*.log
 fi
 exit $fail
