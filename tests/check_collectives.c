@@ -33,12 +33,7 @@ static void teardown(void) { munmap(rep, sizeof *rep); }
 static void assert_no_failures(int n, const char *what)
 {
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < n; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &rep->fails[r], prefix);
-  }
+  cf_merge_ranks(&all, rep->fails, n);
   CF_ASSERT_NONE(&all, what);
 }
 

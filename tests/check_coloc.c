@@ -785,12 +785,7 @@ static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int w
 static case_failures_t all_failures(void)
 {
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < g_sim->nranks; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &g_sim->fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_sim->fails, g_sim->nranks);
   return all;
 }
 

@@ -253,12 +253,7 @@ static void launch(int nproc, shmddp_rank_fn fn, void *arg, const char *what)
   shmddp_status_t st = shmddp_launch(&cfg, fn, arg, &res);
   ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res.message);
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < nproc; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &g_fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_fails, nproc);
   ck_assert_msg(all.checks > 0 || res.exit_code != 0, "%s: nothing was checked", what);
   CF_ASSERT_NONE(&all, what);
   ck_assert_msg(res.exit_code == 0, "%s: a rank failed: %s", what, res.message);

@@ -77,6 +77,17 @@ static inline void cf_merge(case_failures_t *dst, const case_failures_t *src, co
   dst->left_out += src->left_out;
 }
 
+/* The failures of ranks 0..n-1 (fails[r]: rank r's) in one list, each prefixed "rank R: ". */
+static inline void cf_merge_ranks(case_failures_t *all, const case_failures_t *fails, int n)
+{
+  cf_init(all);
+  char prefix[32];
+  for (int r = 0; r < n; r++) {
+    snprintf(prefix, sizeof prefix, "rank %d: ", r);
+    cf_merge(all, &fails[r], prefix);
+  }
+}
+
 /* Fails the test when any check failed, naming every failing case: all of them in the log
  * (stdout), as many as fit in Check's message (its messages are limited to about 4 KiB). */
 #define CF_ASSERT_NONE(f, what)                                                               \
