@@ -33,7 +33,7 @@ static void teardown(void) { munmap(rep, sizeof *rep); }
 static void assert_no_failures(int n, const char *what)
 {
   case_failures_t all;
-  cf_merge_ranks(&all, rep->fails, n);
+  cf_merge_ranks(&all, rep->fails, n, "rank");
   CF_ASSERT_NONE(&all, what);
 }
 

@@ -785,7 +785,7 @@ static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int w
 static case_failures_t all_failures(void)
 {
   case_failures_t all;
-  cf_merge_ranks(&all, g_sim->fails, g_sim->nranks);
+  cf_merge_ranks(&all, g_sim->fails, g_sim->nranks, "rank");
   return all;
 }
 

@@ -96,7 +96,7 @@ static void run_matrix(int nproc, shmddp_rank_fn fn, void *arg, const char *what
   shmddp_launch_result_t res;
   launch(nproc, fn, arg, 2, &res);
   case_failures_t all;
-  cf_merge_ranks(&all, g_fails, nproc);
+  cf_merge_ranks(&all, g_fails, nproc, "rank");
   munmap(g_fails, SHMDDP_MAX_RANKS * sizeof *g_fails);
   CF_ASSERT_NONE(&all, what);
   ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);

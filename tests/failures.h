@@ -77,13 +77,15 @@ static inline void cf_merge(case_failures_t *dst, const case_failures_t *src, co
   dst->left_out += src->left_out;
 }
 
-/* The failures of ranks 0..n-1 (fails[r]: rank r's) in one list, each prefixed "rank R: ". */
-static inline void cf_merge_ranks(case_failures_t *all, const case_failures_t *fails, int n)
+/* The failures of ranks 0..n-1 (fails[r]: rank r's) in one list, each prefixed "WHO R: " (who:
+ * "rank", "thread rank"). */
+static inline void cf_merge_ranks(case_failures_t *all, const case_failures_t *fails, int n,
+                                  const char *who)
 {
   cf_init(all);
-  char prefix[32];
+  char prefix[48];
   for (int r = 0; r < n; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
+    snprintf(prefix, sizeof prefix, "%.30s %d: ", who, r);
     cf_merge(all, &fails[r], prefix);
   }
 }
