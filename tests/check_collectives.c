@@ -506,7 +506,6 @@ static Suite *collectives_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 240);
   tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_loop_test(tc, mismatched_calls_fail_on_every_rank, MM_KIND, MM_ROOT + 1);
   tcase_add_test(tc, bad_arguments_are_reported);
   tcase_add_test(tc, names_round_trip);

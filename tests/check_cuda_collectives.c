@@ -668,9 +668,7 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   /* Two programs (tests/local.mk), of about equal length: the kernels and all-reduce; the other
    * collectives, graphs and failures (check_cuda_collectives_other, SUITE_PART "other"). */
   if (strcmp(env->part, "other") != 0) {
-    tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
-                    test_convert_kernel_matches_cpu);
-    tcase_set_timeout(tc, 120);
+    SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu, test_convert_kernel_matches_cpu);
     tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
                     test_allreduce_256mib, test_allreduce_three_ranks);
     tcase_set_timeout(tc, 600);
@@ -683,7 +681,6 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "graphs", test_graph_replay, test_duplicate_communicator);
   tcase_set_timeout(tc, 300);
   tc = tcase_create("failures");
-  tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_killed_rank, 0, NALGOS); /* every algorithm */
   tcase_add_loop_test(tc, test_absent_rank_times_out, 0, 2);
   tcase_add_test(tc, test_p2p_failure_falls_back);

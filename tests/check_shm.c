@@ -725,7 +725,6 @@ static Suite *shm_suite(const suite_env_t *env)
                          inherited_ignored_sigint_stays_ignored, repeated_sigterm_is_absorbed,
                          bad_environment_is_refused_at_launch_and_join, eight_ranks_oversubscribed);
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   SUITE_CASE(s, "numa", numa_node_from_sysfs);
   return s;
 }

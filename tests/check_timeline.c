@@ -583,20 +583,14 @@ END_TEST
 static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
-  TCase *tc = SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window,
-                         test_close_inside_window);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
+  SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window, test_close_inside_window);
 #ifdef HAVE_CUDA
-  if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) {
-    tc = SUITE_CASE(s, "cuda", test_cuda_events);
-    tcase_set_timeout(tc, 120); /* bounds a hang only */
-  }
+  if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) SUITE_CASE(s, "cuda", test_cuda_events);
 #else
   suite_gpu_cases(env, 1, 0, "test_cuda_events");
 #endif
   SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks, test_json_strings);
-  tc = SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
-  tcase_set_timeout(tc, 120);
+  SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
   return s;
 }
 
