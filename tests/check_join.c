@@ -165,9 +165,8 @@ static void check_process_matrix(int n)
   group_done(&g);
 }
 
-START_TEST(processes_run_every_collective_2) { check_process_matrix(2); }
-END_TEST
-START_TEST(processes_run_every_collective_3) { check_process_matrix(3); }
+/* Process groups of 2 and 3 ranks (loop test). */
+START_TEST(processes_run_every_collective) { check_process_matrix(2 + _i); }
 END_TEST
 
 START_TEST(two_groups_at_once_do_not_interfere)
@@ -317,11 +316,8 @@ static void check_thread_matrix(int n)
   id_segment_gone(&id);
 }
 
-START_TEST(threads_run_every_collective_1) { check_thread_matrix(1); }
-END_TEST
-START_TEST(threads_run_every_collective_2) { check_thread_matrix(2); }
-END_TEST
-START_TEST(threads_run_every_collective_4) { check_thread_matrix(4); }
+/* Thread groups of 1, 2 and 4 ranks (loop test). */
+START_TEST(threads_run_every_collective) { check_thread_matrix(1 << _i); }
 END_TEST
 
 typedef struct {
@@ -493,14 +489,14 @@ END_TEST
 static Suite *join_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("join");
-  TCase *tc = SUITE_CASE(s, "processes", processes_run_every_collective_2,
-                         processes_run_every_collective_3, two_groups_at_once_do_not_interfere,
+  TCase *tc = SUITE_CASE(s, "processes", two_groups_at_once_do_not_interfere,
                          sigkilled_rank_is_named_within_2s, missing_rank_times_out_named);
+  tcase_add_loop_test(tc, processes_run_every_collective, 0, 2);
   tcase_set_timeout(tc, 600);
-  tc = SUITE_CASE(s, "threads", threads_run_every_collective_1, threads_run_every_collective_2,
-                  threads_run_every_collective_4, abort_from_another_thread_unblocks_a_call,
+  tc = SUITE_CASE(s, "threads", abort_from_another_thread_unblocks_a_call,
                   bad_arguments_are_refused_on_every_rank, ids_and_their_text,
                   duplicates_of_a_joined_communicator);
+  tcase_add_loop_test(tc, threads_run_every_collective, 0, 3);
   tcase_set_timeout(tc, 600);
   return s;
 }
