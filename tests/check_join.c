@@ -300,15 +300,23 @@ static void id_segment_gone(const shmddp_unique_id_t *id)
   ck_assert_msg(stat(path, &sb) != 0 && errno == ENOENT, "%s was left behind", path);
 }
 
+/* n thread ranks that join a fresh id (each running the matrix when asked), the wait for each
+ * bounded at 60 s: every one must have joined. */
+static void join_threads(trank_t *t, int n, shmddp_unique_id_t *id, int matrix)
+{
+  ck_assert_int_eq(shmddp_get_unique_id(id), SHMDDP_OK);
+  thread_group(t, n, id, 60, matrix);
+  run_threads(t, n);
+  for (int r = 0; r < n; r++)
+    ck_assert_msg(t[r].init_st == SHMDDP_OK, "rank %d: %s", r, t[r].init_err);
+}
+
 static void check_thread_matrix(int n)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[SHMDDP_MAX_RANKS];
-  thread_group(t, n, &id, 60, 1);
-  run_threads(t, n);
+  join_threads(t, n, &id, 1);
   for (int r = 0; r < n; r++) {
-    ck_assert_msg(t[r].init_st == SHMDDP_OK, "rank %d: %s", r, t[r].init_err);
     ck_assert_msg(t[r].tally.failures == 0, "threads %d, rank %d: %ld of %ld failed: %s", n, r,
                   t[r].tally.failures, t[r].tally.checks, t[r].tally.fails);
     ck_assert_int_gt(t[r].tally.checks, 100);
@@ -340,12 +348,8 @@ static void *call_and_block(void *arg)
 START_TEST(abort_from_another_thread_unblocks_a_call)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[2];
-  thread_group(t, 2, &id, 60, 0);
-  run_threads(t, 2);
-  ck_assert_msg(t[0].init_st == SHMDDP_OK && t[1].init_st == SHMDDP_OK, "%s / %s",
-                t[0].init_err, t[1].init_err);
+  join_threads(t, 2, &id, 0);
   /* Rank 0 calls an all_reduce rank 1 never joins: it can only end by the abort. */
   blocked_t b = {.comm = t[0].comm};
   pthread_t th;
@@ -460,11 +464,8 @@ static void *matrix_thread(void *arg)
 START_TEST(duplicates_of_a_joined_communicator)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[2];
-  thread_group(t, 2, &id, 60, 0);
-  run_threads(t, 2);
-  ck_assert_msg(t[0].init_st == SHMDDP_OK && t[1].init_st == SHMDDP_OK, "%s", t[0].init_err);
+  join_threads(t, 2, &id, 0);
   /* Each rank runs the matrix on its base communicator and, at the same time from a second
    * thread, on a duplicate: independent counters, no interference. */
   matrix_job_t jobs[4];
