@@ -93,17 +93,18 @@ static shmddp_status_t host_row(const host_ctx_t *h, size_t bytes, bench_row_t *
     if (done == 0) row->algo = shmddp_comm_last_algo(h->comm);
     if ((done & 63) == 63 && shmddp_stop_requested(h->comm)) { done++; break; }
   }
-  double slowest = done ? (now_s() - t0) / (double)done : 0;
+  double per_call = done ? (now_s() - t0) / (double)done : 0;
   if (st == SHMDDP_OK && o->check) {
     fill_send(o, h->rank, fillbuf, sendcount, count, 1);
     st = run_once(h->comm, o, sbuf, rbuf, count);
     if (st == SHMDDP_OK) row->errors = bench_count_errors(o, h->rank, h->n, rbuf, count, 1);
   }
   double errs = (double)row->errors;
-  if (st == SHMDDP_OK) st = shmddp_all_reduce(h->comm, &slowest, &slowest, 1, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST);
+  /* the slowest rank's time, every rank's errors */
+  if (st == SHMDDP_OK) st = shmddp_all_reduce(h->comm, &per_call, &per_call, 1, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST);
   if (st == SHMDDP_OK) st = shmddp_all_reduce(h->comm, &errs, &errs, 1, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
   if (st != SHMDDP_OK) return st;
-  row->time_us = slowest * 1e6;
+  row->time_us = per_call * 1e6;
   row->errors = (long)errs;
   row->algbw = row->time_us > 0 ? (double)row->bytes / (row->time_us * 1e3) : 0;
   row->busbw = row->algbw * bench_bus_factor(o->coll, h->n);
