@@ -185,6 +185,19 @@ static void leader_waits_ready(rk_t *r, uint64_t k, int on_host, int by_driver)
   }
 }
 
+/* Every rank records `kind` on its stream, publishes it for round k, and waits on the host for
+ * every other rank's (S_EACH: each rank works on its own part between two of these). */
+static void all_wait_all(rk_t *r, int kind, uint64_t k)
+{
+  CK(r, cudaEventRecord(r->own[kind], r->s));
+  publish(r, kind, k);
+  for (int q = 0; q < r->n; q++)
+    if (q != r->me) {
+      wait_word(r, q, kind, k);
+      wait_event(r, r->peer[kind][q], 0);
+    }
+}
+
 static void one_call(rk_t *r, int strat, uint64_t k)
 {
   int me = r->me, n = r->n;
@@ -197,21 +210,9 @@ static void one_call(rk_t *r, int strat, uint64_t k)
     return;
   }
   if (strat == S_EACH) {
-    CK(r, cudaEventRecord(r->own[EV_READY], r->s));
-    publish(r, EV_READY, k);
-    for (int q = 0; q < n; q++)
-      if (q != me) {
-        wait_word(r, q, EV_READY, k);
-        wait_event(r, r->peer[EV_READY][q], 0);
-      }
+    all_wait_all(r, EV_READY, k);
     work(r, 1u << me, k);
-    CK(r, cudaEventRecord(r->own[EV_DONE], r->s));
-    publish(r, EV_DONE, k);
-    for (int q = 0; q < n; q++)
-      if (q != me) {
-        wait_word(r, q, EV_DONE, k);
-        wait_event(r, r->peer[EV_DONE][q], 0);
-      }
+    all_wait_all(r, EV_DONE, k);
     return;
   }
   int leader_on_host = strat != S_STREAM, by_driver = strat == S_SYNC;

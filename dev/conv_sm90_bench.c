@@ -36,20 +36,11 @@
 #include "kernels/conv_sm90.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
+#include "dev/cuda_harness.h"
 #include "dev/wgmma_desc_probe.h"
 #include "tests/conv_fused_testutil.h"
 
-#define DIE(...)                                                                               \
-  do {                                                                                         \
-    fprintf(stderr, "conv_sm90_bench: " __VA_ARGS__);                                          \
-    fputc('\n', stderr);                                                                       \
-    exit(2);                                                                                   \
-  } while (0)
-#define CU(call)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                       \
-  } while (0)
+#define DIE(...) harness_die(2, __VA_ARGS__)
 
 enum { C = CONV_SM90_CIN, SETS = 3 };
 
@@ -212,33 +203,6 @@ static double time_us(void (*fn)(int))
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   return med;
-}
-
-/* A device-to-device copy's rate, bytes read + written per second. */
-static double copy_rate(void)
-{
-  const size_t bytes = (size_t)512 << 20;
-  void *src = dev(bytes), *dst = dev(bytes);
-  CU(cudaMemsetAsync(src, 0x5a, bytes, S));
-  cudaEvent_t a, b;
-  CU(cudaEventCreate(&a));
-  CU(cudaEventCreate(&b));
-  double t[7];
-  for (int r = -2; r < 7; r++) {
-    CU(cudaEventRecord(a, S));
-    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S));
-    CU(cudaEventRecord(b, S));
-    CU(cudaEventSynchronize(b));
-    float ms;
-    CU(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 0) t[r] = ms * 1e-3;
-  }
-  qsort(t, 7, sizeof *t, cmp_double);
-  CU(cudaFree(src));
-  CU(cudaFree(dst));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return 2.0 * bytes / t[3];
 }
 
 /* ---- checks ---- */
@@ -413,7 +377,8 @@ int main(int argc, char **argv)
   if (fastest.conv_plan(&fastest, &conv_f, &ws_f)) DIE("%s", fastest.last_error(&fastest));
   cws = dev(ws_t > ws_f ? ws_t : ws_f);
 
-  double bw = copy_rate();
+  double bw = harness_copy_rate(S, err, sizeof err);
+  if (bw < 0) DIE("%s", err);
   printf("# conv_sm90_bench: %s (%d SMs), bf16, batch %d, %dx%d, %d -> %d channels\n", prop.name,
          prop.multiProcessorCount, N, H, W, C, C);
   printf("# FLOPs %.2f G; fewest HBM bytes (x read, y written, weights) %.1f MB; floors %.1f us "

@@ -25,7 +25,8 @@ endif
 DEV_CUDNN_SRCS = dev/ops_cuda_bench.c dev/dnn_graph_bench.c
 if HAVE_CUDNN
 noinst_PROGRAMS += dev/ops_cuda_bench dev/dnn_graph_bench
-dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c dev/step_account.c dev/step_account.h
+dev_ops_cuda_bench_SOURCES = dev/ops_cuda_bench.c dev/step_account.c dev/step_account.h \
+	dev/cuda_harness.c dev/cuda_harness.h
 dev_ops_cuda_bench_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
 dev_dnn_graph_bench_SOURCES = dev/dnn_graph_bench.c
 dev_dnn_graph_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
@@ -50,7 +51,8 @@ endif
 # (bench/conv_sm90_gpu.sh runs it).
 # With it, dev/wgmma_desc_probe.cu (sm_90a): how wgmma descriptors starting part-way into a
 # swizzle pattern read, which the next convolution designs depend on.
-DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h
+DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h \
+	dev/cuda_harness.c dev/cuda_harness.h
 EXTRA_DIST += $(DEV_CONV_SM90_SRCS)
 if HAVE_CONV_SM90
 if HAVE_CUDNN

@@ -14,10 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef HAVE_CUDNN
-#include <cuda_runtime_api.h>
-#endif
-
 #include "src/device/device.h"
 #include "src/world/world_mpi.h"
 
@@ -60,12 +56,7 @@ int main(int argc, char **argv)
   }
   char err[1024] = "";
   if (gpu) {
-#ifdef HAVE_CUDNN
-    /* the visible GPUs, counted in this process (nothing forks: CUDA may start now) */
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    wc.gpus = count;
-#endif
+    wc.gpus = dev_count_visible(); /* counted in this process: nothing forks, CUDA may start */
     if (wc.gpus == 0) {
       fprintf(stderr, "mpi_allreduce_bench: --device cuda, but no GPU (or no CUDA build)\n");
       MPI_Abort(MPI_COMM_WORLD, 2);

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dev/cuda_harness.h"
 #include "dev/step_account.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
@@ -52,17 +53,7 @@
 #define MAXL 8
 #define MAXREC 1024
 
-#define DIE(...)                                                                               \
-  do {                                                                                         \
-    fprintf(stderr, "ops_cuda_bench: " __VA_ARGS__);                                           \
-    fputc('\n', stderr);                                                                       \
-    exit(1);                                                                                   \
-  } while (0)
-#define CU(call)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                       \
-  } while (0)
+#define DIE(...) harness_die(1, __VA_ARGS__)
 
 static ops_t O;
 static cudaStream_t S;
@@ -753,31 +744,6 @@ static double gemm_ceiling(ops_dtype_t dt)
   return 2.0 * n * n * n / (median(t, 5) * 1e-3);
 }
 
-static double copy_ceiling(void)
-{
-  const size_t bytes = (size_t)512 << 20;
-  void *src = dev(bytes), *dst = dev(bytes);
-  CU(cudaMemsetAsync(src, 0x5a, bytes, S));
-  cudaEvent_t a, b;
-  CU(cudaEventCreate(&a));
-  CU(cudaEventCreate(&b));
-  double t[7];
-  for (int rep = -2; rep < 7; rep++) {
-    CU(cudaEventRecord(a, S));
-    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S));
-    CU(cudaEventRecord(b, S));
-    CU(cudaEventSynchronize(b));
-    float ms;
-    CU(cudaEventElapsedTime(&ms, a, b));
-    if (rep >= 0) t[rep] = ms;
-  }
-  CU(cudaFree(src));
-  CU(cudaFree(dst));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return 2.0 * bytes / (median(t, 7) * 1e-3); /* read + written */
-}
-
 /* ---- the account: every (layer, pass) ablated, the ceilings, the files ---- */
 
 /* The rows are ablated until cap_s seconds have gone (the rest print unmeasured). */
@@ -787,7 +753,9 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
 {
   acct_report_t r = {.device = device, .config = config, .images = N.N};
   r.ceiling.flops = gemm_ceiling(O.dtype);
-  r.ceiling.bw = copy_ceiling();
+  char err[256];
+  r.ceiling.bw = harness_copy_rate(S, err, sizeof err);
+  if (r.ceiling.bw < 0) DIE("%s", err);
   printf("\nceilings: matrix product %.1f TFLOP/s, device-to-device copy %.0f GB/s (read + "
          "written)\n", r.ceiling.flops / 1e12, r.ceiling.bw / 1e9);
   double full[MAXREC], t0 = now_ms();

@@ -34,28 +34,19 @@ static int dump(const char *dir, const char *name, const void *p, size_t bytes)
   return fclose(f);
 }
 
-static int fetch(int cuda, void *dst, const void *src, size_t bytes)
+/* A copy between this program's host memory and the model's, which is on the GPU with cuda. */
+enum { TO_MODEL, FROM_MODEL };
+static int copy(int cuda, int way, void *dst, const void *src, size_t bytes)
 {
   if (!cuda) {
     memcpy(dst, src, bytes);
     return 0;
   }
 #ifdef HAVE_CUDNN
-  return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+  enum cudaMemcpyKind kind = way == TO_MODEL ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  return cudaMemcpy(dst, src, bytes, kind) == cudaSuccess ? 0 : -1;
 #else
-  return -1;
-#endif
-}
-
-static int put(int cuda, void *dst, const void *src, size_t bytes)
-{
-  if (!cuda) {
-    memcpy(dst, src, bytes);
-    return 0;
-  }
-#ifdef HAVE_CUDNN
-  return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
-#else
+  (void)way;
   return -1;
 #endif
 }
@@ -127,10 +118,11 @@ int main(int argc, char **argv)
   }
 #endif
   float loss = 0;
-  if (put(cuda, xd, x, px * 3 * sizeof *x) || put(cuda, yd, y, px * sizeof *y) ||
-      fetch(cuda, p, model_params(m), np * sizeof *p) ||
+  if (copy(cuda, TO_MODEL, xd, x, px * 3 * sizeof *x) ||
+      copy(cuda, TO_MODEL, yd, y, px * sizeof *y) ||
+      copy(cuda, FROM_MODEL, p, model_params(m), np * sizeof *p) ||
       model_train_step(m, xd, yd, batch, 1.0f, 0, NULL, &loss, err, sizeof err) != 0 ||
-      fetch(cuda, g, model_grads(m), np * sizeof *g)) {
+      copy(cuda, FROM_MODEL, g, model_grads(m), np * sizeof *g)) {
     fprintf(stderr, "torch_check: %s\n", err[0] ? err : "copy failed");
     return 1;
   }

@@ -338,58 +338,59 @@ static int lookup(const char *name, unsigned kinds, const shm_env_param_t **p, c
 
 #define KIND(k) (1u << (k))
 
-int shm_env_number(const char *name, double *value, char *err, size_t errlen)
+/* A numeric setting of the given kind, parsed: 0 unset, 1 set (in *d), -1 error. */
+static int numeric(const char *name, unsigned kind, double *d, char *err, size_t errlen)
 {
   const shm_env_param_t *p;
   const char *v;
-  int rc = lookup(name, KIND(SHM_ENV_NUMBER), &p, &v, err, errlen);
-  return rc == 1 ? (parse_numeric(p, v, value, err, errlen) ? -1 : 1) : rc;
+  int rc = lookup(name, kind, &p, &v, err, errlen);
+  return rc == 1 ? (parse_numeric(p, v, d, err, errlen) ? -1 : 1) : rc;
+}
+
+/* Any other setting of the given kinds, checked against its entry: 0 unset, 1 set (in *v),
+ * -1 error. */
+static int checked(const char *name, unsigned kinds, const char **v, char *err, size_t errlen)
+{
+  const shm_env_param_t *p;
+  int rc = lookup(name, kinds, &p, v, err, errlen);
+  return rc == 1 ? (shm_env_check(p, *v, err, errlen) ? -1 : 1) : rc;
+}
+
+int shm_env_number(const char *name, double *value, char *err, size_t errlen)
+{
+  return numeric(name, KIND(SHM_ENV_NUMBER), value, err, errlen);
 }
 
 int shm_env_count(const char *name, long *value, char *err, size_t errlen)
 {
-  const shm_env_param_t *p;
-  const char *v;
   double d;
-  int rc = lookup(name, KIND(SHM_ENV_COUNT), &p, &v, err, errlen);
-  if (rc != 1) return rc;
-  if (parse_numeric(p, v, &d, err, errlen) != 0) return -1;
-  *value = (long)d;
-  return 1;
+  int rc = numeric(name, KIND(SHM_ENV_COUNT), &d, err, errlen);
+  if (rc == 1) *value = (long)d;
+  return rc;
 }
 
 int shm_env_bytes(const char *name, uint64_t *value, char *err, size_t errlen)
 {
-  const shm_env_param_t *p;
-  const char *v;
   double d;
-  int rc = lookup(name, KIND(SHM_ENV_BYTES), &p, &v, err, errlen);
-  if (rc != 1) return rc;
-  if (parse_numeric(p, v, &d, err, errlen) != 0) return -1;
-  *value = (uint64_t)d;
-  return 1;
+  int rc = numeric(name, KIND(SHM_ENV_BYTES), &d, err, errlen);
+  if (rc == 1) *value = (uint64_t)d;
+  return rc;
 }
 
 int shm_env_flag(const char *name, int *value, char *err, size_t errlen)
 {
-  const shm_env_param_t *p;
   const char *v;
-  int rc = lookup(name, KIND(SHM_ENV_FLAG), &p, &v, err, errlen);
-  if (rc != 1) return rc;
-  if (shm_env_check(p, v, err, errlen) != 0) return -1;
-  *value = v[0] == '1';
-  return 1;
+  int rc = checked(name, KIND(SHM_ENV_FLAG), &v, err, errlen);
+  if (rc == 1) *value = v[0] == '1';
+  return rc;
 }
 
 int shm_env_choice(const char *name, const char **value, char *err, size_t errlen)
 {
-  const shm_env_param_t *p;
   const char *v;
-  int rc = lookup(name, KIND(SHM_ENV_CHOICE) | KIND(SHM_ENV_TEXT), &p, &v, err, errlen);
-  if (rc != 1) return rc;
-  if (shm_env_check(p, v, err, errlen) != 0) return -1;
-  *value = v;
-  return 1;
+  int rc = checked(name, KIND(SHM_ENV_CHOICE) | KIND(SHM_ENV_TEXT), &v, err, errlen);
+  if (rc == 1) *value = v;
+  return rc;
 }
 
 int shm_env_is(const char *name, const char *value)

@@ -289,7 +289,6 @@ static Suite *checkpoint_suite(const suite_env_t *env)
                          disk_full_keeps_previous, unwritable_directory_is_reported,
                          fuzz_regressions, run_record);
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   return s;
 }
 

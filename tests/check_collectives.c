@@ -33,12 +33,7 @@ static void teardown(void) { munmap(rep, sizeof *rep); }
 static void assert_no_failures(int n, const char *what)
 {
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < n; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &rep->fails[r], prefix);
-  }
+  cf_merge_ranks(&all, rep->fails, n, "rank");
   CF_ASSERT_NONE(&all, what);
 }
 
@@ -294,15 +289,9 @@ static void run_matrix(int n)
   ck_assert_msg(res.exit_code == 0, "world %d: %s", n, res.message);
 }
 
-START_TEST(matrix_world_1) { run_matrix(1); }
-END_TEST
-START_TEST(matrix_world_2) { run_matrix(2); }
-END_TEST
-START_TEST(matrix_world_3) { run_matrix(3); }
-END_TEST
-START_TEST(matrix_world_4) { run_matrix(4); }
-END_TEST
-START_TEST(matrix_world_8) { run_matrix(8); }
+/* The matrix on each of these world sizes: one iteration of the loop test each. */
+static const int matrix_worlds[] = {1, 2, 3, 4, 8};
+START_TEST(matrix_world) { run_matrix(matrix_worlds[_i]); }
 END_TEST
 
 /* The same inputs give the same bits run after run (and whatever the slot size). */
@@ -504,14 +493,13 @@ END_TEST
 static Suite *collectives_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("collectives");
-  TCase *tc = SUITE_CASE(s, "matrix", matrix_world_1, matrix_world_2, matrix_world_3,
-                         matrix_world_4, matrix_world_8, results_repeat_bit_for_bit,
+  TCase *tc = SUITE_CASE(s, "matrix", results_repeat_bit_for_bit,
                          duplicated_communicators_are_independent);
+  tcase_add_loop_test(tc, matrix_world, 0, (int)(sizeof matrix_worlds / sizeof *matrix_worlds));
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 240);
   tc = tcase_create("errors");
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_loop_test(tc, mismatched_calls_fail_on_every_rank, MM_KIND, MM_ROOT + 1);
   tcase_add_test(tc, bad_arguments_are_reported);
   tcase_add_test(tc, names_round_trip);

@@ -785,12 +785,7 @@ static shmddp_launch_result_t run_sim(int nranks, const char *const *keys, int w
 static case_failures_t all_failures(void)
 {
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < g_sim->nranks; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &g_sim->fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_sim->fails, g_sim->nranks, "rank");
   return all;
 }
 
@@ -894,7 +889,6 @@ static Suite *coloc_suite(const suite_env_t *env)
   SUITE_CASE(s, "jobs", jobs_of_every_collective_equal_the_reference);
   TCase *tc = tcase_create("protocol");
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tcase_add_loop_test(tc, protocol_orders_every_wait_after_its_record, 0,
                       (int)(sizeof placements / sizeof placements[0]) * SIM_NWAITS);
   tcase_add_loop_test(tc, checks_catch_a_protocol_without_its_done_wait, 0, 2);

@@ -253,12 +253,7 @@ static void launch(int nproc, shmddp_rank_fn fn, void *arg, const char *what)
   shmddp_status_t st = shmddp_launch(&cfg, fn, arg, &res);
   ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res.message);
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < nproc; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &g_fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_fails, nproc, "rank");
   ck_assert_msg(all.checks > 0 || res.exit_code != 0, "%s: nothing was checked", what);
   CF_ASSERT_NONE(&all, what);
   ck_assert_msg(res.exit_code == 0, "%s: a rank failed: %s", what, res.message);
@@ -337,12 +332,7 @@ START_TEST(every_collective_threads_on_one_gpu)
   }
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < n; r++) {
-    snprintf(prefix, sizeof prefix, "thread rank %d: ", r);
-    cf_merge(&all, &g_fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_fails, n, "thread rank");
   ck_assert_msg(all.checks > 0, "nothing was checked");
   CF_ASSERT_NONE(&all, "threads on GPU 0");
 }
@@ -358,14 +348,21 @@ static void CUDART_CB hold_back(void *arg) { usleep((useconds_t)(uintptr_t)arg);
 /* Each iteration: the input is overwritten on the stream right before the call and again right
  * after it; rank 1 holds its stream back (a host function that sleeps) every few iterations, so
  * the leader's kernel must wait for its READY and everyone's stream for the kernel's DONE. */
+/* The CUDA transport of a rank that shares GPU 0 with the others: 0, or FAIL's 1. */
+static int init_on_gpu0(shmddp_comm_t *comm, case_failures_t *f)
+{
+  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
+  cc.device = 0;
+  FST(f, comm, shmddp_comm_init_cuda(comm, &cc));
+  return 0;
+}
+
 static int reuse_rank(shmddp_comm_t *comm, void *arg)
 {
   (void)arg;
   int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
   case_failures_t *f = &g_fails[rank];
-  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
-  cc.device = 0;
-  FST(f, comm, shmddp_comm_init_cuda(comm, &cc));
+  if (init_on_gpu0(comm, f)) return 1;
   size_t bytes = REUSE_COUNT * sizeof(float);
   float *inputs, *send, *recv, *h_in, *h_out;
   cudaStream_t s;
@@ -473,9 +470,7 @@ static int graph_rank(shmddp_comm_t *comm, void *arg)
   (void)arg;
   int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
   case_failures_t *f = &g_fails[rank];
-  shmddp_cuda_config_t cc = SHMDDP_CUDA_CONFIG_INIT;
-  cc.device = 0;
-  FST(f, comm, shmddp_comm_init_cuda(comm, &cc));
+  if (init_on_gpu0(comm, f)) return 1;
   const size_t sizes[] = {1000, ((size_t)3 << 20) + 1}; /* one-shot, two-shot on user buffers */
   size_t maxb = sizes[1] * 4;
   float *send, *recv, *h = malloc(maxb);

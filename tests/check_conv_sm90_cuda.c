@@ -251,35 +251,15 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-/* Whether device 0 can run the kernel, asked in a child process. */
-static int sm90_usable(char *why, size_t len)
-{
-  int fd[2];
-  if (pipe(fd) != 0) return snprintf(why, len, "pipe failed"), 0;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    char msg[256] = "";
-    int rc = conv_sm90_check(0, msg, sizeof msg);
-    ssize_t m = write(fd[1], msg, strlen(msg));
-    _exit(rc == 0 && m >= 0 ? 0 : 1);
-  }
-  close(fd[1]);
-  ssize_t got = pid > 0 ? read(fd[0], why, len - 1) : -1;
-  close(fd[0]);
-  why[got > 0 ? got : 0] = 0;
-  int status = 1;
-  if (pid > 0) waitpid(pid, &status, 0);
-  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+/* In a child process: whether device 0 can run the kernel (0), else why not. */
+static int sm90_check_device0(char *msg, size_t len) { return conv_sm90_check(0, msg, len); }
 
 static Suite *make_conv_sm90_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("conv_sm90");
   if (!suite_gpu_cases(env, 1, 1, "the sm_90 convolution")) return s;
   char why[256];
-  if (!sm90_usable(why, sizeof why)) {
+  if (suite_ask_child(sm90_check_device0, why, sizeof why) != 0) {
     printf("%s: not registered (SKIP): the sm_90 convolution: %s\n", env->name, why);
     return s;
   }

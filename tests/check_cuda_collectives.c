@@ -96,12 +96,7 @@ static void run_matrix(int nproc, shmddp_rank_fn fn, void *arg, const char *what
   shmddp_launch_result_t res;
   launch(nproc, fn, arg, 2, &res);
   case_failures_t all;
-  cf_init(&all);
-  char prefix[32];
-  for (int r = 0; r < nproc; r++) {
-    snprintf(prefix, sizeof prefix, "rank %d: ", r);
-    cf_merge(&all, &g_fails[r], prefix);
-  }
+  cf_merge_ranks(&all, g_fails, nproc, "rank");
   munmap(g_fails, SHMDDP_MAX_RANKS * sizeof *g_fails);
   CF_ASSERT_NONE(&all, what);
   ck_assert_msg(res.exit_code == 0, "a rank failed: %s (see stderr)", res.message);
@@ -673,9 +668,7 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   /* Two programs (tests/local.mk), of about equal length: the kernels and all-reduce; the other
    * collectives, graphs and failures (check_cuda_collectives_other, SUITE_PART "other"). */
   if (strcmp(env->part, "other") != 0) {
-    tc = SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu,
-                    test_convert_kernel_matches_cpu);
-    tcase_set_timeout(tc, 120);
+    SUITE_CASE(s, "reduce_kernel", test_reduce_kernel_matches_cpu, test_convert_kernel_matches_cpu);
     tc = SUITE_CASE(s, "all_reduce", test_allreduce_matrix, test_allreduce_auto_and_ints,
                     test_allreduce_256mib, test_allreduce_three_ranks);
     tcase_set_timeout(tc, 600);
@@ -688,7 +681,6 @@ static Suite *make_cuda_collectives_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "graphs", test_graph_replay, test_duplicate_communicator);
   tcase_set_timeout(tc, 300);
   tc = tcase_create("failures");
-  tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_killed_rank, 0, NALGOS); /* every algorithm */
   tcase_add_loop_test(tc, test_absent_rank_times_out, 0, 2);
   tcase_add_test(tc, test_p2p_failure_falls_back);

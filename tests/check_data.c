@@ -699,7 +699,6 @@ static Suite *data_suite(const suite_env_t *env)
   tcase_add_test(tc, test_synth_deterministic);
   tcase_add_loop_test(tc, test_synth_classes_and_variety, 2, 9);
   tcase_add_test(tc, test_synth_bad_config);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   suite_add_tcase(s, tc);
   tc = SUITE_CASE(s, "png", test_png_dir_reads_back, test_png_formats, test_png_missing_mask,
                   test_png_size_mismatch, test_png_label_too_large, test_png_corrupt,
@@ -707,8 +706,7 @@ static Suite *data_suite(const suite_env_t *env)
   tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
   tcase_add_loop_test(tc, test_loader_reports_errors, 0, 2);
   tcase_add_loop_test(tc, test_loader_png_swapped_for_larger, 0, 3);
-  tc = SUITE_CASE(s, "pipeline", test_augment, test_loader_independent_of_workers);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
+  SUITE_CASE(s, "pipeline", test_augment, test_loader_independent_of_workers);
   return s;
 }
 

@@ -165,9 +165,8 @@ static void check_process_matrix(int n)
   group_done(&g);
 }
 
-START_TEST(processes_run_every_collective_2) { check_process_matrix(2); }
-END_TEST
-START_TEST(processes_run_every_collective_3) { check_process_matrix(3); }
+/* Process groups of 2 and 3 ranks (loop test). */
+START_TEST(processes_run_every_collective) { check_process_matrix(2 + _i); }
 END_TEST
 
 START_TEST(two_groups_at_once_do_not_interfere)
@@ -301,15 +300,23 @@ static void id_segment_gone(const shmddp_unique_id_t *id)
   ck_assert_msg(stat(path, &sb) != 0 && errno == ENOENT, "%s was left behind", path);
 }
 
+/* n thread ranks that join a fresh id (each running the matrix when asked), the wait for each
+ * bounded at 60 s: every one must have joined. */
+static void join_threads(trank_t *t, int n, shmddp_unique_id_t *id, int matrix)
+{
+  ck_assert_int_eq(shmddp_get_unique_id(id), SHMDDP_OK);
+  thread_group(t, n, id, 60, matrix);
+  run_threads(t, n);
+  for (int r = 0; r < n; r++)
+    ck_assert_msg(t[r].init_st == SHMDDP_OK, "rank %d: %s", r, t[r].init_err);
+}
+
 static void check_thread_matrix(int n)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[SHMDDP_MAX_RANKS];
-  thread_group(t, n, &id, 60, 1);
-  run_threads(t, n);
+  join_threads(t, n, &id, 1);
   for (int r = 0; r < n; r++) {
-    ck_assert_msg(t[r].init_st == SHMDDP_OK, "rank %d: %s", r, t[r].init_err);
     ck_assert_msg(t[r].tally.failures == 0, "threads %d, rank %d: %ld of %ld failed: %s", n, r,
                   t[r].tally.failures, t[r].tally.checks, t[r].tally.fails);
     ck_assert_int_gt(t[r].tally.checks, 100);
@@ -317,11 +324,8 @@ static void check_thread_matrix(int n)
   id_segment_gone(&id);
 }
 
-START_TEST(threads_run_every_collective_1) { check_thread_matrix(1); }
-END_TEST
-START_TEST(threads_run_every_collective_2) { check_thread_matrix(2); }
-END_TEST
-START_TEST(threads_run_every_collective_4) { check_thread_matrix(4); }
+/* Thread groups of 1, 2 and 4 ranks (loop test). */
+START_TEST(threads_run_every_collective) { check_thread_matrix(1 << _i); }
 END_TEST
 
 typedef struct {
@@ -344,12 +348,8 @@ static void *call_and_block(void *arg)
 START_TEST(abort_from_another_thread_unblocks_a_call)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[2];
-  thread_group(t, 2, &id, 60, 0);
-  run_threads(t, 2);
-  ck_assert_msg(t[0].init_st == SHMDDP_OK && t[1].init_st == SHMDDP_OK, "%s / %s",
-                t[0].init_err, t[1].init_err);
+  join_threads(t, 2, &id, 0);
   /* Rank 0 calls an all_reduce rank 1 never joins: it can only end by the abort. */
   blocked_t b = {.comm = t[0].comm};
   pthread_t th;
@@ -464,11 +464,8 @@ static void *matrix_thread(void *arg)
 START_TEST(duplicates_of_a_joined_communicator)
 {
   shmddp_unique_id_t id;
-  ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
   trank_t t[2];
-  thread_group(t, 2, &id, 60, 0);
-  run_threads(t, 2);
-  ck_assert_msg(t[0].init_st == SHMDDP_OK && t[1].init_st == SHMDDP_OK, "%s", t[0].init_err);
+  join_threads(t, 2, &id, 0);
   /* Each rank runs the matrix on its base communicator and, at the same time from a second
    * thread, on a duplicate: independent counters, no interference. */
   matrix_job_t jobs[4];
@@ -493,14 +490,14 @@ END_TEST
 static Suite *join_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("join");
-  TCase *tc = SUITE_CASE(s, "processes", processes_run_every_collective_2,
-                         processes_run_every_collective_3, two_groups_at_once_do_not_interfere,
+  TCase *tc = SUITE_CASE(s, "processes", two_groups_at_once_do_not_interfere,
                          sigkilled_rank_is_named_within_2s, missing_rank_times_out_named);
+  tcase_add_loop_test(tc, processes_run_every_collective, 0, 2);
   tcase_set_timeout(tc, 600);
-  tc = SUITE_CASE(s, "threads", threads_run_every_collective_1, threads_run_every_collective_2,
-                  threads_run_every_collective_4, abort_from_another_thread_unblocks_a_call,
+  tc = SUITE_CASE(s, "threads", abort_from_another_thread_unblocks_a_call,
                   bad_arguments_are_refused_on_every_rank, ids_and_their_text,
                   duplicates_of_a_joined_communicator);
+  tcase_add_loop_test(tc, threads_run_every_collective, 0, 3);
   tcase_set_timeout(tc, 600);
   return s;
 }

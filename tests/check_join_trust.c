@@ -177,17 +177,24 @@ static void id_path(const shmddp_unique_id_t *id, char *path, size_t len)
   snprintf(path, len, "/dev/shm%s", name);
 }
 
+/* Joins id as rank `rank` of `nranks` with host buffers, any wait bounded at 30 s. */
+static shmddp_status_t join_host(shmddp_comm_t **comm, int nranks, shmddp_unique_id_t id,
+                                 int rank)
+{
+  shmddp_comm_config_t cfg = SHMDDP_COMM_CONFIG_INIT;
+  cfg.device = SHMDDP_DEVICE_NONE;
+  cfg.timeout_s = 30;
+  *comm = NULL;
+  return shmddp_comm_init_rank_config(comm, nranks, id, rank, &cfg);
+}
+
 /* One thread-rank group of one rank: its creation is "the next creator" of the rules. */
 static void make_one_rank_group(void)
 {
   shmddp_unique_id_t id;
   ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
-  shmddp_comm_config_t cfg = SHMDDP_COMM_CONFIG_INIT;
-  cfg.device = SHMDDP_DEVICE_NONE;
-  cfg.timeout_s = 30;
-  shmddp_comm_t *comm = NULL;
-  ck_assert_msg(shmddp_comm_init_rank_config(&comm, 1, id, 0, &cfg) == SHMDDP_OK, "%s",
-                shmddp_last_error());
+  shmddp_comm_t *comm;
+  ck_assert_msg(join_host(&comm, 1, id, 0) == SHMDDP_OK, "%s", shmddp_last_error());
   shmddp_comm_destroy(comm);
 }
 
@@ -213,12 +220,9 @@ START_TEST(out_of_range_rank_is_refused_at_once)
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     shmddp_unique_id_t id;
     ck_assert_int_eq(shmddp_get_unique_id(&id), SHMDDP_OK);
-    shmddp_comm_config_t cfg = SHMDDP_COMM_CONFIG_INIT;
-    cfg.device = SHMDDP_DEVICE_NONE;
-    cfg.timeout_s = 30;
-    shmddp_comm_t *comm = NULL;
+    shmddp_comm_t *comm;
     double t0 = shm_now();
-    shmddp_status_t st = shmddp_comm_init_rank_config(&comm, 2, id, bad[i], &cfg);
+    shmddp_status_t st = join_host(&comm, 2, id, bad[i]);
     double took = shm_now() - t0;
     ck_assert_int_eq(st, SHMDDP_ERR_INVALID);
     ck_assert_msg(strstr(shmddp_last_error(), "out of range") != NULL, "%s", shmddp_last_error());

@@ -731,14 +731,12 @@ END_TEST
 static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
-  TCase *tc = SUITE_CASE(s, "gradients", unet_grad_batchnorm, unet_grad_groupnorm);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
-  tc = SUITE_CASE(s, "structure", same_seed_same_bits, init_keyed_by_name, param_count_formula,
-                  hooks_in_order, hooks_with_empty_batch, batchnorm_paths_agree,
-                  groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
-                  update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
-                  pack_is_the_unpadded_layout, bad_configs);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
+  SUITE_CASE(s, "gradients", unet_grad_batchnorm, unet_grad_groupnorm);
+  SUITE_CASE(s, "structure", same_seed_same_bits, init_keyed_by_name, param_count_formula,
+             hooks_in_order, hooks_with_empty_batch, batchnorm_paths_agree,
+             groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
+             update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
+             pack_is_the_unpadded_layout, bad_configs);
   return s;
 }
 

@@ -127,6 +127,14 @@ static void run_ranks(rk_t *t, int n, void *(*fn)(void *), void *arg)
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
 }
 
+/* Every rank of run_ranks ended with ncclSuccess, nothing noted. */
+static void assert_ranks_ok(const rk_t *t, int n)
+{
+  for (int r = 0; r < n; r++)
+    ck_assert_msg(t[r].r == ncclSuccess && !t[r].msg[0], "rank %d: %s %s %s", r,
+                  ncclGetErrorString(t[r].r), t[r].msg, ncclGetLastError(NULL));
+}
+
 /* In one group: an all-reduce with a pre-multiplied sum A (this rank's scalar r + 1), A
  * destroyed, B made (scalar 100: it takes A's slot), a second all-reduce with B, B destroyed,
  * and a third with a device-residence scalar changed after the call was queued. */
@@ -169,9 +177,7 @@ START_TEST(op_destroyed_and_slot_reused_before_group_end)
   host_only();
   rk_t t[3];
   run_ranks(t, 3, rank_ops_in_group, NULL);
-  for (int r = 0; r < 3; r++)
-    ck_assert_msg(t[r].r == ncclSuccess && !t[r].msg[0], "rank %d: %s %s", r,
-                  ncclGetErrorString(t[r].r), t[r].msg);
+  assert_ranks_ok(t, 3);
 }
 END_TEST
 
@@ -219,9 +225,7 @@ START_TEST(refusals_are_returned_by_the_call)
   host_only();
   rk_t t[2];
   run_ranks(t, 2, rank_refusals, NULL);
-  for (int r = 0; r < 2; r++)
-    ck_assert_msg(t[r].r == ncclSuccess && !t[r].msg[0], "rank %d: %s %s", r,
-                  ncclGetErrorString(t[r].r), t[r].msg);
+  assert_ranks_ok(t, 2);
 }
 END_TEST
 
@@ -522,9 +526,7 @@ START_TEST(fp8_overflow)
   host_only();
   rk_t t[2];
   run_ranks(t, 2, rank_fp8_overflow, NULL);
-  for (int r = 0; r < 2; r++)
-    ck_assert_msg(t[r].r == ncclSuccess && !t[r].msg[0], "rank %d: %s %s %s", r,
-                  ncclGetErrorString(t[r].r), t[r].msg, ncclGetLastError(NULL));
+  assert_ranks_ok(t, 2);
 }
 END_TEST
 

@@ -25,6 +25,7 @@
 #include "collectives/comm.h"
 #include "nccl/internal.h"
 #include "shm/timeutil.h"
+#include "tests/failures.h"
 #include "tests/nccl_conf.h"
 #include "tests/suite_main.h"
 #include "tests/testutil.h"
@@ -48,14 +49,10 @@ struct life_rank {
 static void lfail(life_rank_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void lfail(life_rank_t *t, const char *fmt, ...)
 {
-  size_t off = strlen(t->fails);
-  if (off + 80 >= sizeof t->fails) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(t->fails + off, sizeof t->fails - off, fmt, ap);
+  fail_list_vadd(t->fails, sizeof t->fails, 80, fmt, ap);
   va_end(ap);
-  off = strlen(t->fails);
-  snprintf(t->fails + off, sizeof t->fails - off, "; ");
 }
 
 static void *life_main(void *arg)

@@ -612,11 +612,9 @@ static Suite *make_ops_suite(const suite_env_t *env)
                          bn_relu_grad, gn_grad, gn_relu_grad, relu_grad, maxpool_grad, concat_grad,
                          softmax_ce_grad);
   tcase_add_checked_fixture(tc, setup, NULL);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "references", gemm_f32_all_transposes, conv_f32_matches_f64, bn_large_mean,
                   bn_eval_uses_running, casts_round_trip);
   tcase_add_checked_fixture(tc, setup, NULL);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "syncbn", syncbn_equal_halves, syncbn_unequal_halves, syncbn_empty_half);
   tcase_add_checked_fixture(tc, setup, NULL);
   return s;

@@ -778,13 +778,10 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_bn_apply_pool,
                           test_concat);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "loss", test_softmax_ce);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
@@ -796,7 +793,6 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "optimizer", test_optim, test_optim_16bit_grads, test_nonfinite,
                   test_init_errors);
   tcase_add_checked_fixture(tc, NULL, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   return s;
 }
 

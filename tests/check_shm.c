@@ -367,14 +367,21 @@ static int rank_stops(shmddp_comm_t *comm, void *arg)
   return shmddp_barrier(comm) == SHMDDP_OK ? 0 : 1;
 }
 
+/* Three ranks of rank_stops sending sigs: the run must end stopped by `by` (128 + by, no rank
+ * failed), every rank having seen the stop request as `by`. */
+static void check_stopped_by(const int *sigs, int by)
+{
+  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_stops, (void *)sigs);
+  ck_assert_int_eq(res.interrupted, by);
+  ck_assert_int_eq(res.exit_code, 128 + by);
+  ck_assert_int_eq(res.failed_rank, -1);
+  for (int r = 0; r < 3; r++) ck_assert_int_eq(rep->status[r], by);
+}
+
 START_TEST(sigterm_asks_ranks_to_stop)
 {
   static const int sigs[] = {SIGTERM, 0};
-  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_stops, (void *)sigs);
-  ck_assert_int_eq(res.interrupted, SIGTERM);
-  ck_assert_int_eq(res.exit_code, 128 + SIGTERM);
-  ck_assert_int_eq(res.failed_rank, -1);
-  for (int r = 0; r < 3; r++) ck_assert_int_eq(rep->status[r], SIGTERM);
+  check_stopped_by(sigs, SIGTERM);
 }
 END_TEST
 
@@ -382,11 +389,7 @@ START_TEST(sigint_asks_ranks_to_stop)
 {
   static const int sigs[] = {SIGINT, 0};
   signal(SIGINT, SIG_DFL); /* as from a terminal (Check runs this test in a child of its own) */
-  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_stops, (void *)sigs);
-  ck_assert_int_eq(res.interrupted, SIGINT);
-  ck_assert_int_eq(res.exit_code, 128 + SIGINT);
-  ck_assert_int_eq(res.failed_rank, -1);
-  for (int r = 0; r < 3; r++) ck_assert_int_eq(rep->status[r], SIGINT);
+  check_stopped_by(sigs, SIGINT);
 }
 END_TEST
 
@@ -398,14 +401,8 @@ START_TEST(inherited_ignored_sigint_stays_ignored)
 {
   static const int sigs[] = {SIGINT, SIGTERM, 0};
   signal(SIGINT, SIG_IGN);
-  shmddp_launch_result_t res = test_launch(3, 30, 0, rank_stops, (void *)sigs);
-  ck_assert_int_eq(res.interrupted, SIGTERM);
-  ck_assert_int_eq(res.exit_code, 128 + SIGTERM);
-  ck_assert_int_eq(res.failed_rank, -1);
-  for (int r = 0; r < 3; r++) {
-    ck_assert_msg(rep->ran[r] == 2, "rank %d does not ignore SIGINT", r);
-    ck_assert_int_eq(rep->status[r], SIGTERM);
-  }
+  check_stopped_by(sigs, SIGTERM);
+  for (int r = 0; r < 3; r++) ck_assert_msg(rep->ran[r] == 2, "rank %d does not ignore SIGINT", r);
 }
 END_TEST
 
@@ -725,7 +722,6 @@ static Suite *shm_suite(const suite_env_t *env)
                          inherited_ignored_sigint_stays_ignored, repeated_sigterm_is_absorbed,
                          bad_environment_is_refused_at_launch_and_join, eight_ranks_oversubscribed);
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
   SUITE_CASE(s, "numa", numa_node_from_sysfs);
   return s;
 }

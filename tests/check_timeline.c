@@ -146,13 +146,24 @@ static int inside(const span_t *in, const span_t *out)
 
 /* ---- the module on the host clock ---- */
 
+/* Opens the host timeline of rank `rank` of `world` (device "cpuRANK") for `steps` steps from
+ * `first` in dir, made here from its mkdtemp template; path gets the file it will write. */
+static void open_host(char *dir, char *path, size_t len, int rank, int world, long first,
+                      long steps)
+{
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, len, "%s/timeline-rank%d.json", dir, rank);
+  char label[16], err[256];
+  snprintf(label, sizeof label, "cpu%d", rank);
+  timeline_config_t cfg = {.dir = dir, .rank = rank, .world = world, .device_label = label,
+                           .cuda_device = -1, .stream = NULL, .first_step = first, .steps = steps};
+  ck_assert_msg(timeline_open(&cfg, err, sizeof err) == 0, "%s", err);
+}
+
 START_TEST(test_off_is_a_no_op)
 {
-  char dir[] = "/tmp/check_timeline_XXXXXX", err[256];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  timeline_config_t cfg = {.dir = dir, .rank = 0, .world = 1, .device_label = "cpu0",
-                           .cuda_device = -1, .stream = NULL, .first_step = 1, .steps = 0};
-  ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
+  char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
+  open_host(dir, path, sizeof path, 0, 1, 1, 0);
   for (long step = 1; step <= 3; step++) {
     ck_assert_int_eq(timeline_step(step, err, sizeof err), 0);
     ck_assert_int_eq(timeline_begin(TIMELINE_FORWARD, NULL), -1);
@@ -160,8 +171,6 @@ START_TEST(test_off_is_a_no_op)
   }
   ck_assert_int_eq(timeline_close(err, sizeof err), 0);
   ck_assert_str_eq(timeline_path(), "");
-  char path[512];
-  snprintf(path, sizeof path, "%s/timeline-rank0.json", dir);
   ck_assert_int_ne(access(path, F_OK), 0);
   test_rm_rf(dir);
 }
@@ -198,11 +207,7 @@ static void fake_step(long step)
 START_TEST(test_host_window)
 {
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/timeline-rank3.json", dir);
-  timeline_config_t cfg = {.dir = dir, .rank = 3, .world = 4, .device_label = "cpu3",
-                           .cuda_device = -1, .stream = NULL, .first_step = 2, .steps = 2};
-  ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
+  open_host(dir, path, sizeof path, 3, 4, 2, 2);
   for (long step = 1; step <= 3; step++) fake_step(step);
   ck_assert_int_ne(access(path, F_OK), 0); /* the window is still open */
   fake_step(4);                             /* step 4 ends the window: the file is written */
@@ -254,11 +259,7 @@ END_TEST
 START_TEST(test_close_inside_window)
 {
   char dir[] = "/tmp/check_timeline_XXXXXX", err[256], path[512];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/timeline-rank0.json", dir);
-  timeline_config_t cfg = {.dir = dir, .rank = 0, .world = 1, .device_label = "cpu0",
-                           .cuda_device = -1, .stream = NULL, .first_step = 1, .steps = 100};
-  ck_assert_int_eq(timeline_open(&cfg, err, sizeof err), 0);
+  open_host(dir, path, sizeof path, 0, 1, 1, 100);
   fake_step(1);
   ck_assert_int_eq(timeline_step(2, err, sizeof err), 0);
   ck_assert(timeline_begin(TIMELINE_FORWARD, NULL) >= 0); /* never ended */
@@ -582,20 +583,14 @@ END_TEST
 static Suite *timeline_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("timeline");
-  TCase *tc = SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window,
-                         test_close_inside_window);
-  tcase_set_timeout(tc, 120); /* bounds a hang only */
+  SUITE_CASE(s, "module", test_off_is_a_no_op, test_host_window, test_close_inside_window);
 #ifdef HAVE_CUDA
-  if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) {
-    tc = SUITE_CASE(s, "cuda", test_cuda_events);
-    tcase_set_timeout(tc, 120); /* bounds a hang only */
-  }
+  if (suite_gpu_cases(env, 1, 1, "test_cuda_events")) SUITE_CASE(s, "cuda", test_cuda_events);
 #else
   suite_gpu_cases(env, 1, 0, "test_cuda_events");
 #endif
   SUITE_CASE(s, "summary", test_nvml_absent, test_summary_gathers_ranks, test_json_strings);
-  tc = SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
-  tcase_set_timeout(tc, 120);
+  SUITE_CASE(s, "training", test_ddp_cpu_run, test_ddp_cpu_run_off);
   return s;
 }
 

@@ -42,6 +42,18 @@ static inline void cf_fail(case_failures_t *f, const char *fmt, ...)
   f->text[f->len] = 0;
 }
 
+/* Appends one failure, "text; ", to a short list in a fixed buffer (a rank's result in shared
+ * memory); a failure that would leave fewer than `keep` bytes free is left out. */
+static inline void fail_list_vadd(char *list, size_t size, size_t keep, const char *fmt,
+                                  va_list ap)
+{
+  size_t off = strlen(list);
+  if (off + keep >= size) return;
+  vsnprintf(list + off, size - off, fmt, ap);
+  off = strlen(list);
+  snprintf(list + off, size - off, "; ");
+}
+
 /* Counts a check; records a failure (the message) when cond is false. */
 #define CF_CHECK(f, cond, ...)                                                                \
   do {                                                                                        \
@@ -63,6 +75,19 @@ static inline void cf_merge(case_failures_t *dst, const case_failures_t *src, co
   }
   dst->failed += src->left_out;
   dst->left_out += src->left_out;
+}
+
+/* The failures of ranks 0..n-1 (fails[r]: rank r's) in one list, each prefixed "WHO R: " (who:
+ * "rank", "thread rank"). */
+static inline void cf_merge_ranks(case_failures_t *all, const case_failures_t *fails, int n,
+                                  const char *who)
+{
+  cf_init(all);
+  char prefix[48];
+  for (int r = 0; r < n; r++) {
+    snprintf(prefix, sizeof prefix, "%.30s %d: ", who, r);
+    cf_merge(all, &fails[r], prefix);
+  }
 }
 
 /* Fails the test when any check failed, naming every failing case: all of them in the log

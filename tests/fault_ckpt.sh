@@ -12,11 +12,8 @@
 # checkpoint exists; the resumed run is stopped once it has printed a step.
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
-FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 trials=${FAULT_CKPT_TRIALS:-12}
 echo "fault_ckpt: $trials trials, FAULT_SEED=$FAULT_SEED"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 F="$SHORT --nproc 2 --workers 0 --steps 40 --epochs 1000 --save-every 1"
 
 "$train" $F --out "$tmp/ref" > "$tmp/ref.log" 2>&1 || { cat "$tmp/ref.log"; bad "reference run failed"; exit 1; }

@@ -7,9 +7,7 @@
 # this runs as root with setpriv and strace; skipped with a message otherwise).
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
-FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 echo "fault_env: FAULT_SEED=$FAULT_SEED"
-tmp=$(mktemp -d)
 # Names no other run of this test uses: concurrent runs on one machine share /dev/shm, and a fixed
 # name would let one run's stale file be rewritten or removed by another's.
 stale1=/dev/shm/shmddp-1-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')

@@ -7,8 +7,6 @@
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
 craft=${top_builddir:-.}/tests/ckpt_craft
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 F="$SHORT --nproc 2 --workers 0 --steps 3 --epochs 1000 --save-every 1"
 
 "$train" $F --out "$tmp/good" > "$tmp/good.log" 2>&1 || { cat "$tmp/good.log"; bad "the reference run failed"; exit 1; }

@@ -13,11 +13,8 @@
 # 2 s grace kill would print "did not stop within", which fails the trial too).
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
-FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 trials=${FAULT_TRIALS:-50}
 echo "fault_kill: $trials trials, FAULT_SEED=$FAULT_SEED"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 survived=0
 for t in $(seq "$trials"); do
   rand 4; nproc=$((2 + R / 3)) # 2 ranks, or 3 one time in four

@@ -1,12 +1,15 @@
 # fault_lib.sh — what the fault-injection scripts share (tests/fault_*.sh), sourced by them:
 # start a CPU training run, find its ranks, hit one, and check how the run ended.
-# FAULT_SEED reproduces a run's random choices (each script prints the seed it used);
+# FAULT_SEED reproduces a run's random choices (default: the clock; each script prints the seed
+# it used);
 # FAULT_DEVICE=cuda runs the ranks on GPUs (by hand on the GPU machine; CI uses CPU ranks),
 # FAULT_NPROC_MAX caps the world size (default 3; at most the GPUs there are).
 # Faults are placed by events (a step printed, a file written, a rank asleep in a collective:
 # tests/wait_lib.sh), never by time: runs print every step (--log-every 1), and a random moment
 # is a random step.
+. "${srcdir:-.}/tests/lib.sh"
 . "${srcdir:-.}/tests/wait_lib.sh"
+FAULT_SEED=${FAULT_SEED:-$(date +%s)}
 train=${top_builddir:-.}/shmddp-train
 FAULT_DEVICE=${FAULT_DEVICE:-cpu}
 FAULT_NPROC_MAX=${FAULT_NPROC_MAX:-3}

@@ -6,8 +6,6 @@
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout(1) here"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 np=2 # on GPUs: as many as there are, at most 2
 [ "$FAULT_DEVICE" = cpu ] || { np=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$np" -gt 2 ] && np=2; }
 [ "${np:-0}" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }

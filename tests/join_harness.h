@@ -19,6 +19,7 @@
 #include "shm/timeutil.h"
 #include "collectives/comm.h"
 #include "shmddp.h"
+#include "tests/failures.h"
 
 #define HANG_BOUND_S 180.0
 
@@ -36,14 +37,10 @@ static void record(tally_t *t, int bad, const char *fmt, ...)
   t->checks++;
   if (!bad) return;
   t->failures++;
-  size_t off = strlen(t->fails);
-  if (off + 2 >= sizeof t->fails) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(t->fails + off, sizeof t->fails - off, fmt, ap);
+  fail_list_vadd(t->fails, sizeof t->fails, 2, fmt, ap);
   va_end(ap);
-  off = strlen(t->fails);
-  if (off + 2 < sizeof t->fails) strcat(t->fails, "; ");
 }
 
 /* ---- worker side ---- */

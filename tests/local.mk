@@ -24,7 +24,7 @@ AM_TESTS_ENVIRONMENT = top_builddir=$(top_builddir); srcdir=$(srcdir); export to
 	bin_programs='$(bin_PROGRAMS) $(bin_SCRIPTS)'; pkglibdir='$(pkglibdir)'; \
 	export bin_programs pkglibdir;
 EXTRA_DIST += tests/no-check.sh tests/suite_main.h tests/failures.h tests/testutil.h \
-	tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
+	tests/lib.sh tests/wait_lib.sh tests/fault_lib.sh tests/fuzz
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = $(CHECK_LIBS)
 # The model needs only shmddp.h's types, not the library.
@@ -238,7 +238,7 @@ TESTS += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predic
 	tests/predict_torch.sh tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh \
 	tests/user_runs.sh tests/predict_inputs.sh
 EXTRA_DIST += tests/user_masks.sh tests/user_resume.sh tests/user_cli.sh tests/predict.sh \
-	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh \
+	tests/predict_torch.sh tests/predict_torch.py tests/predict_lib.sh tests/png_io.py \
 	tests/predict_outputs.sh tests/png_limits.sh tests/json_strings.sh tests/user_runs.sh \
 	tests/predict_inputs.sh
 

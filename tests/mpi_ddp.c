@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/device/device.h"
 #include "src/model/model.h"
 #include "src/parallel/ddp.h"
 #include "src/world/world_mpi.h"
@@ -158,11 +159,7 @@ int main(int argc, char **argv)
     else if (strcmp(argv[i], "--gpu") == 0) gpu_mode = 1;
   }
   if (gpu_mode) {
-#ifdef HAVE_CUDNN
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    wc.gpus = n;
-#endif
+    wc.gpus = dev_count_visible(); /* CUDA starts here: an MPI rank does not fork */
     if (wc.gpus == 0) {
       printf("mpi_ddp: --gpu, but no GPU (or a build without cuDNN)\n");
       MPI_Finalize();

@@ -20,6 +20,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "tests/failures.h"
+
 const char *conf_coll_name(conf_coll_t c)
 {
   static const char *const n[CONF_NUM_COLLS] = {
@@ -48,14 +50,10 @@ static void note(rank_ctx_t *x, int bad, const char *fmt, ...)
   x->res->checks++;
   if (!bad) return;
   x->res->failures++;
-  size_t off = strlen(x->res->fails);
-  if (off + 160 >= sizeof x->res->fails) return;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(x->res->fails + off, sizeof x->res->fails - off, fmt, ap);
+  fail_list_vadd(x->res->fails, sizeof x->res->fails, 160, fmt, ap);
   va_end(ap);
-  off = strlen(x->res->fails);
-  snprintf(x->res->fails + off, sizeof x->res->fails - off, "; ");
 }
 
 #ifdef HAVE_CUDA
@@ -72,29 +70,19 @@ static int to_host(rank_ctx_t *x, void *dst, const void *src, size_t bytes)
 }
 #endif
 
-/* Make the library see the host mirrors (before a call) ... */
-static void push(rank_ctx_t *x)
+/* Device buffers and their host mirrors made the same: TO_GPU before a call, so that the library
+ * sees the mirrors, FROM_GPU after it, so that the mirrors see what it wrote. */
+enum { TO_GPU, FROM_GPU };
+static void sync_mirrors(rank_ctx_t *x, int way)
 {
 #ifdef HAVE_CUDA
-  if (x->device >= 0) {
-    if (to_device(x, x->a, x->ha, x->bytes) || to_device(x, x->b, x->hb, x->bytes))
-      note(x, 1, "copying to the GPU failed");
-  }
+  if (x->device < 0) return;
+  int failed = way == TO_GPU
+                   ? to_device(x, x->a, x->ha, x->bytes) || to_device(x, x->b, x->hb, x->bytes)
+                   : to_host(x, x->ha, x->a, x->bytes) || to_host(x, x->hb, x->b, x->bytes);
+  if (failed) note(x, 1, "copying %s the GPU failed", way == TO_GPU ? "to" : "from");
 #else
-  (void)x;
-#endif
-}
-
-/* ... and the host mirrors see what it wrote (after). */
-static void pull(rank_ctx_t *x)
-{
-#ifdef HAVE_CUDA
-  if (x->device >= 0) {
-    if (to_host(x, x->ha, x->a, x->bytes) || to_host(x, x->hb, x->b, x->bytes))
-      note(x, 1, "copying from the GPU failed");
-  }
-#else
-  (void)x;
+  (void)x, (void)way;
 #endif
 }
 
@@ -379,13 +367,13 @@ static void run_combo(rank_ctx_t *x, const combo_t *c)
            c->inplace ? "in place" : "out of place", c->count);
   place_t p = place_of(x, c);
   fill(x, c, p);
-  push(x);
+  sync_mirrors(x, TO_GPU);
   ncclResult_t r = issue(x, c, p);
   x->res->calls++;
   if (r != ncclSuccess) {
     note(x, 1, "%s: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(x->comm));
   } else {
-    pull(x);
+    sync_mirrors(x, FROM_GPU);
     check(x, c, p, what);
   }
   x->call++;

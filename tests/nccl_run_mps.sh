@@ -75,6 +75,12 @@ left() {
 }
 no_daemon() { [ ! -e "$s/pid" ] || bad "$1: a daemon was started"; }
 says() { grep -q -- "$2" "$s/err" || bad "$1: stderr does not say '$2'"; }
+# refused NAME SAYS: the run (its status in $rc) was refused, status 2, before the command ran.
+refused() {
+  [ $rc = 2 ] || bad "$1: status $rc, not 2"
+  [ ! -e "$s/ran" ] || bad "$1: the command ran"
+  says "$1" "$2"
+}
 as_root() { [ "$(id -u)" = 0 ]; }
 
 # --mps: a daemon; the command sees it, gets the preload, keeps its status.
@@ -123,23 +129,17 @@ no_daemon exclusive
 left exclusive
 FAKE_GPUS="2 0 2" "$s/run" --mps touch "$s/ran" 2> "$s/err"
 rc=$?
-[ $rc = 2 ] || bad "prohibited, --mps: status $rc, not 2"
-[ ! -e "$s/ran" ] || bad "prohibited, --mps: the command ran"
-says "prohibited, --mps" "GPU 1's compute mode is Prohibited"
+refused "prohibited, --mps" "GPU 1's compute mode is Prohibited"
 left "prohibited, --mps"
 
 # A daemon that cannot start, or a failed check: refused before the command runs.
 FAKE_MPS_MODE=fail "$s/run" --mps touch "$s/ran" 2> "$s/err"
 rc=$?
-[ $rc = 2 ] || bad "daemon fails: status $rc, not 2"
-[ ! -e "$s/ran" ] || bad "daemon fails: the command ran"
-says "daemon fails" "cannot start, as asked"
+refused "daemon fails" "cannot start, as asked"
 left "daemon fails"
 FAKE_PROBE=fail "$s/run" --mps touch "$s/ran" 2> "$s/err"
 rc=$?
-[ $rc = 2 ] || bad "check fails: status $rc, not 2"
-[ ! -e "$s/ran" ] || bad "check fails: the command ran"
-says "check fails" "driver refused"
+refused "check fails" "driver refused"
 grep -qx quit "$s/log" 2> /dev/null || bad "check fails: the daemon was not told to quit"
 left "check fails"
 

@@ -9,10 +9,7 @@ set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
 . "${srcdir:-.}/tests/predict_lib.sh"
 top=${top_builddir:-.}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 # Peak resident set of a run a few tens of MB: the binaries idle at ~10-15 MB; the sanitizer
 # build adds its shadow and quarantine, so it gets more room (it is still far below a chunk).
 limit_mb=48

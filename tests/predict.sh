@@ -8,10 +8,7 @@ set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
 . "${srcdir:-.}/tests/predict_lib.sh"
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 train_ckpt "$tmp/run" --widths 4,8,16 --classes 3
 check "a checkpoint to predict with" '[ -s "$tmp/run/checkpoint.ckpt" ]'
@@ -23,27 +20,9 @@ check "exit 0" '[ $rc -eq 0 ]'
 check "batch-wise: 2 + 1 images of 32x32, then one batch per other size" '[ "$(grep -c "^predict: " "$tmp/p.log")" -eq 4 ] && grep -q "img00.png .. img01.png (2 images, 32x32)" "$tmp/p.log"'
 check "per image: mask, overlay, scores" '[ "$(ls "$tmp/pred" | wc -l)" -eq 15 ]'
 check "masks, overlays and scores have each image's size; masks hold the top-ranked class" 'python3 - "$tmp/img" "$tmp/pred" 3 <<"PY"
-import os, struct, sys, zlib
+import os, struct, sys
+from png_io import read as png
 img, pred, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def png(path):
-    d = open(path, "rb").read()
-    w, h, depth, ct = struct.unpack(">IIBB", d[16:26])
-    pos, idat = 8, b""
-    while pos < len(d):
-        (n,) = struct.unpack(">I", d[pos:pos + 4])
-        if d[pos + 4:pos + 8] == b"IDAT": idat += d[pos + 8:pos + 8 + n]
-        pos += 12 + n
-    ch = {0: 1, 2: 3}[ct]
-    raw = zlib.decompress(idat)
-    rows, prev, st = [], bytearray(w * ch), w * ch
-    for y in range(h):
-        f, line = raw[y * (st + 1)], bytearray(raw[y * (st + 1) + 1:(y + 1) * (st + 1)])
-        for i in range(st):
-            a = line[i - ch] if i >= ch else 0; b = prev[i]; c = prev[i - ch] if i >= ch else 0
-            p = a + b - c
-            line[i] = (line[i] + [0, a, b, (a + b) // 2, a if abs(p-a) <= abs(p-b) and abs(p-a) <= abs(p-c) else b if abs(p-b) <= abs(p-c) else c][f]) & 255
-        rows.append(line); prev = line
-    return w, h, ch, b"".join(rows)
 for name in sorted(os.listdir(img)):
     w, h, _, _ = png(os.path.join(img, name))
     mw, mh, mc, mask = png(os.path.join(pred, name))

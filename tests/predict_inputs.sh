@@ -13,21 +13,13 @@ command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files
 . "${srcdir:-.}/tests/predict_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # 10 images 32x32 with masks of 100 (background) and 200 (a square)
 python3 - "$tmp/d" <<'PY'
-import os, struct, sys, zlib
+import os, sys
+from png_io import write as png
 root = sys.argv[1]
-def png(path, w, h, ch, px):
-    raw = b"".join(b"\0" + bytes(px[y * w * ch:(y + 1) * w * ch]) for y in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
-    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if ch == 3 else 0, 0, 0, 0)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 for sub in ("images", "masks"):
     os.makedirs(os.path.join(root, sub), exist_ok=True)
 for i in range(10):
@@ -45,23 +37,11 @@ make_images "$tmp/img" 32x32 32x32 32x32 24x40
 # gray values of a PNG (8-bit, filters undone), one per line
 values() {
   python3 - "$1" <<'PY'
-import struct, sys, zlib
-d = open(sys.argv[1], "rb").read()
-w, h, depth, ct = struct.unpack(">IIBB", d[16:26])
-pos, idat = 8, b""
-while pos < len(d):
-    (n,) = struct.unpack(">I", d[pos:pos + 4])
-    if d[pos + 4:pos + 8] == b"IDAT": idat += d[pos + 8:pos + 8 + n]
-    pos += 12 + n
-raw, prev, out = zlib.decompress(idat), bytearray(w), []
-for y in range(h):
-    f, line = raw[y * (w + 1)], bytearray(raw[y * (w + 1) + 1:(y + 1) * (w + 1)])
-    for i in range(w):
-        a = line[i - 1] if i else 0; b = prev[i]; c = prev[i - 1] if i else 0
-        p = a + b - c
-        line[i] = (line[i] + [0, a, b, (a + b) // 2, a if abs(p-a) <= abs(p-b) and abs(p-a) <= abs(p-c) else b if abs(p-b) <= abs(p-c) else c][f]) & 255
-    out += line; prev = line
-print("\n".join(str(v) for v in out))
+import sys
+import png_io
+w, h, ch, px = png_io.read(sys.argv[1])
+assert ch == 1
+print("\n".join(str(v) for v in px))
 PY
 }
 
@@ -111,5 +91,5 @@ check "two bad files: exit 2, both named, an existing --out left empty" '[ $rc -
 rc=$?
 check "--keep-going: exit 1, the others predicted" '[ $rc -eq 1 ] && for n in img00 img01 img02 img03; do [ -s "$tmp/o3/$n.png" ] || exit 1; done'
 check "--keep-going: the skipped ones listed, nothing written for them" 'grep -q "skipped 2 images that cannot be read: img01b.png (.*), notpng.png (" "$tmp/b3.log" && [ ! -e "$tmp/o3/img01b.png" ] && [ ! -e "$tmp/o3/notpng.png" ]'
-[ $fail -eq 0 ] || for f in "$tmp"/*.log; do echo "--- $f"; tail -3 "$f"; done
+[ $fail -eq 0 ] || tail_logs 3
 exit $fail

@@ -1,22 +1,22 @@
-# predict_lib.sh — shared by tests/predict.sh and tests/predict_torch.sh: make_images DIR writes
-# RGB PNG images of the given sizes (python3, standard library), train_ckpt OUT FLAGS trains a
-# small CPU network and leaves OUT/checkpoint.ckpt.
+# predict_lib.sh — shared by the tests that write or read PNG files (tests/predict*.sh and
+# others): python3 finds tests/png_io.py (PYTHONPATH), make_images DIR writes RGB PNG images of
+# the given sizes (python3, standard library), train_ckpt OUT FLAGS trains a small CPU network
+# and leaves OUT/checkpoint.ckpt.
+PYTHONPATH=$(cd "${srcdir:-.}/tests" && pwd)${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
 make_images() { # DIR WxH ...
   dir=$1
   shift
   python3 - "$dir" "$@" <<'PY'
-import os, random, struct, sys, zlib
+import os, random, sys
+from png_io import write
 d = sys.argv[1]
 os.makedirs(d, exist_ok=True)
 random.seed(7)
 for i, size in enumerate(sys.argv[2:]):
     w, h = (int(v) for v in size.split("x"))
     px = bytes(random.randrange(256) for _ in range(w * h * 3))
-    raw = b"".join(b"\0" + px[y * w * 3:(y + 1) * w * 3] for y in range(h))
-    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b) & 0xffffffff)
-    with open(os.path.join(d, "img%02d.png" % i), "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    write(os.path.join(d, "img%02d.png" % i), w, h, 3, px)
 PY
 }
 train_ckpt() { # OUT FLAGS...

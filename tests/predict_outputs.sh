@@ -9,10 +9,7 @@ set -u
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
 . "${srcdir:-.}/tests/predict_lib.sh"
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 # sums DIR: a line per file (name, type, content); links are listed, not followed
 sums() { (cd "$1" && for f in $(ls -A); do
   if [ -L "$f" ]; then echo "$f -> $(readlink "$f")"; else echo "$f $(cksum < "$f")"; fi

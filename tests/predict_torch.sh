@@ -6,16 +6,11 @@
 # is not a near tie. BatchNorm and GroupNorm networks. SKIP (77) where no python3 imports torch
 # (apt-get install python3-torch; .ci/run installs it).
 set -u
-py3=""
-for p in ${PYTHON:-} python3 /usr/bin/python3; do
-  if "$p" -c 'import torch' 2>/dev/null; then py3=$p; break; fi
-done
-[ -n "$py3" ] || { echo "SKIP: no python3 here imports torch (apt-get install python3-torch)"; exit 77; }
+. "${srcdir:-.}/tests/lib.sh"
+torch_python 'import torch; print(torch.__version__)' ||
+  { echo "SKIP: no python3 here imports torch (apt-get install python3-torch)"; exit 77; }
 . "${srcdir:-.}/tests/predict_lib.sh"
 predict=${top_builddir:-.}/shmddp-predict
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
 make_images "$tmp/img" 32x32 32x32 64x48 16x40
 for norm in "batch" "group --groups 2"; do
   name=$(echo "$norm" | cut -d' ' -f1)

@@ -17,10 +17,8 @@ done
 [ -n "$browser" ] || { echo "SKIP: no headless browser (tools/install-deps.sh installs chromium-headless-shell)"; exit 77; }
 top=${top_builddir:-.}
 src=${srcdir:-.}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "$src/tests/lib.sh"
+. "$src/tests/predict_lib.sh"
 
 # open PAGE NAME: the DOM after the load (NAME.dom) and a screenshot (NAME.png). Virtual time
 # lets any script that would run (a timer, an onload) run before the DOM is taken.
@@ -53,7 +51,8 @@ for run in cpu h/run; do
     tail -5 "$tmp/$name.err"
   check "$run: rendered (screenshot not blank, the charts' colours in it); every chart in the DOM; nothing ran" \
     'python3 - "$tmp/$run/report.html" "$tmp/$name.dom" "$tmp/$name.png" "$run" <<"PY"
-import html.parser, struct, sys, zlib
+import html.parser, sys
+import png_io
 page, dom, shot, run = sys.argv[1:5]
 class Charts(html.parser.HTMLParser):
     """Per section: its number of SVG elements and of shapes inside them; the title, scripts."""
@@ -91,32 +90,11 @@ want = ["loss", "throughput", "step-split", "memory"] + (["miou", "allreduce", "
 for sec in want:
     assert got.svgs.get(sec, 0) >= 1 and got.shapes.get(sec, 0) >= 3, "section %s: no chart drawn" % sec
 # the screenshot: an 8-bit RGB or RGBA PNG
-d = open(shot, "rb").read()
-w, h, depth, ct, _, _, interlace = struct.unpack(">IIBBBBB", d[16:29])
-assert depth == 8 and ct in (2, 6) and interlace == 0, (depth, ct, interlace)
-ch = 3 if ct == 2 else 4
-pos, idat = 8, b""
-while pos < len(d):
-    (n,) = struct.unpack(">I", d[pos:pos + 4])
-    if d[pos + 4:pos + 8] == b"IDAT":
-        idat += d[pos + 8:pos + 8 + n]
-    pos += 12 + n
-raw, st = zlib.decompress(idat), w * ch
-prev, colours = bytearray(st), {}
+w, h, ch, px = png_io.read(shot)
+assert ch in (3, 4), ch
+st, colours = w * ch, {}
 for y in range(h):
-    f, line = raw[y * (st + 1)], bytearray(raw[y * (st + 1) + 1:(y + 1) * (st + 1)])
-    for i in range(st):
-        a = line[i - ch] if i >= ch else 0
-        b = prev[i]
-        c = prev[i - ch] if i >= ch else 0
-        if f == 1: line[i] = (line[i] + a) & 255
-        elif f == 2: line[i] = (line[i] + b) & 255
-        elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
-        elif f == 4:
-            p = a + b - c
-            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-    prev = line
+    line = px[y * st:(y + 1) * st]
     for x in range(0, st, ch * 2):  # every other pixel is enough to count colours
         k = bytes(line[x:x + 3])
         colours[k] = colours.get(k, 0) + 1

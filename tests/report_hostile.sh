@@ -12,10 +12,7 @@
 set -u
 command -v python3 > /dev/null 2>&1 || { echo "check_report: no python3; skipped"; exit 77; }
 src=${srcdir:-.}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 python3 "$src/tests/hostile_run.py" "$tmp" || exit 1
 label=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[1])' "$tmp/PAYLOADS")

@@ -15,8 +15,6 @@
 set -u
 . "${srcdir:-.}/tests/fault_lib.sh"
 look=${top_builddir:-.}/tests/ckpt_look
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 # 64 samples / 2 ranks / batch 4: 8 steps per epoch; 48 steps, so a kill at step 5 lands mid-run
 F="$SHORT --image-size 16 --nproc 2 --workers 0 --steps 48 --epochs 1000 --progress lines"
 steps() { grep -o '"type": "step", "step": [0-9]*' "$1" | grep -o '[0-9]*$' | tr '\n' ' '; }

@@ -8,11 +8,8 @@ set -u
 . "${srcdir:-.}/tests/wait_lib.sh"
 train=${top_builddir:-.}/shmddp-train
 look=${top_builddir:-.}/tests/ckpt_look # the same training state, run ids aside
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths tiny --image-size 32 --steps 24 --train-size 64 --val-size 8 --batch-size 4 --epochs 4 --workers 0"
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 
 "$train" $F --save-every 24 --out "$tmp/straight" > "$tmp/straight.log" 2>&1
 check "straight run" '[ -s "$tmp/straight/checkpoint.ckpt" ]'
@@ -69,5 +66,5 @@ rc=$?
 check "SIGTERM exits 143" '[ $rc -eq 143 ]'
 check "SIGTERM wrote a checkpoint" '[ -s "$tmp/ign/checkpoint.ckpt" ] && grep -q "stopped after step" "$tmp/ign.log"'
 check "nothing left in /dev/shm" '! ls /dev/shm | grep -q "^shmddp-$pid-"'
-[ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -5 "$f"; done; }
+[ $fail -eq 0 ] || tail_logs 5
 exit $fail

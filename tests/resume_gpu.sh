@@ -14,13 +14,10 @@ if [ "${ngpu:-0}" -lt 1 ] || ! "$train" --help 2>/dev/null | grep -q "device cpu
   exit 77
 fi
 n=$ngpu; [ "$n" -gt 2 ] && n=2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "${srcdir:-.}/tests/lib.sh"
 # 84 samples over 2 ranks, batch 4: 10 full batches and one of 2 per epoch.
 F="--device cuda --nproc $n --widths small --image-size 64 --batch-size 4 --train-size 84 \
 --val-size 8 --epochs 2 --steps 16 --precision bf16 --workers 2 --timeout 60"
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 run() { name=$1; shift; "$train" $F "$@" --out "$tmp/$name" > "$tmp/$name.log" 2>&1; }
 
 run a --save-every 16
@@ -42,5 +39,5 @@ if "$look" "$tmp/fast1/checkpoint.ckpt" "$tmp/fast2/checkpoint.ckpt" > /dev/null
 else
   echo "note: --deterministic off: two runs differ (expected: timed algorithm choice)"
 fi
-[ $fail -eq 0 ] || { for f in "$tmp"/*.log; do echo "== $f"; tail -8 "$f"; done; }
+[ $fail -eq 0 ] || tail_logs 8
 exit $fail

@@ -18,13 +18,10 @@ set -u
 srcdir=${srcdir:-.}
 train=${top_builddir:-.}/shmddp-train
 look=${top_builddir:-.}/tests/ckpt_look
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths 4,6,10 --classes 3 --image-size 16 --steps 12 --train-size 32 --val-size 8 --batch-size 2 --epochs 2 --workers 0"
 old="$tmp/prepad_step6.ckpt"
 base64 -d < "$srcdir/tests/data/prepad_step6.ckpt.b64" > "$old" || { echo "FAIL: decoding the fixture"; exit 1; }
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
 losses() { grep -o "train_loss=[^ ]* val_loss=[^ ]*" "$1"; }
 
 "$train" $F --save-every 12 --out "$tmp/straight" > "$tmp/straight.log" 2>&1

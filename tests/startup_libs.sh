@@ -13,10 +13,7 @@
 set -u
 top=${top_builddir:-.}
 . "${srcdir:-.}/tests/predict_lib.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 
 # Runs a command and sets rc (its exit status) and libs: the CUDA math libraries its processes
 # opened (LD_DEBUG's "file=NAME" lines), sorted, on one line; its output is in $tmp/ld$n.out.

@@ -48,6 +48,45 @@ typedef Suite *(*suite_make_fn)(const suite_env_t *env);
 /* Whether GPUs were counted at all: suites without GPU cases do not count them. */
 enum { SUITE_CPU_ONLY = -1, SUITE_SOME_GPU = 0 };
 
+/* Runs ask in a forked child, so that the suite's process never touches CUDA: the text ask
+ * wrote into msg comes back in out (len bytes at most). Returns ask's status (0: yes), or -1
+ * with the reason in out when the child could not run or died. */
+static inline int suite_ask_child(int (*ask)(char *msg, size_t len), char *out, size_t len)
+{
+  int fd[2];
+  if (pipe(fd) != 0) return snprintf(out, len, "pipe failed"), -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fd[0]);
+    char msg[256] = "";
+    int rc = ask(msg, sizeof msg);
+    ssize_t m = write(fd[1], msg, strlen(msg));
+    _exit(rc == 0 && m >= 0 ? 0 : 1);
+  }
+  close(fd[1]);
+  ssize_t got = pid > 0 ? read(fd[0], out, len - 1) : -1;
+  close(fd[0]);
+  out[got > 0 ? got : 0] = 0;
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid > 0 && WIFEXITED(status)) return WEXITSTATUS(status);
+  snprintf(out, len, "%s", pid > 0 ? "the child died" : "fork failed");
+  return -1;
+}
+
+#ifdef HAVE_CUDA
+/* In the child: "COUNT why-none". */
+static inline int suite_gpu_count_child(char *msg, size_t len)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  snprintf(msg, len, "%d %s", e == cudaSuccess ? count : 0,
+           e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
+  return 0;
+}
+#endif
+
 /* Counts the visible GPUs in a child process. */
 static inline int suite_count_gpus(char *why, size_t len)
 {
@@ -55,26 +94,10 @@ static inline int suite_count_gpus(char *why, size_t len)
   snprintf(why, len, "a build without CUDA");
   return 0;
 #else
-  int fd[2];
-  if (pipe(fd) != 0) return snprintf(why, len, "pipe failed"), 0;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fd[0]);
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    char msg[200];
-    int m = snprintf(msg, sizeof msg, "%d %s", e == cudaSuccess ? count : 0,
-                     e == cudaSuccess ? "no CUDA device" : cudaGetErrorString(e));
-    _exit(write(fd[1], msg, (size_t)m) == m ? 0 : 1);
-  }
-  close(fd[1]);
-  char buf[200] = "";
-  ssize_t got = pid > 0 ? read(fd[0], buf, sizeof buf - 1) : -1;
-  close(fd[0]);
-  if (pid > 0) waitpid(pid, NULL, 0);
+  char buf[200];
   int count = 0, off = 0;
-  if (got <= 0 || sscanf(buf, "%d %n", &count, &off) < 1)
+  if (suite_ask_child(suite_gpu_count_child, buf, sizeof buf) != 0 ||
+      sscanf(buf, "%d %n", &count, &off) < 1)
     return snprintf(why, len, "the GPU probe failed"), 0;
   snprintf(why, len, "%s", buf + off);
   return count;

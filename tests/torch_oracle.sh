@@ -12,23 +12,13 @@
 set -u
 tc=${top_builddir:-.}/dev/torch_check
 py=${srcdir:-.}/dev/torch_crosscheck.py
-# The interpreter: $PYTHON, else python3 on PATH, else the system's /usr/bin/python3 (where apt
-# installs python3-torch, when PATH starts with another python3, e.g. pyenv's).
-py3=""
-for p in ${PYTHON:-} python3 /usr/bin/python3; do
-  if v=$("$p" -c 'import numpy, torch; print(torch.__version__)' 2>/dev/null); then
-    py3=$p
-    break
-  fi
-done
-if [ -z "$py3" ]; then
+. "${srcdir:-.}/tests/lib.sh"
+if ! torch_python 'import numpy, torch; print(torch.__version__)'; then
   echo "SKIP: no python3 here imports torch and numpy (apt-get install python3-torch)"
   exit 77
 fi
 echo "torch_oracle: PyTorch $v ($py3)"
 [ -x "$tc" ] || { echo "FAIL: $tc was not built"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 failed=""
 n=0
 # norm widths size batch classes

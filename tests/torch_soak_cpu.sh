@@ -6,24 +6,15 @@
 # starts (exit 2).
 # SKIP (77) where no python3 imports torch (Debian: apt-get install python3-torch, as .ci/run does).
 set -u
+. "${srcdir:-.}/tests/lib.sh"
 soak=${srcdir:-.}/bench/torch_soak.py
-py3=""
-for p in ${PYTHON:-} python3 /usr/bin/python3; do
-  if v=$("$p" -c 'import torch.distributed as d; assert d.is_available(); import torch; print(torch.__version__)' 2>/dev/null); then
-    py3=$p
-    break
-  fi
-done
-if [ -z "$py3" ]; then
+if ! torch_python 'import torch.distributed as d; assert d.is_available(); import torch; print(torch.__version__)'; then
   echo "SKIP: no python3 here imports torch with torch.distributed (apt-get install python3-torch)"
   exit 77
 fi
 echo "torch_soak_cpu: PyTorch $v ($py3)"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 export PYTHONDONTWRITEBYTECODE=1
-failed=""
-fail() { echo "FAIL: $*"; failed="$failed x"; }
+bad() { echo "FAIL: $*"; fail=1; }
 run() { # NAME ARGS...: the soak on 2 gloo ranks; its output in $tmp/NAME.log, the table in NAME.txt
   n=$1
   shift
@@ -45,7 +36,7 @@ inject="all_reduce.product reduce all_gather_into_tensor reduce_scatter_tensor"
 inject="$inject all_to_all_single.uneven gather scatter send_recv.ring barrier ddp fsdp2"
 run soak --steps 4 --resize-every 2 --inject-step 1 --inject-error "$(echo "$inject" | tr ' ' ,)"
 rc=$?
-[ "$rc" = 1 ] || fail "exit status $rc, not 1"
+[ "$rc" = 1 ] || bad "exit status $rc, not 1"
 if [ -f "$tmp/soak.txt" ]; then
   if grep -q '^# fsdp2: skipped' "$tmp/soak.txt"; then
     inject=${inject% fsdp2}
@@ -59,31 +50,25 @@ if [ -f "$tmp/soak.txt" ]; then
     # shellcheck disable=SC2046 # the row's two numbers as $1 and $2
     set -- $(row "$k" "$tmp/soak.txt")
     if [ $# -ne 2 ] || [ "$1" -le "$want" ] || [ "$2" != "$want" ]; then
-      fail "kind $k: calls/errors '$*', want more calls than errors and $want error(s)"
+      bad "kind $k: calls/errors '$*', want more calls than errors and $want error(s)"
     fi
   done
   # 6 dtypes a step for each collective; each model built twice and stepped 4 times.
   [ "$(row all_to_all_single.uneven "$tmp/soak.txt")" = "24 1" ] ||
-    fail "all_to_all_single.uneven '$(row all_to_all_single.uneven "$tmp/soak.txt")', want 24 calls, 1 error"
-  [ "$(row ddp "$tmp/soak.txt")" = "6 1" ] || fail "ddp '$(row ddp "$tmp/soak.txt")', want 6 calls, 1 error"
+    bad "all_to_all_single.uneven '$(row all_to_all_single.uneven "$tmp/soak.txt")', want 24 calls, 1 error"
+  [ "$(row ddp "$tmp/soak.txt")" = "6 1" ] || bad "ddp '$(row ddp "$tmp/soak.txt")', want 6 calls, 1 error"
   n=$(echo "$inject" | wc -w)
   tail -n 1 "$tmp/soak.txt" | grep -qE "^soak: [0-9]+ calls, $n errors\$" ||
-    fail "last line '$(tail -n 1 "$tmp/soak.txt")', want $n errors"
+    bad "last line '$(tail -n 1 "$tmp/soak.txt")', want $n errors"
 else
-  fail "the soak wrote no table"
+  bad "the soak wrote no table"
 fi
 
 # A kind that does not exist: refused, naming it, before any rank starts.
 "$py3" "$soak" --backend gloo --device cpu --spawn 2 --inject-error no_such_kind > "$tmp/bad.log" 2>&1
 rc=$?
-[ "$rc" = 2 ] || fail "--inject-error no_such_kind: exit status $rc, not 2"
-grep -q 'no_such_kind: not a kind' "$tmp/bad.log" || fail "--inject-error no_such_kind: message: $(tail -n 1 "$tmp/bad.log")"
+[ "$rc" = 2 ] || bad "--inject-error no_such_kind: exit status $rc, not 2"
+grep -q 'no_such_kind: not a kind' "$tmp/bad.log" || bad "--inject-error no_such_kind: message: $(tail -n 1 "$tmp/bad.log")"
 
-if [ -n "$failed" ]; then
-  for f in "$tmp"/*.log; do
-    echo "== $f"
-    tail -n 40 "$f"
-  done
-  exit 1
-fi
+[ $fail -eq 0 ] || { tail_logs 40; exit 1; }
 echo "ok: $(tail -n 1 "$tmp/soak.txt"): one in each of the $(echo "$inject" | wc -w) kinds corrupted"

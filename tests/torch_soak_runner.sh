@@ -6,11 +6,9 @@
 # header and every run's table and totals, errors make the exit status 1, and an existing
 # OUTFILE or a wrapper with no MPS option is refused before anything starts (exit 2).
 set -u
+. "${srcdir:-.}/tests/lib.sh"
 runner=$(cd "${srcdir:-.}" && pwd)/bench/torch_soak.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=""
-fail() { echo "FAIL: $*"; failed="$failed x"; }
+bad() { echo "FAIL: $*"; fail=1; }
 mkdir -p "$tmp/bin" "$tmp/tree/bench" "$tmp/tree/.libs" "$tmp/out"
 touch "$tmp/tree/bench/torch_soak.py" "$tmp/tree/.libs/libshmddp-nccl.so.0.0.0"
 ln -s libshmddp-nccl.so.0.0.0 "$tmp/tree/.libs/libshmddp-nccl.so.0"
@@ -53,12 +51,12 @@ soak() { # NAME [MODE...]: the runner in the stand-in tree; output in $tmp/NAME.
   (cd "$tmp/tree" && PATH="$tmp/bin:$PATH" PYTHON=python3 SOAK_SECONDS=1 COMMIT=stand-in \
     bash "$runner" "$tmp/out/$n.txt" "$@") > "$tmp/$n.log" 2>&1
 }
-has() { grep -qF -- "$2" "$1" || fail "$(basename "$1"): no line with '$2'"; }
+has() { grep -qF -- "$2" "$1" || bad "$(basename "$1"): no line with '$2'"; }
 
 # MPS opt-in (the wrapper offers --mps): nomps without a flag, mps with --mps.
 STUB_OPTION=--mps soak optin
 rc=$?
-[ "$rc" = 0 ] || fail "optin: exit status $rc, not 0"
+[ "$rc" = 0 ] || bad "optin: exit status $rc, not 0"
 r=$tmp/out/optin.txt
 if [ -f "$r" ]; then
   for line in "# commit: stand-in" "# machine: GPU 0: Stand-in GPU" "# date: " \
@@ -67,47 +65,41 @@ if [ -f "$r" ]; then
     "## load: gpu-load: 7 matmuls" "failed: none"; do
     has "$r" "$line"
   done
-  [ "$(tail -n 1 "$r")" = "soak: 200 calls, 0 errors" ] || fail "optin: last line '$(tail -n 1 "$r")'"
+  [ "$(tail -n 1 "$r")" = "soak: 200 calls, 0 errors" ] || bad "optin: last line '$(tail -n 1 "$r")'"
   has "$tmp/out/optin_logs/nomps_2ranks.log" "--expect-mps off --require-shmddp"
   has "$tmp/out/optin_logs/nomps_2ranks.log" "flag: none alloc: expandable_segments:True"
   has "$tmp/out/optin_logs/mps_2ranks.log" "--expect-mps on --require-shmddp"
   has "$tmp/out/optin_logs/mps_2ranks.log" "flag: --mps alloc: expandable_segments:True"
 else
-  fail "optin: no record"
+  bad "optin: no record"
 fi
 
 # MPS opt-out (the wrapper offers --no-mps), one run with 2 errors: exit 1, the errors summed.
 STUB_OPTION=--no-mps STUB_ERRORS=2 soak optout
 rc=$?
-[ "$rc" = 1 ] || fail "optout: exit status $rc, not 1"
+[ "$rc" = 1 ] || bad "optout: exit status $rc, not 1"
 r=$tmp/out/optout.txt
 if [ -f "$r" ]; then
   has "$tmp/out/optout_logs/nomps_2ranks.log" "flag: --no-mps"
   has "$tmp/out/optout_logs/mps_2ranks.log" "flag: none"
   has "$r" "failed: nomps_2ranks(errors) mps_2ranks(errors)"
-  [ "$(tail -n 1 "$r")" = "soak: 200 calls, 4 errors" ] || fail "optout: last line '$(tail -n 1 "$r")'"
+  [ "$(tail -n 1 "$r")" = "soak: 200 calls, 4 errors" ] || bad "optout: last line '$(tail -n 1 "$r")'"
 else
-  fail "optout: no record"
+  bad "optout: no record"
 fi
 
 # Refused before anything starts: an existing OUTFILE; mode mps where the wrapper has no MPS
 # option; a mode that does not exist.
 STUB_OPTION=--mps soak optin
-[ $? = 2 ] || fail "an existing OUTFILE was not refused with exit status 2"
+[ $? = 2 ] || bad "an existing OUTFILE was not refused with exit status 2"
 has "$tmp/optin.log" "exists: remove it or name another file"
 STUB_OPTION='' soak nompsopt mps
-[ $? = 2 ] || fail "mode mps with a wrapper without an MPS option: not refused with exit status 2"
+[ $? = 2 ] || bad "mode mps with a wrapper without an MPS option: not refused with exit status 2"
 has "$tmp/nompsopt.log" "names neither --mps nor --no-mps"
-[ -e "$tmp/out/nompsopt_logs" ] && fail "a refused run made its log folder"
+[ -e "$tmp/out/nompsopt_logs" ] && bad "a refused run made its log folder"
 STUB_OPTION=--mps soak badmode nomps fast
-[ $? = 2 ] || fail "mode 'fast' was not refused with exit status 2"
+[ $? = 2 ] || bad "mode 'fast' was not refused with exit status 2"
 has "$tmp/badmode.log" "mode 'fast': give nomps or mps"
 
-if [ -n "$failed" ]; then
-  for f in "$tmp"/*.log; do
-    echo "== $f"
-    tail -n 30 "$f"
-  done
-  exit 1
-fi
+[ $fail -eq 0 ] || { tail_logs 30; exit 1; }
 echo "ok: flags from --help, the record and its totals, errors and refusals"

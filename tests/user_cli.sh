@@ -7,10 +7,7 @@
 # installed (shmddp-NAME); a mistyped flag gets the flag it resembles.
 set -u
 train=${top_builddir:-.}/shmddp-train
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths 4,8 --image-size 16 --train-size 32 --val-size 4 --batch-size 4 --epochs 1 --workers 0 --log-every 1"
 
 if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null 2>&1 && id nobody > /dev/null 2>&1; then

@@ -9,22 +9,15 @@
 set -u
 train=${top_builddir:-.}/shmddp-train
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: python3 makes the PNG files"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/predict_lib.sh"
+. "${srcdir:-.}/tests/lib.sh"
 
 # 10 images 32x32 (8 train, 2 val by name): a square of 255 (or 1 with LABEL=1) on 0. The
 # generator prints the pixel counts per mask value of each split.
 python3 - "$tmp/d" > "$tmp/counts" <<'PY'
-import os, struct, sys, zlib
+import os, sys
+from png_io import write as png
 root = sys.argv[1]
-def png(path, w, h, ch, px):
-    raw = b"".join(b"\0" + bytes(px[y * w * ch:(y + 1) * w * ch]) for y in range(h))
-    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
-    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if ch == 3 else 0, 0, 0, 0)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 for sub in ("images", "masks"):
     os.makedirs(os.path.join(root, sub), exist_ok=True)
 counts = {"train": [0, 0], "val": [0, 0]}

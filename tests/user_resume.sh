@@ -9,10 +9,7 @@
 set -u
 train=${top_builddir:-.}/shmddp-train
 report=${srcdir:-.}/tools/report
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths 4,8 --image-size 16 --train-size 48 --val-size 8 --batch-size 4 --workers 0 --warmup-steps 2 --progress lines"
 # 48 samples / 2 ranks / batch 4: 6 steps per epoch
 steps() { grep -o '"type": "step", "step": [0-9]*' "$1" | grep -o '[0-9]*$' | tr '\n' ' '; }

@@ -16,10 +16,7 @@ set -u
 top=$(cd "${top_builddir:-.}" && pwd)
 train=$top/shmddp-train
 look=$top/tests/ckpt_look
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
+. "${srcdir:-.}/tests/lib.sh"
 F="--device cpu --nproc 2 --widths 4,8 --image-size 16 --train-size 48 --val-size 8 --batch-size 4 --workers 0 --warmup-steps 2 --progress off"
 # 48 samples / 2 ranks / batch 4: 6 steps per epoch
 step_of() { "$look" "$1" 2>/dev/null | sed -n 's/^step=\([0-9]*\) .*/\1/p'; }
@@ -117,6 +114,6 @@ before=$(snapshot "$tmp/mixed")
 rc=$?
 check "--overwrite of the checkpoint --resume reads: refused, exit 2, nothing removed" '[ $rc -eq 2 ] && grep -q "overwrite would remove .*which --resume reads" "$tmp/mixed.log" && [ "$(snapshot "$tmp/mixed")" = "$before" ]'
 if [ $fail -ne 0 ]; then
-  for f in "$tmp"/*.log "$tmp"/w/*.log; do echo "--- $f"; tail -4 "$f"; done
+  tail_logs 4 "$tmp"/*.log "$tmp"/w/*.log
 fi
 exit $fail

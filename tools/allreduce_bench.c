@@ -47,144 +47,114 @@ static shmddp_status_t run_once(shmddp_comm_t *comm, const bench_opts_t *o, cons
   }
 }
 
-/* Errors in this rank's result of one checked call (iteration tag `iter`). */
-static long check_result(const bench_opts_t *o, int rank, int n, const void *recv, size_t count,
-                         int iter)
-{
-  size_t ds = shmddp_dtype_size(o->dtype);
-  switch (o->coll) {
-  case BENCH_ALL_REDUCE:
-    return (long)coll_count_errors(recv, count, 0, n, iter, o->dtype, o->op, NULL);
-  case BENCH_REDUCE_SCATTER:
-    return (long)coll_count_errors(recv, count, (size_t)rank * count, n, iter, o->dtype, o->op,
-                                   NULL);
-  case BENCH_ALL_TO_ALL:
-  case BENCH_SCATTER: { /* block q: rank q's (scatter: the root's) block `rank` */
-    long bad = 0;
-    int blocks = o->coll == BENCH_ALL_TO_ALL ? n : 1;
-    for (int q = 0; q < blocks; q++)
-      for (size_t k = 0; k < count; k++)
-        if (coll_load((const char *)recv + ((size_t)q * count + k) * ds, 0, o->dtype) !=
-            coll_round(coll_pattern(o->coll == BENCH_SCATTER ? 0 : q, (size_t)rank * count + k,
-                                    iter, o->dtype, o->op), o->dtype))
-          bad++;
-    return bad;
-  }
-  case BENCH_GATHER:
-    if (rank != 0) return 0;
-    /* fall through */
-  case BENCH_ALL_GATHER: {
-    long bad = 0;
-    for (int r = 0; r < n; r++)
-      for (size_t k = 0; k < count; k++)
-        if (coll_load((const char *)recv + ((size_t)r * count + k) * ds, 0, o->dtype) !=
-            coll_round(coll_pattern(r, k, iter, o->dtype, o->op), o->dtype))
-          bad++;
-    return bad;
-  }
-  default: {
-    long bad = 0;
-    for (size_t k = 0; k < count; k++)
-      if (coll_load(recv, k, o->dtype) != coll_round(coll_pattern(0, k, iter, o->dtype, o->op), o->dtype))
-        bad++;
-    return bad;
-  }
-  }
-}
-
 static void fill_send(const bench_opts_t *o, int rank, void *send, size_t sendcount, size_t count,
                       int iter)
 {
-  size_t ds = shmddp_dtype_size(o->dtype);
-  if (o->coll == BENCH_REDUCE_SCATTER) {
-    coll_fill(send, sendcount, 0, rank, iter, o->dtype, o->op);
-  } else if (o->coll == BENCH_ALL_GATHER) {
-    coll_fill(send, count, 0, rank, iter, o->dtype, o->op);
-  } else {
-    coll_fill(send, sendcount, 0, rank, iter, o->dtype, o->op);
-  }
-  (void)ds;
+  coll_fill(send, o->coll == BENCH_ALL_GATHER ? count : sendcount, 0, rank, iter, o->dtype, o->op);
 }
 
-static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
+/* A rank's host buffers, sized for the largest row. */
+typedef struct {
+  shmddp_comm_t *comm;
+  const bench_opts_t *o;
+  int rank, n;
+  size_t ds;
+  char *send, *recv;
+} host_ctx_t;
+
+/* One row of the table: o->iters timed calls after o->warmup (every 64th asks whether the run
+ * was stopped), then, with -c 1, one call on fresh inputs checked, so that the timed loop's
+ * in-place updates do not matter. The time is the slowest rank's, the errors all ranks'. */
+static shmddp_status_t host_row(const host_ctx_t *h, size_t bytes, bench_row_t *row)
 {
-  int rank = shmddp_comm_rank(comm), n = shmddp_comm_size(comm);
-  size_t ds = shmddp_dtype_size(o->dtype);
-  size_t maxs, maxr, maxc;
-  bench_counts(o->coll, o->max_bytes, ds, n, &maxs, &maxr, &maxc);
-  char *send = malloc(maxs * ds + 64), *recv = malloc(maxr * ds + 64);
-  FILE *tsv = NULL;
-  if (!send || !recv) {
-    fprintf(stderr, "allreduce_bench: rank %d: out of memory for %zu bytes\n", rank, o->max_bytes);
-    return 1;
+  const bench_opts_t *o = h->o;
+  size_t sendcount, recvcount, count;
+  bench_counts(o->coll, bytes, h->ds, h->n, &sendcount, &recvcount, &count);
+  /* In-place layouts: all_gather sends from its own block of recv, reduce_scatter receives
+   * into its own block of send; all_reduce and broadcast use one buffer. */
+  void *sbuf = h->send, *rbuf = h->recv;
+  if (o->inplace) {
+    if (o->coll == BENCH_ALL_GATHER) { rbuf = h->send; sbuf = h->send + (size_t)h->rank * count * h->ds; }
+    else if (o->coll == BENCH_REDUCE_SCATTER) rbuf = h->send + (size_t)h->rank * count * h->ds;
+    else rbuf = h->send;
   }
-  if (rank == 0 && o->tsv_path) {
-    tsv = fopen(o->tsv_path, "w");
-    if (!tsv) {
-      fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
-      shmddp_abort(comm, "rank 0 cannot write the table");
+  void *fillbuf = o->inplace && o->coll == BENCH_ALL_GATHER ? sbuf : h->send;
+  int whole = o->coll == BENCH_ALL_REDUCE || o->coll == BENCH_BROADCAST;
+  *row = (bench_row_t){.bytes = count * h->ds * (whole ? 1 : (size_t)h->n), .count = count,
+                       .algo = o->algo, .nccl_time_us = -1, .nccl_algbw = -1, .nccl_busbw = -1};
+  fill_send(o, h->rank, fillbuf, sendcount, count, 0);
+  shmddp_status_t st = SHMDDP_OK;
+  for (long i = 0; i < o->warmup && st == SHMDDP_OK; i++) st = run_once(h->comm, o, sbuf, rbuf, count);
+  if (st == SHMDDP_OK) st = shmddp_barrier(h->comm);
+  double t0 = now_s();
+  long done = 0;
+  for (; done < o->iters && st == SHMDDP_OK; done++) {
+    st = run_once(h->comm, o, sbuf, rbuf, count);
+    if (done == 0) row->algo = shmddp_comm_last_algo(h->comm);
+    if ((done & 63) == 63 && shmddp_stop_requested(h->comm)) { done++; break; }
+  }
+  double per_call = done ? (now_s() - t0) / (double)done : 0;
+  if (st == SHMDDP_OK && o->check) {
+    fill_send(o, h->rank, fillbuf, sendcount, count, 1);
+    st = run_once(h->comm, o, sbuf, rbuf, count);
+    if (st == SHMDDP_OK) row->errors = bench_count_errors(o, h->rank, h->n, rbuf, count, 1);
+  }
+  double errs = (double)row->errors;
+  /* the slowest rank's time, every rank's errors */
+  if (st == SHMDDP_OK) st = shmddp_all_reduce(h->comm, &per_call, &per_call, 1, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST);
+  if (st == SHMDDP_OK) st = shmddp_all_reduce(h->comm, &errs, &errs, 1, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
+  if (st != SHMDDP_OK) return st;
+  row->time_us = per_call * 1e6;
+  row->errors = (long)errs;
+  row->algbw = row->time_us > 0 ? (double)row->bytes / (row->time_us * 1e3) : 0;
+  row->busbw = row->algbw * bench_bus_factor(o->coll, h->n);
+  return SHMDDP_OK;
+}
+
+/* The rows from -b to -e, each -f times (or -i more than) the last, printed by rank 0; stops at
+ * the first row with a wrong result (status 1) or when the run is asked to stop. */
+static int host_sweep(const host_ctx_t *h, FILE *tsv)
+{
+  const bench_opts_t *o = h->o;
+  if (h->rank == 0) bench_print_header(o, h->n, tsv);
+  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+    bench_row_t row;
+    if (host_row(h, bytes, &row) != SHMDDP_OK) {
+      fprintf(stderr, "allreduce_bench: %s\n", shmddp_comm_last_error(h->comm));
       return 1;
     }
-  }
-  if (rank == 0) bench_print_header(o, n, tsv);
-  int rc = 0;
-  for (size_t bytes = o->min_bytes; bytes <= o->max_bytes && rc == 0;) {
-    size_t sendcount, recvcount, count;
-    bench_counts(o->coll, bytes, ds, n, &sendcount, &recvcount, &count);
-    /* In-place layouts: all_gather sends from its own block of recv, reduce_scatter receives
-     * into its own block of send; all_reduce and broadcast use one buffer. */
-    void *sbuf = send, *rbuf = recv;
-    if (o->inplace) {
-      if (o->coll == BENCH_ALL_GATHER) { rbuf = send; sbuf = send + (size_t)rank * count * ds; }
-      else if (o->coll == BENCH_REDUCE_SCATTER) rbuf = send + (size_t)rank * count * ds;
-      else rbuf = send;
-    }
-    bench_row_t row = {0};
-    row.bytes = count * ds * (o->coll == BENCH_ALL_REDUCE || o->coll == BENCH_BROADCAST ? 1 : (size_t)n);
-    row.count = count;
-    row.nccl_time_us = row.nccl_algbw = row.nccl_busbw = -1;
-    row.algo = o->algo;
-    fill_send(o, rank, o->inplace && o->coll == BENCH_ALL_GATHER ? sbuf : send, sendcount, count, 0);
-    shmddp_status_t st = SHMDDP_OK;
-    for (long i = 0; i < o->warmup && st == SHMDDP_OK; i++) st = run_once(comm, o, sbuf, rbuf, count);
-    if (st == SHMDDP_OK) st = shmddp_barrier(comm);
-    double t0 = now_s();
-    long done = 0;
-    for (; done < o->iters && st == SHMDDP_OK; done++) {
-      st = run_once(comm, o, sbuf, rbuf, count);
-      if (done == 0) row.algo = shmddp_comm_last_algo(comm);
-      if ((done & 63) == 63 && shmddp_stop_requested(comm)) { done++; break; }
-    }
-    double per_iter = done ? (now_s() - t0) / (double)done : 0;
-    if (st == SHMDDP_OK && o->check) {
-      /* A separate call on fresh inputs, so the timed loop's in-place updates do not matter. */
-      fill_send(o, rank, o->inplace && o->coll == BENCH_ALL_GATHER ? sbuf : send, sendcount, count, 1);
-      st = run_once(comm, o, sbuf, rbuf, count);
-      if (st == SHMDDP_OK) row.errors = check_result(o, rank, n, rbuf, count, 1);
-    }
-    double stats[2] = {per_iter, (double)row.errors};
-    if (st == SHMDDP_OK) st = shmddp_all_reduce(comm, stats, stats, 1, SHMDDP_F64, SHMDDP_MAX, SHMDDP_HOST);
-    double errs = (double)row.errors;
-    if (st == SHMDDP_OK) st = shmddp_all_reduce(comm, &errs, &errs, 1, SHMDDP_F64, SHMDDP_SUM, SHMDDP_HOST);
-    if (st != SHMDDP_OK) {
-      fprintf(stderr, "allreduce_bench: %s\n", shmddp_comm_last_error(comm));
-      rc = 1;
-      break;
-    }
-    row.time_us = stats[0] * 1e6;
-    row.errors = (long)errs;
-    row.algbw = row.time_us > 0 ? (double)row.bytes / (row.time_us * 1e3) : 0;
-    row.busbw = row.algbw * bench_bus_factor(o->coll, n);
-    if (rank == 0) bench_print_row(o, &row, tsv);
-    if (row.errors) rc = 1;
-    if (shmddp_stop_requested(comm)) break;
+    if (h->rank == 0) bench_print_row(o, &row, tsv);
+    if (row.errors) return 1;
+    if (shmddp_stop_requested(h->comm)) break;
     size_t next = o->step_bytes ? bytes + o->step_bytes : (size_t)((double)bytes * o->factor);
     if (next <= bytes) break;
     bytes = next;
   }
+  return 0;
+}
+
+static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
+{
+  host_ctx_t h = {.comm = comm, .o = o, .rank = shmddp_comm_rank(comm),
+                  .n = shmddp_comm_size(comm), .ds = shmddp_dtype_size(o->dtype)};
+  size_t maxs, maxr, maxc;
+  bench_counts(o->coll, o->max_bytes, h.ds, h.n, &maxs, &maxr, &maxc);
+  h.send = malloc(maxs * h.ds + 64);
+  h.recv = malloc(maxr * h.ds + 64);
+  FILE *tsv = NULL;
+  int rc = 0;
+  if (!h.send || !h.recv) {
+    fprintf(stderr, "allreduce_bench: rank %d: out of memory for %zu bytes\n", h.rank, o->max_bytes);
+    rc = 1;
+  } else if (h.rank == 0 && o->tsv_path && !(tsv = fopen(o->tsv_path, "w"))) {
+    fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
+    shmddp_abort(comm, "rank 0 cannot write the table");
+    rc = 1;
+  }
+  if (rc == 0) rc = host_sweep(&h, tsv);
   if (tsv) fclose(tsv);
-  free(send);
-  free(recv);
+  free(h.send);
+  free(h.recv);
   return rc;
 }
 
@@ -290,18 +260,107 @@ static void usage(FILE *f)
           "  -h, --help\n");
 }
 
-int main(int argc, char **argv)
+/* The options that take a name from a list: the library's parser, and the list for the error. */
+static const struct {
+  int opt;
+  int (*parse)(const char *name);
+  const char *what, *names;
+} name_opts[] = {
+    {'d', shmddp_dtype_parse, "datatype", "f32 f64 f16 bf16 i32 i64"},
+    {'o', shmddp_op_parse, "op", "sum avg min max prod"},
+    {'C', bench_coll_parse, "collective",
+     "all_reduce reduce_scatter all_gather broadcast all_to_all gather scatter"},
+    {'a', shmddp_algo_parse, "algorithm", "auto direct ring twoshot cering staged coloc"},
+};
+
+/* -d, -o, -C or -a: the value of the name, or -1 after saying which names there are. */
+static int parse_name(int opt, const char *arg)
 {
-  bench_opts_t o = {0};
-  o.nproc = 0;
-  o.min_bytes = 8;
-  o.max_bytes = (size_t)64 << 20;
-  o.factor = 2;
-  o.iters = 20;
-  o.warmup = 5;
-  o.check = 1;
-  o.dtype = SHMDDP_F32;
-  o.op = SHMDDP_SUM;
+  for (size_t i = 0; i < sizeof name_opts / sizeof name_opts[0]; i++) {
+    if (name_opts[i].opt != opt) continue;
+    int v = name_opts[i].parse(arg);
+    if (v < 0)
+      fprintf(stderr, "allreduce_bench: unknown %s '%s' (%s)\n", name_opts[i].what, arg,
+              name_opts[i].names);
+    return v;
+  }
+  return -1;
+}
+
+/* One option of the command line into o: 0, or 2 after saying what is wrong with it. */
+static int parse_option(int c, const char *arg, bench_opts_t *o)
+{
+  char *end;
+  switch (c) {
+  case 'D':
+    if (strcmp(arg, "cpu") == 0) o->device_cuda = 0;
+    else if (strcmp(arg, "cuda") == 0) o->device_cuda = 1;
+    else { fprintf(stderr, "allreduce_bench: --device must be cpu or cuda, not '%s'\n", arg); return 2; }
+    return 0;
+  case 'p':
+    o->nproc = (int)strtol(arg, &end, 10);
+    if (*end || o->nproc < 1 || o->nproc > SHMDDP_MAX_RANKS) {
+      fprintf(stderr, "allreduce_bench: --nproc must be 1 to %d, not '%s'\n", SHMDDP_MAX_RANKS, arg);
+      return 2;
+    }
+    return 0;
+  case 'b': case 'e': case 'i': {
+    size_t v;
+    if (parse_size(arg, &v) != 0 || (c != 'i' && v == 0)) {
+      fprintf(stderr, "allreduce_bench: -%c wants a size like 8, 4K, 1M or 1G, not '%s'\n", c, arg);
+      return 2;
+    }
+    if (c == 'b') o->min_bytes = v; else if (c == 'e') o->max_bytes = v; else o->step_bytes = v;
+    return 0;
+  }
+  case 'f':
+    o->factor = strtod(arg, &end);
+    if (*end || !(o->factor > 1)) { fprintf(stderr, "allreduce_bench: -f wants a factor > 1, not '%s'\n", arg); return 2; }
+    return 0;
+  case 'n': case 'w': {
+    long v = strtol(arg, &end, 10);
+    if (*end || v < (c == 'n' ? 1 : 0)) {
+      fprintf(stderr, "allreduce_bench: -%c wants a count%s, not '%s'\n", c, c == 'n' ? " >= 1" : " >= 0", arg);
+      return 2;
+    }
+    if (c == 'n') o->iters = v; else o->warmup = v;
+    return 0;
+  }
+  case 'c':
+    if (strcmp(arg, "0") && strcmp(arg, "1")) { fprintf(stderr, "allreduce_bench: -c wants 0 or 1\n"); return 2; }
+    o->check = arg[0] == '1';
+    return 0;
+  case 'z':
+    if (strcmp(arg, "0") && strcmp(arg, "1")) { fprintf(stderr, "allreduce_bench: -z takes 0 or 1, not '%s'\n", arg); return 2; }
+    o->blocking = arg[0] == '1';
+    return 0;
+  case 'd': case 'o': case 'C': case 'a': {
+    int v = parse_name(c, arg);
+    if (v < 0) return 2;
+    if (c == 'd') o->dtype = (shmddp_dtype_t)v;
+    else if (c == 'o') o->op = (shmddp_op_t)v;
+    else if (c == 'C') o->coll = (bench_coll_t)v;
+    else o->algo = (shmddp_algo_t)v;
+    return 0;
+  }
+  case 'N':
+    if (strcmp(arg, "nccl")) { fprintf(stderr, "allreduce_bench: --compare knows only 'nccl'\n"); return 2; }
+    o->compare_nccl = 1;
+    return 0;
+  case 'T': o->tsv_path = arg; return 0;
+  case 'I': o->inplace = 1; return 0;
+  case 'G': o->graph = 1; return 0;
+  case 'J': o->join = 1; return 0;
+  case 'B': o->copy_bw = 1; return 0;
+  default: usage(stderr); return 2;
+  }
+}
+
+/* The command line into o: -1 to run, else the exit status (0 after --help or --version). */
+static int parse_args(int argc, char **argv, bench_opts_t *o)
+{
+  *o = (bench_opts_t){.min_bytes = 8, .max_bytes = (size_t)64 << 20, .factor = 2, .iters = 20,
+                      .warmup = 5, .check = 1, .dtype = SHMDDP_F32, .op = SHMDDP_SUM};
   static const struct option longopts[] = {
     {"device", required_argument, 0, 'D'}, {"nproc", required_argument, 0, 'p'},
     {"minbytes", required_argument, 0, 'b'}, {"maxbytes", required_argument, 0, 'e'},
@@ -315,128 +374,64 @@ int main(int argc, char **argv)
     {"copy-bw", no_argument, 0, 'B'}, {"blocking", required_argument, 0, 'z'},
     {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
   int c;
-  char *end;
   while ((c = getopt_long(argc, argv, "p:b:e:f:i:n:w:c:d:o:C:a:Iz:h", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'D':
-      if (strcmp(optarg, "cpu") == 0) o.device_cuda = 0;
-      else if (strcmp(optarg, "cuda") == 0) o.device_cuda = 1;
-      else { fprintf(stderr, "allreduce_bench: --device must be cpu or cuda, not '%s'\n", optarg); return 2; }
-      break;
-    case 'p':
-      o.nproc = (int)strtol(optarg, &end, 10);
-      if (*end || o.nproc < 1 || o.nproc > SHMDDP_MAX_RANKS) {
-        fprintf(stderr, "allreduce_bench: --nproc must be 1 to %d, not '%s'\n", SHMDDP_MAX_RANKS, optarg);
-        return 2;
-      }
-      break;
-    case 'b': case 'e': case 'i': {
-      size_t v;
-      if (parse_size(optarg, &v) != 0 || (c != 'i' && v == 0)) {
-        fprintf(stderr, "allreduce_bench: -%c wants a size like 8, 4K, 1M or 1G, not '%s'\n", c, optarg);
-        return 2;
-      }
-      if (c == 'b') o.min_bytes = v; else if (c == 'e') o.max_bytes = v; else o.step_bytes = v;
-      break;
-    }
-    case 'f':
-      o.factor = strtod(optarg, &end);
-      if (*end || !(o.factor > 1)) { fprintf(stderr, "allreduce_bench: -f wants a factor > 1, not '%s'\n", optarg); return 2; }
-      break;
-    case 'n': case 'w': {
-      long v = strtol(optarg, &end, 10);
-      if (*end || v < (c == 'n' ? 1 : 0)) {
-        fprintf(stderr, "allreduce_bench: -%c wants a count%s, not '%s'\n", c, c == 'n' ? " >= 1" : " >= 0", optarg);
-        return 2;
-      }
-      if (c == 'n') o.iters = v; else o.warmup = v;
-      break;
-    }
-    case 'c':
-      if (strcmp(optarg, "0") && strcmp(optarg, "1")) { fprintf(stderr, "allreduce_bench: -c wants 0 or 1\n"); return 2; }
-      o.check = optarg[0] == '1';
-      break;
-    case 'd': {
-      int d = shmddp_dtype_parse(optarg);
-      if (d < 0) { fprintf(stderr, "allreduce_bench: unknown datatype '%s' (f32 f64 f16 bf16 i32 i64)\n", optarg); return 2; }
-      o.dtype = (shmddp_dtype_t)d;
-      break;
-    }
-    case 'o': {
-      int v = shmddp_op_parse(optarg);
-      if (v < 0) { fprintf(stderr, "allreduce_bench: unknown op '%s' (sum avg min max prod)\n", optarg); return 2; }
-      o.op = (shmddp_op_t)v;
-      break;
-    }
-    case 'C': {
-      int k = bench_coll_parse(optarg);
-      if (k < 0) { fprintf(stderr, "allreduce_bench: unknown collective '%s' (all_reduce reduce_scatter all_gather broadcast all_to_all gather scatter)\n", optarg); return 2; }
-      o.coll = (bench_coll_t)k;
-      break;
-    }
-    case 'a': {
-      int a = shmddp_algo_parse(optarg);
-      if (a < 0) { fprintf(stderr, "allreduce_bench: unknown algorithm '%s' (auto direct ring twoshot cering staged coloc)\n", optarg); return 2; }
-      o.algo = (shmddp_algo_t)a;
-      break;
-    }
-    case 'I': o.inplace = 1; break;
-    case 'N':
-      if (strcmp(optarg, "nccl")) { fprintf(stderr, "allreduce_bench: --compare knows only 'nccl'\n"); return 2; }
-      o.compare_nccl = 1;
-      break;
-    case 'G': o.graph = 1; break;
-    case 'T': o.tsv_path = optarg; break;
-    case 'J': o.join = 1; break;
-    case 'B': o.copy_bw = 1; break;
-    case 'z':
-      if (strcmp(optarg, "0") && strcmp(optarg, "1")) { fprintf(stderr, "allreduce_bench: -z takes 0 or 1, not '%s'\n", optarg); return 2; }
-      o.blocking = optarg[0] == '1';
-      break;
-    case 'h': usage(stdout); return 0;
-    case 'V': printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0;
-    default: usage(stderr); return 2;
-    }
+    if (c == 'h') { usage(stdout); return 0; }
+    if (c == 'V') { printf("shmddp-allreduce-bench %s\n", SHMDDP_BUILD_VERSION); return 0; }
+    if (parse_option(c, optarg, o) != 0) return 2;
   }
   if (optind < argc) { fprintf(stderr, "allreduce_bench: unexpected argument '%s'\n", argv[optind]); return 2; }
-  if (o.min_bytes > o.max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o.min_bytes, o.max_bytes); return 2; }
-  if (o.graph && o.blocking) {
+  return -1;
+}
+
+/* The options together: 0, or 2 after saying which of them do not go together. */
+static int check_opts(const bench_opts_t *o)
+{
+  if (o->min_bytes > o->max_bytes) { fprintf(stderr, "allreduce_bench: -b %zu is larger than -e %zu\n", o->min_bytes, o->max_bytes); return 2; }
+  if (o->graph && o->blocking) {
     fprintf(stderr, "allreduce_bench: -z 1 waits after every call, --graph replays them all at once: give one of them\n");
     return 2;
   }
-  if (o.coll >= BENCH_ALL_TO_ALL && (o.inplace || o.compare_nccl)) {
+  if (o->coll >= BENCH_ALL_TO_ALL && (o->inplace || o->compare_nccl)) {
     fprintf(stderr, "allreduce_bench: -C %s: out of place only, and without --compare nccl\n",
-            bench_coll_name(o.coll));
+            bench_coll_name(o->coll));
     return 2;
   }
-  if (!o.device_cuda && (o.compare_nccl || o.graph || o.copy_bw || o.blocking)) {
+  if (!o->device_cuda && (o->compare_nccl || o->graph || o->copy_bw || o->blocking)) {
     fprintf(stderr, "allreduce_bench: --compare nccl, --graph, --copy-bw and -z 1 need --device cuda\n");
     return 2;
   }
-  if (!o.device_cuda && o.algo > SHMDDP_ALGO_RING) {
-    fprintf(stderr, "allreduce_bench: algorithm '%s' is a device algorithm; host buffers use auto, direct or ring\n", shmddp_algo_name(o.algo));
+  if (!o->device_cuda && o->algo > SHMDDP_ALGO_RING) {
+    fprintf(stderr, "allreduce_bench: algorithm '%s' is a device algorithm; host buffers use auto, direct or ring\n", shmddp_algo_name(o->algo));
     return 2;
   }
 #ifndef HAVE_CUDA
-  if (o.device_cuda) {
+  if (o->device_cuda) {
     fprintf(stderr, "allreduce_bench: this build has no CUDA (configure found no toolkit); use --device cpu\n");
     return 2;
   }
 #endif
-  if (o.nproc == 0) o.nproc = 2;
-  if (o.join) return run_joined(&o);
-  shmddp_launch_config_t cfg = {0};
-  cfg.nproc = o.nproc;
-  cfg.label = "allreduce_bench";
-  cfg.use_gpus = o.device_cuda;
-  size_t need = (size_t)16 << 20;
-  if (o.max_bytes > need) need = o.max_bytes;
-  (void)need;
+  return 0;
+}
+
+/* The ranks forked by shmddp_launch, as in training. */
+static int run_launched(const bench_opts_t *o)
+{
+  shmddp_launch_config_t cfg = {.nproc = o->nproc, .label = "allreduce_bench",
+                                .use_gpus = o->device_cuda};
   shmddp_launch_result_t res;
-  shmddp_status_t st = shmddp_launch(&cfg, bench_rank, &o, &res);
-  if (st != SHMDDP_OK) {
+  if (shmddp_launch(&cfg, bench_rank, (void *)o, &res) != SHMDDP_OK) {
     fprintf(stderr, "allreduce_bench: %s\n", res.message);
     return 2;
   }
   return res.exit_code;
+}
+
+int main(int argc, char **argv)
+{
+  bench_opts_t o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0) return rc;
+  if (check_opts(&o) != 0) return 2;
+  if (o.nproc == 0) o.nproc = 2;
+  return o.join ? run_joined(&o) : run_launched(&o);
 }

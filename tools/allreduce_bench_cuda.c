@@ -103,51 +103,14 @@ static int fill(bctx_t *b, void *sbuf, size_t sendcount, size_t count, int iter)
   return 0;
 }
 
-/* Errors in this rank's result (as allreduce_bench.c's host check). */
+/* Errors in this rank's result: copied to the host and checked there. */
 static long check(bctx_t *b, const void *rbuf, size_t count, int iter)
 {
   const bench_opts_t *o = b->o;
   size_t ds = shmddp_dtype_size(o->dtype), n = (size_t)b->n;
   size_t elems = bench_blocks_out(o->coll) ? count * n : count;
   if (cudaMemcpy(b->hbuf, rbuf, elems * ds, cudaMemcpyDeviceToHost) != cudaSuccess) return -1;
-  switch (o->coll) {
-  case BENCH_ALL_TO_ALL:
-  case BENCH_SCATTER: { /* block q: rank q's (scatter: the root's) block `rank` */
-    long bad = 0;
-    int blocks = o->coll == BENCH_ALL_TO_ALL ? b->n : 1;
-    for (int q = 0; q < blocks; q++)
-      for (size_t k = 0; k < count; k++)
-        if (coll_load(b->hbuf, (size_t)q * count + k, o->dtype) !=
-            coll_round(coll_pattern(o->coll == BENCH_SCATTER ? 0 : q, (size_t)b->rank * count + k,
-                                    iter, o->dtype, o->op), o->dtype))
-          bad++;
-    return bad;
-  }
-  case BENCH_ALL_REDUCE:
-    return (long)coll_count_errors(b->hbuf, count, 0, b->n, iter, o->dtype, o->op, NULL);
-  case BENCH_REDUCE_SCATTER:
-    return (long)coll_count_errors(b->hbuf, count, (size_t)b->rank * count, b->n, iter, o->dtype,
-                                   o->op, NULL);
-  case BENCH_GATHER:
-    if (b->rank != 0) return 0;
-    /* fall through */
-  case BENCH_ALL_GATHER: {
-    long bad = 0;
-    for (int r = 0; r < b->n; r++)
-      for (size_t k = 0; k < count; k++)
-        if (coll_load(b->hbuf, (size_t)r * count + k, o->dtype) !=
-            coll_round(coll_pattern(r, k, iter, o->dtype, o->op), o->dtype))
-          bad++;
-    return bad;
-  }
-  default: {
-    long bad = 0;
-    for (size_t k = 0; k < count; k++)
-      if (coll_load(b->hbuf, k, o->dtype) != coll_round(coll_pattern(0, k, iter, o->dtype, o->op), o->dtype))
-        bad++;
-    return bad;
-  }
-  }
+  return bench_count_errors(o, b->rank, b->n, b->hbuf, count, iter);
 }
 
 static int cmp_double(const void *x, const void *y)

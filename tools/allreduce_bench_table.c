@@ -1,6 +1,7 @@
 /* allreduce_bench_table.c — allreduce_bench's table, shared by its host and device drivers and
  * the NCCL comparison: each collective's name, byte counts and bus-bandwidth factor
- * (nccl-tests' conventions), and the printed columns (stdout, and --tsv for bench/results). */
+ * (nccl-tests' conventions), the check of a result (-c 1), and the printed columns (stdout, and
+ * --tsv for bench/results). */
 #include "config.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "tools/allreduce_bench_table.h"
+#include "tools/coll_check.h"
 
 static const char *const coll_names[BENCH_NUM_COLLS] = {
     "all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all", "gather", "scatter"};
@@ -52,6 +54,41 @@ void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sen
   *count = total / (size_t)n; /* a block: the rest is the whole, as nccl-tests reports it */
   *sendcount = bench_blocks_in(c) ? *count * (size_t)n : *count;
   *recvcount = bench_blocks_out(c) ? *count * (size_t)n : *count;
+}
+
+/* Elements of `blocks` blocks of `count` in recv that differ from what the collective copied
+ * there: block q holds rank q's pattern from element `first` on. */
+static long copy_errors(const bench_opts_t *o, const void *recv, int blocks, size_t first,
+                        size_t count, int iter)
+{
+  long bad = 0;
+  for (int q = 0; q < blocks; q++)
+    for (size_t k = 0; k < count; k++)
+      if (coll_load(recv, (size_t)q * count + k, o->dtype) !=
+          coll_round(coll_pattern(q, first + k, iter, o->dtype, o->op), o->dtype))
+        bad++;
+  return bad;
+}
+
+long bench_count_errors(const bench_opts_t *o, int rank, int n, const void *recv, size_t count,
+                        int iter)
+{
+  switch (o->coll) {
+  case BENCH_ALL_REDUCE:
+    return (long)coll_count_errors(recv, count, 0, n, iter, o->dtype, o->op, NULL);
+  case BENCH_REDUCE_SCATTER:
+    return (long)coll_count_errors(recv, count, (size_t)rank * count, n, iter, o->dtype, o->op,
+                                   NULL);
+  case BENCH_ALL_TO_ALL: /* block q: rank q's block `rank` */
+    return copy_errors(o, recv, n, (size_t)rank * count, count, iter);
+  case BENCH_SCATTER: /* the root's block `rank` */
+    return copy_errors(o, recv, 1, (size_t)rank * count, count, iter);
+  case BENCH_GATHER:
+    if (rank != 0) return 0;
+    /* fall through */
+  case BENCH_ALL_GATHER: return copy_errors(o, recv, n, 0, count, iter);
+  default: return copy_errors(o, recv, 1, 0, count, iter); /* broadcast: the root's buffer */
+  }
 }
 
 void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv)

@@ -58,6 +58,11 @@ double bench_bus_factor(bench_coll_t c, int n);
 void bench_counts(bench_coll_t c, size_t bytes, size_t dsize, int n, size_t *sendcount,
                   size_t *recvcount, size_t *count);
 
+/* Errors in this rank's result of one checked call (test pattern iteration `iter`, in host
+ * memory): reductions against the f64 reference, copies against the pattern they copy. */
+long bench_count_errors(const bench_opts_t *o, int rank, int n, const void *recv, size_t count,
+                        int iter);
+
 /* Printing (rank 0 only): the table header and one row, to stdout and to tsv if open. */
 void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv);
 void bench_print_row(const bench_opts_t *o, const bench_row_t *row, FILE *tsv);

@@ -181,16 +181,54 @@ static const char *default_train(const char *self, char *buf, size_t len)
   return buf;
 }
 
-int main(int argc, char **argv)
-{
-  const char *out = NULL, *work = NULL, *table = "compare.tsv";
-  char beside[4096];
-  const char *train = default_train(argv[0], beside, sizeof beside);
-  const char *title = "DataParallel vs DDP";
-  char modes[64] = "dp,ddp,ddp-syncbn";
-  long skip = 8;
+/* The command line. */
+typedef struct {
+  const char *out, *work, *table, *train, *title;
+  long skip;
   cmp_case_t cases[MAX_CASES];
-  int ncases = 0;
+  int ncases;
+  char modes[64];                /* --modes as given; mode[] points into it */
+  const char *mode[MAX_MODES];
+  int nmodes;
+  char beside[4096];             /* the default --train */
+} cmp_opts_t;
+
+/* --case NAME='train flags': 0, or 2 after saying what a case looks like. */
+static int parse_case(cmp_opts_t *o, const char *v)
+{
+  const char *eq = strchr(v, '=');
+  if (!eq || eq == v || eq - v >= 32 || o->ncases == MAX_CASES) {
+    fprintf(stderr, "compare: --case wants NAME='train flags' (NAME up to 31 characters, "
+            "at most %d cases)\n", MAX_CASES);
+    return 2;
+  }
+  cmp_case_t *c = &o->cases[o->ncases++];
+  snprintf(c->name, sizeof c->name, "%.*s", (int)(eq - v), v);
+  snprintf(c->flags, sizeof c->flags, "%s", eq + 1);
+  return 0;
+}
+
+/* --modes, split at the commas: 0, or 2 after naming a mode that is not one. */
+static int parse_modes(cmp_opts_t *o)
+{
+  for (char *m = strtok(o->modes, ","); m; m = strtok(NULL, ",")) {
+    if (strcmp(m, "dp") && strcmp(m, "ddp") && strcmp(m, "ddp-syncbn")) {
+      fprintf(stderr, "compare: --modes: '%s' is not one of dp, ddp, ddp-syncbn\n", m);
+      return 2;
+    }
+    if (o->nmodes < MAX_MODES) o->mode[o->nmodes++] = m;
+  }
+  return 0;
+}
+
+/* The command line into o: -1 to run, else the exit status (0 after --help or --version). */
+static int parse_args(int argc, char **argv, cmp_opts_t *o)
+{
+  o->table = "compare.tsv";
+  o->train = default_train(argv[0], o->beside, sizeof o->beside);
+  o->title = "DataParallel vs DDP";
+  snprintf(o->modes, sizeof o->modes, "dp,ddp,ddp-syncbn");
+  o->skip = 8;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -206,62 +244,43 @@ int main(int argc, char **argv)
       return 2;
     }
     i++;
-    if (!strcmp(a, "--out")) out = v;
-    else if (!strcmp(a, "--train")) train = v;
-    else if (!strcmp(a, "--work")) work = v;
-    else if (!strcmp(a, "--table")) table = v;
-    else if (!strcmp(a, "--title")) title = v;
-    else if (!strcmp(a, "--skip")) skip = atol(v);
+    if (!strcmp(a, "--out")) o->out = v;
+    else if (!strcmp(a, "--train")) o->train = v;
+    else if (!strcmp(a, "--work")) o->work = v;
+    else if (!strcmp(a, "--table")) o->table = v;
+    else if (!strcmp(a, "--title")) o->title = v;
+    else if (!strcmp(a, "--skip")) o->skip = atol(v);
     else if (!strcmp(a, "--run-timeout")) run_timeout_s = atof(v);
-    else if (!strcmp(a, "--modes")) snprintf(modes, sizeof modes, "%s", v);
+    else if (!strcmp(a, "--modes")) snprintf(o->modes, sizeof o->modes, "%s", v);
     else if (!strcmp(a, "--case")) {
-      const char *eq = strchr(v, '=');
-      if (!eq || eq == v || eq - v >= 32 || ncases == MAX_CASES) {
-        fprintf(stderr, "compare: --case wants NAME='train flags' (NAME up to 31 characters, "
-                "at most %d cases)\n", MAX_CASES);
-        return 2;
-      }
-      snprintf(cases[ncases].name, sizeof cases[ncases].name, "%.*s", (int)(eq - v), v);
-      snprintf(cases[ncases].flags, sizeof cases[ncases].flags, "%s", eq + 1);
-      ncases++;
+      if (parse_case(o, v) != 0) return 2;
     } else {
       fprintf(stderr, "compare: unknown option %s\n", a);
       usage(stderr);
       return 2;
     }
   }
-  if (!out || ncases == 0) {
+  if (!o->out || o->ncases == 0) {
     usage(stderr);
     return 2;
   }
-  const char *mode_list[MAX_MODES];
-  int nmodes = 0;
-  for (char *m = strtok(modes, ","); m; m = strtok(NULL, ",")) {
-    if (strcmp(m, "dp") && strcmp(m, "ddp") && strcmp(m, "ddp-syncbn")) {
-      fprintf(stderr, "compare: --modes: '%s' is not one of dp, ddp, ddp-syncbn\n", m);
-      return 2;
-    }
-    if (nmodes < MAX_MODES) mode_list[nmodes++] = m;
-  }
-  char workdir[1024];
-  snprintf(workdir, sizeof workdir, "%s", work ? work : out);
-  if (!work) strncat(workdir, "/runs", sizeof workdir - strlen(workdir) - 1);
-  if (mkdir_p(out) != 0 || mkdir_p(workdir) != 0) {
-    fprintf(stderr, "compare: cannot create %s or %s: %s\n", out, workdir, strerror(errno));
-    return 1;
-  }
-  cmp_run_t *runs = calloc((size_t)ncases * nmodes, sizeof *runs);
-  if (!runs) return 1;
+  return parse_modes(o) != 0 ? 2 : -1;
+}
+
+/* Every case in every mode, one run after another, each in WORKDIR/CASE-MODE; returns the
+ * number of runs that failed (their rows stay empty). */
+static int run_all(const cmp_opts_t *o, const char *workdir, cmp_run_t *runs)
+{
   int nruns = 0, failed = 0;
-  for (int c = 0; c < ncases; c++)
-    for (int m = 0; m < nmodes; m++) {
+  for (int c = 0; c < o->ncases; c++)
+    for (int m = 0; m < o->nmodes; m++) {
       cmp_run_t *r = &runs[nruns++];
-      snprintf(r->case_name, sizeof r->case_name, "%.31s", cases[c].name);
-      snprintf(r->mode, sizeof r->mode, "%s", mode_list[m]);
+      snprintf(r->case_name, sizeof r->case_name, "%.31s", o->cases[c].name);
+      snprintf(r->mode, sizeof r->mode, "%s", o->mode[m]);
       char dir[1200];
-      snprintf(dir, sizeof dir, "%.1000s/%.31s-%.15s", workdir, cases[c].name, mode_list[m]);
-      if (mkdir_p(dir) != 0 || run_train(train, &cases[c], mode_list[m], dir) != 0 ||
-          cmp_read_run(r, dir, skip) != 0) {
+      snprintf(dir, sizeof dir, "%.1000s/%.31s-%.15s", workdir, o->cases[c].name, o->mode[m]);
+      if (mkdir_p(dir) != 0 || run_train(o->train, &o->cases[c], o->mode[m], dir) != 0 ||
+          cmp_read_run(r, dir, o->skip) != 0) {
         failed++;
         continue;
       }
@@ -271,18 +290,45 @@ int main(int argc, char **argv)
       fprintf(stderr, "\n");
     }
   for (int i = 0; i < nruns; i++) runs[i].ddp_ips = ddp_ips(runs, nruns, runs[i].case_name);
+  return failed;
+}
+
+/* The table and the charts in --out: 0, or 1 after saying which could not be written. */
+static int write_outputs(const cmp_opts_t *o, const cmp_run_t *runs, int nruns, int failed,
+                         int argc, char **argv)
+{
   char path[1200];
-  snprintf(path, sizeof path, "%s/%s", out, table);
+  snprintf(path, sizeof path, "%s/%s", o->out, o->table);
   if (write_table(path, runs, nruns, argc, argv) != 0) {
     fprintf(stderr, "compare: cannot write %s\n", path);
     return 1;
   }
-  if (cmp_write_charts(out, runs, nruns, title) != 0) {
-    fprintf(stderr, "compare: cannot write the charts in %s\n", out);
+  if (cmp_write_charts(o->out, runs, nruns, o->title) != 0) {
+    fprintf(stderr, "compare: cannot write the charts in %s\n", o->out);
     return 1;
   }
-  fprintf(stderr, "compare: wrote %s and %s/{throughput,step_time,memory}.svg%s\n", path, out,
+  fprintf(stderr, "compare: wrote %s and %s/{throughput,step_time,memory}.svg%s\n", path, o->out,
           failed ? " (some runs FAILED)" : "");
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  cmp_opts_t o = {0};
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0) return rc;
+  char workdir[1024];
+  snprintf(workdir, sizeof workdir, "%s", o.work ? o.work : o.out);
+  if (!o.work) strncat(workdir, "/runs", sizeof workdir - strlen(workdir) - 1);
+  if (mkdir_p(o.out) != 0 || mkdir_p(workdir) != 0) {
+    fprintf(stderr, "compare: cannot create %s or %s: %s\n", o.out, workdir, strerror(errno));
+    return 1;
+  }
+  int nruns = o.ncases * o.nmodes;
+  cmp_run_t *runs = calloc((size_t)nruns, sizeof *runs);
+  if (!runs) return 1;
+  int failed = run_all(&o, workdir, runs);
+  rc = write_outputs(&o, runs, nruns, failed, argc, argv);
   free(runs);
-  return failed ? 1 : 0;
+  return rc ? rc : failed ? 1 : 0;
 }

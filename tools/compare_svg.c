@@ -178,14 +178,20 @@ static int fill_ips(const cmp_run_t *r, row_t *rows, int max)
   return 1;
 }
 
+/* A cleared row for device d of run r, labelled "dp device D" or "ddp rank D". */
+static row_t *device_row(row_t *w, const cmp_run_t *r, int d)
+{
+  memset(w, 0, sizeof *w);
+  snprintf(w->label, sizeof w->label, "%s %s %d", r->mode, strcmp(r->mode, "dp") ? "rank" : "device",
+           d);
+  return w;
+}
+
 static int fill_split(const cmp_run_t *r, row_t *rows, int max)
 {
   int n = 0;
   for (int d = 0; d < r->split_devs && n < max; d++, n++) {
-    row_t *w = &rows[n];
-    memset(w, 0, sizeof *w);
-    snprintf(w->label, sizeof w->label, "%s %s %d", r->mode, strcmp(r->mode, "dp") ? "rank" : "device",
-             d);
+    row_t *w = device_row(&rows[n], r, d);
     w->seg[0] = r->compute_ms[d];
     w->seg[1] = r->comm_ms[d];
     w->seg[2] = r->idle_ms[d];
@@ -202,10 +208,7 @@ static int fill_mem(const cmp_run_t *r, row_t *rows, int max)
   const char *u = mem_div > 1 ? "GiB" : "MiB";
   int n = 0;
   for (int d = 0; d < r->world && n < max; d++, n++) {
-    row_t *w = &rows[n];
-    memset(w, 0, sizeof *w);
-    snprintf(w->label, sizeof w->label, "%s %s %d", r->mode, strcmp(r->mode, "dp") ? "rank" : "device",
-             d);
+    row_t *w = device_row(&rows[n], r, d);
     double extra = 0;
     for (int k = 0; k < CMP_NCAT; k++) {
       w->seg[k] = r->mem_mib[d][k] / mem_div;

@@ -141,12 +141,14 @@ static void check_ops_module(doctor_t *d)
     doctor_fail(d, "GPU ops", "shmddp-train and shmddp-predict need it on GPUs", "%s", err);
 }
 
-int doctor_gpus(doctor_t *d)
+/* The probe, in a forked child (CUDA stays out of this process), into shared memory; NULL after
+ * reporting why there is none. */
+static probe_t *run_probe(doctor_t *d)
 {
   probe_t *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     doctor_fail(d, "GPUs", "retry", "cannot allocate shared memory for the probe");
-    return 0;
+    return NULL;
   }
   fflush(NULL);
   pid_t pid = fork();
@@ -158,8 +160,13 @@ int doctor_gpus(doctor_t *d)
   waitpid(pid, &ws, 0);
   if (!WIFEXITED(ws)) {
     doctor_fail(d, "GPUs", "check the driver with nvidia-smi", "the CUDA probe crashed");
-    return 0;
+    return NULL;
   }
+  return p;
+}
+
+static void report_versions(doctor_t *d, const probe_t *p)
+{
   if (p->driver == 0)
     doctor_ok(d, "CUDA", "runtime %d.%d, built for compute capability %s; no NVIDIA driver loaded",
               p->runtime / 1000, (p->runtime % 1000) / 10, SHMDDP_CUDA_ARCHS);
@@ -167,21 +174,21 @@ int doctor_gpus(doctor_t *d)
     doctor_ok(d, "CUDA", "runtime %d.%d, driver supports %d.%d; built for compute capability %s",
               p->runtime / 1000, (p->runtime % 1000) / 10, p->driver / 1000,
               (p->driver % 1000) / 10, SHMDDP_CUDA_ARCHS);
-  check_ops_module(d);
-  if (p->ngpus == 0) {
-    if (p->driver == 0) /* the runtime's own words would be "driver version is insufficient" */
-      doctor_warn(d, "GPUs", "install the NVIDIA driver (nvidia-smi should list the GPUs)",
-                  "no GPU usable: no NVIDIA driver is loaded");
-    else
-      doctor_warn(d, "GPUs", "check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES",
-                  "no GPU usable (%s)", p->status ? p->err : "none found");
-    munmap(p, sizeof *p);
-    return 0;
-  }
-  if (p->driver < p->runtime)
-    doctor_fail(d, "driver", "update the NVIDIA driver or build with an older CUDA toolkit",
-                "the driver supports CUDA %d.%d but this build needs %d.%d", p->driver / 1000,
-                (p->driver % 1000) / 10, p->runtime / 1000, (p->runtime % 1000) / 10);
+}
+
+static void report_no_gpus(doctor_t *d, const probe_t *p)
+{
+  if (p->driver == 0) /* the runtime's own words would be "driver version is insufficient" */
+    doctor_warn(d, "GPUs", "install the NVIDIA driver (nvidia-smi should list the GPUs)",
+                "no GPU usable: no NVIDIA driver is loaded");
+  else
+    doctor_warn(d, "GPUs", "check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES",
+                "no GPU usable (%s)", p->status ? p->err : "none found");
+}
+
+/* Each GPU: what it is, where it sits, and whether this build has code for it. */
+static void report_gpus(doctor_t *d, const probe_t *p)
+{
   const char *visible = getenv("CUDA_VISIBLE_DEVICES");
   for (int i = 0; i < p->ngpus; i++) {
     char cc[8];
@@ -201,13 +208,15 @@ int doctor_gpus(doctor_t *d)
                   "JIT-compiled from PTX if possible, else fail", cc);
     }
   }
-  /* P2P as CUDA reports it, then as it really works between processes. */
+}
+
+/* P2P as CUDA reports it, then as it really works between processes: the IPC copy test, one
+ * rank per GPU (two on GPU 0 where there is one). */
+static void report_ipc(doctor_t *d, probe_t *p)
+{
   int nranks = p->ngpus > 1 ? p->ngpus : 2;
   ipc_ctx_t ctx = {p, p->ngpus};
-  shmddp_launch_config_t cfg = {0};
-  cfg.nproc = nranks;
-  cfg.label = "doctor";
-  cfg.timeout_s = 60;
+  shmddp_launch_config_t cfg = {.nproc = nranks, .label = "doctor", .timeout_s = 60};
   shmddp_launch_result_t res;
   shmddp_status_t st = shmddp_launch(&cfg, ipc_rank, &ctx, &res);
   if (st != SHMDDP_OK || res.exit_code != 0) {
@@ -216,27 +225,47 @@ int doctor_gpus(doctor_t *d)
     doctor_fail(d, "CUDA IPC", "shmddp falls back to host-staged collectives (SHMDDP_ALGO=staged); "
                 "check that the processes may share GPU memory (same container, no MIG)",
                 "the IPC copy test failed: %s", *why ? why : res.message);
-  } else if (p->ngpus == 1) {
+    return;
+  }
+  if (p->ngpus == 1) {
     doctor_ok(d, "CUDA IPC", "two processes on GPU 0 share memory through IPC: %.0f GB/s, bytes "
               "verified", p->gbs[1][0]);
-  } else {
-    for (int a = 0; a < p->ngpus; a++)
-      for (int b = 0; b < p->ngpus; b++) {
-        if (a == b) continue;
-        char what[40];
-        snprintf(what, sizeof what, "P2P %d<-%d", a, b);
-        if (p->verified[a][b] != 1)
-          doctor_fail(d, what, "use the host-staged path (SHMDDP_ALGO=staged); check the PCIe "
-                      "ACS/IOMMU settings", "GPU %d read wrong bytes from GPU %d over IPC", a, b);
-        else if (!p->can_peer[a][b])
-          doctor_warn(d, what, "expected without P2P: shmddp stages through host memory",
-                      "copy works (%.1f GB/s) but CUDA reports no peer access: it goes through "
-                      "the host", p->gbs[a][b]);
-        else
-          doctor_ok(d, what, "IPC copy verified, %.1f GB/s", p->gbs[a][b]);
-      }
+    return;
   }
+  for (int a = 0; a < p->ngpus; a++)
+    for (int b = 0; b < p->ngpus; b++) {
+      if (a == b) continue;
+      char what[40];
+      snprintf(what, sizeof what, "P2P %d<-%d", a, b);
+      if (p->verified[a][b] != 1)
+        doctor_fail(d, what, "use the host-staged path (SHMDDP_ALGO=staged); check the PCIe "
+                    "ACS/IOMMU settings", "GPU %d read wrong bytes from GPU %d over IPC", a, b);
+      else if (!p->can_peer[a][b])
+        doctor_warn(d, what, "expected without P2P: shmddp stages through host memory",
+                    "copy works (%.1f GB/s) but CUDA reports no peer access: it goes through "
+                    "the host", p->gbs[a][b]);
+      else
+        doctor_ok(d, what, "IPC copy verified, %.1f GB/s", p->gbs[a][b]);
+    }
+}
+
+int doctor_gpus(doctor_t *d)
+{
+  probe_t *p = run_probe(d);
+  if (!p) return 0;
+  report_versions(d, p);
+  check_ops_module(d);
   int n = p->ngpus;
+  if (n == 0) {
+    report_no_gpus(d, p);
+  } else {
+    if (p->driver < p->runtime)
+      doctor_fail(d, "driver", "update the NVIDIA driver or build with an older CUDA toolkit",
+                  "the driver supports CUDA %d.%d but this build needs %d.%d", p->driver / 1000,
+                  (p->driver % 1000) / 10, p->runtime / 1000, (p->runtime % 1000) / 10);
+    report_gpus(d, p);
+    report_ipc(d, p);
+  }
   munmap(p, sizeof *p);
   return n;
 }

@@ -7,37 +7,18 @@
 
 #include "tools/doctor_report.h"
 
-static void line(const char *tag, const char *what, const char *fix, const char *fmt, va_list ap)
+void doctor_report(doctor_t *d, doctor_level_t level, const char *what, const char *fix,
+                   const char *fmt, ...)
 {
-  printf("[%s] %-14s ", tag, what);
+  static const char *const tag[] = {[DOCTOR_OK] = " ok ", [DOCTOR_WARN] = "warn",
+                                    [DOCTOR_FAIL] = "FAIL"};
+  if (level == DOCTOR_WARN) d->warnings++;
+  if (level == DOCTOR_FAIL) d->problems++;
+  printf("[%s] %-14s ", tag[level], what);
+  va_list ap;
+  va_start(ap, fmt);
   vprintf(fmt, ap);
+  va_end(ap);
   printf("\n");
   if (fix) printf("       %-14s -> %s\n", "", fix);
-}
-
-void doctor_ok(doctor_t *d, const char *what, const char *fmt, ...)
-{
-  (void)d;
-  va_list ap;
-  va_start(ap, fmt);
-  line(" ok ", what, NULL, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_warn(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->warnings++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("warn", what, fix, fmt, ap);
-  va_end(ap);
-}
-
-void doctor_fail(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-{
-  d->problems++;
-  va_list ap;
-  va_start(ap, fmt);
-  line("FAIL", what, fix, fmt, ap);
-  va_end(ap);
 }

@@ -8,10 +8,15 @@ typedef struct {
   int warnings;
 } doctor_t;
 
-void doctor_ok(doctor_t *d, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void doctor_warn(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void doctor_fail(doctor_t *d, const char *what, const char *fix, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+typedef enum { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL } doctor_level_t;
+
+/* One line: "[ ok ]", "[warn]" or "[FAIL]", what was checked and the message, then what to do
+ * about it (fix; NULL for none). Warnings and failures are counted in d. */
+void doctor_report(doctor_t *d, doctor_level_t level, const char *what, const char *fix,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define doctor_ok(d, what, ...) doctor_report((d), DOCTOR_OK, (what), NULL, __VA_ARGS__)
+#define doctor_warn(d, what, fix, ...) doctor_report((d), DOCTOR_WARN, (what), (fix), __VA_ARGS__)
+#define doctor_fail(d, what, fix, ...) doctor_report((d), DOCTOR_FAIL, (what), (fix), __VA_ARGS__)
 
 #endif

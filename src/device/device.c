@@ -41,6 +41,16 @@ static int no_gpus(char *err, size_t errlen)
 }
 #endif
 
+int dev_count_visible(void)
+{
+#ifdef HAVE_CUDNN
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+#else
+  return 0;
+#endif
+}
+
 int dev_select(int dev, char *err, size_t errlen)
 {
   if (dev == DEV_HOST) return 0;

@@ -29,6 +29,10 @@ static inline int dev_gpus_built(void)
 #endif
 }
 
+/* The GPUs this process sees (after CUDA_VISIBLE_DEVICES); 0 without any, or in a build without
+ * GPUs. Starts CUDA in the calling process: a program that forks ranks asks in a child. */
+int dev_count_visible(void);
+
 /* Make device `dev` current for the calling thread (no-op for DEV_HOST): kernels are launched,
  * events created and memory allocated on the current device. */
 int dev_select(int dev, char *err, size_t errlen);

@@ -4,18 +4,12 @@
  * Build and run: tests/fuzz/run.sh log SECONDS */
 #define _GNU_SOURCE
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
+#include "tests/fuzz/fuzz_dir.h"
 #include "tests/fuzz/log_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  static char dir[64];
-  if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/shmddp-fuzz-log-XXXXXX");
-    if (!mkdtemp(dir)) abort();
-  }
-  log_fuzz_run(data, size, dir);
+  log_fuzz_run(data, size, fuzz_dir("log"));
   return 0;
 }

@@ -3,18 +3,12 @@
  * Build and run: tests/fuzz/run.sh png SECONDS */
 #define _GNU_SOURCE
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
+#include "tests/fuzz/fuzz_dir.h"
 #include "tests/fuzz/png_input.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-  static char dir[64];
-  if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/shmddp-fuzz-png-XXXXXX");
-    if (!mkdtemp(dir)) abort();
-  }
-  png_fuzz_run(data, size, dir);
+  png_fuzz_run(data, size, fuzz_dir("png"));
   return 0;
 }
