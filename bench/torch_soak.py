@@ -68,8 +68,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "nccl"))
 import common  # noqa: E402 - bench/nccl/common.py: which library serves NCCL here
+from torch_soak_comm import GLOO_NAMES  # noqa: E402 - beside this file
 from torch_soak_checks import (  # noqa: E402 - beside this file
-    INJECTABLE, KINDS, SHORT, Soak, Trainer, draw_sizes, run_barrier, run_collectives)
+    DTYPE_NAMES, INJECTABLE, KINDS, SHORT, Soak, Trainer, draw_sizes, run_barrier, run_collectives)
 
 
 class Refused(Exception):
@@ -93,6 +94,10 @@ def parse_args(argv):
                     help="comma-separated kinds, each of which gets one corrupted result")
     ap.add_argument("--inject-step", type=int, default=1,
                     help="the first step at which --inject-error may corrupt (default 1)")
+    ap.add_argument("--gloo-lacks", default="",
+                    help="gloo only: comma-separated NAME:DTYPE (e.g. all_reduce.avg:int64, "
+                         "broadcast:int32) treated as refused by gloo, so that their emulation "
+                         "runs whatever this PyTorch's gloo serves")
     ap.add_argument("--expect-mps", choices=["on", "off"],
                     help="count an error in 'setup' unless every rank's context runs under "
                          "MPS (on) or not (off)")
@@ -120,6 +125,15 @@ def parse_args(argv):
     for k in a.inject:
         if k not in INJECTABLE:
             bad.append(f"--inject-error {k}: not a kind; kinds: {', '.join(INJECTABLE)}")
+    a.lacks = []
+    for item in (x for x in a.gloo_lacks.split(",") if x):
+        name, _, dt = item.partition(":")
+        if name not in GLOO_NAMES or dt not in DTYPE_NAMES:
+            bad.append(f"--gloo-lacks {item}: give NAME:DTYPE, NAME one of "
+                       f"{', '.join(GLOO_NAMES)}, DTYPE one of {', '.join(DTYPE_NAMES)}")
+        a.lacks.append((name, dt))
+    if a.lacks and a.backend != "gloo":
+        bad.append("--gloo-lacks needs --backend gloo")
     if a.table and (os.path.lexists(a.table) or not os.path.isdir(os.path.dirname(a.table) or ".")):
         bad.append(f"--table {a.table}: give a new file in an existing folder")
     if a.spawn not in (0, 2, 4, 8):
@@ -228,6 +242,8 @@ def soak(args):
               + f", inputs up to {args.max_mib:g} MiB, new sizes every {args.resize_every} steps"]
     if args.backend == "gloo":
         S.comm.probe(dev, S.dtypes)
+        for name, dt in args.lacks:
+            S.comm.assume_lacking(name, getattr(torch, dt))
         header += ["# " + line for line in S.comm.lacking_lines()]
     fully_shard, mesh_fn = fsdp2_api(torch)
     fsdp_why = None

@@ -15,12 +15,26 @@ class Done:
         return True
 
 
+# What the gloo probe calls, by the names the emulation looks up (and --gloo-lacks takes).
+GLOO_NAMES = (["broadcast", "all_gather_into_tensor", "all_gather", "all_to_all_single", "gather",
+               "scatter", "send_recv.ring", "send_recv.pair"]
+              + [f"{c}.{o}" for c in ("all_reduce", "reduce", "reduce_scatter_tensor",
+                                      "reduce_scatter") for o in OPS])
+
+
+def wide(t):
+    """The carrier of a dtype that gloo lacks: float32 for bfloat16 and float16, float64 for the
+    integers (the soak's integers reach 2^46, past float32's 24-bit significand but exact in
+    float64's 53; gloo serves float64 wherever it serves float32)."""
+    return t.float() if t.is_floating_point() else t.double()
+
+
 class Comm:
     """The default process group's collectives. Under gloo, what gloo lacks (a probe at start
     calls each collective on one element of each dtype) is emulated through what it has: a
-    dtype through float32 (exact for these data), AVG through SUM, the *_tensor collectives
-    through the list ones, so every check still runs on the CPU; the table's header says which
-    were emulated. On NCCL nothing is emulated: every call goes to the library under test."""
+    dtype through a wider one (wide(): exact for these data), AVG through SUM, the *_tensor
+    collectives through the list ones, so every check still runs on the CPU; the table's header
+    says which were emulated. On NCCL nothing is emulated: every call goes to the library under test."""
 
     def __init__(self, torch, dist, rank, world):
         self.torch, self.dist, self.rank, self.world = torch, dist, rank, world
@@ -48,7 +62,7 @@ class Comm:
             self.all_reduce(t, "sum")
             self._div(t)
         else:
-            f = t.float()
+            f = wide(t)
             self.all_reduce(f, op)
             t.copy_(f)
         return Done()
@@ -62,14 +76,14 @@ class Comm:
             if self.rank == dst:
                 self._div(t)
         else:
-            f = t.float()
+            f = wide(t)
             self.reduce(f, dst, op)
             t.copy_(f)
 
     def broadcast(self, t, src):
         if ("broadcast", t.dtype) not in self.lacks:
             return self.dist.broadcast(t, src)
-        f = t.float()
+        f = wide(t)
         self.broadcast(f, src)
         t.copy_(f)
 
@@ -78,8 +92,8 @@ class Comm:
         if key not in self.lacks:
             return self.dist.all_gather_into_tensor(out, inp)
         if self._via_f32(key):
-            f = out.float()
-            self.all_gather_into_tensor(f, inp.float())
+            f = wide(out)
+            self.all_gather_into_tensor(f, wide(inp))
             out.copy_(f)
         else:
             self.all_gather(list(out.chunk(self.world)), inp)
@@ -87,8 +101,8 @@ class Comm:
     def all_gather(self, outs, inp):
         if ("all_gather", inp.dtype) not in self.lacks:
             return self.dist.all_gather(outs, inp)
-        fs = [o.float() for o in outs]
-        self.all_gather(fs, inp.float())
+        fs = [wide(o) for o in outs]
+        self.all_gather(fs, wide(inp))
         for o, f in zip(outs, fs):
             o.copy_(f)
 
@@ -106,11 +120,11 @@ class Comm:
 
     def _reduce_scatter_emulated(self, key, out, whole, op):
         if self._via_f32(key):
-            f = out.float()
+            f = wide(out)
             if key[0].startswith("reduce_scatter_tensor"):
-                self.reduce_scatter_tensor(f, whole.float(), op)
+                self.reduce_scatter_tensor(f, wide(whole), op)
             else:
-                self.reduce_scatter(f, list(whole.float().chunk(self.world)), op)
+                self.reduce_scatter(f, list(wide(whole).chunk(self.world)), op)
             out.copy_(f)
         else:
             t = whole.clone()
@@ -120,31 +134,31 @@ class Comm:
     def all_to_all_single(self, out, inp, out_splits=None, in_splits=None):
         if ("all_to_all_single", inp.dtype) not in self.lacks:
             return self.dist.all_to_all_single(out, inp, out_splits, in_splits)
-        f = out.float()
-        self.all_to_all_single(f, inp.float(), out_splits, in_splits)
+        f = wide(out)
+        self.all_to_all_single(f, wide(inp), out_splits, in_splits)
         out.copy_(f)
 
     def gather(self, t, gather_list, dst):
         if ("gather", t.dtype) not in self.lacks:
             return self.dist.gather(t, gather_list, dst=dst)
-        fs = [g.float() for g in gather_list] if gather_list is not None else None
-        self.gather(t.float(), fs, dst)
+        fs = [wide(g) for g in gather_list] if gather_list is not None else None
+        self.gather(wide(t), fs, dst)
         for g, f in zip(gather_list or [], fs or []):
             g.copy_(f)
 
     def scatter(self, t, scatter_list, src):
         if ("scatter", t.dtype) not in self.lacks:
             return self.dist.scatter(t, scatter_list, src=src)
-        f = t.float()
-        self.scatter(f, [s.float() for s in scatter_list] if scatter_list is not None else None,
+        f = wide(t)
+        self.scatter(f, [wide(s) for s in scatter_list] if scatter_list is not None else None,
                      src)
         t.copy_(f)
 
     def ring(self, send, recv):
         """send to rank+1 and receive from rank-1, as one batch_isend_irecv."""
         if ("send_recv.ring", send.dtype) in self.lacks:
-            f = recv.float()
-            self.ring(send.float(), f)
+            f = wide(recv)
+            self.ring(wide(send), f)
             recv.copy_(f)
             return
         d, w = self.dist, self.world
@@ -156,8 +170,8 @@ class Comm:
     def pair(self, send, recv, peer):
         """Blocking send and recv with peer; the lower rank sends first."""
         if ("send_recv.pair", send.dtype) in self.lacks:
-            f = recv.float()
-            self.pair(send.float(), f, peer)
+            f = wide(recv)
+            self.pair(wide(send), f, peer)
             recv.copy_(f)
             return
         if self.rank < peer:
@@ -198,11 +212,17 @@ class Comm:
                     one(), t.ones(w, dtype=dt, device=dev), op=o)
                 calls["reduce_scatter." + op] = lambda o=o: self.dist.reduce_scatter(
                     one(), many(), op=o)
+            assert sorted(calls) == sorted(GLOO_NAMES), "GLOO_NAMES is the probe's calls"
             for name, fn in calls.items():
                 try:
                     fn()
                 except RuntimeError as e:
                     self.lacks[(name, dt)] = str(e).strip().splitlines()[0][:120]
+
+    def assume_lacking(self, name, dt):
+        """Treat NAME on dtype DT as refused by gloo (--gloo-lacks): its emulation then runs
+        whatever this PyTorch's gloo serves."""
+        self.lacks[(name, dt)] = "named by --gloo-lacks"
 
     def lacking_lines(self):
         """One line per refusal message of gloo: the calls and dtypes it refused."""
