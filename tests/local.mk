@@ -5,7 +5,7 @@
 #                check_coloc_cuda check_devmem_cuda kill_rank_gpu.sh; NCCL front end: check_nccl,
 #                check_nccl_conf(_gpu), check_nccl_life; CUDA build: nccl_exports.sh nccl_run.sh;
 #                any build: nccl_run_mps.sh; the PyTorch soak: torch_soak_cpu.sh
-#                torch_soak_runner.sh
+#                torch_soak_runner.sh; shmddp-allreduce-bench: allreduce_bench.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan check_conv_fused
 #   layers       check_ops_module startup_libs.sh; cuDNN: check_ops_cuda check_model_cuda; sm_90
 #                GPUs: check_conv_sm90_cuda
@@ -177,6 +177,10 @@ TESTS += tests/check_cli tests/check_data tests/check_sampler tests/check_metric
 	tests/check_train tests/check_checkpoint tests/check_ddp tests/check_dp tests/check_timeline \
 	tests/check_report.sh tests/report_hostile.sh tests/report_browser.sh tests/resume.sh \
 	tests/resume_prepad.sh tests/resume_gpu.sh tests/readme_env.sh tests/env_table.sh
+# shmddp-allreduce-bench on CPU ranks: every collective, in and out of place, every result
+# checked.
+TESTS += tests/allreduce_bench.sh
+EXTRA_DIST += tests/allreduce_bench.sh
 # The documentation names only what exists: the links of README.md and docs/, and the bench/,
 # tests/ and tools/ paths they write.
 TESTS += tests/docs_links.sh

@@ -139,6 +139,8 @@ static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
                   .n = shmddp_comm_size(comm), .ds = shmddp_dtype_size(o->dtype)};
   size_t maxs, maxr, maxc;
   bench_counts(o->coll, o->max_bytes, h.ds, h.n, &maxs, &maxr, &maxc);
+  /* in place, all_gather receives every rank's block into the send buffer */
+  if (o->inplace && o->coll == BENCH_ALL_GATHER && maxr > maxs) maxs = maxr;
   h.send = malloc(maxs * h.ds + 64);
   h.recv = malloc(maxr * h.ds + 64);
   FILE *tsv = NULL;
