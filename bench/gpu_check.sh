@@ -13,9 +13,9 @@
 # (seconds for the whole script, default 570: a round that would not finish by then, judged by
 # the slowest round so far, is not started and the report says so).
 #
-# On one H100 the build takes about 60 s, a round 92-99 s and the sanitizer part about 140 s: where
-# one command may run 10 minutes, run the rounds with SANITIZE=0, then the sanitizer part with
-# ROUNDS=0 BUILD=0 on the same build.
+# Five rounds and the sanitizer part take longer than 10 minutes on one H100 (the times are in
+# bench/results/gpu_check_1xh100.txt): where one command may run 10 minutes, run the rounds with
+# SANITIZE=0, then the sanitizer part with ROUNDS=0 BUILD=0 on the same build.
 #
 # Writes OUTDIR/gpu_check.txt: the commit, machine and command; one line per round
 # `round N: P passed, F failed (S skipped, T s)`; the training job beside (runs, each exit
