@@ -25,19 +25,6 @@ static int bad_shape(int n, int h, int w, int cin, int cout)
   return n < 0 || h < 1 || w < 1 || cin < 1 || cout < 1;
 }
 
-/* act = max(0, x * scale + shift) per channel, through bn_apply with mean 0 and invstd 1 (its
- * affine is then exactly x * scale + shift, in f32): not rounded. */
-static int prologue(const ops_t *o, const float *x, size_t P, int C, const float *scale,
-                    const float *shift, float *act, char *err, size_t errlen, const char *which)
-{
-  double *saved = calloc(2 * (size_t)C + 1, sizeof *saved);
-  if (!saved) return bwd_fail(err, errlen, which, "out of memory", NULL);
-  for (int c = 0; c < C; c++) saved[C + c] = 1.0;
-  int rc = o->bn_apply(o, x, P, C, saved, scale, shift, 1, act);
-  free(saved);
-  return rc ? bwd_fail(err, errlen, which, "bn_apply", o->last_error(o)) : 0;
-}
-
 int conv_dgrad_ref(const conv_dgrad_ref_t *a, char *err, size_t errlen)
 {
   static const char which[] = "dgrad";
@@ -77,7 +64,7 @@ int conv_dgrad_ref(const conv_dgrad_ref_t *a, char *err, size_t errlen)
   }
   for (size_t i = 0; i < P * ci; i++) a->g[i] = conv_fused_round_bf16(a->g[i]);
   if (a->scale) {
-    if (prologue(&o, a->x, P, ci, a->scale, a->shift, act, err, errlen, which)) goto out;
+    if (conv_fused_prologue(&o, a->x, P, ci, a->scale, a->shift, act, err, errlen)) goto out;
     if (o.relu_bwd(&o, a->g, act, P * ci, a->g)) { /* g where act > 0, i.e. v > 0 */
       bwd_fail(err, errlen, which, "relu_bwd", o.last_error(&o));
       goto out;
@@ -164,7 +151,7 @@ int conv_wgrad_ref(const conv_wgrad_ref_t *a, char *err, size_t errlen)
     goto out;
   }
   if (a->scale) {
-    if (prologue(&o, a->x, P, a->cin, a->scale, a->shift, act, err, errlen, which)) goto out;
+    if (conv_fused_prologue(&o, a->x, P, a->cin, a->scale, a->shift, act, err, errlen)) goto out;
     for (size_t i = 0; i < P * a->cin; i++) act[i] = conv_fused_round_bf16(act[i]);
   }
   const float *av = a->scale ? act : a->x;

@@ -34,6 +34,17 @@ static int ref_fail(char *err, size_t errlen, const char *what, const char *deta
   return -1;
 }
 
+int conv_fused_prologue(const ops_t *o, const float *x, size_t P, int C, const float *scale,
+                        const float *shift, float *act, char *err, size_t errlen)
+{
+  double *saved = calloc(2 * (size_t)C + 1, sizeof *saved);
+  if (!saved) return ref_fail(err, errlen, "out of memory", NULL);
+  for (int c = 0; c < C; c++) saved[C + c] = 1.0;
+  int rc = o->bn_apply(o, x, P, C, saved, scale, shift, 1, act);
+  free(saved);
+  return rc ? ref_fail(err, errlen, "bn_apply", o->last_error(o)) : 0;
+}
+
 int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen)
 {
   if (a->n < 0 || a->h < 1 || a->w < 1 || a->cin < 1 || a->cout < 1)
@@ -52,19 +63,14 @@ int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen)
   size_t ws_bytes = 0;
   if (o.conv_plan(&o, &conv, &ws_bytes)) return ref_fail(err, errlen, o.last_error(&o), NULL);
   float *act = malloc((P ? P : 1) * ci * sizeof *act);
-  double *saved = calloc(2 * (size_t)ci + 1, sizeof *saved);
   void *ws = malloc(ws_bytes ? ws_bytes : 1);
   int rc = -1;
-  if (!act || !saved || !ws) {
+  if (!act || !ws) {
     ref_fail(err, errlen, "out of memory", NULL);
     goto out;
   }
-  if (a->scale) { /* mean 0, invstd 1: bn_apply's affine is then x * gamma + beta */
-    for (int c = 0; c < ci; c++) saved[ci + c] = 1.0;
-    if (o.bn_apply(&o, a->x, P, ci, saved, a->scale, a->shift, 1, act)) {
-      ref_fail(err, errlen, "bn_apply", o.last_error(&o));
-      goto out;
-    }
+  if (a->scale) {
+    if (conv_fused_prologue(&o, a->x, P, ci, a->scale, a->shift, act, err, errlen)) goto out;
     round_all(act, P * ci);
   } else {
     memcpy(act, a->x, P * ci * sizeof *act);
@@ -82,7 +88,6 @@ int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen)
 out:
   o.conv_plan_free(&o, &conv);
   free(act);
-  free(saved);
   free(ws);
   return rc;
 }

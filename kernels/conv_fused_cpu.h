@@ -28,6 +28,13 @@ typedef struct {
 /* Returns 0, or -1 with a message in err (bad shape or arguments, out of memory). */
 int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen);
 
+/* The prologue's activations, not rounded: act = max(0, x * scale + shift) per channel, over P
+ * pixels of C channels, through ops's bn_apply with mean 0 and invstd 1 (its affine is then
+ * exactly x * scale + shift, in f32). Returns 0, or -1 with a message in err. */
+struct ops;
+int conv_fused_prologue(const struct ops *ops, const float *x, size_t P, int C, const float *scale,
+                        const float *shift, float *act, char *err, size_t errlen);
+
 /* v rounded to the nearest bf16 (ties to even), as an f32; NaN stays NaN. */
 float conv_fused_round_bf16(float v);
 
