@@ -20,65 +20,70 @@ static int bwd_fail(char *err, size_t errlen, const char *which, const char *wha
   return -1;
 }
 
-static int bad_shape(int n, int h, int w, int cin, int cout)
+/* The checks both passes make: the shape, the arrays they cannot do without (have_required),
+ * and scale and shift given together (pair names what needs them). */
+static int check_args(const char *which, int n, int h, int w, int cin, int cout, int have_required,
+                      const char *required, const float *scale, const float *shift,
+                      const char *pair, char *err, size_t errlen)
 {
-  return n < 0 || h < 1 || w < 1 || cin < 1 || cout < 1;
+  char what[128];
+  if (n < 0 || h < 1 || w < 1 || cin < 1 || cout < 1)
+    return bwd_fail(err, errlen, which, "the shape must have n >= 0 and h, w, cin, cout >= 1",
+                    NULL);
+  if (!have_required) {
+    snprintf(what, sizeof what, "%s are required", required);
+    return bwd_fail(err, errlen, which, what, NULL);
+  }
+  if (!scale != !shift) {
+    snprintf(what, sizeof what, "%s needs both scale and shift", pair);
+    return bwd_fail(err, errlen, which, what, NULL);
+  }
+  return 0;
 }
 
 int conv_dgrad_ref(const conv_dgrad_ref_t *a, char *err, size_t errlen)
 {
   static const char which[] = "dgrad";
-  if (bad_shape(a->n, a->h, a->w, a->cin, a->cout))
-    return bwd_fail(err, errlen, which, "the shape must have n >= 0 and h, w, cin, cout >= 1",
-                    NULL);
-  if (!a->dy || !a->weight || !a->g)
-    return bwd_fail(err, errlen, which, "dy, weight and g are required", NULL);
-  if (!a->scale != !a->shift)
-    return bwd_fail(err, errlen, which, "the mask needs both scale and shift", NULL);
+  if (check_args(which, a->n, a->h, a->w, a->cin, a->cout, a->dy && a->weight && a->g,
+                 "dy, weight and g", a->scale, a->shift, "the mask", err, errlen))
+    return -1;
   if (!a->sums != !a->saved)
     return bwd_fail(err, errlen, which, "the sums need saved (mean, invstd) and sums together",
                     NULL);
   if ((a->scale || a->sums) && !a->x)
     return bwd_fail(err, errlen, which, "the mask and the sums need x", NULL);
-  ops_t o;
-  char why[256];
-  if (ops_cpu_init(&o, OPS_F32, why, sizeof why)) return bwd_fail(err, errlen, which, why, NULL);
   const size_t P = (size_t)a->n * a->h * a->w;
   const int ci = a->cin;
-  ops_conv_t conv = {.kind = OPS_CONV3X3, .h = a->h, .w = a->w, .cin = ci, .cout = a->cout,
-                     .max_n = a->n};
-  size_t ws_bytes = 0;
-  if (o.conv_plan(&o, &conv, &ws_bytes))
-    return bwd_fail(err, errlen, which, o.last_error(&o), NULL);
-  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  conv_fused_conv_t cv;
+  if (conv_fused_conv_open(&cv, a->n, a->h, a->w, ci, a->cout, err, errlen)) return -1;
+  const ops_t *o = &cv.ops;
   float *act = a->scale ? malloc((P ? P : 1) * ci * sizeof *act) : NULL;
   float *dgb = a->sums ? malloc(2 * (size_t)ci * sizeof *dgb) : NULL; /* dgamma, dbeta */
   int rc = -1;
-  if (!ws || (a->scale && !act) || (a->sums && !dgb)) {
+  if ((a->scale && !act) || (a->sums && !dgb)) {
     bwd_fail(err, errlen, which, "out of memory", NULL);
     goto out;
   }
-  if (o.conv_bwd_data(&o, &conv, a->n, a->dy, a->weight, a->g, ws)) {
-    bwd_fail(err, errlen, which, "conv_bwd_data", o.last_error(&o));
+  if (o->conv_bwd_data(o, &cv.conv, a->n, a->dy, a->weight, a->g, cv.ws)) {
+    bwd_fail(err, errlen, which, "conv_bwd_data", o->last_error(o));
     goto out;
   }
   for (size_t i = 0; i < P * ci; i++) a->g[i] = conv_fused_round_bf16(a->g[i]);
   if (a->scale) {
-    if (conv_fused_prologue(&o, a->x, P, ci, a->scale, a->shift, act, err, errlen)) goto out;
-    if (o.relu_bwd(&o, a->g, act, P * ci, a->g)) { /* g where act > 0, i.e. v > 0 */
-      bwd_fail(err, errlen, which, "relu_bwd", o.last_error(&o));
+    if (conv_fused_prologue(o, a->x, P, ci, a->scale, a->shift, act, err, errlen)) goto out;
+    if (o->relu_bwd(o, a->g, act, P * ci, a->g)) { /* g where act > 0, i.e. v > 0 */
+      bwd_fail(err, errlen, which, "relu_bwd", o->last_error(o));
       goto out;
     }
   }
   if (a->sums &&
-      o.bn_bwd_reduce(&o, a->g, NULL, a->x, P, ci, a->saved, a->sums, dgb, dgb + ci, 0)) {
-    bwd_fail(err, errlen, which, "bn_bwd_reduce", o.last_error(&o));
+      o->bn_bwd_reduce(o, a->g, NULL, a->x, P, ci, a->saved, a->sums, dgb, dgb + ci, 0)) {
+    bwd_fail(err, errlen, which, "bn_bwd_reduce", o->last_error(o));
     goto out;
   }
   rc = 0;
 out:
-  o.conv_plan_free(&o, &conv);
-  free(ws);
+  conv_fused_conv_close(&cv);
   free(act);
   free(dgb);
   return rc;
@@ -129,13 +134,9 @@ static void wgrad_block(const conv_wgrad_ref_t *a, const float *act, size_t p0, 
 int conv_wgrad_ref(const conv_wgrad_ref_t *a, char *err, size_t errlen)
 {
   static const char which[] = "wgrad";
-  if (bad_shape(a->n, a->h, a->w, a->cin, a->cout))
-    return bwd_fail(err, errlen, which, "the shape must have n >= 0 and h, w, cin, cout >= 1",
-                    NULL);
-  if (!a->x || !a->dy || !a->dweight)
-    return bwd_fail(err, errlen, which, "x, dy and dweight are required", NULL);
-  if (!a->scale != !a->shift)
-    return bwd_fail(err, errlen, which, "the prologue needs both scale and shift", NULL);
+  if (check_args(which, a->n, a->h, a->w, a->cin, a->cout, a->x && a->dy && a->dweight,
+                 "x, dy and dweight", a->scale, a->shift, "the prologue", err, errlen))
+    return -1;
   if (a->block_pixels < 1)
     return bwd_fail(err, errlen, which, "block_pixels must be at least 1", NULL);
   ops_t o;
@@ -151,8 +152,8 @@ int conv_wgrad_ref(const conv_wgrad_ref_t *a, char *err, size_t errlen)
     goto out;
   }
   if (a->scale) {
-    if (conv_fused_prologue(&o, a->x, P, a->cin, a->scale, a->shift, act, err, errlen)) goto out;
-    for (size_t i = 0; i < P * a->cin; i++) act[i] = conv_fused_round_bf16(act[i]);
+    if (conv_fused_activations(&o, a->x, P, a->cin, a->scale, a->shift, act, err, errlen))
+      goto out;
   }
   const float *av = a->scale ? act : a->x;
   for (size_t b = 0; b < blocks; b++) {

@@ -97,6 +97,20 @@ static void bd_ops(ops_t *o)
   ck_assert_msg(ops_cpu_init(o, OPS_F32, why, sizeof why) == 0, "%s", why);
 }
 
+/* check(ops, data, shape) for every shape of cf_shapes, on the CPU backend's ops and the data
+ * bd_make draws for the shape. */
+static void bd_each_shape(void (*check)(const ops_t *, const bd_data_t *, const cf_shape_t *))
+{
+  ops_t o;
+  bd_ops(&o);
+  for (size_t i = 0; i < sizeof cf_shapes / sizeof *cf_shapes; i++) {
+    bd_data_t b;
+    bd_make(&b, &cf_shapes[i]);
+    check(&o, &b, &cf_shapes[i]);
+    bd_free(&b);
+  }
+}
+
 /* ---- dgrad ---- */
 
 enum { DG_PLAIN, DG_MASK_SUMS, DG_SUMS_ONLY };
@@ -205,34 +219,29 @@ END_TEST
  * BatchNorm backward's reduction with its ReLU mask recomputed from x, gamma, beta and the saved
  * statistics; the masked gradient through relu_bwd on the forward's bn_apply output. The
  * reference gives the same bits. */
-static void dg_ops_check(const cf_shape_t *s, int variant)
+static void dg_ops_check(const ops_t *o, const bd_data_t *b, const cf_shape_t *s)
 {
-  (void)variant;
-  ops_t o;
-  bd_ops(&o);
-  bd_data_t b;
-  bd_make(&b, s);
   const int ci = s->cin;
-  const size_t cnt = b.P * ci;
+  const size_t cnt = b->P * ci;
   float *g = malloc(cnt * sizeof *g), *da = malloc(cnt * sizeof *da);
   float *y = malloc(cnt * sizeof *y), *dgb = malloc(2 * ci * sizeof *dgb);
   double *sums = malloc(2 * ci * sizeof *sums), *want = malloc(2 * ci * sizeof *want);
   ops_conv_t conv = {.kind = OPS_CONV3X3, .h = s->h, .w = s->w, .cin = ci, .cout = s->cout,
                      .max_n = s->n};
   size_t ws_bytes = 0;
-  ck_assert_msg(o.conv_plan(&o, &conv, &ws_bytes) == 0, "%s", o.last_error(&o));
+  ck_assert_msg(o->conv_plan(o, &conv, &ws_bytes) == 0, "%s", o->last_error(o));
   void *ws = malloc(ws_bytes ? ws_bytes : 1);
-  ck_assert(o.conv_bwd_data(&o, &conv, s->n, b.dy, b.d.weight, da, ws) == 0);
+  ck_assert(o->conv_bwd_data(o, &conv, s->n, b->dy, b->d.weight, da, ws) == 0);
   for (size_t k = 0; k < cnt; k++) da[k] = conv_fused_round_bf16(da[k]);
-  ops_relu_t relu = {.gamma = b.gamma, .beta = b.beta};
-  ck_assert_msg(o.bn_bwd_reduce(&o, da, &relu, b.d.x, b.P, ci, b.saved, want, dgb, dgb + ci,
-                                0) == 0, "%s", o.last_error(&o));
-  ck_assert(o.bn_apply(&o, b.d.x, b.P, ci, b.saved, b.gamma, b.beta, 1, y) == 0);
-  ck_assert(o.relu_bwd(&o, da, y, cnt, da) == 0);
+  ops_relu_t relu = {.gamma = b->gamma, .beta = b->beta};
+  ck_assert_msg(o->bn_bwd_reduce(o, da, &relu, b->d.x, b->P, ci, b->saved, want, dgb, dgb + ci,
+                                0) == 0, "%s", o->last_error(o));
+  ck_assert(o->bn_apply(o, b->d.x, b->P, ci, b->saved, b->gamma, b->beta, 1, y) == 0);
+  ck_assert(o->relu_bwd(o, da, y, cnt, da) == 0);
   char err[256];
   conv_dgrad_ref_t a = {.n = s->n, .h = s->h, .w = s->w, .cin = ci, .cout = s->cout,
-                        .dy = b.dy, .weight = b.d.weight, .x = b.d.x, .scale = b.d.scale,
-                        .shift = b.d.shift, .saved = b.saved, .g = g, .sums = sums};
+                        .dy = b->dy, .weight = b->d.weight, .x = b->d.x, .scale = b->d.scale,
+                        .shift = b->d.shift, .saved = b->saved, .g = g, .sums = sums};
   ck_assert_msg(conv_dgrad_ref(&a, err, sizeof err) == 0, "%s", err);
   for (size_t k = 0; k < cnt; k++)
     ck_assert_msg(g[k] == da[k], "%dx%dx%d %d->%d: g[%zu] = %g, the ops' %g", s->n, s->h,
@@ -243,7 +252,7 @@ static void dg_ops_check(const cf_shape_t *s, int variant)
   /* what the trainer takes from them: dbeta = Σg, dgamma = Σg·x̂ */
   for (int k = 0; k < ci; k++)
     ck_assert(dgb[ci + k] == (float)sums[k] && dgb[k] == (float)sums[ci + k]);
-  o.conv_plan_free(&o, &conv);
+  o->conv_plan_free(o, &conv);
   free(ws);
   free(g);
   free(da);
@@ -251,12 +260,11 @@ static void dg_ops_check(const cf_shape_t *s, int variant)
   free(dgb);
   free(sums);
   free(want);
-  bd_free(&b);
 }
 
 START_TEST(dgrad_matches_ops)
 {
-  cf_each_shape(dg_ops_check, 1);
+  bd_each_shape(dg_ops_check);
 }
 END_TEST
 
@@ -374,33 +382,28 @@ END_TEST
 
 /* The trainer's path: bn_apply with the saved statistics, gamma and beta, the forward's rounding
  * to bf16, conv_bwd_filter. Equal within the stated tolerance, 2 P 2^-24 Σ|dy a|. */
-static void wg_ops_check(const cf_shape_t *s, int variant)
+static void wg_ops_check(const ops_t *o, const bd_data_t *b, const cf_shape_t *s)
 {
-  (void)variant;
-  ops_t o;
-  bd_ops(&o);
-  bd_data_t b;
-  bd_make(&b, s);
-  const size_t count = (size_t)9 * s->cin * s->cout, cnt = b.P * s->cin;
+  const size_t count = (size_t)9 * s->cin * s->cout, cnt = b->P * s->cin;
   float *act = malloc(cnt * sizeof *act), *dw = malloc(count * sizeof *dw);
   float *dwop = malloc(count * sizeof *dwop);
-  double *a64 = bd_act(&b, 1), *dwo = malloc(count * sizeof *dwo);
+  double *a64 = bd_act(b, 1), *dwo = malloc(count * sizeof *dwo);
   double *mag = malloc(count * sizeof *mag);
-  ck_assert(o.bn_apply(&o, b.d.x, b.P, s->cin, b.saved, b.gamma, b.beta, 1, act) == 0);
+  ck_assert(o->bn_apply(o, b->d.x, b->P, s->cin, b->saved, b->gamma, b->beta, 1, act) == 0);
   for (size_t k = 0; k < cnt; k++) act[k] = conv_fused_round_bf16(act[k]);
   ops_conv_t conv = {.kind = OPS_CONV3X3, .h = s->h, .w = s->w, .cin = s->cin,
                      .cout = s->cout, .max_n = s->n};
   size_t ws_bytes = 0;
-  ck_assert_msg(o.conv_plan(&o, &conv, &ws_bytes) == 0, "%s", o.last_error(&o));
+  ck_assert_msg(o->conv_plan(o, &conv, &ws_bytes) == 0, "%s", o->last_error(o));
   void *ws = malloc(ws_bytes ? ws_bytes : 1);
-  ck_assert(o.conv_bwd_filter(&o, &conv, s->n, act, b.dy, dwop, NULL, 0, ws) == 0);
-  wg_oracle(&b, a64, dwo, mag);
+  ck_assert(o->conv_bwd_filter(o, &conv, s->n, act, b->dy, dwop, NULL, 0, ws) == 0);
+  wg_oracle(b, a64, dwo, mag);
   char err[256];
   conv_wgrad_ref_t a = {.n = s->n, .h = s->h, .w = s->w, .cin = s->cin, .cout = s->cout,
-                        .x = b.d.x, .dy = b.dy, .scale = b.d.scale, .shift = b.d.shift,
+                        .x = b->d.x, .dy = b->dy, .scale = b->d.scale, .shift = b->d.shift,
                         .block_pixels = 7, .dweight = dw};
   ck_assert_msg(conv_wgrad_ref(&a, err, sizeof err) == 0, "%s", err);
-  double tol = 2.0 * (double)b.P * ldexp(1.0, -24);
+  double tol = 2.0 * (double)b->P * ldexp(1.0, -24);
   size_t exact = 0;
   for (size_t k = 0; k < count; k++) {
     ck_assert_msg(fabs((double)dw[k] - dwop[k]) <= tol * mag[k],
@@ -409,7 +412,7 @@ static void wg_ops_check(const cf_shape_t *s, int variant)
     exact += dw[k] == dwop[k];
   }
   ck_assert_msg(exact > 0, "no element equal to conv_bwd_filter's");
-  o.conv_plan_free(&o, &conv);
+  o->conv_plan_free(o, &conv);
   free(ws);
   free(act);
   free(dw);
@@ -417,12 +420,11 @@ static void wg_ops_check(const cf_shape_t *s, int variant)
   free(a64);
   free(dwo);
   free(mag);
-  bd_free(&b);
 }
 
 START_TEST(wgrad_matches_ops)
 {
-  cf_each_shape(wg_ops_check, 1);
+  bd_each_shape(wg_ops_check);
 }
 END_TEST
 
@@ -511,53 +513,65 @@ START_TEST(empty_batch)
 }
 END_TEST
 
-/* CALL is refused (-1), with a message in err that holds each of the given words. */
-#define REFUSED(call, ...)                                                                 \
-  do {                                                                                     \
-    ck_assert_int_eq((call), -1);                                                          \
-    const char *words_[] = {__VA_ARGS__};                                                  \
-    for (size_t k_ = 0; k_ < sizeof words_ / sizeof *words_; k_++)                         \
-      ck_assert_msg(strstr(err, words_[k_]), "message '%s' lacks '%s'", err, words_[k_]);  \
-  } while (0)
+/* Case i of a pass: refused with a message naming the pass and word, or (word NULL) done. */
+static void expect_case(int rc, const char *err, const char *pass, const char *word, size_t i)
+{
+  if (!word) {
+    ck_assert_msg(rc == 0, "%s case %zu: %s", pass, i, err);
+    return;
+  }
+  ck_assert_msg(rc == -1, "%s case %zu: returned %d, not -1", pass, i, rc);
+  ck_assert_msg(strstr(err, pass) && strstr(err, word), "%s case %zu: '%s' lacks '%s'", pass, i,
+                err, word);
+}
 
 START_TEST(bad_arguments)
 {
   float x[64] = {1}, w[9 * 64] = {1}, dy[64] = {1}, g[64], s[8] = {1};
   double saved[17] = {0}, sums[16];
   char err[256] = "";
-  conv_dgrad_ref_t d = {.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 0, .dy = dy, .weight = w,
-                        .g = g};
-  REFUSED(conv_dgrad_ref(&d, err, sizeof err), "dgrad", "shape");
-  d.cout = 4;
-  d.g = NULL;
-  REFUSED(conv_dgrad_ref(&d, err, sizeof err), "required");
-  d.g = g;
-  d.scale = s; /* without shift */
-  d.x = x;
-  REFUSED(conv_dgrad_ref(&d, err, sizeof err), "scale and shift");
-  d.scale = NULL;
-  d.sums = sums; /* without saved */
-  REFUSED(conv_dgrad_ref(&d, err, sizeof err), "saved");
-  d.saved = saved;
-  d.x = NULL;
-  REFUSED(conv_dgrad_ref(&d, err, sizeof err), "need x");
-  d.x = x;
-  ck_assert_msg(conv_dgrad_ref(&d, err, sizeof err) == 0, "%s", err);
-
-  conv_wgrad_ref_t a = {.n = -1, .h = 2, .w = 2, .cin = 4, .cout = 4, .x = x, .dy = dy,
-                        .block_pixels = 4, .dweight = w};
-  REFUSED(conv_wgrad_ref(&a, err, sizeof err), "wgrad", "shape");
-  a.n = 1;
-  a.x = NULL;
-  REFUSED(conv_wgrad_ref(&a, err, sizeof err), "required");
-  a.x = x;
-  a.shift = s; /* without scale */
-  REFUSED(conv_wgrad_ref(&a, err, sizeof err), "scale and shift");
-  a.shift = NULL;
-  a.block_pixels = 0;
-  REFUSED(conv_wgrad_ref(&a, err, sizeof err), "block_pixels");
-  a.block_pixels = 3;
-  ck_assert_msg(conv_wgrad_ref(&a, err, sizeof err) == 0, "%s", err);
+  /* Each call lacks one thing, or pairs one wrongly; the last of each table is whole. */
+  const struct {
+    conv_dgrad_ref_t a;
+    const char *word;
+  } dg[] = {
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 0, .dy = dy, .weight = w, .g = g}, "shape"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .weight = w}, "required"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .weight = w, .g = g, .x = x,
+        .scale = s},
+       "scale and shift"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .weight = w, .g = g, .x = x,
+        .sums = sums},
+       "saved"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .weight = w, .g = g,
+        .sums = sums, .saved = saved},
+       "need x"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .weight = w, .g = g, .x = x,
+        .sums = sums, .saved = saved},
+       NULL},
+  };
+  for (size_t i = 0; i < sizeof dg / sizeof *dg; i++)
+    expect_case(conv_dgrad_ref(&dg[i].a, err, sizeof err), err, "dgrad", dg[i].word, i);
+  const struct {
+    conv_wgrad_ref_t a;
+    const char *word;
+  } wg[] = {
+      {{.n = -1, .h = 2, .w = 2, .cin = 4, .cout = 4, .x = x, .dy = dy, .block_pixels = 4,
+        .dweight = w},
+       "shape"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .dy = dy, .block_pixels = 4, .dweight = w},
+       "required"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .x = x, .dy = dy, .shift = s,
+        .block_pixels = 4, .dweight = w},
+       "scale and shift"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .x = x, .dy = dy, .dweight = w},
+       "block_pixels"},
+      {{.n = 1, .h = 2, .w = 2, .cin = 4, .cout = 4, .x = x, .dy = dy, .block_pixels = 3,
+        .dweight = w},
+       NULL},
+  };
+  for (size_t i = 0; i < sizeof wg / sizeof *wg; i++)
+    expect_case(conv_wgrad_ref(&wg[i].a, err, sizeof err), err, "wgrad", wg[i].word, i);
 }
 END_TEST
 
