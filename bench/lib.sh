@@ -65,6 +65,14 @@ bench_out() {
   : > "$SUM"
 }
 
+# bench_start "$@": the start of a runner whose one argument is OUTDIR (else its usage, exit
+# status 2): OUT and SUM made there (bench_out), then the tree's root as the working folder.
+bench_start() {
+  [ $# -eq 1 ] || bench_usage
+  bench_out "$1"
+  in_tree_root
+}
+
 # note TEXT: print TEXT and add it to the summary.
 note() { echo "$*" | tee -a "$SUM"; }
 

@@ -16,9 +16,7 @@
 set -u
 BUDGET_S=${BUDGET_S:-230}
 . "$(dirname "$0")/lib.sh"
-[ $# -eq 1 ] || bench_usage
-bench_out "$1"
-in_tree_root
+bench_start "$@"
 PART_RESULT='^RESULT |^PASS|^[0-9]+%: Checks'
 bench_header "NCCL contract on one GPU, ranks sharing it" OUTDIR
 

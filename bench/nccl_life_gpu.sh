@@ -14,9 +14,7 @@
 set -u
 BUDGET_S=${BUDGET_S:-200}
 . "$(dirname "$0")/lib.sh"
-[ $# -eq 1 ] || bench_usage
-bench_out "$1"
-in_tree_root
+bench_start "$@"
 PART_RESULT='^RESULT |^SKIP|^PASS|^FAIL|^[0-9]+%: Checks|not registered'
 bench_header "NCCL communicator life on one GPU, ranks sharing it" OUTDIR
 if [ ! -x tests/check_nccl_life ] || [ ! -f "$LIB" ]; then

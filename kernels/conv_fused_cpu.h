@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+#include "kernels/ops.h"
+
 typedef struct {
   int n, h, w, cin, cout;
   const float *x;             /* (n, h, w, cin) */
@@ -27,6 +29,31 @@ typedef struct {
 
 /* Returns 0, or -1 with a message in err (bad shape or arguments, out of memory). */
 int conv_fused_ref(const conv_fused_ref_t *a, char *err, size_t errlen);
+
+/* The CPU backend's 3x3 convolution as the references run it: its ops, a plan for one shape and
+ * the plan's workspace. */
+typedef struct {
+  ops_t ops;
+  ops_conv_t conv;
+  void *ws;
+} conv_fused_conv_t;
+
+/* Opens the ops and a plan for n images of h x w pixels, cin -> cout channels. Returns 0, or -1
+ * with a message in err (nothing is then held). conv_fused_conv_close gives it all back. */
+int conv_fused_conv_open(conv_fused_conv_t *c, int n, int h, int w, int cin, int cout, char *err,
+                         size_t errlen);
+void conv_fused_conv_close(conv_fused_conv_t *c);
+
+/* The prologue's activations, not rounded: act = max(0, x * scale + shift) per channel, over P
+ * pixels of C channels, through ops's bn_apply with mean 0 and invstd 1 (its affine is then
+ * exactly x * scale + shift, in f32). Returns 0, or -1 with a message in err. */
+int conv_fused_prologue(const ops_t *ops, const float *x, size_t P, int C, const float *scale,
+                        const float *shift, float *act, char *err, size_t errlen);
+
+/* The activations the convolution reads: conv_fused_prologue's, rounded to bf16. */
+int conv_fused_activations(const ops_t *ops, const float *x, size_t P, int C,
+                           const float *scale, const float *shift, float *act, char *err,
+                           size_t errlen);
 
 /* v rounded to the nearest bf16 (ties to even), as an f32; NaN stays NaN. */
 float conv_fused_round_bf16(float v);

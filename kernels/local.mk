@@ -12,6 +12,7 @@ libkernels_a_SOURCES = \
 	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
 	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
+	kernels/conv_fused_bwd_cpu.c kernels/conv_fused_bwd_cpu.h \
 	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \

@@ -1,6 +1,6 @@
 /* check_conv_fused.c — the CPU reference of the fused forward convolution
  * (kernels/conv_fused_cpu.h: BatchNorm apply + ReLU prologue, 3x3 convolution, bf16 rounding,
- * BatchNorm statistics) against an f64 computation from the definition, on small shapes with
+ * BatchNorm statistics) against an f64 computation from the definition, on small cf_shapes with
  * borders everywhere, with and without the prologue; its bf16 rounding; its argument checks. */
 #include "config.h"
 
@@ -13,19 +13,10 @@
 #include "tests/conv_fused_testutil.h"
 #include "tests/suite_main.h"
 
-typedef struct {
-  int n, h, w, cin, cout;
-} shape_t;
-
-/* Odd sizes, single rows and columns, one pixel, the U-Net's 64 channels. */
-static const shape_t shapes[] = {
-    {.n = 2, .h = 5, .w = 7, .cin = 8, .cout = 16},  {.n = 1, .h = 9, .w = 4, .cin = 64, .cout = 64},
-    {.n = 3, .h = 3, .w = 3, .cin = 3, .cout = 5},   {.n = 1, .h = 1, .w = 1, .cin = 4, .cout = 4},
-    {.n = 2, .h = 1, .w = 11, .cin = 16, .cout = 8}, {.n = 1, .h = 6, .w = 66, .cin = 64, .cout = 64},
-};
-
-static void check_shape(const shape_t *s, int with_pro)
+/* One shape, with the prologue (variant 0) or plain (1). */
+static void check_shape(const cf_shape_t *s, int variant)
 {
+  const int with_pro = variant == 0;
   cf_data_t d;
   cf_make(&d, s->n, s->h, s->w, s->cin, s->cout);
   size_t P = (size_t)s->n * s->h * s->w, out = P * s->cout;
@@ -66,10 +57,7 @@ static void check_shape(const shape_t *s, int with_pro)
 
 START_TEST(fused_matches_f64)
 {
-  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-    check_shape(&shapes[i], 1);
-    check_shape(&shapes[i], 0);
-  }
+  cf_each_shape(check_shape, 2);
 }
 END_TEST
 

@@ -23,6 +23,24 @@ static inline int cf_int(int lo, int hi) /* uniform in [lo, hi] */
   return lo + (int)((cf_lcg >> 33) % (unsigned long long)(hi - lo + 1));
 }
 
+/* The shapes the CPU suites check: odd sizes, single rows and columns, one pixel, cin < cout and
+ * cin > cout, the U-Net's 64 channels. */
+typedef struct {
+  int n, h, w, cin, cout;
+} cf_shape_t;
+static const cf_shape_t cf_shapes[] = {
+    {.n = 2, .h = 5, .w = 7, .cin = 8, .cout = 16},  {.n = 1, .h = 9, .w = 4, .cin = 64, .cout = 64},
+    {.n = 3, .h = 3, .w = 3, .cin = 3, .cout = 5},   {.n = 1, .h = 1, .w = 1, .cin = 4, .cout = 4},
+    {.n = 2, .h = 1, .w = 11, .cin = 16, .cout = 8}, {.n = 1, .h = 6, .w = 66, .cin = 64, .cout = 64},
+};
+
+/* check(shape, v) for every shape of cf_shapes and every variant v in [0, variants). */
+static inline void cf_each_shape(void (*check)(const cf_shape_t *, int), int variants)
+{
+  for (size_t i = 0; i < sizeof cf_shapes / sizeof *cf_shapes; i++)
+    for (int v = 0; v < variants; v++) check(&cf_shapes[i], v);
+}
+
 typedef struct {
   int n, h, w, cin, cout;
   float *x, *weight, *scale, *shift;

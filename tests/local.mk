@@ -7,6 +7,7 @@
 #                any build: nccl_run_mps.sh; the PyTorch soak: torch_soak_cpu.sh
 #                torch_soak_runner.sh; shmddp-allreduce-bench: allreduce_bench.sh
 #   trainer's    check_ops check_model check_optim check_arena check_plan check_conv_fused
+#                check_conv_fused_bwd
 #   layers       check_ops_module startup_libs.sh; cuDNN: check_ops_cuda check_model_cuda; sm_90
 #                GPUs: check_conv_sm90_cuda
 #   trainer      check_cli check_mps check_data check_sampler check_metrics check_train check_checkpoint
@@ -136,6 +137,13 @@ TESTS += tests/check_conv_fused
 tests_check_conv_fused_SOURCES = tests/check_conv_fused.c tests/conv_fused_testutil.h
 tests_check_conv_fused_CFLAGS = $(TEST_CFLAGS)
 tests_check_conv_fused_LDADD = $(MODEL_TEST_LIBS)
+# Its backward references (dgrad with the ReLU mask and BN backward sums, wgrad in a fixed
+# order) against f64 and against the CPU backend's ops.
+check_PROGRAMS += tests/check_conv_fused_bwd
+TESTS += tests/check_conv_fused_bwd
+tests_check_conv_fused_bwd_SOURCES = tests/check_conv_fused_bwd.c tests/conv_fused_testutil.h
+tests_check_conv_fused_bwd_CFLAGS = $(TEST_CFLAGS)
+tests_check_conv_fused_bwd_LDADD = $(MODEL_TEST_LIBS)
 if HAVE_CONV_SM90
 # The fused forward convolution on Hopper against its CPU reference (SKIP without an sm_90 GPU).
 check_PROGRAMS += tests/check_conv_sm90_cuda
