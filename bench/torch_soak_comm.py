@@ -44,8 +44,9 @@ class Comm:
         R = self.dist.ReduceOp
         return {"sum": R.SUM, "avg": R.AVG, "min": R.MIN, "max": R.MAX, "product": R.PRODUCT}[name]
 
-    def _via_f32(self, key):
-        """Whether key's method works on float32 (so the lacking piece is the dtype)."""
+    def _via_wide(self, key):
+        """Whether key's method can run on wide()'s carrier: gloo serves it on float32 (so the
+        lacking piece is the dtype; float64 is served wherever float32 is)."""
         return (key[0], self.torch.float32) not in self.lacks
 
     def _div(self, t):
@@ -58,7 +59,7 @@ class Comm:
         key = ("all_reduce." + op, t.dtype)
         if key not in self.lacks:
             return self.dist.all_reduce(t, op=self.op(op), async_op=async_op)
-        if not self._via_f32(key):
+        if not self._via_wide(key):
             self.all_reduce(t, "sum")
             self._div(t)
         else:
@@ -71,7 +72,7 @@ class Comm:
         key = ("reduce." + op, t.dtype)
         if key not in self.lacks:
             return self.dist.reduce(t, dst, op=self.op(op))
-        if not self._via_f32(key):
+        if not self._via_wide(key):
             self.reduce(t, dst, "sum")
             if self.rank == dst:
                 self._div(t)
@@ -91,7 +92,7 @@ class Comm:
         key = ("all_gather_into_tensor", inp.dtype)
         if key not in self.lacks:
             return self.dist.all_gather_into_tensor(out, inp)
-        if self._via_f32(key):
+        if self._via_wide(key):
             f = wide(out)
             self.all_gather_into_tensor(f, wide(inp))
             out.copy_(f)
@@ -119,7 +120,7 @@ class Comm:
         self._reduce_scatter_emulated(key, out, self.torch.cat(inps), op)
 
     def _reduce_scatter_emulated(self, key, out, whole, op):
-        if self._via_f32(key):
+        if self._via_wide(key):
             f = wide(out)
             if key[0].startswith("reduce_scatter_tensor"):
                 self.reduce_scatter_tensor(f, wide(whole), op)
