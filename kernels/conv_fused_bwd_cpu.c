@@ -95,13 +95,18 @@ size_t conv_wgrad_ref_blocks(size_t P, int block_pixels)
   return (P + (size_t)block_pixels - 1) / (size_t)block_pixels;
 }
 
+/* Block b's partial into the sum of the blocks before it: the reduction's one step. */
+static void add_block(float *dweight, const float *part, size_t b, size_t count)
+{
+  if (b == 0)
+    memcpy(dweight, part, count * sizeof *dweight);
+  else
+    for (size_t i = 0; i < count; i++) dweight[i] += part[i];
+}
+
 void conv_wgrad_ref_reduce(const float *partials, size_t blocks, size_t count, float *dweight)
 {
-  memcpy(dweight, partials, count * sizeof *dweight);
-  for (size_t b = 1; b < blocks; b++) {
-    const float *pb = partials + b * count;
-    for (size_t i = 0; i < count; i++) dweight[i] += pb[i];
-  }
+  for (size_t b = 0; b < blocks; b++) add_block(dweight, partials + b * count, b, count);
 }
 
 /* One block's partial: pixels [p0, p1), each adding its products in turn. */
@@ -162,10 +167,7 @@ int conv_wgrad_ref(const conv_wgrad_ref_t *a, char *err, size_t errlen)
     float *part = a->partials ? a->partials + b * count : tmp;
     wgrad_block(a, av, p0 < P ? p0 : P, p1, part);
     if (a->partials) continue;
-    if (b == 0) /* the running sum, in block order: conv_wgrad_ref_reduce's order */
-      memcpy(a->dweight, part, count * sizeof *part);
-    else
-      for (size_t i = 0; i < count; i++) a->dweight[i] += part[i];
+    add_block(a->dweight, part, b, count); /* the running sum, in block order */
   }
   if (a->partials) conv_wgrad_ref_reduce(a->partials, blocks, count, a->dweight);
   rc = 0;
