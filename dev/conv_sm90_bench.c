@@ -1,17 +1,20 @@
-/* conv_sm90_bench.c — the fused forward 3x3 convolution on Hopper (kernels/conv_sm90.h) on one
- * layer shape, checked and timed against cuDNN. On random data (never zeros):
+/* conv_sm90_bench.c — the fused 3x3 convolutions on Hopper (kernels/conv_sm90.h), forward and
+ * dgrad, on one layer shape, checked and timed against cuDNN. On random data (never zeros):
  *
  *   check   ours (BN prologue + statistics, and plain) against the CPU reference
  *           (kernels/conv_fused_cpu.h, one thread per image) with every output poisoned first:
  *           relative L2 error, bit-equal share, elements off the bound, NaN left; the
  *           statistics against the reference's and against the f64 sums of what the kernel
- *           wrote; two runs bit for bit; cuDNN's plain output against ours. Then
+ *           wrote; two runs bit for bit; cuDNN's plain output against ours; our plain dgrad
+ *           against cuDNN's (the GPU test checks it against the CPU reference). Then
  *           dev/wgmma_desc_probe.cu: wgmma descriptors starting part-way into a swizzle pattern.
  *   time    with CUDA events after warm-up, the median over rounds of a batch of launches,
  *           rotating over 3 input/output sets: ours fused, ours plain; cuDNN's forward with the
  *           trainer's choice (heuristics, deterministic) and with cudnnFind's fastest; and what
  *           the trainer does today for the same work (bn_apply with ReLU, cuDNN's forward,
- *           bn_stats: the CUDA ops table's passes).
+ *           bn_stats: the CUDA ops table's passes). dgrad the same way: ours with the ReLU mask
+ *           and the BatchNorm backward sums, ours plain, cuDNN's backward data (trainer's
+ *           choice, fastest), and today's cuDNN backward data + bn_bwd_reduce with its ReLU.
  *
  * Prints the shape's two numbers (FLOPs, the fewest HBM bytes: x read, y written, weights) and
  * their floors, then one row per variant: time, TFLOP/s, share of the bf16 matrix ceiling
@@ -48,9 +51,9 @@ static int N = 6, H = 256, W = 256, ROUNDS = 21, LAUNCHES = 10;
 static double PEAK = 790e12;
 static cudaStream_t S;
 static size_t P;          /* pixels */
-static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta;
+static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta, *ddg, *ddb;
 static float *dscale, *dshift;
-static double *dstats, *dsaved;
+static double *dstats, *dsaved, *dsums;
 static void *cws;         /* the ops tables' convolution workspace */
 static ops_t trainer, fastest;
 static ops_conv_t conv_t, conv_f;
@@ -172,6 +175,41 @@ static void v_trainer_today(int set)
     DIE("bn_stats: %s", trainer.last_error(&trainer));
 }
 
+/* dgrad: dy is dx[set] (random, never zero), x the next set's input, g written to dy[set]. */
+static void ours_dgrad(int set, int mask_sums)
+{
+  conv_sm90_dgrad_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .dy = dx[set],
+                         .weight = dw, .x = mask_sums ? dx[(set + 1) % SETS] : NULL,
+                         .scale = mask_sums ? dscale : NULL, .shift = mask_sums ? dshift : NULL,
+                         .saved = mask_sums ? dsaved : NULL, .g = dy[set],
+                         .sums = mask_sums ? dsums : NULL, .ws = dws, .stream = S};
+  char err[256];
+  if (conv_sm90_dgrad(&a, err, sizeof err)) DIE("%s", err);
+}
+
+static void v_dgrad_fused(int set) { ours_dgrad(set, 1); }
+static void v_dgrad_plain(int set) { ours_dgrad(set, 0); }
+
+static void cudnn_dgrad(ops_t *o, ops_conv_t *c, const void *gy, void *gx)
+{
+  if (o->conv_bwd_data(o, c, N, gy, dw, gx, cws))
+    DIE("cuDNN backward data: %s", o->last_error(o));
+}
+
+static void v_dgrad_cudnn_trainer(int set) { cudnn_dgrad(&trainer, &conv_t, dx[set], dy[set]); }
+static void v_dgrad_cudnn_fastest(int set) { cudnn_dgrad(&fastest, &conv_f, dx[set], dy[set]); }
+
+/* dgrad as the trainer does it today: cuDNN's backward data, then the BatchNorm backward's
+ * reduction with the ReLU mask recomputed from x (bn_bwd_apply follows in both ways). */
+static void v_dgrad_today(int set)
+{
+  cudnn_dgrad(&trainer, &conv_t, dx[set], dy[set]);
+  ops_relu_t relu = {.gamma = dgamma, .beta = dbeta};
+  if (trainer.bn_bwd_reduce(&trainer, dy[set], &relu, dx[(set + 1) % SETS], P, C, dsaved, dsums,
+                            ddg, ddb, 0))
+    DIE("bn_bwd_reduce: %s", trainer.last_error(&trainer));
+}
+
 static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
@@ -213,7 +251,9 @@ static void verdict(int ok, const char *what)
   if (!ok) failed = 1;
 }
 
-static void check_output(const char *what, const float *got, const float *ref, double rms)
+/* got against ref (what it is checked against: `against`) within cf_compare's bound. */
+static void check_output(const char *what, const char *against, const float *got,
+                         const float *ref, double rms)
 {
   size_t out = P * C;
   double *mag = malloc(out * sizeof *mag);
@@ -223,7 +263,7 @@ static void check_output(const char *what, const float *got, const float *ref, d
   printf("      %s: relative L2 %.2e, bit-equal %.2f%%, off the bound %zu, unwritten (NaN) %zu\n",
          what, c.rel_l2, 100.0 * c.exact / out, c.bad, c.nan);
   char line[128];
-  snprintf(line, sizeof line, "%s against the CPU reference", what);
+  snprintf(line, sizeof line, "%s against %s", what, against);
   verdict(c.nan == 0 && c.bad == 0 && c.rel_l2 < 2e-3 && c.exact * 100 >= out * 95, line);
   free(mag);
 }
@@ -251,7 +291,7 @@ static void checks(const cf_data_t *d)
   uint16_t *raw1, *raw2;
   float *got = down_bf16(dy[0], out, &raw1);
   CU(cudaMemcpy(st, dstats, sizeof st, cudaMemcpyDeviceToHost));
-  check_output("fused output", got, ref, rms_of(ref, out));
+  check_output("fused output", "the CPU reference", got, ref, rms_of(ref, out));
   double own[2 * C];
   memset(own, 0, sizeof own);
   for (size_t p = 0; p < P; p++)
@@ -284,12 +324,24 @@ static void checks(const cf_data_t *d)
   CU(cudaGetLastError());
   got = down_bf16(dy[0], out, NULL);
   double rms = rms_of(ref, out);
-  check_output("plain output", got, ref, rms);
+  check_output("plain output", "the CPU reference", got, ref, rms);
   CU(cudaMemset(dy[1], 0xff, out * 2));
   cudnn_fwd(&trainer, &conv_t, dx[0], dy[1]);
   CU(cudaStreamSynchronize(S));
   float *dn = down_bf16(dy[1], out, NULL);
-  check_output("cuDNN's output (the reference checked)", dn, ref, rms);
+  check_output("cuDNN's output (the reference checked)", "the CPU reference", dn, ref, rms);
+  free(dn);
+  free(got);
+  /* plain dgrad of dx[0] as dy against cuDNN's backward data of the same */
+  CU(cudaMemset(dy[0], 0xff, out * 2));
+  ours_dgrad(0, 0);
+  CU(cudaMemset(dy[1], 0xff, out * 2));
+  cudnn_dgrad(&trainer, &conv_t, dx[0], dy[1]);
+  CU(cudaStreamSynchronize(S));
+  CU(cudaGetLastError());
+  got = down_bf16(dy[0], out, NULL);
+  dn = down_bf16(dy[1], out, NULL);
+  check_output("plain dgrad", "cuDNN's", got, dn, rms_of(dn, out));
   free(dn);
   free(got);
   free(ref);
@@ -357,6 +409,9 @@ int main(int argc, char **argv)
   dstats = dev((2 * C + 1) * sizeof(double));
   dws = dev(conv_sm90_ws_bytes(0));
   dxa = dev(P * C * 2);
+  dsums = dev(2 * C * sizeof(double));
+  ddg = dev(C * 2);
+  ddb = dev(C * 2);
   /* the trainer's BN apply with mean 0, invstd 1: gamma, beta = scale, shift (in bf16) */
   double saved[2 * C + 1];
   for (int c = 0; c < C; c++) saved[c] = 0, saved[C + c] = 1;
@@ -404,6 +459,15 @@ int main(int argc, char **argv)
   row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
   /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
   row("today: bn_apply + cuDNN conv + bn_stats", time_us(v_trainer_today), 5 * act + wbytes,
+      flops);
+  /* dgrad: ours reads dy and x, writes g; today cuDNN reads dy, writes da, bn_bwd_reduce reads
+   * da and x */
+  row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused), 3 * act + wbytes, flops);
+  row("ours dgrad: plain", time_us(v_dgrad_plain), min_bytes, flops);
+  row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
+      flops);
+  row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);
+  row("today: cuDNN dgrad + bn_bwd_reduce (ReLU)", time_us(v_dgrad_today), 4 * act + wbytes,
       flops);
   if (failed) fprintf(stderr, "conv_sm90_bench: a check FAILED (above)\n");
 

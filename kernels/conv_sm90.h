@@ -37,16 +37,45 @@ typedef struct {
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_fwd_t;
 
+/* The input gradient of that convolution (dgrad), with the previous layer's ReLU mask and its
+ * BatchNorm backward sums fused in, as kernels/conv_fused_bwd_cpu.h's conv_dgrad_ref defines
+ * them: in one pass over dy,
+ *
+ *   g = bf16(conv_transpose3x3(dy, weight)) * [x * scale + shift > 0]   (f32 accumulation)
+ *   sums[ci] = Σ g,  sums[cin + ci] = Σ g (x - mean[ci]) invstd[ci]     (f64)
+ *
+ * where mean, invstd are saved[ci], saved[cin + ci] (ops.h bn_finalize's layout). The mask
+ * reads x at each output pixel; the sums are summed as Σ g and Σ g x (f32 partials of at most
+ * 32 exact products, folded in f64 in a fixed order) and finished as (Σ g x - mean Σ g) invstd.
+ * Same shapes and channel counts as the forward. */
+typedef struct {
+  int n, h, w, cin, cout;     /* the forward convolution's shape */
+  const void *dy;             /* bf16 (n, h, w, cout), 16-byte aligned */
+  const void *weight;         /* bf16 [cout][3][3][cin]: the forward's, 16-byte aligned */
+  const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue;
+                               * needed by the mask and the sums, else may be NULL */
+  const float *scale, *shift; /* f32 [cin] each: the mask; both NULL: none */
+  const double *saved;        /* f64 [2 cin]: mean, invstd; with sums, else NULL */
+  void *g;                    /* bf16 (n, h, w, cin), 16-byte aligned; must not overlap dy, x */
+  double *sums;               /* f64 [2 cin], or NULL */
+  void *ws;                   /* conv_sm90_ws_bytes() bytes: always (the flipped weights) */
+  void *stream;               /* cudaStream_t; NULL: the legacy default stream */
+} conv_sm90_dgrad_t;
+
 /* 0 when device (a CUDA ordinal) can run the kernel (compute capability 9.0, enough shared
  * memory, the sm_90a image loads); else -1 with the reason in err. */
 int conv_sm90_check(int device, char *err, size_t errlen);
 
-/* Device bytes of workspace conv_sm90_fwd needs on `device` (per-block statistics partials). */
+/* Device bytes of workspace conv_sm90_fwd and conv_sm90_dgrad need on `device` (per-block
+ * statistics partials, dgrad's flipped weights). */
 size_t conv_sm90_ws_bytes(int device);
 
 /* Queues the convolution on a->stream (the current device's). Returns 0, or -1 with a message
  * in err before anything is queued when the arguments are not ones it covers. */
 int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen);
+
+/* Queues dgrad on a->stream, as conv_sm90_fwd. */
+int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

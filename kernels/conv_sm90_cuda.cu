@@ -97,23 +97,36 @@ constexpr int HALO_LINES = HALO_W * HALO_H;      /* 264 */
 constexpr int LINE = 128;                        /* bytes: 64 bf16 channels */
 constexpr int HALO_BYTES = HALO_LINES * LINE;    /* 33,792: one TMA box */
 constexpr int STAGE_BYTES = (HALO_BYTES + 1023) / 1024 * 1024;
-constexpr int STAGES = 4;
 constexpr int TAP_BYTES = C * LINE;              /* 8 KB: [cout][cin] of one tap */
 constexpr int W_BYTES = 9 * TAP_BYTES;
-constexpr int OFF_STAGE = W_BYTES;
-constexpr int OFF_STATS = OFF_STAGE + STAGES * STAGE_BYTES;
+constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
-constexpr int OFF_BAR = OFF_STATS + STATS_BYTES;
-constexpr int NBAR = 3 * STAGES + 1;
-constexpr int SMEM_BYTES = OFF_BAR + NBAR * 8 + 1024; /* + slack to align the base */
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
-static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "buffers on 1024-byte boundaries");
-static_assert(TILE_H * TILE_W * LINE <= STAGE_BYTES, "the output tile fits its stage");
-static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+/* The shared-memory layout of the forward (DG false) and of dgrad (DG true), which gives one
+ * stage of the ring to two buffers of the forward input x at its output tile (one per consumer
+ * warpgroup: the ReLU mask and the BatchNorm sums read them) and keeps the mask's coefficients
+ * in shared memory. Barriers: full[stages], ready[stages], empty[stages], weights, then
+ * (dgrad) x_full[2]. */
+template <bool DG> struct lay {
+  static constexpr int stages = DG ? 3 : 4;
+  static constexpr int off_stage = W_BYTES;
+  static constexpr int off_xt = off_stage + stages * STAGE_BYTES;
+  static constexpr int off_coef = off_xt + (DG ? 2 * TILE_BYTES : 0);
+  static constexpr int off_stats = off_coef + (DG ? 2 * C * 4 : 0);
+  static constexpr int off_bar = off_stats + STATS_BYTES;
+  static constexpr int nbar = 3 * stages + 1 + (DG ? 2 : 0);
+  static constexpr int smem = off_bar + nbar * 8 + 1024; /* + slack to align the base */
+};
+constexpr int SMEM_MAX = lay<false>::smem > lay<true>::smem ? lay<false>::smem : lay<true>::smem;
+
+static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0 && TILE_BYTES % 1024 == 0,
+              "buffers on 1024-byte boundaries");
+static_assert(TILE_BYTES <= STAGE_BYTES, "the output tile fits its stage");
+static_assert(SMEM_MAX <= 227 * 1024, "shared memory per block on sm_90");
 
 struct params {
   int n, h, w, tiles_x, tiles_y, ntiles;
@@ -306,10 +319,13 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 
 /* ---- the roles ---- */
 
+template <bool DG>
 __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *xmap,
                                            const CUtensorMap *wmap, uint32_t sbase)
 {
-  const uint32_t bar = sbase + OFF_BAR;
+  using L = lay<DG>;
+  constexpr int STAGES = L::stages;
+  const uint32_t bar = sbase + L::off_bar;
   const uint32_t full = bar, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
   asm volatile("prefetch.tensormap [%0];" ::"l"(xmap) : "memory");
   mbar_expect_tx(wbar, W_BYTES);
@@ -320,7 +336,7 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
     if (k > 0) mbar_wait(empty + 8 * s, (k - 1) & 1);
     const tile_t tl = tile_of(p, t);
     mbar_expect_tx(full + 8 * s, HALO_BYTES);
-    tma_load_4d(sbase + OFF_STAGE + s * STAGE_BYTES, xmap, 0, tl.x0 - 1, tl.y0 - 1, tl.n,
+    tma_load_4d(sbase + L::off_stage + s * STAGE_BYTES, xmap, 0, tl.x0 - 1, tl.y0 - 1, tl.n,
                 full + 8 * s);
   }
 }
@@ -328,10 +344,12 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
 /* y = bf16(max(0, x * scale + shift)) on the halo lines inside the image; the thread owns
  * logical chunk (lane & 7), i.e. 8 fixed channels whose coefficients stay in registers, and
  * walks lines (lane >> 3) + 4 (warp - 1), +12. */
-template <bool PRO>
+template <bool PRO, bool DG>
 __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, int pw, int lane)
 {
-  const uint32_t bar = sbase + OFF_BAR;
+  using L = lay<DG>;
+  constexpr int STAGES = L::stages;
+  const uint32_t bar = sbase + L::off_bar;
   const uint32_t full = bar, ready = bar + 8 * STAGES;
   const int lc = lane & 7;
   float sc[8], sh[8];
@@ -348,7 +366,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
       const tile_t tl = tile_of(p, t);
-      const uint32_t stage = sbase + OFF_STAGE + s * STAGE_BYTES;
+      const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
       for (int l0 = 4 * pw + (lane >> 3); l0 < HALO_LINES; l0 += U * STEP) {
         uint32_t v[U][4], addr[U];
         bool in[U];
@@ -395,12 +413,46 @@ __device__ __forceinline__ void fold_stats(float (&s1)[16], float (&s2)[16], dou
   for (int v = 0; v < 16; v++) s1[v] = s2[v] = 0.f;
 }
 
-template <bool STATS>
-__device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap *ymap,
-                                             uint32_t sbase, double *stats_area, int wg, int ti)
+/* The epilogue's per-element step of dgrad for one packed pair of channels (c, c + 1) of one
+ * pixel: r holds bf16(acc) of both, xv the forward input x there. MASK: each half is zeroed
+ * unless x * scale + shift > 0 (two f32 roundings, as bn_apply forms v); STATS: the kept values
+ * g and g * x (exact: bf16 times bf16) join the thread's f32 sums, pixels outside the image
+ * masked (in). */
+template <bool MASK, bool STATS>
+__device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float *coef, int c,
+                                           bool in, float &s1a, float &s2a, float &s1b,
+                                           float &s2b)
 {
-  const uint32_t bar = sbase + OFF_BAR;
+  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
+  if (MASK) {
+    const float v0 = __fadd_rn(__fmul_rn(x0, coef[c]), coef[C + c]);
+    const float v1 = __fadd_rn(__fmul_rn(x1, coef[c + 1]), coef[C + c + 1]);
+    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
+  }
+  if (STATS) {
+    const float g0 = in ? bf16_lo(r) : 0.f, g1 = in ? bf16_hi(r) : 0.f;
+    s1a += g0;
+    s2a = fmaf(g0, x0, s2a);
+    s1b += g1;
+    s2b = fmaf(g1, x1, s2b);
+  }
+}
+
+/* A consumer warpgroup. Forward (DG false): PRO is the prologue's, done by the prologue warps;
+ * STATS sums y and y². dgrad (DG true): the input is dy and the weights the flipped, transposed
+ * ones; PRO is the mask and STATS sums g and g * x, both reading the x tile that this
+ * warpgroup's thread 0 loads at the start of each tile. */
+template <bool PRO, bool STATS, bool DG>
+__device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap *ymap,
+                                             const CUtensorMap *xtmap, uint32_t sbase,
+                                             double *stats_area, const float *coef, int wg, int ti)
+{
+  using L = lay<DG>;
+  constexpr int STAGES = L::stages;
+  constexpr bool XT = DG && (PRO || STATS); /* the x tile is needed */
+  const uint32_t bar = sbase + L::off_bar;
   const uint32_t ready = bar + 8 * STAGES, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
+  const uint32_t xbar = wbar + 8 + 8 * wg, xt = sbase + L::off_xt + wg * TILE_BYTES;
   const int wi = ti >> 5, lane = ti & 31, g = lane >> 2, t4 = lane & 3;
   double *row = stats_area + (wg * 4 + wi) * 2 * C;
   if (STATS && lane < 4)
@@ -419,11 +471,16 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   float acc[2][32];
 #pragma unroll
   for (int v = 0; v < 32; v++) acc[0][v] = acc[1][v] = 0.f;
-  int pending = -1, tiles_done = 0;
+  int pending = -1, tiles_done = 0, nt = 0;
   int i = wg;
-  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2) {
+  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
     const int s = i % STAGES, k = i / STAGES;
-    const uint32_t stage = sbase + OFF_STAGE + s * STAGE_BYTES;
+    const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
+    const tile_t tl = tile_of(p, t);
+    if (XT && ti == 0) { /* the last tile's epilogue read its x tile before its final barrier */
+      mbar_expect_tx(xbar, TILE_BYTES);
+      tma_load_4d(xt, xtmap, 0, tl.x0, tl.y0, tl.n, xbar);
+    }
     mbar_wait(ready + 8 * s, k & 1);
 
     uint32_t a[2][2][4];
@@ -453,20 +510,26 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     acc_fence(acc[0]);
     acc_fence(acc[1]);
     named_bar(1 + wg, 128); /* every warp's ldmatrix of this stage is done */
+    if (XT) mbar_wait(xbar, nt & 1);
 
-    const tile_t tl = tile_of(p, t);
 #pragma unroll
     for (int mb = 0; mb < 2; mb++) {
       const bool row_in = tl.y0 + mb < p.h;
 #pragma unroll
       for (int jj = 0; jj < 4; jj++) {
-        uint32_t r[4];
+        const uint32_t line = (uint32_t)(mb * TILE_W) + pix;
+        uint32_t r[4], xr[4];
+        if (XT) ldmatrix_x4(xt + swz(line, 2 * jj + khalf), xr);
 #pragma unroll
         for (int m = 0; m < 4; m++) {
           const int j = 2 * jj + (m >> 1), h = m & 1;
           r[m] = pack_bf16(acc[mb][4 * j + 2 * h], acc[mb][4 * j + 2 * h + 1]);
-          if (STATS) {
-            const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+          const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+          if (DG) {
+            if (XT)
+              dgrad_pair<PRO, STATS>(r[m], xr[m], coef, 8 * j + 2 * t4, in, s1[2 * j],
+                                     s2[2 * j], s1[2 * j + 1], s2[2 * j + 1]);
+          } else if (STATS) {
             const float f0 = in ? bf16_lo(r[m]) : 0.f, f1 = in ? bf16_hi(r[m]) : 0.f;
             s1[2 * j] += f0;
             s2[2 * j] = fmaf(f0, f0, s2[2 * j]);
@@ -474,12 +537,11 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
             s2[2 * j + 1] = fmaf(f1, f1, s2[2 * j + 1]);
           }
         }
-        const uint32_t line = (uint32_t)(mb * TILE_W) + pix;
         stmatrix_x4(stage + swz(line, 2 * jj + khalf), r);
       }
     }
     fence_proxy_async();
-    named_bar(1 + wg, 128);
+    named_bar(1 + wg, 128); /* the tile is in the stage; every read of the x tile is done */
     if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
     __syncwarp();
     pending = s;
@@ -492,36 +554,49 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   if (ti == 0) tma_store_wait_all();
 }
 
-template <bool PRO, bool STATS>
+/* Forward (DG false): x is the input, y the output; dgrad: x is dy, y is g, w the flipped,
+ * transposed weights and xt the forward's input x, read at the output tile. */
+template <bool PRO, bool STATS, bool DG>
 __global__ void __launch_bounds__(THREADS, 1)
     conv_sm90_kernel(const __grid_constant__ CUtensorMap xmap,
                      const __grid_constant__ CUtensorMap ymap,
-                     const __grid_constant__ CUtensorMap wmap, const params p)
+                     const __grid_constant__ CUtensorMap wmap,
+                     const __grid_constant__ CUtensorMap xtmap, const params p)
 {
+  using L = lay<DG>;
+  constexpr int STAGES = L::stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
   const uint32_t sbase = (raw + 1023u) & ~1023u;
-  double *stats_area = reinterpret_cast<double *>(smem_raw + (sbase - raw) + OFF_STATS);
+  double *stats_area = reinterpret_cast<double *>(smem_raw + (sbase - raw) + L::off_stats);
+  float *coef = reinterpret_cast<float *>(smem_raw + (sbase - raw) + L::off_coef);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) {
-    const uint32_t bar = sbase + OFF_BAR;
+    const uint32_t bar = sbase + L::off_bar;
     for (int s = 0; s < STAGES; s++) {
       mbar_init(bar + 8 * s, 1);                           /* full */
       mbar_init(bar + 8 * (STAGES + s), PRO_THREADS);      /* ready */
       mbar_init(bar + 8 * (2 * STAGES + s), 1);            /* empty */
     }
     mbar_init(bar + 8 * 3 * STAGES, 1);                    /* weights */
+    if (DG) {
+      mbar_init(bar + 8 * (3 * STAGES + 1), 1);            /* x_full, warpgroup 0 */
+      mbar_init(bar + 8 * (3 * STAGES + 2), 1);            /* x_full, warpgroup 1 */
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  if (DG && PRO && threadIdx.x < 2 * C)
+    coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
   if (warp == 0) {
-    if (lane == 0) run_loader(p, &xmap, &wmap, sbase);
+    if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
   } else if (warp < 4) {
-    run_prologue<PRO>(p, sbase, warp - 1, lane);
+    run_prologue<PRO && !DG, DG>(p, sbase, warp - 1, lane);
   } else {
-    run_consumer<STATS>(p, &ymap, sbase, stats_area, (warp - 4) >> 2, threadIdx.x - 128 * ((warp) >> 2));
+    run_consumer<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef, (warp - 4) >> 2,
+                                 threadIdx.x - 128 * ((warp) >> 2));
   }
 
   if (STATS) {
@@ -544,6 +619,31 @@ __global__ void conv_sm90_stats_kernel(const double *partial, int blocks, double
   for (int b = 0; b < blocks; b++) v += partial[(size_t)b * PARTIAL + c];
   stats[c] = v;
   if (c == 0) stats[PARTIAL] = count;
+}
+
+/* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order): sums[c] = Σ g and
+ * sums[C + c] = Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean, invstd). */
+__global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
+                                            const double *saved, double *sums)
+{
+  const int c = threadIdx.x;
+  double g = 0, gx = 0;
+  for (int b = 0; b < blocks; b++) {
+    g += partial[(size_t)b * PARTIAL + c];
+    gx += partial[(size_t)b * PARTIAL + C + c];
+  }
+  sums[c] = g;
+  sums[C + c] = (gx - saved[c] * g) * saved[C + c];
+}
+
+/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
+ * channel axes swapped, so that dgrad is the forward's convolution of dy with wt. */
+__global__ void conv_sm90_flip_kernel(const uint16_t *w, uint16_t *wt)
+{
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 9 * C * C) return;
+  const int co = i / (9 * C), t = (i / C) % 9, ci = i % C;
+  wt[(size_t)ci * 9 * C + (8 - t) * C + co] = w[i];
 }
 
 /* ---- host ---- */
@@ -611,12 +711,12 @@ int map_weights(CUtensorMap *m, const void *base, char *err, size_t len)
   return r == CUDA_SUCCESS ? 0 : fail(err, len, "cuTensorMapEncodeTiled (weights) failed: %d", (int)r);
 }
 
-typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, params);
+typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, params);
 
-kernel_fn pick(bool pro, bool stats)
+template <bool DG> kernel_fn pick(bool pro, bool stats)
 {
-  if (pro) return stats ? conv_sm90_kernel<true, true> : conv_sm90_kernel<true, false>;
-  return stats ? conv_sm90_kernel<false, true> : conv_sm90_kernel<false, false>;
+  if (pro) return stats ? conv_sm90_kernel<true, true, DG> : conv_sm90_kernel<true, false, DG>;
+  return stats ? conv_sm90_kernel<false, true, DG> : conv_sm90_kernel<false, false, DG>;
 }
 
 int sm_count(int device)
@@ -631,6 +731,67 @@ int sm_count(int device)
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* The workspace: the blocks' statistics partials, then (1024-aligned) dgrad's weights. */
+size_t ws_weights_offset(int sms) { return ((size_t)sms * PARTIAL * sizeof(double) + 1023) & ~(size_t)1023; }
+
+/* The checks both passes make, in their words; fills p's shape and tiles. */
+int check_common(const char *pass, int n, int h, int w, int cin, int cout, const void *in,
+                 const void *weight, const void *out, const float *scale, const float *shift,
+                 params *p, int *sms, char *err, size_t errlen)
+{
+  if (cin != C || cout != C)
+    return fail(err, errlen, "the sm_90 convolution covers %d -> %d channels, not %d -> %d", C,
+                C, cin, cout);
+  if (n < 0 || h < 1 || w < 1 || (n > 0 && (size_t)h * w > (1u << 30)))
+    return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d is invalid", n, h, w);
+  if (!in || !weight || !out || !aligned16(in) || !aligned16(weight) || !aligned16(out))
+    return fail(err, errlen, "the sm_90 convolution's %s needs its tensors in device memory on "
+                "16-byte boundaries", pass);
+  if (!scale != !shift)
+    return fail(err, errlen, "the sm_90 convolution's %s needs both scale and shift", pass);
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return fail(err, errlen, "no current CUDA device");
+  }
+  *sms = sm_count(device);
+  if (*sms < 1) return fail(err, errlen, "CUDA device %d: no multiprocessor count", device);
+  if (n > 0 && !encode_tiled())
+    return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
+  p->n = n;
+  p->h = h;
+  p->w = w;
+  p->tiles_x = (w + TILE_W - 1) / TILE_W;
+  p->tiles_y = (h + TILE_H - 1) / TILE_H;
+  p->ntiles = p->tiles_x * p->tiles_y * n;
+  p->scale = scale;
+  p->shift = shift;
+  return 0;
+}
+
+/* One persistent block per multiprocessor (fewer when there are fewer tiles); returns the grid. */
+int launch(kernel_fn k, int smem, const CUtensorMap maps[4], const params &p, int sms,
+           cudaStream_t st, char *err, size_t errlen)
+{
+  const int grid = p.ntiles < sms ? p.ntiles : sms;
+  cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       smem);
+  if (e != cudaSuccess)
+    return fail(err, errlen, "the sm_90 convolution's shared memory (%d bytes): %s", smem,
+                cudaGetErrorString(e));
+  k<<<grid, THREADS, smem, st>>>(maps[0], maps[1], maps[2], maps[3], p);
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return fail(err, errlen, "launching the sm_90 convolution: %s", cudaGetErrorString(e));
+  return grid;
+}
+
+/* 0, or -1 with the launch's error. */
+int launched(const char *what, char *err, size_t errlen)
+{
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? 0 : fail(err, errlen, "launching %s: %s", what, cudaGetErrorString(e));
+}
+
 } // namespace
 
 extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
@@ -642,47 +803,36 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
   if (prop.major != 9 || prop.minor != 0)
     return fail(err, errlen, "CUDA device %d (%s) has compute capability %d.%d; this convolution "
                 "needs 9.0 (H100, H200)", device, prop.name, prop.major, prop.minor);
-  if (prop.sharedMemPerBlockOptin < (size_t)SMEM_BYTES)
+  if (prop.sharedMemPerBlockOptin < (size_t)SMEM_MAX)
     return fail(err, errlen, "CUDA device %d offers %zu bytes of shared memory per block; the "
-                "convolution needs %d", device, prop.sharedMemPerBlockOptin, SMEM_BYTES);
+                "convolution needs %d", device, prop.sharedMemPerBlockOptin, SMEM_MAX);
   if (!encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
   cudaFuncAttributes fa;
-  for (int k = 0; k < 4; k++)
-    if ((e = cudaFuncGetAttributes(&fa, (const void *)pick(k & 1, k & 2))) != cudaSuccess) {
+  for (int k = 0; k < 8; k++) {
+    kernel_fn f = k & 4 ? pick<true>(k & 1, k & 2) : pick<false>(k & 1, k & 2);
+    if ((e = cudaFuncGetAttributes(&fa, (const void *)f)) != cudaSuccess) {
       cudaGetLastError();
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
+  }
   return 0;
 }
 
 extern "C" size_t conv_sm90_ws_bytes(int device)
 {
-  return (size_t)sm_count(device) * PARTIAL * sizeof(double);
+  return ws_weights_offset(sm_count(device)) + W_BYTES;
 }
 
 extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
 {
-  if (a->cin != C || a->cout != C)
-    return fail(err, errlen, "the sm_90 convolution covers %d -> %d channels, not %d -> %d", C,
-                C, a->cin, a->cout);
-  if (a->n < 0 || a->h < 1 || a->w < 1 || (a->n > 0 && (size_t)a->h * a->w > (1u << 30)))
-    return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d is invalid", a->n, a->h,
-                a->w);
-  if (!a->x || !a->weight || !a->y || !aligned16(a->x) || !aligned16(a->weight) ||
-      !aligned16(a->y))
-    return fail(err, errlen, "the sm_90 convolution needs x, weight and y in device memory on "
-                "16-byte boundaries");
-  if (!a->scale != !a->shift)
-    return fail(err, errlen, "the sm_90 convolution's prologue needs both scale and shift");
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return fail(err, errlen, "no current CUDA device");
-  }
-  const int sms = sm_count(device);
-  if (a->stats && (!a->ws || sms < 1))
+  params p;
+  int sms = 0;
+  if (check_common("forward", a->n, a->h, a->w, a->cin, a->cout, a->x, a->weight, a->y,
+                   a->scale, a->shift, &p, &sms, err, errlen))
+    return -1;
+  if (a->stats && !a->ws)
     return fail(err, errlen, "the sm_90 convolution's statistics need conv_sm90_ws_bytes() of "
                 "workspace");
   cudaStream_t st = (cudaStream_t)a->stream;
@@ -694,39 +844,69 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
     }
     return 0;
   }
-  if (!encode_tiled())
-    return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
-  CUtensorMap xm, ym, wm;
-  if (map_image(&xm, a->x, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
-      map_image(&ym, a->y, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
-      map_weights(&wm, a->weight, err, errlen))
+  CUtensorMap m[4];
+  if (map_image(&m[0], a->x, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
+      map_image(&m[1], a->y, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
+      map_weights(&m[2], a->weight, err, errlen))
     return -1;
-  params p;
-  p.n = a->n;
-  p.h = a->h;
-  p.w = a->w;
-  p.tiles_x = (a->w + TILE_W - 1) / TILE_W;
-  p.tiles_y = (a->h + TILE_H - 1) / TILE_H;
-  p.ntiles = p.tiles_x * p.tiles_y * a->n;
-  p.scale = a->scale;
-  p.shift = a->shift;
+  m[3] = m[1]; /* no x tile in the forward */
   p.partial = (double *)a->ws;
-  const int grid = p.ntiles < sms ? p.ntiles : sms;
-  kernel_fn k = pick(a->scale != NULL, a->stats != NULL);
-  cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       SMEM_BYTES);
-  if (e != cudaSuccess)
-    return fail(err, errlen, "the sm_90 convolution's shared memory (%d bytes): %s", SMEM_BYTES,
-                cudaGetErrorString(e));
-  k<<<grid, THREADS, SMEM_BYTES, st>>>(xm, ym, wm, p);
-  if ((e = cudaGetLastError()) != cudaSuccess)
-    return fail(err, errlen, "launching the sm_90 convolution: %s", cudaGetErrorString(e));
+  const int grid = launch(pick<false>(a->scale != NULL, a->stats != NULL), lay<false>::smem, m,
+                          p, sms, st, err, errlen);
+  if (grid < 0) return -1;
   if (a->stats) {
     conv_sm90_stats_kernel<<<1, PARTIAL, 0, st>>>(p.partial, grid,
                                                   (double)a->n * a->h * a->w, a->stats);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-      return fail(err, errlen, "launching the sm_90 convolution's statistics: %s",
-                  cudaGetErrorString(e));
+    return launched("the sm_90 convolution's statistics", err, errlen);
+  }
+  return 0;
+}
+
+extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
+{
+  params p;
+  int sms = 0;
+  if (check_common("dgrad", a->n, a->h, a->w, a->cin, a->cout, a->dy, a->weight, a->g,
+                   a->scale, a->shift, &p, &sms, err, errlen))
+    return -1;
+  if (!a->sums != !a->saved)
+    return fail(err, errlen, "the sm_90 dgrad's sums need saved (mean, invstd) and sums "
+                "together");
+  if ((a->scale || a->sums) && (!a->x || !aligned16(a->x)))
+    return fail(err, errlen, "the sm_90 dgrad's mask and sums need x in device memory on a "
+                "16-byte boundary");
+  if (!a->ws)
+    return fail(err, errlen, "the sm_90 dgrad needs conv_sm90_ws_bytes() of workspace");
+  cudaStream_t st = (cudaStream_t)a->stream;
+  if (a->n == 0) { /* no pixels: zero sums */
+    if (a->sums) {
+      cudaError_t e = cudaMemsetAsync(a->sums, 0, 2 * C * sizeof(double), st);
+      if (e != cudaSuccess)
+        return fail(err, errlen, "clearing the sums: %s", cudaGetErrorString(e));
+    }
+    return 0;
+  }
+  void *wt = (char *)a->ws + ws_weights_offset(sms);
+  conv_sm90_flip_kernel<<<(9 * C * C + 255) / 256, 256, 0, st>>>((const uint16_t *)a->weight,
+                                                                 (uint16_t *)wt);
+  if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
+  CUtensorMap m[4];
+  if (map_image(&m[0], a->dy, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
+      map_image(&m[1], a->g, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
+      map_weights(&m[2], wt, err, errlen))
+    return -1;
+  if (a->x) {
+    if (map_image(&m[3], a->x, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen)) return -1;
+  } else {
+    m[3] = m[1];
+  }
+  p.partial = (double *)a->ws;
+  const int grid = launch(pick<true>(a->scale != NULL, a->sums != NULL), lay<true>::smem, m, p,
+                          sms, st, err, errlen);
+  if (grid < 0) return -1;
+  if (a->sums) {
+    conv_sm90_dgrad_sums_kernel<<<1, C, 0, st>>>(p.partial, grid, a->saved, a->sums);
+    return launched("the sm_90 dgrad's sums", err, errlen);
   }
   return 0;
 }

@@ -17,48 +17,6 @@
 #include "tests/conv_fused_testutil.h"
 #include "tests/suite_main.h"
 
-/* The forward's data (cf_make) and what the backward adds: dy bf16 values of exponents 2^-9 to
- * 2^0, so that the f32 sums of its products round (on a coarser grid they would be exact, in
- * any order, and an order could not be told from another); the
- * previous layer's saved statistics and gamma, beta chosen so that bn_apply's affine
- * (f32(gamma * invstd), f32(beta - mean * gamma * invstd)) is exactly scale, shift: mean =
- * k / 64, invstd a power of 2, gamma = scale / invstd, beta = shift + mean * scale (all exact). */
-typedef struct {
-  cf_data_t d;
-  size_t P;
-  float *dy, *gamma, *beta;
-  double *saved; /* [2 cin + 1] */
-} bd_data_t;
-
-static void bd_make(bd_data_t *b, const cf_shape_t *s)
-{
-  cf_make(&b->d, s->n, s->h, s->w, s->cin, s->cout);
-  b->P = (size_t)s->n * s->h * s->w;
-  b->dy = malloc((b->P ? b->P : 1) * s->cout * sizeof *b->dy);
-  b->gamma = malloc(s->cin * sizeof *b->gamma);
-  b->beta = malloc(s->cin * sizeof *b->beta);
-  b->saved = malloc((2 * (size_t)s->cin + 1) * sizeof *b->saved);
-  for (size_t i = 0; i < b->P * s->cout; i++)
-    b->dy[i] = conv_fused_round_bf16(ldexp(cf_int(-4096, 4096) / 4096.0, -cf_int(0, 8)));
-  for (int c = 0; c < s->cin; c++) {
-    double mean = cf_int(-32, 32) / 64.0, invstd = ldexp(1.0, cf_int(-1, 1));
-    b->saved[c] = mean;
-    b->saved[s->cin + c] = invstd;
-    b->gamma[c] = (float)(b->d.scale[c] / invstd);
-    b->beta[c] = (float)(b->d.shift[c] + mean * b->d.scale[c]);
-  }
-  b->saved[2 * s->cin] = (double)b->P;
-}
-
-static void bd_free(bd_data_t *b)
-{
-  cf_free(&b->d);
-  free(b->dy);
-  free(b->gamma);
-  free(b->beta);
-  free(b->saved);
-}
-
 static int bf16_bits(float v)
 {
   uint32_t u;

@@ -1,8 +1,9 @@
-/* check_conv_sm90_cuda.c — the fused forward convolution on Hopper (kernels/conv_sm90.h)
- * against its CPU reference (kernels/conv_fused_cpu.h) on random data: outputs poisoned with NaN
- * first (every element must be written), odd shapes that cut tiles at the image's edges, the
- * U-Net's 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the
- * prologue and the statistics; two runs bit for bit; argument checks. Registered only where an
+/* check_conv_sm90_cuda.c — the fused convolutions on Hopper (kernels/conv_sm90.h), forward and
+ * dgrad, against their CPU references (kernels/conv_fused_cpu.h, kernels/conv_fused_bwd_cpu.h)
+ * on random data: outputs poisoned with NaN first (every element must be written), odd shapes
+ * that cut tiles at the image's edges, the U-Net's 6 x 256 x 256 (many tiles per block, the
+ * statistics folded), with and without the prologue (forward) or mask (dgrad) and the
+ * statistics or sums; two runs bit for bit; argument checks. Registered only where an
  * sm_90 GPU is visible and the kernel loads (a forked probe, so the suite's own process never
  * initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/conv_fused_bwd_cpu.h"
 #include "kernels/conv_fused_cpu.h"
 #include "kernels/conv_sm90.h"
 #include "tests/conv_fused_testutil.h"
@@ -55,6 +57,14 @@ static void *up_bf16(const float *v, size_t n)
 }
 
 static void *up_f32(const float *v, size_t n)
+{
+  void *d = NULL;
+  CU_OK(cudaMalloc(&d, n * sizeof *v));
+  CU_OK(cudaMemcpy(d, v, n * sizeof *v, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static void *up_f64(const double *v, size_t n)
 {
   void *d = NULL;
   CU_OK(cudaMalloc(&d, n * sizeof *v));
@@ -170,6 +180,194 @@ static void check_against_reference(int n, int h, int w, int with_pro, int with_
   cf_free(&d);
 }
 
+/* ---- dgrad ---- */
+
+typedef struct {
+  float *g;        /* the masked input gradient as f32 */
+  uint16_t *raw;   /* and as the bits written */
+  double sums[2 * CONV_SM90_CIN];
+} dg_out_t;
+
+/* dgrad on b (device 0), g and the sums poisoned with NaN before the run. */
+static void dg_gpu_run(const bd_data_t *b, int mask, int with_sums, dg_out_t *o)
+{
+  CU_OK(cudaSetDevice(0));
+  const cf_data_t *d = &b->d;
+  size_t out = b->P * d->cin;
+  void *dy = up_bf16(b->dy, b->P * d->cout), *x = up_bf16(d->x, b->P * d->cin);
+  void *w = up_bf16(d->weight, (size_t)9 * d->cin * d->cout);
+  float *sc = up_f32(d->scale, d->cin), *sh = up_f32(d->shift, d->cin);
+  double *sv = up_f64(b->saved, 2 * (size_t)d->cin), *st = NULL;
+  void *g = NULL, *ws = NULL;
+  CU_OK(cudaMalloc(&g, out * 2 + 2));
+  CU_OK(cudaMemset(g, 0xff, out * 2 + 2));
+  CU_OK(cudaMalloc((void **)&st, sizeof o->sums));
+  CU_OK(cudaMemset(st, 0xff, sizeof o->sums));
+  CU_OK(cudaMalloc(&ws, conv_sm90_ws_bytes(0)));
+  conv_sm90_dgrad_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout,
+                         .dy = dy, .weight = w, .x = mask || with_sums ? x : NULL,
+                         .scale = mask ? sc : NULL, .shift = mask ? sh : NULL,
+                         .saved = with_sums ? sv : NULL, .g = g,
+                         .sums = with_sums ? st : NULL, .ws = ws};
+  char err[256];
+  ck_assert_msg(conv_sm90_dgrad(&a, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaDeviceSynchronize());
+  o->raw = malloc(out * 2 + 2);
+  o->g = malloc((out + 1) * sizeof *o->g);
+  CU_OK(cudaMemcpy(o->raw, g, out * 2 + 2, cudaMemcpyDeviceToHost));
+  CU_OK(cudaMemcpy(o->sums, st, sizeof o->sums, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < out; i++) o->g[i] = value_of(o->raw[i]);
+  ck_assert_msg(o->raw[out] == 0xffff, "a store past g's end");
+  void *bufs[] = {dy, x, w, sc, sh, sv, st, g, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
+}
+
+static void dg_out_free(dg_out_t *o)
+{
+  free(o->g);
+  free(o->raw);
+}
+
+/* Bounds for dgrad's sums from two gradients gg (the kernel's) and gw that may differ by a
+ * rounding: |ΔΣg| <= Σ|gg - gw|, |ΔΣg x̂| <= Σ|gg - gw| |x̂|, plus the kernel's own rounding:
+ * f32 partials of at most 32 terms (tol of the magnitudes Σ|g| and invstd (Σ|g x| +
+ * |mean| Σ|g|), as it forms Σ g x̂ = (Σ g x - mean Σ g) invstd). Returns the sums off. */
+static int dg_sums_bad(const double *sg, const double *sw, const float *gg, const float *gw,
+                       const bd_data_t *b, double tol)
+{
+  const int C = b->d.cin;
+  int bad = 0;
+  for (int c = 0; c < C; c++) {
+    const double mean = b->saved[c], invstd = b->saved[C + c];
+    double d1 = 0, d2 = 0, m1 = 0, mx = 0;
+    for (size_t p = 0; p < b->P; p++) {
+      const double x = b->d.x[p * C + c], xh = (x - mean) * invstd;
+      const double dg = fabs((double)gg[p * C + c] - gw[p * C + c]);
+      const double mg = fmax(fabs(gg[p * C + c]), fabs(gw[p * C + c]));
+      d1 += dg;
+      d2 += dg * fabs(xh);
+      m1 += mg;
+      mx += mg * fabs(x);
+    }
+    bad += fabs(sg[c] - sw[c]) > d1 + tol * m1 + 1e-30;
+    bad += fabs(sg[C + c] - sw[C + c]) > d2 + tol * invstd * (mx + fabs(mean) * m1) + 1e-30;
+  }
+  return bad;
+}
+
+/* dgrad against conv_dgrad_ref on one shape: g within one bf16 rounding (bound relative to
+ * the gradient's RMS for the sum's rounding), the sums against the reference's and against the
+ * f64 sums of the kernel's own g. */
+static void check_dgrad(int n, int h, int w, int mask, int with_sums)
+{
+  const cf_shape_t sh = {n, h, w, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  const int C = CONV_SM90_CIN;
+  size_t out = b.P * C;
+  float *ref = malloc(out * sizeof *ref);
+  double rs[2 * CONV_SM90_CIN];
+  char err[256];
+  conv_dgrad_ref_t ra = {.n = n, .h = h, .w = w, .cin = C, .cout = CONV_SM90_COUT, .dy = b.dy,
+                         .weight = b.d.weight, .x = mask || with_sums ? b.d.x : NULL,
+                         .scale = mask ? b.d.scale : NULL, .shift = mask ? b.d.shift : NULL,
+                         .saved = with_sums ? b.saved : NULL, .g = ref,
+                         .sums = with_sums ? rs : NULL};
+  ck_assert_msg(conv_dgrad_ref(&ra, err, sizeof err) == 0, "%s", err);
+  double ss = 0, *mag = malloc(out * sizeof *mag);
+  for (size_t i = 0; i < out; i++) ss += (double)ref[i] * ref[i];
+  for (size_t i = 0; i < out; i++) mag[i] = 1e-4 * sqrt(ss / (double)out) * 1048576.0;
+  dg_out_t o;
+  dg_gpu_run(&b, mask, with_sums, &o);
+  cf_cmp_t c = cf_compare(o.g, ref, mag, out);
+  ck_assert_msg(c.nan == 0, "dgrad %dx%dx%d: %zu of g not written (NaN)", n, h, w, c.nan);
+  ck_assert_msg(c.bad == 0, "dgrad %dx%dx%d mask %d: %zu of %zu off the reference (worst %.2f "
+                "of its bound at %zu: %g vs %g)", n, h, w, mask, c.bad, out, c.worst, c.worst_at,
+                o.g[c.worst_at], ref[c.worst_at]);
+  ck_assert_msg(c.exact * 100 >= out * 95, "dgrad: only %zu of %zu bit-equal", c.exact, out);
+  ck_assert_msg(c.rel_l2 < 2e-3, "dgrad: relative L2 error %g", c.rel_l2);
+  if (with_sums) {
+    ck_assert_msg(dg_sums_bad(o.sums, rs, o.g, ref, &b, 1e-5) == 0,
+                  "dgrad %dx%dx%d: sums off the reference's", n, h, w);
+    double own[2 * CONV_SM90_CIN];
+    memset(own, 0, sizeof own);
+    for (size_t p = 0; p < b.P; p++)
+      for (int k = 0; k < C; k++) {
+        own[k] += o.g[p * C + k];
+        own[C + k] += o.g[p * C + k] * (((double)b.d.x[p * C + k] - b.saved[k]) * b.saved[C + k]);
+      }
+    ck_assert_msg(dg_sums_bad(o.sums, own, o.g, o.g, &b, 1e-5) == 0,
+                  "dgrad %dx%dx%d: sums off the sums of the kernel's own g", n, h, w);
+  }
+  dg_out_free(&o);
+  free(ref);
+  free(mag);
+  bd_free(&b);
+}
+
+START_TEST(dgrad_odd_shapes)
+{
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1);
+  }
+  check_dgrad(2, 9, 70, 1, 0);
+}
+END_TEST
+
+START_TEST(dgrad_unet_shape)
+{
+  check_dgrad(6, 256, 256, 1, 1);
+}
+END_TEST
+
+START_TEST(dgrad_reruns_bitwise)
+{
+  const cf_shape_t sh = {6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  dg_out_t x, y;
+  dg_gpu_run(&b, 1, 1, &x);
+  dg_gpu_run(&b, 1, 1, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, b.P * CONV_SM90_CIN * 2) == 0,
+                "two dgrad runs wrote different gradients");
+  ck_assert_msg(memcmp(x.sums, y.sums, sizeof x.sums) == 0, "two dgrad runs gave different sums");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
+START_TEST(dgrad_bad_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 1 << 20));
+  char err[256] = "";
+  conv_sm90_dgrad_t a = {.n = 1, .h = 8, .w = 8, .cin = 64, .cout = 64, .dy = buf,
+                         .weight = buf, .g = buf + 65536, .ws = buf + 131072};
+  a.sums = (double *)(buf + 4096);
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "saved"), "%s", err);
+  a.saved = (const double *)(buf + 8192);
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "need x"), "%s", err);
+  a.sums = NULL;
+  a.saved = NULL;
+  a.ws = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  a.ws = buf + 131072;
+  a.cout = 32;
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess); /* nothing was queued */
+  cudaFree(buf);
+}
+END_TEST
+
 START_TEST(odd_shapes)
 {
   /* widths and heights that end tiles (64 x 2) part-way; a single pixel; one image row */
@@ -265,6 +463,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   }
   TCase *tc = SUITE_CASE(s, "sm90", odd_shapes, unet_shape, reruns_bitwise, empty_batch,
                          bad_arguments);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_dgrad", dgrad_odd_shapes, dgrad_unet_shape, dgrad_reruns_bitwise,
+                  dgrad_bad_arguments);
   tcase_set_timeout(tc, 300);
   return s;
 }

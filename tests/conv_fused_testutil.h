@@ -1,6 +1,7 @@
 /* conv_fused_testutil.h — what the fused-convolution tests share (check_conv_fused on the CPU,
  * check_conv_sm90_cuda on the GPU): test data whose BatchNorm prologue is exact in f32, an f64
- * oracle of the fused operation, and the comparison of two outputs.
+ * oracle of the fused operation, the comparison of two outputs, and the backward's data (dy, the
+ * previous layer's saved statistics).
  *
  * The data: x = m / 128 (|m| <= 255: a bf16 value), scale = k / 16 (8 <= k <= 24), shift =
  * s / 64 (-32 <= s <= 48). Then x * scale + shift is a multiple of 2^-11 below 2^3 in
@@ -174,5 +175,48 @@ static inline int cf_stats_bad(const double *sg, const double *sw, const float *
   }
   return bad;
 }
+
+/* The forward's data (cf_make) and what the backward adds: dy bf16 values of exponents 2^-9 to
+ * 2^0, so that the f32 sums of its products round (on a coarser grid they would be exact, in
+ * any order, and an order could not be told from another); the
+ * previous layer's saved statistics and gamma, beta chosen so that bn_apply's affine
+ * (f32(gamma * invstd), f32(beta - mean * gamma * invstd)) is exactly scale, shift: mean =
+ * k / 64, invstd a power of 2, gamma = scale / invstd, beta = shift + mean * scale (all exact). */
+typedef struct {
+  cf_data_t d;
+  size_t P;
+  float *dy, *gamma, *beta;
+  double *saved; /* [2 cin + 1] */
+} bd_data_t;
+
+static inline void bd_make(bd_data_t *b, const cf_shape_t *s)
+{
+  cf_make(&b->d, s->n, s->h, s->w, s->cin, s->cout);
+  b->P = (size_t)s->n * s->h * s->w;
+  b->dy = malloc((b->P ? b->P : 1) * s->cout * sizeof *b->dy);
+  b->gamma = malloc(s->cin * sizeof *b->gamma);
+  b->beta = malloc(s->cin * sizeof *b->beta);
+  b->saved = malloc((2 * (size_t)s->cin + 1) * sizeof *b->saved);
+  for (size_t i = 0; i < b->P * s->cout; i++)
+    b->dy[i] = conv_fused_round_bf16(ldexp(cf_int(-4096, 4096) / 4096.0, -cf_int(0, 8)));
+  for (int c = 0; c < s->cin; c++) {
+    double mean = cf_int(-32, 32) / 64.0, invstd = ldexp(1.0, cf_int(-1, 1));
+    b->saved[c] = mean;
+    b->saved[s->cin + c] = invstd;
+    b->gamma[c] = (float)(b->d.scale[c] / invstd);
+    b->beta[c] = (float)(b->d.shift[c] + mean * b->d.scale[c]);
+  }
+  b->saved[2 * s->cin] = (double)b->P;
+}
+
+static inline void bd_free(bd_data_t *b)
+{
+  cf_free(&b->d);
+  free(b->dy);
+  free(b->gamma);
+  free(b->beta);
+  free(b->saved);
+}
+
 
 #endif
