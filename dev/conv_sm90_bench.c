@@ -7,7 +7,8 @@
  *           statistics against the reference's and against the f64 sums of what the kernel
  *           wrote; two runs bit for bit; cuDNN's plain output against ours; our plain dgrad
  *           against cuDNN's (the GPU test checks it against the CPU reference). Then
- *           dev/wgmma_desc_probe.cu: wgmma descriptors starting part-way into a swizzle pattern.
+ *           dev/wgmma_desc_probe.cu: wgmma descriptors starting part-way into a swizzle
+ *           pattern, K-major A and MN-major B.
  *   time    with CUDA events after warm-up, the median over rounds of a batch of launches,
  *           rotating over 3 input/output sets: ours fused, ours plain; cuDNN's forward with the
  *           trainer's choice (heuristics, deterministic) and with cudnnFind's fastest; and what
@@ -441,12 +442,19 @@ int main(int argc, char **argv)
          flops / 1e9, min_bytes / 1e6, flops / PEAK * 1e6, PEAK / 1e12, min_bytes / bw * 1e6,
          bw / 1e9);
   checks(&d);
-  int bad[2][8];
-  if (wgmma_desc_probe(bad, err, sizeof err)) DIE("%s", err);
+  int bad[2][8], bad_mn[2][8];
+  if (wgmma_desc_probe(0, bad, err, sizeof err) || wgmma_desc_probe(1, bad_mn, err, sizeof err))
+    DIE("%s", err);
   for (int b = 0; b < 2; b++) {
     printf("# descriptor probe, A starting 0..7 lines into a swizzle pattern, base offset %s: "
            "wrong elements", b ? "(start >> 7) & 7" : "0");
     for (int s = 0; s < 8; s++) printf(" %d", bad[b][s]);
+    printf("\n");
+  }
+  for (int b = 0; b < 2; b++) {
+    printf("# descriptor probe, B MN-major starting 0..7 lines in, (leading, stride) bytes %s: "
+           "wrong elements", b ? "(1024, 16)" : "(16, 1024)");
+    for (int s = 0; s < 8; s++) printf(" %d", bad_mn[b][s]);
     printf("\n");
   }
   verdict(bad[0][0] == 0 && bad[1][0] == 0, "wgmma accumulator layout (probe, shift 0)");

@@ -1,6 +1,8 @@
-/* conv_sm90_cuda.cu — the fused forward 3x3 convolution of kernels/conv_sm90.h on Hopper: an
- * implicit GEMM (M = pixels, N = 64 output channels, K = 9 taps x 64 input channels) on wgmma,
- * fed by the tensor copy engine (TMA), warp-specialised, persistent.
+/* conv_sm90_cuda.cu — the fused 3x3 convolutions of kernels/conv_sm90.h on Hopper: an implicit
+ * GEMM (M = pixels, N = 64 output channels, K = 9 taps x 64 input channels) on wgmma, fed by
+ * the tensor copy engine (TMA), warp-specialised, persistent. The forward and dgrad share it:
+ * dgrad is the forward convolution of dy with the flipped, transposed weights (wt[ci][8 - t][co]
+ * = w[co][t][ci], made by a small kernel into the workspace), no prologue, and its own epilogue.
  *
  * Tiles. A tile is 2 image rows x 64 pixels (M = 128) of one image, all 64 output channels. Its
  * input is a halo of 4 rows x 66 pixels x 64 channels, one TMA tiled load of the NHWC tensor at
@@ -16,6 +18,7 @@
  *                        element, then arrive on ready[s]. Lines outside the image are left as
  *                        the copy engine's zeros (the padding is zero after the BN, as the
  *                        trainer's conv sees it). Without a prologue they only pass full on.
+ *                        (Warpgroup 0 hands registers to the consumers: setmaxnreg 56 / 224.)
  *   warps 4-7, 8-11      two consumer warpgroups; the block's i-th tile goes to warpgroup i % 2,
  *                        so one's epilogue overlaps the other's matrix work. Per tile: 36 k-steps
  *                        (9 taps x 4 steps of 16 channels), each two wgmma m64n64k16 (one per
@@ -23,12 +26,11 @@
  *                        then the epilogue.
  *
  * Why A from registers. A tap's view starts kx (0..2) pixels into a halo row, i.e. at any
- * 128-byte line, not at a 1024-byte swizzle-pattern boundary. How a wgmma shared-memory
- * descriptor's swizzle phase follows such a start (the address bits, or the descriptor's
- * base-offset field) is not pinned down by the PTX text, and nothing here could be checked
- * without the GPU. ldmatrix takes one address per lane, so the swizzle is applied by this code
- * and is exact by construction; the shared-memory bytes moved are the same as a descriptor
- * read's. The prologue then runs once per halo element (about 2.1 per output pixel and input
+ * 128-byte line, not at a 1024-byte swizzle-pattern boundary. ldmatrix takes one address per
+ * lane, so the swizzle is applied by this code and is exact by construction; the shared-memory
+ * bytes moved are the same as a descriptor read's. (dev/wgmma_desc_probe.cu has since shown
+ * on an H100 that a descriptor starting part-way follows the address bits with base offset 0,
+ * which a formulation with the pixels as N, through descriptors, can use.) The prologue then runs once per halo element (about 2.1 per output pixel and input
  * channel) rather than once per tap in registers (9 per), on its own warps. B is read through
  * descriptors only at the standard places: 1024-aligned 8 KB tap blocks, +32 bytes per k-step.
  *
@@ -50,8 +52,16 @@
  * its 16 pixels (16 w ..) with one ldmatrix.x4: lane l addresses pixel p = 16 w + (l & 7) +
  * 8 ((l >> 3) & 1), chunk 2 j + (l >> 4), at halo line (mb + ky) * 66 + p + kx; the four 8x8
  * matrices come back as exactly wgmma's A fragment (rows 0-7/8-15 x k 0-7/8-15). A registers
- * are double-buffered across k-steps; wgmma.wait_group 1 after each step's commit keeps one
- * step in flight while the next step's fragments load.
+ * are triple-buffered across k-steps: step ks + 1's fragments load right after step ks is
+ * committed, before wgmma.wait_group 1 (which leaves step ks in flight), into the buffer step
+ * ks - 2 used, so the ldmatrix latency hides behind the tensor cores' work.
+ *
+ * dgrad's epilogue adds, where the mask or the sums are asked for: thread 0 of the warpgroup
+ * loads the forward input x at the output tile (16 KB, TMA, into the warpgroup's own buffer;
+ * x_full[wg]) when the tile starts; after the k-steps, ldmatrix with the stmatrix geometry
+ * gives each thread x in the accumulators' layout: g = bf16(acc) zeroed where x * scale +
+ * shift <= 0, and the f32 sums Σ g and Σ g x (exact products), folded like the forward's.
+ * dgrad's ring has 3 stages (the two x buffers take the fourth's shared memory).
  *
  * Epilogue (per consumer warpgroup): wait for the tile's wgmmas, round each accumulator to
  * bf16, add the rounded values (and squares) to per-thread f32 sums of its 16 channels (pixels
@@ -103,6 +113,8 @@ constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224; /* per thread, after the hand-over */
+static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
@@ -242,6 +254,17 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
+}
+
+/* Hands registers between the warpgroups (all warps of one execute it): the loader and the
+ * prologue (warpgroup 0) need few, the consumers' accumulators, fragments and sums many. */
+template <int N> __device__ __forceinline__ void regs_dec()
+{
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_inc()
+{
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -413,6 +436,19 @@ __device__ __forceinline__ void fold_stats(float (&s1)[16], float (&s2)[16], dou
   for (int v = 0; v < 16; v++) s1[v] = s2[v] = 0.f;
 }
 
+/* The A fragments of k-step ks (tap ks / 4, 16 channels 16 (ks % 4) ..) for both image rows of
+ * the tile: the halo lines the tap's view starts at, by ldmatrix (see the file's comment). */
+__device__ __forceinline__ void load_a(uint32_t stage, uint32_t pix, uint32_t khalf, int ks,
+                                       uint32_t (&a)[2][4])
+{
+  const int tap = ks >> 2, j = ks & 3, ky = tap / 3, kx = tap % 3;
+#pragma unroll
+  for (int mb = 0; mb < 2; mb++) {
+    const uint32_t line = (uint32_t)((mb + ky) * HALO_W + kx) + pix;
+    ldmatrix_x4(stage + swz(line, 2 * j + khalf), a[mb]);
+  }
+}
+
 /* The epilogue's per-element step of dgrad for one packed pair of channels (c, c + 1) of one
  * pixel: r holds bf16(acc) of both, xv the forward input x there. MASK: each half is zeroed
  * unless x * scale + shift > 0 (two f32 roundings, as bn_apply forms v); STATS: the kept values
@@ -483,20 +519,19 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     }
     mbar_wait(ready + 8 * s, k & 1);
 
-    uint32_t a[2][2][4];
+    /* A fragments of k-step ks in a[ks % 3]: step ks + 1's are loaded while step ks (and
+     * perhaps ks - 1) is in the tensor cores, into the buffer step ks - 2 read, done then */
+    uint32_t a[3][2][4];
+    load_a(stage, pix, khalf, 0, a[0]);
 #pragma unroll
     for (int ks = 0; ks < 36; ks++) {
-      const int tap = ks >> 2, j = ks & 3, ky = tap / 3, kx = tap % 3;
-#pragma unroll
-      for (int mb = 0; mb < 2; mb++) {
-        const uint32_t line = (uint32_t)((mb + ky) * HALO_W + kx) + pix;
-        ldmatrix_x4(stage + swz(line, 2 * j + khalf), a[ks & 1][mb]);
-      }
+      const int tap = ks >> 2, j = ks & 3;
       wgmma_fence();
       const uint64_t bdesc = bdesc0 + (uint64_t)((tap * TAP_BYTES + 32 * j) >> 4);
-      wgmma_rs(acc[0], a[ks & 1][0], bdesc, ks > 0);
-      wgmma_rs(acc[1], a[ks & 1][1], bdesc, ks > 0);
+      wgmma_rs(acc[0], a[ks % 3][0], bdesc, ks > 0);
+      wgmma_rs(acc[1], a[ks % 3][1], bdesc, ks > 0);
       wgmma_commit();
+      if (ks + 1 < 36) load_a(stage, pix, khalf, ks + 1, a[(ks + 1) % 3]);
       wgmma_wait<1>();
       if (ks == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
         if (ti == 0) {
@@ -590,11 +625,15 @@ __global__ void __launch_bounds__(THREADS, 1)
     coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
-  if (warp == 0) {
-    if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
-  } else if (warp < 4) {
-    run_prologue<PRO && !DG, DG>(p, sbase, warp - 1, lane);
+  if (warp < 4) {
+    regs_dec<PRODUCER_REGS>();
+    if (warp == 0) {
+      if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
+    } else {
+      run_prologue<PRO && !DG, DG>(p, sbase, warp - 1, lane);
+    }
   } else {
+    regs_inc<CONSUMER_REGS>();
     run_consumer<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef, (warp - 4) >> 2,
                                  threadIdx.x - 128 * ((warp) >> 2));
   }
