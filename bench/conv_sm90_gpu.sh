@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# bench/conv_sm90_gpu.sh — on an H100/H200: the fused forward 3x3 convolution on Hopper
-# (kernels/conv_sm90.h). Shows the compiled kernel's resources (registers, spills, HGMMA in its
-# machine code), runs its GPU test (against the CPU reference) and dev/conv_sm90_bench (checks,
-# then times it against cuDNN and the trainer's separate passes on the U-Net's 64 -> 64 layer
-# at 256 x 256, batch 6). Writes everything to OUT (default: stdout); prints the table last.
+# bench/conv_sm90_gpu.sh — on an H100/H200: the fused 3x3 convolutions on Hopper, forward and
+# dgrad (kernels/conv_sm90.h). Shows the compiled kernels' resources (registers, spills, HGMMA
+# in their machine code), runs their GPU test (against the CPU references) and
+# dev/conv_sm90_bench (checks, then times them against cuDNN and the trainer's separate passes
+# on the U-Net's 64 -> 64 layer at 256 x 256, batch 6). Writes everything to OUT (default: stdout); prints the table last.
 # Under 3 minutes after the build. From the source root, after
 #   ./autogen.sh && ./configure -q --with-cuda-arch=90 &&
 #   make -j16 libconvsm90.a tests/check_conv_sm90_cuda dev/conv_sm90_bench
-# usage: bench/conv_sm90_gpu.sh [OUT]   (BUILD=dir: the build tree, default the source root)
+# usage: bench/conv_sm90_gpu.sh [OUT]   (BUILD=dir: the build tree, default the source root;
+# COMMIT=hash names the commit where the checkout's own history is not the tree's)
 set -u
 out=${1:-/dev/stdout}
 build=${BUILD:-.}
 obj=$build/kernels/conv_sm90_cuda.o
 rc=0
 {
-  echo "# conv_sm90: $(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null), $(date -u +%FT%TZ)"
+  echo "# conv_sm90: commit ${COMMIT:-$(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null)}, $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
   echo "== machine code ($obj)"
   if command -v cuobjdump > /dev/null; then
     cuobjdump -res-usage "$obj" 2>&1 | grep -E "Function|REG" | sed 's/^[[:space:]]*//'
     sass=$(cuobjdump -sass "$obj" 2>&1)
-    echo "HGMMA instructions: $(grep -c HGMMA <<< "$sass"); local memory (LDL/STL): $(grep -cE '\b(LDL|STL)\b' <<< "$sass"); LDSM: $(grep -c LDSM <<< "$sass"); STSM: $(grep -c STSM <<< "$sass"); UTMALDG: $(grep -c UTMALDG <<< "$sass"); UTMASTG: $(grep -c UTMASTG <<< "$sass")"
+    echo "HGMMA instructions: $(grep -c HGMMA <<< "$sass"); local memory (LDL/STL): $(grep -cE '\b(LDL|STL)\b' <<< "$sass"); USETMAXREG: $(grep -c USETMAXREG <<< "$sass"); LDSM: $(grep -c LDSM <<< "$sass"); STSM: $(grep -c STSM <<< "$sass"); UTMALDG: $(grep -c UTMALDG <<< "$sass"); UTMASTG: $(grep -c UTMASTG <<< "$sass")"
   else
     echo "cuobjdump not found"
   fi

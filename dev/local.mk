@@ -46,7 +46,7 @@ else
 EXTRA_DIST += $(DEV_HANDOFF_SRCS)
 endif
 
-# sm_90 GPUs with cuDNN: the fused forward 3x3 convolution on Hopper (kernels/conv_sm90.h)
+# sm_90 GPUs with cuDNN: the fused 3x3 convolutions on Hopper, forward and dgrad (kernels/conv_sm90.h)
 # checked against its CPU reference and timed against cuDNN on one layer shape
 # (bench/conv_sm90_gpu.sh runs it).
 # With it, dev/wgmma_desc_probe.cu (sm_90a): how wgmma descriptors starting part-way into a
