@@ -16,8 +16,10 @@
 # then per run its command, exit status and the soak's table (calls and errors per kind), the
 # load's matmul count, and last `soak: N calls, E errors` over all runs. Each run's log and the
 # load's go to the folder OUTFILE less .txt plus _logs (new too). Exit status 0 only when every
-# run exited 0 with 0 errors, the load ran throughout and nothing of shmddp was left in /dev/shm;
-# 2 when an argument or a prerequisite is wrong (nothing is started then).
+# run exited 0 with 0 errors, the load ran throughout and nothing of shmddp was left in /dev/shm
+# (a segment made during a run and there after it, which no live process holds: other programs
+# beside, a test suite say, make and hold their own); 2 when an argument or a prerequisite is
+# wrong (nothing is started then).
 # Environment: SOAK_SECONDS (90: each run's soak), SOAK_RANKS ("2"; "2 4" adds 4 ranks per mode),
 # SOAK_MAX_MIB (32: largest input of a rank), SOAK_SEED (1), PYTHON (python3), COMMIT (the commit
 # named in the header; default: git rev-parse HEAD, where the tree is a git checkout).
@@ -98,12 +100,38 @@ trap 'exit 143' TERM
 out() { printf '%s\n' "$*" >> "$TMP_OUT"; }
 
 # Processes of a run that outlived it (torchrun may start its workers apart, with setsid) carry
-# the run's tag in their environment; they are killed after the run.
+# the run's tag in their environment; they are killed after the run, and waited for (30 s at
+# most), so that no process of the run is alive when its leftovers are looked for.
 reap() {
-  grep -lzxF "SHMDDP_BENCH_TAG=$1" /proc/[0-9]*/environ 2> /dev/null |
-    sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | while read -r p; do
-      [ "$p" = "$$" ] || kill -KILL "$p" 2> /dev/null
+  local p pids t0
+  pids=$(grep -lzxF "SHMDDP_BENCH_TAG=$1" /proc/[0-9]*/environ 2> /dev/null |
+    sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vxF "$$")
+  [ -n "$pids" ] || return 0
+  for p in $pids; do kill -KILL "$p" 2> /dev/null; done
+  t0=$(date +%s)
+  for p in $pids; do
+    while [ -e "/proc/$p" ] && ! grep -qs '^State:.*zombie' "/proc/$p/status"; do
+      [ $(($(date +%s) - t0)) -lt 30 ] || break
+      sleep 0.1
     done
+  done
+}
+# Whether a live process holds segment NAME of /dev/shm: the process whose pid its name carries
+# (shmddp-PID-...) is alive, or one maps it. After reap, none of them is the run's.
+held() {
+  local pid
+  pid=$(sed -n 's/^shmddp-\([0-9][0-9]*\)-.*/\1/p' <<< "$1")
+  if [ -n "$pid" ] && [ -e "/proc/$pid" ] && ! grep -qs '^State:.*zombie' "/proc/$pid/status"; then
+    return 0
+  fi
+  grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps
+}
+# The segments made during a run (not in BEFORE) and left after it: those no live process holds.
+left_by_run() {
+  local f
+  comm -13 <(echo "$1") <(shm_list) | while read -r f; do
+    held "$f" || echo "$f"
+  done
 }
 shm_list() {
   local f
@@ -160,7 +188,7 @@ for mode in $MODES; do
     rc=$?
     reap "$tag"
     secs=$(($(date +%s) - t0))
-    left=$(comm -13 <(echo "$before") <(shm_list) | tr '\n' ' ')
+    left=$(left_by_run "$before" | tr '\n' ' ')
     served=$(grep -c 'served by shmddp' "$log")
     out ""
     out "## $name: shmddp-nccl-run ${flag:-(no flag: its default)}, $r ranks on GPU $CUDA_VISIBLE_DEVICES"

@@ -3,8 +3,10 @@
 # (nvidia-smi, the MPS control daemon, python3 with torch and torchrun, shmddp-nccl-run): each
 # mode gets the wrapper flag its --help offers (--mps where MPS is opt-in, --no-mps where it is
 # opt-out), the ranks see expandable segments and the mode's --expect-mps, the record has its
-# header and every run's table and totals, errors make the exit status 1, and an existing
-# OUTFILE or a wrapper with no MPS option is refused before anything starts (exit 2).
+# header and every run's table and totals, errors make the exit status 1, a segment a run leaves
+# in /dev/shm fails it while one that another live process holds (a test suite beside) does
+# not, and an existing OUTFILE or a wrapper with no MPS option is refused before anything starts
+# (exit 2).
 set -u
 . "${srcdir:-.}/tests/lib.sh"
 runner=$(cd "${srcdir:-.}" && pwd)/bench/torch_soak.sh
@@ -18,7 +20,8 @@ case "$*" in -L) echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;; *) echo 1.0 ;; esac
 EOF
 printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/nvidia-cuda-mps-control"
 # python3: the torch check, the GPU load (until SIGTERM) and torchrun, which notes its arguments
-# and environment and writes the table --table names, with $STUB_ERRORS errors.
+# and environment, makes the /dev/shm files $STUB_SHM names and writes the table --table names,
+# with $STUB_ERRORS errors.
 cat > "$tmp/bin/python3" << 'EOF'
 #!/bin/sh
 case "$1" in
@@ -30,6 +33,7 @@ case "$1" in
   -m)
     echo "args: $* flag: ${STUB_FLAG:-none} alloc: $PYTORCH_CUDA_ALLOC_CONF"
     echo "communicator made: served by shmddp on cuda0 (stand-in)" >&2
+    for n in ${STUB_SHM:-}; do : > "/dev/shm/$n"; done
     while [ $# -gt 1 ]; do [ "$1" = --table ] && table=$2; shift; done
     printf '# stand-in table\nsoak: 100 calls, %s errors\n' "${STUB_ERRORS:-0}" > "$table" ;;
 esac
@@ -88,6 +92,23 @@ else
   bad "optout: no record"
 fi
 
+# Segments made during a run: one named by a live process (another program's, beside the soak)
+# is not the run's leftover; one named by a process that is gone is.
+sleep 600 &
+live=$!
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+rnd=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+live_seg=shmddp-$live-$rnd dead_seg=shmddp-$dead-$rnd
+STUB_OPTION=--mps STUB_SHM="$live_seg $dead_seg" soak shm nomps
+rc=$?
+kill "$live" 2> /dev/null
+rm -f "/dev/shm/$live_seg" "/dev/shm/$dead_seg"
+[ "$rc" = 1 ] || bad "shm: exit status $rc, not 1"
+has "$tmp/out/shm.txt" "failed: nomps_2ranks(left in /dev/shm: $dead_seg )"
+grep -qF "$live_seg" "$tmp/out/shm.txt" && bad "shm: a live process's segment was counted as left"
+
 # Refused before anything starts: an existing OUTFILE; mode mps where the wrapper has no MPS
 # option; a mode that does not exist.
 STUB_OPTION=--mps soak optin
@@ -102,4 +123,4 @@ STUB_OPTION=--mps soak badmode nomps fast
 has "$tmp/badmode.log" "mode 'fast': give nomps or mps"
 
 [ $fail -eq 0 ] || { tail_logs 30; exit 1; }
-echo "ok: flags from --help, the record and its totals, errors and refusals"
+echo "ok: flags from --help, the record and its totals, errors, segments left, refusals"
