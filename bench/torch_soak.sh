@@ -99,6 +99,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 out() { printf '%s\n' "$*" >> "$TMP_OUT"; }
 
+# alive PID: the process exists and is not a zombie.
+alive() { [ -e "/proc/$1" ] && ! grep -qs '^State:.*zombie' "/proc/$1/status"; }
 # Processes of a run that outlived it (torchrun may start its workers apart, with setsid) carry
 # the run's tag in their environment; they are killed after the run, and waited for (30 s at
 # most), so that no process of the run is alive when its leftovers are looked for.
@@ -110,7 +112,7 @@ reap() {
   for p in $pids; do kill -KILL "$p" 2> /dev/null; done
   t0=$(date +%s)
   for p in $pids; do
-    while [ -e "/proc/$p" ] && ! grep -qs '^State:.*zombie' "/proc/$p/status"; do
+    while alive "$p"; do
       [ $(($(date +%s) - t0)) -lt 30 ] || break
       sleep 0.1
     done
@@ -121,10 +123,7 @@ reap() {
 held() {
   local pid
   pid=$(sed -n 's/^shmddp-\([0-9][0-9]*\)-.*/\1/p' <<< "$1")
-  if [ -n "$pid" ] && [ -e "/proc/$pid" ] && ! grep -qs '^State:.*zombie' "/proc/$pid/status"; then
-    return 0
-  fi
-  grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps
+  { [ -n "$pid" ] && alive "$pid"; } || grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps
 }
 # The segments made during a run (not in BEFORE) and left after it: those no live process holds.
 left_by_run() {
