@@ -1,5 +1,6 @@
-/* conv_sm90_bench.c — the fused 3x3 convolutions on Hopper (kernels/conv_sm90.h), forward and
- * dgrad, on one layer shape, checked and timed against cuDNN. On random data (never zeros):
+/* conv_sm90_bench.c — the fused 3x3 convolutions on Hopper (kernels/conv_sm90.h), forward,
+ * dgrad and wgrad, on one layer shape, checked and timed against cuDNN. On random data (never
+ * zeros):
  *
  *   check   ours (BN prologue + statistics, and plain) against the CPU reference
  *           (kernels/conv_fused_cpu.h, one thread per image) with every output poisoned first:
@@ -16,6 +17,8 @@
  *           bn_stats: the CUDA ops table's passes). dgrad the same way: ours with the ReLU mask
  *           and the BatchNorm backward sums, ours plain, cuDNN's backward data (trainer's
  *           choice, fastest), and today's cuDNN backward data + bn_bwd_reduce with its ReLU.
+ *           wgrad: ours with the prologue recomputed from x, ours plain, cuDNN's backward
+ *           filter on the activations the trainer keeps (trainer's choice, fastest).
  *
  * Prints the shape's two numbers (FLOPs, the fewest HBM bytes: x read, y written, weights) and
  * their floors, then one row per variant: time, TFLOP/s, share of the bf16 matrix ceiling
@@ -52,7 +55,7 @@ static int N = 6, H = 256, W = 256, ROUNDS = 21, LAUNCHES = 10;
 static double PEAK = 790e12;
 static cudaStream_t S;
 static size_t P;          /* pixels */
-static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta, *ddg, *ddb;
+static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta, *ddg, *ddb, *dwg, *dwgws;
 static float *dscale, *dshift;
 static double *dstats, *dsaved, *dsums;
 static void *cws;         /* the ops tables' convolution workspace */
@@ -210,6 +213,28 @@ static void v_dgrad_today(int set)
                             ddg, ddb, 0))
     DIE("bn_bwd_reduce: %s", trainer.last_error(&trainer));
 }
+
+/* wgrad: x is dx[set], dy the next set's input (random), dW into dwg. */
+static void ours_wgrad(int set, int pro)
+{
+  conv_sm90_wgrad_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .x = dx[set],
+                         .dy = dx[(set + 1) % SETS], .scale = pro ? dscale : NULL,
+                         .shift = pro ? dshift : NULL, .dweight = dwg, .ws = dwgws, .stream = S};
+  char err[256];
+  if (conv_sm90_wgrad(&a, err, sizeof err)) DIE("%s", err);
+}
+
+static void v_wgrad_fused(int set) { ours_wgrad(set, 1); }
+static void v_wgrad_plain(int set) { ours_wgrad(set, 0); }
+
+static void cudnn_wgrad(ops_t *o, ops_conv_t *c, int set)
+{
+  if (o->conv_bwd_filter(o, c, N, dx[set], dx[(set + 1) % SETS], dwg, NULL, 0, cws))
+    DIE("cuDNN backward filter: %s", o->last_error(o));
+}
+
+static void v_wgrad_cudnn_trainer(int set) { cudnn_wgrad(&trainer, &conv_t, set); }
+static void v_wgrad_cudnn_fastest(int set) { cudnn_wgrad(&fastest, &conv_f, set); }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -386,7 +411,8 @@ int main(int argc, char **argv)
   if (optind != argc) usage();
   char err[256];
   CU(cudaSetDevice(0));
-  if (conv_sm90_check(0, err, sizeof err)) DIE("%s", err);
+  if (conv_sm90_check(0, err, sizeof err) || conv_sm90_wgrad_check(0, err, sizeof err))
+    DIE("%s", err);
   struct cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
@@ -413,6 +439,8 @@ int main(int argc, char **argv)
   dsums = dev(2 * C * sizeof(double));
   ddg = dev(C * 2);
   ddb = dev(C * 2);
+  dwg = dev((size_t)9 * C * C * sizeof(float));
+  dwgws = dev(conv_sm90_wgrad_ws_bytes(0, N, H, W));
   /* the trainer's BN apply with mean 0, invstd 1: gamma, beta = scale, shift (in bf16) */
   double saved[2 * C + 1];
   for (int c = 0; c < C; c++) saved[c] = 0, saved[C + c] = 1;
@@ -477,6 +505,12 @@ int main(int argc, char **argv)
   row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);
   row("today: cuDNN dgrad + bn_bwd_reduce (ReLU)", time_us(v_dgrad_today), 4 * act + wbytes,
       flops);
+  /* wgrad: x and dy read, dW written (f32, and the blocks' partials: small) */
+  row("ours wgrad: BN prologue recomputed", time_us(v_wgrad_fused), 2 * act, flops);
+  row("ours wgrad: plain", time_us(v_wgrad_plain), 2 * act, flops);
+  row("cuDNN wgrad, trainer's choice (heuristic)", time_us(v_wgrad_cudnn_trainer), 2 * act,
+      flops);
+  row("cuDNN wgrad, fastest (cudnnFind)", time_us(v_wgrad_cudnn_fastest), 2 * act, flops);
   if (failed) fprintf(stderr, "conv_sm90_bench: a check FAILED (above)\n");
 
   trainer.conv_plan_free(&trainer, &conv_t);

@@ -1,6 +1,7 @@
-/* conv_sm90.h — a forward 3x3 convolution (stride 1, pad 1) for Hopper GPUs (sm_90a: wgmma and
- * the tensor copy engine) with the previous layer's BatchNorm apply + ReLU fused into its input
- * and this layer's BatchNorm statistics fused into its output: in one pass over x,
+/* conv_sm90.h — a 3x3 convolution (stride 1, pad 1) and its two backward passes for Hopper GPUs
+ * (sm_90a: wgmma and the tensor copy engine). The forward has the previous layer's BatchNorm
+ * apply + ReLU fused into its input and this layer's BatchNorm statistics fused into its
+ * output: in one pass over x,
  *
  *   a = bf16(max(0, x * scale[ci] + shift[ci]))    (or a = x without scale/shift)
  *   y = bf16(conv3x3(a, weight))                   (f32 accumulation)
@@ -62,9 +63,42 @@ typedef struct {
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_dgrad_t;
 
+/* The weight gradient of the forward above (wgrad), its prologue recomputed from x, as
+ * kernels/conv_fused_bwd_cpu.h's conv_wgrad_ref defines it:
+ *
+ *   dweight[co][ky][kx][ci] = Σ_p dy[p][co] a[p + (ky - 1, kx - 1)][ci]   (0 outside the image)
+ *   a = bf16(max(0, x * scale + shift))   (or a = x without scale/shift)
+ *
+ * summed in f32 in a fixed order: the pixels in blocks of consecutive tiles (64 pixels of a
+ * row), one partial per block left in the workspace ([blocks][cout][3][3][cin] f32, from its
+ * start), then the partials added in block order (conv_wgrad_ref_reduce's order). Where w is a
+ * multiple of 64, block b is conv_wgrad_ref's block of 64 * tiles_per_block pixels. */
+typedef struct {
+  int n, h, w, cin, cout;     /* the forward convolution's shape */
+  const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue */
+  const void *dy;             /* bf16 (n, h, w, cout) */
+  const float *scale, *shift; /* f32 [cin] each: the prologue; both NULL: a = x */
+  float *dweight;             /* f32 [cout][3][3][cin], 16-byte aligned */
+  void *ws;                   /* conv_sm90_wgrad_ws_bytes() bytes: the blocks' partials */
+  void *stream;               /* cudaStream_t; NULL: the legacy default stream */
+} conv_sm90_wgrad_t;
+
+/* The blocks wgrad sums on `device` for a batch of n h x w, and the 64-pixel tiles in each (the
+ * last block may have fewer). 0, or -1 for a bad device or shape. */
+int conv_sm90_wgrad_plan(int device, int n, int h, int w, int *blocks, int *tiles_per_block);
+
+/* Device bytes of workspace conv_sm90_wgrad needs on `device` for that batch (0: bad shape). */
+size_t conv_sm90_wgrad_ws_bytes(int device, int n, int h, int w);
+
+/* Queues wgrad on a->stream, as conv_sm90_fwd. */
+int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen);
+
 /* 0 when device (a CUDA ordinal) can run the kernel (compute capability 9.0, enough shared
  * memory, the sm_90a image loads); else -1 with the reason in err. */
 int conv_sm90_check(int device, char *err, size_t errlen);
+
+/* The same for the weight gradient's kernels (conv_sm90_check first). */
+int conv_sm90_wgrad_check(int device, char *err, size_t errlen);
 
 /* Device bytes of workspace conv_sm90_fwd and conv_sm90_dgrad need on `device` (per-block
  * statistics partials, dgrad's flipped weights). */

@@ -93,12 +93,16 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/sm90_host.h"
+#include "kernels/sm90_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "conv_sm90_cuda.cu needs sm_90a (wgmma): compile it with -gencode arch=compute_90a,code=sm_90a"
 #endif
 
 namespace {
+
+using namespace sm90;
 
 constexpr int C = 64;                     /* input and output channels */
 constexpr int TILE_W = 64, TILE_H = 2;    /* output pixels of a tile */
@@ -146,178 +150,6 @@ struct params {
   double *partial; /* [gridDim.x][2C] */
 };
 
-/* ---- PTX wrappers ---- */
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
-{
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-  asm volatile("{\n\t.reg .pred p;\n"
-               "WAIT:\n\t"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
-               "@!p bra WAIT;\n}" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
-                                            uint32_t bar)
-{
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-               "l"(map), "r"(c0), "r"(c1), "r"(bar)
-               : "memory");
-}
-
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
-                                            int c2, int c3, uint32_t bar)
-{
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
-               "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-               : "memory");
-}
-
-__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t src, int c0, int c1,
-                                             int c2, int c3)
-{
-  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"
-               " [%0, {%2, %3, %4, %5}], [%1];" ::"l"(map),
-               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-/* The calling thread's tensor stores have read their shared memory (so it may be reused). */
-__device__ __forceinline__ void tma_store_wait_read()
-{
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-/* ... and have completed (before the block exits). */
-__device__ __forceinline__ void tma_store_wait_all()
-{
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-/* Ordinary shared-memory writes before this are ordered before later async-proxy accesses (the
- * copy engine's loads and stores, wgmma) of the same bytes. */
-__device__ __forceinline__ void fence_proxy_async()
-{
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-__device__ __forceinline__ void named_bar(int id, int threads)
-{
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void ld_shared_v4(uint32_t addr, uint32_t (&v)[4])
-{
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, const uint32_t (&v)[4])
-{
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]),
-               "r"(v[2]), "r"(v[3])
-               : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&a)[4])
-{
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4])
-{
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
-/* Hands registers between the warpgroups (all warps of one execute it): the loader and the
- * prologue (warpgroup 0) need few, the consumers' accumulators, fragments and sums many. */
-template <int N> __device__ __forceinline__ void regs_dec()
-{
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-template <int N> __device__ __forceinline__ void regs_inc()
-{
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit()
-{
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-/* d (+)= a * b: m64n64k16, bf16 in, f32 accumulators; A from registers (the fragment of
- * ldmatrix_x4 above), B K-major through its descriptor. scale_d 0: d = a * b. */
-__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t bdesc,
-                                         int scale_d)
-{
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "setp.ne.b32 p, %37, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(bdesc), "r"(scale_d));
-}
-
-/* Keeps the compiler from moving reads of the accumulators above wgmma_wait. */
-__device__ __forceinline__ void acc_fence(float (&d)[32])
-{
-#pragma unroll
-  for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* A shared-memory matrix descriptor: K-major, 128-byte swizzle, 8 lines (1024 bytes) between
- * core-matrix groups; the leading byte offset is unused for this layout (1, as documented). */
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr)
-{
-  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         ((uint64_t)1 << 62);
-}
-
-/* Byte offset of 16-byte chunk `chunk` of line `line` in a 1024-aligned swizzled buffer. */
-__device__ __forceinline__ uint32_t swz(uint32_t line, uint32_t chunk)
-{
-  return line * LINE + ((chunk ^ (line & 7)) << 4);
-}
-
 struct tile_t {
   int n, y0, x0;
 };
@@ -330,14 +162,6 @@ __device__ __forceinline__ tile_t tile_of(const params &p, int t)
   r.y0 = (t % p.tiles_y) * TILE_H;
   r.n = t / p.tiles_y;
   return r;
-}
-
-__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
-{
-  __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi); /* .x (low half) = lo */
-  return *reinterpret_cast<uint32_t *>(&b);
 }
 
 /* ---- the roles ---- */
@@ -687,55 +511,6 @@ __global__ void conv_sm90_flip_kernel(const uint16_t *w, uint16_t *wt)
 
 /* ---- host ---- */
 
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                    const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                    CUtensorMapFloatOOBfill);
-
-/* cuTensorMapEncodeTiled through the runtime (no link against the driver library). */
-encode_tiled_fn encode_tiled()
-{
-  static const encode_tiled_fn fn = [] {
-    void *f = NULL;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      f = NULL;
-    }
-    return (encode_tiled_fn)f;
-  }();
-  return fn;
-}
-
-int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int fail(char *err, size_t len, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && len) vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
-/* An NHWC bf16 image batch of 64 channels as a 4-D map (c, x, y, n), boxes of bw x bh pixels. */
-int map_image(CUtensorMap *m, const void *base, int n, int h, int w, int bw, int bh, char *err,
-              size_t len)
-{
-  const cuuint64_t dim[4] = {(cuuint64_t)C, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)n};
-  const cuuint64_t stride[3] = {(cuuint64_t)C * 2, (cuuint64_t)w * C * 2,
-                                (cuuint64_t)h * w * C * 2};
-  const cuuint32_t box[4] = {(cuuint32_t)C, (cuuint32_t)bw, (cuuint32_t)bh, 1};
-  const cuuint32_t one[4] = {1, 1, 1, 1};
-  CUresult r = encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base),
-                              dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? 0 : fail(err, len, "cuTensorMapEncodeTiled (image) failed: %d", (int)r);
-}
-
 /* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout. */
 int map_weights(CUtensorMap *m, const void *base, char *err, size_t len)
 {
@@ -757,18 +532,6 @@ template <bool DG> kernel_fn pick(bool pro, bool stats)
   if (pro) return stats ? conv_sm90_kernel<true, true, DG> : conv_sm90_kernel<true, false, DG>;
   return stats ? conv_sm90_kernel<false, true, DG> : conv_sm90_kernel<false, false, DG>;
 }
-
-int sm_count(int device)
-{
-  int v = 0;
-  if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return v;
-}
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* The workspace: the blocks' statistics partials, then (1024-aligned) dgrad's weights. */
 size_t ws_weights_offset(int sms) { return ((size_t)sms * PARTIAL * sizeof(double) + 1023) & ~(size_t)1023; }

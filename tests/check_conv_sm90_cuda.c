@@ -1,5 +1,6 @@
-/* check_conv_sm90_cuda.c — the fused convolutions on Hopper (kernels/conv_sm90.h), forward and
- * dgrad, against their CPU references (kernels/conv_fused_cpu.h, kernels/conv_fused_bwd_cpu.h)
+/* check_conv_sm90_cuda.c — the fused convolutions on Hopper (kernels/conv_sm90.h), forward,
+ * dgrad and wgrad, against their CPU references (kernels/conv_fused_cpu.h,
+ * kernels/conv_fused_bwd_cpu.h) and f64
  * on random data: outputs poisoned with NaN first (every element must be written), odd shapes
  * that cut tiles at the image's edges, the U-Net's 6 x 256 x 256 (many tiles per block, the
  * statistics folded), with and without the prologue (forward) or mask (dgrad) and the
@@ -9,6 +10,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -368,6 +370,175 @@ START_TEST(dgrad_bad_arguments)
 }
 END_TEST
 
+/* ---- wgrad ---- */
+
+enum { DWN = 9 * CONV_SM90_CIN * CONV_SM90_COUT };
+
+typedef struct {
+  float *dw, *part; /* dW; the blocks' partials */
+  int blocks, per;  /* blocks, 64-pixel tiles per block */
+} wg_out_t;
+
+/* wgrad on b (device 0), dW and the workspace poisoned with NaN before the run. */
+static void wg_gpu_run(const bd_data_t *b, int pro, wg_out_t *o)
+{
+  CU_OK(cudaSetDevice(0));
+  const cf_data_t *d = &b->d;
+  void *x = up_bf16(d->x, b->P * d->cin), *dy = up_bf16(b->dy, b->P * d->cout);
+  float *sc = up_f32(d->scale, d->cin), *sh = up_f32(d->shift, d->cin), *dw = NULL;
+  ck_assert(conv_sm90_wgrad_plan(0, d->n, d->h, d->w, &o->blocks, &o->per) == 0);
+  size_t wsb = conv_sm90_wgrad_ws_bytes(0, d->n, d->h, d->w);
+  ck_assert_uint_eq(wsb, (size_t)o->blocks * DWN * sizeof(float));
+  void *ws = NULL;
+  CU_OK(cudaMalloc(&ws, wsb));
+  CU_OK(cudaMemset(ws, 0xff, wsb));
+  CU_OK(cudaMalloc((void **)&dw, DWN * sizeof *dw));
+  CU_OK(cudaMemset(dw, 0xff, DWN * sizeof *dw));
+  conv_sm90_wgrad_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout,
+                         .x = x, .dy = dy, .scale = pro ? sc : NULL, .shift = pro ? sh : NULL,
+                         .dweight = dw, .ws = ws};
+  char err[256];
+  ck_assert_msg(conv_sm90_wgrad(&a, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaDeviceSynchronize());
+  o->dw = malloc(DWN * sizeof *o->dw);
+  o->part = malloc(wsb);
+  CU_OK(cudaMemcpy(o->dw, dw, DWN * sizeof *o->dw, cudaMemcpyDeviceToHost));
+  CU_OK(cudaMemcpy(o->part, ws, wsb, cudaMemcpyDeviceToHost));
+  void *bufs[] = {x, dy, sc, sh, dw, ws};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
+}
+
+static void wg_out_free(wg_out_t *o)
+{
+  free(o->dw);
+  free(o->part);
+}
+
+/* wgrad against the f64 definition (the bound the CPU reference meets: (P + 1) 2^-24 Σ|dy a|
+ * per element, relative L2 1e-5), its reduction against conv_wgrad_ref_reduce of its own
+ * partials bit for bit, and, where w is a multiple of 64 (the blocks are conv_wgrad_ref's),
+ * each partial against the reference's. */
+static void check_wgrad(int n, int h, int w, int pro)
+{
+  const cf_shape_t sh = {n, h, w, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  double *act = bd_act(&b, pro);
+  double *dwo = malloc(DWN * sizeof *dwo), *mag = malloc(DWN * sizeof *mag);
+  wg_oracle(&b, act, dwo, mag);
+  wg_out_t o;
+  wg_gpu_run(&b, pro, &o);
+  double u = ldexp(1.0, -24) * (double)(b.P + 1), num = 0, den = 0;
+  size_t off = 0, nan = 0;
+  for (size_t i = 0; i < DWN; i++) {
+    nan += isnan(o.dw[i]);
+    if (fabs(o.dw[i] - dwo[i]) > u * mag[i]) off++;
+    num += (o.dw[i] - dwo[i]) * (o.dw[i] - dwo[i]);
+    den += dwo[i] * dwo[i];
+  }
+  ck_assert_msg(nan == 0 && off == 0, "wgrad %dx%dx%d pro %d: %zu of dW off the bound, %zu NaN",
+                n, h, w, pro, off, nan);
+  ck_assert_msg(num <= 1e-10 * den, "wgrad %dx%dx%d pro %d: relative L2 error %g", n, h, w, pro,
+                den > 0 ? sqrt(num / den) : sqrt(num));
+  float *red = malloc(DWN * sizeof *red);
+  conv_wgrad_ref_reduce(o.part, (size_t)o.blocks, DWN, red);
+  ck_assert_msg(memcmp(red, o.dw, DWN * sizeof *red) == 0,
+                "wgrad %dx%dx%d: dW is not its partials added in block order", n, h, w);
+  if (w % 64 == 0) {
+    float *rdw = malloc(DWN * sizeof *rdw), *rpart = malloc((size_t)o.blocks * DWN * sizeof *rpart);
+    char err[256];
+    conv_wgrad_ref_t ra = {.n = n, .h = h, .w = w, .cin = CONV_SM90_CIN, .cout = CONV_SM90_COUT,
+                           .x = b.d.x, .dy = b.dy, .scale = pro ? b.d.scale : NULL,
+                           .shift = pro ? b.d.shift : NULL, .block_pixels = 64 * o.per,
+                           .dweight = rdw, .partials = rpart};
+    ck_assert_msg(conv_wgrad_ref(&ra, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(conv_wgrad_ref_blocks(b.P, 64 * o.per), (size_t)o.blocks);
+    /* a block's partial: at most 64 per f32 additions into each element, of terms no larger
+     * than the whole sum's magnitudes */
+    double ub = ldexp(1.0, -24) * (64.0 * o.per + 1);
+    size_t bad = 0;
+    for (int k = 0; k < o.blocks; k++)
+      for (size_t i = 0; i < DWN; i++) {
+        size_t j = (size_t)k * DWN + i;
+        bad += !(fabs(o.part[j] - rpart[j]) <= 2 * ub * mag[i]);
+      }
+    ck_assert_msg(bad == 0, "wgrad %dx%dx%d: %zu partial elements off the reference's", n, h, w,
+                  bad);
+    free(rdw);
+    free(rpart);
+  }
+  free(red);
+  wg_out_free(&o);
+  free(act);
+  free(dwo);
+  free(mag);
+  bd_free(&b);
+}
+
+START_TEST(wgrad_shapes)
+{
+  /* cut tiles (70, 130), a single pixel, one row, rows of whole tiles, many tiles per block */
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128},
+                                  {2, 64, 256}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1);
+    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0);
+  }
+}
+END_TEST
+
+START_TEST(wgrad_reruns_bitwise)
+{
+  const cf_shape_t sh = {2, 64, 256, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  wg_out_t x, y;
+  wg_gpu_run(&b, 1, &x);
+  wg_gpu_run(&b, 1, &y);
+  ck_assert_msg(memcmp(x.dw, y.dw, DWN * sizeof *x.dw) == 0, "two wgrad runs gave different dW");
+  ck_assert_msg(memcmp(x.part, y.part, (size_t)x.blocks * DWN * sizeof *x.part) == 0,
+                "two wgrad runs gave different partials");
+  wg_out_free(&x);
+  wg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
+START_TEST(wgrad_empty_and_bad_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 1 << 20));
+  char err[256] = "";
+  /* no pixels: dW zero */
+  CU_OK(cudaMemset(buf, 0xff, 1 << 20));
+  conv_sm90_wgrad_t a = {.n = 0, .h = 8, .w = 8, .cin = 64, .cout = 64, .x = buf, .dy = buf,
+                         .dweight = (float *)(buf + 262144), .ws = buf + 524288};
+  ck_assert_msg(conv_sm90_wgrad(&a, err, sizeof err) == 0, "%s", err);
+  float h[DWN];
+  CU_OK(cudaMemcpy(h, buf + 262144, sizeof h, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < DWN; i++) ck_assert(h[i] == 0.f);
+  a.n = 1;
+  a.cin = 32;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64"), "%s", err);
+  a.cin = 64;
+  a.dy = buf + 2;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "16-byte"), "%s", err);
+  a.dy = buf;
+  a.shift = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  a.shift = NULL;
+  a.ws = NULL;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(buf);
+}
+END_TEST
+
 START_TEST(odd_shapes)
 {
   /* widths and heights that end tiles (64 x 2) part-way; a single pixel; one image row */
@@ -451,6 +622,10 @@ END_TEST
 
 /* In a child process: whether device 0 can run the kernel (0), else why not. */
 static int sm90_check_device0(char *msg, size_t len) { return conv_sm90_check(0, msg, len); }
+static int sm90_wgrad_check_device0(char *msg, size_t len)
+{
+  return conv_sm90_wgrad_check(0, msg, len);
+}
 
 static Suite *make_conv_sm90_suite(const suite_env_t *env)
 {
@@ -466,6 +641,13 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_dgrad", dgrad_odd_shapes, dgrad_unet_shape, dgrad_reruns_bitwise,
                   dgrad_bad_arguments);
+  tcase_set_timeout(tc, 300);
+  if (suite_ask_child(sm90_wgrad_check_device0, why, sizeof why) != 0) {
+    printf("%s: wgrad not registered (SKIP): %s\n", env->name, why);
+    return s;
+  }
+  tc = SUITE_CASE(s, "sm90_wgrad", wgrad_shapes, wgrad_reruns_bitwise,
+                  wgrad_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
   return s;
 }

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/conv_fused_cpu.h"
 
@@ -218,5 +219,49 @@ static inline void bd_free(bd_data_t *b)
   free(b->saved);
 }
 
+
+/* The activations the forward convolved, in f64: bf16(max(0, v)), or x. */
+static inline double *bd_act(const bd_data_t *b, int with_pro)
+{
+  int ci = b->d.cin;
+  double *a = malloc((b->P ? b->P : 1) * ci * sizeof *a);
+  for (size_t p = 0; p < b->P; p++)
+    for (int c = 0; c < ci; c++) {
+      double v = b->d.x[p * ci + c];
+      if (with_pro) {
+        v = v * b->d.scale[c] + b->d.shift[c];
+        v = conv_fused_round_bf16((float)(v > 0 ? v : 0));
+      }
+      a[p * ci + c] = v;
+    }
+  return a;
+}
+
+/* dW from the definition in f64, and S = Σ |dy a| per element (the scale of the f32 sums'
+ * rounding). */
+static inline void wg_oracle(const bd_data_t *b, const double *act, double *dwo, double *mag)
+{
+  const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
+  size_t count = (size_t)9 * ci * co;
+  memset(dwo, 0, count * sizeof *dwo);
+  memset(mag, 0, count * sizeof *mag);
+  for (size_t p = 0; p < b->P; p++) {
+    size_t img = p / ((size_t)H * W);
+    int y = (int)(p / W % H), x = (int)(p % W);
+    for (int o = 0; o < co; o++)
+      for (int ky = 0; ky < 3; ky++)
+        for (int kx = 0; kx < 3; kx++) {
+          int sy = y + ky - 1, sx = x + kx - 1;
+          if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
+          const double *av = act + ((img * H + sy) * W + sx) * ci;
+          size_t at = (((size_t)o * 3 + ky) * 3 + kx) * ci;
+          for (int c = 0; c < ci; c++) {
+            double t = (double)b->dy[p * co + o] * av[c];
+            dwo[at + c] += t;
+            mag[at + c] += fabs(t);
+          }
+        }
+  }
+}
 
 #endif
