@@ -94,6 +94,7 @@
 
 #include "kernels/conv_sm90.h"
 #include "kernels/sm90_host.h"
+#include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -188,9 +189,9 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
   }
 }
 
-/* y = bf16(max(0, x * scale + shift)) on the halo lines inside the image; the thread owns
- * logical chunk (lane & 7), i.e. 8 fixed channels whose coefficients stay in registers, and
- * walks lines (lane >> 3) + 4 (warp - 1), +12. */
+/* The prologue warps: y = bf16(max(0, x * scale + shift)) on each halo's lines inside the
+ * image (sm90_conv.cuh); the thread owns chunk (lane & 7), 8 fixed channels whose coefficients
+ * stay in registers, and walks lines (lane >> 3) + 4 (warp - 1), +12. */
 template <bool PRO, bool DG>
 __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, int pw, int lane)
 {
@@ -200,44 +201,15 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
   const uint32_t full = bar, ready = bar + 8 * STAGES;
   const int lc = lane & 7;
   float sc[8], sh[8];
-#pragma unroll
-  for (int e = 0; e < 8; e++) {
-    sc[e] = PRO ? __ldg(p.scale + 8 * lc + e) : 1.f;
-    sh[e] = PRO ? __ldg(p.shift + 8 * lc + e) : 0.f;
-  }
-  constexpr int U = 2; /* lines a thread has in flight */
-  constexpr int STEP = 12;
+  if (PRO) bn_coef_load(p.scale, p.shift, lc, sc, sh);
   int i = 0;
   for (int t = blockIdx.x; t < p.ntiles; t += gridDim.x, i++) {
     const int s = i % STAGES, k = i / STAGES;
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
       const tile_t tl = tile_of(p, t);
-      const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
-      for (int l0 = 4 * pw + (lane >> 3); l0 < HALO_LINES; l0 += U * STEP) {
-        uint32_t v[U][4], addr[U];
-        bool in[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          const int l = l0 + u * STEP;
-          const int hr = l / HALO_W, hc = l - hr * HALO_W;
-          const int yy = tl.y0 - 1 + hr, xx = tl.x0 - 1 + hc;
-          in[u] = l < HALO_LINES && (unsigned)yy < (unsigned)p.h && (unsigned)xx < (unsigned)p.w;
-          addr[u] = stage + swz((uint32_t)l, (uint32_t)lc);
-          if (in[u]) ld_shared_v4(addr[u], v[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-          if (in[u]) {
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-              float lo = fmaxf(fmaf(bf16_lo(v[u][q]), sc[2 * q], sh[2 * q]), 0.f);
-              float hi = fmaxf(fmaf(bf16_hi(v[u][q]), sc[2 * q + 1], sh[2 * q + 1]), 0.f);
-              v[u][q] = pack_bf16(lo, hi);
-            }
-            st_shared_v4(addr[u], v[u]);
-          }
-      }
+      bn_relu_halo(sbase + L::off_stage + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
+                   tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
     }
     mbar_arrive(ready + 8 * s);

@@ -40,6 +40,7 @@
 
 #include "kernels/conv_sm90.h"
 #include "kernels/sm90_host.h"
+#include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -115,41 +116,23 @@ __device__ __forceinline__ void wgrad_loader(const wparams &p, const CUtensorMap
   }
 }
 
-/* The forward's prologue on the halo, in place (see conv_sm90_cuda.cu's run_prologue): the
- * thread owns channel chunk (lane & 7) and walks lines (lane >> 3) + 4 (warp - 1), +12. */
+/* The forward's prologue on the halo, in place (sm90_conv.cuh): the thread owns channel chunk
+ * (lane & 7) and walks lines (lane >> 3) + 4 (warp - 1), +12. */
 template <bool PRO>
 __device__ __forceinline__ void wgrad_prologue(const wparams &p, uint32_t sbase, int pw, int lane)
 {
   const uint32_t full = sbase + OFF_BAR, ready = full + 8 * STAGES;
   const int lc = lane & 7;
   float sc[8], sh[8];
-#pragma unroll
-  for (int e = 0; e < 8; e++) {
-    sc[e] = PRO ? __ldg(p.scale + 8 * lc + e) : 1.f;
-    sh[e] = PRO ? __ldg(p.shift + 8 * lc + e) : 0.f;
-  }
+  if (PRO) bn_coef_load(p.scale, p.shift, lc, sc, sh);
   int i = 0;
   for (int t = first_tile(p); t < end_tile(p); t++, i++) {
     const int s = i % STAGES, k = i / STAGES;
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
       const wtile_t tl = wtile_of(p, t);
-      const uint32_t stage = sbase + s * STAGE_BYTES;
-      for (int l = 4 * pw + (lane >> 3); l < HALO_LINES; l += 12) {
-        const int hr = l / HALO_W, hc = l - hr * HALO_W;
-        const int yy = tl.y - 1 + hr, xx = tl.x0 - 1 + hc;
-        if ((unsigned)yy >= (unsigned)p.h || (unsigned)xx >= (unsigned)p.w) continue;
-        const uint32_t addr = stage + swz((uint32_t)l, (uint32_t)lc);
-        uint32_t v[4];
-        ld_shared_v4(addr, v);
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-          const float lo = fmaxf(fmaf(bf16_lo(v[q]), sc[2 * q], sh[2 * q]), 0.f);
-          const float hi = fmaxf(fmaf(bf16_hi(v[q]), sc[2 * q + 1], sh[2 * q + 1]), 0.f);
-          v[q] = pack_bf16(lo, hi);
-        }
-        st_shared_v4(addr, v);
-      }
+      bn_relu_halo(sbase + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y - 1, tl.x0 - 1, p.h, p.w,
+                   4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
     }
     mbar_arrive(ready + 8 * s);

@@ -51,7 +51,7 @@ endif
 # that only its test and dev/conv_sm90_bench link (the trainer does not call it yet). Its object
 # is compiled for sm_90a alone, whatever else the build targets.
 CONV_SM90_SRCS = kernels/conv_sm90.h kernels/conv_sm90_cuda.cu kernels/sm90_ptx.cuh \
-  kernels/sm90_host.h kernels/sm90_host.cu kernels/conv_sm90_wgrad_cuda.cu
+  kernels/sm90_conv.cuh kernels/sm90_host.h kernels/sm90_host.cu kernels/conv_sm90_wgrad_cuda.cu
 if HAVE_CONV_SM90
 noinst_LIBRARIES += libconvsm90.a
 libconvsm90_a_SOURCES = $(CONV_SM90_SRCS)
