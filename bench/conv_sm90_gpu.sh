@@ -6,7 +6,7 @@
 # on the U-Net's 64 -> 64 layer at 256 x 256, batch 6). Writes everything to OUT (default: stdout); prints the table last.
 # Under 3 minutes after the build. From the source root, after
 #   ./autogen.sh && ./configure -q --with-cuda-arch=90 &&
-#   make -j16 libconvsm90.a tests/check_conv_sm90_cuda dev/conv_sm90_bench
+#   make -j16 tests/check_conv_sm90_cuda dev/conv_sm90_bench
 # usage: bench/conv_sm90_gpu.sh [OUT]   (BUILD=dir: the build tree, default the source root;
 # COMMIT=hash names the commit where the checkout's own history is not the tree's)
 set -u

@@ -59,6 +59,6 @@ if HAVE_CUDNN
 noinst_PROGRAMS += dev/conv_sm90_bench
 dev_conv_sm90_bench_SOURCES = $(DEV_CONV_SM90_SRCS) tests/conv_fused_testutil.h
 dev/wgmma_desc_probe.$(OBJEXT): NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
-dev_conv_sm90_bench_LDADD = libconvsm90.a libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
+dev_conv_sm90_bench_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm
 endif
 endif

@@ -12,7 +12,7 @@ libkernels_a_SOURCES = \
 	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
 	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
-	kernels/conv_fused_bwd_cpu.c kernels/conv_fused_bwd_cpu.h \
+	kernels/conv_fused_bwd_cpu.c kernels/conv_fused_bwd_cpu.h kernels/conv_fused_ops_cpu.c \
 	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
@@ -26,7 +26,7 @@ libkernels_a_SOURCES = \
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
 	kernels/conv_up_gemm_cuda.cu kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu \
-	kernels/norm_cuda.cu \
+	kernels/conv_fused_cuda.cu kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 noinst_HEADERS += kernels/ops_cuda_module.h
 EXTRA_DIST += kernels/ops_cuda_module.map
@@ -46,16 +46,19 @@ EXTRA_DIST += $(OPSCUDA_HDRS) $(OPSCUDA_SRCS) kernels/ops_cuda_module.c
 OPS_MODULE =
 endif
 
-# Kernels on Hopper's own instructions (wgmma, sm_90a only): the fused forward 3x3 convolution
-# (kernels/conv_sm90.h), built where configure's architectures include 90, into its own archive
-# that only its test and dev/conv_sm90_bench link (the trainer does not call it yet). Its object
-# is compiled for sm_90a alone, whatever else the build targets.
+# Kernels on Hopper's own instructions (wgmma, sm_90a only): the fused 3x3 convolutions
+# (kernels/conv_sm90.h) the backend's fused entries run (kernels/conv_fused_cuda.cu), built into
+# libopscuda.la where configure's architectures include 90 (HAVE_CONV_SM90 in config.h). Their
+# objects are compiled for sm_90a alone, whatever else the build targets.
 CONV_SM90_SRCS = kernels/conv_sm90.h kernels/conv_sm90_cuda.cu kernels/sm90_ptx.cuh \
   kernels/sm90_conv.cuh kernels/sm90_host.h kernels/sm90_host.cu kernels/conv_sm90_wgrad_cuda.cu
 if HAVE_CONV_SM90
-noinst_LIBRARIES += libconvsm90.a
-libconvsm90_a_SOURCES = $(CONV_SM90_SRCS)
-kernels/conv_sm90_cuda.$(OBJEXT) kernels/sm90_host.$(OBJEXT) kernels/conv_sm90_wgrad_cuda.$(OBJEXT): NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
+if HAVE_CUDNN
+libopscuda_la_SOURCES += $(CONV_SM90_SRCS)
+kernels/conv_sm90_cuda.lo kernels/sm90_host.lo kernels/conv_sm90_wgrad_cuda.lo: NVCC_ARCHFLAGS = $(NVCC_SM90A_FLAGS)
+else
+EXTRA_DIST += $(CONV_SM90_SRCS)
+endif
 else
 EXTRA_DIST += $(CONV_SM90_SRCS)
 endif

@@ -59,6 +59,38 @@ struct ops {
   int (*conv_bwd_data)(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                        const void *w, void *dx, void *ws);
 
+  /* Fused 3x3 convolutions (OPS_CONV3X3, no bias), as kernels/conv_fused_cpu.h and
+   * conv_fused_bwd_cpu.h define them: the previous layer's BatchNorm apply + ReLU as the input's
+   * prologue, a = max(0, x * scale + shift) with coef = [scale (cin) | shift (cin)], f32 in the
+   * table's memory (coef NULL: a = x), and in the same pass this layer's BatchNorm statistics
+   * (forward) or the previous layer's BatchNorm backward sums (input gradient). NULL entries:
+   * the backend has none (the model then runs the plain ops).
+   *   conv_fused:  0 when the backend cannot run them on c (after conv_plan); 1 when it can;
+   *                2 when it can and they were measured faster than the plain ops (the default
+   *                engine takes those); *ws_bytes: the workspace they need (pass the larger of it
+   *                and conv_plan's)
+   *   conv_fwd_fused:        y = conv(a); stats (may be NULL) as bn_stats of y
+   *   conv_bwd_data_fused:   dx = conv_bwd_data(dy) * [x * scale + shift > 0] (no mask without
+   *                          coef); sums (may be NULL) = bn_bwd_reduce's sums of dx (Σdx,
+   *                          Σdx·(x - mean)·invstd, mean and invstd from saved, bn_finalize's)
+   *   conv_bwd_filter_fused: dw from a and dy (acc as conv_bwd_filter)
+   *   bn_coef:       coef of a BatchNorm from its saved statistics, gamma and beta: scale =
+   *                  gamma·invstd, shift = beta - mean·scale
+   *   bn_bwd_params: dgamma = sums[C..2C), dbeta = sums[0..C) (added with acc): the parameter
+   *                  gradients bn_bwd_reduce gives, from sums made by conv_bwd_data_fused */
+  int (*conv_fused)(const ops_t *o, const ops_conv_t *c, size_t *ws_bytes);
+  int (*conv_fwd_fused)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const float *coef, const void *w, void *y, double *stats, void *ws);
+  int (*conv_bwd_data_fused)(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                             const void *w, const void *x, const float *coef,
+                             const double *saved, void *dx, double *sums, void *ws);
+  int (*conv_bwd_filter_fused)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                               const float *coef, const void *dy, void *dw, int acc, void *ws);
+  int (*bn_coef)(const ops_t *o, const double *saved, const void *gamma, const void *beta, int C,
+                 float *coef);
+  int (*bn_bwd_params)(const ops_t *o, const double *sums, int C, void *dgamma, void *dbeta,
+                       int acc);
+
   /* BatchNorm (training), split so SyncBN can sum the statistics in between:
    *   bn_stats:    stats[0..C) = Σx, stats[C..2C) = Σx², stats[2C] = P (local, f64)
    *   (sync_stats hook sums stats over ranks)

@@ -95,8 +95,8 @@ const char *ops_dtype_name(ops_dtype_t d)
 int ops_cpu_init(ops_t *o, ops_dtype_t dtype, char *err, size_t errlen)
 {
   switch (dtype) {
-  case OPS_F32: *o = cpu_f32; return 0;
-  case OPS_F64: *o = cpu_f64; return 0;
+  case OPS_F32: *o = cpu_f32; ops_cpu_set_fused(o); return 0;
+  case OPS_F64: *o = cpu_f64; ops_cpu_set_fused(o); return 0;
   default:
     snprintf(err, errlen, "the CPU backend computes in f32 (or f64 for tests), not %s: use "
              "--precision fp32 with --device cpu", ops_dtype_name(dtype));

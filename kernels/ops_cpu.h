@@ -55,6 +55,9 @@ const char *ops_cpu_last_error(const ops_t *o);
 OPS_CPU_DECLARE(f32)
 OPS_CPU_DECLARE(f64)
 
+/* The fused convolutions' entries (kernels/conv_fused_ops_cpu.c), for either table. */
+void ops_cpu_set_fused(ops_t *o);
+
 /* dtype-independent (statistics are f64 everywhere) */
 int cpu_bn_finalize(const ops_t *o, const double *stats, int C, double eps, double momentum,
                     float *running_mean, float *running_var, double *saved);

@@ -203,5 +203,6 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->labels_check_async = ops_cuda_check_labels_async;
   o->labels_result = ops_cuda_labels_result;
   o->labels_check = ops_cuda_check_labels;
+  opc_set_fused(o);
   return 0;
 }

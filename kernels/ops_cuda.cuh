@@ -33,6 +33,8 @@ typedef struct {
   void *blas, *blas_ws;        /* cuBLAS handle and workspace (GEMM convolutions), lazily */
   void *blaslt;                /* cuBLASLt handle (transposed convolutions), lazily */
   int deterministic;           /* conv algorithms: cuDNN heuristics, deterministic ones only */
+  int sm90;                    /* Hopper's fused convolutions load here: 1 yes, -1 no, 0 not
+                                  asked yet (conv_fused_cuda.cu) */
   int tf32;                    /* f32 convolutions and GEMMs on TF32 tensor cores (SHMDDP_TF32,
                                   read once when the table is made) */
   char err[384];
@@ -187,6 +189,8 @@ static __device__ void opc_block_colsum(const double *a, const double *b, int gb
 
 /* Internal entry points (one table slot each), defined in the ops' .cu files. */
 int opc_conv_plan(const ops_t *o, ops_conv_t *c, size_t *ws_bytes);
+/* The fused convolutions' entries and their per-channel steps (conv_fused_cuda.cu). */
+void opc_set_fused(ops_t *o);
 void opc_conv_plan_free(const ops_t *o, ops_conv_t *c);
 int opc_conv_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
                  const void *b, void *y, void *ws);

@@ -116,6 +116,15 @@ static const shm_env_param_t table[] = {
                 "skips and concats (deeper levels keep forward's: faster, more memory); auto: "
                 "none in fp32, the 2 shallowest in bf16/fp16 (reference U-Net on one H200: "
                 "bench/results/ab_recompute_levels_1xh200.txt)"},
+    {.name = "SHMDDP_CONV_ENGINE", .kind = SHM_ENV_CHOICE, .choices = "auto|library|fused",
+     .dflt = "auto", .reader = "the model, when it is built",
+     .meaning = "which convolutions run the second convolution of each block, whose input is the "
+                "first's BatchNorm + ReLU: fused (our kernels with that BatchNorm and ReLU folded "
+                "into the input's load and the statistics or sums into the output's store, "
+                "wherever the backend has them: on a GPU, Hopper (sm_90) in bf16, 64 -> 64 "
+                "channels; on the CPU, every such layer, composed of its plain ops), library (the "
+                "plain ops: cuDNN, and the separate BatchNorm passes), or auto (fused only where "
+                "it was measured faster: bench/results/conv_sm90_1xh100.txt)"},
     {.name = "SHMDDP_WGRAD_STREAM", .kind = SHM_ENV_CHOICE, .choices = "auto|off|N",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "

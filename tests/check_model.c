@@ -1,7 +1,8 @@
 /* check_model.c — the whole U-Net: gradients against finite differences in f64 (BatchNorm and
  * GroupNorm), determinism, name-keyed initialisation, parameter count against an independent
  * formula, the flat layout (every tensor aligned, its padding zero, the packed checkpoint
- * layout) and the data-parallel hooks, accumulation, batch 0, eval, learning. */
+ * layout) and the data-parallel hooks, accumulation, batch 0, eval, learning; the fused
+ * convolution engine's schedule against the plain one. */
 #include "config.h"
 
 #include <check.h>
@@ -728,6 +729,142 @@ START_TEST(bad_configs)
 }
 END_TEST
 
+/* ---- the fused engine (SHMDDP_CONV_ENGINE=fused): on the CPU every block's second
+ * convolution runs fused with the first block's BatchNorm + ReLU (ops.h conv_fwd_fused, composed
+ * of the plain ops), so the fused schedule is checked against the plain one ---- */
+
+static model_t *build_engine(const model_config_t *c, const char *engine)
+{
+  setenv("SHMDDP_CONV_ENGINE", engine, 1);
+  model_t *m = build(c, OPS_F64);
+  unsetenv("SHMDDP_CONV_ENGINE");
+  return m;
+}
+
+static int blocks_fused(const model_t *m)
+{
+  int k = 0;
+  for (int i = 0; i < m->cfg.levels; i++) {
+    k += m->enc[i].b2.fused;
+    if (i < m->cfg.levels - 1) k += m->dec[i].b2.fused;
+  }
+  return k;
+}
+
+/* Every tensor of b within tol of a's largest magnitude in that tensor. */
+static void assert_close(const model_t *m, const float *a, const float *b, double tol,
+                         const char *what)
+{
+  for (int t = 0; t < unet_num_tensors(m); t++) {
+    const layer_param_t *tp = unet_tensor(m, t);
+    double big = 0, worst = 0;
+    for (size_t i = tp->offset; i < tp->offset + tp->count; i++) {
+      big = fmax(big, fabs(a[i]));
+      worst = fmax(worst, fabs((double)a[i] - b[i]));
+    }
+    ck_assert_msg(worst <= tol * big + 1e-12, "%s of %s: off by %.3g of %.3g", what, tp->name,
+                  worst, big);
+  }
+}
+
+/* The fused schedule's loss, gradients and running statistics equal the plain one's (f64; the
+ * prologue's f32 coefficients make the difference ~1e-7), through two steps with the SyncBN
+ * hook (called as often: forward statistics and backward sums of every BatchNorm), in eval,
+ * and with a batch of 0. auto fuses nothing on the CPU (its fused ops are not faster). */
+START_TEST(fused_matches_library)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *a = build_engine(&c, "library"), *b = build_engine(&c, "fused"),
+          *u = build_engine(&c, "auto");
+  ck_assert_int_eq(blocks_fused(a), 0);
+  ck_assert_int_eq(blocks_fused(u), 0);
+  ck_assert_int_eq(blocks_fused(b), 2 * c.levels - 1);
+  float *x;
+  int32_t *y;
+  make_batch(&c, 3, 9, &x, &y);
+  int ca = 0, cb = 0;
+  model_hooks_t ha = {.ctx = &ca, .sync_stats = sync_nothing};
+  model_hooks_t hb = {.ctx = &cb, .sync_stats = sync_nothing};
+  size_t np = model_flat_size(a), nb = model_num_buffers(a);
+  float la = -1, lb = -2;
+  for (int step = 0; step < 2; step++) {
+    ck_assert_msg(model_train_step(a, x, y, 3, 1, 0, &ha, &la, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(model_train_step(b, x, y, 3, 1, 0, &hb, &lb, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(fabs(la - lb) <= 1e-6 * fabs(la), "step %d: loss %.9g fused, %.9g plain", step,
+                  lb, la);
+    assert_close(a, model_grads(a), model_grads(b), 1e-4, "gradient");
+    for (size_t i = 0; i < nb; i++)
+      ck_assert_msg(fabs(model_buffers(a)[i] - model_buffers(b)[i]) <=
+                        1e-5 * (1 + fabs(model_buffers(a)[i])),
+                    "running statistic %zu: %.9g fused, %.9g plain", i, model_buffers(b)[i],
+                    model_buffers(a)[i]);
+  }
+  ck_assert_int_eq(ca, cb);
+  size_t P = 3 * (size_t)c.height * c.width;
+  int32_t *pa = malloc(P * 4), *pb = malloc(P * 4);
+  float ea, eb;
+  ck_assert(model_eval(a, x, y, 3, pa, &ea, err, sizeof err) == 0);
+  ck_assert_msg(model_eval(b, x, y, 3, pb, &eb, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(fabs(ea - eb) <= 1e-6 * fabs(ea), "eval loss %.9g fused, %.9g plain", eb, ea);
+  size_t same = 0;
+  for (size_t p = 0; p < P; p++) same += pa[p] == pb[p];
+  ck_assert_uint_ge(same, P - 2); /* a near-tie may break either way */
+  ck_assert_msg(model_train_step(b, x, y, 0, 1, 0, &hb, NULL, err, sizeof err) == 0, "%s", err);
+  for (size_t i = 0; i < np; i++) ck_assert(model_grads(b)[i] == 0);
+  free(pa), free(pb), free(x), free(y);
+  model_destroy(a), model_destroy(b), model_destroy(u);
+}
+END_TEST
+
+/* The fused schedule's memory plan: with every tensor in its own memory
+ * (SHMDDP_MEM_PLAN=separate) the same bits as with shared memory, so no tensor it still reads
+ * was given to another; and reruns give the same bits. */
+START_TEST(fused_plan_holds)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *a = build_engine(&c, "fused");
+  setenv("SHMDDP_MEM_PLAN", "separate", 1);
+  model_t *b = build_engine(&c, "fused");
+  unsetenv("SHMDDP_MEM_PLAN");
+  float *x;
+  int32_t *y;
+  make_batch(&c, 2, 10, &x, &y);
+  float la, lb, lr;
+  size_t np = model_flat_size(a);
+  ck_assert_msg(model_train_step(a, x, y, 2, 1, 0, NULL, &la, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(model_train_step(b, x, y, 2, 1, 0, NULL, &lb, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(memcmp(&la, &lb, sizeof la), 0);
+  ck_assert_int_eq(memcmp(model_grads(a), model_grads(b), np * sizeof(float)), 0);
+  float *g = malloc(np * sizeof *g);
+  memcpy(g, model_grads(a), np * sizeof *g);
+  ck_assert(model_train_step(a, x, y, 2, 1, 0, NULL, &lr, err, sizeof err) == 0);
+  ck_assert_int_eq(memcmp(g, model_grads(a), np * sizeof(float)), 0);
+  free(g), free(x), free(y);
+  model_destroy(a), model_destroy(b);
+}
+END_TEST
+
+/* An engine that is not one of the choices stops the build, naming them; GroupNorm models never
+ * fuse (the fused ops carry BatchNorm). */
+START_TEST(engine_choices)
+{
+  model_config_t c;
+  small_cfg(&c, MODEL_NORM_BATCH);
+  model_t *m = NULL;
+  setenv("SHMDDP_CONV_ENGINE", "cudnn9", 1);
+  ck_assert_int_ne(unet_create(&m, &c, OPS_F64, err, sizeof err), 0);
+  unsetenv("SHMDDP_CONV_ENGINE");
+  ck_assert_ptr_null(m);
+  ck_assert_msg(strstr(err, "SHMDDP_CONV_ENGINE") && strstr(err, "library"), "%s", err);
+  small_cfg(&c, MODEL_NORM_GROUP);
+  m = build_engine(&c, "fused");
+  ck_assert_int_eq(blocks_fused(m), 0);
+  model_destroy(m);
+}
+END_TEST
+
 static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
@@ -737,6 +874,7 @@ static Suite *make_model_suite(const suite_env_t *env)
              groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
              update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
              pack_is_the_unpadded_layout, bad_configs);
+  SUITE_CASE(s, "fused", fused_matches_library, fused_plan_holds, engine_choices);
   return s;
 }
 

@@ -144,15 +144,16 @@ TESTS += tests/check_conv_fused_bwd
 tests_check_conv_fused_bwd_SOURCES = tests/check_conv_fused_bwd.c tests/conv_fused_testutil.h
 tests_check_conv_fused_bwd_CFLAGS = $(TEST_CFLAGS)
 tests_check_conv_fused_bwd_LDADD = $(MODEL_TEST_LIBS)
+# The fused convolutions on Hopper against their CPU references (SKIP without an sm_90 GPU).
+EXTRA_DIST += tests/check_conv_sm90_cuda.c
 if HAVE_CONV_SM90
-# The fused forward convolution on Hopper against its CPU reference (SKIP without an sm_90 GPU).
+if HAVE_CUDNN
 check_PROGRAMS += tests/check_conv_sm90_cuda
 TESTS += tests/check_conv_sm90_cuda
 tests_check_conv_sm90_cuda_SOURCES = tests/check_conv_sm90_cuda.c tests/conv_fused_testutil.h
 tests_check_conv_sm90_cuda_CFLAGS = $(TEST_CFLAGS)
-tests_check_conv_sm90_cuda_LDADD = libconvsm90.a $(MODEL_TEST_LIBS)
-else
-EXTRA_DIST += tests/check_conv_sm90_cuda.c
+tests_check_conv_sm90_cuda_LDADD = libopscuda.la $(MODEL_LIBS) $(CUDA_OPS_LIBS) -lm $(TEST_LIBS)
+endif
 endif
 # The CUDA ops module: where a program finds it, how a broken one is refused, that only the
 # module brings cuBLAS and cuDNN (any build; the stand-ins for broken modules in tests/fake_ops/

@@ -128,6 +128,60 @@ int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, cons
   return 0;
 }
 
+/* The fused entries exist in this table (checked where the model chose them; a table without
+ * them here is an error, not a fallback). */
+static int fused_present(const layer_ctx_t *c, const layer_conv_t *l)
+{
+  const ops_t *o = c->ops;
+  if (o->conv_fwd_fused && o->conv_bwd_data_fused && o->conv_bwd_filter_fused && o->bn_coef &&
+      o->bn_bwd_params)
+    return 0;
+  return check_fail(c->err, c->errlen, "%s: the %s backend has no fused convolutions",
+                    c->params[l->w_id].name, o->name);
+}
+
+int layer_conv_fwd_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                         const layer_norm_t *pro, void *y, double *stats)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  CHECK(fused_present(c, l));
+  CHECK_OPS(c->ops,
+            c->ops->conv_fwd_fused(c->ops, &l->desc, n, x, pro->coef, layer_wparam(c, l->w_id), y,
+                                   stats, c->ws),
+            c->params[l->w_id].name);
+  return 0;
+}
+
+int layer_conv_bwd_filter_fused(const layer_ctx_t *c, const layer_conv_t *l, int n,
+                                const void *x, const layer_norm_t *pro, const void *dy)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  CHECK(fused_present(c, l));
+  if (l->b_id >= 0)
+    return check_fail(err, errlen, "%s: a fused convolution has no bias", c->params[l->w_id].name);
+  size_t base = stage_base(c->params, l->w_id, l->b_id);
+  CHECK_OPS(c->ops,
+            c->ops->conv_bwd_filter_fused(c->ops, &l->desc, n, x, pro->coef, dy,
+                                          grad_out(c, l->w_id, base), layer_grad_acc(c), c->ws),
+            c->params[l->w_id].name);
+  return grads_done(c, l->b_id, l->w_id, base);
+}
+
+int layer_conv_bwd_data_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
+                              const void *x, layer_norm_t *pro, void *dx)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  CHECK(fused_present(c, l));
+  CHECK_OPS(c->ops,
+            c->ops->conv_bwd_data_fused(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), x,
+                                        pro->coef, pro->saved, dx, pro->stats, c->ws),
+            c->params[l->w_id].name);
+  return 0;
+}
+
 static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const char *name)
 {
   char *err = c->err;
@@ -143,10 +197,26 @@ static int sync_stats(const layer_ctx_t *c, double *buf, size_t count, const cha
  * when there is one) or its running ones; GroupNorm's come with its apply. */
 static int norm_stats(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x)
 {
+  return layer_norm_stats(c, l, n, hw, x, 0);
+}
+
+int layer_norm_stats(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                     int ready)
+{
   char *err = c->err;
   size_t errlen = c->errlen;
   const ops_t *o = c->ops;
   const char *name = c->params[l->gamma_id].name;
+  if (ready && l->kind != MODEL_NORM_BATCH)
+    return check_fail(err, errlen, "%s: only BatchNorm takes a convolution's statistics", name);
+  if (ready && c->train) { /* the fused convolution's sums of x are in l->stats */
+    if (sync_stats(c, l->stats, 2 * (size_t)l->C + 1, name) != 0) return -1;
+    CHECK_OPS(c->ops,
+              o->bn_finalize(o, l->stats, l->C, LAYER_NORM_EPS, LAYER_BN_MOMENTUM, l->running,
+                             l->running + l->C, l->saved),
+              name);
+    return 0;
+  }
   /* BatchNorm's saved statistics first (GroupNorm's come with its apply) */
   if (l->kind == MODEL_NORM_BATCH && c->train && !(c->hooks && c->hooks->sync_stats)) {
     CHECK_OPS(c->ops,
@@ -181,11 +251,22 @@ int layer_norm_fwd_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int
 {
   char *err = c->err;
   size_t errlen = c->errlen, hw = (size_t)h * (size_t)w;
+  if (l->kind != MODEL_NORM_BATCH && ldy != (size_t)l->C)
+    return check_fail(err, errlen, "%s: only BatchNorm writes into a wider tensor",
+                      c->params[l->gamma_id].name);
+  CHECK(norm_stats(c, l, n, hw, x));
+  return layer_norm_apply_pool(c, l, n, h, w, x, y, ldy, pooled, arg);
+}
+
+int layer_norm_apply_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int w,
+                          const void *x, void *y, size_t ldy, void *pooled, uint8_t *arg)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, hw = (size_t)h * (size_t)w;
   const ops_t *o = c->ops;
   const char *name = c->params[l->gamma_id].name;
   if (l->kind != MODEL_NORM_BATCH && ldy != (size_t)l->C)
     return check_fail(err, errlen, "%s: only BatchNorm writes into a wider tensor", name);
-  CHECK(norm_stats(c, l, n, hw, x));
   if (l->kind != MODEL_NORM_BATCH) {
     CHECK(layer_norm_recompute(c, l, n, hw, x, y));
     CHECK_OPS(c->ops, o->maxpool_fwd(o, y, n, h, w, l->C, pooled, arg), name);
@@ -254,5 +335,41 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
     CHECK_OPS(c->ops, o->bn_bwd_apply(o, d, &relu, x, P, l->C, l->saved, l->stats, gamma, d),
               name);
   }
+  return grads_done(c, l->beta_id, l->gamma_id, base);
+}
+
+int layer_norm_coef(const layer_ctx_t *c, layer_norm_t *l)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const char *name = c->params[l->gamma_id].name;
+  if (l->kind != MODEL_NORM_BATCH || !l->coef || !c->ops->bn_coef)
+    return check_fail(err, errlen, "%s: no BatchNorm coefficients here", name);
+  CHECK_OPS(c->ops,
+            c->ops->bn_coef(c->ops, l->saved, layer_wparam(c, l->gamma_id),
+                            layer_wparam(c, l->beta_id), l->C, l->coef),
+            name);
+  return 0;
+}
+
+int layer_norm_bwd_fused(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
+                         const void *x)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const ops_t *o = c->ops;
+  const char *name = c->params[l->gamma_id].name;
+  if (l->kind != MODEL_NORM_BATCH || !o->bn_bwd_params)
+    return check_fail(err, errlen, "%s: only BatchNorm takes a convolution's backward sums", name);
+  size_t base = stage_base(c->params, l->gamma_id, l->beta_id);
+  void *dgamma = grad_out(c, l->gamma_id, base), *dbeta = grad_out(c, l->beta_id, base);
+  /* as layer_norm_bwd: this rank's sums give the parameter gradients, everyone's give dx; d is
+   * masked already (no ReLU here) */
+  CHECK_OPS(c->ops, o->bn_bwd_params(o, l->stats, l->C, dgamma, dbeta, layer_grad_acc(c)), name);
+  if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
+  CHECK_OPS(c->ops,
+            o->bn_bwd_apply(o, d, NULL, x, (size_t)n * hw, l->C, l->saved, l->stats,
+                            layer_wparam(c, l->gamma_id), d),
+            name);
   return grads_done(c, l->beta_id, l->gamma_id, base);
 }

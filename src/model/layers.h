@@ -57,6 +57,8 @@ typedef struct {
   float *running; /* BatchNorm: running mean (C) then running variance (C) */
   double *stats;  /* BatchNorm: 2C+1 forward sums, then 2C backward sums */
   double *saved;  /* BatchNorm: 2C+1 (mean, invstd, count); GroupNorm: 2*max_n*G */
+  float *coef;    /* BatchNorm feeding a fused convolution: its apply as that convolution's
+                     prologue, scale (C) then shift (C) (ops.h conv_fwd_fused); else NULL */
 } layer_norm_t;
 
 #define LAYER_BN_MOMENTUM 0.1
@@ -75,6 +77,33 @@ int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, co
 /* The input gradient dx from dy (does not read x: dx may take x's memory). */
 int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
                         void *dx);
+
+/* The fused 3x3 convolution (ops.h conv_fwd_fused): y = conv(relu(pro(x))), pro the previous
+ * layer's BatchNorm (its coef, layer_norm_coef), and the statistics of y into stats (NULL:
+ * none; layer_norm_stats with ready then uses them). */
+int layer_conv_fwd_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
+                         const layer_norm_t *pro, void *y, double *stats);
+/* Its weight (no bias) gradients from x and dy, the prologue recomputed: as conv_bwd_filter. */
+int layer_conv_bwd_filter_fused(const layer_ctx_t *c, const layer_conv_t *l, int n,
+                                const void *x, const layer_norm_t *pro, const void *dy);
+/* Its input gradient, masked by pro's ReLU (recomputed from x), with pro's BatchNorm backward
+ * sums into pro->stats: the first half of layer_norm_bwd_fused's work. */
+int layer_conv_bwd_data_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
+                              const void *x, layer_norm_t *pro, void *dx);
+
+/* The BatchNorm's statistics for its apply: from x (ready 0), or from the sums a fused
+ * convolution left in l->stats (ready 1); synced by the hook in training. */
+int layer_norm_stats(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,
+                     int ready);
+/* l->coef from the statistics layer_norm_stats made (BatchNorm). */
+int layer_norm_coef(const layer_ctx_t *c, layer_norm_t *l);
+/* layer_norm_fwd_pool after layer_norm_stats: the apply and the max-pool. */
+int layer_norm_apply_pool(const layer_ctx_t *c, layer_norm_t *l, int n, int h, int w,
+                          const void *x, void *y, size_t ldy, void *pooled, uint8_t *arg);
+/* layer_norm_bwd for a BatchNorm whose gradient d came masked from layer_conv_bwd_data_fused,
+ * with its sums in l->stats: parameter gradients, the sums synced, dx in place of d. */
+int layer_norm_bwd_fused(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
+                         const void *x);
 
 /* y = relu(norm(x)); in training BatchNorm uses (and syncs) batch statistics. */
 int layer_norm_fwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,

@@ -54,7 +54,33 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   return p;
 }
 
-static void alloc_block(alloc_ctx_t *a, block_t *b, size_t *stage, float **running, size_t *ws)
+/* Whether block b (the second of a pair, after prev) runs its conv fused: BatchNorm, a backend
+ * with the fused entries, and a rank for the layer at least the engine's (model_t.fuse_rank);
+ * *need grows to the workspace they take. */
+static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need)
+{
+  model_t *m = a->m;
+  const ops_t *o = &m->ops;
+  if (a->failed || m->cfg.norm != MODEL_NORM_BATCH || !o->conv_fused || !o->conv_fwd_fused ||
+      !o->conv_bwd_data_fused || !o->conv_bwd_filter_fused || !o->bn_coef || !o->bn_bwd_params)
+    return;
+  size_t fws = 0;
+  int rank = o->conv_fused(o, &b->conv.desc, &fws);
+  if (rank < 0) {
+    snprintf(a->err, a->errlen, "planning %s fused: %s", m->params[b->conv.w_id].name,
+             o->last_error(o));
+    a->failed = 1;
+    return;
+  }
+  if (rank < m->fuse_rank) return;
+  b->fused = prev->feeds_fused = 1;
+  prev->norm.coef = take(a, 2 * (size_t)prev->norm.C * sizeof(float), ARENA_WORKSPACE,
+                         "norm coefficients");
+  if (fws > *need) *need = fws;
+}
+
+static void alloc_block(alloc_ctx_t *a, block_t *b, block_t *prev, size_t *stage,
+                        float **running, size_t *ws)
 {
   model_t *m = a->m;
   size_t C = (size_t)b->norm.C;
@@ -78,6 +104,7 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, size_t *stage, float **runni
              m->ops.last_error(&m->ops));
     a->failed = 1;
   }
+  if (prev) choose_fused(a, prev, b, &need);
   if (need > *ws) *ws = need;
   if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
@@ -132,15 +159,15 @@ static int allocate(model_t *m, char *err, size_t errlen)
   size_t ws = 0, stage = 0;
   for (int i = 0; i < L; i++) {
     a.level = i;
-    alloc_block(&a, &m->enc[i].b1, &stage, &running, &ws);
-    alloc_block(&a, &m->enc[i].b2, &stage, &running, &ws);
+    alloc_block(&a, &m->enc[i].b1, NULL, &stage, &running, &ws);
+    alloc_block(&a, &m->enc[i].b2, &m->enc[i].b1, &stage, &running, &ws);
   }
   for (int i = L - 2; i >= 0; i--) {
     a.level = i + 1; /* the up-convolution counts at its input level i+1 (conv_bwd) */
     plan_conv(&a, &m->dec[i].up, &stage, &ws);
     a.level = i;
-    alloc_block(&a, &m->dec[i].b1, &stage, &running, &ws);
-    alloc_block(&a, &m->dec[i].b2, &stage, &running, &ws);
+    alloc_block(&a, &m->dec[i].b1, NULL, &stage, &running, &ws);
+    alloc_block(&a, &m->dec[i].b2, &m->dec[i].b1, &stage, &running, &ws);
   }
   a.level = 0;
   plan_conv(&a, &m->head, &stage, &ws);
@@ -177,6 +204,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
 
 static int plan_activations(model_t *m, char *err, size_t errlen);
 static int side_policy(model_t *m, char *err, size_t errlen);
+static int engine_policy(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -209,6 +237,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
+  if (engine_policy(m, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
     if (dev_ops_init(&m->side_ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0)
       goto fail;
@@ -359,6 +388,9 @@ static int declare(model_t *m, int *id, size_t elems, size_t elem_bytes, const c
   return *id < 0 ? -1 : 0;
 }
 
+static int block_norm_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level,
+                          int *out, enc_t *down, int *cat, int ready);
+
 /* conv (input `in`, or x when in < 0) then norm+ReLU; the block keeps its conv output, *out
  * is the norm output (a new tensor). With `down` (the next level's encoder), the same pass also
  * max-pools the norm output into down's pooled input and indices (new tensors); with `cat` too,
@@ -376,6 +408,43 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
     void *a = PT(b->a);
     RUN(layer_conv_fwd(c, &b->conv, n, src, a));
   }
+  if (b->feeds_fused) { /* the next conv applies this norm as it loads: statistics only */
+    const void *a = PT(b->a);
+    RUN(layer_norm_stats(c, &b->norm, n, hw, a, 0));
+    RUN(layer_norm_coef(c, &b->norm));
+    *out = b->r = -1;
+    return 0;
+  }
+  return block_norm_fwd(m, c, b, n, level, out, down, cat, 0);
+}
+
+/* The second block of a pair whose conv runs fused: its input is prev's conv output with prev's
+ * norm as the prologue, its statistics come with the conv (training); then as block_fwd. */
+static int block_fwd_fused(model_t *m, const layer_ctx_t *c, block_t *prev, block_t *b, int n,
+                           int level, int *out, enc_t *down, int *cat)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, P = level_pixels(m, level), e = m->ops.elem;
+  CHECK(declare(m, &b->a, P * b->norm.C, e, "conv output", err, errlen));
+  {
+    const void *src = PT(prev->a);
+    void *a = PT(b->a);
+    RUN(layer_conv_fwd_fused(c, &b->conv, n, src, &prev->norm, a, c->train ? b->norm.stats : NULL));
+  }
+  return block_norm_fwd(m, c, b, n, level, out, down, cat, 1);
+}
+
+/* block_fwd's norm+ReLU of the conv output b->a; ready: its statistics came with the conv. */
+static int block_norm_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level,
+                          int *out, enc_t *down, int *cat, int ready)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen, P = level_pixels(m, level), e = m->ops.elem;
+  size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  if (ready) {
+    const void *a = PT(b->a);
+    RUN(layer_norm_stats(c, &b->norm, n, hw, a, 1));
+  }
   if (cat) {
     CHECK(declare(m, cat, P * 2 * b->norm.C, e, "concat", err, errlen));
     *out = -1;
@@ -392,13 +461,15 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
     void *r = PT(cat ? *cat : *out), *y = PT(down->pooled);
     uint8_t *arg = PT(down->arg);
     size_t ldy = (size_t)(cat ? 2 : 1) * (size_t)b->norm.C;
-    RUN(layer_norm_fwd_pool(c, &b->norm, n, h, w, a, r, ldy, y, arg));
+    RUN(ready ? layer_norm_apply_pool(c, &b->norm, n, h, w, a, r, ldy, y, arg)
+              : layer_norm_fwd_pool(c, &b->norm, n, h, w, a, r, ldy, y, arg));
     return 0;
   }
   {
     const void *a = PT(b->a);
     void *r = PT(*out);
-    RUN(layer_norm_fwd(c, &b->norm, n, hw, a, r));
+    RUN(ready ? layer_norm_recompute(c, &b->norm, n, hw, a, r)
+              : layer_norm_fwd(c, &b->norm, n, hw, a, r));
   }
   return 0;
 }
@@ -474,9 +545,13 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
     enc_t *en = &m->enc[i];
     if (i > 0) in = en->pooled; /* the level above pooled its output into it */
     int r1, r2, into_cat = i < L - 1 && en->b2.norm.kind == MODEL_NORM_BATCH;
+    enc_t *down = i < L - 1 ? &m->enc[i + 1] : NULL;
+    int *cat = into_cat ? &m->dec[i].cat : NULL;
     CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1, NULL, NULL));
-    CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2, i < L - 1 ? &m->enc[i + 1] : NULL,
-                    into_cat ? &m->dec[i].cat : NULL));
+    if (en->b2.fused)
+      CHECK(block_fwd_fused(m, c, &en->b1, &en->b2, n, i, &r2, down, cat));
+    else
+      CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2, down, cat));
     in = skip[i] = r2;
   }
   for (int i = L - 2; i >= 0; i--) {
@@ -500,7 +575,10 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
       d->cat = cat;
     }
     CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1, NULL, NULL));
-    CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2, NULL, NULL));
+    if (d->b2.fused)
+      CHECK(block_fwd_fused(m, c, &d->b1, &d->b2, n, i, &r2, NULL, NULL));
+    else
+      CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2, NULL, NULL));
     in = r2;
   }
   size_t P0 = level_pixels(m, 0) * cf->classes;
@@ -528,10 +606,18 @@ static int norm_bwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int lev
 /* The weight gradient queued beside (model_t.side_from): the side stream starts after what the
  * main stream has queued so far and runs the op on its own table and workspace; the grads_ready
  * hook is told on the side stream. On the host it simply runs. */
-static int side_wgrad(model_t *m, const layer_ctx_t *c, const layer_conv_t *l, int n,
-                      const void *src, const void *g)
+static int wgrad(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *src,
+                 const layer_norm_t *pro, const void *g)
 {
-  if (!m->side_ready) return layer_conv_bwd_filter(c, l, n, src, g);
+  return pro ? layer_conv_bwd_filter_fused(c, l, n, src, pro, g)
+             : layer_conv_bwd_filter(c, l, n, src, g);
+}
+
+/* pro: the convolution runs fused, with that norm's prologue on src. */
+static int side_wgrad(model_t *m, const layer_ctx_t *c, const layer_conv_t *l, int n,
+                      const void *src, const layer_norm_t *pro, const void *g)
+{
+  if (!m->side_ready) return wgrad(c, l, n, src, pro, g);
   char *err = c->err;
   size_t errlen = c->errlen;
   void *side = dev_ops_stream(&m->side_ops);
@@ -540,7 +626,7 @@ static int side_wgrad(model_t *m, const layer_ctx_t *c, const layer_conv_t *l, i
   layer_ctx_t s = *c;
   s.ops = &m->side_ops;
   s.ws = m->side_ws;
-  CHECK(layer_conv_bwd_filter(&s, l, n, src, g));
+  CHECK(wgrad(&s, l, n, src, pro, g));
   return dev_event_record(m->side_join, side, err, errlen);
 }
 
@@ -573,7 +659,7 @@ static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level
   {
     const void *src = in < 0 ? x : PT(in);
     const void *g = PT(dy);
-    RUN(beside ? side_wgrad(m, c, l, n, src, g) : layer_conv_bwd_filter(c, l, n, src, g));
+    RUN(beside ? side_wgrad(m, c, l, n, src, NULL, g) : layer_conv_bwd_filter(c, l, n, src, g));
   }
   if (beside) m->side_pending = 1, m->side_in = in, m->side_dy = dy;
   if (!dx) return 0;
@@ -581,6 +667,40 @@ static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level
   const void *g = PT(dy);
   void *o = PT(*dx);
   RUN(layer_conv_bwd_data(c, l, n, g, o));
+  return 0;
+}
+
+/* conv_bwd of a fused block b (input: prev's conv output through prev's norm), then prev's
+ * norm backward: weight gradients with the prologue recomputed, the input gradient masked by
+ * prev's ReLU with prev's BatchNorm sums in the same pass, then the rest of that BatchNorm's
+ * backward; *d: the gradient w.r.t. prev's conv output (a new tensor). */
+static int fused_bwd(model_t *m, const layer_ctx_t *c, block_t *prev, block_t *b, int level,
+                     int n, int dy, int *d)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  CHECK(side_join(m, c));
+  const int beside = level >= m->side_from;
+  {
+    const void *src = PT(prev->a);
+    const void *g = PT(dy);
+    RUN(beside ? side_wgrad(m, c, &b->conv, n, src, &prev->norm, g)
+               : wgrad(c, &b->conv, n, src, &prev->norm, g));
+  }
+  if (beside) m->side_pending = 1, m->side_in = prev->a, m->side_dy = dy;
+  CHECK(declare(m, d, level_pixels(m, level) * (size_t)prev->norm.C, m->ops.elem, "gradient", err,
+                errlen));
+  {
+    const void *g = PT(dy), *a = PT(prev->a);
+    void *o = PT(*d);
+    RUN(layer_conv_bwd_data_fused(c, &b->conv, n, g, a, &prev->norm, o));
+  }
+  {
+    const void *a = PT(prev->a);
+    void *o = PT(*d);
+    RUN(layer_norm_bwd_fused(c, &prev->norm, n, hw, o, a));
+  }
   return 0;
 }
 
@@ -601,9 +721,13 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
     int r, dx, cat, dcat, dup, below;
     CHECK(norm_bwd(m, c, &dc->b2, n, i, d));
-    CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
-    CHECK(conv_bwd(m, c, &dc->b2.conv, i, n, r, x, d, P * wi, &dx));
-    CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
+    if (dc->b2.fused) {
+      CHECK(fused_bwd(m, c, &dc->b1, &dc->b2, i, n, d, &dx));
+    } else {
+      CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
+      CHECK(conv_bwd(m, c, &dc->b2.conv, i, n, r, x, d, P * wi, &dx));
+      CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
+    }
     if (kept(m, i))
       cat = dc->cat;
     else
@@ -640,9 +764,13 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     }
     int r, dx;
     CHECK(norm_bwd(m, c, &en->b2, n, i, d));
-    CHECK(recompute(m, c, &en->b1, n, i, &r, "norm output"));
-    CHECK(conv_bwd(m, c, &en->b2.conv, i, n, r, x, d, P * wi, &dx));
-    CHECK(norm_bwd(m, c, &en->b1, n, i, dx));
+    if (en->b2.fused) {
+      CHECK(fused_bwd(m, c, &en->b1, &en->b2, i, n, d, &dx));
+    } else {
+      CHECK(recompute(m, c, &en->b1, n, i, &r, "norm output"));
+      CHECK(conv_bwd(m, c, &en->b2.conv, i, n, r, x, d, P * wi, &dx));
+      CHECK(norm_bwd(m, c, &en->b1, n, i, dx));
+    }
     if (i > 0)
       CHECK(conv_bwd(m, c, &en->b1.conv, i, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
     else
@@ -721,6 +849,26 @@ static int side_policy(model_t *m, char *err, size_t errlen)
                         "which weight gradients run beside (0 to %d; %d: none)", v, L, L);
   }
   if (!staged) m->side_from = (int)n;
+  return 0;
+}
+
+/* SHMDDP_CONV_ENGINE (shm/env.c): at which rank of ops.h conv_fused a block's second
+ * convolution runs fused with the first's BatchNorm + ReLU (model_t.fuse_rank). auto: where the
+ * backend ranks its fused kernels faster (2: Hopper's, bf16, 64 -> 64; see
+ * bench/results/conv_sm90_1xh100.txt); fused: wherever it has them (1: on the CPU, composed
+ * of the plain ops, which checks the fused schedule against the plain one); library: nowhere. */
+static int engine_policy(model_t *m, char *err, size_t errlen)
+{
+  const char *v = NULL;
+  if (shm_env_choice("SHMDDP_CONV_ENGINE", &v, err, errlen) < 0) return -1;
+  if (!v || strcmp(v, "auto") == 0)
+    m->fuse_rank = 2;
+  else if (strcmp(v, "fused") == 0)
+    m->fuse_rank = 1;
+  else if (strcmp(v, "library") == 0)
+    m->fuse_rank = 3;
+  else
+    return check_fail(err, errlen, "SHMDDP_CONV_ENGINE=%s: use auto, library or fused", v);
   return 0;
 }
 

@@ -15,6 +15,11 @@ typedef struct {
   int a; /* the conv output (norm input): the one tensor a block keeps for backward, which
             recomputes the norm+ReLU output from it where it needs it */
   int r; /* the norm+ReLU output of the pass (kept for backward at the levels not recomputed) */
+  /* Fused convolutions (SHMDDP_CONV_ENGINE, ops.h conv_fwd_fused): a second block whose conv
+   * runs fused reads the first block's conv output with that block's BatchNorm + ReLU as its
+   * prologue (fused), and the first block then makes no norm output at all (feeds_fused): its
+   * statistics become the prologue's coefficients (norm.coef). */
+  int fused, feeds_fused;
 } block_t;
 
 typedef struct {
@@ -74,6 +79,7 @@ struct model {
    * reads alive until then. side_from == levels: never. On the host there is no second stream:
    * the same schedule runs in order (its plan is still the side schedule's). */
   int side_from;
+  int fuse_rank; /* the least ops.h conv_fused rank a block's conv runs fused at (3: none) */
   ops_t side_ops;
   int side_ready;
   void *side_ws;

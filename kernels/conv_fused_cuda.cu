@@ -1,0 +1,191 @@
+/* conv_fused_cuda.cu — the CUDA backend's fused 3x3 convolutions (ops.h conv_fwd_fused and its
+ * neighbours): Hopper's own kernels (kernels/conv_sm90.h) where the build has them (sm_90a), the
+ * device is a 9.0 one, the table computes in bf16 and the layer is 64 -> 64 channels; nowhere
+ * else (conv_fused says 0 and the model runs the plain ops). On that shape they were measured
+ * faster than cuDNN with the separate BatchNorm passes (bench/results/conv_sm90_1xh100.txt), so
+ * conv_fused ranks them 2. Also the two small per-channel steps around them: the prologue's
+ * coefficients from a BatchNorm's statistics, and its parameter gradients from the input
+ * gradient's sums. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "kernels/ops_cuda.cuh"
+#ifdef HAVE_CONV_SM90
+#include "kernels/conv_sm90.h"
+#endif
+
+/* ---- the per-channel steps (any dtype) ---- */
+
+template <typename T>
+__global__ void bn_coef_kernel(const double *saved, const T *gamma, const T *beta, int C,
+                               float *coef)
+{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const double scale = (double)opc_ld(gamma[c]) * saved[C + c];
+  coef[c] = (float)scale;
+  coef[C + c] = (float)((double)opc_ld(beta[c]) - saved[c] * scale);
+}
+
+template <typename T>
+static int bn_coef_t(const ops_t *o, const double *saved, const void *gamma, const void *beta,
+                     int C, float *coef)
+{
+  if (C <= 0) return 0;
+  bn_coef_kernel<T><<<(C + 255) / 256, 256, 0, opc_ctx(o)->stream>>>(
+      saved, (const T *)gamma, (const T *)beta, C, coef);
+  OPC_LAUNCHED(o, "the BatchNorm prologue's coefficients");
+  return 0;
+}
+
+static int opc_bn_coef(const ops_t *o, const double *saved, const void *gamma, const void *beta,
+                       int C, float *coef)
+{
+  OPC_DISPATCH(o, bn_coef_t, o, saved, gamma, beta, C, coef);
+}
+
+template <typename T>
+__global__ void bn_params_kernel(const double *sums, int C, T *dgamma, T *dbeta, int acc)
+{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  dbeta[c] = opc_st<T>((float)((acc ? (double)opc_ld(dbeta[c]) : 0.0) + sums[c]));
+  dgamma[c] = opc_st<T>((float)((acc ? (double)opc_ld(dgamma[c]) : 0.0) + sums[C + c]));
+}
+
+template <typename T>
+static int bn_params_t(const ops_t *o, const double *sums, int C, void *dgamma, void *dbeta,
+                       int acc)
+{
+  if (C <= 0) return 0;
+  bn_params_kernel<T><<<(C + 255) / 256, 256, 0, opc_ctx(o)->stream>>>(sums, C, (T *)dgamma,
+                                                                      (T *)dbeta, acc);
+  OPC_LAUNCHED(o, "the BatchNorm parameter gradients");
+  return 0;
+}
+
+static int opc_bn_bwd_params(const ops_t *o, const double *sums, int C, void *dgamma,
+                             void *dbeta, int acc)
+{
+  OPC_DISPATCH(o, bn_params_t, o, sums, C, dgamma, dbeta, acc);
+}
+
+/* ---- the convolutions ---- */
+
+#ifdef HAVE_CONV_SM90
+/* The f32 weight gradient the wgrad kernel writes, placed after its partials in ws: after the
+ * most any batch the layer was planned for needs (fewer images may make more blocks). */
+static size_t dw_offset(int device, const ops_conv_t *c)
+{
+  size_t part = 0;
+  for (int n = 1; n <= c->max_n; n++) {
+    size_t b = conv_sm90_wgrad_ws_bytes(device, n, c->h, c->w);
+    if (b > part) part = b;
+  }
+  return (part + 255) / 256 * 256;
+}
+
+/* 1 when the sm_90 kernels load on the table's device (asked once per table). */
+static int sm90_usable(const ops_t *o)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  if (x->sm90 == 0) {
+    char why[256];
+    x->sm90 = conv_sm90_check(x->device, why, sizeof why) == 0 &&
+                      conv_sm90_wgrad_check(x->device, why, sizeof why) == 0
+                  ? 1
+                  : -1;
+  }
+  return x->sm90 > 0;
+}
+
+static int covered(const ops_t *o, const ops_conv_t *c)
+{
+  return o->dtype == OPS_BF16 && c->kind == OPS_CONV3X3 && c->cin == CONV_SM90_CIN &&
+         c->cout == CONV_SM90_COUT && c->max_n >= 1 && sm90_usable(o);
+}
+
+static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, size_t *ws_bytes)
+{
+  *ws_bytes = 0;
+  if (!covered(o, c)) return 0;
+  const int dev = opc_ctx(o)->device;
+  size_t w = dw_offset(dev, c) + (size_t)9 * c->cin * c->cout * sizeof(float);
+  size_t f = conv_sm90_ws_bytes(dev);
+  *ws_bytes = w > f ? w : f;
+  return 2;
+}
+
+static int not_covered(const ops_t *o, const ops_conv_t *c, int n)
+{
+  if (!covered(o, c))
+    return opc_fail(o, "no fused convolution on this device for a %s %d -> %d layer",
+                    opc_dtype_name(o->dtype), c->cin, c->cout);
+  if (n < 0 || n > c->max_n)
+    return opc_fail(o, "a fused convolution of %d images: the layer was planned for 0 to %d", n,
+                    c->max_n);
+  return 0;
+}
+
+static int opc_conv_fwd_fused(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                              const float *coef, const void *w, void *y, double *stats, void *ws)
+{
+  if (not_covered(o, c, n)) return -1;
+  conv_sm90_fwd_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .x = x,
+                       .weight = w, .scale = coef, .shift = coef ? coef + c->cin : NULL, .y = y,
+                       .stats = stats, .ws = ws, .stream = opc_ctx(o)->stream};
+  opc_ctx_t *cx = opc_ctx(o);
+  return conv_sm90_fwd(&a, cx->err, sizeof cx->err);
+}
+
+static int opc_conv_bwd_data_fused(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                                   const void *w, const void *x, const float *coef,
+                                   const double *saved, void *dx, double *sums, void *ws)
+{
+  if (not_covered(o, c, n)) return -1;
+  conv_sm90_dgrad_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .dy = dy,
+                         .weight = w, .x = x, .scale = coef,
+                         .shift = coef ? coef + c->cin : NULL, .saved = saved, .g = dx,
+                         .sums = sums, .ws = ws, .stream = opc_ctx(o)->stream};
+  opc_ctx_t *cx = opc_ctx(o);
+  return conv_sm90_dgrad(&a, cx->err, sizeof cx->err);
+}
+
+__global__ void dw_store_kernel(const float *src, size_t count, __nv_bfloat16 *dst, int acc)
+{
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  dst[i] = __float2bfloat16_rn(acc ? opc_ld(dst[i]) + src[i] : src[i]);
+}
+
+static int opc_conv_bwd_filter_fused(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                     const float *coef, const void *dy, void *dw, int acc,
+                                     void *ws)
+{
+  if (not_covered(o, c, n)) return -1;
+  opc_ctx_t *cx = opc_ctx(o);
+  float *dw32 = (float *)((char *)ws + dw_offset(cx->device, c));
+  conv_sm90_wgrad_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .x = x,
+                         .dy = dy, .scale = coef, .shift = coef ? coef + c->cin : NULL,
+                         .dweight = dw32, .ws = ws, .stream = cx->stream};
+  if (conv_sm90_wgrad(&a, cx->err, sizeof cx->err)) return -1;
+  const size_t count = (size_t)9 * c->cin * c->cout;
+  dw_store_kernel<<<(unsigned)((count + 255) / 256), 256, 0, cx->stream>>>(
+      dw32, count, (__nv_bfloat16 *)dw, acc);
+  OPC_LAUNCHED(o, "the fused weight gradient's store");
+  return 0;
+}
+#endif
+
+void opc_set_fused(ops_t *o)
+{
+  o->bn_coef = opc_bn_coef;
+  o->bn_bwd_params = opc_bn_bwd_params;
+#ifdef HAVE_CONV_SM90
+  o->conv_fused = opc_conv_fused;
+  o->conv_fwd_fused = opc_conv_fwd_fused;
+  o->conv_bwd_data_fused = opc_conv_bwd_data_fused;
+  o->conv_bwd_filter_fused = opc_conv_bwd_filter_fused;
+#endif
+}
