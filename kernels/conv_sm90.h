@@ -69,10 +69,13 @@ typedef struct {
  *   dweight[co][ky][kx][ci] = Σ_p dy[p][co] a[p + (ky - 1, kx - 1)][ci]   (0 outside the image)
  *   a = bf16(max(0, x * scale + shift))   (or a = x without scale/shift)
  *
- * summed in f32 in a fixed order: the pixels in blocks of consecutive tiles (64 pixels of a
- * row), one partial per block left in the workspace ([blocks][cout][3][3][cin] f32, from its
- * start), then the partials added in block order (conv_wgrad_ref_reduce's order). Where w is a
- * multiple of 64, block b is conv_wgrad_ref's block of 64 * tiles_per_block pixels. */
+ * summed in f32 in a fixed order over row tiles (64 pixels of a row, columns [64 s, 64 s + 64)
+ * cut at the image's edge), numbered down column strips: tile t = (img * tiles_x + s) * h + y,
+ * tiles_x = ceil(w / 64). Block b sums tiles [b T, min((b + 1) T, tiles)), T =
+ * tiles_per_block, into one partial left in the workspace ([blocks][cout][3][3][cin] f32, from
+ * its start), then the partials are added in block order (conv_wgrad_ref_reduce's order).
+ * Where w is 64 the tiles are in raster order and block b is conv_wgrad_ref's block of
+ * 64 * tiles_per_block pixels. */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue */
@@ -83,8 +86,8 @@ typedef struct {
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_wgrad_t;
 
-/* The blocks wgrad sums on `device` for a batch of n h x w, and the 64-pixel tiles in each (the
- * last block may have fewer). 0, or -1 for a bad device or shape. */
+/* The blocks wgrad sums on `device` for a batch of n h x w, and the row tiles (above) in each
+ * (the last block may have fewer). 0, or -1 for a bad device or shape. */
 int conv_sm90_wgrad_plan(int device, int n, int h, int w, int *blocks, int *tiles_per_block);
 
 /* Device bytes of workspace conv_sm90_wgrad needs on `device` for that batch (0: bad shape). */

@@ -6,29 +6,59 @@
  *
  * A GEMM per tap t = (ky, kx): M = 64 output channels, N = 64 input channels, K = pixels.
  *
- * Tiles and blocks. A tile is 64 pixels of one image row (the last of a row may be cut by the
- * image's edge); tiles are numbered in raster order (image, row, segment), so consecutive tiles
- * are consecutive pixels. Block b (one CTA) takes tiles [b T, (b + 1) T) with T = ceil(tiles /
- * multiprocessors): a contiguous run of pixels, whose f32 partial dW it writes to the workspace;
- * a second kernel adds the partials in block order. Where the width is a multiple of 64, block
- * b is exactly conv_wgrad_ref's block of 64 T pixels (kernels/conv_fused_bwd_cpu.h), and the
- * reduction is conv_wgrad_ref_reduce's, bit for bit.
+ * Row tiles, column strips and blocks. A row tile is 64 pixels of one image row, columns
+ * [x0, x0 + 64) with x0 = 64 s (the last segment s of a row may be cut by the image's edge); the
+ * tiles of one (image n, segment s) form a column strip of h tiles, and tiles are numbered
+ * strip by strip, rows down a strip: t = (n * tiles_x + s) * h + y, so vertical neighbours are
+ * consecutive. Block b (one CTA) takes tiles [b T, min((b + 1) T, tiles)) with T = ceil(tiles /
+ * multiprocessors) and writes the f32 partial dW of those pixels to the workspace; a second
+ * kernel adds the partials in block order (conv_wgrad_ref_reduce's order, bit for bit). Where
+ * w is 64 (one strip per image) the order is the raster order, and block b is conv_wgrad_ref's
+ * block of 64 T pixels (kernels/conv_fused_bwd_cpu.h).
  *
- * Per tile, one TMA load brings the halo of x (3 rows x 66 pixels, zero outside the image) and
- * one the tile's dy (64 pixels; zero past the image's edge, so those pixels add nothing). Roles
- * (512 threads): warp 0 loads into a 4-stage ring (full[s]); warps 1-3 apply the BN + ReLU to
- * the halo in place, leaving the lines outside the image zero (ready[s]); three consumer
- * warpgroups, warpgroup j doing the taps of row ky = j. For each 16 pixels of the tile (a
- * k-step): A = dy^T (64 co x 16 pixels) from registers, by ldmatrix .trans of the dy tile
- * (pixels are its lines), loaded once for three wgmma m64n64k16 (kx = 0, 1, 2), each with B = the
- * halo's 16 lines starting at (ky, c + kx) read MN-major through a descriptor (the channels of a
- * pixel along a line: leading byte offset 16, stride 1024, any start line, as
- * dev/wgmma_desc_probe.cu showed). Accumulators (3 x 32 per thread) stay in registers across
- * the block's tiles; each warpgroup waits for its wgmmas before it hands a stage back (empty[s],
- * one arrival per warpgroup). At the end each thread writes its share of the block's partial.
+ * Runs. A block's range splits into runs: consecutive rows y_a..y_b of one column strip (a run
+ * ends at the strip's last row or the block's last tile). A run of L = y_b - y_a + 1 tiles
+ * needs L + 2 x strips, rows y_a - 1 .. y_b + 1, each 1 row x 66 pixels from x0 - 1 (one TMA
+ * box; zeros outside the image, whole strips of zeros above and below it), and L dy strips of
+ * 64 pixels (zeros past the image's edge, so those pixels add nothing). Each x strip is loaded
+ * and put through the BN + ReLU once, and serves the three dy rows that need it: consumer
+ * warpgroup ky (the taps of kernel row ky) takes x strip y - 1 + ky for dy row y.
  *
- * Shared memory: 4 stages of [halo 198 lines (25,344 bytes, 25,600 with padding) | dy 64 lines
- * (8,192)], 1024-aligned, 128-byte swizzle as the copy engine writes it; barriers after them.
+ * Roles (512 threads):
+ *   warp 0 (one thread)  loads, per run: x strips y_a - 1 and y_a, then per tile x strip
+ *                        y + 1 and dy strip y, into two rings: x strips (XS slots, xfull[s])
+ *                        and dy strips (DS slots, dfull[s]); expect_tx on the bytes.
+ *   warps 1-3            the prologue: BN + ReLU on each x strip in place (lines outside the
+ *                        image stay the copy engine's zeros), fence.proxy.async, xready[s];
+ *                        without a prologue they only pass xfull on.
+ *   warps 4-15           three consumer warpgroups, warpgroup ky: for each 16 pixels of a
+ *                        tile (a k-step), A = dy^T (64 co x 16 pixels) from registers, by
+ *                        ldmatrix .trans of the dy strip (pixels are its lines), loaded once
+ *                        for three wgmma m64n64k16 (kx = 0, 1, 2), each with B = the x strip's
+ *                        16 lines from line 16 ks + kx read MN-major through a descriptor (the
+ *                        channels of a pixel along a line: leading byte offset 16, stride 1024,
+ *                        any start line, as dev/wgmma_desc_probe.cu showed). Accumulators
+ *                        (3 x 32 per thread) stay in registers across the block's tiles; at
+ *                        the end each thread writes its share of the block's partial.
+ *
+ * Synchronisation. Every role walks the same sequence, computed from blockIdx and the plan:
+ * the block's x strips j = 0, 1, ... (run after run, L + 2 each) in slot j % XS, phase
+ * (j / XS) & 1, and its tiles i = 0, 1, ... whose dy strip is in slot i % DS, phase
+ * (i / DS) & 1. Barriers: xfull (1 arrival + bytes), xready (the 96 prologue threads), xempty
+ * (3: one thread per consumer warpgroup), dfull (1 + bytes), dempty (3). A consumer warpgroup,
+ * after its wgmmas of a run's k-th tile (x strips jb + k + ky, jb the run's first) have
+ * completed, frees dy slot i and x strip jb + k (row y - 1: no later tile of the run reads
+ * it); after the run's last tile it waits until the run's last x strip is ready, then frees the
+ * last two (jb + L, jb + L + 1). So each x strip gets one arrival per warpgroup, each after
+ * that warpgroup's last read of it, and never before the strip has been loaded (the slot's
+ * previous use is over). Free of deadlock: the loader's j-th x strip waits for strip j - XS
+ * (XS >= 3), whose release needs only tiles that read strips up to j - XS + 2 < j, and their
+ * dy strips, all issued before it; the d-th dy strip waits for tile d - DS, likewise.
+ *
+ * Shared memory (from a 1024-aligned base; a pixel of 64 bf16 channels is one 128-byte line in
+ * the copy engine's 128-byte swizzle, which follows address bits, so each strip starts on a
+ * 1024 boundary): XS = 14 x strips of 66 lines (8,448 bytes, 9,216 with padding), DS = 11 dy
+ * strips of 64 lines (8,192), then the barriers: 220,672 bytes with the alignment slack.
  * Registers: 128 per thread at entry; setmaxnreg gives warpgroup 0 56 and the consumers 152. */
 #include "config.h"
 
@@ -53,22 +83,25 @@ using namespace sm90;
 
 constexpr int C = 64;
 constexpr int TILE_W = 64;
-constexpr int HALO_W = TILE_W + 2, HALO_H = 3;
-constexpr int HALO_LINES = HALO_W * HALO_H;          /* 198 */
-constexpr int HALO_BYTES = HALO_LINES * 128;         /* 25,344: one TMA box */
-constexpr int DY_OFF = (HALO_BYTES + 1023) / 1024 * 1024;
+constexpr int STRIP_W = TILE_W + 2;                  /* an x strip: 66 pixels from x0 - 1 */
+constexpr int X_BYTES = STRIP_W * 128;               /* 8,448: one TMA box */
+constexpr int X_SLOT = (X_BYTES + 1023) / 1024 * 1024; /* 9,216 */
 constexpr int DY_BYTES = TILE_W * 128;               /* 8,192 */
-constexpr int STAGE_BYTES = DY_OFF + DY_BYTES;       /* 33,792 */
-constexpr int STAGES = 4;
-constexpr int OFF_BAR = STAGES * STAGE_BYTES;
-constexpr int SMEM_BYTES = OFF_BAR + 3 * STAGES * 8 + 1024;
+constexpr int XS = 14;                               /* x strip slots */
+constexpr int DS = 11;                               /* dy strip slots */
+constexpr int OFF_DY = XS * X_SLOT;
+constexpr int OFF_BAR = OFF_DY + DS * DY_BYTES;
+constexpr int NBARS = 3 * XS + 2 * DS;
+constexpr int SMEM_BYTES = OFF_BAR + 8 * NBARS + 1024;
 constexpr int THREADS = 512;
 constexpr int PRO_THREADS = 96;
 constexpr int CONSUMERS = 3;
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 152;
 constexpr int DW = 9 * C * C;                        /* floats of one partial */
 static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
-static_assert(STAGE_BYTES % 1024 == 0 && DY_OFF % 1024 == 0, "buffers on 1024-byte boundaries");
+static_assert(X_SLOT % 1024 == 0 && OFF_DY % 1024 == 0 && DY_BYTES % 1024 == 0,
+              "strips on 1024-byte boundaries");
+static_assert(XS >= 3 && DS >= 1, "the rings hold a tile's three x strips and its dy strip");
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 
 struct wparams {
@@ -77,17 +110,39 @@ struct wparams {
   float *partial; /* [gridDim.x][cout][3][3][cin] */
 };
 
-struct wtile_t {
-  int n, y, x0;
+/* Barrier addresses: xfull[XS], xready[XS], xempty[XS], dfull[DS], dempty[DS]. */
+struct wbars {
+  uint32_t xfull, xready, xempty, dfull, dempty;
+  __device__ __forceinline__ explicit wbars(uint32_t sbase)
+      : xfull(sbase + OFF_BAR), xready(xfull + 8 * XS), xempty(xready + 8 * XS),
+        dfull(xempty + 8 * XS), dempty(dfull + 8 * DS)
+  {
+  }
 };
 
-__device__ __forceinline__ wtile_t wtile_of(const wparams &p, int t)
+__device__ __forceinline__ uint32_t xslot(uint32_t sbase, int j)
 {
-  wtile_t r;
-  r.x0 = (t % p.tiles_x) * TILE_W;
-  t /= p.tiles_x;
-  r.y = t % p.h;
-  r.n = t / p.h;
+  return sbase + (uint32_t)(j % XS) * X_SLOT;
+}
+__device__ __forceinline__ uint32_t dslot(uint32_t sbase, int i)
+{
+  return sbase + OFF_DY + (uint32_t)(i % DS) * DY_BYTES;
+}
+
+/* A run: rows y_a .. y_a + len - 1 of column strip (n, x0). */
+struct wrun_t {
+  int n, x0, ya, len;
+};
+
+/* The run that starts at tile t of a block whose range ends at `end`. */
+__device__ __forceinline__ wrun_t wrun_of(const wparams &p, int t, int end)
+{
+  wrun_t r;
+  const int strip = t / p.h;
+  r.ya = t - strip * p.h;
+  r.len = min(end - t, p.h - r.ya);
+  r.n = strip / p.tiles_x;
+  r.x0 = (strip - r.n * p.tiles_x) * TILE_W;
   return r;
 }
 
@@ -98,44 +153,65 @@ __device__ __forceinline__ int end_tile(const wparams &p)
   return e < p.ntiles ? e : p.ntiles;
 }
 
+/* x strip j of the block: image row `row` of run r, into slot j % XS once its previous use
+ * (strip j - XS) has been freed. */
+__device__ __forceinline__ void load_x(const CUtensorMap *xmap, uint32_t sbase, const wbars &b,
+                                       int j, const wrun_t &r, int row)
+{
+  const uint32_t s = (uint32_t)(j % XS);
+  if (j >= XS) mbar_wait(b.xempty + 8 * s, (uint32_t)(j / XS - 1) & 1);
+  mbar_expect_tx(b.xfull + 8 * s, X_BYTES);
+  tma_load_4d(xslot(sbase, j), xmap, 0, r.x0 - 1, row, r.n, b.xfull + 8 * s);
+}
+
 __device__ __forceinline__ void wgrad_loader(const wparams &p, const CUtensorMap *xmap,
                                              const CUtensorMap *dymap, uint32_t sbase)
 {
-  const uint32_t full = sbase + OFF_BAR, empty = full + 16 * STAGES;
+  const wbars b(sbase);
   asm volatile("prefetch.tensormap [%0];" ::"l"(xmap) : "memory");
   asm volatile("prefetch.tensormap [%0];" ::"l"(dymap) : "memory");
-  int i = 0;
-  for (int t = first_tile(p); t < end_tile(p); t++, i++) {
-    const int s = i % STAGES, k = i / STAGES;
-    if (k > 0) mbar_wait(empty + 8 * s, (k - 1) & 1);
-    const wtile_t tl = wtile_of(p, t);
-    const uint32_t stage = sbase + s * STAGE_BYTES;
-    mbar_expect_tx(full + 8 * s, HALO_BYTES + DY_BYTES);
-    tma_load_4d(stage, xmap, 0, tl.x0 - 1, tl.y - 1, tl.n, full + 8 * s);
-    tma_load_4d(stage + DY_OFF, dymap, 0, tl.x0, tl.y, tl.n, full + 8 * s);
+  const int end = end_tile(p);
+  int i = 0, j = 0;
+  for (int t = first_tile(p); t < end;) {
+    const wrun_t r = wrun_of(p, t, end);
+    load_x(xmap, sbase, b, j, r, r.ya - 1);
+    load_x(xmap, sbase, b, j + 1, r, r.ya);
+    for (int k = 0; k < r.len; k++, i++) {
+      load_x(xmap, sbase, b, j + k + 2, r, r.ya + k + 1);
+      const uint32_t s = (uint32_t)(i % DS);
+      if (i >= DS) mbar_wait(b.dempty + 8 * s, (uint32_t)(i / DS - 1) & 1);
+      mbar_expect_tx(b.dfull + 8 * s, DY_BYTES);
+      tma_load_4d(dslot(sbase, i), dymap, 0, r.x0, r.ya + k, r.n, b.dfull + 8 * s);
+    }
+    j += r.len + 2;
+    t += r.len;
   }
 }
 
-/* The forward's prologue on the halo, in place (sm90_conv.cuh): the thread owns channel chunk
- * (lane & 7) and walks lines (lane >> 3) + 4 (warp - 1), +12. */
+/* The forward's prologue on each x strip, in place (sm90_conv.cuh): the thread owns channel
+ * chunk (lane & 7) and walks lines (lane >> 3) + 4 (warp - 1), +12. */
 template <bool PRO>
 __device__ __forceinline__ void wgrad_prologue(const wparams &p, uint32_t sbase, int pw, int lane)
 {
-  const uint32_t full = sbase + OFF_BAR, ready = full + 8 * STAGES;
+  const wbars b(sbase);
   const int lc = lane & 7;
   float sc[8], sh[8];
   if (PRO) bn_coef_load(p.scale, p.shift, lc, sc, sh);
-  int i = 0;
-  for (int t = first_tile(p); t < end_tile(p); t++, i++) {
-    const int s = i % STAGES, k = i / STAGES;
-    mbar_wait(full + 8 * s, k & 1);
-    if (PRO) {
-      const wtile_t tl = wtile_of(p, t);
-      bn_relu_halo(sbase + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y - 1, tl.x0 - 1, p.h, p.w,
-                   4 * pw + (lane >> 3), 12, lc, sc, sh);
-      fence_proxy_async();
+  const int end = end_tile(p);
+  int j = 0;
+  for (int t = first_tile(p); t < end;) {
+    const wrun_t r = wrun_of(p, t, end);
+    for (int q = 0; q < r.len + 2; q++, j++) {
+      const uint32_t s = (uint32_t)(j % XS);
+      mbar_wait(b.xfull + 8 * s, (uint32_t)(j / XS) & 1);
+      if (PRO) {
+        bn_relu_halo(xslot(sbase, j), STRIP_W, STRIP_W, r.ya - 1 + q, r.x0 - 1, p.h, p.w,
+                     4 * pw + (lane >> 3), 12, lc, sc, sh);
+        fence_proxy_async();
+      }
+      mbar_arrive(b.xready + 8 * s);
     }
-    mbar_arrive(ready + 8 * s);
+    t += r.len;
   }
 }
 
@@ -143,7 +219,7 @@ __device__ __forceinline__ void wgrad_prologue(const wparams &p, uint32_t sbase,
  * block's partial. */
 __device__ __forceinline__ void wgrad_consumer(const wparams &p, uint32_t sbase, int ky, int ti)
 {
-  const uint32_t full = sbase + OFF_BAR, ready = full + 8 * STAGES, empty = full + 16 * STAGES;
+  const wbars b(sbase);
   const int wi = ti >> 5, lane = ti & 31, g = lane >> 2, t4 = lane & 3, q = lane >> 3;
   /* ldmatrix .trans geometry: matrix q covers channels 16 wi + 8 (q & 1) and pixels 8 (q >> 1)
    * of the k-step; the lane addresses the pixel line (lane & 7) of it */
@@ -151,40 +227,57 @@ __device__ __forceinline__ void wgrad_consumer(const wparams &p, uint32_t sbase,
   float acc[3][32];
 #pragma unroll
   for (int v = 0; v < 32; v++) acc[0][v] = acc[1][v] = acc[2][v] = 0.f;
-  int i = 0;
-  for (int t = first_tile(p); t < end_tile(p); t++, i++) {
-    const int s = i % STAGES, k = i / STAGES;
-    const uint32_t stage = sbase + s * STAGE_BYTES;
-    mbar_wait(ready + 8 * s, k & 1);
-    uint32_t a[2][4];
+  const int end = end_tile(p);
+  int i = 0, j = 0; /* the block's tile, the run's first x strip */
+  for (int t = first_tile(p); t < end;) {
+    const wrun_t r = wrun_of(p, t, end);
+    for (int k = 0; k < r.len; k++, i++) {
+      const int jx = j + k + ky; /* x strip row y - 1 + ky */
+      mbar_wait(b.xready + 8 * (jx % XS), (uint32_t)(jx / XS) & 1);
+      mbar_wait(b.dfull + 8 * (i % DS), (uint32_t)(i / DS) & 1);
+      const uint32_t xs = xslot(sbase, jx), ds = dslot(sbase, i);
+      uint32_t a[2][4];
 #pragma unroll
-    for (int ks = 0; ks < TILE_W / 16; ks++) {
-      ldmatrix_x4_trans(stage + DY_OFF + swz((uint32_t)(16 * ks) + pix, chunk), a[ks & 1]);
-      wgmma_fence();
+      for (int ks = 0; ks < TILE_W / 16; ks++) {
+        ldmatrix_x4_trans(ds + swz((uint32_t)(16 * ks) + pix, chunk), a[ks & 1]);
+        wgmma_fence();
 #pragma unroll
-      for (int kx = 0; kx < 3; kx++) {
-        const uint32_t line = (uint32_t)(ky * HALO_W + 16 * ks + kx);
-        wgmma_rs<1>(acc[kx], a[ks & 1], desc_sw128(stage + line * 128u), 1);
+        for (int kx = 0; kx < 3; kx++)
+          wgmma_rs<1>(acc[kx], a[ks & 1], desc_sw128(xs + (uint32_t)(16 * ks + kx) * 128u), 1);
+        wgmma_commit();
+        wgmma_wait<1>();
       }
-      wgmma_commit();
-      wgmma_wait<1>();
-    }
-    wgmma_wait<0>(); /* the stage's lines are read */
+      wgmma_wait<0>(); /* the strips' lines are read */
 #pragma unroll
-    for (int kx = 0; kx < 3; kx++) acc_fence(acc[kx]);
+      for (int kx = 0; kx < 3; kx++) acc_fence(acc[kx]);
+      __syncwarp();
+      if (ti == 0) {
+        mbar_arrive(b.dempty + 8 * (i % DS));
+        mbar_arrive(b.xempty + 8 * ((j + k) % XS)); /* row y - 1: read by no later tile */
+      }
+    }
+    /* the run's last two x strips: freed once loaded (their slots' previous uses are over),
+     * which the last one's readiness implies */
+    if (ti == 0) {
+      const int jl = j + r.len + 1;
+      mbar_wait(b.xready + 8 * (jl % XS), (uint32_t)(jl / XS) & 1);
+      mbar_arrive(b.xempty + 8 * ((jl - 1) % XS));
+      mbar_arrive(b.xempty + 8 * (jl % XS));
+    }
     __syncwarp();
-    if (ti == 0) mbar_arrive(empty + 8 * s);
+    j += r.len + 2;
+    t += r.len;
   }
   /* accumulator v = 4 j + 2 h + e: output channel 16 wi + g + 8 h, input channel 8 j + 2 t4 + e */
   float *part = p.partial + (size_t)blockIdx.x * DW;
 #pragma unroll
   for (int kx = 0; kx < 3; kx++)
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int jj = 0; jj < 8; jj++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const int co = 16 * wi + g + 8 * h, ci = 8 * j + 2 * t4, tap = 3 * ky + kx;
-        float2 v = make_float2(acc[kx][4 * j + 2 * h], acc[kx][4 * j + 2 * h + 1]);
+        const int co = 16 * wi + g + 8 * h, ci = 8 * jj + 2 * t4, tap = 3 * ky + kx;
+        float2 v = make_float2(acc[kx][4 * jj + 2 * h], acc[kx][4 * jj + 2 * h + 1]);
         *reinterpret_cast<float2 *>(part + (size_t)co * 9 * C + tap * C + ci) = v;
       }
 }
@@ -199,11 +292,15 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t sbase = (raw + 1023u) & ~1023u;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
-    const uint32_t bar = sbase + OFF_BAR;
-    for (int s = 0; s < STAGES; s++) {
-      mbar_init(bar + 8 * s, 1);                          /* full */
-      mbar_init(bar + 8 * (STAGES + s), PRO_THREADS);     /* ready */
-      mbar_init(bar + 8 * (2 * STAGES + s), CONSUMERS);   /* empty */
+    const wbars b(sbase);
+    for (int s = 0; s < XS; s++) {
+      mbar_init(b.xfull + 8 * s, 1);
+      mbar_init(b.xready + 8 * s, PRO_THREADS);
+      mbar_init(b.xempty + 8 * s, CONSUMERS);
+    }
+    for (int s = 0; s < DS; s++) {
+      mbar_init(b.dfull + 8 * s, 1);
+      mbar_init(b.dempty + 8 * s, CONSUMERS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -235,7 +332,7 @@ typedef void (*wkernel_fn)(CUtensorMap, CUtensorMap, wparams);
 
 wkernel_fn wpick(bool pro) { return pro ? conv_sm90_wgrad_kernel<true> : conv_sm90_wgrad_kernel<false>; }
 
-/* Tiles of a batch and tiles per block on `sms` multiprocessors; the blocks. */
+/* Row tiles of a batch and row tiles per block on `sms` multiprocessors; the blocks. */
 void plan(int n, int h, int w, int sms, int *ntiles, int *per_block, int *blocks)
 {
   const long long tiles = (long long)n * h * ((w + TILE_W - 1) / TILE_W);
@@ -298,7 +395,7 @@ extern "C" int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t err
   if (!encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
   CUtensorMap xm, dym;
-  if (map_image(&xm, a->x, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
+  if (map_image(&xm, a->x, a->n, a->h, a->w, STRIP_W, 1, err, errlen) ||
       map_image(&dym, a->dy, a->n, a->h, a->w, TILE_W, 1, err, errlen))
     return -1;
   p.n = a->n;

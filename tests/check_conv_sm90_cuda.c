@@ -414,20 +414,69 @@ static void wg_out_free(wg_out_t *o)
   free(o->part);
 }
 
+/* What the shapes' blocks showed: a block whose row tiles run on from one column strip to the
+ * next of the same image, or to the next image, and a block that starts part-way down a strip. */
+typedef struct {
+  int strips, images, mid;
+} wg_seen_t;
+
 /* wgrad against the f64 definition (the bound the CPU reference meets: (P + 1) 2^-24 Σ|dy a|
  * per element, relative L2 1e-5), its reduction against conv_wgrad_ref_reduce of its own
- * partials bit for bit, and, where w is a multiple of 64 (the blocks are conv_wgrad_ref's),
- * each partial against the reference's. */
-static void check_wgrad(int n, int h, int w, int pro)
+ * partials bit for bit, and each block's partial against the f64 sum over exactly that block's
+ * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * h + y,
+ * block b tiles [b T, (b + 1) T)), every pixel in one block. dW's f64 definition is the sum of
+ * the blocks' (each pixel once). */
+static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
 {
   const cf_shape_t sh = {n, h, w, CONV_SM90_CIN, CONV_SM90_COUT};
   bd_data_t b;
   bd_make(&b, &sh);
   double *act = bd_act(&b, pro);
-  double *dwo = malloc(DWN * sizeof *dwo), *mag = malloc(DWN * sizeof *mag);
-  wg_oracle(&b, act, dwo, mag);
   wg_out_t o;
   wg_gpu_run(&b, pro, &o);
+  const int tiles_x = (w + 63) / 64;
+  const long ntiles = (long)n * tiles_x * h;
+  ck_assert_msg(o.per >= 1 && (long)(o.blocks - 1) * o.per < ntiles &&
+                    ntiles <= (long)o.blocks * o.per,
+                "wgrad %dx%dx%d: %d blocks of %d row tiles for %ld tiles", n, h, w, o.blocks,
+                o.per, ntiles);
+  double *dwo = calloc(DWN, sizeof *dwo), *mag = calloc(DWN, sizeof *mag);
+  double *pdw = malloc(DWN * sizeof *pdw), *pmag = malloc(DWN * sizeof *pmag);
+  unsigned char *hit = calloc(b.P, 1);
+  /* a block's partial: at most 64 T f32 additions into each element, of its own terms; twice
+   * that for an adder that truncates rather than rounds */
+  const double ub = 2 * ldexp(1.0, -24) * (64.0 * o.per + 1);
+  size_t bad = 0;
+  for (int k = 0; k < o.blocks; k++) {
+    memset(pdw, 0, DWN * sizeof *pdw);
+    memset(pmag, 0, DWN * sizeof *pmag);
+    const long t0 = (long)k * o.per, t1 = t0 + o.per < ntiles ? t0 + o.per : ntiles;
+    if (t0 % h) seen->mid = 1;
+    for (long t = t0; t < t1; t++) {
+      const long strip = t / h;
+      const int y = (int)(t % h), img = (int)(strip / tiles_x), x0 = (int)(strip % tiles_x) * 64;
+      if (t > t0 && y == 0) {
+        if ((strip - 1) / tiles_x == img)
+          seen->strips = 1;
+        else
+          seen->images = 1;
+      }
+      for (int x = x0; x < x0 + 64 && x < w; x++) {
+        const size_t p = ((size_t)img * h + y) * w + x;
+        hit[p]++;
+        wg_oracle_pixel(&b, act, p, pdw, pmag);
+      }
+    }
+    for (size_t i = 0; i < DWN; i++) {
+      bad += !(fabs(o.part[(size_t)k * DWN + i] - pdw[i]) <= ub * pmag[i]);
+      dwo[i] += pdw[i];
+      mag[i] += pmag[i];
+    }
+  }
+  size_t once = 0;
+  for (size_t p = 0; p < b.P; p++) once += hit[p] == 1;
+  ck_assert_msg(once == b.P, "wgrad %dx%dx%d: %zu of %zu pixels not in exactly one block", n, h,
+                w, b.P - once, b.P);
   double u = ldexp(1.0, -24) * (double)(b.P + 1), num = 0, den = 0;
   size_t off = 0, nan = 0;
   for (size_t i = 0; i < DWN; i++) {
@@ -444,30 +493,12 @@ static void check_wgrad(int n, int h, int w, int pro)
   conv_wgrad_ref_reduce(o.part, (size_t)o.blocks, DWN, red);
   ck_assert_msg(memcmp(red, o.dw, DWN * sizeof *red) == 0,
                 "wgrad %dx%dx%d: dW is not its partials added in block order", n, h, w);
-  if (w % 64 == 0) {
-    float *rdw = malloc(DWN * sizeof *rdw), *rpart = malloc((size_t)o.blocks * DWN * sizeof *rpart);
-    char err[256];
-    conv_wgrad_ref_t ra = {.n = n, .h = h, .w = w, .cin = CONV_SM90_CIN, .cout = CONV_SM90_COUT,
-                           .x = b.d.x, .dy = b.dy, .scale = pro ? b.d.scale : NULL,
-                           .shift = pro ? b.d.shift : NULL, .block_pixels = 64 * o.per,
-                           .dweight = rdw, .partials = rpart};
-    ck_assert_msg(conv_wgrad_ref(&ra, err, sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq(conv_wgrad_ref_blocks(b.P, 64 * o.per), (size_t)o.blocks);
-    /* a block's partial: at most 64 per f32 additions into each element, of terms no larger
-     * than the whole sum's magnitudes */
-    double ub = ldexp(1.0, -24) * (64.0 * o.per + 1);
-    size_t bad = 0;
-    for (int k = 0; k < o.blocks; k++)
-      for (size_t i = 0; i < DWN; i++) {
-        size_t j = (size_t)k * DWN + i;
-        bad += !(fabs(o.part[j] - rpart[j]) <= 2 * ub * mag[i]);
-      }
-    ck_assert_msg(bad == 0, "wgrad %dx%dx%d: %zu partial elements off the reference's", n, h, w,
-                  bad);
-    free(rdw);
-    free(rpart);
-  }
+  ck_assert_msg(bad == 0, "wgrad %dx%dx%d pro %d: %zu partial elements off their block's f64 sum",
+                n, h, w, pro, bad);
   free(red);
+  free(hit);
+  free(pdw);
+  free(pmag);
   wg_out_free(&o);
   free(act);
   free(dwo);
@@ -477,13 +508,23 @@ static void check_wgrad(int n, int h, int w, int pro)
 
 START_TEST(wgrad_shapes)
 {
-  /* cut tiles (70, 130), a single pixel, one row, rows of whole tiles, many tiles per block */
-  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128},
-                                  {2, 64, 256}};
+  /* cut tiles (70, 130, 300), a single pixel, rows of whole tiles, more multiprocessors than
+   * row tiles (the first four), blocks of several tiles whose runs go on to the next column
+   * strip and the next image and start part-way down a strip (2 x 25 x 130 on 78 to 144
+   * multiprocessors), one-row images (h = 1: each run one tile, three x strips), the U-Net's
+   * 6 x 256 x 256 (runs of tens of rows) */
+  static const int shapes[][3] = {{2, 9, 70},   {1, 1, 1},    {3, 5, 130},   {1, 2, 64},
+                                  {2, 64, 128}, {2, 64, 256}, {2, 25, 130}, {40, 1, 300},
+                                  {6, 256, 256}};
+  wg_seen_t seen = {0, 0, 0};
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1);
-    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0);
+    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1, &seen);
+    check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, &seen);
   }
+  ck_assert_msg(seen.strips && seen.images && seen.mid,
+                "the shapes' blocks never ran on to the next strip (%d) or image (%d), or "
+                "started part-way down a strip (%d): choose shapes for this device",
+                seen.strips, seen.images, seen.mid);
 }
 END_TEST
 

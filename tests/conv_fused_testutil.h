@@ -237,31 +237,36 @@ static inline double *bd_act(const bd_data_t *b, int with_pro)
   return a;
 }
 
+/* Pixel p's terms of dW's definition, in f64, added to dwo, and their magnitudes |dy a| to mag. */
+static inline void wg_oracle_pixel(const bd_data_t *b, const double *act, size_t p, double *dwo,
+                                   double *mag)
+{
+  const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
+  size_t img = p / ((size_t)H * W);
+  int y = (int)(p / W % H), x = (int)(p % W);
+  for (int o = 0; o < co; o++)
+    for (int ky = 0; ky < 3; ky++)
+      for (int kx = 0; kx < 3; kx++) {
+        int sy = y + ky - 1, sx = x + kx - 1;
+        if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
+        const double *av = act + ((img * H + sy) * W + sx) * ci;
+        size_t at = (((size_t)o * 3 + ky) * 3 + kx) * ci;
+        for (int c = 0; c < ci; c++) {
+          double t = (double)b->dy[p * co + o] * av[c];
+          dwo[at + c] += t;
+          mag[at + c] += fabs(t);
+        }
+      }
+}
+
 /* dW from the definition in f64, and S = Σ |dy a| per element (the scale of the f32 sums'
  * rounding). */
 static inline void wg_oracle(const bd_data_t *b, const double *act, double *dwo, double *mag)
 {
-  const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
-  size_t count = (size_t)9 * ci * co;
+  size_t count = (size_t)9 * b->d.cin * b->d.cout;
   memset(dwo, 0, count * sizeof *dwo);
   memset(mag, 0, count * sizeof *mag);
-  for (size_t p = 0; p < b->P; p++) {
-    size_t img = p / ((size_t)H * W);
-    int y = (int)(p / W % H), x = (int)(p % W);
-    for (int o = 0; o < co; o++)
-      for (int ky = 0; ky < 3; ky++)
-        for (int kx = 0; kx < 3; kx++) {
-          int sy = y + ky - 1, sx = x + kx - 1;
-          if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
-          const double *av = act + ((img * H + sy) * W + sx) * ci;
-          size_t at = (((size_t)o * 3 + ky) * 3 + kx) * ci;
-          for (int c = 0; c < ci; c++) {
-            double t = (double)b->dy[p * co + o] * av[c];
-            dwo[at + c] += t;
-            mag[at + c] += fabs(t);
-          }
-        }
-  }
+  for (size_t p = 0; p < b->P; p++) wg_oracle_pixel(b, act, p, dwo, mag);
 }
 
 #endif
