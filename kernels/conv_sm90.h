@@ -13,7 +13,8 @@
  * same GPU model give the same bits. kernels/conv_fused_cpu.h is its CPU reference.
  *
  * Built only where configure's CUDA architectures include 90 (HAVE_CONV_SM90): the object is
- * compiled for sm_90a alone. Not yet called by the trainer. */
+ * compiled for sm_90a alone. The CUDA backend runs them as its fused convolutions (ops.h
+ * conv_fwd_fused and its neighbours, kernels/conv_fused_cuda.cu). */
 #ifndef KERNELS_CONV_SM90_H
 #define KERNELS_CONV_SM90_H
 
