@@ -704,6 +704,21 @@ static int fused_bwd(model_t *m, const layer_ctx_t *c, block_t *prev, block_t *b
   return 0;
 }
 
+/* The backward of a pair of blocks (b1, then b2 on b1's norm output) at `level` from d, the
+ * gradient w.r.t. b2's conv output: b2's norm, b2's conv (fused or plain), b1's norm; *dx: the
+ * gradient w.r.t. b1's conv output (a new tensor). */
+static int pair_bwd(model_t *m, const layer_ctx_t *c, block_t *b1, block_t *b2, int level, int n,
+                    const void *x, int d, int *dx)
+{
+  CHECK(norm_bwd(m, c, b2, n, level, d));
+  if (b2->fused) return fused_bwd(m, c, b1, b2, level, n, d, dx);
+  int r;
+  CHECK(recompute(m, c, b1, n, level, &r, "norm output"));
+  CHECK(conv_bwd(m, c, &b2->conv, level, n, r, x, d, level_pixels(m, level) * (size_t)b1->norm.C,
+                 dx));
+  return norm_bwd(m, c, b1, n, level, *dx);
+}
+
 static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in, int n)
 {
   char *err = c->err;
@@ -719,15 +734,8 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     dec_t *dc = &m->dec[i];
     size_t P = level_pixels(m, i), wi = (size_t)cf->widths[i];
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
-    int r, dx, cat, dcat, dup, below;
-    CHECK(norm_bwd(m, c, &dc->b2, n, i, d));
-    if (dc->b2.fused) {
-      CHECK(fused_bwd(m, c, &dc->b1, &dc->b2, i, n, d, &dx));
-    } else {
-      CHECK(recompute(m, c, &dc->b1, n, i, &r, "norm output"));
-      CHECK(conv_bwd(m, c, &dc->b2.conv, i, n, r, x, d, P * wi, &dx));
-      CHECK(norm_bwd(m, c, &dc->b1, n, i, dx));
-    }
+    int dx, cat, dcat, dup, below;
+    CHECK(pair_bwd(m, c, &dc->b1, &dc->b2, i, n, x, d, &dx));
     if (kept(m, i))
       cat = dc->cat;
     else
@@ -762,15 +770,8 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
       }
       d = dskip[i];
     }
-    int r, dx;
-    CHECK(norm_bwd(m, c, &en->b2, n, i, d));
-    if (en->b2.fused) {
-      CHECK(fused_bwd(m, c, &en->b1, &en->b2, i, n, d, &dx));
-    } else {
-      CHECK(recompute(m, c, &en->b1, n, i, &r, "norm output"));
-      CHECK(conv_bwd(m, c, &en->b2.conv, i, n, r, x, d, P * wi, &dx));
-      CHECK(norm_bwd(m, c, &en->b1, n, i, dx));
-    }
+    int dx;
+    CHECK(pair_bwd(m, c, &en->b1, &en->b2, i, n, x, d, &dx));
     if (i > 0)
       CHECK(conv_bwd(m, c, &en->b1.conv, i, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
     else
