@@ -7,8 +7,9 @@
  * What is counted. FLOPs: the model's multiply-adds of the convolutions (2 per MAC; the RGB layer
  * at its 3 input channels, whatever padding a backend adds), forward, backward data and
  * backward weights alike; the element passes count 0 (their work is bytes). Bytes: the tensors
- * an operation must read and write once each (activations, weights, gradients, statistics of
- * the batch are per channel and left out: < 0.1 %), in the dtype it moves them in; what a
+ * an operation must read and write once each (activations, weights, gradients; statistics of
+ * the batch are per channel and left out, < 0.1 %, except in the fused engine's operations,
+ * which replace whole passes with them), in the dtype it moves them in; what a
  * kernel reads more than once, or a workspace it spills to, is the difference between its
  * measured time and its roofline time. */
 #ifndef DEV_STEP_ACCOUNT_H
