@@ -19,7 +19,16 @@
  *
  * The step follows src/model/unet.c's schedule, including which levels backward recomputes the
  * norm outputs, skips and concats at (-r: auto as the model's SHMDDP_RECOMPUTE=auto: the two
- * shallowest in 16-bit, none in f32; all, none, or a number of levels).
+ * shallowest in 16-bit, none in f32; all, none, or a number of levels), and which block pairs
+ * run their second convolution fused with the first's BatchNorm + ReLU: SHMDDP_CONV_ENGINE
+ * (auto, library or fused), read and applied per layer by the model's own calls
+ * (src/model/conv_engine.h). A fused pair runs the model's fused schedule: the first block's
+ * statistics and coefficients (bn_coef) with no norm output, conv_fwd_fused with the second
+ * block's statistics, their bn_finalize and apply; backward conv_bwd_filter_fused,
+ * conv_bwd_data_fused (the first block's mask and sums), bn_bwd_params and bn_bwd_apply, nothing
+ * recomputed. The fused convolutions are charged to their convolution's pass with the bytes they
+ * move (step_account.h's acct_conv_fused), and every row of the account says its engine (fused or
+ * library); the first line printed says the setting and which layers run fused.
  *
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
@@ -28,8 +37,9 @@
  * 16-byte aligned). -o 4 gives the model's alignment at 4 classes: its buffer starts with the
  * head's 4 + 64 * 4 elements, which puts every other 16-bit tensor 8 bytes off 16 bytes.
  *
- * usage: ops_cuda_bench [-p bf16|f16|f32] [-b batch] [-s size] [-w 64,128,256,512,1024]
- *                       [-k classes] [-n iters] [-W warmup] [-t top-ops] [-r auto|all|none|N]
+ * usage: [SHMDDP_CONV_ENGINE=auto|library|fused] ops_cuda_bench [-p bf16|f16|f32] [-b batch]
+ *                       [-s size] [-w 64,128,256,512,1024] [-k classes] [-n iters] [-W warmup]
+ *                       [-t top-ops] [-r auto|all|none|N]
  *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-o N] [-m] */
 #include "config.h"
 
@@ -47,6 +57,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "src/device/arena.h"
+#include "src/model/conv_engine.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
 
@@ -56,6 +67,7 @@
 #define DIE(...) harness_die(1, __VA_ARGS__)
 
 static ops_t O;
+static model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE, read as the model reads it */
 static cudaStream_t S;
 static size_t E; /* bytes per element */
 
@@ -88,9 +100,9 @@ static int skipped(acct_pass_t pass, const char *name)
   return (int)pass == skip_pass && (!skip_layer || !strcmp(skip_layer, name));
 }
 
-static void op_begin(acct_pass_t pass, const char *name, acct_cost_t cost)
+static void op_begin(acct_pass_t pass, const char *name, acct_engine_t engine, acct_cost_t cost)
 {
-  if (accounting && acct_add(&account, name, pass, cost) != 0) DIE("out of memory");
+  if (accounting && acct_add_on(&account, name, pass, engine, cost) != 0) DIE("out of memory");
   if (!profiling) return;
   op_end();
   CU(cudaStreamSynchronize(S)); /* the next op starts on an idle GPU: no queue, no gap */
@@ -103,12 +115,16 @@ static void op_begin(acct_pass_t pass, const char *name, acct_cost_t cost)
   CU(cudaEventRecord(evs[nrec++], S));
 }
 
-#define OP(pass, name, cost, call)                                                             \
+/* An op of the library engine (OP) or of the fused one (OP_FUSED: step_account.h's
+ * acct_engine_t), charged to (pass, name) with its cost. */
+#define OP_ON(pass, name, engine, cost, call)                                                  \
   do {                                                                                         \
     if (skipped((pass), (name))) break;                                                        \
-    op_begin((pass), (name), (cost));                                                          \
+    op_begin((pass), (name), (engine), (cost));                                                \
     if ((call) != 0) DIE("%s (%s): %s", (name), #call, O.last_error(&O));                      \
   } while (0)
+#define OP(pass, name, cost, call) OP_ON(pass, name, ACCT_LIBRARY, cost, call)
+#define OP_FUSED(pass, name, cost, call) OP_ON(pass, name, ACCT_FUSED, cost, call)
 
 /* ---- the network's tensors ---- */
 
@@ -125,6 +141,11 @@ typedef struct {
   double *stats, *saved;
   float *running;
   void *a, *r;
+  /* The fused engine (src/model/conv_engine.h), as the model runs a block pair: the second
+   * block's conv reads the first's conv output through the first's BatchNorm + ReLU (fused),
+   * and the first makes only its statistics and coefficients, no norm output (feeds_fused). */
+  int fused, feeds_fused;
+  float *coef; /* feeds_fused: [scale | shift] of the norm, f32 */
 } blk_t;
 
 static struct {
@@ -206,6 +227,19 @@ static void plan(conv_t *cv)
   if (ws > N.ws_bytes) N.ws_bytes = ws;
 }
 
+/* Whether b (the second block of a pair after prev) runs its conv fused: the model's choice
+ * (src/model/conv_engine.h); the workspace grows to what the fused ops take. */
+static void choose_fused(blk_t *prev, blk_t *b)
+{
+  size_t ws = 0;
+  int fuses = model_conv_engine_fuses(&engine, &O, &b->conv.c, &ws);
+  if (fuses < 0) DIE("planning %s fused: %s", b->conv.name, O.last_error(&O));
+  if (!fuses) return;
+  b->fused = prev->feeds_fused = 1;
+  prev->coef = dev(2 * (size_t)prev->C * sizeof(float));
+  if (ws > N.ws_bytes) N.ws_bytes = ws;
+}
+
 static void build(void)
 {
   char name[32];
@@ -243,6 +277,7 @@ static void build(void)
     blk_alloc(&N.enc2[i]);
     plan(&N.enc1[i].conv);
     plan(&N.enc2[i].conv);
+    choose_fused(&N.enc1[i], &N.enc2[i]);
     if (i > 0) {
       N.pooled[i] = dev(P * N.widths[i - 1] * E);
       N.arg[i] = dev(P * N.widths[i - 1]);
@@ -258,6 +293,7 @@ static void build(void)
     plan(&N.up[i]);
     plan(&N.dec1[i].conv);
     plan(&N.dec2[i].conv);
+    choose_fused(&N.dec1[i], &N.dec2[i]);
   }
   plan(&N.head);
   if (P0 * N.K > scratch) scratch = P0 * N.K;
@@ -318,18 +354,28 @@ static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
        O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
 }
 
-/* down >= 1: the block's output is also max-pooled into level down's input, in the same pass,
- * and written into the first half of its level's concat (the encoder's second blocks, as the
- * model runs them: the skip where the decoder reads it). */
-static void block_fwd(blk_t *b, int n, const void *in, int down)
+/* The norm+ReLU of b's conv output b->a; ready: its statistics came with the conv (the fused
+ * engine), only their finalisation is left. down >= 1: the block's output is also max-pooled
+ * into level down's input, in the same pass, and written into the first half of its level's
+ * concat (the encoder's second blocks, as the model runs them: the skip where the decoder reads
+ * it). */
+static void block_norm_fwd(blk_t *b, int n, int down, int ready)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
-  conv_fwd(&b->conv, n, in, b->a);
-  /* statistics and finalisation in one (the model without SyncBN) */
-  OP(ACCT_BN_STATS, b->conv.name, acct_bn(ACCT_BN_STATS, P, b->C, E),
-     O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C, b->stats,
-                         b->saved));
+  if (ready)
+    OP_FUSED(ACCT_BN_STATS, b->conv.name, acct_bn_finalize(b->C),
+             O.bn_finalize(&O, b->stats, b->C, 1e-5, 0.1, b->running, b->running + b->C,
+                           b->saved));
+  else /* statistics and finalisation in one (the model without SyncBN) */
+    OP(ACCT_BN_STATS, b->conv.name, acct_bn(ACCT_BN_STATS, P, b->C, E),
+       O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C,
+                           b->stats, b->saved));
   const void *g = wp_at(b->g_off), *beta = wp_at(b->g_off + b->C);
+  if (b->feeds_fused) { /* the next conv applies this norm as it loads: coefficients only */
+    OP_FUSED(ACCT_BN_STATS, b->conv.name, acct_bn_coef(b->C, E),
+             O.bn_coef(&O, b->saved, g, beta, b->C, b->coef));
+    return;
+  }
   if (down) { /* the apply's bytes and the pooled tensor's and winners' */
     acct_cost_t c = acct_bn(ACCT_BN_APPLY, P, b->C, E);
     c.bytes += P / 4.0 * b->C * (E + 1);
@@ -342,6 +388,26 @@ static void block_fwd(blk_t *b, int n, const void *in, int down)
      O.bn_apply(&O, b->a, P, b->C, b->saved, g, beta, 1, b->r));
 }
 
+/* A block pair's forward, as src/model/unet.c's block_fwd and block_fwd_fused: each block's
+ * conv then norm+ReLU, or with b2 fused, b1's statistics and coefficients only and b2's conv
+ * from b1's conv output through them, with b2's statistics in the same pass. down: as
+ * block_norm_fwd's, for b2. */
+static void pair_fwd(blk_t *b1, blk_t *b2, int n, const void *in, int down)
+{
+  conv_fwd(&b1->conv, n, in, b1->a);
+  block_norm_fwd(b1, n, 0, 0);
+  if (!b2->fused) {
+    conv_fwd(&b2->conv, n, b1->r, b2->a);
+    block_norm_fwd(b2, n, down, 0);
+    return;
+  }
+  conv_t *cv = &b2->conv;
+  OP_FUSED(ACCT_CONV_FWD, cv->name, acct_conv_fused(&cv->c, ACCT_CONV_FWD, n, E, E),
+           O.conv_fwd_fused(&O, &cv->c, n, b1->a, b1->coef, wp_at(cv->w_off), b2->a, b2->stats,
+                            N.ws));
+  block_norm_fwd(b2, n, down, 1);
+}
+
 /* The model keeps only a block's conv output and makes its norm+ReLU output again where
  * backward needs it, at the levels it recomputes: one more elementwise pass. */
 static void recompute(blk_t *b, int n, int level)
@@ -352,7 +418,8 @@ static void recompute(blk_t *b, int n, int level)
      O.bn_apply(&O, b->a, P, b->C, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C), 1, b->r));
 }
 
-static void block_bwd(blk_t *b, int n, const void *in, void *d, void *dx)
+/* The norm's backward in place on d. */
+static void norm_bwd(blk_t *b, int n, void *d)
 {
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
   /* the ReLU's mask recomputed from the BN input, as the model runs it (no read of r) */
@@ -363,7 +430,43 @@ static void block_bwd(blk_t *b, int n, const void *in, void *d, void *dx)
   OP(ACCT_BN_BWD_APPLY, b->conv.name, acct_bn(ACCT_BN_BWD_APPLY, P, b->C, E),
      O.bn_bwd_apply(&O, d, &mask, b->a, P, b->C, b->saved, b->stats, wp_at(b->g_off), d));
   grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
-  conv_bwd(&b->conv, n, in, d, dx);
+}
+
+/* b2's conv backward run fused (src/model/unet.c's fused_bwd): the weight gradient with b1's
+ * norm recomputed as the prologue, the input gradient dy -> d masked by b1's ReLU with b1's
+ * BatchNorm sums in the same pass, then the rest of b1's BatchNorm backward (no ReLU left). */
+static void fused_bwd(blk_t *b1, blk_t *b2, int n, const void *dy, void *d)
+{
+  conv_t *cv = &b2->conv;
+  size_t P = (size_t)n * cv->c.h * cv->c.w;
+  OP_FUSED(ACCT_CONV_BWD_FILTER, cv->name, acct_conv_fused(&cv->c, ACCT_CONV_BWD_FILTER, n, E, E),
+           O.conv_bwd_filter_fused(&O, &cv->c, n, b1->a, b1->coef, dy, wg_at(cv->w_off), 0,
+                                   N.ws));
+  grads_done(cv->w_off, cv->nw, cv->name);
+  OP_FUSED(ACCT_CONV_BWD_DATA, cv->name, acct_conv_fused(&cv->c, ACCT_CONV_BWD_DATA, n, E, E),
+           O.conv_bwd_data_fused(&O, &cv->c, n, dy, wp_at(cv->w_off), b1->a, b1->coef,
+                                 b1->saved, d, b1->stats, N.ws));
+  OP_FUSED(ACCT_BN_BWD_REDUCE, b1->conv.name, acct_bn_params(b1->C, E),
+           O.bn_bwd_params(&O, b1->stats, b1->C, wg_at(b1->g_off), wg_at(b1->g_off + b1->C), 0));
+  OP_FUSED(ACCT_BN_BWD_APPLY, b1->conv.name, acct_bn(ACCT_BN_BWD_APPLY, P, b1->C, E),
+           O.bn_bwd_apply(&O, d, NULL, b1->a, P, b1->C, b1->saved, b1->stats, wp_at(b1->g_off),
+                          d));
+  grads_done(b1->g_off, 2 * (size_t)b1->C, b1->conv.name);
+}
+
+/* A block pair's backward down to the gradient w.r.t. b1's conv output, as the model runs it:
+ * b2's norm on d in place, then b2's conv (fused, or from b1's norm output made again where the
+ * level recomputes it) into mid, and b1's norm on mid. b1's conv is the caller's. */
+static void pair_bwd(blk_t *b1, blk_t *b2, int n, int level, void *d, void *mid)
+{
+  norm_bwd(b2, n, d);
+  if (b2->fused) {
+    fused_bwd(b1, b2, n, d, mid);
+    return;
+  }
+  recompute(b1, n, level);
+  conv_bwd(&b2->conv, n, b1->r, d, mid);
+  norm_bwd(b1, n, mid);
 }
 
 static void forward(int n)
@@ -375,8 +478,7 @@ static void forward(int n)
   const void *in = N.x;
   for (int i = 0; i < N.L; i++) {
     if (i > 0) in = N.pooled[i]; /* pooled by the level above's last apply */
-    block_fwd(&N.enc1[i], n, in, 0);
-    block_fwd(&N.enc2[i], n, N.enc1[i].r, i < N.L - 1 ? i + 1 : 0);
+    pair_fwd(&N.enc1[i], &N.enc2[i], n, in, i < N.L - 1 ? i + 1 : 0);
     in = N.enc2[i].r;
   }
   /* the encoder outputs (the skips) live until their concat: nothing recomputed in forward */
@@ -386,8 +488,7 @@ static void forward(int n)
     snprintf(name, sizeof name, "dec%d.concat", i);
     OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
        O.concat_fwd(&O, NULL, N.widths[i], N.g[0], N.widths[i], P, N.cat[i]));
-    block_fwd(&N.dec1[i], n, N.cat[i], 0);
-    block_fwd(&N.dec2[i], n, N.dec1[i].r, 0);
+    pair_fwd(&N.dec1[i], &N.dec2[i], n, N.cat[i], 0);
     in = N.dec2[i].r;
   }
   conv_fwd(&N.head, n, in, N.logits);
@@ -405,8 +506,7 @@ static int decoder_bwd(int n)
   conv_bwd(&N.head, n, N.L > 1 ? N.dec2[0].r : N.enc2[0].r, N.g[0], N.g[1]);
   for (int i = 0; i <= N.L - 2; i++) {
     size_t P = P0 >> (2 * i);
-    recompute(&N.dec1[i], n, i);
-    block_bwd(&N.dec2[i], n, N.dec1[i].r, N.g[cur], N.g[!cur]);
+    pair_bwd(&N.dec1[i], &N.dec2[i], n, i, N.g[cur], N.g[!cur]);
     cur = !cur;
     snprintf(name, sizeof name, "dec%d.concat", i);
     if (!kept(i)) {
@@ -420,7 +520,7 @@ static int decoder_bwd(int n)
       OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
          O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     }
-    block_bwd(&N.dec1[i], n, N.cat[i], N.g[cur], N.g[!cur]);
+    conv_bwd(&N.dec1[i].conv, n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
     OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
        O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
@@ -446,10 +546,9 @@ static void encoder_bwd(int n, int cur)
       d = N.dskip[i];
     }
     void *fb = d == N.g[0] ? N.g[1] : N.g[0];
-    recompute(&N.enc1[i], n, i);
-    block_bwd(&N.enc2[i], n, N.enc1[i].r, d, fb);
+    pair_bwd(&N.enc1[i], &N.enc2[i], n, i, d, fb);
     void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
-    block_bwd(&N.enc1[i], n, i == 0 ? N.x : N.pooled[i], fb, dx);
+    conv_bwd(&N.enc1[i].conv, n, i == 0 ? N.x : N.pooled[i], fb, dx);
     if (dx) cur = dx == N.g[0] ? 0 : 1;
   }
 }
@@ -461,7 +560,8 @@ static void step(int n)
   char err[256];
   size_t gE = working_grads() ? E : 4;
   if (skipped(ACCT_OPTIMIZER, "SGD momentum")) return;
-  op_begin(ACCT_OPTIMIZER, "SGD momentum", acct_sgd(N.nparams, gE, O.dtype == OPS_F32 ? 0 : E));
+  op_begin(ACCT_OPTIMIZER, "SGD momentum", ACCT_LIBRARY,
+           acct_sgd(N.nparams, gE, O.dtype == OPS_F32 ? 0 : E));
   if (ops_cuda_sgd(N.p32, working_grads() ? N.wg : N.g32, working_grads() ? O.dtype : OPS_F32,
                    N.mom, N.nparams, 1e-6, 1e-4, 0.9, 0, 1, O.dtype == OPS_F32 ? NULL : N.wp,
                    O.dtype, S, err, sizeof err) != 0)
@@ -751,7 +851,8 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
                           double step_ms, cudaGraphExec_t exec, int pairs, double cap_s,
                           const char *device, const char *config)
 {
-  acct_report_t r = {.device = device, .config = config, .images = N.N};
+  acct_report_t r = {.device = device, .config = config, .engine = engine.setting,
+                     .images = N.N};
   r.ceiling.flops = gemm_ceiling(O.dtype);
   char err[256];
   r.ceiling.bw = harness_copy_rate(S, err, sizeof err);
@@ -778,6 +879,25 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
     if (!f || acct_write_json(f, &account, &r) != 0 || fclose(f) != 0)
       DIE("writing %s failed", json);
     printf("account: %s\n", json);
+  }
+}
+
+/* How many of the block pairs run their second conv fused, and which: "2 of 9 second
+ * convolutions fused (enc0.conv2, dec0.conv2)". */
+static void fused_summary(char *buf, size_t len)
+{
+  const blk_t *second[2 * MAXL];
+  int pairs = 0, nf = 0;
+  for (int i = 0; i < N.L; i++) second[pairs++] = &N.enc2[i];
+  for (int i = N.L - 2; i >= 0; i--) second[pairs++] = &N.dec2[i];
+  size_t at = 0;
+  for (int k = 0; k < pairs; k++) nf += second[k]->fused;
+  at += (size_t)snprintf(buf, len, "%d of %d second convolutions fused", nf, pairs);
+  for (int k = 0, j = 0; k < pairs && at < len; k++) {
+    if (!second[k]->fused) continue;
+    j++;
+    at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 1 ? " (" : ", ",
+                           second[k]->conv.name, j == nf ? ")" : "");
   }
 }
 
@@ -818,7 +938,8 @@ int main(int argc, char **argv)
     case 'T': cap_s = atof(optarg); break;
     case 'o': param_off = atoi(optarg); break;
     case 'm': model = 1; break;
-    default: DIE("usage: %s [-p bf16|f16|f32] [-b batch] [-s size] [-w widths] [-k classes] "
+    default: DIE("usage: [SHMDDP_CONV_ENGINE=auto|library|fused] %s [-p bf16|f16|f32] "
+                 "[-b batch] [-s size] [-w widths] [-k classes] "
                  "[-n iters] [-W warmup] [-t top] [-r auto|all|none|N] [-A account.md "
                  "[-J account.json] [-R pairs] [-T seconds]] [-o N] [-m]", argv[0]);
     }
@@ -838,6 +959,7 @@ int main(int argc, char **argv)
   if (acct_json && !acct_md) DIE("-J needs -A (the account's markdown)");
   recompute_levels = parse_recompute(recomp, dt);
   char err[512];
+  if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
@@ -849,12 +971,13 @@ int main(int argc, char **argv)
   CU(cudaMemGetInfo(&free0, &total));
   N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
-  char config[288], from[32] = "";
+  char config[512], from[32] = "", fused[160];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
+  fused_summary(fused, sizeof fused);
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
-           "SGD momentum; backward recomputes at %d of %d levels (-r %s)", widths, O.name, N.N,
-           N.H, N.W, N.K, N.nparams - param_off, from,
-           recompute_levels, N.L, recomp);
+           "SGD momentum; backward recomputes at %d of %d levels (-r %s); conv engine %s "
+           "(SHMDDP_CONV_ENGINE): %s", widths, O.name, N.N, N.H, N.W, N.K,
+           N.nparams - param_off, from, recompute_levels, N.L, recomp, engine.setting, fused);
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);

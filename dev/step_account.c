@@ -51,6 +51,38 @@ acct_cost_t acct_conv(const ops_conv_t *c, acct_pass_t pass, int n, size_t elem,
   return r;
 }
 
+acct_cost_t acct_conv_fused(const ops_conv_t *c, acct_pass_t pass, int n, size_t elem,
+                            size_t gelem)
+{
+  acct_cost_t r = acct_conv(c, pass, n, elem, gelem);
+  const double coef = 2.0 * c->cin * sizeof(float), f64 = sizeof(double);
+  switch (pass) {
+  case ACCT_CONV_FWD: r.bytes += coef + (2.0 * c->cout + 1) * f64; break;
+  case ACCT_CONV_BWD_DATA:
+    r.bytes += (double)n * c->h * c->w * c->cin * elem + coef + (2.0 * c->cin + 1) * f64 +
+               2.0 * c->cin * f64;
+    break;
+  case ACCT_CONV_BWD_FILTER: r.bytes += coef; break;
+  default: break;
+  }
+  return r;
+}
+
+acct_cost_t acct_bn_finalize(int C)
+{
+  return (acct_cost_t){0, 2 * (2.0 * C + 1) * sizeof(double) + 2 * 2.0 * C * sizeof(float)};
+}
+
+acct_cost_t acct_bn_coef(int C, size_t elem)
+{
+  return (acct_cost_t){0, 2.0 * C * (sizeof(double) + elem + sizeof(float))};
+}
+
+acct_cost_t acct_bn_params(int C, size_t gelem)
+{
+  return (acct_cost_t){0, 2.0 * C * (sizeof(double) + gelem)};
+}
+
 acct_cost_t acct_bn(acct_pass_t pass, size_t P, int C, size_t elem)
 {
   const double t = (double)P * C * elem; /* one pass over the tensor */
@@ -101,11 +133,19 @@ acct_cost_t acct_sgd(size_t count, size_t gelem, size_t welem)
 
 /* ---- rows and totals ---- */
 
+const char *acct_engine_name(acct_engine_t e) { return e == ACCT_FUSED ? "fused" : "library"; }
+
 int acct_add(acct_t *a, const char *layer, acct_pass_t pass, acct_cost_t c)
+{
+  return acct_add_on(a, layer, pass, ACCT_LIBRARY, c);
+}
+
+int acct_add_on(acct_t *a, const char *layer, acct_pass_t pass, acct_engine_t e, acct_cost_t c)
 {
   for (int i = 0; i < a->n; i++) {
     acct_row_t *r = &a->rows[i];
     if (r->pass == pass && !strcmp(r->layer, layer)) {
+      if (e == ACCT_FUSED) r->engine = ACCT_FUSED;
       r->ops++;
       r->flops += c.flops;
       r->bytes += c.bytes;
@@ -123,11 +163,32 @@ int acct_add(acct_t *a, const char *layer, acct_pass_t pass, acct_cost_t c)
   memset(r, 0, sizeof *r);
   snprintf(r->layer, sizeof r->layer, "%s", layer);
   r->pass = pass;
+  r->engine = e;
   r->ops = 1;
   r->flops = c.flops;
   r->bytes = c.bytes;
   r->ms = -1;
   return 0;
+}
+
+static int is_conv_pass(acct_pass_t p)
+{
+  return p == ACCT_CONV_FWD || p == ACCT_CONV_BWD_FILTER || p == ACCT_CONV_BWD_DATA;
+}
+
+int acct_fused_layers(const acct_t *a)
+{
+  int n = 0;
+  for (int i = 0; i < a->n; i++) {
+    const acct_row_t *r = &a->rows[i];
+    if (r->engine != ACCT_FUSED || !is_conv_pass(r->pass)) continue;
+    int seen = 0; /* counted at its first fused convolution row */
+    for (int j = 0; j < i && !seen; j++)
+      seen = a->rows[j].engine == ACCT_FUSED && is_conv_pass(a->rows[j].pass) &&
+             !strcmp(a->rows[j].layer, r->layer);
+    n += !seen;
+  }
+  return n;
 }
 
 void acct_free(acct_t *a)
@@ -236,7 +297,7 @@ typedef struct {
 /* The passes in three groups: convolutions, the BatchNorm passes, the other element passes. */
 static int group_of(int p)
 {
-  if (p == ACCT_CONV_FWD || p == ACCT_CONV_BWD_FILTER || p == ACCT_CONV_BWD_DATA) return 0;
+  if (is_conv_pass((acct_pass_t)p)) return 0;
   if (p == ACCT_BN_STATS || p == ACCT_BN_APPLY || p == ACCT_BN_RECOMPUTE ||
       p == ACCT_BN_BWD_REDUCE || p == ACCT_BN_BWD_APPLY)
     return 1;
@@ -284,13 +345,14 @@ static void md_where(FILE *f, const acct_t *a, const acct_report_t *r, int top)
     v[n++].above = row->ms - acct_roofline_ms((acct_cost_t){row->flops, row->bytes}, &r->ceiling);
   }
   qsort(v, (size_t)n, sizeof *v, cmp_above);
-  fprintf(f, "## The largest gaps to the roofline, by layer and pass\n\n| layer | pass | ms "
-          "in step | roofline ms | above ms | bound by |\n|---|---|---:|---:|---:|---|\n");
+  fprintf(f, "## The largest gaps to the roofline, by layer and pass\n\n| layer | pass | engine "
+          "| ms in step | roofline ms | above ms | bound by |\n|---|---|---|---:|---:|---:|---|\n");
   for (int i = 0; i < n && i < top; i++) {
     const acct_row_t *row = v[i].row;
     double tf = row->flops / r->ceiling.flops, tb = row->bytes / r->ceiling.bw;
-    fprintf(f, "| %s | %s | %.3f | %.3f | %.3f | %s |\n", row->layer, acct_pass_name(row->pass),
-            row->ms, 1e3 * (tf > tb ? tf : tb), v[i].above, tf > tb ? "FLOPs" : "bytes");
+    fprintf(f, "| %s | %s | %s | %.3f | %.3f | %.3f | %s |\n", row->layer,
+            acct_pass_name(row->pass), acct_engine_name(row->engine), row->ms,
+            1e3 * (tf > tb ? tf : tb), v[i].above, tf > tb ? "FLOPs" : "bytes");
   }
   fputc('\n', f);
   free(v);
@@ -300,17 +362,18 @@ static void md_rows(FILE *f, const acct_t *a, const acct_report_t *r)
 {
   fprintf(f, "## Per layer and pass\n\nms in step: the step replayed without this layer's "
           "operations of this pass, the difference (a few microseconds are noise).\n\n"
-          "| layer | pass | ops | GFLOP | MB | ms in step | TFLOP/s | GB/s | of ceiling |\n"
-          "|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+          "| layer | pass | engine | ops | GFLOP | MB | ms in step | TFLOP/s | GB/s | of ceiling "
+          "|\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int i = 0; i < a->n; i++) {
     const acct_row_t *row = &a->rows[i];
     double roof = acct_roofline_ms((acct_cost_t){row->flops, row->bytes}, &r->ceiling);
+    const char *pass = acct_pass_name(row->pass), *engine = acct_engine_name(row->engine);
     if (row->ms < 0)
-      fprintf(f, "| %s | %s | %d | %.2f | %.1f | - | - | - | - |\n", row->layer,
-              acct_pass_name(row->pass), row->ops, row->flops / 1e9, row->bytes / 1e6);
+      fprintf(f, "| %s | %s | %s | %d | %.2f | %.1f | - | - | - | - |\n", row->layer, pass,
+              engine, row->ops, row->flops / 1e9, row->bytes / 1e6);
     else
-      fprintf(f, "| %s | %s | %d | %.2f | %.1f | %.3f | %.1f | %.0f | %.0f %% |\n", row->layer,
-              acct_pass_name(row->pass), row->ops, row->flops / 1e9, row->bytes / 1e6, row->ms,
+      fprintf(f, "| %s | %s | %s | %d | %.2f | %.1f | %.3f | %.1f | %.0f | %.0f %% |\n",
+              row->layer, pass, engine, row->ops, row->flops / 1e9, row->bytes / 1e6, row->ms,
               rate(row->flops, row->ms, 1e12), rate(row->bytes, row->ms, 1e9),
               row->ms > 0 ? 100 * roof / row->ms : 0);
   }
@@ -323,6 +386,11 @@ int acct_write_markdown(FILE *f, const acct_t *a, const acct_report_t *r)
           "matrix product %.1f TFLOP/s, device-to-device copy %.0f GB/s (read + written).\n\n",
           r->config ? r->config : "", r->device ? r->device : "?", r->ceiling.flops / 1e12,
           r->ceiling.bw / 1e9);
+  if (r->engine) {
+    int fused = acct_fused_layers(a);
+    fprintf(f, "Convolution engine: SHMDDP_CONV_ENGINE=%s, %d layer%s fused.\n\n", r->engine,
+            fused, fused == 1 ? "" : "s");
+  }
   md_totals(f, a, r);
   md_groups(f, a, r);
   md_passes(f, a, r);
@@ -361,6 +429,10 @@ int acct_write_json(FILE *f, const acct_t *a, const acct_report_t *r)
   json_num(f, all.roof_ms);
   fputs(", \"mfu\": ", f);
   json_num(f, acct_mfu(a, r));
+  fputs(", \"engine\": ", f);
+  if (r->engine) json_string(f, r->engine);
+  else fputs("null", f);
+  fprintf(f, ", \"fused_layers\": %d", acct_fused_layers(a));
   fputs(",\n \"passes\": [", f);
   int first = 1;
   for (int p = 0; p < ACCT_NPASS; p++) {
@@ -386,6 +458,8 @@ int acct_write_json(FILE *f, const acct_t *a, const acct_report_t *r)
     json_string(f, row->layer);
     fputs(", \"pass\": ", f);
     json_string(f, acct_pass_name(row->pass));
+    fputs(", \"engine\": ", f);
+    json_string(f, acct_engine_name(row->engine));
     fprintf(f, ", \"ops\": %d, \"gflop\": ", row->ops);
     json_num(f, row->flops / 1e9);
     fputs(", \"mb\": ", f);

@@ -7,8 +7,9 @@
  * What is counted. FLOPs: the model's multiply-adds of the convolutions (2 per MAC; the RGB layer
  * at its 3 input channels, whatever padding a backend adds), forward, backward data and
  * backward weights alike; the element passes count 0 (their work is bytes). Bytes: the tensors
- * an operation must read and write once each (activations, weights, gradients, statistics of
- * the batch are per channel and left out: < 0.1 %), in the dtype it moves them in; what a
+ * an operation must read and write once each (activations, weights, gradients; statistics of
+ * the batch are per channel and left out, < 0.1 %, except in the fused engine's operations,
+ * which replace whole passes with them), in the dtype it moves them in; what a
  * kernel reads more than once, or a workspace it spills to, is the difference between its
  * measured time and its roofline time. */
 #ifndef DEV_STEP_ACCOUNT_H
@@ -70,6 +71,27 @@ acct_cost_t acct_concat_bwd(size_t P, int ca, int cb, int acc_a, size_t elem);
  * 4-byte labels read. */
 acct_cost_t acct_loss(size_t P, int K, size_t elem);
 
+/* The fused engine's pass of a 3x3 convolution (ops.h conv_fwd_fused, conv_bwd_data_fused,
+ * conv_bwd_filter_fused; the previous BatchNorm + ReLU applied as the input's prologue): the
+ * convolution's FLOPs, and the bytes acct_conv counts plus what the fusion reads and writes
+ * besides: every pass reads the prologue's coefficients (2 cin f32); forward writes y's
+ * statistics (2 cout + 1 f64); the input gradient also reads x (the ReLU mask is recomputed from
+ * it) and the previous BatchNorm's saved statistics (2 cin + 1 f64), and writes its backward sums
+ * (2 cin f64). The fused passes' per-channel vectors are counted: they replace whole passes. */
+acct_cost_t acct_conv_fused(const ops_conv_t *c, acct_pass_t pass, int n, size_t elem,
+                            size_t gelem);
+
+/* BatchNorm's per-channel steps over C channels, which the fused schedule runs apart from its
+ * tensor passes (bytes of the f64 statistics, f32 running statistics and coefficients, elem-byte
+ * gamma and beta, gelem-byte parameter gradients):
+ *   acct_bn_finalize: bn_finalize (statistics read; running statistics read and written; saved
+ *                     written)
+ *   acct_bn_coef:     bn_coef (saved, gamma and beta read; the coefficients written)
+ *   acct_bn_params:   bn_bwd_params (the sums read; dgamma and dbeta written) */
+acct_cost_t acct_bn_finalize(int C);
+acct_cost_t acct_bn_coef(int C, size_t elem);
+acct_cost_t acct_bn_params(int C, size_t gelem);
+
 /* A cast of count elements between f32 and a elem-byte dtype. */
 acct_cost_t acct_cast(size_t count, size_t elem);
 
@@ -79,9 +101,19 @@ acct_cost_t acct_sgd(size_t count, size_t gelem, size_t welem);
 
 /* ---- the account of one step ---- */
 
+/* Which convolution engine ran an operation (SHMDDP_CONV_ENGINE): the library's (cuDNN's
+ * convolutions, the separate BatchNorm passes) or the fused one (a fused convolution, or a
+ * BatchNorm step the fused schedule runs in place of a plain one: its statistics finalised from
+ * the convolution's sums, its coefficients, its backward from the input gradient's sums). */
+typedef enum { ACCT_LIBRARY = 0, ACCT_FUSED } acct_engine_t;
+
+/* "library" or "fused". */
+const char *acct_engine_name(acct_engine_t e);
+
 typedef struct {
   char layer[32];
   acct_pass_t pass;
+  acct_engine_t engine; /* ACCT_FUSED when any of its operations is the fused engine's */
   int ops;             /* operations merged into this row */
   double flops, bytes;
   double ms;           /* cost inside the replayed step; negative: not measured */
@@ -92,9 +124,13 @@ typedef struct {
   int n, cap;
 } acct_t;
 
-/* Adds an operation's cost to its (layer, pass) row (a new row in order of first sight).
- * Returns 0, or -1 when out of memory. */
+/* Adds an operation's cost to its (layer, pass) row (a new row in order of first sight), run
+ * by engine e (acct_add: the library's). Returns 0, or -1 when out of memory. */
 int acct_add(acct_t *a, const char *layer, acct_pass_t pass, acct_cost_t c);
+int acct_add_on(acct_t *a, const char *layer, acct_pass_t pass, acct_engine_t e, acct_cost_t c);
+
+/* How many layers have a convolution pass run by the fused engine. */
+int acct_fused_layers(const acct_t *a);
 void acct_free(acct_t *a);
 
 /* The ceilings the roofline is drawn against, measured in the same run. */
@@ -119,6 +155,7 @@ acct_total_t acct_total(const acct_t *a, acct_pass_t pass);
  * operations left out at once (negative: not measured). */
 typedef struct {
   const char *device, *config;
+  const char *engine; /* the SHMDDP_CONV_ENGINE setting the step ran under (NULL: not said) */
   double step_ms; /* the graph-replayed step */
   int images;     /* per step */
   acct_ceiling_t ceiling;

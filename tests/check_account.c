@@ -2,7 +2,8 @@
  * out by hand: FLOPs and bytes of convolutions of each kind and pass, the BatchNorm, pooling,
  * concat, loss, cast and SGD passes; the reference U-Net's FLOPs per image against a closed form
  * (p·C² is the same at every level: 65536·64²); rows merged by (layer, pass); the roofline, the
- * totals and MFU; the JSON and markdown forms. */
+ * totals and MFU; the fused engine's convolutions and BatchNorm steps, and the engine of each
+ * row; the JSON and markdown forms. */
 #include "config.h"
 
 #include <check.h>
@@ -67,6 +68,40 @@ START_TEST(convt_and_head_by_hand)
   ck_assert_double_eq(h.bytes, 53477376.0 + 520.0);
   acct_cost_t hd = acct_conv(&head, ACCT_CONV_BWD_DATA, 6, F32, F32);
   ck_assert_double_eq(hd.bytes, (1572864.0 + 256.0 + 25165824.0) * 4); /* no bias read */
+}
+END_TEST
+
+START_TEST(fused_conv_by_hand)
+{
+  /* enc0.conv2 of the reference net on the fused engine: 6 x 256 x 256, 64 -> 64 channels.
+   * FLOPs: 2 * 393,216 pixels * 64 * 64 * 9 = 28,991,029,248, as on the library.
+   * Elements: x 25,165,824; w 36,864; y 25,165,824: 100,737,024 B in bf16 for each pass.
+   * The fusion's vectors: coefficients 2 * 64 f32 = 512 B; statistics 129 f64 = 1,032 B;
+   * saved 129 f64 = 1,032 B; backward sums 128 f64 = 1,024 B. */
+  ops_conv_t c = conv(OPS_CONV3X3, 256, 256, 64, 64);
+  acct_cost_t lib = acct_conv(&c, ACCT_CONV_FWD, 6, BF16, BF16);
+  ck_assert_double_eq(lib.bytes, 100737024.0);
+  acct_cost_t f = acct_conv_fused(&c, ACCT_CONV_FWD, 6, BF16, BF16);
+  ck_assert_double_eq(f.flops, 28991029248.0);
+  ck_assert_double_eq(f.bytes, 100737024.0 + 512 + 1032); /* coefficients in, statistics out */
+  /* the input gradient reads x again for the ReLU mask (25,165,824 * 2 B), the coefficients
+   * and the saved statistics, and writes the sums */
+  acct_cost_t d = acct_conv_fused(&c, ACCT_CONV_BWD_DATA, 6, BF16, BF16);
+  ck_assert_double_eq(d.flops, 28991029248.0);
+  ck_assert_double_eq(d.bytes, 100737024.0 + 50331648.0 + 512 + 1032 + 1024);
+  acct_cost_t g = acct_conv_fused(&c, ACCT_CONV_BWD_FILTER, 6, BF16, BF16);
+  ck_assert_double_eq(g.flops, 28991029248.0);
+  ck_assert_double_eq(g.bytes, 100737024.0 + 512); /* the prologue's coefficients */
+  ck_assert_double_eq(acct_conv_fused(&c, ACCT_BN_STATS, 6, BF16, BF16).flops, 0);
+  /* BatchNorm's per-channel steps at 64 channels:
+   * finalize: statistics 129 f64 in, saved 129 f64 out, running 128 f32 in and out: 3,088 B;
+   * coef: mean and invstd 128 f64, gamma and beta 128 bf16 in, 128 f32 out: 1,792 B;
+   * params: sums 128 f64 in, dgamma and dbeta 128 bf16 (f32) out: 1,280 B (1,536 B). */
+  ck_assert_double_eq(acct_bn_finalize(64).bytes, 3088.0);
+  ck_assert_double_eq(acct_bn_coef(64, BF16).bytes, 1792.0);
+  ck_assert_double_eq(acct_bn_params(64, BF16).bytes, 1280.0);
+  ck_assert_double_eq(acct_bn_params(64, F32).bytes, 1536.0);
+  ck_assert_double_eq(acct_bn_coef(64, BF16).flops, 0);
 }
 END_TEST
 
@@ -203,17 +238,55 @@ START_TEST(rows_merge_by_layer_and_pass)
 }
 END_TEST
 
+START_TEST(rows_know_their_engine)
+{
+  acct_t a = {0};
+  /* the fused pair of one level as ops_cuda_bench issues it: conv1 on the library with its
+   * statistics and coefficients, conv2 fused with its statistics finalised apart */
+  ck_assert_int_eq(acct_add(&a, "enc0.conv1", ACCT_CONV_FWD, (acct_cost_t){1e9, 10}), 0);
+  ck_assert_int_eq(acct_add(&a, "enc0.conv1", ACCT_BN_STATS, (acct_cost_t){0, 20}), 0);
+  ck_assert_int_eq(acct_add_on(&a, "enc0.conv1", ACCT_BN_STATS, ACCT_FUSED, acct_bn_coef(64, 2)),
+                   0);
+  ck_assert_int_eq(acct_add_on(&a, "enc0.conv2", ACCT_CONV_FWD, ACCT_FUSED,
+                               (acct_cost_t){2e9, 30}), 0);
+  ck_assert_int_eq(acct_add_on(&a, "enc0.conv2", ACCT_BN_STATS, ACCT_FUSED, acct_bn_finalize(64)),
+                   0);
+  ck_assert_int_eq(acct_add_on(&a, "enc0.conv2", ACCT_CONV_BWD_DATA, ACCT_FUSED,
+                               (acct_cost_t){2e9, 40}), 0);
+  ck_assert_int_eq(acct_add(&a, "enc1.conv2", ACCT_CONV_FWD, (acct_cost_t){2e9, 30}), 0);
+  ck_assert_int_eq(a.n, 6);
+  ck_assert_int_eq(a.rows[0].engine, ACCT_LIBRARY);
+  /* a row that holds one fused step is the fused engine's, in whichever order they came */
+  ck_assert_int_eq(a.rows[1].ops, 2);
+  ck_assert_double_eq(a.rows[1].bytes, 20 + 1792);
+  ck_assert_int_eq(a.rows[1].engine, ACCT_FUSED);
+  ck_assert_int_eq(acct_add(&a, "enc0.conv2", ACCT_CONV_FWD, (acct_cost_t){0, 1}), 0);
+  ck_assert_int_eq(a.rows[2].engine, ACCT_FUSED);
+  ck_assert_int_eq(a.rows[5].engine, ACCT_LIBRARY);
+  /* layers with a fused convolution, each once: enc0.conv1's fused BatchNorm step is no
+   * convolution of its own */
+  ck_assert_int_eq(acct_fused_layers(&a), 1);
+  ck_assert_int_eq(acct_add_on(&a, "dec0.conv2", ACCT_CONV_BWD_FILTER, ACCT_FUSED,
+                               (acct_cost_t){2e9, 30}), 0);
+  ck_assert_int_eq(acct_fused_layers(&a), 2);
+  ck_assert_str_eq(acct_engine_name(ACCT_FUSED), "fused");
+  ck_assert_str_eq(acct_engine_name(ACCT_LIBRARY), "library");
+  acct_free(&a);
+}
+END_TEST
+
 /* Two rows at known ceilings: 100 TFLOP/s and 1 TB/s. */
 static void small_account(acct_t *a, acct_report_t *r)
 {
   memset(a, 0, sizeof *a);
   /* 2 GFLOP, 10 MB: 20 us of FLOPs, 10 us of bytes -> roofline 0.020 ms; measured 0.040 */
-  ck_assert_int_eq(acct_add(a, "c1", ACCT_CONV_FWD, (acct_cost_t){2e9, 1e7}), 0);
+  ck_assert_int_eq(acct_add_on(a, "c1", ACCT_CONV_FWD, ACCT_FUSED, (acct_cost_t){2e9, 1e7}), 0);
   a->rows[0].ms = 0.040;
   /* 30 MB, no FLOPs: roofline 0.030 ms; measured 0.050 */
   ck_assert_int_eq(acct_add(a, "c1", ACCT_BN_STATS, (acct_cost_t){0, 3e7}), 0);
   a->rows[1].ms = 0.050;
-  *r = (acct_report_t){.device = "a \"test\" GPU", .config = "two rows", .step_ms = 0.1,
+  *r = (acct_report_t){.device = "a \"test\" GPU", .config = "two rows", .engine = "auto",
+                       .step_ms = 0.1,
                        .images = 2, .ceiling = {1e14, 1e12}};
   for (int p = 0; p < ACCT_NPASS; p++) r->pass_ms[p] = -1;
   r->pass_ms[ACCT_BN_STATS] = 0.045; /* the pass's own ablation wins over its rows' sum */
@@ -269,14 +342,20 @@ START_TEST(json_form)
   ck_assert_str_eq(jv_get(&passes->items[1], "pass")->str, "bn stats");
   ck_assert_double_eq_tol(jv_get(&passes->items[1], "ms")->num, 0.045, 1e-9); /* ablation */
   ck_assert_uint_eq(rows->n, 2);
+  ck_assert_str_eq(jv_get(&rows->items[0], "engine")->str, "fused");
+  ck_assert_str_eq(jv_get(&rows->items[1], "engine")->str, "library");
+  ck_assert_str_eq(jv_get(&v, "engine")->str, "auto");
+  ck_assert_double_eq(jv_get(&v, "fused_layers")->num, 1);
   ck_assert_double_eq_tol(jv_get(&rows->items[1], "mb")->num, 30, 1e-9);
   ck_assert_double_eq_tol(jv_get(&rows->items[1], "roofline_ms")->num, 0.030, 1e-9);
   jv_free(&v);
   free(text);
   a.rows[1].ms = -1; /* unmeasured: null */
+  r.engine = NULL;    /* the setting not said: null */
   text = written(1, &a, &r);
   ck_assert_int_eq(jv_parse(text, &v), 0);
   ck_assert_int_eq(jv_get(&jv_get(&v, "rows")->items[1], "ms")->t, J_NULL);
+  ck_assert_int_eq(jv_get(&v, "engine")->t, J_NULL);
   jv_free(&v);
   free(text);
   acct_free(&a);
@@ -298,8 +377,12 @@ START_TEST(markdown_form)
       "| conv fwd | 1 | 2.0 | 10 | 0.040 | 40.0 | 50.0 | 250 | 0.020 | 50 % | 0.020 |",
       /* bn stats at its ablation 0.045: 30 MB -> 667 GB/s, roofline 0.030: 67 % */
       "| bn stats | 1 | 0.0 | 30 | 0.045 | 45.0 | 0.0 | 667 | 0.030 | 67 % | 0.015 |",
-      "| c1 | bn stats | 0.050 | 0.030 | 0.020 | bytes |",
-      "| c1 | conv fwd | 0.040 | 0.020 | 0.020 | FLOPs |",
+      "| c1 | bn stats | library | 0.050 | 0.030 | 0.020 | bytes |",
+      "| c1 | conv fwd | fused | 0.040 | 0.020 | 0.020 | FLOPs |",
+      /* the rows: 2 GFLOP in 0.040 ms, 50 TFLOP/s, 250 GB/s, roofline 0.020: 50 % */
+      "| c1 | conv fwd | fused | 1 | 2.00 | 10.0 | 0.040 | 50.0 | 250 | 50 % |",
+      "| c1 | bn stats | library | 1 | 0.00 | 30.0 | 0.050 | 0.0 | 600 | 60 % |",
+      "Convolution engine: SHMDDP_CONV_ENGINE=auto, 1 layer fused.",
       "(85.0 % of the step;",
       "| convolutions | 0.040 | 40.0 | 0.020 | 0.020 |",
       "| BatchNorm passes | 0.045 | 45.0 | 0.030 | 0.015 |",
@@ -316,9 +399,10 @@ static Suite *make_account_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("account");
-  SUITE_CASE(s, "arithmetic", conv3x3_by_hand, convt_and_head_by_hand, element_passes_by_hand,
-             reference_unet_flops);
-  SUITE_CASE(s, "report", rows_merge_by_layer_and_pass, roofline_and_mfu, json_form, markdown_form);
+  SUITE_CASE(s, "arithmetic", conv3x3_by_hand, convt_and_head_by_hand, fused_conv_by_hand,
+             element_passes_by_hand, reference_unet_flops);
+  SUITE_CASE(s, "report", rows_merge_by_layer_and_pass, rows_know_their_engine, roofline_and_mfu,
+             json_form, markdown_form);
   return s;
 }
 

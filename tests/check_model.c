@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "src/device/arena.h"
+#include "src/model/conv_engine.h"
 #include "src/model/optim.h"
 #include "src/model/unet.h"
 #include "src/model/unet_impl.h"
@@ -865,6 +866,51 @@ START_TEST(engine_choices)
 }
 END_TEST
 
+/* The choice the model and dev/ops_cuda_bench share (src/model/conv_engine.h), on the CPU
+ * table, which ranks its fused convolutions 1 (it has them, none measured faster): auto (also
+ * when unset) and library leave a layer on the plain ops, fused takes it; a table missing one
+ * fused entry never fuses. */
+START_TEST(engine_choice_per_layer)
+{
+  ops_t o;
+  ck_assert_int_eq(ops_cpu_init(&o, OPS_F64, err, sizeof err), 0);
+  ops_conv_t c = {.kind = OPS_CONV3X3, .h = 8, .w = 8, .cin = 4, .cout = 4, .max_n = 2};
+  size_t ws = 0;
+  ck_assert_int_eq(o.conv_plan(&o, &c, &ws), 0);
+  const struct {
+    const char *value, *setting;
+    int fuses;
+  } cases[] = {{NULL, "auto", 0}, {"auto", "auto", 0}, {"library", "library", 0},
+               {"fused", "fused", 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    if (cases[k].value) setenv("SHMDDP_CONV_ENGINE", cases[k].value, 1);
+    else unsetenv("SHMDDP_CONV_ENGINE");
+    model_conv_engine_t e;
+    ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
+    ck_assert_str_eq(e.setting, cases[k].setting);
+    ws = 7;
+    ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), cases[k].fuses);
+    if (!cases[k].fuses) ck_assert_uint_eq(ws, 0); /* no fused workspace for the plain ops */
+  }
+  setenv("SHMDDP_CONV_ENGINE", "fused", 1);
+  model_conv_engine_t e;
+  ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
+  ops_conv_t head = {.kind = OPS_CONV1X1, .h = 8, .w = 8, .cin = 4, .cout = 2, .max_n = 2};
+  ck_assert_int_eq(o.conv_plan(&o, &head, &ws), 0);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, &ws), 0); /* rank 0: not 3x3 */
+  o.conv_plan_free(&o, &head);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), 1);
+  o.bn_bwd_params = NULL;
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), 0);
+  setenv("SHMDDP_CONV_ENGINE", "Fused", 1);
+  ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "SHMDDP_CONV_ENGINE") && strstr(err, "fused"), "%s", err);
+  unsetenv("SHMDDP_CONV_ENGINE");
+  o.conv_plan_free(&o, &c);
+  o.destroy(&o);
+}
+END_TEST
+
 static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
@@ -874,7 +920,8 @@ static Suite *make_model_suite(const suite_env_t *env)
              groupnorm_needs_no_sync, accumulate_and_scale, eval_mode, learns_a_batch,
              update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
              pack_is_the_unpadded_layout, bad_configs);
-  SUITE_CASE(s, "fused", fused_matches_library, fused_plan_holds, engine_choices);
+  SUITE_CASE(s, "fused", fused_matches_library, fused_plan_holds, engine_choices,
+             engine_choice_per_layer);
   return s;
 }
 

@@ -64,6 +64,7 @@ python3 "$src/tools/report" "$tmp/gpu" "$tmp/cpu" --label gpu --label cpu -o "$t
 cat > "$tmp/account.json" <<'EOF2'
 {"device": "GPU", "config": "U-Net test", "step_ms": 6.0, "images": 6, "ceiling_tflops": 790,
  "ceiling_gbs": 4300, "gflop": 1733.1, "gbytes": 5.2, "roofline_ms": 3.4, "mfu": 0.3656,
+ "engine": "auto", "fused_layers": 2,
  "passes": [
   {"pass": "conv fwd", "ops": 23, "gflop": 578.2, "mb": 900, "ms": 1.1, "roofline_ms": 0.73},
   {"pass": "bn stats", "ops": 18, "gflop": 0, "mb": 384, "ms": 0.31, "roofline_ms": 0.089},
@@ -192,7 +193,8 @@ assert "gpu" in "".join(both["summary"]["text"]) and "cpu" in "".join(both["summ
 assert len(both["memory"]["svgs"]) == 2 and len(both["allreduce"]["svgs"]) == 4
 acc = parse(tmp + "/account.html")["step-split"]
 text = "".join(acc["text"])
-for want in ("Account of the step", "MFU 36.6 %", "790.0", "conv fwd", "bn stats", "roofline ms"):
+for want in ("Account of the step", "MFU 36.6 %", "790.0", "conv fwd", "bn stats", "roofline ms",
+             "convolution engine auto, 2 layers fused"):
     assert want in text, "the account lacks '%s': %s" % (want, text)
 assert "620" not in text, "a pass without a measured time is drawn"
 # two segments (roofline, above) per measured pass, besides the step bars

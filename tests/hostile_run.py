@@ -117,7 +117,7 @@ def main():
     with open(os.path.join(run, "report.html.js"), "w") as f:
         f.write(RUN + "\n")
     account = {"device": h(), "config": h(), "step_ms": 6.0, "images": 6, "ceiling_tflops": h(),
-               "gflop": 10.0, "mfu": h(), "roofline_ms": 3.0,
+               "gflop": 10.0, "mfu": h(), "roofline_ms": 3.0, "engine": h(), "fused_layers": h(),
                "passes": [{"pass": h(), "ops": h(), "gflop": 1.0, "mb": h(), "ms": 1.0,
                            "roofline_ms": 0.5},
                           {"pass": h(), "ops": 3, "gflop": 1.0, "mb": 10, "ms": h()},

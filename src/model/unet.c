@@ -24,6 +24,7 @@
 #include "src/check.h"
 #include "src/device/device.h"
 #include "src/device/plan.h"
+#include "src/model/conv_engine.h"
 #include "src/model/optim.h"
 #include "src/model/unet_impl.h"
 #include "src/obs/timeline.h"
@@ -54,25 +55,23 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   return p;
 }
 
-/* Whether block b (the second of a pair, after prev) runs its conv fused: BatchNorm, a backend
- * with the fused entries, and a rank for the layer at least the engine's (model_t.fuse_rank);
- * *need grows to the workspace they take. */
+/* Whether block b (the second of a pair, after prev) runs its conv fused: BatchNorm, and the
+ * engine's choice for the layer (src/model/conv_engine.h); *need grows to the workspace the
+ * fused ops take. */
 static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need)
 {
   model_t *m = a->m;
   const ops_t *o = &m->ops;
-  if (a->failed || m->cfg.norm != MODEL_NORM_BATCH || !o->conv_fused || !o->conv_fwd_fused ||
-      !o->conv_bwd_data_fused || !o->conv_bwd_filter_fused || !o->bn_coef || !o->bn_bwd_params)
-    return;
+  if (a->failed || m->cfg.norm != MODEL_NORM_BATCH) return;
   size_t fws = 0;
-  int rank = o->conv_fused(o, &b->conv.desc, &fws);
-  if (rank < 0) {
+  int fuses = model_conv_engine_fuses(&m->engine, o, &b->conv.desc, &fws);
+  if (fuses < 0) {
     snprintf(a->err, a->errlen, "planning %s fused: %s", m->params[b->conv.w_id].name,
              o->last_error(o));
     a->failed = 1;
     return;
   }
-  if (rank < m->fuse_rank) return;
+  if (!fuses) return;
   b->fused = prev->feeds_fused = 1;
   prev->norm.coef = take(a, 2 * (size_t)prev->norm.C * sizeof(float), ARENA_WORKSPACE,
                          "norm coefficients");
@@ -204,7 +203,6 @@ static int allocate(model_t *m, char *err, size_t errlen)
 
 static int plan_activations(model_t *m, char *err, size_t errlen);
 static int side_policy(model_t *m, char *err, size_t errlen);
-static int engine_policy(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -237,7 +235,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
-  if (engine_policy(m, err, errlen) != 0) goto fail;
+  if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
     if (dev_ops_init(&m->side_ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0)
       goto fail;
@@ -850,26 +848,6 @@ static int side_policy(model_t *m, char *err, size_t errlen)
                         "which weight gradients run beside (0 to %d; %d: none)", v, L, L);
   }
   if (!staged) m->side_from = (int)n;
-  return 0;
-}
-
-/* SHMDDP_CONV_ENGINE (shm/env.c): at which rank of ops.h conv_fused a block's second
- * convolution runs fused with the first's BatchNorm + ReLU (model_t.fuse_rank). auto: where the
- * backend ranks its fused kernels faster (2: Hopper's, bf16, 64 -> 64; see
- * bench/results/conv_sm90_1xh100.txt); fused: wherever it has them (1: on the CPU, composed
- * of the plain ops, which checks the fused schedule against the plain one); library: nowhere. */
-static int engine_policy(model_t *m, char *err, size_t errlen)
-{
-  const char *v = NULL;
-  if (shm_env_choice("SHMDDP_CONV_ENGINE", &v, err, errlen) < 0) return -1;
-  if (!v || strcmp(v, "auto") == 0)
-    m->fuse_rank = 2;
-  else if (strcmp(v, "fused") == 0)
-    m->fuse_rank = 1;
-  else if (strcmp(v, "library") == 0)
-    m->fuse_rank = 3;
-  else
-    return check_fail(err, errlen, "SHMDDP_CONV_ENGINE=%s: use auto, library or fused", v);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "src/device/arena.h"
 #include "src/device/device.h"
+#include "src/model/conv_engine.h"
 #include "src/model/unet.h"
 
 /* Activations are tensors of the memory plan (src/device/plan.h): the ids below name them
@@ -79,7 +80,7 @@ struct model {
    * reads alive until then. side_from == levels: never. On the host there is no second stream:
    * the same schedule runs in order (its plan is still the side schedule's). */
   int side_from;
-  int fuse_rank; /* the least ops.h conv_fused rank a block's conv runs fused at (3: none) */
+  model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE: which block pairs run fused */
   ops_t side_ops;
   int side_ready;
   void *side_ws;

@@ -1,0 +1,27 @@
+/* conv_engine.h — SHMDDP_CONV_ENGINE: which block pairs run their second convolution fused with
+ * the first's BatchNorm + ReLU (ops.h conv_fused). The model decides by these two calls when it
+ * is built, and dev/ops_cuda_bench by the same ones, so its step is the trainer's. */
+#ifndef SRC_MODEL_CONV_ENGINE_H
+#define SRC_MODEL_CONV_ENGINE_H
+
+#include <stddef.h>
+
+#include "kernels/ops.h"
+
+typedef struct {
+  const char *setting; /* "auto", "library" or "fused" (auto when unset) */
+  int fuse_rank;       /* the least ops.h conv_fused rank that runs fused (3: none does) */
+} model_conv_engine_t;
+
+/* SHMDDP_CONV_ENGINE into *e: 0, or -1 with a message naming the variable and its choices.
+ * auto: where the backend ranks its fused kernels faster (rank 2); fused: wherever it has them
+ * (rank 1); library: nowhere. */
+int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen);
+
+/* Whether the second convolution c of a BatchNorm block pair runs fused on o under e: 1 (with
+ * *ws_bytes the workspace the fused ops need), 0 (the table lacks a fused entry, or ranks c
+ * below e's), or -1 when the table's conv_fused failed (its message in o->last_error). */
+int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
+                            size_t *ws_bytes);
+
+#endif
