@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "dev/coloc_handoff.h"
+#include "src/obs/outfile.h"
 
 enum { S_SOLO, S_STREAM, S_EACH, S_HOST, S_LEADER, S_SYNC, NSTRAT };
 static const char *const strat_name[NSTRAT] = {"solo", "stream", "each", "host", "leader", "sync"};
@@ -401,7 +402,9 @@ int main(int argc, char **argv)
   printf("%-8s", "strategy");
   for (int i = 0; i < nr; i++) printf("  %2d ranks", ranks[i]);
   printf("  what\n");
-  FILE *tsv = tsv_path ? fopen(tsv_path, "w") : NULL;
+  /* a fresh private file renamed into place (src/obs/outfile.h), never through a planted link */
+  char tsv_tmp[4096];
+  FILE *tsv = tsv_path ? outfile_fopen_temp(tsv_path, tsv_tmp, sizeof tsv_tmp) : NULL;
   if (tsv_path && !tsv) {
     fprintf(stderr, "coloc_handoff: cannot write %s: %s\n", tsv_path, strerror(errno));
     fail = 1;
@@ -418,6 +421,9 @@ int main(int argc, char **argv)
     }
     printf("  %s\n", strat_what[s]);
   }
-  if (tsv) fclose(tsv);
+  if (tsv && outfile_commit(tsv, tsv_tmp, tsv_path, 1) != 0) {
+    fprintf(stderr, "coloc_handoff: cannot write %s: %s\n", tsv_path, strerror(errno));
+    fail = 1;
+  }
   return fail;
 }

@@ -41,7 +41,7 @@ DEV_HANDOFF_SRCS = dev/coloc_handoff.c dev/coloc_handoff.h dev/coloc_handoff_ker
 if HAVE_CUDA
 noinst_PROGRAMS += dev/coloc_handoff
 dev_coloc_handoff_SOURCES = $(DEV_HANDOFF_SRCS)
-dev_coloc_handoff_LDADD = $(CUDA_RT_LIBS)
+dev_coloc_handoff_LDADD = libobs.a $(CUDA_RT_LIBS)
 else
 EXTRA_DIST += $(DEV_HANDOFF_SRCS)
 endif

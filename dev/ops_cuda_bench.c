@@ -45,6 +45,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@
 #include "src/model/conv_engine.h"
 #include "src/model/model.h"
 #include "src/model/optim.h"
+#include "src/obs/outfile.h"
 
 #define MAXL 8
 #define MAXREC 1024
@@ -846,6 +848,23 @@ static double gemm_ceiling(ops_dtype_t dt)
 
 /* ---- the account: every (layer, pass) ablated, the ceilings, the files ---- */
 
+/* The account written to path as the trainer writes its files (src/obs/outfile.h): a fresh
+ * private file renamed into place, never through a link someone planted under the name; on a
+ * failed write nothing is left behind. */
+static void write_out(const char *path, int (*emit)(FILE *, const acct_t *, const acct_report_t *),
+                      const acct_t *a, const acct_report_t *r)
+{
+  char tmp[4096];
+  FILE *f = outfile_fopen_temp(path, tmp, sizeof tmp);
+  if (!f) DIE("cannot create a file beside %s: %s", path, strerror(errno));
+  if (emit(f, a, r) != 0) {
+    fclose(f);
+    unlink(tmp);
+    DIE("writing %s failed", path);
+  }
+  if (outfile_commit(f, tmp, path, 1) != 0) DIE("writing %s failed: %s", path, strerror(errno));
+}
+
 /* The rows are ablated until cap_s seconds have gone (the rest print unmeasured). */
 static void write_account(const char *md, const char *json, double pass_ms[ACCT_NPASS],
                           double step_ms, cudaGraphExec_t exec, int pairs, double cap_s,
@@ -870,14 +889,10 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
          "full step %.3f ms (at the categories: %.3f)\n", done, account.n,
          (now_ms() - t0) / 1e3, cap_s, pairs, r.step_ms, step_ms);
   for (int p = 0; p < ACCT_NPASS; p++) r.pass_ms[p] = pass_ms[p];
-  FILE *f = fopen(md, "w");
-  if (!f || acct_write_markdown(f, &account, &r) != 0 || fclose(f) != 0)
-    DIE("writing %s failed", md);
+  write_out(md, acct_write_markdown, &account, &r);
   printf("account: %s (MFU %.1f %%)\n", md, 100 * acct_mfu(&account, &r));
   if (json) {
-    f = fopen(json, "w");
-    if (!f || acct_write_json(f, &account, &r) != 0 || fclose(f) != 0)
-      DIE("writing %s failed", json);
+    write_out(json, acct_write_json, &account, &r);
     printf("account: %s\n", json);
   }
 }

@@ -9,29 +9,51 @@
  *   x.bin        the batch, f32 NHWC;  y.bin: the labels, i32 NHW */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef HAVE_CUDNN
 #include <cuda_runtime_api.h>
 #endif
 
 #include "src/model/unet.h"
+#include "src/obs/outfile.h"
+
+/* Files are written as the trainer writes its own (src/obs/outfile.h): a fresh private file
+ * renamed into place, never through a link someone planted under the name. */
+static FILE *open_out(const char *dir, const char *name, char *path, size_t pathlen, char *tmp,
+                      size_t tmplen)
+{
+  snprintf(path, pathlen, "%s/%s", dir, name);
+  FILE *f = outfile_fopen_temp(path, tmp, tmplen);
+  if (!f) fprintf(stderr, "torch_check: cannot create a file beside %s: %s\n", path, strerror(errno));
+  return f;
+}
+
+static int close_out(FILE *f, const char *path, const char *tmp)
+{
+  if (outfile_commit(f, tmp, path, 1) == 0) return 0;
+  fprintf(stderr, "torch_check: cannot write %s: %s\n", path, strerror(errno));
+  return -1;
+}
 
 static int dump(const char *dir, const char *name, const void *p, size_t bytes)
 {
-  char path[1200];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(p, 1, bytes, f) != bytes) {
+  char path[1200], tmp[1300];
+  FILE *f = open_out(dir, name, path, sizeof path, tmp, sizeof tmp);
+  if (!f) return -1;
+  if (fwrite(p, 1, bytes, f) != bytes) {
     fprintf(stderr, "torch_check: cannot write %s\n", path);
-    if (f) fclose(f);
+    fclose(f);
+    unlink(tmp);
     return -1;
   }
-  return fclose(f);
+  return close_out(f, path, tmp);
 }
 
 /* A copy between this program's host memory and the model's, which is on the GPU with cuda. */
@@ -96,7 +118,6 @@ int main(int argc, char **argv)
     fprintf(stderr, "torch_check: %s\n", err);
     return 2;
   }
-  mkdir(out, 0755);
   size_t np = model_flat_size(m), px = (size_t)batch * mc.height * mc.width;
   float *x = malloc(px * 3 * sizeof *x), *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g);
   int32_t *y = malloc(px * sizeof *y);
@@ -126,9 +147,12 @@ int main(int argc, char **argv)
     fprintf(stderr, "torch_check: %s\n", err[0] ? err : "copy failed");
     return 1;
   }
-  char path[1200];
-  snprintf(path, sizeof path, "%s/meta.txt", out);
-  FILE *f = fopen(path, "w");
+  if (mkdir(out, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "torch_check: cannot make %s: %s\n", out, strerror(errno));
+    return 1;
+  }
+  char path[1200], tmp[1300];
+  FILE *f = open_out(out, "meta.txt", path, sizeof path, tmp, sizeof tmp);
   if (!f) return 1;
   fprintf(f, "config widths=%s size=%d batch=%d classes=%d norm=%s groups=%d precision=%s device=%s\n",
           widths, mc.height, batch, mc.classes, mc.norm == MODEL_NORM_GROUP ? "group" : "batch",
@@ -139,7 +163,7 @@ int main(int argc, char **argv)
     fprintf(f, "tensor %s %zu %zu %s\n", lp->name, lp->offset, lp->count, lp->shape);
   }
   fprintf(f, "loss %.9g\n", (double)loss);
-  fclose(f);
+  if (close_out(f, path, tmp) != 0) return 1;
   int rc = dump(out, "params.bin", p, np * sizeof *p) || dump(out, "grads.bin", g, np * sizeof *g) ||
            dump(out, "x.bin", x, px * 3 * sizeof *x) || dump(out, "y.bin", y, px * sizeof *y);
   printf("torch_check: %s step written to %s (loss %.6f, %zu parameters)\n",
