@@ -144,17 +144,21 @@ static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   h.send = malloc(maxs * h.ds + 64);
   h.recv = malloc(maxr * h.ds + 64);
   FILE *tsv = NULL;
+  char tsv_tmp[4096];
   int rc = 0;
   if (!h.send || !h.recv) {
     fprintf(stderr, "allreduce_bench: rank %d: out of memory for %zu bytes\n", h.rank, o->max_bytes);
     rc = 1;
-  } else if (h.rank == 0 && o->tsv_path && !(tsv = fopen(o->tsv_path, "w"))) {
+  } else if (h.rank == 0 && o->tsv_path && !(tsv = bench_tsv_open(o->tsv_path, tsv_tmp, sizeof tsv_tmp))) {
     fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
     shmddp_abort(comm, "rank 0 cannot write the table");
     rc = 1;
   }
   if (rc == 0) rc = host_sweep(&h, tsv);
-  if (tsv) fclose(tsv);
+  if (tsv && bench_tsv_close(tsv, tsv_tmp, o->tsv_path) != 0) {
+    fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
+    rc = 1;
+  }
   free(h.send);
   free(h.recv);
   return rc;

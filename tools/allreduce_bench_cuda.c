@@ -315,6 +315,7 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   int rc = 1;
   FILE *tsv = NULL;
+  char tsv_tmp[4096];
   size_t ds = shmddp_dtype_size(o->dtype), maxs, maxr, maxc;
   bench_counts(o->coll, o->max_bytes, ds, b->n, &maxs, &maxr, &maxc);
   size_t sbytes = maxs * ds + 256, rbytes = maxr * ds + 256;
@@ -331,7 +332,7 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   if (o->compare_nccl && setup_nccl(b)) goto fail;
   if (b->rank == 0 && o->tsv_path) {
-    tsv = fopen(o->tsv_path, "w");
+    tsv = bench_tsv_open(o->tsv_path, tsv_tmp, sizeof tsv_tmp);
     if (!tsv) {
       fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
       shmddp_abort(comm, "rank 0 cannot write the table");
@@ -364,7 +365,10 @@ fail:
   fprintf(stderr, "allreduce_bench: rank %d: %s\n", b->rank, b->err[0] ? b->err : shmddp_comm_last_error(comm));
   rc = 1;
 out:
-  if (tsv) fclose(tsv);
+  if (tsv && bench_tsv_close(tsv, tsv_tmp, o->tsv_path) != 0) {
+    fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
+    rc = 1;
+  }
   /* After a failure of the group the stream may never drain (it may wait for a dead peer's
    * event), and freeing would wait with it: the process's exit frees the buffers. */
   if (b->stream && shmddp_cuda_sync(comm, (shmddp_stream_t)b->stream) != SHMDDP_OK) return rc ? rc : 1;

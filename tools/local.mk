@@ -12,7 +12,7 @@ libcollcheck_a_SOURCES = tools/coll_check.c tools/coll_check.h
 bin_PROGRAMS += shmddp-allreduce-bench
 shmddp_allreduce_bench_SOURCES = tools/allreduce_bench.c \
 	tools/allreduce_bench_table.c tools/allreduce_bench_table.h
-shmddp_allreduce_bench_LDADD = libcollcheck.a $(SHMDDP_LIBS)
+shmddp_allreduce_bench_LDADD = libcollcheck.a libobs.a $(SHMDDP_LIBS)
 if HAVE_CUDA
 shmddp_allreduce_bench_SOURCES += tools/allreduce_bench_cuda.c tools/allreduce_bench_cuda.h \
 	tools/nccl_dl.c tools/nccl_dl.h
