@@ -17,7 +17,11 @@
 #   PAIRS (ablation pairs per account row, default 7), BUDGET (seconds for the whole script,
 #   default 470: the A/B is skipped when less than 200 s are left), COMMIT (the tree's commit,
 #   where git cannot tell it),
-#   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted).
+#   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted),
+#   ENGINES (SHMDDP_CONV_ENGINE settings our trainer rows run under, default auto; "auto library"
+#   puts the fused engine and the library's convolutions side by side in the same run).
+# On a freshly started machine max-autotune's compile can take more than 200 s (its caches are
+# empty): for the ratio alone run ACCOUNT=0 CAP=420, and the account in a run of its own.
 # Writes OUT_DIR/speed.txt (the summary, also printed; bench/results/speed_anchor_1xh200.txt),
 # roofline_1xh200.md/.json (the account; bench/results/roofline_1xh200.md), report_1xh200.html
 # (tools/report of our bf16 run with the account), speed.tsv (rows in train_1xh200.tsv's
@@ -26,7 +30,10 @@ set -u
 . "$(dirname "$0")/lib.sh"
 O=${1:?usage: bench/speed_anchor_gpu.sh OUT_DIR [PATCH]}; PATCH=${2:-}
 B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES-max-autotune}; CAP=${CAP:-240}
-PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; ACCOUNT=${ACCOUNT:-1}
+PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; ACCOUNT=${ACCOUNT:-1}; ENGINES=${ENGINES:-auto}
+for e in $ENGINES; do
+  case $e in auto | library | fused) ;; *) echo "speed_anchor_gpu: ENGINES: $e is not auto, library or fused" >&2; exit 2 ;; esac
+done
 mkdir -p "$O"
 sum="$O/speed.txt"; tsv="$O/speed.tsv"
 t0=$(date +%s)
@@ -38,7 +45,7 @@ done
 [ -z "$PATCH" ] || [ -r "$PATCH" ] || { echo "speed_anchor_gpu: cannot read $PATCH" >&2; exit 2; }
 : > "$sum"
 say "# training speed against PyTorch: commit $COMMIT, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-say "# command: BUILD=$B PRECS=\"$PRECS\" MODES=\"$MODES\" CAP=$CAP sh bench/speed_anchor_gpu.sh OUT_DIR${PATCH:+ PATCH}"
+say "# command: BUILD=$B PRECS=\"$PRECS\" MODES=\"$MODES\" CAP=$CAP ENGINES=\"$ENGINES\" ACCOUNT=$ACCOUNT sh bench/speed_anchor_gpu.sh OUT_DIR${PATCH:+ PATCH}"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /' | tee -a "$sum"
 printf 'date\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcompile_s\n' > "$tsv"
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$@" >> "$tsv"; }
@@ -61,21 +68,23 @@ fi
 
 # (c) our trainer, the reference configuration (as step_ab_gpu.sh and train_speed_gpu.sh)
 common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
-ours() { # precision tag
-  timeout 90 "$B/train" $common --precision "$1" --out "$O/run_$1_$2" > "$O/train_$1_$2.log" 2>&1
+ours1() { # precision tag engine
+  r="$O/run_$1_$2_$3"; lg="$O/train_$1_$2_$3.log"
+  SHMDDP_CONV_ENGINE=$3 timeout 90 "$B/train" $common --precision "$1" --out "$r" > "$lg" 2>&1
   rc=$?
-  ips=$(log_value images_per_s "$O/train_$1_$2.log")
-  peak=$(log_value peak_mib "$O/train_$1_$2.log")
+  ips=$(log_value images_per_s "$lg")
+  peak=$(log_value peak_mib "$lg")
   [ $rc = 0 ] || ips="failed($rc)"
-  row "$COMMIT" shmddp "$1" "default ($2)" "${ips:--}" "${peak:--}" graph -
-  say "shmddp $1 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} ($(el) s)"
-  if [ "$1 $2" = "bf16 after" ] && [ -s "$O/roofline_1xh200.json" ]; then
+  row "$COMMIT" shmddp "$1" "engine $3 ($2)" "${ips:--}" "${peak:--}" graph -
+  say "shmddp $1 engine $3 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} ($(el) s)"
+  if [ "$1 $2 $3" = "bf16 after auto" ] && [ -s "$O/roofline_1xh200.json" ]; then
     # the run's report with the account in its step section
-    python3 tools/report "$O/run_$1_$2" --account "$O/roofline_1xh200.json" \
+    python3 tools/report "$r" --account "$O/roofline_1xh200.json" \
       -o "$O/report_1xh200.html" > /dev/null 2>&1 && say "report: report_1xh200.html"
   fi
-  rm -rf "$O/run_$1_$2"
+  rm -rf "$r"
 }
+ours() { for e in $ENGINES; do ours1 "$1" "$2" "$e"; done; } # precision tag
 # (b) PyTorch, the same model and settings: eager, then each compile mode
 torch_row() { # precision mode
   cap=$CAP; [ "$2" = none ] && cap=0
@@ -98,22 +107,28 @@ for p in $PRECS; do
   for m in $MODES; do torch_row "$p" "$m"; done
   ours "$p" after
 done
-say "## ratios (ours / PyTorch, bf16; the targets: >= 1.25 x max-autotune, <= 1100 MiB and <= 0.85 x its peak; PyTorch peaks: max_memory_allocated from its second step on, CUDA graph pools included)"
+say "## ratios (ours / PyTorch, per engine; the targets: bf16 >= 1.3 x max-autotune at <= 1100 MiB, fp32 >= 1.2 x eager; PyTorch peaks: max_memory_allocated from its second step on, CUDA graph pools included)"
 python3 - "$tsv" <<'EOF' | tee -a "$sum"
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if not l.startswith("date\t")]
 def val(r):
     try: return float(r[5])
     except ValueError: return None
+engines = []
+for r in rows:
+    e = r[4].split(" (")[0]
+    if r[2] == "shmddp" and e not in engines: engines.append(e)
 for prec in ("bf16", "fp32"):
-    mine = [r for r in rows if r[2] == "shmddp" and r[3] == prec and val(r)]
+  for eng in engines:
+    mine = [r for r in rows if r[2] == "shmddp" and r[3] == prec and r[4].startswith(eng + " (")
+            and val(r)]
     if not mine: continue
     best = sum(val(r) for r in mine) / len(mine)
     for r in rows:
         if r[2] == "torch" and r[3] == prec and val(r):
             try: mem = f"{float(mine[-1][6]) / float(r[6]):.2f} x"
             except ValueError: mem = "-"
-            print(f"{prec}: shmddp {best:.1f} img/s (mean of {len(mine)}), {mine[-1][6]} MiB / "
+            print(f"{prec}: shmddp {eng} {best:.1f} img/s (mean of {len(mine)}), {mine[-1][6]} MiB / "
                   f"{r[4]} {val(r):.1f} img/s, {r[6]} MiB (compile {r[8]} s) = "
                   f"{best / val(r):.3f} x speed, {mem} memory")
 EOF
