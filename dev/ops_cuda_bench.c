@@ -145,8 +145,9 @@ typedef struct {
   void *a, *r;
   /* The fused engine (src/model/conv_engine.h), as the model runs a block pair: the second
    * block's conv reads the first's conv output through the first's BatchNorm + ReLU (fused),
-   * and the first makes only its statistics and coefficients, no norm output (feeds_fused). */
-  int fused, feeds_fused;
+   * and the first makes only its statistics and coefficients, no norm output (feeds_fused).
+   * A first block whose conv the engine takes makes its statistics in that conv (stats_fused). */
+  int fused, feeds_fused, stats_fused;
   float *coef; /* feeds_fused: [scale | shift] of the norm, f32 */
 } blk_t;
 
@@ -229,17 +230,23 @@ static void plan(conv_t *cv)
   if (ws > N.ws_bytes) N.ws_bytes = ws;
 }
 
-/* Whether b (the second block of a pair after prev) runs its conv fused: the model's choice
- * (src/model/conv_engine.h); the workspace grows to what the fused ops take. */
+/* Whether b runs its conv fused: the model's choice (src/model/conv_engine.h), with the first
+ * block's BatchNorm + ReLU as its prologue when b is the second of the pair (prev: the first),
+ * with its own statistics only when b is a first block (prev NULL); the workspace grows to what
+ * the fused ops take. */
 static void choose_fused(blk_t *prev, blk_t *b)
 {
   size_t ws = 0;
   int fuses = model_conv_engine_fuses(&engine, &O, &b->conv.c, &ws);
   if (fuses < 0) DIE("planning %s fused: %s", b->conv.name, O.last_error(&O));
   if (!fuses) return;
+  if (ws > N.ws_bytes) N.ws_bytes = ws;
+  if (!prev) {
+    b->stats_fused = 1;
+    return;
+  }
   b->fused = prev->feeds_fused = 1;
   prev->coef = dev(2 * (size_t)prev->C * sizeof(float));
-  if (ws > N.ws_bytes) N.ws_bytes = ws;
 }
 
 static void build(void)
@@ -279,6 +286,7 @@ static void build(void)
     blk_alloc(&N.enc2[i]);
     plan(&N.enc1[i].conv);
     plan(&N.enc2[i].conv);
+    choose_fused(NULL, &N.enc1[i]);
     choose_fused(&N.enc1[i], &N.enc2[i]);
     if (i > 0) {
       N.pooled[i] = dev(P * N.widths[i - 1] * E);
@@ -295,6 +303,7 @@ static void build(void)
     plan(&N.up[i]);
     plan(&N.dec1[i].conv);
     plan(&N.dec2[i].conv);
+    choose_fused(NULL, &N.dec1[i]);
     choose_fused(&N.dec1[i], &N.dec2[i]);
   }
   plan(&N.head);
@@ -396,8 +405,14 @@ static void block_norm_fwd(blk_t *b, int n, int down, int ready)
  * block_norm_fwd's, for b2. */
 static void pair_fwd(blk_t *b1, blk_t *b2, int n, const void *in, int down)
 {
-  conv_fwd(&b1->conv, n, in, b1->a);
-  block_norm_fwd(b1, n, 0, 0);
+  if (b1->stats_fused) /* no prologue; counted as the fused pass (its coefficients' 2 cin f32
+                        * bytes included, which it does not read) */
+    OP_FUSED(ACCT_CONV_FWD, b1->conv.name, acct_conv_fused(&b1->conv.c, ACCT_CONV_FWD, n, E, E),
+             O.conv_fwd_fused(&O, &b1->conv.c, n, in, NULL, wp_at(b1->conv.w_off), b1->a,
+                              b1->stats, N.ws));
+  else
+    conv_fwd(&b1->conv, n, in, b1->a);
+  block_norm_fwd(b1, n, 0, b1->stats_fused);
   if (!b2->fused) {
     conv_fwd(&b2->conv, n, b1->r, b2->a);
     block_norm_fwd(b2, n, down, 0);
@@ -897,22 +912,30 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
   }
 }
 
-/* How many of the block pairs run their second conv fused, and which: "2 of 9 second
- * convolutions fused (enc0.conv2, dec0.conv2)". */
+/* How many of the block pairs run a conv fused, and which: "2 of 9 second convolutions fused
+ * (enc0.conv2, dec0.conv2), 0 of 9 first ones with their statistics". */
 static void fused_summary(char *buf, size_t len)
 {
-  const blk_t *second[2 * MAXL];
-  int pairs = 0, nf = 0;
-  for (int i = 0; i < N.L; i++) second[pairs++] = &N.enc2[i];
-  for (int i = N.L - 2; i >= 0; i--) second[pairs++] = &N.dec2[i];
-  size_t at = 0;
-  for (int k = 0; k < pairs; k++) nf += second[k]->fused;
-  at += (size_t)snprintf(buf, len, "%d of %d second convolutions fused", nf, pairs);
+  const blk_t *second[2 * MAXL], *first[2 * MAXL];
+  int pairs = 0, nf = 0, ns = 0;
+  for (int i = 0; i < N.L; i++) first[pairs] = &N.enc1[i], second[pairs++] = &N.enc2[i];
+  for (int i = N.L - 2; i >= 0; i--) first[pairs] = &N.dec1[i], second[pairs++] = &N.dec2[i];
+  for (int k = 0; k < pairs; k++) nf += second[k]->fused, ns += first[k]->stats_fused;
+  size_t at = (size_t)snprintf(buf, len, "%d of %d second convolutions fused", nf, pairs);
   for (int k = 0, j = 0; k < pairs && at < len; k++) {
     if (!second[k]->fused) continue;
     j++;
     at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 1 ? " (" : ", ",
                            second[k]->conv.name, j == nf ? ")" : "");
+  }
+  if (at < len)
+    at += (size_t)snprintf(buf + at, len - at, ", %d of %d first ones with their statistics", ns,
+                           pairs);
+  for (int k = 0, j = 0; k < pairs && at < len; k++) {
+    if (!first[k]->stats_fused) continue;
+    j++;
+    at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 1 ? " (" : ", ",
+                           first[k]->conv.name, j == ns ? ")" : "");
   }
 }
 
@@ -986,7 +1009,7 @@ int main(int argc, char **argv)
   CU(cudaMemGetInfo(&free0, &total));
   N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
-  char config[512], from[32] = "", fused[160];
+  char config[1024], from[32] = "", fused[400];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "

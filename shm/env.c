@@ -118,9 +118,9 @@ static const shm_env_param_t table[] = {
                 "bench/results/ab_recompute_levels_1xh200.txt)"},
     {.name = "SHMDDP_CONV_ENGINE", .kind = SHM_ENV_CHOICE, .choices = "auto|library|fused",
      .dflt = "auto", .reader = "the model, when it is built",
-     .meaning = "which convolutions run the second convolution of each block, whose input is the "
-                "first's BatchNorm + ReLU: fused (our kernels with that BatchNorm and ReLU folded "
-                "into the input's load and the statistics or sums into the output's store, "
+     .meaning = "which kernels run the blocks' 3x3 convolutions: fused (our kernels "
+                "with the previous BatchNorm + ReLU folded into the input's load, in a block's "
+                "second convolution, and the statistics or sums into the output's store, "
                 "wherever the backend has them: on a GPU, Hopper (sm_90) in bf16, 64 -> 64 "
                 "channels; on the CPU, every such layer, composed of its plain ops), library (the "
                 "plain ops: cuDNN, and the separate BatchNorm passes), or auto (fused only where "

@@ -731,8 +731,9 @@ START_TEST(bad_configs)
 END_TEST
 
 /* ---- the fused engine (SHMDDP_CONV_ENGINE=fused): on the CPU every block's second
- * convolution runs fused with the first block's BatchNorm + ReLU (ops.h conv_fwd_fused, composed
- * of the plain ops), so the fused schedule is checked against the plain one ---- */
+ * convolution runs fused with the first block's BatchNorm + ReLU, and every first block's with
+ * its own statistics (ops.h conv_fwd_fused, composed of the plain ops), so the fused schedule is
+ * checked against the plain one ---- */
 
 static model_t *build_engine(const model_config_t *c, const char *engine)
 {
@@ -748,6 +749,21 @@ static int blocks_fused(const model_t *m)
   for (int i = 0; i < m->cfg.levels; i++) {
     k += m->enc[i].b2.fused;
     if (i < m->cfg.levels - 1) k += m->dec[i].b2.fused;
+  }
+  return k;
+}
+
+/* The first blocks whose conv makes their statistics (and none of the second blocks). */
+static int firsts_fused(const model_t *m)
+{
+  int k = 0;
+  for (int i = 0; i < m->cfg.levels; i++) {
+    k += m->enc[i].b1.stats_fused;
+    ck_assert_int_eq(m->enc[i].b2.stats_fused, 0);
+    if (i < m->cfg.levels - 1) {
+      k += m->dec[i].b1.stats_fused;
+      ck_assert_int_eq(m->dec[i].b2.stats_fused, 0);
+    }
   }
   return k;
 }
@@ -781,6 +797,8 @@ START_TEST(fused_matches_library)
   ck_assert_int_eq(blocks_fused(a), 0);
   ck_assert_int_eq(blocks_fused(u), 0);
   ck_assert_int_eq(blocks_fused(b), 2 * c.levels - 1);
+  ck_assert_int_eq(firsts_fused(a) + firsts_fused(u), 0);
+  ck_assert_int_eq(firsts_fused(b), 2 * c.levels - 1);
   float *x;
   int32_t *y;
   make_batch(&c, 3, 9, &x, &y);
@@ -862,6 +880,7 @@ START_TEST(engine_choices)
   small_cfg(&c, MODEL_NORM_GROUP);
   m = build_engine(&c, "fused");
   ck_assert_int_eq(blocks_fused(m), 0);
+  ck_assert_int_eq(firsts_fused(m), 0);
   model_destroy(m);
 }
 END_TEST

@@ -1,6 +1,7 @@
-/* conv_engine.h — SHMDDP_CONV_ENGINE: which block pairs run their second convolution fused with
- * the first's BatchNorm + ReLU (ops.h conv_fused). The model decides by these two calls when it
- * is built, and dev/ops_cuda_bench by the same ones, so its step is the trainer's. */
+/* conv_engine.h — SHMDDP_CONV_ENGINE: which blocks run their 3x3 convolution on the fused ops
+ * (ops.h conv_fused): a pair's second convolution with the first's BatchNorm + ReLU as its
+ * prologue, a first one with its own statistics only. The model decides by these two calls when
+ * it is built, and dev/ops_cuda_bench by the same ones, so its step is the trainer's. */
 #ifndef SRC_MODEL_CONV_ENGINE_H
 #define SRC_MODEL_CONV_ENGINE_H
 
@@ -18,7 +19,7 @@ typedef struct {
  * (rank 1); library: nowhere. */
 int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen);
 
-/* Whether the second convolution c of a BatchNorm block pair runs fused on o under e: 1 (with
+/* Whether the convolution c of a BatchNorm block runs fused on o under e: 1 (with
  * *ws_bytes the workspace the fused ops need), 0 (the table lacks a fused entry, or ranks c
  * below e's), or -1 when the table's conv_fused failed (its message in o->last_error). */
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,

@@ -147,8 +147,8 @@ int layer_conv_fwd_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, con
   size_t errlen = c->errlen;
   CHECK(fused_present(c, l));
   CHECK_OPS(c->ops,
-            c->ops->conv_fwd_fused(c->ops, &l->desc, n, x, pro->coef, layer_wparam(c, l->w_id), y,
-                                   stats, c->ws),
+            c->ops->conv_fwd_fused(c->ops, &l->desc, n, x, pro ? pro->coef : NULL,
+                                   layer_wparam(c, l->w_id), y, stats, c->ws),
             c->params[l->w_id].name);
   return 0;
 }

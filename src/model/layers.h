@@ -79,8 +79,8 @@ int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, cons
                         void *dx);
 
 /* The fused 3x3 convolution (ops.h conv_fwd_fused): y = conv(relu(pro(x))), pro the previous
- * layer's BatchNorm (its coef, layer_norm_coef), and the statistics of y into stats (NULL:
- * none; layer_norm_stats with ready then uses them). */
+ * layer's BatchNorm (its coef, layer_norm_coef; NULL: y = conv(x)), and the statistics of y
+ * into stats (NULL: none; layer_norm_stats with ready then uses them). */
 int layer_conv_fwd_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
                          const layer_norm_t *pro, void *y, double *stats);
 /* Its weight (no bias) gradients from x and dy, the prologue recomputed: as conv_bwd_filter. */

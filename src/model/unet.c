@@ -55,9 +55,10 @@ static void *take(alloc_ctx_t *a, size_t bytes, arena_category_t cat, const char
   return p;
 }
 
-/* Whether block b (the second of a pair, after prev) runs its conv fused: BatchNorm, and the
- * engine's choice for the layer (src/model/conv_engine.h); *need grows to the workspace the
- * fused ops take. */
+/* Whether block b runs its conv fused: BatchNorm, and the engine's choice for the layer
+ * (src/model/conv_engine.h). The second of a pair (prev: the first) takes prev's BatchNorm +
+ * ReLU as its prologue; a first block (prev NULL) only its own statistics. *need grows to the
+ * workspace the fused ops take. */
 static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need)
 {
   model_t *m = a->m;
@@ -72,10 +73,14 @@ static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need
     return;
   }
   if (!fuses) return;
+  if (fws > *need) *need = fws;
+  if (!prev) {
+    b->stats_fused = 1;
+    return;
+  }
   b->fused = prev->feeds_fused = 1;
   prev->norm.coef = take(a, 2 * (size_t)prev->norm.C * sizeof(float), ARENA_WORKSPACE,
                          "norm coefficients");
-  if (fws > *need) *need = fws;
 }
 
 static void alloc_block(alloc_ctx_t *a, block_t *b, block_t *prev, size_t *stage,
@@ -103,7 +108,7 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, block_t *prev, size_t *stage
              m->ops.last_error(&m->ops));
     a->failed = 1;
   }
-  if (prev) choose_fused(a, prev, b, &need);
+  choose_fused(a, prev, b, &need);
   if (need > *ws) *ws = need;
   if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
@@ -404,16 +409,19 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
   {
     const void *src = in < 0 ? x : PT(in);
     void *a = PT(b->a);
-    RUN(layer_conv_fwd(c, &b->conv, n, src, a));
+    if (b->stats_fused) /* the statistics come with the output */
+      RUN(layer_conv_fwd_fused(c, &b->conv, n, src, NULL, a, c->train ? b->norm.stats : NULL));
+    else
+      RUN(layer_conv_fwd(c, &b->conv, n, src, a));
   }
   if (b->feeds_fused) { /* the next conv applies this norm as it loads: statistics only */
     const void *a = PT(b->a);
-    RUN(layer_norm_stats(c, &b->norm, n, hw, a, 0));
+    RUN(layer_norm_stats(c, &b->norm, n, hw, a, b->stats_fused));
     RUN(layer_norm_coef(c, &b->norm));
     *out = b->r = -1;
     return 0;
   }
-  return block_norm_fwd(m, c, b, n, level, out, down, cat, 0);
+  return block_norm_fwd(m, c, b, n, level, out, down, cat, b->stats_fused);
 }
 
 /* The second block of a pair whose conv runs fused: its input is prev's conv output with prev's

@@ -19,8 +19,10 @@ typedef struct {
   /* Fused convolutions (SHMDDP_CONV_ENGINE, ops.h conv_fwd_fused): a second block whose conv
    * runs fused reads the first block's conv output with that block's BatchNorm + ReLU as its
    * prologue (fused), and the first block then makes no norm output at all (feeds_fused): its
-   * statistics become the prologue's coefficients (norm.coef). */
-  int fused, feeds_fused;
+   * statistics become the prologue's coefficients (norm.coef). A first block whose conv the
+   * engine takes runs it fused with no prologue (stats_fused): its BatchNorm statistics come
+   * with the conv's output, and no pass reads that output for them. */
+  int fused, feeds_fused, stats_fused;
 } block_t;
 
 typedef struct {
