@@ -237,7 +237,8 @@ static void plan(conv_t *cv)
 static void choose_fused(blk_t *prev, blk_t *b)
 {
   size_t ws = 0;
-  int fuses = model_conv_engine_fuses(&engine, &O, &b->conv.c, &ws);
+  int fuses = model_conv_engine_fuses(&engine, &O, &b->conv.c, prev ? OPS_FUSE_PAIR : OPS_FUSE_STATS,
+                                      &ws);
   if (fuses < 0) DIE("planning %s fused: %s", b->conv.name, O.last_error(&O));
   if (!fuses) return;
   if (ws > N.ws_bytes) N.ws_bytes = ws;

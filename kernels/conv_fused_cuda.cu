@@ -106,13 +106,18 @@ static int covered(const ops_t *o, const ops_conv_t *c)
          c->cout == CONV_SM90_COUT && c->max_n >= 1 && sm90_usable(o);
 }
 
-static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, size_t *ws_bytes)
+/* Both uses on the covered shape: the forward alone (OPS_FUSE_STATS) needs only its own
+ * workspace, the pair's ops also the weight gradient's partials and f32 result. */
+static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use,
+                          size_t *ws_bytes)
 {
   *ws_bytes = 0;
   if (!covered(o, c)) return 0;
   const int dev = opc_ctx(o)->device;
-  size_t w = dw_offset(dev, c) + (size_t)9 * c->cin * c->cout * sizeof(float);
   size_t f = conv_sm90_ws_bytes(dev);
+  size_t w = use == OPS_FUSE_PAIR
+                 ? dw_offset(dev, c) + (size_t)9 * c->cin * c->cout * sizeof(float)
+                 : 0;
   *ws_bytes = w > f ? w : f;
   return 2;
 }

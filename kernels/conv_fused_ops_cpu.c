@@ -60,8 +60,10 @@ static void *prologue(const ops_t *o, const ops_conv_t *c, int n, const void *x,
   return a;
 }
 
-static int cpu_conv_fused(const ops_t *o, const ops_conv_t *c, size_t *ws_bytes)
+static int cpu_conv_fused(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use,
+                          size_t *ws_bytes)
 {
+  (void)use; /* every fused op is composed of the plain ones: either use runs */
   *ws_bytes = 0;
   if (c->kind != OPS_CONV3X3) return 0;
   ops_conv_t copy = *c;

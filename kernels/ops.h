@@ -37,6 +37,12 @@ typedef struct {
   const void *gamma, *beta;
 } ops_relu_t;
 
+/* What a layer would use of the fused convolutions (ops.h conv_fused): all of them, as a block
+ * pair's second convolution does (the forward with the previous BatchNorm + ReLU as its prologue
+ * and its statistics, the input gradient with the mask and sums, the weight gradient with the
+ * prologue), or only the forward without a prologue, with its statistics (a first block). */
+typedef enum { OPS_FUSE_PAIR = 0, OPS_FUSE_STATS } ops_fuse_use_t;
+
 typedef struct ops ops_t;
 struct ops {
   const char *name;    /* "cpu-f32", "cuda-bf16", ... */
@@ -65,10 +71,10 @@ struct ops {
    * table's memory (coef NULL: a = x), and in the same pass this layer's BatchNorm statistics
    * (forward) or the previous layer's BatchNorm backward sums (input gradient). NULL entries:
    * the backend has none (the model then runs the plain ops).
-   *   conv_fused:  0 when the backend cannot run them on c (after conv_plan); 1 when it can;
-   *                2 when it can and they were measured faster than the plain ops (the default
-   *                engine takes those); *ws_bytes: the workspace they need (pass the larger of it
-   *                and conv_plan's)
+   *   conv_fused:  for the use (ops_fuse_use_t), 0 when the backend cannot run the fused ops
+   *                it takes on c (after conv_plan); 1 when it can; 2 when it can and they were
+   *                measured faster than the plain ops (the default engine takes those);
+   *                *ws_bytes: the workspace they need (pass the larger of it and conv_plan's)
    *   conv_fwd_fused:        y = conv(a); stats (may be NULL) as bn_stats of y
    *   conv_bwd_data_fused:   dx = conv_bwd_data(dy) * [x * scale + shift > 0] (no mask without
    *                          coef); sums (may be NULL) = bn_bwd_reduce's sums of dx (Σdx,
@@ -78,7 +84,7 @@ struct ops {
    *                  gamma·invstd, shift = beta - mean·scale
    *   bn_bwd_params: dgamma = sums[C..2C), dbeta = sums[0..C) (added with acc): the parameter
    *                  gradients bn_bwd_reduce gives, from sums made by conv_bwd_data_fused */
-  int (*conv_fused)(const ops_t *o, const ops_conv_t *c, size_t *ws_bytes);
+  int (*conv_fused)(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use, size_t *ws_bytes);
   int (*conv_fwd_fused)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                         const float *coef, const void *w, void *y, double *stats, void *ws);
   int (*conv_bwd_data_fused)(const ops_t *o, const ops_conv_t *c, int n, const void *dy,

@@ -887,8 +887,9 @@ END_TEST
 
 /* The choice the model and dev/ops_cuda_bench share (src/model/conv_engine.h), on the CPU
  * table, which ranks its fused convolutions 1 (it has them, none measured faster): auto (also
- * when unset) and library leave a layer on the plain ops, fused takes it; a table missing one
- * fused entry never fuses. */
+ * when unset) and library leave a layer on the plain ops, fused takes it, for either use; a
+ * table missing a fused entry the use needs never fuses for it (the statistics-only forward
+ * needs only conv_fwd_fused). */
 START_TEST(engine_choice_per_layer)
 {
   ops_t o;
@@ -907,20 +908,26 @@ START_TEST(engine_choice_per_layer)
     model_conv_engine_t e;
     ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
     ck_assert_str_eq(e.setting, cases[k].setting);
-    ws = 7;
-    ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), cases[k].fuses);
-    if (!cases[k].fuses) ck_assert_uint_eq(ws, 0); /* no fused workspace for the plain ops */
+    for (int use = OPS_FUSE_PAIR; use <= OPS_FUSE_STATS; use++) {
+      ws = 7;
+      ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, use, &ws), cases[k].fuses);
+      if (!cases[k].fuses) ck_assert_uint_eq(ws, 0); /* no fused workspace for the plain ops */
+    }
   }
   setenv("SHMDDP_CONV_ENGINE", "fused", 1);
   model_conv_engine_t e;
   ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
   ops_conv_t head = {.kind = OPS_CONV1X1, .h = 8, .w = 8, .cin = 4, .cout = 2, .max_n = 2};
   ck_assert_int_eq(o.conv_plan(&o, &head, &ws), 0);
-  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, &ws), 0); /* rank 0: not 3x3 */
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, OPS_FUSE_PAIR, &ws), 0); /* not 3x3 */
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, OPS_FUSE_STATS, &ws), 0);
   o.conv_plan_free(&o, &head);
-  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), 1);
-  o.bn_bwd_params = NULL;
-  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, &ws), 0);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), 1);
+  o.bn_bwd_params = NULL; /* the pair's backward lacks a step: only the statistics use is left */
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), 0);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), 1);
+  o.conv_fwd_fused = NULL;
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), 0);
   setenv("SHMDDP_CONV_ENGINE", "Fused", 1);
   ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "SHMDDP_CONV_ENGINE") && strstr(err, "fused"), "%s", err);

@@ -31,14 +31,15 @@ int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen)
 }
 
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
-                            size_t *ws_bytes)
+                            ops_fuse_use_t use, size_t *ws_bytes)
 {
   *ws_bytes = 0;
-  if (!o->conv_fused || !o->conv_fwd_fused || !o->conv_bwd_data_fused ||
-      !o->conv_bwd_filter_fused || !o->bn_coef || !o->bn_bwd_params)
+  if (!o->conv_fused || !o->conv_fwd_fused) return 0;
+  if (use == OPS_FUSE_PAIR && (!o->conv_bwd_data_fused || !o->conv_bwd_filter_fused ||
+                               !o->bn_coef || !o->bn_bwd_params))
     return 0;
   size_t ws = 0;
-  int rank = o->conv_fused(o, c, &ws);
+  int rank = o->conv_fused(o, c, use, &ws);
   if (rank < 0) return -1;
   if (rank < e->fuse_rank) return 0;
   *ws_bytes = ws;

@@ -19,10 +19,11 @@ typedef struct {
  * (rank 1); library: nowhere. */
 int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen);
 
-/* Whether the convolution c of a BatchNorm block runs fused on o under e: 1 (with
+/* Whether the convolution c of a BatchNorm block runs fused on o under e, for the use (a
+ * pair's second convolution, or a first block's statistics; ops.h ops_fuse_use_t): 1 (with
  * *ws_bytes the workspace the fused ops need), 0 (the table lacks a fused entry, or ranks c
  * below e's), or -1 when the table's conv_fused failed (its message in o->last_error). */
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
-                            size_t *ws_bytes);
+                            ops_fuse_use_t use, size_t *ws_bytes);
 
 #endif

@@ -65,7 +65,8 @@ static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need
   const ops_t *o = &m->ops;
   if (a->failed || m->cfg.norm != MODEL_NORM_BATCH) return;
   size_t fws = 0;
-  int fuses = model_conv_engine_fuses(&m->engine, o, &b->conv.desc, &fws);
+  int fuses = model_conv_engine_fuses(&m->engine, o, &b->conv.desc,
+                                      prev ? OPS_FUSE_PAIR : OPS_FUSE_STATS, &fws);
   if (fuses < 0) {
     snprintf(a->err, a->errlen, "planning %s fused: %s", m->params[b->conv.w_id].name,
              o->last_error(o));
