@@ -27,8 +27,8 @@
  *
  * The shape: -i cin -o cout channels (multiples of 64 up to 1024; default 64 -> 64), batch -b,
  * image -s size (square) or -H height -W width (default 6 x 256 x 256). For a shape other than
- * 64 -> 64 (the wide kernel) the rows it does not cover are left out: dgrad with the mask and
- * sums and our wgrad (cuDNN's dgrad and the trainer's dgrad passes stay, as the targets).
+ * 64 -> 64 (the wide kernel) our wgrad rows are left out (wgrad covers 64 -> 64 only; cuDNN's
+ * backward filter stays, as the target).
  *
  * usage: conv_sm90_bench [-i cin] [-o cout] [-b batch] [-s size | -H height -W width]
  *                        [-r rounds] [-k launches] [-p peak-tflops]
@@ -535,9 +535,8 @@ int main(int argc, char **argv)
       3 * act_in + 2 * act_out + wbytes, flops);
   /* dgrad: ours reads dy and x, writes g; today cuDNN reads dy, writes da, bn_bwd_reduce reads
    * da and x */
-  if (!WIDE)
-    row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused),
-        2 * act_in + act_out + wbytes, flops);
+  row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused),
+      2 * act_in + act_out + wbytes, flops);
   row("ours dgrad: plain", time_us(v_dgrad_plain), min_bytes, flops);
   row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
       flops);

@@ -31,7 +31,7 @@ extern "C" {
  * run (kernels/conv_fused_cuda.cu ranks only this shape). */
 #define CONV_SM90_CIN 64
 #define CONV_SM90_COUT 64
-/* The wider layers: cin and cout multiples of 64 up to this (forward; dgrad plain, see below). */
+/* The wider layers: cin and cout multiples of 64 up to this (forward and dgrad). */
 #define CONV_SM90_MAX_CHANNELS 1024
 
 typedef struct {
@@ -56,8 +56,7 @@ typedef struct {
  * where mean, invstd are saved[ci], saved[cin + ci] (ops.h bn_finalize's layout). The mask
  * reads x at each output pixel; the sums are summed as Σ g and Σ g x (f32 partials of at most
  * 32 exact products, folded in f64 in a fixed order) and finished as (Σ g x - mean Σ g) invstd.
- * Same shapes and channel counts as the forward; for shapes other than 64 -> 64 only the plain
- * dgrad (scale, shift, saved and sums NULL): the mask and the sums are refused with a message. */
+ * Same shapes and channel counts as the forward (64 -> 64 and the wider layers). */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *dy;             /* bf16 (n, h, w, cout), 16-byte aligned */

@@ -15,8 +15,7 @@ namespace sm90 {
  * covered otherwise). */
 int conv_wide_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen);
 
-/* Plain dgrad of conv_sm90_dgrad for a shape other than 64 -> 64; the ReLU mask and the
- * BatchNorm sums are refused with a message. */
+/* dgrad of conv_sm90_dgrad for a shape other than 64 -> 64. */
 int conv_wide_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen);
 
 /* 0 when device can run the wide kernels (shared memory, the sm_90a image loads), else -1. */

@@ -6,8 +6,8 @@
  * engine (TMA), warp-specialised, persistent; bf16 in and out, f32 accumulation, the BatchNorm
  * apply + ReLU prologue and the BatchNorm statistics epilogue optional. dgrad of a wide shape
  * is this kernel on dy with the flipped, transposed weights (wt[ci][8 - t][co] = w[co][t][ci],
- * a small kernel writes them into the workspace), plain: the ReLU mask and the BatchNorm sums
- * of dgrad are not fused here (kernels/conv_sm90.h says so; conv_sm90_dgrad refuses them).
+ * a small kernel writes them into the workspace), no prologue, and optionally the previous
+ * layer's ReLU mask and BatchNorm backward sums in its epilogue (below).
  *
  * Work items. A pixel tile is 2 image rows x 64 pixels (M = 128) of one image, as in the
  * 64 -> 64 kernel; an N tile is BN = 128 output channels where cout is a multiple of 128, else
@@ -35,8 +35,8 @@
  *                        never holds up slices the consumers are about to need.
  *   warps 1-3            the prologue (with scale/shift): BatchNorm apply + ReLU on each halo
  *                        chunk in place (sm90_conv.cuh), with the chunk's coefficients
- *                        (scale[64 kc + c]), then ready[s]. Without a prologue they idle and
- *                        the consumers wait on full[s] directly. setmaxnreg 56 for this
+ *                        (scale[64 kc + c]), then ready[s]. Without a prologue (and in
+ *                        dgrad) they idle and the consumers wait on full[s] directly. setmaxnreg 56 for this
  *                        warpgroup, 224 for the consumers.
  *   warps 4-7, 8-11      two consumer warpgroups, one image row of the item each: wgmma
  *                        m64nBNk16, A (the row's 64 pixels) from registers by ldmatrix from the
@@ -76,8 +76,8 @@
  *   weight ring        6 x 16,384 =  98,304   12 x  8,192 =  98,304
  *   output staging     2 x 16,384 =  32,768    2 x  8,192 =  16,384   (one per warpgroup)
  *   statistics (f64)   2 x 4 x 2 x 128 x 8 = 16,384     8,192   ([warpgroup][warp][Σ, Σ²][BN])
- *   barriers           18 x 8                  33 x 8
- *   total + 1 KB slack 218,256                 228,616   (<= 227 KB: static_assert)
+ *   barriers           20 x 8                  35 x 8
+ *   total + 1 KB slack 218,272                 228,632   (<= 227 KB = 232,448: static_assert)
  * BN = 128 keeps 2 halo stages: a chunk feeds 9 slices (about 4,600 tensor cycles), ample to
  * load and normalise the next; the weights, the larger stream, get the depth.
  * The output staging is its own buffer (not a halo stage as in the 64 -> 64 kernel), so a halo
@@ -100,9 +100,20 @@
  * since a block's items go up in N tile) and clear the rows. A second kernel sums the blocks'
  * partials in block order. Same grid, same items, same order: bitwise reruns.
  *
+ * dgrad's mask and sums (the 64 -> 64 kernel's, per row): when an item starts, thread 0 of each
+ * consumer warpgroup waits until the previous item's stores have read its staging, then loads
+ * the forward input x at the warpgroup's output row into it (BN / 64 boxes, x_full[wg]). In the
+ * epilogue each warp reads its own 16 x 16 blocks of x with ldmatrix in the stmatrix geometry
+ * (x in the accumulators' layout), forms g = bf16(acc) zeroed where x * scale + shift <= 0 and
+ * the f32 sums of g and g x, and writes g with stmatrix over the same addresses (the warp's
+ * ldmatrix has returned before its stmatrix issues; the warps' blocks are disjoint). The sums
+ * are folded and flushed as the statistics, and a second kernel finishes them as
+ * (Σ g x - mean Σ g) invstd. No shared memory beyond the forward's.
+ *
  * Synchronisation (all mbarriers): full[s] (1 arrival + bytes), ready[s] (96 prologue threads,
  * each after fence.proxy.async), hempty[s] (2: one thread per consumer warpgroup), wfull[s]
- * (1 + bytes), wempty[s] (2). Every role walks the same sequence of chunks and slices: the n-th
+ * (1 + bytes), wempty[s] (2), x_full[wg] (1 + bytes: its i-th item waits for parity i & 1).
+ * Every role walks the same sequence of chunks and slices: the n-th
  * use of a ring's slot s = n % ST waits for phase (n / ST) & 1; the loader waits for the
  * (n / ST - 1)-th release before reusing a slot.
  *
@@ -158,10 +169,11 @@ template <int BN> struct lay {
   static constexpr int off_stats = off_out + 2 * out_bytes;
   static constexpr int stats_bytes = 2 * 4 * 2 * BN * 8;
   static constexpr int off_bar = off_stats + stats_bytes;
-  /* full[hst], ready[hst], hempty[hst], wfull[wst], wempty[wst] */
+  /* full[hst], ready[hst], hempty[hst], wfull[wst], wempty[wst], x_full[2] (dgrad) */
   static constexpr int bar_full = 0, bar_ready = 8 * hst, bar_hempty = 16 * hst,
-                       bar_wfull = 24 * hst, bar_wempty = 24 * hst + 8 * wst;
-  static constexpr int nbar = 3 * hst + 2 * wst;
+                       bar_wfull = 24 * hst, bar_wempty = 24 * hst + 8 * wst,
+                       bar_xfull = 24 * hst + 16 * wst;
+  static constexpr int nbar = 3 * hst + 2 * wst + 2;
   static constexpr int smem = off_bar + nbar * 8 + 1024; /* + slack to align the base */
   static_assert(off_w % 1024 == 0 && off_out % 1024 == 0 && off_stats % 1024 == 0 &&
                     slice % 1024 == 0 && out_bytes % 1024 == 0,
@@ -300,6 +312,31 @@ __device__ __forceinline__ void flush_stats(const params &p, double *area, int n
   named_bar(3, 256); /* the rows are clear before the next fold */
 }
 
+/* dgrad's epilogue step for one packed pair of channels (c, c + 1; c indexes scale, shift) of
+ * one pixel: r holds bf16(acc) of both, xv the forward input x there. MASK: each half is
+ * zeroed unless x * scale + shift > 0 (two f32 roundings, as bn_apply forms it); SUMS: the
+ * kept values g and g * x (exact: bf16 times bf16) join the thread's f32 sums, pixels outside
+ * the image masked (in). */
+template <bool MASK, bool SUMS>
+__device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float *scale,
+                                           const float *shift, int c, bool in, float &s1a,
+                                           float &s2a, float &s1b, float &s2b)
+{
+  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
+  if (MASK) {
+    const float v0 = __fadd_rn(__fmul_rn(x0, __ldg(scale + c)), __ldg(shift + c));
+    const float v1 = __fadd_rn(__fmul_rn(x1, __ldg(scale + c + 1)), __ldg(shift + c + 1));
+    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
+  }
+  if (SUMS) {
+    const float g0 = in ? bf16_lo(r) : 0.f, g1 = in ? bf16_hi(r) : 0.f;
+    s1a += g0;
+    s2a = fmaf(g0, x0, s2a);
+    s1b += g1;
+    s2b = fmaf(g1, x1, s2b);
+  }
+}
+
 /* The A fragment of k-step ks (tap ks / 4, channels 16 (ks % 4) ..) of the warpgroup's row:
  * line0 = wg * 66 + the lane's pixel (see the file's comment). */
 __device__ __forceinline__ void load_a(uint32_t stage, uint32_t line0, uint32_t khalf, int ks,
@@ -310,15 +347,22 @@ __device__ __forceinline__ void load_a(uint32_t stage, uint32_t line0, uint32_t 
   ldmatrix_x4(stage + swz(line, 2 * j + khalf), a);
 }
 
-/* A consumer warpgroup (wg: the item's image row; ti: its thread 0..127). */
-template <int BN, bool PRO, bool STATS>
+/* A consumer warpgroup (wg: the item's image row; ti: its thread 0..127). Forward (DG false):
+ * PRO is the prologue's (done by the prologue warps), STATS sums y and y². dgrad (DG true):
+ * the input is dy and the weights the flipped, transposed ones; PRO is the ReLU mask and STATS
+ * sums g and g x, both reading the forward's input x at the output row, which thread 0 loads
+ * into the warpgroup's staging when the item starts (the epilogue turns it into g in place). */
+template <int BN, bool PRO, bool STATS, bool DG>
 __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap *ymap,
-                                             uint32_t sbase, double *stats_area, int wg, int ti)
+                                             const CUtensorMap *xtmap, uint32_t sbase,
+                                             double *stats_area, int wg, int ti)
 {
   using L = lay<BN>;
   constexpr int V = BN / 4;
+  constexpr bool XT = DG && (PRO || STATS); /* the x row is needed */
   const uint32_t bar = sbase + L::off_bar;
-  const uint32_t hwait = bar + (PRO ? L::bar_ready : L::bar_full);
+  const uint32_t hwait = bar + (PRO && !DG ? L::bar_ready : L::bar_full);
+  const uint32_t xbar = bar + L::bar_xfull + 8 * wg;
   const uint32_t out = sbase + L::off_out + wg * L::out_bytes;
   const int wi = ti >> 5, lane = ti & 31, g = lane >> 2;
   double *row = stats_area + (wg * 4 + wi) * 2 * BN;
@@ -333,10 +377,18 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   const uint64_t bdesc0 = desc_sw128(sbase + L::off_w);
 
   float acc[BN / 2];
-  int hn = 0, wn = 0, items_done = 0, cur_nt = -1;
-  for (int item = blockIdx.x; item < p.nitems; item += gridDim.x) {
+  int hn = 0, wn = 0, items_done = 0, cur_nt = -1, nit = 0;
+  for (int item = blockIdx.x; item < p.nitems; item += gridDim.x, nit++) {
     const int nt = item / p.npix;
     const tile_t tl = tile_of(p, item - nt * p.npix);
+    if (XT && ti == 0) { /* x at the output row, into the staging once the last store read it */
+      tma_store_wait_read();
+      mbar_expect_tx(xbar, L::out_bytes);
+      for (int cb = 0; cb < BN / 64; cb++)
+        tma_load_4d(out + cb * BOX_BYTES, xtmap, nt * BN + 64 * cb, tl.x0, tl.y0 + wg, tl.n,
+                    xbar);
+    }
+    __syncwarp();
     if (STATS && nt != cur_nt) {
       if (cur_nt >= 0) {
         fold_stats<BN>(s1, s2, row, lane);
@@ -395,19 +447,29 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     if (ti == 0) {
       mbar_arrive(bar + L::bar_wempty + 8 * prev_ws);
       mbar_arrive(bar + L::bar_hempty + 8 * prev_hs);
-      tma_store_wait_read(); /* the previous item's stores have read the staging */
+      if (!XT) tma_store_wait_read(); /* the previous item's stores have read the staging */
     }
     named_bar(1 + wg, 128);
+    if (XT) mbar_wait(xbar, nit & 1);
 
     const bool row_in = tl.y0 + wg < p.h;
 #pragma unroll
     for (int jj = 0; jj < BN / 16; jj++) {
-      uint32_t r[4];
+      const uint32_t addr = out + (jj >> 2) * BOX_BYTES + swz(pix, 2 * (jj & 3) + khalf);
+      uint32_t r[4], xr[4];
+      if (XT) ldmatrix_x4(addr, xr); /* the warp's own 16 x 16 block, rewritten below */
 #pragma unroll
       for (int m = 0; m < 4; m++) {
         const int j = 2 * jj + (m >> 1), h = m & 1;
         r[m] = pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-        if (STATS) {
+        if (DG) {
+          if (XT) {
+            const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+            dgrad_pair<PRO, STATS>(r[m], xr[m], p.scale, p.shift,
+                                   nt * BN + 8 * j + 2 * (lane & 3), in, s1[2 * j], s2[2 * j],
+                                   s1[2 * j + 1], s2[2 * j + 1]);
+          }
+        } else if (STATS) {
           const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
           const float f0 = in ? bf16_lo(r[m]) : 0.f, f1 = in ? bf16_hi(r[m]) : 0.f;
           s1[2 * j] += f0;
@@ -416,7 +478,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
           s2[2 * j + 1] = fmaf(f1, f1, s2[2 * j + 1]);
         }
       }
-      stmatrix_x4(out + (jj >> 2) * BOX_BYTES + swz(pix, 2 * (jj & 3) + khalf), r);
+      stmatrix_x4(addr, r);
     }
     fence_proxy_async();
     named_bar(1 + wg, 128); /* the row is in the staging */
@@ -436,12 +498,15 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   if (ti == 0) tma_store_wait_all();
 }
 
-/* x: the input (cin channels), y: the output (cout), w: the weights as [cout][9 cin]. */
-template <int BN, bool PRO, bool STATS>
+/* x: the input (cin channels), y: the output (cout), w: the weights as [cout][9 cin]; dgrad:
+ * x is dy, y is g, w the flipped, transposed weights and xt the forward's input x (cout
+ * channels here), read at the output row. */
+template <int BN, bool PRO, bool STATS, bool DG>
 __global__ void __launch_bounds__(THREADS, 1)
     conv_wide_kernel(const __grid_constant__ CUtensorMap xmap,
                      const __grid_constant__ CUtensorMap ymap,
-                     const __grid_constant__ CUtensorMap wmap, const params p)
+                     const __grid_constant__ CUtensorMap wmap,
+                     const __grid_constant__ CUtensorMap xtmap, const params p)
 {
   using L = lay<BN>;
   extern __shared__ unsigned char smem_raw[];
@@ -461,6 +526,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(bar + L::bar_wfull + 8 * s, 1);
       mbar_init(bar + L::bar_wempty + 8 * s, 2);
     }
+    mbar_init(bar + L::bar_xfull, 1);
+    mbar_init(bar + L::bar_xfull + 8, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if (STATS) {
@@ -474,13 +541,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     regs_dec<PRODUCER_REGS>();
     if (warp == 0) {
       if (lane == 0) run_loader<BN>(p, &xmap, &wmap, sbase);
-    } else if (PRO) {
+    } else if (PRO && !DG) {
       run_prologue<BN>(p, sbase, warp - 1, lane);
     }
   } else {
     regs_inc<CONSUMER_REGS>();
-    run_consumer<BN, PRO, STATS>(p, &ymap, sbase, stats_area, (warp - 4) >> 2,
-                                 threadIdx.x - 128 * (warp >> 2));
+    run_consumer<BN, PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, (warp - 4) >> 2,
+                                     threadIdx.x - 128 * (warp >> 2));
   }
 }
 
@@ -497,6 +564,23 @@ __global__ void conv_wide_stats_kernel(const double *partial, int blocks, int co
   double v = 0;
   for (int b = 0; b < blocks; b++) v += partial[(size_t)b * 2 * cout + c];
   stats[c] = v;
+}
+
+/* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order, C channels): sums[c] =
+ * Σ g and sums[C + c] = Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean,
+ * invstd). */
+__global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, int C,
+                                            const double *saved, double *sums)
+{
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  double g = 0, gx = 0;
+  for (int b = 0; b < blocks; b++) {
+    g += partial[(size_t)b * 2 * C + c];
+    gx += partial[(size_t)b * 2 * C + C + c];
+  }
+  sums[c] = g;
+  sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
 
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci]. */
@@ -532,17 +616,25 @@ int map_weights(CUtensorMap *m, const void *base, int cin, int cout, int bn, cha
                            : fail(err, len, "cuTensorMapEncodeTiled (weights) failed: %d", (int)r);
 }
 
-typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, params);
+typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, params);
 
-template <int BN> kernel_fn pick_bn(bool pro, bool stats)
+/* Forward: pro = the prologue, stats = the statistics; dgrad: pro = the mask, stats = the
+ * sums (plain dgrad is the plain forward kernel). */
+template <int BN> kernel_fn pick_bn(bool dg, bool pro, bool stats)
 {
-  if (pro) return stats ? conv_wide_kernel<BN, true, true> : conv_wide_kernel<BN, true, false>;
-  return stats ? conv_wide_kernel<BN, false, true> : conv_wide_kernel<BN, false, false>;
+  if (dg && (pro || stats)) {
+    if (pro)
+      return stats ? conv_wide_kernel<BN, true, true, true> : conv_wide_kernel<BN, true, false, true>;
+    return conv_wide_kernel<BN, false, true, true>;
+  }
+  if (pro)
+    return stats ? conv_wide_kernel<BN, true, true, false> : conv_wide_kernel<BN, true, false, false>;
+  return stats ? conv_wide_kernel<BN, false, true, false> : conv_wide_kernel<BN, false, false, false>;
 }
 
-kernel_fn pick(int bn, bool pro, bool stats)
+kernel_fn pick(int bn, bool dg, bool pro, bool stats)
 {
-  return bn == 128 ? pick_bn<128>(pro, stats) : pick_bn<64>(pro, stats);
+  return bn == 128 ? pick_bn<128>(dg, pro, stats) : pick_bn<64>(dg, pro, stats);
 }
 
 int bn_of(int cout) { return cout % 128 == 0 ? 128 : 64; }
@@ -600,18 +692,24 @@ int check_common(const char *pass, int n, int h, int w, int cin, int cout, const
   return 0;
 }
 
-/* Maps x (cin channels), y (cout) and the weights [cout][9 cin]; launches one persistent block
- * per multiprocessor (fewer when there are fewer items). Returns the grid, or -1. */
-int launch(const params &p, const void *x, const void *y, const void *weight, bool pro,
-           bool stats, int sms, cudaStream_t st, char *err, size_t errlen)
+/* Maps x (cin channels), y (cout), the weights [cout][9 cin] and (dgrad's mask or sums) xt
+ * (cout); launches one persistent block per multiprocessor (fewer when there are fewer
+ * items). Returns the grid, or -1. */
+int launch(const params &p, const void *x, const void *y, const void *weight, const void *xt,
+           bool dg, bool pro, bool stats, int sms, cudaStream_t st, char *err, size_t errlen)
 {
   const int bn = bn_of(p.cout);
-  CUtensorMap m[3];
+  CUtensorMap m[4];
   if (map_image_c(&m[0], x, p.n, p.h, p.w, p.cin, HALO_W, HALO_H, err, errlen) ||
       map_image_c(&m[1], y, p.n, p.h, p.w, p.cout, TILE_W, 1, err, errlen) ||
       map_weights(&m[2], weight, p.cin, p.cout, bn, err, errlen))
     return -1;
-  const kernel_fn k = pick(bn, pro, stats);
+  if (xt) {
+    if (map_image_c(&m[3], xt, p.n, p.h, p.w, p.cout, TILE_W, 1, err, errlen)) return -1;
+  } else {
+    m[3] = m[1]; /* not read */
+  }
+  const kernel_fn k = pick(bn, dg, pro, stats);
   const int smem = bn == 128 ? lay<128>::smem : lay<64>::smem;
   const int grid = p.nitems < sms ? p.nitems : sms;
   cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -619,7 +717,7 @@ int launch(const params &p, const void *x, const void *y, const void *weight, bo
   if (e != cudaSuccess)
     return fail(err, errlen, "the sm_90 convolution's shared memory (%d bytes): %s", smem,
                 cudaGetErrorString(e));
-  k<<<grid, THREADS, smem, st>>>(m[0], m[1], m[2], p);
+  k<<<grid, THREADS, smem, st>>>(m[0], m[1], m[2], m[3], p);
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 convolution: %s", cudaGetErrorString(e));
   return grid;
@@ -643,8 +741,8 @@ int conv_wide_check(int device, char *err, size_t errlen)
     return fail(err, errlen, "CUDA device %d offers %zu bytes of shared memory per block; the "
                 "wide convolution needs %d", device, prop.sharedMemPerBlockOptin, SMEM_MAX);
   cudaFuncAttributes fa;
-  for (int k = 0; k < 8; k++) {
-    const kernel_fn f = pick(k & 4 ? 128 : 64, k & 1, k & 2);
+  for (int k = 0; k < 16; k++) {
+    const kernel_fn f = pick(k & 4 ? 128 : 64, k & 8, k & 1, k & 2);
     if ((e = cudaFuncGetAttributes(&fa, (const void *)f)) != cudaSuccess) {
       cudaGetLastError();
       return fail(err, errlen, "the sm_90a wide convolution does not load on device %d: %s",
@@ -674,8 +772,8 @@ int conv_wide_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
     return 0;
   }
   p.partial = (double *)a->ws;
-  const int grid = launch(p, a->x, a->y, a->weight, a->scale != NULL, a->stats != NULL, sms, st,
-                          err, errlen);
+  const int grid = launch(p, a->x, a->y, a->weight, NULL, false, a->scale != NULL,
+                          a->stats != NULL, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
     const int n = 2 * a->cout + 1;
@@ -691,22 +789,42 @@ int conv_wide_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
   params p;
   int sms = 0;
   /* the kernel's input is dy (cout channels), its output g (cin) */
-  if (check_common("dgrad", a->n, a->h, a->w, a->cout, a->cin, a->dy, a->weight, a->g, NULL,
-                   NULL, &p, &sms, err, errlen))
+  if (check_common("dgrad", a->n, a->h, a->w, a->cout, a->cin, a->dy, a->weight, a->g,
+                   a->scale, a->shift, &p, &sms, err, errlen))
     return -1;
-  if (a->scale || a->shift || a->sums || a->saved)
-    return fail(err, errlen, "the sm_90 dgrad of %d -> %d channels is plain: the ReLU mask and "
-                "the BatchNorm sums are fused for 64 -> 64 only", a->cin, a->cout);
+  if (!a->sums != !a->saved)
+    return fail(err, errlen, "the sm_90 dgrad's sums need saved (mean, invstd) and sums "
+                "together");
+  const bool xt = a->scale || a->sums;
+  if (xt && (!a->x || !aligned16(a->x)))
+    return fail(err, errlen, "the sm_90 dgrad's mask and sums need x in device memory on a "
+                "16-byte boundary");
   if (!a->ws)
     return fail(err, errlen, "the sm_90 dgrad needs conv_sm90_ws_bytes_shape() of workspace");
-  if (a->n == 0) return 0;
   cudaStream_t st = (cudaStream_t)a->stream;
+  if (a->n == 0) { /* no pixels: zero sums */
+    if (a->sums) {
+      cudaError_t e = cudaMemsetAsync(a->sums, 0, 2 * (size_t)a->cin * sizeof(double), st);
+      if (e != cudaSuccess)
+        return fail(err, errlen, "clearing the sums: %s", cudaGetErrorString(e));
+    }
+    return 0;
+  }
   void *wt = (char *)a->ws + ws_weights_offset(sms, a->cin, a->cout);
   const size_t nw = (size_t)9 * a->cin * a->cout;
   conv_wide_flip_kernel<<<(unsigned)((nw + 255) / 256), 256, 0, st>>>(
       (const uint16_t *)a->weight, (uint16_t *)wt, a->cin, a->cout);
   if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
-  return launch(p, a->dy, a->g, wt, false, false, sms, st, err, errlen) < 0 ? -1 : 0;
+  p.partial = (double *)a->ws;
+  const int grid = launch(p, a->dy, a->g, wt, xt ? a->x : NULL, true, a->scale != NULL,
+                          a->sums != NULL, sms, st, err, errlen);
+  if (grid < 0) return -1;
+  if (a->sums) {
+    conv_wide_dgrad_sums_kernel<<<(a->cin + 255) / 256, 256, 0, st>>>(p.partial, grid, a->cin,
+                                                                    a->saved, a->sums);
+    return launched("the sm_90 dgrad's sums", err, errlen);
+  }
+  return 0;
 }
 
 } // namespace sm90

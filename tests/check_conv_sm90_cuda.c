@@ -5,7 +5,7 @@
  * 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the prologue
  * (forward) or mask (dgrad) and the statistics or sums; two runs bit for bit; argument checks.
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
- * without prologue and statistics, plain dgrad. Registered only where an sm_90 GPU is visible
+ * without prologue and statistics, dgrad with and without mask and sums. Registered only where an sm_90 GPU is visible
  * and the kernels load (a forked probe, so the suite's own process never initialises CUDA);
  * otherwise the suite exits 77 (SKIP). */
 #include "config.h"
@@ -739,13 +739,39 @@ END_TEST
 
 START_TEST(wide_dgrad_shapes)
 {
+  /* dgrad's output has the forward's cin channels: its N tiles are 128 where cin % 128 == 0 */
   static const int shapes[][3] = {{2, 5, 70}, {1, 1, 1}, {3, 5, 130}};
   for (size_t k = 0; k < sizeof wide_pairs / sizeof *wide_pairs; k++)
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-      check_dgrad_shape(shapes[i][0], shapes[i][1], shapes[i][2], wide_pairs[k][0],
-                        wide_pairs[k][1], 0, 0);
-  check_dgrad_shape(6, 128, 128, 128, 128, 0, 0);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+      check_dgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 1, 1);
+      check_dgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 0, 0);
+    }
+  check_dgrad_shape(2, 5, 70, 128, 128, 1, 0);
+  check_dgrad_shape(2, 5, 70, 128, 128, 0, 1);
+  check_dgrad_shape(1, 2, 64, 1024, 1024, 1, 1);
+  /* many items per block; N-tile changes within blocks (2 x 64 x 128, 256 <- 128) */
+  check_dgrad_shape(6, 128, 128, 128, 128, 1, 1);
+  check_dgrad_shape(2, 64, 128, 256, 128, 1, 1);
   check_dgrad_shape(2, 64, 128, 256, 128, 0, 0);
+}
+END_TEST
+
+START_TEST(wide_dgrad_reruns_bitwise)
+{
+  const cf_shape_t sh = {6, 128, 128, 256, 128};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  dg_out_t x, y;
+  dg_gpu_run(&b, 1, 1, &x);
+  dg_gpu_run(&b, 1, 1, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, b.P * 256 * 2) == 0,
+                "two wide dgrad runs wrote different gradients");
+  ck_assert_msg(memcmp(x.sums, y.sums, 2 * 256 * sizeof *x.sums) == 0,
+                "two wide dgrad runs gave different sums");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&b);
 }
 END_TEST
 
@@ -786,22 +812,40 @@ START_TEST(wide_empty_and_bad_arguments)
   a.y = buf + 2;
   ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "16-byte"), "%s", err);
-  /* dgrad of a wide shape is plain: the mask and the sums are refused */
-  conv_sm90_dgrad_t g = {.n = 1, .h = 8, .w = 8, .cin = 128, .cout = 128, .dy = buf,
-                         .weight = buf, .x = buf, .scale = (const float *)buf,
-                         .shift = (const float *)buf, .g = buf + 65536, .ws = buf + 262144};
-  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, "plain"), "%s", err);
-  g.scale = g.shift = NULL;
-  g.saved = (const double *)buf;
-  g.sums = (double *)(buf + 4096);
-  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
-  ck_assert_msg(strstr(err, "plain"), "%s", err);
+  /* dgrad: no pixels, zero sums; its argument checks */
+  double *sums = (double *)(buf + 786432), hs[2 * 128];
+  CU_OK(cudaMemset(sums, 0xff, sizeof hs));
+  conv_sm90_dgrad_t g = {.n = 0, .h = 8, .w = 8, .cin = 128, .cout = 256, .dy = buf,
+                         .weight = buf, .x = buf, .saved = (const double *)buf, .g = buf,
+                         .sums = sums, .ws = buf + 262144};
+  ck_assert_msg(conv_sm90_dgrad(&g, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost));
+  for (int k = 0; k < 2 * 128; k++) ck_assert(hs[k] == 0);
+  g.n = 1;
+  g.g = buf + 65536;
   g.saved = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "saved"), "%s", err);
+  g.saved = (const double *)buf;
+  g.x = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "need x"), "%s", err);
   g.sums = NULL;
+  g.saved = NULL;
+  g.scale = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  g.shift = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "need x"), "%s", err);
+  g.scale = g.shift = NULL;
   g.ws = NULL;
   ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
   ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  g.ws = buf + 262144;
+  g.cout = 1056;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64"), "%s", err);
   ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess); /* nothing was queued */
   cudaFree(buf);
 }
@@ -830,7 +874,7 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
                   dgrad_bad_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
-                  wide_dgrad_shapes, wide_empty_and_bad_arguments);
+                  wide_dgrad_shapes, wide_dgrad_reruns_bitwise, wide_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
   if (suite_ask_child(sm90_wgrad_check_device0, why, sizeof why) != 0) {
     printf("%s: wgrad not registered (SKIP): %s\n", env->name, why);
