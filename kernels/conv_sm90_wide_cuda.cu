@@ -30,14 +30,14 @@
  *   warp 0 (one thread)  loads: the weight slices into a ring of WST slots (wfull / wempty),
  *                        the halo chunks into a ring of HST stages (full / hempty). The halo of
  *                        the next chunk is asked for after slice (kc, 3) of the current one, so
- *                        it has about six slices' time to land and be normalised, and the wait
- *                        for its stage (freed when the consumers finish the previous chunk)
- *                        never holds up slices the consumers are about to need.
+ *                        it has five to nine slices' time to land and be normalised, and the
+ *                        wait for its stage (freed when the consumers finish the previous
+ *                        chunk) never holds up slices the consumers are about to need.
  *   warps 1-3            the prologue (with scale/shift): BatchNorm apply + ReLU on each halo
  *                        chunk in place (sm90_conv.cuh), with the chunk's coefficients
  *                        (scale[64 kc + c]), then ready[s]. Without a prologue (and in
- *                        dgrad) they idle and the consumers wait on full[s] directly. setmaxnreg 56 for this
- *                        warpgroup, 224 for the consumers.
+ *                        dgrad) they idle and the consumers wait on full[s] directly.
+ *                        setmaxnreg 56 for this warpgroup, 224 for the consumers.
  *   warps 4-7, 8-11      two consumer warpgroups, one image row of the item each: wgmma
  *                        m64nBNk16, A (the row's 64 pixels) from registers by ldmatrix from the
  *                        halo, B the slice through a descriptor. Both read the same slice and
@@ -113,9 +113,10 @@
  * Synchronisation (all mbarriers): full[s] (1 arrival + bytes), ready[s] (96 prologue threads,
  * each after fence.proxy.async), hempty[s] (2: one thread per consumer warpgroup), wfull[s]
  * (1 + bytes), wempty[s] (2), x_full[wg] (1 + bytes: its i-th item waits for parity i & 1).
- * Every role walks the same sequence of chunks and slices: the n-th
- * use of a ring's slot s = n % ST waits for phase (n / ST) & 1; the loader waits for the
- * (n / ST - 1)-th release before reusing a slot.
+ * Every role walks the same sequence of chunks and slices: the n-th use of a ring's slot
+ * s = n % ST waits for phase (n / ST) & 1; the loader waits for the (n / ST - 1)-th release
+ * before reusing a slot. dev/conv_sm90_wide_protocol.py models this protocol (random
+ * interleavings of the roles and the copy engine): change it with the kernel.
  *
  * Built for sm_90a only (kernels/local.mk); the host side checks for compute capability 9.0
  * (conv_sm90_check). */
@@ -624,12 +625,15 @@ template <int BN> kernel_fn pick_bn(bool dg, bool pro, bool stats)
 {
   if (dg && (pro || stats)) {
     if (pro)
-      return stats ? conv_wide_kernel<BN, true, true, true> : conv_wide_kernel<BN, true, false, true>;
+      return stats ? conv_wide_kernel<BN, true, true, true>
+                   : conv_wide_kernel<BN, true, false, true>;
     return conv_wide_kernel<BN, false, true, true>;
   }
   if (pro)
-    return stats ? conv_wide_kernel<BN, true, true, false> : conv_wide_kernel<BN, true, false, false>;
-  return stats ? conv_wide_kernel<BN, false, true, false> : conv_wide_kernel<BN, false, false, false>;
+    return stats ? conv_wide_kernel<BN, true, true, false>
+                 : conv_wide_kernel<BN, true, false, false>;
+  return stats ? conv_wide_kernel<BN, false, true, false>
+               : conv_wide_kernel<BN, false, false, false>;
 }
 
 kernel_fn pick(int bn, bool dg, bool pro, bool stats)

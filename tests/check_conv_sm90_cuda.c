@@ -5,9 +5,9 @@
  * 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the prologue
  * (forward) or mask (dgrad) and the statistics or sums; two runs bit for bit; argument checks.
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
- * without prologue and statistics, dgrad with and without mask and sums. Registered only where an sm_90 GPU is visible
- * and the kernels load (a forked probe, so the suite's own process never initialises CUDA);
- * otherwise the suite exits 77 (SKIP). */
+ * without prologue and statistics, dgrad with and without mask and sums. Registered only
+ * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
+ * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
 
 #include <check.h>
