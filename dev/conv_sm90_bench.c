@@ -25,7 +25,13 @@
  * (-p, default 790 TFLOP/s), the bytes it must move and the rate that is. Exits 1 when a check
  * fails (after printing the table), 2 on a usage or device error.
  *
- * usage: conv_sm90_bench [-b batch] [-s size] [-r rounds] [-k launches] [-p peak-tflops]
+ * The shape: -i cin -o cout channels (multiples of 64 up to 1024; default 64 -> 64), batch -b,
+ * image -s size (square) or -H height -W width (default 6 x 256 x 256). For a shape other than
+ * 64 -> 64 (the wide kernel) our wgrad rows are left out (wgrad covers 64 -> 64 only; cuDNN's
+ * backward filter stays, as the target).
+ *
+ * usage: conv_sm90_bench [-i cin] [-o cout] [-b batch] [-s size | -H height -W width]
+ *                        [-r rounds] [-k launches] [-p peak-tflops]
  * (bench/conv_sm90_gpu.sh runs it on the GPU machine; SHMDDP_CONV_VERBOSE=1 prints cuDNN's
  * algorithms) */
 #include "config.h"
@@ -49,13 +55,18 @@
 
 #define DIE(...) harness_die(2, __VA_ARGS__)
 
-enum { C = CONV_SM90_CIN, SETS = 3 };
+enum { SETS = 3 };
 
+static int CIN = CONV_SM90_CIN, COUT = CONV_SM90_COUT;
 static int N = 6, H = 256, W = 256, ROUNDS = 21, LAUNCHES = 10;
+static int WIDE;          /* not 64 -> 64: the wide kernel */
 static double PEAK = 790e12;
 static cudaStream_t S;
 static size_t P;          /* pixels */
-static void *dx[SETS], *dy[SETS], *dw, *dxa, *dws, *dgamma, *dbeta, *ddg, *ddb, *dwg, *dwgws;
+/* dx: inputs (cin channels, random); dy: forward outputs (cout); dz: dgrad's inputs (cout,
+ * random); dg: dgrad's outputs (cin) */
+static void *dx[SETS], *dy[SETS], *dz[SETS], *dg[SETS], *dw, *dxa, *dws, *dgamma, *dbeta, *ddg,
+    *ddb, *dwg, *dwgws;
 static float *dscale, *dshift;
 static double *dstats, *dsaved, *dsums;
 static void *cws;         /* the ops tables' convolution workspace */
@@ -109,7 +120,7 @@ typedef struct {
   const cf_data_t *d;
   int img, pro;
   float *y;
-  double stats[2 * C + 1];
+  double stats[2 * CONV_SM90_MAX_CHANNELS + 1];
   int rc;
   char err[256];
 } ref_job_t;
@@ -118,10 +129,10 @@ static void *ref_image(void *arg)
 {
   ref_job_t *j = arg;
   size_t hw = (size_t)H * W;
-  conv_fused_ref_t a = {.n = 1, .h = H, .w = W, .cin = C, .cout = C,
-                        .x = j->d->x + j->img * hw * C, .weight = j->d->weight,
+  conv_fused_ref_t a = {.n = 1, .h = H, .w = W, .cin = CIN, .cout = COUT,
+                        .x = j->d->x + j->img * hw * CIN, .weight = j->d->weight,
                         .scale = j->pro ? j->d->scale : NULL, .shift = j->pro ? j->d->shift : NULL,
-                        .y = j->y + j->img * hw * C, .stats = j->stats};
+                        .y = j->y + j->img * hw * COUT, .stats = j->stats};
   j->rc = conv_fused_ref(&a, j->err, sizeof j->err);
   return NULL;
 }
@@ -135,11 +146,11 @@ static void reference(const cf_data_t *d, int pro, float *y, double *stats)
     jobs[i] = (ref_job_t){.d = d, .img = i, .pro = pro, .y = y};
     if (pthread_create(&th[i], NULL, ref_image, &jobs[i])) DIE("pthread_create failed");
   }
-  memset(stats, 0, (2 * C + 1) * sizeof *stats);
+  memset(stats, 0, (2 * (size_t)COUT + 1) * sizeof *stats);
   for (int i = 0; i < N; i++) { /* image order: the sums do not depend on thread timing */
     pthread_join(th[i], NULL);
     if (jobs[i].rc) DIE("%s", jobs[i].err);
-    for (int k = 0; k <= 2 * C; k++) stats[k] += jobs[i].stats[k];
+    for (int k = 0; k <= 2 * COUT; k++) stats[k] += jobs[i].stats[k];
   }
   free(jobs);
   free(th);
@@ -149,7 +160,8 @@ static void reference(const cf_data_t *d, int pro, float *y, double *stats)
 
 static void ours(int set, int pro, int stats, void *y)
 {
-  conv_sm90_fwd_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .x = dx[set], .weight = dw,
+  conv_sm90_fwd_t a = {.n = N, .h = H, .w = W, .cin = CIN, .cout = COUT, .x = dx[set],
+                       .weight = dw,
                        .scale = pro ? dscale : NULL, .shift = pro ? dshift : NULL,
                        .y = y ? y : dy[set], .stats = stats ? dstats : NULL, .ws = dws,
                        .stream = S};
@@ -172,20 +184,20 @@ static void v_cudnn_fastest(int set) { cudnn_fwd(&fastest, &conv_f, dx[set], dy[
  * the convolution, this layer's BN statistics as a pass. */
 static void v_trainer_today(int set)
 {
-  if (trainer.bn_apply(&trainer, dx[set], P, C, dsaved, dgamma, dbeta, 1, dxa))
+  if (trainer.bn_apply(&trainer, dx[set], P, CIN, dsaved, dgamma, dbeta, 1, dxa))
     DIE("bn_apply: %s", trainer.last_error(&trainer));
   cudnn_fwd(&trainer, &conv_t, dxa, dy[set]);
-  if (trainer.bn_stats(&trainer, dy[set], P, C, dstats))
+  if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
     DIE("bn_stats: %s", trainer.last_error(&trainer));
 }
 
-/* dgrad: dy is dx[set] (random, never zero), x the next set's input, g written to dy[set]. */
+/* dgrad: dy is dz[set] (random, never zero), x the next set's input, g written to dg[set]. */
 static void ours_dgrad(int set, int mask_sums)
 {
-  conv_sm90_dgrad_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .dy = dx[set],
+  conv_sm90_dgrad_t a = {.n = N, .h = H, .w = W, .cin = CIN, .cout = COUT, .dy = dz[set],
                          .weight = dw, .x = mask_sums ? dx[(set + 1) % SETS] : NULL,
                          .scale = mask_sums ? dscale : NULL, .shift = mask_sums ? dshift : NULL,
-                         .saved = mask_sums ? dsaved : NULL, .g = dy[set],
+                         .saved = mask_sums ? dsaved : NULL, .g = dg[set],
                          .sums = mask_sums ? dsums : NULL, .ws = dws, .stream = S};
   char err[256];
   if (conv_sm90_dgrad(&a, err, sizeof err)) DIE("%s", err);
@@ -200,25 +212,25 @@ static void cudnn_dgrad(ops_t *o, ops_conv_t *c, const void *gy, void *gx)
     DIE("cuDNN backward data: %s", o->last_error(o));
 }
 
-static void v_dgrad_cudnn_trainer(int set) { cudnn_dgrad(&trainer, &conv_t, dx[set], dy[set]); }
-static void v_dgrad_cudnn_fastest(int set) { cudnn_dgrad(&fastest, &conv_f, dx[set], dy[set]); }
+static void v_dgrad_cudnn_trainer(int set) { cudnn_dgrad(&trainer, &conv_t, dz[set], dg[set]); }
+static void v_dgrad_cudnn_fastest(int set) { cudnn_dgrad(&fastest, &conv_f, dz[set], dg[set]); }
 
 /* dgrad as the trainer does it today: cuDNN's backward data, then the BatchNorm backward's
  * reduction with the ReLU mask recomputed from x (bn_bwd_apply follows in both ways). */
 static void v_dgrad_today(int set)
 {
-  cudnn_dgrad(&trainer, &conv_t, dx[set], dy[set]);
+  cudnn_dgrad(&trainer, &conv_t, dz[set], dg[set]);
   ops_relu_t relu = {.gamma = dgamma, .beta = dbeta};
-  if (trainer.bn_bwd_reduce(&trainer, dy[set], &relu, dx[(set + 1) % SETS], P, C, dsaved, dsums,
+  if (trainer.bn_bwd_reduce(&trainer, dg[set], &relu, dx[(set + 1) % SETS], P, CIN, dsaved, dsums,
                             ddg, ddb, 0))
     DIE("bn_bwd_reduce: %s", trainer.last_error(&trainer));
 }
 
-/* wgrad: x is dx[set], dy the next set's input (random), dW into dwg. */
+/* wgrad: x is dx[set], dy the next set's dgrad input (random), dW into dwg. */
 static void ours_wgrad(int set, int pro)
 {
-  conv_sm90_wgrad_t a = {.n = N, .h = H, .w = W, .cin = C, .cout = C, .x = dx[set],
-                         .dy = dx[(set + 1) % SETS], .scale = pro ? dscale : NULL,
+  conv_sm90_wgrad_t a = {.n = N, .h = H, .w = W, .cin = CIN, .cout = COUT, .x = dx[set],
+                         .dy = dz[(set + 1) % SETS], .scale = pro ? dscale : NULL,
                          .shift = pro ? dshift : NULL, .dweight = dwg, .ws = dwgws, .stream = S};
   char err[256];
   if (conv_sm90_wgrad(&a, err, sizeof err)) DIE("%s", err);
@@ -229,7 +241,7 @@ static void v_wgrad_plain(int set) { ours_wgrad(set, 0); }
 
 static void cudnn_wgrad(ops_t *o, ops_conv_t *c, int set)
 {
-  if (o->conv_bwd_filter(o, c, N, dx[set], dx[(set + 1) % SETS], dwg, NULL, 0, cws))
+  if (o->conv_bwd_filter(o, c, N, dx[set], dz[(set + 1) % SETS], dwg, NULL, 0, cws))
     DIE("cuDNN backward filter: %s", o->last_error(o));
 }
 
@@ -279,9 +291,8 @@ static void verdict(int ok, const char *what)
 
 /* got against ref (what it is checked against: `against`) within cf_compare's bound. */
 static void check_output(const char *what, const char *against, const float *got,
-                         const float *ref, double rms)
+                         const float *ref, double rms, size_t out)
 {
-  size_t out = P * C;
   double *mag = malloc(out * sizeof *mag);
   if (!mag) DIE("out of memory");
   for (size_t i = 0; i < out; i++) mag[i] = 1e-4 * rms * 1048576.0; /* 2^-20 mag = 1e-4 RMS */
@@ -303,23 +314,26 @@ static double rms_of(const float *v, size_t n)
 
 static void checks(const cf_data_t *d)
 {
+  const int C = COUT;
   size_t out = P * C;
   float *ref = malloc(out * sizeof *ref);
-  double rst[2 * C + 1], st[2 * C + 1], st2[2 * C + 1];
+  static double rst[2 * CONV_SM90_MAX_CHANNELS + 1], st[2 * CONV_SM90_MAX_CHANNELS + 1],
+      st2[2 * CONV_SM90_MAX_CHANNELS + 1];
+  const size_t stb = (2 * (size_t)C + 1) * sizeof *st;
   if (!ref) DIE("out of memory");
   /* fused: prologue + statistics, outputs and statistics poisoned with NaN */
   reference(d, 1, ref, rst);
   CU(cudaMemset(dy[0], 0xff, out * 2));
-  CU(cudaMemset(dstats, 0xff, sizeof st));
+  CU(cudaMemset(dstats, 0xff, stb));
   ours(0, 1, 1, NULL);
   CU(cudaStreamSynchronize(S));
   CU(cudaGetLastError());
   uint16_t *raw1, *raw2;
   float *got = down_bf16(dy[0], out, &raw1);
-  CU(cudaMemcpy(st, dstats, sizeof st, cudaMemcpyDeviceToHost));
-  check_output("fused output", "the CPU reference", got, ref, rms_of(ref, out));
-  double own[2 * C];
-  memset(own, 0, sizeof own);
+  CU(cudaMemcpy(st, dstats, stb, cudaMemcpyDeviceToHost));
+  check_output("fused output", "the CPU reference", got, ref, rms_of(ref, out), out);
+  static double own[2 * CONV_SM90_MAX_CHANNELS];
+  memset(own, 0, 2 * (size_t)C * sizeof *own);
   for (size_t p = 0; p < P; p++)
     for (int k = 0; k < C; k++) {
       own[k] += got[p * C + k];
@@ -337,8 +351,8 @@ static void checks(const cf_data_t *d)
   ours(0, 1, 1, dy[1]);
   CU(cudaStreamSynchronize(S));
   free(down_bf16(dy[1], out, &raw2));
-  CU(cudaMemcpy(st2, dstats, sizeof st2, cudaMemcpyDeviceToHost));
-  verdict(!memcmp(raw1, raw2, out * 2) && !memcmp(st, st2, sizeof st), "two runs bit for bit");
+  CU(cudaMemcpy(st2, dstats, stb, cudaMemcpyDeviceToHost));
+  verdict(!memcmp(raw1, raw2, out * 2) && !memcmp(st, st2, stb), "two runs bit for bit");
   free(raw1);
   free(raw2);
   free(got);
@@ -350,24 +364,25 @@ static void checks(const cf_data_t *d)
   CU(cudaGetLastError());
   got = down_bf16(dy[0], out, NULL);
   double rms = rms_of(ref, out);
-  check_output("plain output", "the CPU reference", got, ref, rms);
+  check_output("plain output", "the CPU reference", got, ref, rms, out);
   CU(cudaMemset(dy[1], 0xff, out * 2));
   cudnn_fwd(&trainer, &conv_t, dx[0], dy[1]);
   CU(cudaStreamSynchronize(S));
   float *dn = down_bf16(dy[1], out, NULL);
-  check_output("cuDNN's output (the reference checked)", "the CPU reference", dn, ref, rms);
+  check_output("cuDNN's output (the reference checked)", "the CPU reference", dn, ref, rms, out);
   free(dn);
   free(got);
-  /* plain dgrad of dx[0] as dy against cuDNN's backward data of the same */
-  CU(cudaMemset(dy[0], 0xff, out * 2));
+  /* plain dgrad of dz[0] against cuDNN's backward data of the same */
+  const size_t gout = P * CIN;
+  CU(cudaMemset(dg[0], 0xff, gout * 2));
   ours_dgrad(0, 0);
-  CU(cudaMemset(dy[1], 0xff, out * 2));
-  cudnn_dgrad(&trainer, &conv_t, dx[0], dy[1]);
+  CU(cudaMemset(dg[1], 0xff, gout * 2));
+  cudnn_dgrad(&trainer, &conv_t, dz[0], dg[1]);
   CU(cudaStreamSynchronize(S));
   CU(cudaGetLastError());
-  got = down_bf16(dy[0], out, NULL);
-  dn = down_bf16(dy[1], out, NULL);
-  check_output("plain dgrad", "cuDNN's", got, dn, rms_of(dn, out));
+  got = down_bf16(dg[0], gout, NULL);
+  dn = down_bf16(dg[1], gout, NULL);
+  check_output("plain dgrad", "cuDNN's", got, dn, rms_of(dn, gout), gout);
   free(dn);
   free(got);
   free(ref);
@@ -377,8 +392,8 @@ static void checks(const cf_data_t *d)
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: conv_sm90_bench [-b batch] [-s size] [-r rounds] [-k launches] "
-          "[-p peak-tflops]\n");
+  fprintf(stderr, "usage: conv_sm90_bench [-i cin] [-o cout] [-b batch] [-s size | -H height "
+          "-W width] [-r rounds] [-k launches] [-p peak-tflops]\n");
   exit(2);
 }
 
@@ -392,7 +407,7 @@ static void row(const char *name, double us, double bytes, double flops)
 int main(int argc, char **argv)
 {
   int opt;
-  while ((opt = getopt(argc, argv, "b:s:r:k:p:")) != -1) {
+  while ((opt = getopt(argc, argv, "i:o:b:s:H:W:r:k:p:")) != -1) {
     char *end;
     long v = strtol(optarg, &end, 10);
     if (opt == 'p') {
@@ -404,11 +419,21 @@ int main(int argc, char **argv)
     if (*end || v < 1 || v > 100000) usage();
     if (opt == 'b') N = (int)v;
     else if (opt == 's') H = W = (int)v;
+    else if (opt == 'H') H = (int)v;
+    else if (opt == 'W') W = (int)v;
+    else if (opt == 'i') CIN = (int)v;
+    else if (opt == 'o') COUT = (int)v;
     else if (opt == 'r') ROUNDS = (int)v;
     else if (opt == 'k') LAUNCHES = (int)v;
     else usage();
   }
   if (optind != argc) usage();
+  if (CIN % 64 || COUT % 64 || CIN > CONV_SM90_MAX_CHANNELS || COUT > CONV_SM90_MAX_CHANNELS) {
+    fprintf(stderr, "conv_sm90_bench: cin and cout must be multiples of 64 up to %d\n",
+            CONV_SM90_MAX_CHANNELS);
+    usage();
+  }
+  WIDE = CIN != CONV_SM90_CIN || COUT != CONV_SM90_COUT;
   char err[256];
   CU(cudaSetDevice(0));
   if (conv_sm90_check(0, err, sizeof err) || conv_sm90_wgrad_check(0, err, sizeof err))
@@ -417,44 +442,55 @@ int main(int argc, char **argv)
   CU(cudaGetDeviceProperties(&prop, 0));
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
   P = (size_t)N * H * W;
-  const double flops = 2.0 * P * C * 9 * C;
-  const double act = (double)P * C * 2, wbytes = 9.0 * C * C * 2;
-  const double min_bytes = 2 * act + wbytes;
+  const double flops = 2.0 * P * COUT * 9 * CIN;
+  const double act_in = (double)P * CIN * 2, act_out = (double)P * COUT * 2;
+  const double wbytes = 9.0 * CIN * COUT * 2;
+  const double min_bytes = act_in + act_out + wbytes;
 
-  cf_data_t d;
-  cf_make(&d, N, H, W, C, C);
+  cf_data_t d, dd; /* dd: dgrad's input dy (cout channels) as its x */
+  cf_make(&d, N, H, W, CIN, COUT);
+  cf_make(&dd, N, H, W, COUT, CIN);
   for (int s = 0; s < SETS; s++) {
-    dx[s] = s ? dev(P * C * 2) : up_bf16(d.x, P * C);
-    if (s) CU(cudaMemcpy(dx[s], dx[0], P * C * 2, cudaMemcpyDeviceToDevice));
-    dy[s] = dev(P * C * 2);
+    dx[s] = s ? dev(P * CIN * 2) : up_bf16(d.x, P * CIN);
+    if (s) CU(cudaMemcpy(dx[s], dx[0], P * CIN * 2, cudaMemcpyDeviceToDevice));
+    dz[s] = s ? dev(P * COUT * 2) : up_bf16(dd.x, P * COUT);
+    if (s) CU(cudaMemcpy(dz[s], dz[0], P * COUT * 2, cudaMemcpyDeviceToDevice));
+    dy[s] = dev(P * COUT * 2);
+    dg[s] = dev(P * CIN * 2);
   }
-  dw = up_bf16(d.weight, (size_t)9 * C * C);
-  dscale = dev(C * sizeof(float));
-  dshift = dev(C * sizeof(float));
-  CU(cudaMemcpy(dscale, d.scale, C * sizeof(float), cudaMemcpyHostToDevice));
-  CU(cudaMemcpy(dshift, d.shift, C * sizeof(float), cudaMemcpyHostToDevice));
-  dstats = dev((2 * C + 1) * sizeof(double));
-  dws = dev(conv_sm90_ws_bytes(0));
-  dxa = dev(P * C * 2);
-  dsums = dev(2 * C * sizeof(double));
-  ddg = dev(C * 2);
-  ddb = dev(C * 2);
-  dwg = dev((size_t)9 * C * C * sizeof(float));
-  dwgws = dev(conv_sm90_wgrad_ws_bytes(0, N, H, W));
+  cf_free(&dd);
+  dw = up_bf16(d.weight, (size_t)9 * CIN * COUT);
+  dscale = dev(CIN * sizeof(float));
+  dshift = dev(CIN * sizeof(float));
+  CU(cudaMemcpy(dscale, d.scale, CIN * sizeof(float), cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dshift, d.shift, CIN * sizeof(float), cudaMemcpyHostToDevice));
+  dstats = dev((2 * (size_t)COUT + 1) * sizeof(double));
+  const size_t wsb = conv_sm90_ws_bytes_shape(0, CIN, COUT);
+  if (!wsb) DIE("no workspace size for %d -> %d channels", CIN, COUT);
+  dws = dev(wsb);
+  dxa = dev(P * CIN * 2);
+  dsums = dev(2 * (size_t)CIN * sizeof(double));
+  ddg = dev(CIN * 2);
+  ddb = dev(CIN * 2);
+  dwg = dev((size_t)9 * CIN * COUT * sizeof(float));
+  dwgws = WIDE ? NULL : dev(conv_sm90_wgrad_ws_bytes(0, N, H, W));
   /* the trainer's BN apply with mean 0, invstd 1: gamma, beta = scale, shift (in bf16) */
-  double saved[2 * C + 1];
-  for (int c = 0; c < C; c++) saved[c] = 0, saved[C + c] = 1;
-  saved[2 * C] = (double)P;
-  dsaved = dev(sizeof saved);
-  CU(cudaMemcpy(dsaved, saved, sizeof saved, cudaMemcpyHostToDevice));
-  dgamma = up_bf16(d.scale, C);
-  dbeta = up_bf16(d.shift, C);
+  double *saved = malloc((2 * (size_t)CIN + 1) * sizeof *saved);
+  if (!saved) DIE("out of memory");
+  for (int c = 0; c < CIN; c++) saved[c] = 0, saved[CIN + c] = 1;
+  saved[2 * CIN] = (double)P;
+  dsaved = dev((2 * (size_t)CIN + 1) * sizeof *saved);
+  CU(cudaMemcpy(dsaved, saved, (2 * (size_t)CIN + 1) * sizeof *saved, cudaMemcpyHostToDevice));
+  free(saved);
+  dgamma = up_bf16(d.scale, CIN);
+  dbeta = up_bf16(d.shift, CIN);
 
   /* cuDNN: the trainer's table (heuristics, deterministic algorithms) and the timed search */
   if (ops_cuda_init(&trainer, OPS_BF16, 0, S, err, sizeof err)) DIE("%s", err);
   if (ops_cuda_init(&fastest, OPS_BF16, 0, S, err, sizeof err)) DIE("%s", err);
   ops_cuda_set_deterministic(&fastest, 0);
-  conv_t = (ops_conv_t){.kind = OPS_CONV3X3, .h = H, .w = W, .cin = C, .cout = C, .max_n = N};
+  conv_t = (ops_conv_t){.kind = OPS_CONV3X3, .h = H, .w = W, .cin = CIN, .cout = COUT,
+                        .max_n = N};
   conv_f = conv_t;
   size_t ws_t = 0, ws_f = 0;
   if (trainer.conv_plan(&trainer, &conv_t, &ws_t)) DIE("%s", trainer.last_error(&trainer));
@@ -463,8 +499,9 @@ int main(int argc, char **argv)
 
   double bw = harness_copy_rate(S, err, sizeof err);
   if (bw < 0) DIE("%s", err);
-  printf("# conv_sm90_bench: %s (%d SMs), bf16, batch %d, %dx%d, %d -> %d channels\n", prop.name,
-         prop.multiProcessorCount, N, H, W, C, C);
+  printf("# conv_sm90_bench: %s (%d SMs), bf16, batch %d, %dx%d, %d -> %d channels (%s)\n",
+         prop.name, prop.multiProcessorCount, N, H, W, CIN, COUT,
+         WIDE ? "the wide kernel" : "the 64 -> 64 kernel");
   printf("# FLOPs %.2f G; fewest HBM bytes (x read, y written, weights) %.1f MB; floors %.1f us "
          "at %.0f TFLOP/s, %.1f us at %.0f GB/s (a device copy, read + written, measured now)\n",
          flops / 1e9, min_bytes / 1e6, flops / PEAK * 1e6, PEAK / 1e12, min_bytes / bw * 1e6,
@@ -494,23 +531,27 @@ int main(int argc, char **argv)
   row("cuDNN conv, trainer's choice (heuristic)", time_us(v_cudnn_trainer), min_bytes, flops);
   row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
   /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
-  row("today: bn_apply + cuDNN conv + bn_stats", time_us(v_trainer_today), 5 * act + wbytes,
-      flops);
+  row("today: bn_apply + cuDNN conv + bn_stats", time_us(v_trainer_today),
+      3 * act_in + 2 * act_out + wbytes, flops);
   /* dgrad: ours reads dy and x, writes g; today cuDNN reads dy, writes da, bn_bwd_reduce reads
    * da and x */
-  row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused), 3 * act + wbytes, flops);
+  row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused),
+      2 * act_in + act_out + wbytes, flops);
   row("ours dgrad: plain", time_us(v_dgrad_plain), min_bytes, flops);
   row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
       flops);
   row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);
-  row("today: cuDNN dgrad + bn_bwd_reduce (ReLU)", time_us(v_dgrad_today), 4 * act + wbytes,
-      flops);
+  row("today: cuDNN dgrad + bn_bwd_reduce (ReLU)", time_us(v_dgrad_today),
+      3 * act_in + act_out + wbytes, flops);
   /* wgrad: x and dy read, dW written (f32, and the blocks' partials: small) */
-  row("ours wgrad: BN prologue recomputed", time_us(v_wgrad_fused), 2 * act, flops);
-  row("ours wgrad: plain", time_us(v_wgrad_plain), 2 * act, flops);
-  row("cuDNN wgrad, trainer's choice (heuristic)", time_us(v_wgrad_cudnn_trainer), 2 * act,
+  if (!WIDE) {
+    row("ours wgrad: BN prologue recomputed", time_us(v_wgrad_fused), act_in + act_out, flops);
+    row("ours wgrad: plain", time_us(v_wgrad_plain), act_in + act_out, flops);
+  }
+  row("cuDNN wgrad, trainer's choice (heuristic)", time_us(v_wgrad_cudnn_trainer),
+      act_in + act_out, flops);
+  row("cuDNN wgrad, fastest (cudnnFind)", time_us(v_wgrad_cudnn_fastest), act_in + act_out,
       flops);
-  row("cuDNN wgrad, fastest (cudnnFind)", time_us(v_wgrad_cudnn_fastest), 2 * act, flops);
   if (failed) fprintf(stderr, "conv_sm90_bench: a check FAILED (above)\n");
 
   trainer.conv_plan_free(&trainer, &conv_t);

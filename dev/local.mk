@@ -47,13 +47,14 @@ EXTRA_DIST += $(DEV_HANDOFF_SRCS)
 endif
 
 # sm_90 GPUs with cuDNN: the fused 3x3 convolutions on Hopper, forward and dgrad (kernels/conv_sm90.h)
-# checked against its CPU reference and timed against cuDNN on one layer shape
-# (bench/conv_sm90_gpu.sh runs it).
+# checked against its CPU reference and timed against cuDNN on one layer shape (-i cin -o cout
+# -b batch -s size; bench/conv_sm90_gpu.sh runs it on the U-Net's shapes).
 # With it, dev/wgmma_desc_probe.cu (sm_90a): how wgmma descriptors starting part-way into a
 # swizzle pattern read, which the next convolution designs depend on.
 DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h \
 	dev/cuda_harness.c dev/cuda_harness.h
-EXTRA_DIST += $(DEV_CONV_SM90_SRCS)
+# dev/conv_sm90_wide_protocol.py: a model of the wide kernel's barrier protocol (python3, CPU).
+EXTRA_DIST += $(DEV_CONV_SM90_SRCS) dev/conv_sm90_wide_protocol.py
 if HAVE_CONV_SM90
 if HAVE_CUDNN
 noinst_PROGRAMS += dev/conv_sm90_bench

@@ -8,9 +8,12 @@
  *   stats[co] = Σ y, stats[C + co] = Σ y², stats[2C] = n*h*w   (f64; ops.h bn_stats's layout)
  *
  * where y is the rounded output, as bn_stats sees it. bf16 NHWC tensors; weights
- * [cout][3][3][cin] as ops.h lays them out. 64 -> 64 channels (the U-Net's full-resolution
- * layers); any n, h, w. The statistics are summed in a fixed order (no atomics): reruns on the
- * same GPU model give the same bits. kernels/conv_fused_cpu.h is its CPU reference.
+ * [cout][3][3][cin] as ops.h lays them out; any n, h, w. Channels: 64 -> 64 (the U-Net's
+ * full-resolution layers, kernels/conv_sm90_cuda.cu) and the wider layers, cin and cout any
+ * multiples of 64 up to CONV_SM90_MAX_CHANNELS (kernels/conv_sm90_wide_cuda.cu: N tiles of 128
+ * output channels where cout is a multiple of 128, else 64; weights streamed from L2). The
+ * statistics are summed in a fixed order (no atomics): reruns on the same GPU model give the
+ * same bits. kernels/conv_fused_cpu.h is its CPU reference.
  *
  * Built only where configure's CUDA architectures include 90 (HAVE_CONV_SM90): the object is
  * compiled for sm_90a alone. The CUDA backend runs them as its fused convolutions (ops.h
@@ -24,9 +27,12 @@
 extern "C" {
 #endif
 
-/* The channel counts the kernel covers. */
+/* The channel counts of the first kernel (64 -> 64), the one the trainer's fused convolutions
+ * run (kernels/conv_fused_cuda.cu ranks only this shape). */
 #define CONV_SM90_CIN 64
 #define CONV_SM90_COUT 64
+/* The wider layers: cin and cout multiples of 64 up to this (forward and dgrad). */
+#define CONV_SM90_MAX_CHANNELS 1024
 
 typedef struct {
   int n, h, w, cin, cout;
@@ -35,7 +41,8 @@ typedef struct {
   const float *scale, *shift; /* f32 [cin] each: the prologue; both NULL: none (a = x) */
   void *y;                    /* bf16 (n, h, w, cout), 16-byte aligned; must not overlap x */
   double *stats;              /* f64 [2 cout + 1], or NULL: no statistics */
-  void *ws;                   /* conv_sm90_ws_bytes() bytes (with stats; else may be NULL) */
+  void *ws;                   /* conv_sm90_ws_bytes_shape() bytes (with stats; else may be
+                               * NULL) */
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_fwd_t;
 
@@ -49,7 +56,7 @@ typedef struct {
  * where mean, invstd are saved[ci], saved[cin + ci] (ops.h bn_finalize's layout). The mask
  * reads x at each output pixel; the sums are summed as Σ g and Σ g x (f32 partials of at most
  * 32 exact products, folded in f64 in a fixed order) and finished as (Σ g x - mean Σ g) invstd.
- * Same shapes and channel counts as the forward. */
+ * Same shapes and channel counts as the forward (64 -> 64 and the wider layers). */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *dy;             /* bf16 (n, h, w, cout), 16-byte aligned */
@@ -60,7 +67,7 @@ typedef struct {
   const double *saved;        /* f64 [2 cin]: mean, invstd; with sums, else NULL */
   void *g;                    /* bf16 (n, h, w, cin), 16-byte aligned; must not overlap dy, x */
   double *sums;               /* f64 [2 cin], or NULL */
-  void *ws;                   /* conv_sm90_ws_bytes() bytes: always (the flipped weights) */
+  void *ws;                   /* conv_sm90_ws_bytes_shape() bytes: always (flipped weights) */
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_dgrad_t;
 
@@ -97,19 +104,26 @@ size_t conv_sm90_wgrad_ws_bytes(int device, int n, int h, int w);
 /* Queues wgrad on a->stream, as conv_sm90_fwd. */
 int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen);
 
-/* 0 when device (a CUDA ordinal) can run the kernel (compute capability 9.0, enough shared
- * memory, the sm_90a image loads); else -1 with the reason in err. */
+/* 0 when device (a CUDA ordinal) can run the forward and dgrad kernels, 64 -> 64 and the wider
+ * ones (compute capability 9.0, enough shared memory, the sm_90a images load); else -1 with
+ * the reason in err. */
 int conv_sm90_check(int device, char *err, size_t errlen);
 
 /* The same for the weight gradient's kernels (conv_sm90_check first). */
 int conv_sm90_wgrad_check(int device, char *err, size_t errlen);
 
-/* Device bytes of workspace conv_sm90_fwd and conv_sm90_dgrad need on `device` (per-block
- * statistics partials, dgrad's flipped weights). */
+/* Device bytes of workspace conv_sm90_fwd and conv_sm90_dgrad need on `device` for 64 -> 64
+ * channels (per-block statistics partials, dgrad's flipped weights). */
 size_t conv_sm90_ws_bytes(int device);
 
-/* Queues the convolution on a->stream (the current device's). Returns 0, or -1 with a message
- * in err before anything is queued when the arguments are not ones it covers. */
+/* The same for cin -> cout channels (either pass): per-block f64 partials of 2 max(cin, cout)
+ * sums, then dgrad's flipped weights (9 cin cout bf16); conv_sm90_ws_bytes(device) for
+ * 64 -> 64; 0 for a shape not covered or a bad device. */
+size_t conv_sm90_ws_bytes_shape(int device, int cin, int cout);
+
+/* Queues the convolution on a->stream (the current device's): 64 -> 64 on the first kernel,
+ * other covered shapes on the wide one. Returns 0, or -1 with a message in err before
+ * anything is queued when the arguments are not ones it covers. */
 int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen);
 
 /* Queues dgrad on a->stream, as conv_sm90_fwd. */

@@ -93,6 +93,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_wide.h"
 #include "kernels/sm90_host.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_ptx.cuh"
@@ -591,7 +592,7 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
                   cudaGetErrorString(e));
     }
   }
-  return 0;
+  return conv_wide_check(device, err, errlen); /* the wider layers' kernels */
 }
 
 extern "C" size_t conv_sm90_ws_bytes(int device)
@@ -601,6 +602,7 @@ extern "C" size_t conv_sm90_ws_bytes(int device)
 
 extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
 {
+  if (a->cin != C || a->cout != C) return conv_wide_fwd(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
   if (check_common("forward", a->n, a->h, a->w, a->cin, a->cout, a->x, a->weight, a->y,
@@ -638,6 +640,7 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
 
 extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
 {
+  if (a->cin != C || a->cout != C) return conv_wide_dgrad(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
   if (check_common("dgrad", a->n, a->h, a->w, a->cin, a->cout, a->dy, a->weight, a->g,

@@ -36,19 +36,25 @@ int fail(char *err, size_t len, const char *fmt, ...)
   return -1;
 }
 
-int map_image(CUtensorMap *m, const void *base, int n, int h, int w, int bw, int bh, char *err,
-              size_t len)
+int map_image_c(CUtensorMap *m, const void *base, int n, int h, int w, int channels, int bw,
+                int bh, char *err, size_t len)
 {
-  const cuuint64_t C = 64;
+  const cuuint64_t C = (cuuint64_t)channels;
   const cuuint64_t dim[4] = {C, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)n};
   const cuuint64_t stride[3] = {C * 2, (cuuint64_t)w * C * 2, (cuuint64_t)h * w * C * 2};
-  const cuuint32_t box[4] = {(cuuint32_t)C, (cuuint32_t)bw, (cuuint32_t)bh, 1};
+  const cuuint32_t box[4] = {64, (cuuint32_t)bw, (cuuint32_t)bh, 1};
   const cuuint32_t one[4] = {1, 1, 1, 1};
   CUresult r = encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base),
                               dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? 0 : fail(err, len, "cuTensorMapEncodeTiled (image) failed: %d", (int)r);
+}
+
+int map_image(CUtensorMap *m, const void *base, int n, int h, int w, int bw, int bh, char *err,
+              size_t len)
+{
+  return map_image_c(m, base, n, h, w, 64, bw, bh, err, len);
 }
 
 int sm_count(int device)

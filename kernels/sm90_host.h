@@ -27,6 +27,11 @@ int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(prin
 int map_image(CUtensorMap *m, const void *base, int n, int h, int w, int bw, int bh, char *err,
               size_t len);
 
+/* The same for `channels` channels a pixel (a multiple of 64), boxes of 64 channels (one
+ * 128-byte line a pixel) x bw x bh pixels. */
+int map_image_c(CUtensorMap *m, const void *base, int n, int h, int w, int channels, int bw,
+                int bh, char *err, size_t len);
+
 /* Multiprocessors of CUDA device `device`, 0 when it cannot be told. */
 int sm_count(int device);
 

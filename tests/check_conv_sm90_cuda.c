@@ -1,12 +1,13 @@
 /* check_conv_sm90_cuda.c — the fused convolutions on Hopper (kernels/conv_sm90.h), forward,
  * dgrad and wgrad, against their CPU references (kernels/conv_fused_cpu.h,
- * kernels/conv_fused_bwd_cpu.h) and f64
- * on random data: outputs poisoned with NaN first (every element must be written), odd shapes
- * that cut tiles at the image's edges, the U-Net's 6 x 256 x 256 (many tiles per block, the
- * statistics folded), with and without the prologue (forward) or mask (dgrad) and the
- * statistics or sums; two runs bit for bit; argument checks. Registered only where an
- * sm_90 GPU is visible and the kernel loads (a forked probe, so the suite's own process never
- * initialises CUDA); otherwise the suite exits 77 (SKIP). */
+ * kernels/conv_fused_bwd_cpu.h) and f64 on random data: outputs poisoned with NaN first (every
+ * element must be written), odd shapes that cut tiles at the image's edges, the U-Net's
+ * 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the prologue
+ * (forward) or mask (dgrad) and the statistics or sums; two runs bit for bit; argument checks.
+ * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
+ * without prologue and statistics, dgrad with and without mask and sums. Registered only
+ * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
+ * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
 
 #include <check.h>
@@ -77,7 +78,7 @@ static void *up_f64(const double *v, size_t n)
 typedef struct {
   float *y;        /* outputs as f32 */
   uint16_t *raw;   /* and as the bits written */
-  double stats[2 * CONV_SM90_COUT + 1];
+  double stats[2 * CONV_SM90_MAX_CHANNELS + 1];
 } gpu_out_t;
 
 /* The kernel on d (device 0), outputs and statistics poisoned with NaN before the run. */
@@ -93,7 +94,9 @@ static void gpu_run(const cf_data_t *d, int with_pro, int with_stats, gpu_out_t 
   CU_OK(cudaMemset(y, 0xff, out * 2 + 2));
   CU_OK(cudaMalloc((void **)&st, sizeof o->stats));
   CU_OK(cudaMemset(st, 0xff, sizeof o->stats));
-  CU_OK(cudaMalloc(&ws, conv_sm90_ws_bytes(0)));
+  const size_t wsb = conv_sm90_ws_bytes_shape(0, d->cin, d->cout);
+  ck_assert_msg(wsb > 0, "no workspace size for %d -> %d", d->cin, d->cout);
+  CU_OK(cudaMalloc(&ws, wsb));
   conv_sm90_fwd_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout, .x = x,
                        .weight = w, .scale = with_pro ? sc : NULL,
                        .shift = with_pro ? sh : NULL, .y = y, .stats = with_stats ? st : NULL,
@@ -123,17 +126,18 @@ static void gpu_out_free(gpu_out_t *o)
   free(o->raw);
 }
 
-/* The kernel against the CPU reference on one shape; with_mag: the per-element bound from the
- * f64 oracle's magnitudes (small shapes), else relative to the output's RMS. */
-static void check_against_reference(int n, int h, int w, int with_pro, int with_stats,
-                                    int with_mag)
+/* The kernel against the CPU reference on one shape of cin -> cout channels; with_mag: the
+ * per-element bound from the f64 oracle's magnitudes (small shapes), else relative to the
+ * output's RMS. */
+static void check_shape(int n, int h, int w, int cin, int cout, int with_pro, int with_stats,
+                        int with_mag)
 {
   cf_data_t d;
-  cf_make(&d, n, h, w, CONV_SM90_CIN, CONV_SM90_COUT);
-  const int C = CONV_SM90_COUT;
+  cf_make(&d, n, h, w, cin, cout);
+  const int C = cout;
   size_t P = (size_t)n * h * w, out = P * C;
-  float *ref = malloc(out * sizeof *ref);
-  double rst[2 * CONV_SM90_COUT + 1];
+  float *ref = malloc((out ? out : 1) * sizeof *ref);
+  static double rst[2 * CONV_SM90_MAX_CHANNELS + 1];
   char err[256];
   conv_fused_ref_t ra = {.n = n, .h = h, .w = w, .cin = d.cin, .cout = C, .x = d.x,
                          .weight = d.weight, .scale = with_pro ? d.scale : NULL,
@@ -142,10 +146,15 @@ static void check_against_reference(int n, int h, int w, int with_pro, int with_
   double *mag = malloc(out * sizeof *mag);
   if (with_mag) {
     float *yo = malloc(out * sizeof *yo);
-    double ost[2 * CONV_SM90_COUT + 1];
+    static double ost[2 * CONV_SM90_MAX_CHANNELS + 1];
     size_t clamped;
     cf_oracle(&d, with_pro, yo, mag, ost, &clamped);
     free(yo);
+    /* the f32 accumulation's rounding grows with the accumulations into each output (a wgmma
+     * adds 16 products at a time): 2^-20 mag is the bound at 64 -> 64 (36 of them), scaled by
+     * cin / 64 here; a wrong tap or channel is still off by about the output itself */
+    if (cin > 64)
+      for (size_t i = 0; i < out; i++) mag[i] *= cin / 64.0;
   } else { /* 2^-20 mag <= 1e-4 RMS: the sum's rounding, far below one wrong tap */
     double ss = 0;
     for (size_t i = 0; i < out; i++) ss += (double)ref[i] * ref[i];
@@ -154,18 +163,20 @@ static void check_against_reference(int n, int h, int w, int with_pro, int with_
   gpu_out_t g;
   gpu_run(&d, with_pro, with_stats, &g);
   cf_cmp_t c = cf_compare(g.y, ref, mag, out);
-  ck_assert_msg(c.nan == 0, "%dx%dx%d: %zu outputs not written (NaN)", n, h, w, c.nan);
-  ck_assert_msg(c.bad == 0, "%dx%dx%d pro %d: %zu of %zu outputs off the reference (worst %.2f "
-                "of its bound at %zu: %g vs %g)", n, h, w, with_pro, c.bad, out, c.worst,
-                c.worst_at, g.y[c.worst_at], ref[c.worst_at]);
-  ck_assert_msg(c.exact * 100 >= out * 95, "only %zu of %zu outputs bit-equal", c.exact, out);
-  ck_assert_msg(c.rel_l2 < 2e-3, "relative L2 error %g", c.rel_l2);
+  ck_assert_msg(c.nan == 0, "%dx%dx%d %d -> %d: %zu outputs not written (NaN)", n, h, w, cin,
+                cout, c.nan);
+  ck_assert_msg(c.bad == 0, "%dx%dx%d %d -> %d pro %d: %zu of %zu outputs off the reference "
+                "(worst %.2f of its bound at %zu: %g vs %g)", n, h, w, cin, cout, with_pro,
+                c.bad, out, c.worst, c.worst_at, g.y[c.worst_at], ref[c.worst_at]);
+  ck_assert_msg(c.exact * 100 >= out * 95, "%d -> %d: only %zu of %zu outputs bit-equal", cin,
+                cout, c.exact, out);
+  ck_assert_msg(c.rel_l2 < 2e-3, "%d -> %d: relative L2 error %g", cin, cout, c.rel_l2);
   if (with_stats) {
     /* against the reference's statistics, and against the f64 sums of what the kernel wrote
      * (f32 partials of at most 32 terms: relative 2e-6 of the magnitudes, bounded by 1e-5) */
     ck_assert_msg(cf_stats_bad(g.stats, rst, g.y, ref, P, C, 1e-5) == 0,
-                  "statistics off the reference's");
-    double own[2 * CONV_SM90_COUT];
+                  "%dx%dx%d %d -> %d: statistics off the reference's", n, h, w, cin, cout);
+    static double own[2 * CONV_SM90_MAX_CHANNELS];
     memset(own, 0, sizeof own);
     for (size_t p = 0; p < P; p++)
       for (int k = 0; k < C; k++) {
@@ -173,7 +184,8 @@ static void check_against_reference(int n, int h, int w, int with_pro, int with_
         own[C + k] += (double)g.y[p * C + k] * g.y[p * C + k];
       }
     ck_assert_msg(cf_stats_bad(g.stats, own, g.y, g.y, P, C, 1e-5) == 0,
-                  "statistics off the sums of the kernel's own outputs");
+                  "%dx%dx%d %d -> %d: statistics off the sums of the kernel's own outputs", n,
+                  h, w, cin, cout);
     ck_assert(g.stats[2 * C] == (double)P);
   }
   gpu_out_free(&g);
@@ -182,12 +194,18 @@ static void check_against_reference(int n, int h, int w, int with_pro, int with_
   cf_free(&d);
 }
 
+static void check_against_reference(int n, int h, int w, int with_pro, int with_stats,
+                                    int with_mag)
+{
+  check_shape(n, h, w, CONV_SM90_CIN, CONV_SM90_COUT, with_pro, with_stats, with_mag);
+}
+
 /* ---- dgrad ---- */
 
 typedef struct {
   float *g;        /* the masked input gradient as f32 */
   uint16_t *raw;   /* and as the bits written */
-  double sums[2 * CONV_SM90_CIN];
+  double sums[2 * CONV_SM90_MAX_CHANNELS];
 } dg_out_t;
 
 /* dgrad on b (device 0), g and the sums poisoned with NaN before the run. */
@@ -205,7 +223,9 @@ static void dg_gpu_run(const bd_data_t *b, int mask, int with_sums, dg_out_t *o)
   CU_OK(cudaMemset(g, 0xff, out * 2 + 2));
   CU_OK(cudaMalloc((void **)&st, sizeof o->sums));
   CU_OK(cudaMemset(st, 0xff, sizeof o->sums));
-  CU_OK(cudaMalloc(&ws, conv_sm90_ws_bytes(0)));
+  const size_t wsb = conv_sm90_ws_bytes_shape(0, d->cin, d->cout);
+  ck_assert_msg(wsb > 0, "no workspace size for %d -> %d", d->cin, d->cout);
+  CU_OK(cudaMalloc(&ws, wsb));
   conv_sm90_dgrad_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout,
                          .dy = dy, .weight = w, .x = mask || with_sums ? x : NULL,
                          .scale = mask ? sc : NULL, .shift = mask ? sh : NULL,
@@ -257,20 +277,20 @@ static int dg_sums_bad(const double *sg, const double *sw, const float *gg, cons
   return bad;
 }
 
-/* dgrad against conv_dgrad_ref on one shape: g within one bf16 rounding (bound relative to
- * the gradient's RMS for the sum's rounding), the sums against the reference's and against the
- * f64 sums of the kernel's own g. */
-static void check_dgrad(int n, int h, int w, int mask, int with_sums)
+/* dgrad against conv_dgrad_ref on one shape of the forward's cin -> cout channels: g within
+ * one bf16 rounding (bound relative to the gradient's RMS for the sum's rounding), the sums
+ * against the reference's and against the f64 sums of the kernel's own g. */
+static void check_dgrad_shape(int n, int h, int w, int cin, int cout, int mask, int with_sums)
 {
-  const cf_shape_t sh = {n, h, w, CONV_SM90_CIN, CONV_SM90_COUT};
+  const cf_shape_t sh = {n, h, w, cin, cout};
   bd_data_t b;
   bd_make(&b, &sh);
-  const int C = CONV_SM90_CIN;
+  const int C = cin;
   size_t out = b.P * C;
-  float *ref = malloc(out * sizeof *ref);
-  double rs[2 * CONV_SM90_CIN];
+  float *ref = malloc((out ? out : 1) * sizeof *ref);
+  static double rs[2 * CONV_SM90_MAX_CHANNELS];
   char err[256];
-  conv_dgrad_ref_t ra = {.n = n, .h = h, .w = w, .cin = C, .cout = CONV_SM90_COUT, .dy = b.dy,
+  conv_dgrad_ref_t ra = {.n = n, .h = h, .w = w, .cin = C, .cout = cout, .dy = b.dy,
                          .weight = b.d.weight, .x = mask || with_sums ? b.d.x : NULL,
                          .scale = mask ? b.d.scale : NULL, .shift = mask ? b.d.shift : NULL,
                          .saved = with_sums ? b.saved : NULL, .g = ref,
@@ -282,16 +302,18 @@ static void check_dgrad(int n, int h, int w, int mask, int with_sums)
   dg_out_t o;
   dg_gpu_run(&b, mask, with_sums, &o);
   cf_cmp_t c = cf_compare(o.g, ref, mag, out);
-  ck_assert_msg(c.nan == 0, "dgrad %dx%dx%d: %zu of g not written (NaN)", n, h, w, c.nan);
-  ck_assert_msg(c.bad == 0, "dgrad %dx%dx%d mask %d: %zu of %zu off the reference (worst %.2f "
-                "of its bound at %zu: %g vs %g)", n, h, w, mask, c.bad, out, c.worst, c.worst_at,
-                o.g[c.worst_at], ref[c.worst_at]);
-  ck_assert_msg(c.exact * 100 >= out * 95, "dgrad: only %zu of %zu bit-equal", c.exact, out);
-  ck_assert_msg(c.rel_l2 < 2e-3, "dgrad: relative L2 error %g", c.rel_l2);
+  ck_assert_msg(c.nan == 0, "dgrad %dx%dx%d %d -> %d: %zu of g not written (NaN)", n, h, w, cin,
+                cout, c.nan);
+  ck_assert_msg(c.bad == 0, "dgrad %dx%dx%d %d -> %d mask %d: %zu of %zu off the reference "
+                "(worst %.2f of its bound at %zu: %g vs %g)", n, h, w, cin, cout, mask, c.bad,
+                out, c.worst, c.worst_at, o.g[c.worst_at], ref[c.worst_at]);
+  ck_assert_msg(c.exact * 100 >= out * 95, "dgrad %d -> %d: only %zu of %zu bit-equal", cin,
+                cout, c.exact, out);
+  ck_assert_msg(c.rel_l2 < 2e-3, "dgrad %d -> %d: relative L2 error %g", cin, cout, c.rel_l2);
   if (with_sums) {
     ck_assert_msg(dg_sums_bad(o.sums, rs, o.g, ref, &b, 1e-5) == 0,
                   "dgrad %dx%dx%d: sums off the reference's", n, h, w);
-    double own[2 * CONV_SM90_CIN];
+    static double own[2 * CONV_SM90_MAX_CHANNELS];
     memset(own, 0, sizeof own);
     for (size_t p = 0; p < b.P; p++)
       for (int k = 0; k < C; k++) {
@@ -305,6 +327,11 @@ static void check_dgrad(int n, int h, int w, int mask, int with_sums)
   free(ref);
   free(mag);
   bd_free(&b);
+}
+
+static void check_dgrad(int n, int h, int w, int mask, int with_sums)
+{
+  check_dgrad_shape(n, h, w, CONV_SM90_CIN, CONV_SM90_COUT, mask, with_sums);
 }
 
 START_TEST(dgrad_odd_shapes)
@@ -661,6 +688,174 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* ---- the wider layers (kernels/conv_sm90_wide_cuda.cu) ---- */
+
+/* cin -> cout pairs: N tiles of 128 (cout % 128 == 0) and of 64, one chunk of input channels
+ * (64 -> 128) and several (up to 16 in 1024 -> 1024), an odd number of chunks and of N tiles
+ * (192 -> 320). */
+static const int wide_pairs[][2] = {{64, 128}, {128, 64}, {128, 128}, {256, 128}, {192, 320},
+                                    {512, 256}};
+
+START_TEST(wide_odd_shapes)
+{
+  /* widths and heights that end tiles part-way, a single pixel, one image row */
+  static const int shapes[][3] = {{2, 5, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}};
+  for (size_t k = 0; k < sizeof wide_pairs / sizeof *wide_pairs; k++)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+      check_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 1, 1, 1);
+      check_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 0, 0, 1);
+    }
+  check_shape(2, 5, 70, 128, 128, 1, 0, 1);
+  check_shape(2, 5, 70, 128, 128, 0, 1, 1);
+  check_shape(1, 2, 64, 1024, 1024, 1, 1, 1);
+}
+END_TEST
+
+START_TEST(wide_unet_shapes)
+{
+  /* the U-Net's 128 -> 128 at 128 x 128 (several items per block); 128 -> 256 at 64 x 128,
+   * batch 2 (256 items: on 78 to 144 multiprocessors a block's items change N tile, so its
+   * statistics are flushed part-way); 64 -> 128 at 256 x 256, batch 6 (3,072 items: more than
+   * 16 per block, the f32 sums folded part-way) */
+  check_shape(6, 128, 128, 128, 128, 1, 1, 0);
+  check_shape(6, 128, 128, 128, 128, 0, 1, 0);
+  check_shape(2, 64, 128, 128, 256, 1, 1, 0);
+  check_shape(6, 256, 256, 64, 128, 1, 1, 0);
+}
+END_TEST
+
+START_TEST(wide_reruns_bitwise)
+{
+  cf_data_t d;
+  cf_make(&d, 6, 128, 128, 128, 256);
+  gpu_out_t a, b;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  size_t out = (size_t)6 * 128 * 128 * 256;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two wide runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, (2 * 256 + 1) * sizeof *a.stats) == 0,
+                "two wide runs gave different statistics");
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  cf_free(&d);
+}
+END_TEST
+
+START_TEST(wide_dgrad_shapes)
+{
+  /* dgrad's output has the forward's cin channels: its N tiles are 128 where cin % 128 == 0 */
+  static const int shapes[][3] = {{2, 5, 70}, {1, 1, 1}, {3, 5, 130}};
+  for (size_t k = 0; k < sizeof wide_pairs / sizeof *wide_pairs; k++)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+      check_dgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 1, 1);
+      check_dgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 0, 0);
+    }
+  check_dgrad_shape(2, 5, 70, 128, 128, 1, 0);
+  check_dgrad_shape(2, 5, 70, 128, 128, 0, 1);
+  check_dgrad_shape(1, 2, 64, 1024, 1024, 1, 1);
+  /* many items per block; N-tile changes within blocks (2 x 64 x 128, 256 <- 128) */
+  check_dgrad_shape(6, 128, 128, 128, 128, 1, 1);
+  check_dgrad_shape(2, 64, 128, 256, 128, 1, 1);
+  check_dgrad_shape(2, 64, 128, 256, 128, 0, 0);
+}
+END_TEST
+
+START_TEST(wide_dgrad_reruns_bitwise)
+{
+  const cf_shape_t sh = {6, 128, 128, 256, 128};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  dg_out_t x, y;
+  dg_gpu_run(&b, 1, 1, &x);
+  dg_gpu_run(&b, 1, 1, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, b.P * 256 * 2) == 0,
+                "two wide dgrad runs wrote different gradients");
+  ck_assert_msg(memcmp(x.sums, y.sums, 2 * 256 * sizeof *x.sums) == 0,
+                "two wide dgrad runs gave different sums");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
+START_TEST(wide_empty_and_bad_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 1 << 20));
+  char err[256] = "";
+  /* the workspace sizes: 64 -> 64 the first kernel's, others grow with the channels, 0 for a
+   * shape not covered */
+  ck_assert_uint_eq(conv_sm90_ws_bytes_shape(0, 64, 64), conv_sm90_ws_bytes(0));
+  ck_assert(conv_sm90_ws_bytes_shape(0, 128, 256) > conv_sm90_ws_bytes_shape(0, 128, 128));
+  ck_assert_uint_eq(conv_sm90_ws_bytes_shape(0, 128, 256), conv_sm90_ws_bytes_shape(0, 256, 128));
+  ck_assert_uint_eq(conv_sm90_ws_bytes_shape(0, 96, 128), 0);
+  ck_assert_uint_eq(conv_sm90_ws_bytes_shape(0, 128, 2048), 0);
+  /* no pixels: zero sums, count 0 */
+  double *st = (double *)(buf + 524288), h[2 * 256 + 1];
+  CU_OK(cudaMemset(st, 0xff, sizeof h));
+  conv_sm90_fwd_t a = {.n = 0, .h = 8, .w = 8, .cin = 128, .cout = 256, .x = buf,
+                       .weight = buf, .y = buf, .stats = st, .ws = buf + 262144};
+  ck_assert_msg(conv_sm90_fwd(&a, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaMemcpy(h, st, sizeof h, cudaMemcpyDeviceToHost));
+  for (int k = 0; k <= 2 * 256; k++) ck_assert(h[k] == 0);
+  /* shapes not covered */
+  a.n = 1;
+  a.cin = 96;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64") && strstr(err, "1024"), "%s", err);
+  a.cin = 2048;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "2048 -> 256"), "%s", err);
+  a.cin = 128;
+  a.ws = NULL;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  a.ws = buf + 262144;
+  a.y = buf + 2;
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "16-byte"), "%s", err);
+  /* dgrad: no pixels, zero sums; its argument checks */
+  double *sums = (double *)(buf + 786432), hs[2 * 128];
+  CU_OK(cudaMemset(sums, 0xff, sizeof hs));
+  conv_sm90_dgrad_t g = {.n = 0, .h = 8, .w = 8, .cin = 128, .cout = 256, .dy = buf,
+                         .weight = buf, .x = buf, .saved = (const double *)buf, .g = buf,
+                         .sums = sums, .ws = buf + 262144};
+  ck_assert_msg(conv_sm90_dgrad(&g, err, sizeof err) == 0, "%s", err);
+  CU_OK(cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost));
+  for (int k = 0; k < 2 * 128; k++) ck_assert(hs[k] == 0);
+  g.n = 1;
+  g.g = buf + 65536;
+  g.saved = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "saved"), "%s", err);
+  g.saved = (const double *)buf;
+  g.x = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "need x"), "%s", err);
+  g.sums = NULL;
+  g.saved = NULL;
+  g.scale = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  g.shift = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "need x"), "%s", err);
+  g.scale = g.shift = NULL;
+  g.ws = NULL;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  g.ws = buf + 262144;
+  g.cout = 1056;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess); /* nothing was queued */
+  cudaFree(buf);
+}
+END_TEST
+
 /* In a child process: whether device 0 can run the kernel (0), else why not. */
 static int sm90_check_device0(char *msg, size_t len) { return conv_sm90_check(0, msg, len); }
 static int sm90_wgrad_check_device0(char *msg, size_t len)
@@ -682,6 +877,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_dgrad", dgrad_odd_shapes, dgrad_unet_shape, dgrad_reruns_bitwise,
                   dgrad_bad_arguments);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
+                  wide_dgrad_shapes, wide_dgrad_reruns_bitwise, wide_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
   if (suite_ask_child(sm90_wgrad_check_device0, why, sizeof why) != 0) {
     printf("%s: wgrad not registered (SKIP): %s\n", env->name, why);
