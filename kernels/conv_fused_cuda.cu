@@ -1,9 +1,10 @@
 /* conv_fused_cuda.cu — the CUDA backend's fused 3x3 convolutions (ops.h conv_fwd_fused and its
  * neighbours): Hopper's own kernels (kernels/conv_sm90.h) where the build has them (sm_90a), the
- * device is a 9.0 one, the table computes in bf16 and the layer is 64 -> 64 channels; nowhere
- * else (conv_fused says 0 and the model runs the plain ops). On that shape they were measured
- * faster than cuDNN with the separate BatchNorm passes (bench/results/conv_sm90_1xh100.txt), so
- * conv_fused ranks them 2. Also the two small per-channel steps around them: the prologue's
+ * device is a 9.0 one and the table computes in bf16; nowhere else (conv_fused says 0 and the
+ * model runs the plain ops). 64 -> 64 channels: every fused op, measured faster than cuDNN with
+ * the separate BatchNorm passes (bench/results/conv_sm90_1xh100.txt), ranked 2. The wider layers
+ * (cin, cout multiples of 64): the forward with its statistics, a first block's use, ranked 1
+ * until measured faster. Also the two small per-channel steps around them: the prologue's
  * coefficients from a BatchNorm's statistics, and its parameter gradients from the input
  * gradient's sums. */
 #include "config.h"
@@ -100,32 +101,45 @@ static int sm90_usable(const ops_t *o)
   return x->sm90 > 0;
 }
 
-static int covered(const ops_t *o, const ops_conv_t *c)
+/* The rank of the kernels for a layer and a use (ops.h conv_fused). 64 -> 64: every fused op,
+ * measured faster than cuDNN with the separate passes (2). The wider layers
+ * (kernels/conv_sm90_wide_cuda.cu): the forward with its statistics only, the first block's
+ * use, runnable but not yet measured faster (1: SHMDDP_CONV_ENGINE=fused takes them, auto does
+ * not); the pair's use needs a weight gradient the wide kernels do not have yet (0). */
+static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
 {
-  return o->dtype == OPS_BF16 && c->kind == OPS_CONV3X3 && c->cin == CONV_SM90_CIN &&
-         c->cout == CONV_SM90_COUT && c->max_n >= 1 && sm90_usable(o);
+  if (o->dtype != OPS_BF16 || c->kind != OPS_CONV3X3 || c->max_n < 1) return 0;
+  const int narrow = c->cin == CONV_SM90_CIN && c->cout == CONV_SM90_COUT;
+  const int wide = !narrow && c->cin % 64 == 0 && c->cout % 64 == 0 &&
+                   c->cin <= CONV_SM90_MAX_CHANNELS && c->cout <= CONV_SM90_MAX_CHANNELS;
+  if (!narrow && !(wide && use == OPS_FUSE_STATS)) return 0;
+  if (!sm90_usable(o)) return 0;
+  return narrow ? 2 : 1;
 }
 
-/* Both uses on the covered shape: the forward alone (OPS_FUSE_STATS) needs only its own
- * workspace, the pair's ops also the weight gradient's partials and f32 result. */
+/* The forward alone (OPS_FUSE_STATS) needs only its own workspace, the pair's ops also the
+ * weight gradient's partials and f32 result. */
 static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use,
                           size_t *ws_bytes)
 {
   *ws_bytes = 0;
-  if (!covered(o, c)) return 0;
+  const int rank = rank_of(o, c, use);
+  if (!rank) return 0;
   const int dev = opc_ctx(o)->device;
-  size_t f = conv_sm90_ws_bytes(dev);
+  size_t f = conv_sm90_ws_bytes_shape(dev, c->cin, c->cout);
   size_t w = use == OPS_FUSE_PAIR
                  ? dw_offset(dev, c) + (size_t)9 * c->cin * c->cout * sizeof(float)
                  : 0;
   *ws_bytes = w > f ? w : f;
-  return 2;
+  return rank;
 }
 
-static int not_covered(const ops_t *o, const ops_conv_t *c, int n)
+/* An op of the use refused where the layer has no kernels for it. */
+static int not_covered(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use, int n)
 {
-  if (!covered(o, c))
-    return opc_fail(o, "no fused convolution on this device for a %s %d -> %d layer",
+  if (!rank_of(o, c, use))
+    return opc_fail(o, "no fused %s on this device for a %s %d -> %d layer",
+                    use == OPS_FUSE_PAIR ? "input or weight gradient" : "convolution",
                     opc_dtype_name(o->dtype), c->cin, c->cout);
   if (n < 0 || n > c->max_n)
     return opc_fail(o, "a fused convolution of %d images: the layer was planned for 0 to %d", n,
@@ -136,7 +150,8 @@ static int not_covered(const ops_t *o, const ops_conv_t *c, int n)
 static int opc_conv_fwd_fused(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                               const float *coef, const void *w, void *y, double *stats, void *ws)
 {
-  if (not_covered(o, c, n)) return -1;
+  /* with a prologue only as the pair's second convolution */
+  if (not_covered(o, c, coef ? OPS_FUSE_PAIR : OPS_FUSE_STATS, n)) return -1;
   conv_sm90_fwd_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .x = x,
                        .weight = w, .scale = coef, .shift = coef ? coef + c->cin : NULL, .y = y,
                        .stats = stats, .ws = ws, .stream = opc_ctx(o)->stream};
@@ -148,7 +163,7 @@ static int opc_conv_bwd_data_fused(const ops_t *o, const ops_conv_t *c, int n, c
                                    const void *w, const void *x, const float *coef,
                                    const double *saved, void *dx, double *sums, void *ws)
 {
-  if (not_covered(o, c, n)) return -1;
+  if (not_covered(o, c, OPS_FUSE_PAIR, n)) return -1;
   conv_sm90_dgrad_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .dy = dy,
                          .weight = w, .x = x, .scale = coef,
                          .shift = coef ? coef + c->cin : NULL, .saved = saved, .g = dx,
@@ -168,7 +183,7 @@ static int opc_conv_bwd_filter_fused(const ops_t *o, const ops_conv_t *c, int n,
                                      const float *coef, const void *dy, void *dw, int acc,
                                      void *ws)
 {
-  if (not_covered(o, c, n)) return -1;
+  if (not_covered(o, c, OPS_FUSE_PAIR, n)) return -1;
   opc_ctx_t *cx = opc_ctx(o);
   float *dw32 = (float *)((char *)ws + dw_offset(cx->device, c));
   conv_sm90_wgrad_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .x = x,

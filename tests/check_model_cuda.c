@@ -16,8 +16,9 @@
 #include "tests/suite_main.h"
 #include "tests/unet_fixture.h"
 
-/* The first level's width when not 0 (64: the layers the fused convolutions cover). */
-static int width0;
+/* The first level's width when not 0 (64: the layers the fused convolutions cover); wide: the
+ * widths 64-128-192, every layer but the input's a multiple of 64 (the wider kernels). */
+static int width0, wide;
 
 /* The small U-Net of these tests: widths 8-16-32, 16x16, batch 2, on the CPU until changed. */
 static void small_config(model_config_t *cfg, model_norm_t norm)
@@ -25,6 +26,7 @@ static void small_config(model_config_t *cfg, model_norm_t norm)
   model_config_default(cfg);
   cfg->levels = 3;
   cfg->widths[0] = width0 ? width0 : 8, cfg->widths[1] = 16, cfg->widths[2] = 32;
+  if (wide) cfg->widths[0] = 64, cfg->widths[1] = 128, cfg->widths[2] = 192;
   cfg->max_batch = 2;
   cfg->height = cfg->width = 16;
   cfg->norm = norm;
@@ -428,6 +430,80 @@ START_TEST(test_fused_engine)
 }
 END_TEST
 
+/* The blocks of m whose conv runs fused: second ones (*pairs) and first ones with their
+ * statistics (*firsts). */
+static void count_fused(const model_t *m, int *pairs, int *firsts)
+{
+  *pairs = *firsts = 0;
+  for (int i = 0; i < m->cfg.levels; i++) {
+    *pairs += m->enc[i].b2.fused, *firsts += m->enc[i].b1.stats_fused;
+    if (i < m->cfg.levels - 1) *pairs += m->dec[i].b2.fused, *firsts += m->dec[i].b1.stats_fused;
+  }
+}
+
+/* The wider kernels in the trainer (SHMDDP_CONV_ENGINE=fused, widths 64-128-192): on a 9.0 GPU
+ * built with sm_90a the first blocks' convolutions 64 -> 128, 128 -> 192, 256 -> 128 and
+ * 128 -> 64 make their statistics in their output pass (ranked 1: fused takes them, auto not),
+ * the two 64 -> 64 pairs run fused as under auto; elsewhere none. The steps repeat bit for bit,
+ * eagerly and in a CUDA graph, learn, and stay within bf16 rounding of the library's. */
+START_TEST(test_fused_wide)
+{
+  char err[512];
+  wide = 1;
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = MODEL_BF16;
+  int major = 0, minor = 0;
+  ck_assert(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  ck_assert(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
+#ifdef HAVE_CONV_SM90
+  const int hopper = major == 9 && minor == 0;
+#else
+  const int hopper = 0;
+#endif
+  const char *engines[] = {"fused", "auto"};
+  for (int k = 0; k < 2; k++) {
+    setenv("SHMDDP_CONV_ENGINE", engines[k], 1);
+    model_t *m = NULL;
+    ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+    int pairs, firsts;
+    count_fused(m, &pairs, &firsts);
+    model_destroy(m);
+    const int want_firsts = hopper && k == 0 ? 4 : 0, want_pairs = hopper ? 2 : 0;
+    ck_assert_msg(pairs == want_pairs && firsts == want_firsts,
+                  "%s on a %d.%d device: %d pairs and %d first blocks fused, expected %d and %d",
+                  engines[k], major, minor, pairs, firsts, want_pairs, want_firsts);
+    printf("fused engine %s: %d pairs, %d first blocks fused (compute capability %d.%d)\n",
+           engines[k], pairs, firsts, major, minor);
+  }
+  float ll[GRAPH_STEPS], lf[GRAPH_STEPS], lf2[GRAPH_STEPS], lg[GRAPH_STEPS];
+  long r = 0;
+  setenv("SHMDDP_CONV_ENGINE", "library", 1);
+  float *pl = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, ll, &r);
+  setenv("SHMDDP_CONV_ENGINE", "fused", 1);
+  float *pf = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf, &r);
+  float *pf2 = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf2, &r);
+  float *pg = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 1, UPDATE_MODEL, lg, &r);
+  unsetenv("SHMDDP_CONV_ENGINE");
+  size_t np = model_config_flat_size(&cfg);
+  for (int k = 0; k < GRAPH_STEPS; k++) {
+    ck_assert_msg(lf[k] == lf2[k] && lg[k] == lf[k], "step %d: fused losses %.9g, %.9g, graph "
+                  "%.9g differ", k, lf[k], lf2[k], lg[k]);
+    ck_assert_msg(fabsf(lf[k] - ll[k]) <= (k == 0 ? 1e-2f : 5e-2f) * fabsf(ll[k]),
+                  "step %d: loss %.6f fused, %.6f library", k, lf[k], ll[k]);
+  }
+  ck_assert_msg(lf[GRAPH_STEPS - 1] < lf[0], "the fused steps did not learn: %g -> %g", lf[0],
+                lf[GRAPH_STEPS - 1]);
+  ck_assert_msg(memcmp(pf, pf2, np * 4) == 0, "two fused runs end with different parameters");
+  ck_assert_msg(memcmp(pf, pg, np * 4) == 0, "the fused graph ends with other parameters");
+  double e = rel_err(pf, pl, np);
+  ck_assert_msg(e <= 2e-2, "parameters after %d steps: fused vs library relative %.3g",
+                GRAPH_STEPS, e);
+  wide = 0;
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
@@ -435,9 +511,9 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
                          test_padded_layout_bf16);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 180); /* six models, each with its convolution search */
-  TCase *tf = SUITE_CASE(s, "fused", test_fused_engine);
+  TCase *tf = SUITE_CASE(s, "fused", test_fused_engine, test_fused_wide);
   tcase_add_checked_fixture(tf, NULL, teardown);
-  tcase_set_timeout(tf, 180); /* five models */
+  tcase_set_timeout(tf, 240); /* five models, then six */
   TCase *ts = SUITE_CASE(s, "side", test_side_stream);
   tcase_add_checked_fixture(ts, NULL, teardown);
   tcase_set_timeout(ts, 180); /* twelve models */
