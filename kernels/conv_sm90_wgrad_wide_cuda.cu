@@ -384,7 +384,7 @@ wplan_t wplan(int n, int h, int w, int cin, int cout, int sms)
   r.ntiles = (int)tiles;
   r.otiles = (cin / CH) * (cout / CH);
   long long s = r.otiles < sms ? sms / r.otiles : 1;
-  const long long by_tiles = (tiles + MIN_TILES - 1) / MIN_TILES;
+  const long long by_tiles = tiles / MIN_TILES; /* so that a split of several has >= 8 */
   long long by_ws = (long long)(WS_CAP / ((size_t)36 * cin * cout));
   if (by_ws < 1) by_ws = 1;
   if (s > by_tiles) s = by_tiles;
