@@ -364,7 +364,8 @@ extern "C" size_t conv_sm90_wgrad_ws_bytes(int device, int n, int h, int w)
 extern "C" int conv_sm90_wgrad_plan_shape(int device, int n, int h, int w, int cin, int cout,
                                           int *splits, int *tiles_per_split)
 {
-  if (cin == C && cout == C) return conv_sm90_wgrad_plan(device, n, h, w, splits, tiles_per_split);
+  if (cin == C && cout == C)
+    return conv_sm90_wgrad_plan(device, n, h, w, splits, tiles_per_split);
   return conv_wide_wgrad_plan(device, n, h, w, cin, cout, splits, tiles_per_split);
 }
 

@@ -450,9 +450,9 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   }
   const int sms = sm_count(device);
   if (sms < 1) return fail(err, errlen, "CUDA device %d: no multiprocessor count", device);
-  if (!a->ws)
+  if (!a->ws || !aligned16(a->ws))
     return fail(err, errlen, "the sm_90 wgrad needs conv_sm90_wgrad_ws_bytes_shape() of "
-                "workspace");
+                "workspace on a 16-byte boundary");
   cudaStream_t st = (cudaStream_t)a->stream;
   const wplan_t pl = wplan(a->n, a->h, a->w, a->cin, a->cout, sms);
   const size_t count = (size_t)9 * a->cin * a->cout;

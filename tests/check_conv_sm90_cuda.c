@@ -997,7 +997,8 @@ START_TEST(wide_wgrad_plan_and_arguments)
   /* full resolution: every multiprocessor busy; deep and wide: no split */
   int splits = 0, per = 0;
   ck_assert(conv_sm90_wgrad_plan_shape(0, 6, 256, 256, 128, 64, &splits, &per) == 0);
-  ck_assert_int_eq(splits, sms / 2);
+  ck_assert_msg(splits <= sms / 2 && 10 * splits >= 9 * (sms / 2), "%d splits on %d SMs", splits,
+                sms);
   ck_assert(conv_sm90_wgrad_plan_shape(0, 6, 16, 16, 1024, 1024, &splits, &per) == 0);
   ck_assert_int_eq(splits, 1);
   /* 64 -> 64 is the first kernel's plan; shapes not covered have none */
