@@ -83,25 +83,45 @@ typedef struct {
  * tiles_per_block, into one partial left in the workspace ([blocks][cout][3][3][cin] f32, from
  * its start), then the partials are added in block order (conv_wgrad_ref_reduce's order).
  * Where w is 64 the tiles are in raster order and block b is conv_wgrad_ref's block of
- * 64 * tiles_per_block pixels. */
+ * 64 * tiles_per_block pixels.
+ *
+ * The wider layers (cin, cout multiples of 64 up to CONV_SM90_MAX_CHANNELS other than 64 -> 64,
+ * kernels/conv_sm90_wgrad_wide_cuda.cu) split K the same way: the row tiles, numbered as above,
+ * are cut into `splits` ranges of tiles_per_split (conv_sm90_wgrad_plan_shape), each summed into
+ * its own partial dW ([splits][cout][3][3][cin] f32 in the workspace, by (cout / 64) (cin / 64)
+ * blocks of 64 x 64 channels each), then the partials are added in split order
+ * (conv_wgrad_ref_reduce's order). For 64 -> 64 the splits are the blocks above. */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue */
   const void *dy;             /* bf16 (n, h, w, cout) */
   const float *scale, *shift; /* f32 [cin] each: the prologue; both NULL: a = x */
   float *dweight;             /* f32 [cout][3][3][cin], 16-byte aligned */
-  void *ws;                   /* conv_sm90_wgrad_ws_bytes() bytes: the blocks' partials */
+  void *ws;                   /* conv_sm90_wgrad_ws_bytes_shape() bytes: the partials */
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
 } conv_sm90_wgrad_t;
 
 /* The blocks wgrad sums on `device` for a batch of n h x w, and the row tiles (above) in each
- * (the last block may have fewer). 0, or -1 for a bad device or shape. */
+ * (the last block may have fewer), 64 -> 64. 0, or -1 for a bad device or shape. */
 int conv_sm90_wgrad_plan(int device, int n, int h, int w, int *blocks, int *tiles_per_block);
 
-/* Device bytes of workspace conv_sm90_wgrad needs on `device` for that batch (0: bad shape). */
+/* Device bytes of workspace conv_sm90_wgrad needs on `device` for that batch, 64 -> 64 (0: bad
+ * shape). */
 size_t conv_sm90_wgrad_ws_bytes(int device, int n, int h, int w);
 
-/* Queues wgrad on a->stream, as conv_sm90_fwd. */
+/* The same for cin -> cout channels: the partials (K splits) wgrad sums and the row tiles in
+ * each (the last may have fewer); conv_sm90_wgrad_plan's for 64 -> 64. 0, or -1 for a bad
+ * device or a shape not covered. */
+int conv_sm90_wgrad_plan_shape(int device, int n, int h, int w, int cin, int cout, int *splits,
+                               int *tiles_per_split);
+
+/* Device bytes of workspace for cin -> cout: splits x 9 cin cout f32 (at most 64 MiB for the
+ * wider layers); conv_sm90_wgrad_ws_bytes for 64 -> 64; 0 for a bad device or a shape not
+ * covered. */
+size_t conv_sm90_wgrad_ws_bytes_shape(int device, int n, int h, int w, int cin, int cout);
+
+/* Queues wgrad on a->stream, as conv_sm90_fwd (64 -> 64 on the first kernel, the wider layers
+ * on the wide one). */
 int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen);
 
 /* 0 when device (a CUDA ordinal) can run the forward and dgrad kernels, 64 -> 64 and the wider
@@ -109,7 +129,8 @@ int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen);
  * the reason in err. */
 int conv_sm90_check(int device, char *err, size_t errlen);
 
-/* The same for the weight gradient's kernels (conv_sm90_check first). */
+/* The same for the weight gradient's kernels, 64 -> 64 and the wider ones (conv_sm90_check
+ * first). */
 int conv_sm90_wgrad_check(int device, char *err, size_t errlen);
 
 /* Device bytes of workspace conv_sm90_fwd and conv_sm90_dgrad need on `device` for 64 -> 64

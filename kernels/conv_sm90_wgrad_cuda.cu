@@ -69,6 +69,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_wide.h"
 #include "kernels/sm90_host.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_ptx.cuh"
@@ -360,11 +361,25 @@ extern "C" size_t conv_sm90_wgrad_ws_bytes(int device, int n, int h, int w)
   return (size_t)blocks * DW * sizeof(float);
 }
 
+extern "C" int conv_sm90_wgrad_plan_shape(int device, int n, int h, int w, int cin, int cout,
+                                          int *splits, int *tiles_per_split)
+{
+  if (cin == C && cout == C)
+    return conv_sm90_wgrad_plan(device, n, h, w, splits, tiles_per_split);
+  return conv_wide_wgrad_plan(device, n, h, w, cin, cout, splits, tiles_per_split);
+}
+
+extern "C" size_t conv_sm90_wgrad_ws_bytes_shape(int device, int n, int h, int w, int cin,
+                                                 int cout)
+{
+  int splits = 0, per = 0;
+  if (conv_sm90_wgrad_plan_shape(device, n, h, w, cin, cout, &splits, &per)) return 0;
+  return (size_t)splits * 9 * cin * cout * sizeof(float);
+}
+
 extern "C" int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
 {
-  if (a->cin != C || a->cout != C)
-    return fail(err, errlen, "the sm_90 convolution covers %d -> %d channels, not %d -> %d", C,
-                C, a->cin, a->cout);
+  if (a->cin != C || a->cout != C) return conv_wide_wgrad(a, err, errlen); /* the wider layers */
   if (a->n < 0 || a->h < 1 || a->w < 1 || (a->n > 0 && (size_t)a->n * a->h * a->w > (1u << 30)))
     return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d is invalid", a->n, a->h,
                 a->w);
@@ -432,5 +447,5 @@ extern "C" int conv_sm90_wgrad_check(int device, char *err, size_t errlen)
                   cudaGetErrorString(e));
     }
   }
-  return 0;
+  return conv_wide_wgrad_check(device, err, errlen); /* the wider layers' kernels */
 }

@@ -5,7 +5,9 @@
  * 6 x 256 x 256 (many tiles per block, the statistics folded), with and without the prologue
  * (forward) or mask (dgrad) and the statistics or sums; two runs bit for bit; argument checks.
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
- * without prologue and statistics, dgrad with and without mask and sums. Registered only
+ * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
+ * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
+ * for bit, the split-K plan's rule). Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
@@ -402,8 +404,9 @@ END_TEST
 enum { DWN = 9 * CONV_SM90_CIN * CONV_SM90_COUT };
 
 typedef struct {
-  float *dw, *part; /* dW; the blocks' partials */
-  int blocks, per;  /* blocks, 64-pixel tiles per block */
+  float *dw, *part; /* dW; the partials (blocks, or K splits for the wider layers) */
+  int blocks, per;  /* partials, 64-pixel tiles in each */
+  size_t count;     /* elements of dW: 9 cin cout */
 } wg_out_t;
 
 /* wgrad on b (device 0), dW and the workspace poisoned with NaN before the run. */
@@ -411,25 +414,34 @@ static void wg_gpu_run(const bd_data_t *b, int pro, wg_out_t *o)
 {
   CU_OK(cudaSetDevice(0));
   const cf_data_t *d = &b->d;
+  const size_t nw = (size_t)9 * d->cin * d->cout;
+  o->count = nw;
   void *x = up_bf16(d->x, b->P * d->cin), *dy = up_bf16(b->dy, b->P * d->cout);
   float *sc = up_f32(d->scale, d->cin), *sh = up_f32(d->shift, d->cin), *dw = NULL;
-  ck_assert(conv_sm90_wgrad_plan(0, d->n, d->h, d->w, &o->blocks, &o->per) == 0);
-  size_t wsb = conv_sm90_wgrad_ws_bytes(0, d->n, d->h, d->w);
-  ck_assert_uint_eq(wsb, (size_t)o->blocks * DWN * sizeof(float));
+  ck_assert(conv_sm90_wgrad_plan_shape(0, d->n, d->h, d->w, d->cin, d->cout, &o->blocks,
+                                       &o->per) == 0);
+  size_t wsb = conv_sm90_wgrad_ws_bytes_shape(0, d->n, d->h, d->w, d->cin, d->cout);
+  ck_assert_uint_eq(wsb, (size_t)o->blocks * nw * sizeof(float));
+  if (d->cin == CONV_SM90_CIN && d->cout == CONV_SM90_COUT) { /* the shape-aware ones agree */
+    int blocks = 0, per = 0;
+    ck_assert(conv_sm90_wgrad_plan(0, d->n, d->h, d->w, &blocks, &per) == 0);
+    ck_assert(blocks == o->blocks && per == o->per);
+    ck_assert_uint_eq(conv_sm90_wgrad_ws_bytes(0, d->n, d->h, d->w), wsb);
+  }
   void *ws = NULL;
   CU_OK(cudaMalloc(&ws, wsb));
   CU_OK(cudaMemset(ws, 0xff, wsb));
-  CU_OK(cudaMalloc((void **)&dw, DWN * sizeof *dw));
-  CU_OK(cudaMemset(dw, 0xff, DWN * sizeof *dw));
+  CU_OK(cudaMalloc((void **)&dw, nw * sizeof *dw));
+  CU_OK(cudaMemset(dw, 0xff, nw * sizeof *dw));
   conv_sm90_wgrad_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout,
                          .x = x, .dy = dy, .scale = pro ? sc : NULL, .shift = pro ? sh : NULL,
                          .dweight = dw, .ws = ws};
   char err[256];
   ck_assert_msg(conv_sm90_wgrad(&a, err, sizeof err) == 0, "%s", err);
   CU_OK(cudaDeviceSynchronize());
-  o->dw = malloc(DWN * sizeof *o->dw);
+  o->dw = malloc(nw * sizeof *o->dw);
   o->part = malloc(wsb);
-  CU_OK(cudaMemcpy(o->dw, dw, DWN * sizeof *o->dw, cudaMemcpyDeviceToHost));
+  CU_OK(cudaMemcpy(o->dw, dw, nw * sizeof *o->dw, cudaMemcpyDeviceToHost));
   CU_OK(cudaMemcpy(o->part, ws, wsb, cudaMemcpyDeviceToHost));
   void *bufs[] = {x, dy, sc, sh, dw, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
@@ -442,41 +454,75 @@ static void wg_out_free(wg_out_t *o)
 }
 
 /* What the shapes' blocks showed: a block whose row tiles run on from one column strip to the
- * next of the same image, or to the next image, and a block that starts part-way down a strip. */
+ * next of the same image, or to the next image, and a block that starts part-way down a strip;
+ * (the wider layers) a shape of several K splits and several output tiles. */
 typedef struct {
-  int strips, images, mid;
+  int strips, images, mid, splits;
 } wg_seen_t;
+
+/* wg_oracle_pixel over the pixels of row tile (img, y, x0) (those inside the image), output
+ * channel and tap outside the pixel loop: each element's row stays in cache for the tile's
+ * pixels (the per-pixel order streams all of dW once a pixel, slow for the wider layers). */
+static void wg_oracle_tile(const bd_data_t *b, const double *act, int img, int y, int x0,
+                           double *dwo, double *mag)
+{
+  const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
+  const int x1 = x0 + 64 < W ? x0 + 64 : W;
+  for (int o = 0; o < co; o++)
+    for (int ky = 0; ky < 3; ky++) {
+      const int sy = y + ky - 1;
+      if (sy < 0 || sy >= H) continue;
+      for (int kx = 0; kx < 3; kx++) {
+        double *dr = dwo + (((size_t)o * 3 + ky) * 3 + kx) * ci;
+        double *mr = mag + (((size_t)o * 3 + ky) * 3 + kx) * ci;
+        for (int x = x0; x < x1; x++) {
+          const int sx = x + kx - 1;
+          if (sx < 0 || sx >= W) continue;
+          const double d = b->dy[(((size_t)img * H + y) * W + x) * co + o];
+          const double *av = act + (((size_t)img * H + sy) * W + sx) * ci;
+          for (int c = 0; c < ci; c++) {
+            const double t = d * av[c];
+            dr[c] += t;
+            mr[c] += fabs(t);
+          }
+        }
+      }
+    }
+}
 
 /* wgrad against the f64 definition (the bound the CPU reference meets: (P + 1) 2^-24 Σ|dy a|
  * per element, relative L2 1e-5), its reduction against conv_wgrad_ref_reduce of its own
  * partials bit for bit, and each block's partial against the f64 sum over exactly that block's
  * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * h + y,
  * block b tiles [b T, (b + 1) T)), every pixel in one block. dW's f64 definition is the sum of
- * the blocks' (each pixel once). */
-static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
+ * the blocks' (each pixel once). For the wider layers the partials are the K splits' (the same
+ * ranges of row tiles, each over all channels). */
+static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, wg_seen_t *seen)
 {
-  const cf_shape_t sh = {n, h, w, CONV_SM90_CIN, CONV_SM90_COUT};
+  const cf_shape_t sh = {n, h, w, cin, cout};
   bd_data_t b;
   bd_make(&b, &sh);
   double *act = bd_act(&b, pro);
   wg_out_t o;
   wg_gpu_run(&b, pro, &o);
+  const size_t nw = o.count;
+  if (o.blocks > 1 && cin * cout > 64 * 64) seen->splits = 1;
   const int tiles_x = (w + 63) / 64;
   const long ntiles = (long)n * tiles_x * h;
   ck_assert_msg(o.per >= 1 && (long)(o.blocks - 1) * o.per < ntiles &&
                     ntiles <= (long)o.blocks * o.per,
-                "wgrad %dx%dx%d: %d blocks of %d row tiles for %ld tiles", n, h, w, o.blocks,
-                o.per, ntiles);
-  double *dwo = calloc(DWN, sizeof *dwo), *mag = calloc(DWN, sizeof *mag);
-  double *pdw = malloc(DWN * sizeof *pdw), *pmag = malloc(DWN * sizeof *pmag);
+                "wgrad %dx%dx%d %d->%d: %d partials of %d row tiles for %ld tiles", n, h, w, cin,
+                cout, o.blocks, o.per, ntiles);
+  double *dwo = calloc(nw, sizeof *dwo), *mag = calloc(nw, sizeof *mag);
+  double *pdw = malloc(nw * sizeof *pdw), *pmag = malloc(nw * sizeof *pmag);
   unsigned char *hit = calloc(b.P, 1);
   /* a block's partial: at most 64 T f32 additions into each element, of its own terms; twice
    * that for an adder that truncates rather than rounds */
   const double ub = 2 * ldexp(1.0, -24) * (64.0 * o.per + 1);
   size_t bad = 0;
   for (int k = 0; k < o.blocks; k++) {
-    memset(pdw, 0, DWN * sizeof *pdw);
-    memset(pmag, 0, DWN * sizeof *pmag);
+    memset(pdw, 0, nw * sizeof *pdw);
+    memset(pmag, 0, nw * sizeof *pmag);
     const long t0 = (long)k * o.per, t1 = t0 + o.per < ntiles ? t0 + o.per : ntiles;
     if (t0 % h) seen->mid = 1;
     for (long t = t0; t < t1; t++) {
@@ -488,14 +534,11 @@ static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
         else
           seen->images = 1;
       }
-      for (int x = x0; x < x0 + 64 && x < w; x++) {
-        const size_t p = ((size_t)img * h + y) * w + x;
-        hit[p]++;
-        wg_oracle_pixel(&b, act, p, pdw, pmag);
-      }
+      for (int x = x0; x < x0 + 64 && x < w; x++) hit[((size_t)img * h + y) * w + x]++;
+      wg_oracle_tile(&b, act, img, y, x0, pdw, pmag);
     }
-    for (size_t i = 0; i < DWN; i++) {
-      bad += !(fabs(o.part[(size_t)k * DWN + i] - pdw[i]) <= ub * pmag[i]);
+    for (size_t i = 0; i < nw; i++) {
+      bad += !(fabs(o.part[(size_t)k * nw + i] - pdw[i]) <= ub * pmag[i]);
       dwo[i] += pdw[i];
       mag[i] += pmag[i];
     }
@@ -506,22 +549,25 @@ static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
                 w, b.P - once, b.P);
   double u = ldexp(1.0, -24) * (double)(b.P + 1), num = 0, den = 0;
   size_t off = 0, nan = 0;
-  for (size_t i = 0; i < DWN; i++) {
+  for (size_t i = 0; i < nw; i++) {
     nan += isnan(o.dw[i]);
     if (fabs(o.dw[i] - dwo[i]) > u * mag[i]) off++;
     num += (o.dw[i] - dwo[i]) * (o.dw[i] - dwo[i]);
     den += dwo[i] * dwo[i];
   }
-  ck_assert_msg(nan == 0 && off == 0, "wgrad %dx%dx%d pro %d: %zu of dW off the bound, %zu NaN",
-                n, h, w, pro, off, nan);
-  ck_assert_msg(num <= 1e-10 * den, "wgrad %dx%dx%d pro %d: relative L2 error %g", n, h, w, pro,
-                den > 0 ? sqrt(num / den) : sqrt(num));
-  float *red = malloc(DWN * sizeof *red);
-  conv_wgrad_ref_reduce(o.part, (size_t)o.blocks, DWN, red);
-  ck_assert_msg(memcmp(red, o.dw, DWN * sizeof *red) == 0,
-                "wgrad %dx%dx%d: dW is not its partials added in block order", n, h, w);
-  ck_assert_msg(bad == 0, "wgrad %dx%dx%d pro %d: %zu partial elements off their block's f64 sum",
-                n, h, w, pro, bad);
+  ck_assert_msg(nan == 0 && off == 0,
+                "wgrad %dx%dx%d %d->%d pro %d: %zu of dW off the bound, %zu NaN", n, h, w, cin,
+                cout, pro, off, nan);
+  ck_assert_msg(num <= 1e-10 * den, "wgrad %dx%dx%d %d->%d pro %d: relative L2 error %g", n, h,
+                w, cin, cout, pro, den > 0 ? sqrt(num / den) : sqrt(num));
+  float *red = malloc(nw * sizeof *red);
+  conv_wgrad_ref_reduce(o.part, (size_t)o.blocks, nw, red);
+  ck_assert_msg(memcmp(red, o.dw, nw * sizeof *red) == 0,
+                "wgrad %dx%dx%d %d->%d: dW is not its partials added in order", n, h, w, cin,
+                cout);
+  ck_assert_msg(bad == 0,
+                "wgrad %dx%dx%d %d->%d pro %d: %zu partial elements off their range's f64 sum",
+                n, h, w, cin, cout, pro, bad);
   free(red);
   free(hit);
   free(pdw);
@@ -533,6 +579,12 @@ static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
   bd_free(&b);
 }
 
+static void check_wgrad(int n, int h, int w, int pro, wg_seen_t *seen)
+{
+  check_wgrad_shape(n, h, w, CONV_SM90_CIN, CONV_SM90_COUT, pro, seen);
+}
+
+
 START_TEST(wgrad_shapes)
 {
   /* cut tiles (70, 130, 300), a single pixel, rows of whole tiles, more multiprocessors than
@@ -543,7 +595,7 @@ START_TEST(wgrad_shapes)
   static const int shapes[][3] = {{2, 9, 70},   {1, 1, 1},    {3, 5, 130},   {1, 2, 64},
                                   {2, 64, 128}, {2, 64, 256}, {2, 25, 130}, {40, 1, 300},
                                   {6, 256, 256}};
-  wg_seen_t seen = {0, 0, 0};
+  wg_seen_t seen = {0, 0, 0, 0};
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
     check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1, &seen);
     check_wgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, &seen);
@@ -563,8 +615,9 @@ START_TEST(wgrad_reruns_bitwise)
   wg_out_t x, y;
   wg_gpu_run(&b, 1, &x);
   wg_gpu_run(&b, 1, &y);
-  ck_assert_msg(memcmp(x.dw, y.dw, DWN * sizeof *x.dw) == 0, "two wgrad runs gave different dW");
-  ck_assert_msg(memcmp(x.part, y.part, (size_t)x.blocks * DWN * sizeof *x.part) == 0,
+  ck_assert_msg(memcmp(x.dw, y.dw, x.count * sizeof *x.dw) == 0,
+                "two wgrad runs gave different dW");
+  ck_assert_msg(memcmp(x.part, y.part, (size_t)x.blocks * x.count * sizeof *x.part) == 0,
                 "two wgrad runs gave different partials");
   wg_out_free(&x);
   wg_out_free(&y);
@@ -693,8 +746,9 @@ END_TEST
 /* cin -> cout pairs: N tiles of 128 (cout % 128 == 0) and of 64, one chunk of input channels
  * (64 -> 128) and several (up to 16 in 1024 -> 1024), an odd number of chunks and of N tiles
  * (192 -> 320). */
-static const int wide_pairs[][2] = {{64, 128}, {128, 64}, {128, 128}, {256, 128}, {192, 320},
-                                    {512, 256}};
+enum { WIDE_PAIRS = 6 };
+static const int wide_pairs[WIDE_PAIRS][2] = {{64, 128},  {128, 64},  {128, 128},
+                                              {256, 128}, {192, 320}, {512, 256}};
 
 START_TEST(wide_odd_shapes)
 {
@@ -856,6 +910,146 @@ START_TEST(wide_empty_and_bad_arguments)
 }
 END_TEST
 
+/* ---- wgrad of the wider layers (kernels/conv_sm90_wgrad_wide_cuda.cu) ---- */
+
+START_TEST(wide_wgrad_shapes)
+{
+  /* tiles cut at the image's edges (70, 130), one pixel, one row of one tile; 3 x 5 x 130 has
+   * 45 row tiles: several K splits (5 for 64 -> 128 and 192 -> 320, 4 for 512 -> 256 on 132
+   * multiprocessors) whose ranges run on to the next column strip and image and start part-way
+   * down a strip, each over several output tiles */
+  static const int shapes[][3] = {{2, 5, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}};
+  wg_seen_t seen = {0, 0, 0, 0};
+  for (size_t k = 0; k < WIDE_PAIRS; k++)
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+      check_wgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 1, &seen);
+      check_wgrad_shape(n, h, w, wide_pairs[k][0], wide_pairs[k][1], 0, &seen);
+    }
+  /* 256 output tiles: more blocks than multiprocessors (waves) */
+  check_wgrad_shape(1, 2, 64, 1024, 1024, 1, &seen);
+  /* the deep layers' narrow images: most of each row tile past the image's edge */
+  check_wgrad_shape(2, 16, 16, 512, 256, 1, &seen);
+  check_wgrad_shape(1, 32, 32, 256, 256, 0, &seen);
+  ck_assert_msg(seen.splits && seen.strips && seen.images && seen.mid,
+                "the wide shapes never had several K splits (%d), ranges running on to the next "
+                "strip (%d) or image (%d), or starting part-way down a strip (%d): choose "
+                "shapes for this device", seen.splits, seen.strips, seen.images, seen.mid);
+}
+END_TEST
+
+START_TEST(wide_wgrad_unet_shape)
+{
+  /* the U-Net's 128 -> 128 at 128 x 128, batch 6: 1,536 row tiles in tens of K splits */
+  wg_seen_t seen = {0, 0, 0, 0};
+  check_wgrad_shape(6, 128, 128, 128, 128, 1, &seen);
+  check_wgrad_shape(6, 128, 128, 128, 128, 0, &seen);
+  ck_assert(seen.splits);
+}
+END_TEST
+
+START_TEST(wide_wgrad_reruns_bitwise)
+{
+  const cf_shape_t sh = {6, 128, 128, 128, 128};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  wg_out_t x, y;
+  wg_gpu_run(&b, 1, &x);
+  wg_gpu_run(&b, 1, &y);
+  ck_assert_msg(memcmp(x.dw, y.dw, x.count * sizeof *x.dw) == 0,
+                "two wide wgrad runs gave different dW");
+  ck_assert_msg(memcmp(x.part, y.part, (size_t)x.blocks * x.count * sizeof *x.part) == 0,
+                "two wide wgrad runs gave different partials");
+  wg_out_free(&x);
+  wg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
+/* The split-K plan's rule (kernels/conv_sm90_wgrad_wide_cuda.cu) on this device's
+ * multiprocessors, the workspace sizes, a batch of no pixels, the argument checks. */
+START_TEST(wide_wgrad_plan_and_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  int sms = 0;
+  CU_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  static const int plans[][5] = {{6, 256, 256, 128, 64}, {6, 128, 128, 64, 128},
+                                 {6, 128, 128, 128, 128}, {6, 64, 64, 256, 256},
+                                 {6, 32, 32, 512, 512},  {6, 16, 16, 1024, 1024},
+                                 {6, 16, 16, 512, 1024}, {2, 5, 70, 192, 320},
+                                 {1, 1, 1, 128, 64},     {1, 9, 64, 128, 64}};
+  for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
+    const int n = plans[i][0], h = plans[i][1], w = plans[i][2], ci = plans[i][3],
+              co = plans[i][4];
+    const long tiles = (long)n * h * ((w + 63) / 64), ot = (long)(ci / 64) * (co / 64);
+    int splits = 0, per = 0;
+    ck_assert(conv_sm90_wgrad_plan_shape(0, n, h, w, ci, co, &splits, &per) == 0);
+    ck_assert_msg(per >= 1 && (long)(splits - 1) * per < tiles && tiles <= (long)splits * per,
+                  "%d->%d %dx%dx%d: %d splits of %d for %ld tiles", ci, co, n, h, w, splits, per,
+                  tiles);
+    ck_assert_msg(splits == 1 || per >= 8, "%d->%d: splits of %d tiles", ci, co, per);
+    ck_assert_msg(splits * ot <= (ot > sms ? ot : sms), "%d->%d: %d splits x %ld tiles on %d SMs",
+                  ci, co, splits, ot, sms);
+    const size_t ws = conv_sm90_wgrad_ws_bytes_shape(0, n, h, w, ci, co);
+    ck_assert_uint_eq(ws, (size_t)splits * 9 * ci * co * sizeof(float));
+    ck_assert(ws <= (size_t)64 << 20);
+  }
+  /* full resolution: every multiprocessor busy; deep and wide: no split */
+  int splits = 0, per = 0;
+  ck_assert(conv_sm90_wgrad_plan_shape(0, 6, 256, 256, 128, 64, &splits, &per) == 0);
+  ck_assert_msg(splits <= sms / 2 && 10 * splits >= 9 * (sms / 2), "%d splits on %d SMs", splits,
+                sms);
+  ck_assert(conv_sm90_wgrad_plan_shape(0, 6, 16, 16, 1024, 1024, &splits, &per) == 0);
+  ck_assert_int_eq(splits, 1);
+  /* 64 -> 64 is the first kernel's plan; shapes not covered have none */
+  ck_assert_uint_eq(conv_sm90_wgrad_ws_bytes_shape(0, 6, 256, 256, 64, 64),
+                    conv_sm90_wgrad_ws_bytes(0, 6, 256, 256));
+  ck_assert_uint_eq(conv_sm90_wgrad_ws_bytes_shape(0, 1, 8, 8, 96, 128), 0);
+  ck_assert_uint_eq(conv_sm90_wgrad_ws_bytes_shape(0, 1, 8, 8, 128, 2048), 0);
+  ck_assert_int_eq(conv_sm90_wgrad_plan_shape(0, 1, 8, 8, 128, 32, &splits, &per), -1);
+  ck_assert_int_eq(conv_sm90_wgrad_plan_shape(0, 1, 0, 8, 128, 64, &splits, &per), -1);
+  /* no pixels: dW zero */
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 8 << 20));
+  CU_OK(cudaMemset(buf, 0xff, 8 << 20));
+  const size_t nw = (size_t)9 * 128 * 256;
+  char err[256] = "";
+  conv_sm90_wgrad_t a = {.n = 0, .h = 8, .w = 8, .cin = 128, .cout = 256, .x = buf, .dy = buf,
+                         .dweight = (float *)(buf + (2 << 20)), .ws = buf + (4 << 20)};
+  ck_assert_msg(conv_sm90_wgrad(&a, err, sizeof err) == 0, "%s", err);
+  float *hw = malloc(nw * sizeof *hw);
+  CU_OK(cudaMemcpy(hw, a.dweight, nw * sizeof *hw, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < nw; i++) ck_assert(hw[i] == 0.f);
+  free(hw);
+  /* the argument checks: nothing queued */
+  a.n = 1;
+  a.cin = 96;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "64 -> 64") && strstr(err, "1024"), "%s", err);
+  a.cin = 2048;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "2048 -> 256"), "%s", err);
+  a.cin = 128;
+  a.dy = buf + 2;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "16-byte"), "%s", err);
+  a.dy = buf;
+  a.shift = (const float *)buf;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "scale and shift"), "%s", err);
+  a.shift = NULL;
+  a.ws = NULL;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "workspace"), "%s", err);
+  a.ws = buf + (4 << 20);
+  a.h = 0;
+  ck_assert_int_eq(conv_sm90_wgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "invalid"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(buf);
+}
+END_TEST
+
 /* In a child process: whether device 0 can run the kernel (0), else why not. */
 static int sm90_check_device0(char *msg, size_t len) { return conv_sm90_check(0, msg, len); }
 static int sm90_wgrad_check_device0(char *msg, size_t len)
@@ -887,6 +1081,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   }
   tc = SUITE_CASE(s, "sm90_wgrad", wgrad_shapes, wgrad_reruns_bitwise,
                   wgrad_empty_and_bad_arguments);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_unet_shape,
+                  wide_wgrad_reruns_bitwise, wide_wgrad_plan_and_arguments);
   tcase_set_timeout(tc, 300);
   return s;
 }

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""conv_sm90_wgrad_protocol.py — a model of the barrier protocol of the weight-gradient kernels
+(kernels/conv_sm90_wgrad_wide_cuda.cu, one block; kernels/conv_sm90_wgrad_cuda.cu runs the same
+protocol): the loader thread, the prologue warps, the three consumer warpgroups (one per kernel
+row ky) and the copy engine, in random interleavings. Each role walks the kernel's sequence —
+the block's K range of row tiles cut into runs down column strips (wrun_of), L + 2 x strips and
+L dy strips a run — with the kernel's slot and parity arithmetic; mbarriers are modelled by
+their phases (arrival count and transaction bytes), wgmma.wait_group 1 by keeping only the
+newest group in flight. It checks that every run ends (no deadlock), that every read (the
+prologue's pass, ldmatrix of a dy strip, a wgmma's x strip lines) finds the strip it expects
+(normalised where there is a prologue), and that no x slot is loaded again while a wgmma in
+flight still reads it. The split-K plan of the wide kernel is modelled too (wplan): every row
+tile in exactly one split, splits of at least 8 tiles when there are several. Change the model
+with the kernel.
+
+usage: python3 dev/conv_sm90_wgrad_protocol.py   (under a minute; prints "ok N runs")"""
+import random
+
+XS, DS = 14, 11
+
+
+class Bar:
+    def __init__(s, count): s.count, s.arr, s.tx, s.phase = count, 0, 0, 0
+    def _chk(s):
+        if s.arr == s.count and s.tx == 0:
+            s.phase += 1; s.arr = 0
+    def arrive(s): s.arr += 1; assert s.arr <= s.count; s._chk()
+    def expect_tx(s, b): s.tx += b; s.arr += 1; assert s.arr <= s.count; s._chk()
+    def complete_tx(s, b): s.tx -= b; assert s.tx >= 0; s._chk()
+    def done(s, parity): return (s.phase & 1) != parity
+
+
+def runs(h, tiles_x, t0, t1):
+    """The kernel's runs of tiles [t0, t1): (image, x0, ya, len)."""
+    t = t0
+    while t < t1:
+        strip = t // h; ya = t - strip * h; ln = min(t1 - t, h - ya)
+        yield (strip // tiles_x, (strip % tiles_x) * 64, ya, ln)
+        t += ln
+
+
+def run(h, tiles_x, t0, t1, PRO, seed, xs=XS, ds=DS):
+    rnd = random.Random(seed)
+    xfull = [Bar(1) for _ in range(xs)]; xready = [Bar(96) for _ in range(xs)]
+    xempty = [Bar(3) for _ in range(xs)]; dfull = [Bar(1) for _ in range(ds)]
+    dempty = [Bar(3) for _ in range(ds)]
+    xslot = [None] * xs      # (strip j, normalised) or 'writing'
+    dslot = [None] * ds      # dy strip i or 'writing'
+    inflight = [[], [], []]  # per consumer: groups, each the x slot its wgmmas read
+    tma = []
+    R = list(runs(h, tiles_x, t0, t1))
+
+    def loader():
+        i = j = 0
+        def load_x(jj):
+            s = jj % xs
+            if jj >= xs:
+                while not xempty[s].done((jj // xs - 1) & 1): yield
+            for c in range(3):
+                assert s not in inflight[c], "x slot loaded under a wgmma in flight"
+            xfull[s].expect_tx(1); xslot[s] = 'writing'; tma.append(('x', s, jj, xfull[s]))
+            yield
+        for (_, _, _, ln) in R:
+            yield from load_x(j); yield from load_x(j + 1)
+            for k in range(ln):
+                yield from load_x(j + k + 2)
+                s = i % ds
+                if i >= ds:
+                    while not dempty[s].done((i // ds - 1) & 1): yield
+                dfull[s].expect_tx(1); dslot[s] = 'writing'; tma.append(('d', s, i, dfull[s]))
+                i += 1; yield
+            j += ln + 2
+
+    def prologue():
+        j = 0
+        for (_, _, _, ln) in R:
+            for q in range(ln + 2):
+                s = j % xs
+                while not xfull[s].done((j // xs) & 1): yield
+                if PRO:
+                    assert xslot[s] == (j, False), ("prologue reads", xslot[s], j)
+                    xslot[s] = (j, True)
+                for _ in range(96): xready[s].arrive()
+                j += 1; yield
+
+    def consumer(ky):
+        i = j = 0
+        for (_, _, _, ln) in R:
+            for k in range(ln):
+                jx = j + k + ky; sx = jx % xs; sd = i % ds
+                while not xready[sx].done((jx // xs) & 1): yield
+                while not dfull[sd].done((i // ds) & 1): yield
+                for ks in range(4):
+                    assert dslot[sd] == i, ("ldmatrix reads", dslot[sd], i, ky)
+                    assert xslot[sx] == (jx, bool(PRO)), ("wgmma reads", xslot[sx], jx, ky)
+                    inflight[ky].append(sx)
+                    inflight[ky] = inflight[ky][-1:]   # wait_group 1
+                    yield
+                inflight[ky] = []                      # wait_group 0
+                dempty[sd].arrive(); xempty[(j + k) % xs].arrive()
+                i += 1; yield
+            jl = j + ln + 1
+            while not xready[jl % xs].done((jl // xs) & 1): yield
+            xempty[(jl - 1) % xs].arrive(); xempty[jl % xs].arrive()
+            j += ln + 2; yield
+
+    actors = {'L': loader(), 'P': prologue(), 'C0': consumer(0), 'C1': consumer(1),
+              'C2': consumer(2)}
+    steps = 0
+    while actors or tma:
+        steps += 1
+        if steps > 10**6: raise RuntimeError("deadlock")
+        choices = list(actors) + (['T'] * 2 if tma else [])
+        a = rnd.choice(choices)
+        if a == 'T':
+            kind, s, tag, bar = tma.pop(rnd.randrange(len(tma)))
+            if kind == 'x': xslot[s] = (tag, False)
+            else: dslot[s] = tag
+            bar.complete_tx(1)
+            continue
+        try: next(actors[a])
+        except StopIteration: del actors[a]
+    return steps
+
+
+def wplan(n, h, w, cin, cout, sms):
+    """The wide kernel's split-K plan (kernels/conv_sm90_wgrad_wide_cuda.cu)."""
+    tiles = n * h * ((w + 63) // 64); ot = (cin // 64) * (cout // 64)
+    s = sms // ot if ot < sms else 1
+    s = min(s, max(1, tiles // 8), max(1, (64 << 20) // (36 * cin * cout)))
+    s = max(s, 1)
+    per = -(-tiles // s) if tiles else 1
+    splits = -(-tiles // per) if tiles else 1
+    return tiles, per, splits, ot
+
+
+nruns = 0
+# the plan: every tile in one split, splits of >= 8 tiles, no more blocks than multiprocessors
+# unless the output tiles alone are more
+for sms in (78, 114, 132, 144):
+    for (n, h, w) in ((1, 1, 1), (2, 5, 70), (3, 5, 130), (6, 16, 16), (6, 32, 32),
+                      (6, 128, 128), (6, 256, 256)):
+        for cin in (64, 128, 192, 256, 512, 1024):
+            for cout in (64, 128, 320, 512, 1024):
+                tiles, per, splits, ot = wplan(n, h, w, cin, cout, sms)
+                assert (splits - 1) * per < tiles <= splits * per
+                assert splits == 1 or per >= 8
+                assert splits * ot <= max(sms, ot)
+                assert splits * 36 * cin * cout <= 64 << 20 or splits == 1
+# the protocol: blocks of the plans' shapes (image height h, column strips a row, the split's
+# tile range), runs that cross strips and images and start part-way down a strip, one-row
+# images, ranges longer than the rings
+for (h, tiles_x, t0, t1) in ((1, 1, 0, 1), (5, 2, 9, 18), (5, 3, 0, 9), (1, 5, 3, 11),
+                             (16, 1, 0, 48), (25, 3, 40, 80), (64, 2, 100, 160)):
+    for PRO in (0, 1):
+        for seed in range(6):
+            run(h, tiles_x, t0, t1, PRO, seed); nruns += 1
+# smaller rings than the kernel's (the deadlock argument needs XS >= 3, DS >= 1)
+for seed in range(6):
+    run(5, 2, 0, 20, 1, seed, xs=3, ds=1); nruns += 1
+print("ok", nruns, "runs")
