@@ -3,8 +3,7 @@
  * device is a 9.0 one and the table computes in bf16; nowhere else (conv_fused says 0 and the
  * model runs the plain ops). 64 -> 64 channels: every fused op, measured faster than cuDNN with
  * the separate BatchNorm passes (bench/results/conv_sm90_1xh100.txt), ranked 2. The wider layers
- * (cin, cout multiples of 64): the forward with its statistics, a first block's use, ranked 1
- * until measured faster. Also the two small per-channel steps around them: the prologue's
+ * (cin, cout multiples of 64 up to 1024): every fused op too, ranked 1 until measured faster. Also the two small per-channel steps around them: the prologue's
  * coefficients from a BatchNorm's statistics, and its parameter gradients from the input
  * gradient's sums. */
 #include "config.h"
@@ -81,7 +80,7 @@ static size_t dw_offset(int device, const ops_conv_t *c)
 {
   size_t part = 0;
   for (int n = 1; n <= c->max_n; n++) {
-    size_t b = conv_sm90_wgrad_ws_bytes(device, n, c->h, c->w);
+    size_t b = conv_sm90_wgrad_ws_bytes_shape(device, n, c->h, c->w, c->cin, c->cout);
     if (b > part) part = b;
   }
   return (part + 255) / 256 * 256;
@@ -102,17 +101,18 @@ static int sm90_usable(const ops_t *o)
 }
 
 /* The rank of the kernels for a layer and a use (ops.h conv_fused). 64 -> 64: every fused op,
- * measured faster than cuDNN with the separate passes (2). The wider layers
- * (kernels/conv_sm90_wide_cuda.cu): the forward with its statistics only, the first block's
- * use, runnable but not yet measured faster (1: SHMDDP_CONV_ENGINE=fused takes them, auto does
- * not); the pair's use needs a weight gradient the wide kernels do not have yet (0). */
+ * measured faster than cuDNN with the separate passes (2). The wider layers (cin, cout
+ * multiples of 64: kernels/conv_sm90_wide_cuda.cu, conv_sm90_wgrad_wide_cuda.cu): either use,
+ * runnable but not yet measured faster (1: SHMDDP_CONV_ENGINE=fused takes them, auto does
+ * not). */
 static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
 {
+  (void)use; /* every covered shape has every fused op */
   if (o->dtype != OPS_BF16 || c->kind != OPS_CONV3X3 || c->max_n < 1) return 0;
   const int narrow = c->cin == CONV_SM90_CIN && c->cout == CONV_SM90_COUT;
   const int wide = !narrow && c->cin % 64 == 0 && c->cout % 64 == 0 &&
                    c->cin <= CONV_SM90_MAX_CHANNELS && c->cout <= CONV_SM90_MAX_CHANNELS;
-  if (!narrow && !(wide && use == OPS_FUSE_STATS)) return 0;
+  if (!narrow && !wide) return 0;
   if (!sm90_usable(o)) return 0;
   return narrow ? 2 : 1;
 }
