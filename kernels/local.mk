@@ -9,7 +9,7 @@ noinst_LIBRARIES += libkernels.a
 # The GEMM and conv loops are the CPU backend's hot path: -O3 for vectorisation.
 libkernels_a_CFLAGS = $(AM_CFLAGS) -O3
 libkernels_a_SOURCES = \
-	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/cpu_tmpl.h \
+	kernels/ops.h kernels/ops_cpu.c kernels/ops_cpu.h kernels/ops_cpu_tables.c kernels/cpu_tmpl.h \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
 	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
 	kernels/conv_fused_bwd_cpu.c kernels/conv_fused_bwd_cpu.h kernels/conv_fused_ops_cpu.c \
