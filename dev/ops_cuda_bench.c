@@ -913,31 +913,33 @@ static void write_account(const char *md, const char *json, double pass_ms[ACCT_
   }
 }
 
+/* Appends "<sep>n of pairs <label> (name, name)" for the n names to buf at at; the new end. */
+static size_t append_fused(char *buf, size_t len, size_t at, const char *sep, const char *label,
+                           const char *const *names, int n, int pairs)
+{
+  if (at < len)
+    at += (size_t)snprintf(buf + at, len - at, "%s%d of %d %s", sep, n, pairs, label);
+  for (int j = 0; j < n && at < len; j++)
+    at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 0 ? " (" : ", ", names[j],
+                           j == n - 1 ? ")" : "");
+  return at;
+}
+
 /* How many of the block pairs run a conv fused, and which: "2 of 9 second convolutions fused
  * (enc0.conv2, dec0.conv2), 0 of 9 first ones with their statistics". */
 static void fused_summary(char *buf, size_t len)
 {
   const blk_t *second[2 * MAXL], *first[2 * MAXL];
-  int pairs = 0, nf = 0, ns = 0;
+  const char *nf[2 * MAXL], *ns[2 * MAXL];
+  int pairs = 0, f = 0, st = 0;
   for (int i = 0; i < N.L; i++) first[pairs] = &N.enc1[i], second[pairs++] = &N.enc2[i];
   for (int i = N.L - 2; i >= 0; i--) first[pairs] = &N.dec1[i], second[pairs++] = &N.dec2[i];
-  for (int k = 0; k < pairs; k++) nf += second[k]->fused, ns += first[k]->stats_fused;
-  size_t at = (size_t)snprintf(buf, len, "%d of %d second convolutions fused", nf, pairs);
-  for (int k = 0, j = 0; k < pairs && at < len; k++) {
-    if (!second[k]->fused) continue;
-    j++;
-    at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 1 ? " (" : ", ",
-                           second[k]->conv.name, j == nf ? ")" : "");
+  for (int k = 0; k < pairs; k++) {
+    if (second[k]->fused) nf[f++] = second[k]->conv.name;
+    if (first[k]->stats_fused) ns[st++] = first[k]->conv.name;
   }
-  if (at < len)
-    at += (size_t)snprintf(buf + at, len - at, ", %d of %d first ones with their statistics", ns,
-                           pairs);
-  for (int k = 0, j = 0; k < pairs && at < len; k++) {
-    if (!first[k]->stats_fused) continue;
-    j++;
-    at += (size_t)snprintf(buf + at, len - at, "%s%s%s", j == 1 ? " (" : ", ",
-                           first[k]->conv.name, j == ns ? ")" : "");
-  }
+  size_t at = append_fused(buf, len, 0, "", "second convolutions fused", nf, f, pairs);
+  append_fused(buf, len, at, ", ", "first ones with their statistics", ns, st, pairs);
 }
 
 /* -r: auto (the model's SHMDDP_RECOMPUTE=auto), all, none or a number of levels. */

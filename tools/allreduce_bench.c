@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "build_version.h"
+#include "src/obs/outfile.h"
 #include "tools/allreduce_bench_table.h"
 #ifdef HAVE_CUDA
 #include "tools/allreduce_bench_cuda.h"
@@ -149,13 +150,14 @@ static int host_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   if (!h.send || !h.recv) {
     fprintf(stderr, "allreduce_bench: rank %d: out of memory for %zu bytes\n", h.rank, o->max_bytes);
     rc = 1;
-  } else if (h.rank == 0 && o->tsv_path && !(tsv = bench_tsv_open(o->tsv_path, tsv_tmp, sizeof tsv_tmp))) {
+  } else if (h.rank == 0 && o->tsv_path && /* private, renamed into place (outfile.h) */
+             !(tsv = outfile_fopen_temp(o->tsv_path, tsv_tmp, sizeof tsv_tmp))) {
     fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
     shmddp_abort(comm, "rank 0 cannot write the table");
     rc = 1;
   }
   if (rc == 0) rc = host_sweep(&h, tsv);
-  if (tsv && bench_tsv_close(tsv, tsv_tmp, o->tsv_path) != 0) {
+  if (tsv && outfile_commit(tsv, tsv_tmp, o->tsv_path, 1) != 0) {
     fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
     rc = 1;
   }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "shmddp_cuda.h"
+#include "src/obs/outfile.h"
 #include "tools/allreduce_bench_cuda.h"
 #include "tools/coll_check.h"
 #include "tools/nccl_dl.h"
@@ -332,7 +333,8 @@ int bench_cuda_rank(shmddp_comm_t *comm, const bench_opts_t *o)
   }
   if (o->compare_nccl && setup_nccl(b)) goto fail;
   if (b->rank == 0 && o->tsv_path) {
-    tsv = bench_tsv_open(o->tsv_path, tsv_tmp, sizeof tsv_tmp);
+    /* a fresh private file renamed into place at the end, rows of a failed run too */
+    tsv = outfile_fopen_temp(o->tsv_path, tsv_tmp, sizeof tsv_tmp);
     if (!tsv) {
       fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
       shmddp_abort(comm, "rank 0 cannot write the table");
@@ -365,7 +367,7 @@ fail:
   fprintf(stderr, "allreduce_bench: rank %d: %s\n", b->rank, b->err[0] ? b->err : shmddp_comm_last_error(comm));
   rc = 1;
 out:
-  if (tsv && bench_tsv_close(tsv, tsv_tmp, o->tsv_path) != 0) {
+  if (tsv && outfile_commit(tsv, tsv_tmp, o->tsv_path, 1) != 0) {
     fprintf(stderr, "allreduce_bench: cannot write %s: %s\n", o->tsv_path, strerror(errno));
     rc = 1;
   }

@@ -10,7 +10,6 @@
 
 #include "tools/allreduce_bench_table.h"
 #include "tools/coll_check.h"
-#include "src/obs/outfile.h"
 
 static const char *const coll_names[BENCH_NUM_COLLS] = {
     "all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all", "gather", "scatter"};
@@ -132,14 +131,4 @@ void bench_print_row(const bench_opts_t *o, const bench_row_t *r, FILE *tsv)
       fprintf(tsv, "-\t-\t-\t-\n");
     fflush(tsv);
   }
-}
-
-FILE *bench_tsv_open(const char *path, char *tmp, size_t tmplen)
-{
-  return outfile_fopen_temp(path, tmp, tmplen);
-}
-
-int bench_tsv_close(FILE *tsv, const char *tmp, const char *path)
-{
-  return outfile_commit(tsv, tmp, path, 1);
 }

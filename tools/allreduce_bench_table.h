@@ -64,13 +64,6 @@ long bench_count_errors(const bench_opts_t *o, int rank, int n, const void *recv
                         int iter);
 
 /* Printing (rank 0 only): the table header and one row, to stdout and to tsv if open. */
-/* The --tsv file: created as the trainer creates its files (src/obs/outfile.h), a fresh
- * private file beside path (its name in tmp) renamed into place at bench_tsv_close, never
- * written through a link someone planted under the name. bench_tsv_open: NULL with errno set.
- * bench_tsv_close publishes the rows written, a failed run's too (its last row shows the
- * failure): 0, or -1 with errno set. */
-FILE *bench_tsv_open(const char *path, char *tmp, size_t tmplen);
-int bench_tsv_close(FILE *tsv, const char *tmp, const char *path);
 void bench_print_header(const bench_opts_t *o, int nranks, FILE *tsv);
 void bench_print_row(const bench_opts_t *o, const bench_row_t *row, FILE *tsv);
 
