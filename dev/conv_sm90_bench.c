@@ -173,6 +173,8 @@ static void ours(int set, int pro, int stats, void *y)
 
 static void v_fused(int set) { ours(set, 1, 1, NULL); }
 static void v_plain(int set) { ours(set, 0, 0, NULL); }
+/* a first block's use (ops.h OPS_FUSE_STATS): no prologue, the statistics in the output pass */
+static void v_stats(int set) { ours(set, 0, 1, NULL); }
 
 static void cudnn_fwd(ops_t *o, ops_conv_t *c, const void *x, void *y)
 {
@@ -189,6 +191,14 @@ static void v_trainer_today(int set)
   if (trainer.bn_apply(&trainer, dx[set], P, CIN, dsaved, dgamma, dbeta, 1, dxa))
     DIE("bn_apply: %s", trainer.last_error(&trainer));
   cudnn_fwd(&trainer, &conv_t, dxa, dy[set]);
+  if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
+    DIE("bn_stats: %s", trainer.last_error(&trainer));
+}
+
+/* The same work for a first block: the convolution, its BN statistics as a pass. */
+static void v_stats_today(int set)
+{
+  cudnn_fwd(&trainer, &conv_t, dx[set], dy[set]);
   if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
     DIE("bn_stats: %s", trainer.last_error(&trainer));
 }
@@ -578,11 +588,14 @@ int main(int argc, char **argv)
          "GB/s");
   row("ours: BN prologue + conv + statistics", time_us(v_fused), min_bytes, flops);
   row("ours: conv only", time_us(v_plain), min_bytes, flops);
+  row("ours: conv + statistics (first block)", time_us(v_stats), min_bytes, flops);
   row("cuDNN conv, trainer's choice (heuristic)", time_us(v_cudnn_trainer), min_bytes, flops);
   row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
   /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
   row("today: bn_apply + cuDNN conv + bn_stats", time_us(v_trainer_today),
       3 * act_in + 2 * act_out + wbytes, flops);
+  row("today, first block: cuDNN conv + bn_stats", time_us(v_stats_today),
+      act_in + 2 * act_out + wbytes, flops);
   /* dgrad: ours reads dy and x, writes g; today cuDNN reads dy, writes da, bn_bwd_reduce reads
    * da and x */
   row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused),

@@ -1,16 +1,17 @@
 /* conv_fused_cuda.cu — the CUDA backend's fused 3x3 convolutions (ops.h conv_fwd_fused and its
  * neighbours): Hopper's own kernels (kernels/conv_sm90.h) where the build has them (sm_90a), the
  * device is a 9.0 one and the table computes in bf16; nowhere else (conv_fused says 0 and the
- * model runs the plain ops). 64 -> 64 channels: every fused op, measured faster than cuDNN with
- * the separate BatchNorm passes (bench/results/conv_sm90_1xh100.txt), ranked 2. The wider layers
- * (cin, cout multiples of 64 up to 1024): every fused op too, ranked 1 until measured faster. Also the two small per-channel steps around them: the prologue's
- * coefficients from a BatchNorm's statistics, and its parameter gradients from the input
- * gradient's sums. */
+ * model runs the plain ops), for the layers kernels/conv_fused_rank.h ranks: cin and cout
+ * multiples of 64 up to 1024, every fused op, ranked 2 on the shapes measured faster than cuDNN
+ * with the separate BatchNorm passes, 1 elsewhere. Also the two small per-channel steps around
+ * them: the prologue's coefficients from a BatchNorm's statistics, and its parameter gradients
+ * from the input gradient's sums. */
 #include "config.h"
 
 #include <stdio.h>
 
 #include "kernels/ops_cuda.cuh"
+#include "kernels/conv_fused_rank.h"
 #ifdef HAVE_CONV_SM90
 #include "kernels/conv_sm90.h"
 #endif
@@ -100,21 +101,14 @@ static int sm90_usable(const ops_t *o)
   return x->sm90 > 0;
 }
 
-/* The rank of the kernels for a layer and a use (ops.h conv_fused). 64 -> 64: every fused op,
- * measured faster than cuDNN with the separate passes (2). The wider layers (cin, cout
- * multiples of 64: kernels/conv_sm90_wide_cuda.cu, conv_sm90_wgrad_wide_cuda.cu): either use,
- * runnable but not yet measured faster (1: SHMDDP_CONV_ENGINE=fused takes them, auto does
- * not). */
+/* The rank of the kernels for a layer and a use (ops.h conv_fused): the measured table of
+ * kernels/conv_fused_rank.h where this device and table can run them, else 0. */
 static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
 {
-  (void)use; /* every covered shape has every fused op */
   if (o->dtype != OPS_BF16 || c->kind != OPS_CONV3X3 || c->max_n < 1) return 0;
-  const int narrow = c->cin == CONV_SM90_CIN && c->cout == CONV_SM90_COUT;
-  const int wide = !narrow && c->cin % 64 == 0 && c->cout % 64 == 0 &&
-                   c->cin <= CONV_SM90_MAX_CHANNELS && c->cout <= CONV_SM90_MAX_CHANNELS;
-  if (!narrow && !wide) return 0;
-  if (!sm90_usable(o)) return 0;
-  return narrow ? 2 : 1;
+  const int rank = conv_fused_rank(use, c->cin, c->cout, c->h, c->w);
+  if (!rank || !sm90_usable(o)) return 0;
+  return rank;
 }
 
 /* The forward alone (OPS_FUSE_STATS) needs only its own workspace, the pair's ops also the

@@ -13,6 +13,7 @@ libkernels_a_SOURCES = \
 	kernels/gemm_cpu.c kernels/gemm_cpu.h kernels/gemm_cpu_tmpl.h \
 	kernels/conv_cpu.c kernels/conv_cpu_tmpl.h kernels/conv_fused_cpu.c kernels/conv_fused_cpu.h \
 	kernels/conv_fused_bwd_cpu.c kernels/conv_fused_bwd_cpu.h kernels/conv_fused_ops_cpu.c \
+	kernels/conv_fused_rank.c kernels/conv_fused_rank.h \
 	kernels/norm_cpu.c kernels/norm_cpu_tmpl.h \
 	kernels/elem_cpu.c kernels/elem_cpu_tmpl.h \
 	kernels/loss_cpu.c kernels/loss_cpu_tmpl.h \
@@ -26,7 +27,7 @@ libkernels_a_SOURCES = \
 OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
 	kernels/conv_up_gemm_cuda.cu kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu \
-	kernels/conv_fused_cuda.cu kernels/norm_cuda.cu \
+	kernels/conv_fused_cuda.cu kernels/conv_fused_rank.c kernels/conv_fused_rank.h kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 noinst_HEADERS += kernels/ops_cuda_module.h
 EXTRA_DIST += kernels/ops_cuda_module.map

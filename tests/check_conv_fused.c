@@ -1,7 +1,8 @@
 /* check_conv_fused.c — the CPU reference of the fused forward convolution
  * (kernels/conv_fused_cpu.h: BatchNorm apply + ReLU prologue, 3x3 convolution, bf16 rounding,
  * BatchNorm statistics) against an f64 computation from the definition, on small cf_shapes with
- * borders everywhere, with and without the prologue; its bf16 rounding; its argument checks. */
+ * borders everywhere, with and without the prologue; its bf16 rounding; its argument checks.
+ * Also the CUDA engine's table of the layers it fuses (kernels/conv_fused_rank.h). */
 #include "config.h"
 
 #include <check.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/conv_fused_cpu.h"
+#include "kernels/conv_fused_rank.h"
 #include "tests/conv_fused_testutil.h"
 #include "tests/suite_main.h"
 
@@ -119,11 +121,49 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* The engine's table (kernels/conv_fused_rank.h): which layers auto hands to the fused kernels
+ * (2), which only SHMDDP_CONV_ENGINE=fused does (1), which have none (0). The reference U-Net's
+ * layers at its sizes (64..1024 wide, 256 x 256 halving per level), then the edges. */
+START_TEST(engine_rank_table)
+{
+  /* the pairs (second convolutions, b -> b): 64 and 128 measured faster */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 64, 256, 256), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 128, 128, 128, 128), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 256, 256, 64, 64), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 512, 512, 32, 32), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 1024, 1024, 16, 16), 1);
+  /* the first blocks: the encoder's a -> 2a, the decoder's 2b -> b after the concat */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 64, 128, 128, 128), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 128, 64, 256, 256), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 128, 256, 64, 64), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 512, 1024, 16, 16), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 1024, 512, 32, 32), 1);
+  /* a use is its own entry: 128 -> 128 measured as a pair, not as a first block */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 128, 128, 128, 128), 1);
+  /* below the measured image size the kernels were not shown faster; above, they are taken;
+   * 64 -> 64 at every size */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 128, 128, 64, 128), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 128, 128, 128, 256), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 128, 64, 128, 256), 1);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 64, 16, 16), 2);
+  /* no kernels: the input layer's 3 channels, widths not a multiple of 64 or past 1024, no
+   * pixels */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 3, 64, 256, 256), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 96, 96, 64, 64), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 32, 64, 64), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 2048, 2048, 8, 8), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 1024, 1088, 8, 8), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 0, 64, 8, 8), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 64, 0, 8), 0);
+}
+END_TEST
+
 static Suite *make_conv_fused_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("conv_fused");
   SUITE_CASE(s, "reference", fused_matches_f64, stats_optional, rounding_to_bf16,
              bad_arguments);
+  SUITE_CASE(s, "engine_rank", engine_rank_table);
   return s;
 }
 

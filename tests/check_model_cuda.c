@@ -444,8 +444,9 @@ static void count_fused(const model_t *m, int *pairs, int *firsts)
 /* The wider kernels in the trainer (SHMDDP_CONV_ENGINE=fused, widths 64-128-192): on a 9.0 GPU
  * built with sm_90a the first blocks' convolutions 64 -> 128, 128 -> 192, 256 -> 128 and
  * 128 -> 64 make their statistics in their output pass, and the pairs 128 -> 128 (encoder and
- * decoder) and 192 -> 192 run fused (ranked 1: fused takes them, auto not) beside the two
- * 64 -> 64 pairs that auto takes too; elsewhere none. The steps repeat bit for bit, eagerly and
+ * decoder) and 192 -> 192 run fused (on these 16 x 16 images ranked 1, kernels/conv_fused_rank.h:
+ * fused takes them, auto not) beside the two 64 -> 64 pairs that auto takes too; elsewhere
+ * none. The steps repeat bit for bit, eagerly and
  * in a CUDA graph, learn, and stay within bf16 rounding of the library's. */
 START_TEST(test_fused_wide)
 {

@@ -1,0 +1,40 @@
+/* conv_fused_rank.c — the measured table behind conv_fused_rank (kernels/conv_fused_rank.h). */
+#include "config.h"
+
+#include "kernels/conv_fused_rank.h"
+
+#include <stddef.h>
+
+#include "kernels/conv_sm90.h"
+
+/* The shapes measured faster than cuDNN with the separate BatchNorm passes, per use. A pair
+ * (OPS_FUSE_PAIR: a block's second convolution with the first's BatchNorm + ReLU applied as it
+ * loads, its statistics, the masked input gradient with the backward sums, the weight gradient)
+ * wins when its three fused passes together take less than the library's; a first block
+ * (OPS_FUSE_STATS) when the convolution with its statistics takes less than cuDNN's convolution
+ * and the statistics pass. min_pixels: the image size (h x w) it was measured at; 0 for the
+ * 64 -> 64 kernels, the first ones, which auto has taken at every size. */
+static const struct {
+  ops_fuse_use_t use;
+  int cin, cout;
+  long min_pixels;
+} measured[] = {
+    {OPS_FUSE_PAIR, 64, 64, 0},
+    {OPS_FUSE_STATS, 64, 64, 0},
+    {OPS_FUSE_PAIR, 128, 128, 128L * 128},
+    {OPS_FUSE_STATS, 64, 128, 128L * 128},
+    {OPS_FUSE_STATS, 128, 64, 256L * 256},
+};
+
+int conv_fused_rank(ops_fuse_use_t use, int cin, int cout, int h, int w)
+{
+  if (cin < 64 || cout < 64 || cin % 64 || cout % 64 || cin > CONV_SM90_MAX_CHANNELS ||
+      cout > CONV_SM90_MAX_CHANNELS || h < 1 || w < 1)
+    return 0;
+  const long pixels = (long)h * w;
+  for (size_t i = 0; i < sizeof measured / sizeof *measured; i++)
+    if (measured[i].use == use && measured[i].cin == cin && measured[i].cout == cout &&
+        pixels >= measured[i].min_pixels)
+      return 2;
+  return 1;
+}
