@@ -24,11 +24,6 @@ static const struct {
     {OPS_FUSE_PAIR, 128, 128, 128L * 128},
     {OPS_FUSE_STATS, 64, 128, 128L * 128},
     {OPS_FUSE_STATS, 128, 64, 256L * 256},
-    {OPS_FUSE_STATS, 256, 128, 128L * 128},
-    {OPS_FUSE_STATS, 128, 256, 64L * 64},
-    {OPS_FUSE_STATS, 512, 256, 64L * 64},
-    {OPS_FUSE_STATS, 256, 512, 32L * 32},
-    {OPS_FUSE_STATS, 512, 1024, 16L * 16},
 };
 
 int conv_fused_rank(ops_fuse_use_t use, int cin, int cout, int h, int w)
