@@ -7,13 +7,16 @@
 
 #include "kernels/conv_sm90.h"
 
-/* The shapes measured faster than cuDNN with the separate BatchNorm passes, per use. A pair
- * (OPS_FUSE_PAIR: a block's second convolution with the first's BatchNorm + ReLU applied as it
- * loads, its statistics, the masked input gradient with the backward sums, the weight gradient)
- * wins when its three fused passes together take less than the library's; a first block
- * (OPS_FUSE_STATS) when the convolution with its statistics takes less than cuDNN's convolution
- * and the statistics pass. min_pixels: the image size (h x w) it was measured at; 0 for the
- * 64 -> 64 kernels, the first ones, which auto has taken at every size. */
+/* The shapes measured faster than cuDNN with the separate BatchNorm passes, per use, alone and
+ * in the trainer's step. A pair (OPS_FUSE_PAIR: a block's second convolution with the first's
+ * BatchNorm + ReLU applied as it loads, its statistics, the masked input gradient with the
+ * backward sums, the weight gradient) wins when its three fused passes together take less than
+ * the library's; a first block (OPS_FUSE_STATS) when the convolution with its statistics takes
+ * less than cuDNN's convolution and the statistics pass. Five more first blocks (256 -> 128,
+ * 128 -> 256, 512 -> 256, 256 -> 512, 512 -> 1024) were faster alone but left the trainer's
+ * step no faster (bench/results/conv_engine_1xh100.txt): not here. min_pixels: the image size
+ * (h x w) it was measured at; 0 for the 64 -> 64 kernels, the first ones, which auto has taken
+ * at every size. */
 static const struct {
   ops_fuse_use_t use;
   int cin, cout;

@@ -4,14 +4,14 @@
  *
  *   0  no fused kernels for the layer: cin or cout not a multiple of 64, or above
  *      CONV_SM90_MAX_CHANNELS (kernels/conv_sm90.h)
- *   1  kernels exist but were not measured faster than cuDNN with the separate BatchNorm passes
- *      on the layer's shape: SHMDDP_CONV_ENGINE=fused takes them, auto does not
- *   2  measured faster (dev/conv_sm90_bench on one H100, bench/results/conv_sm90_1xh100.txt):
- *      auto takes them too
+ *   1  kernels exist but were not shown faster than cuDNN with the separate BatchNorm passes
+ *      in the trainer's step: SHMDDP_CONV_ENGINE=fused takes them, auto does not
+ *   2  measured faster, alone on the layer's shape (dev/conv_sm90_bench) and in the trainer's
+ *      step (bench/results/conv_engine_1xh100.txt): auto takes them too
  *
- * A shape was measured at the reference U-Net's image size for its level, batch 6; the wins hold
- * there and on larger images (more pixels per weight), so a rank-2 entry applies to images of at
- * least that many pixels and is rank 1 below. */
+ * A shape was measured at the reference U-Net's image size for its level, batch 6; a rank-2
+ * entry applies to images of at least that many pixels (more pixels per weight, where the
+ * kernels do better) and is rank 1 below. */
 #ifndef KERNELS_CONV_FUSED_RANK_H
 #define KERNELS_CONV_FUSED_RANK_H
 
