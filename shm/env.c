@@ -121,10 +121,11 @@ static const shm_env_param_t table[] = {
      .meaning = "which kernels run the blocks' 3x3 convolutions: fused (our kernels "
                 "with the previous BatchNorm + ReLU folded into the input's load, in a block's "
                 "second convolution, and the statistics or sums into the output's store, "
-                "wherever the backend has them: on a GPU, Hopper (sm_90) in bf16, 64 -> 64 "
-                "channels; on the CPU, every such layer, composed of its plain ops), library (the "
-                "plain ops: cuDNN, and the separate BatchNorm passes), or auto (fused only where "
-                "it was measured faster: bench/results/conv_sm90_1xh100.txt)"},
+                "wherever the backend has them: on a GPU, Hopper (sm_90) in bf16, channels "
+                "multiples of 64 up to 1024; on the CPU, every such layer, composed of its plain "
+                "ops), library (the plain ops: cuDNN, and the separate BatchNorm passes), or auto "
+                "(fused only where it was measured faster: kernels/conv_fused_rank.c, "
+                "bench/results/conv_engine_1xh100.txt)"},
     {.name = "SHMDDP_WGRAD_STREAM", .kind = SHM_ENV_CHOICE, .choices = "auto|off|N",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "
