@@ -9,7 +9,7 @@
 set -uo pipefail
 out=${1:?usage: allreduce_gpu.sh OUTDIR [COMMIT] [main|algos|all]}
 mode=${3:-main}
-commit=${2:-$(git -C "$(dirname "$0")/.." rev-parse --short HEAD 2>/dev/null || echo unknown)}
+commit=${2:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}
 mkdir -p "$out"
 bench=./tools/allreduce_bench
 export NCCL_NVLS_ENABLE=0 # never NVLink multicast

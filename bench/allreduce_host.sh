@@ -10,7 +10,7 @@ bench="$build/tools/allreduce_bench"
 tmp=$(mktemp)
 {
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "# commit: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  echo "# commit: ${COMMIT:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}"
   echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), no GPU used"
   for n in 2 4; do
     for algo in direct ring; do

@@ -22,7 +22,7 @@ T_START=$(date +%s)
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export CUDA_VISIBLE_DEVICES=${COLOC_GPU:-0} NCCL_NVLS_ENABLE=0
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+COMMIT=${COMMIT:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}
 B=./tools/allreduce_bench
 RUNNER=./shmddp-nccl-run
 LIB=$(readlink -f .libs/libshmddp-nccl.so.0 2>/dev/null)

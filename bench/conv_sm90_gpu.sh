@@ -37,7 +37,7 @@ default_wide="128 64 256
 wide_shapes=${WIDE_SHAPES-$default_wide}
 rc=0
 {
-  echo "# conv_sm90: commit ${COMMIT:-$(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2>/dev/null)}, $(date -u +%FT%TZ)"
+  echo "# conv_sm90: commit ${COMMIT:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}, $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
   echo "== machine code ($obj)"
   if command -v cuobjdump > /dev/null; then

@@ -46,9 +46,9 @@ bad=0
 now() { date +%s; }
 say() { echo "$*" | tee -a "$report"; }
 
-# COMMIT names the tree where it is not this checkout's HEAD (a copy of a working tree).
-commit=${COMMIT:-$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)}
-[ -z "${COMMIT:-}" ] && ! git diff --quiet HEAD 2> /dev/null && commit="$commit (with uncommitted changes)"
+# The tree's name from its files (bench/tree_name.sh: HEAD, or the tree object where the files are
+# not HEAD's, as in a copy whose .git is stale); COMMIT overrides it.
+commit=${COMMIT:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}
 {
   echo "# bench/gpu_check.sh: make -j$jobs check, $rounds rounds, beside a training job; compute-sanitizer"
   echo "# commit $commit; $(date -u '+%Y-%m-%d %H:%M UTC')"

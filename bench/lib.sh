@@ -10,9 +10,10 @@
 #   part NAME 60 ./tests/check_foo   # PASS / SKIP / FAIL line in SUM, output in OUT/NAME.log
 #   exit "$FAILED"
 
-# The commit the record names: this checkout's HEAD, or COMMIT where git cannot tell (a copy of a
-# tree without its history).
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
+# The commit the record names: this checkout's HEAD where the files are HEAD's, else the tree they
+# make (bench/tree_name.sh: a copy with a stale .git is named by its content), or COMMIT where
+# git cannot tell (a copy of a tree without its history).
+COMMIT=${COMMIT:-$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..")}
 # Seconds the whole script may take (0: no budget); a part gets at most what is left of it.
 BUDGET_S=${BUDGET_S:-0}
 T_START=$(date +%s)

@@ -22,7 +22,7 @@
 # wrong (nothing is started then).
 # Environment: SOAK_SECONDS (90: each run's soak), SOAK_RANKS ("2"; "2 4" adds 4 ranks per mode),
 # SOAK_MAX_MIB (32: largest input of a rank), SOAK_SEED (1), PYTHON (python3), COMMIT (the commit
-# named in the header; default: git rev-parse HEAD, where the tree is a git checkout).
+# named in the header; default: bench/tree_name.sh's name of the tree, where it is a git checkout).
 set -u
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 die() { echo "torch_soak.sh: $*" >&2; exit 2; }
@@ -141,8 +141,8 @@ shm_list() {
   echo "# torch_soak: PyTorch on libshmddp-nccl.so, ranks sharing one GPU, beside a GPU load"
   if [ -n "${COMMIT:-}" ]; then
     echo "# commit: $COMMIT"
-  elif c=$(git rev-parse HEAD 2> /dev/null); then
-    echo "# commit: $c$(git diff --quiet HEAD 2> /dev/null || echo ' (with uncommitted changes)')"
+  elif c=$(sh "$(dirname "$0")/tree_name.sh" "$(dirname "$0")/..") && [ "$c" != unknown ]; then
+    echo "# commit: $c"
   else
     echo "# commit: unknown (no git here; $("$RUNNER" --version 2>&1 | head -1))"
   fi

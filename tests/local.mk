@@ -337,6 +337,9 @@ fuzz-segment:
 # makefiles build, in every configuration; SKIP outside a git checkout) ----
 TESTS += tests/gitignore.sh
 EXTRA_DIST += tests/gitignore.sh
+# ---- without Check: bench/tree_name.sh names a record's tree by its files (SKIP without git) ----
+TESTS += tests/tree_name.sh
+EXTRA_DIST += tests/tree_name.sh
 
 # ---- without Check: PyTorch as the oracle of one CPU training step (SKIP where python3 cannot
 # import torch), and across nodes over MPI (SKIP in a build without MPI) ----
