@@ -7,7 +7,8 @@
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
  * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
- * for bit, the split-K plan's rule). Registered only
+ * for bit, the split-K plan's rule). Case sanitize: small shapes through every kernel, for
+ * compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
@@ -1057,6 +1058,29 @@ static int sm90_wgrad_check_device0(char *msg, size_t len)
   return conv_sm90_wgrad_check(0, msg, len);
 }
 
+/* Small shapes through every kernel, the narrow and the wide ones, each direction with and
+ * without its fused parts: the case bench/gpu_check.sh runs under compute-sanitizer (memcheck,
+ * synccheck), small enough to finish there in seconds. Tiles cut at the images' edges; the wide
+ * kernels with several input chunks and an odd number of N tiles (192 -> 320) and, for wgrad,
+ * several K splits (3 x 5 x 130). */
+START_TEST(sanitize_small)
+{
+  wg_seen_t seen = {0, 0, 0, 0};
+  check_against_reference(2, 9, 70, 1, 1, 1);
+  check_against_reference(2, 9, 70, 0, 0, 1);
+  check_dgrad(2, 9, 70, 1, 1);
+  check_dgrad(2, 9, 70, 0, 0);
+  check_wgrad(2, 9, 70, 1, &seen);
+  check_wgrad(2, 9, 70, 0, &seen);
+  check_shape(2, 5, 70, 192, 320, 1, 1, 1);
+  check_shape(2, 5, 70, 192, 320, 0, 0, 1);
+  check_dgrad_shape(2, 5, 70, 192, 320, 1, 1);
+  check_dgrad_shape(2, 5, 70, 192, 320, 0, 0);
+  check_wgrad_shape(3, 5, 130, 64, 128, 1, &seen);
+  check_wgrad_shape(3, 5, 130, 64, 128, 0, &seen);
+}
+END_TEST
+
 static Suite *make_conv_sm90_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("conv_sm90");
@@ -1084,6 +1108,8 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_unet_shape,
                   wide_wgrad_reruns_bitwise, wide_wgrad_plan_and_arguments);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sanitize", sanitize_small);
   tcase_set_timeout(tc, 300);
   return s;
 }
