@@ -817,6 +817,41 @@ START_TEST(wide_dgrad_shapes)
 }
 END_TEST
 
+/* Images narrower than 64 pixels whose width is a power of two (2 .. 32): tiles of 64 / w rows
+ * of the whole width per consumer warpgroup. Heights that end tiles part-way, every such width,
+ * the U-Net's deep shapes (32 x 32, 16 x 16), forward with and without prologue and statistics,
+ * dgrad with and without mask and sums; reruns bit for bit. Widths that are no power of two (24,
+ * 48) keep rows of 64 and are checked beside them. */
+START_TEST(wide_narrow_images)
+{
+  static const int shapes[][3] = {{2, 9, 32}, {1, 5, 16}, {3, 7, 8}, {1, 33, 4}, {2, 3, 2},
+                                  {2, 5, 24}, {1, 3, 48}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+    check_shape(n, h, w, 192, 320, 1, 1, 1);
+    check_shape(n, h, w, 128, 128, 0, 0, 1);
+    check_dgrad_shape(n, h, w, 192, 320, 1, 1);
+    check_dgrad_shape(n, h, w, 128, 128, 0, 0);
+  }
+  check_shape(2, 32, 32, 256, 512, 1, 1, 0);
+  check_shape(2, 16, 16, 1024, 1024, 1, 1, 0);
+  check_dgrad_shape(2, 32, 32, 512, 512, 1, 1);
+  check_dgrad_shape(2, 16, 16, 512, 1024, 1, 1);
+  cf_data_t d;
+  cf_make(&d, 6, 16, 16, 512, 1024);
+  gpu_out_t a, b;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  const size_t out = (size_t)6 * 16 * 16 * 1024;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two narrow-image runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, (2 * 1024 + 1) * sizeof *a.stats) == 0,
+                "two narrow-image runs gave different statistics");
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  cf_free(&d);
+}
+END_TEST
+
 START_TEST(wide_dgrad_reruns_bitwise)
 {
   const cf_shape_t sh = {6, 128, 128, 256, 128};
@@ -1074,7 +1109,9 @@ START_TEST(sanitize_small)
   check_wgrad(2, 9, 70, 0, &seen);
   check_shape(2, 5, 70, 192, 320, 1, 1, 1);
   check_shape(2, 5, 70, 192, 320, 0, 0, 1);
+  check_shape(2, 9, 16, 192, 320, 1, 1, 1); /* a narrow image: tiles of 4 rows of 16 */
   check_dgrad_shape(2, 5, 70, 192, 320, 1, 1);
+  check_dgrad_shape(2, 9, 16, 192, 320, 1, 1);
   check_dgrad_shape(2, 5, 70, 192, 320, 0, 0);
   check_wgrad_shape(3, 5, 130, 64, 128, 1, &seen);
   check_wgrad_shape(3, 5, 130, 64, 128, 0, &seen);
@@ -1097,7 +1134,8 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
                   dgrad_bad_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
-                  wide_dgrad_shapes, wide_dgrad_reruns_bitwise, wide_empty_and_bad_arguments);
+                  wide_dgrad_shapes, wide_narrow_images, wide_dgrad_reruns_bitwise,
+                  wide_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
   if (suite_ask_child(sm90_wgrad_check_device0, why, sizeof why) != 0) {
     printf("%s: wgrad not registered (SKIP): %s\n", env->name, why);
