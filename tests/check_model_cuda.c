@@ -377,6 +377,39 @@ START_TEST(test_side_stream)
 }
 END_TEST
 
+/* The training steps under SHMDDP_CONV_ENGINE=engine (NULL: unset, the default auto) on the
+ * net of cfg (small_config's) against the plain engine's (library): they repeat bit for bit,
+ * eagerly and replayed in a CUDA graph, learn, and stay within bf16 rounding of the library's. */
+static void fused_steps_match_library(const char *engine, const model_config_t *cfg)
+{
+  float ll[GRAPH_STEPS], lf[GRAPH_STEPS], lf2[GRAPH_STEPS], lg[GRAPH_STEPS];
+  long r = 0;
+  setenv("SHMDDP_CONV_ENGINE", "library", 1);
+  float *pl = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, ll, &r);
+  if (engine)
+    setenv("SHMDDP_CONV_ENGINE", engine, 1);
+  else
+    unsetenv("SHMDDP_CONV_ENGINE");
+  float *pf = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf, &r);
+  float *pf2 = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf2, &r);
+  float *pg = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 1, UPDATE_MODEL, lg, &r);
+  unsetenv("SHMDDP_CONV_ENGINE");
+  size_t np = model_config_flat_size(cfg);
+  for (int k = 0; k < GRAPH_STEPS; k++) {
+    ck_assert_msg(lf[k] == lf2[k] && lg[k] == lf[k], "step %d: fused losses %.9g, %.9g, graph "
+                  "%.9g differ", k, lf[k], lf2[k], lg[k]);
+    ck_assert_msg(fabsf(lf[k] - ll[k]) <= (k == 0 ? 1e-2f : 5e-2f) * fabsf(ll[k]),
+                  "step %d: loss %.6f fused, %.6f library", k, lf[k], ll[k]);
+  }
+  ck_assert_msg(lf[GRAPH_STEPS - 1] < lf[0], "the fused steps did not learn: %g -> %g", lf[0],
+                lf[GRAPH_STEPS - 1]);
+  ck_assert_msg(memcmp(pf, pf2, np * 4) == 0, "two fused runs end with different parameters");
+  ck_assert_msg(memcmp(pf, pg, np * 4) == 0, "the fused graph ends with other parameters");
+  double e = rel_err(pf, pl, np);
+  ck_assert_msg(e <= 2e-2, "parameters after %d steps: fused vs library relative %.3g",
+                GRAPH_STEPS, e);
+}
+
 /* The fused engine (SHMDDP_CONV_ENGINE=auto) on a net whose first level is 64 wide: on a 9.0
  * GPU built with sm_90a its two 64 -> 64 convolutions run fused (kernels/conv_sm90.h), elsewhere
  * none. Its training steps repeat bit for bit, eagerly and replayed in a CUDA graph, learn, and
@@ -404,28 +437,7 @@ START_TEST(test_fused_engine)
                 minor, expect);
   printf("fused engine: %d blocks fused (compute capability %d.%d)\n", fused, major, minor);
   model_destroy(m);
-  float ll[GRAPH_STEPS], lf[GRAPH_STEPS], lf2[GRAPH_STEPS], lg[GRAPH_STEPS];
-  long r = 0;
-  setenv("SHMDDP_CONV_ENGINE", "library", 1);
-  float *pl = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, ll, &r);
-  unsetenv("SHMDDP_CONV_ENGINE");
-  float *pf = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf, &r);
-  float *pf2 = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf2, &r);
-  float *pg = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 1, UPDATE_MODEL, lg, &r);
-  size_t np = model_config_flat_size(&cfg);
-  for (int k = 0; k < GRAPH_STEPS; k++) {
-    ck_assert_msg(lf[k] == lf2[k] && lg[k] == lf[k], "step %d: fused losses %.9g, %.9g, graph "
-                  "%.9g differ", k, lf[k], lf2[k], lg[k]);
-    ck_assert_msg(fabsf(lf[k] - ll[k]) <= (k == 0 ? 1e-2f : 5e-2f) * fabsf(ll[k]),
-                  "step %d: loss %.6f fused, %.6f library", k, lf[k], ll[k]);
-  }
-  ck_assert_msg(lf[GRAPH_STEPS - 1] < lf[0], "the fused steps did not learn: %g -> %g", lf[0],
-                lf[GRAPH_STEPS - 1]);
-  ck_assert_msg(memcmp(pf, pf2, np * 4) == 0, "two fused runs end with different parameters");
-  ck_assert_msg(memcmp(pf, pg, np * 4) == 0, "the fused graph ends with other parameters");
-  double e = rel_err(pf, pl, np);
-  ck_assert_msg(e <= 2e-2, "parameters after %d steps: fused vs library relative %.3g",
-                GRAPH_STEPS, e);
+  fused_steps_match_library(NULL, &cfg);
   width0 = 0;
 }
 END_TEST
@@ -480,29 +492,7 @@ START_TEST(test_fused_wide)
     printf("fused engine %s: %d pairs, %d first blocks fused (compute capability %d.%d)\n",
            engines[k], pairs, firsts, major, minor);
   }
-  float ll[GRAPH_STEPS], lf[GRAPH_STEPS], lf2[GRAPH_STEPS], lg[GRAPH_STEPS];
-  long r = 0;
-  setenv("SHMDDP_CONV_ENGINE", "library", 1);
-  float *pl = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, ll, &r);
-  setenv("SHMDDP_CONV_ENGINE", "fused", 1);
-  float *pf = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf, &r);
-  float *pf2 = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 0, UPDATE_MODEL, lf2, &r);
-  float *pg = graph_run(MODEL_BF16, MODEL_NORM_BATCH, 1, UPDATE_MODEL, lg, &r);
-  unsetenv("SHMDDP_CONV_ENGINE");
-  size_t np = model_config_flat_size(&cfg);
-  for (int k = 0; k < GRAPH_STEPS; k++) {
-    ck_assert_msg(lf[k] == lf2[k] && lg[k] == lf[k], "step %d: fused losses %.9g, %.9g, graph "
-                  "%.9g differ", k, lf[k], lf2[k], lg[k]);
-    ck_assert_msg(fabsf(lf[k] - ll[k]) <= (k == 0 ? 1e-2f : 5e-2f) * fabsf(ll[k]),
-                  "step %d: loss %.6f fused, %.6f library", k, lf[k], ll[k]);
-  }
-  ck_assert_msg(lf[GRAPH_STEPS - 1] < lf[0], "the fused steps did not learn: %g -> %g", lf[0],
-                lf[GRAPH_STEPS - 1]);
-  ck_assert_msg(memcmp(pf, pf2, np * 4) == 0, "two fused runs end with different parameters");
-  ck_assert_msg(memcmp(pf, pg, np * 4) == 0, "the fused graph ends with other parameters");
-  double e = rel_err(pf, pl, np);
-  ck_assert_msg(e <= 2e-2, "parameters after %d steps: fused vs library relative %.3g",
-                GRAPH_STEPS, e);
+  fused_steps_match_library("fused", &cfg);
   wide = 0;
 }
 END_TEST
