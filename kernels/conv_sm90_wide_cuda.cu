@@ -13,8 +13,8 @@
  * 64 -> 64 kernel; on an image narrower than 64 whose width w is a power of two (2 .. 32: the
  * U-Net's deep levels) it is 128 / w rows of the whole width instead, 64 / w rows for each
  * consumer warpgroup, so no part of it lies past the image's right edge (rows of 64 would leave
- * half of each tile idle at w = 32, three quarters at 16). Geometry in params (tw pixels a row,
- * rw rows a warpgroup; tile_geometry); an N tile is BN = 128 output channels where cout is a multiple of 128, else
+ * half of each tile idle at w = 32, three quarters at 16). The geometry and its arithmetic:
+ * kernels/conv_sm90_tile.h; an N tile is BN = 128 output channels where cout is a multiple of 128, else
  * 64 (a template parameter). Item i is N tile i / P, pixel tile i % P (P pixel tiles, raster
  * order: x tiles, then rows, then images); block b takes items b, b + G, ... (G blocks, one per
  * multiprocessor). N-tile-major order keeps a block on one N tile for long runs (its statistics
@@ -138,6 +138,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_tile.h"
 #include "kernels/conv_sm90_wide.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_host.h"
@@ -154,6 +155,7 @@ constexpr int KCH = 64;                   /* input channels of a chunk */
 constexpr int TILE_W = 64, TILE_H = 2;    /* output pixels of a pixel tile (rows of 64) */
 constexpr int HALO_W = TILE_W + 2, HALO_H = TILE_H + 2;
 constexpr int HALO_LINES = HALO_W * HALO_H;      /* 264: the largest halo of any geometry */
+static_assert(HALO_LINES == SM90_TILE_LINES, "kernels/conv_sm90_tile.h's largest halo");
 constexpr int LINE = 128;                        /* bytes: 64 bf16 channels */
 constexpr int HALO_BYTES = HALO_LINES * LINE;    /* 33,792: one TMA box */
 constexpr int STAGE_BYTES = (HALO_BYTES + 1023) / 1024 * 1024;
@@ -192,12 +194,9 @@ template <int BN> struct lay {
 };
 constexpr int SMEM_MAX = lay<64>::smem > lay<128>::smem ? lay<64>::smem : lay<128>::smem;
 
-/* The pixel tile's geometry (host: tile_geometry): rows of tw pixels (64, or the image's width
- * where that is a power of two below 64), rw of them per consumer warpgroup (64 / tw), 2 rw a
- * tile; the halo box hw = tw + 2 pixels x 2 rw + 2 rows, halo_lines lines. */
 struct params {
   int n, h, w, tiles_x, tiles_y, npix, nitems, kc, cin, cout;
-  int tw, tw_log, rw, hw, halo_lines;
+  sm90_tile_t g; /* the pixel tile (kernels/conv_sm90_tile.h) */
   const float *scale, *shift;
   double *partial; /* [gridDim.x][2 cout] */
 };
@@ -209,9 +208,9 @@ struct tile_t {
 __device__ __forceinline__ tile_t tile_of(const params &p, int t)
 {
   tile_t r;
-  r.x0 = (t % p.tiles_x) * p.tw;
+  r.x0 = (t % p.tiles_x) * p.g.tw;
   t /= p.tiles_x;
-  r.y0 = (t % p.tiles_y) * 2 * p.rw;
+  r.y0 = (t % p.tiles_y) * 2 * p.g.rw;
   r.n = t / p.tiles_y;
   return r;
 }
@@ -234,7 +233,7 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
     if (hn >= L::hst) mbar_wait(bar + L::bar_hempty + 8 * s, (hn / L::hst - 1) & 1);
     const int nt = hitem / p.npix;
     const tile_t tl = tile_of(p, hitem - nt * p.npix);
-    mbar_expect_tx(bar + L::bar_full + 8 * s, p.halo_lines * LINE);
+    mbar_expect_tx(bar + L::bar_full + 8 * s, p.g.halo_lines * LINE);
     tma_load_4d(sbase + L::off_halo + s * STAGE_BYTES, xmap, KCH * hkc, tl.x0 - 1, tl.y0 - 1,
                 tl.n, bar + L::bar_full + 8 * s);
     hn++;
@@ -278,7 +277,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
       float sc[8], sh[8];
       bn_coef_load(p.scale + KCH * kc, p.shift + KCH * kc, lc, sc, sh);
       mbar_wait(bar + L::bar_full + 8 * s, (hn / L::hst) & 1);
-      bn_relu_halo(sbase + L::off_halo + s * STAGE_BYTES, p.halo_lines, p.hw, tl.y0 - 1,
+      bn_relu_halo(sbase + L::off_halo + s * STAGE_BYTES, p.g.halo_lines, p.g.hw, tl.y0 - 1,
                    tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
       mbar_arrive(bar + L::bar_ready + 8 * s);
@@ -350,13 +349,6 @@ __device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float
   }
 }
 
-/* Whether pixel pp (0..63) of the warpgroup whose rows start at row y_wg of tile tl is inside
- * the image: row y_wg + pp / tw, column pp % tw of the tile. */
-__device__ __forceinline__ bool pixel_in(const params &p, const tile_t &tl, int y_wg, int pp)
-{
-  return tl.y0 + y_wg + (pp >> p.tw_log) < p.h && tl.x0 + (pp & (p.tw - 1)) < p.w;
-}
-
 /* The A fragment of k-step ks (tap ks / 4, channels 16 (ks % 4) ..) of the warpgroup's pixels:
  * line0 = the halo line of the lane's pixel at tap (0, 0), hw the halo's width (see the file's
  * comment). */
@@ -399,8 +391,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   const int q = lane >> 3;
   const uint32_t pix = 16 * wi + (lane & 7) + 8 * (q & 1), khalf = q >> 1;
   /* the lane's pixel: row wg rw + pix / tw of the tile, column pix % tw */
-  const uint32_t line0 = (uint32_t)((wg * p.rw + (int)(pix >> p.tw_log)) * p.hw) +
-                         (pix & (uint32_t)(p.tw - 1));
+  const uint32_t line0 = (uint32_t)sm90_tile_line0(&p.g, wg, (int)pix);
   const uint64_t bdesc0 = desc_sw128(sbase + L::off_w);
 
   float acc[BN / 2];
@@ -412,7 +403,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
       tma_store_wait_read();
       mbar_expect_tx(xbar, L::out_bytes);
       for (int cb = 0; cb < BN / 64; cb++)
-        tma_load_4d(out + cb * BOX_BYTES, xtmap, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.rw, tl.n,
+        tma_load_4d(out + cb * BOX_BYTES, xtmap, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.g.rw, tl.n,
                     xbar);
     }
     __syncwarp();
@@ -429,7 +420,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     mbar_wait(hwait + 8 * hs, (hn / L::hst) & 1);
     uint32_t stage = sbase + L::off_halo + hs * STAGE_BYTES;
     uint32_t a[3][4];
-    load_a(stage, line0, p.hw, khalf, 0, a[0]);
+    load_a(stage, line0, p.g.hw, khalf, 0, a[0]);
     int prev_ws = 0, prev_hs = 0;
     for (int kc = 0; kc < p.kc; kc++) {
       int next_hs = hs;
@@ -444,12 +435,12 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
                  (kc | ks) != 0);
         wgmma_commit();
         if (ks + 1 < 36) {
-          load_a(stage, line0, p.hw, khalf, ks + 1, a[(ks + 1) % 3]);
+          load_a(stage, line0, p.g.hw, khalf, ks + 1, a[(ks + 1) % 3]);
         } else if (kc + 1 < p.kc) { /* the next chunk's first fragment, once it is ready */
           next_hs = (hn + 1) % L::hst;
           next_stage = sbase + L::off_halo + next_hs * STAGE_BYTES;
           mbar_wait(hwait + 8 * next_hs, ((hn + 1) / L::hst) & 1);
-          load_a(next_stage, line0, p.hw, khalf, 0, a[0]);
+          load_a(next_stage, line0, p.g.hw, khalf, 0, a[0]);
         }
         wgmma_wait<1>();
         if (j == 0 && (kc | ks) != 0) { /* the previous slice's wgmmas are complete */
@@ -480,8 +471,9 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     if (XT) mbar_wait(xbar, nit & 1);
 
     /* the thread's two pixels (accumulator rows g and g + 8 of its warp) inside the image */
-    const bool in_h[2] = {pixel_in(p, tl, wg * p.rw, 16 * wi + g),
-                          pixel_in(p, tl, wg * p.rw, 16 * wi + g + 8)};
+    const bool in_h[2] = {sm90_tile_pixel_in(&p.g, tl.y0, tl.x0, p.h, p.w, wg, 16 * wi + g) != 0,
+                          sm90_tile_pixel_in(&p.g, tl.y0, tl.x0, p.h, p.w, wg, 16 * wi + g + 8) !=
+                              0};
 #pragma unroll
     for (int jj = 0; jj < BN / 16; jj++) {
       const uint32_t addr = out + (jj >> 2) * BOX_BYTES + swz(pix, 2 * (jj & 3) + khalf);
@@ -513,7 +505,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     named_bar(1 + wg, 128); /* the row is in the staging */
     if (ti == 0)
       for (int cb = 0; cb < BN / 64; cb++)
-        tma_store_4d(ymap, out + cb * BOX_BYTES, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.rw, tl.n);
+        tma_store_4d(ymap, out + cb * BOX_BYTES, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.g.rw, tl.n);
     __syncwarp();
     if (STATS && ++items_done == FOLD_ITEMS) {
       fold_stats<BN>(s1, s2, row, lane);
@@ -679,24 +671,6 @@ size_t ws_weights_offset(int sms, int cin, int cout)
   return ((size_t)sms * 2 * c * sizeof(double) + 1023) & ~(size_t)1023;
 }
 
-/* The pixel tile for an image w pixels wide: rows of 64 pixels, or, for an image narrower than
- * 64 whose width is a power of two (2 .. 32), rows of the whole width, 64 / w of them per
- * consumer warpgroup, so no part of a tile lies past the image's right edge. Every such halo
- * ((w + 2) x (128 / w + 2) lines) fits a stage: 264 lines at w = 2 and 64, 204 at 4 and 32,
- * 180 at 8 and 16. */
-void tile_geometry(int w, params *p)
-{
-  int tw = TILE_W;
-  if (w < TILE_W && w >= 2 && (w & (w - 1)) == 0) tw = w;
-  int lg = 0;
-  while ((1 << lg) < tw) lg++;
-  p->tw = tw;
-  p->tw_log = lg;
-  p->rw = TILE_W / tw;
-  p->hw = tw + 2;
-  p->halo_lines = p->hw * (2 * p->rw + 2);
-}
-
 /* Checks of either pass (cin, cout: the kernel's input and output channels); fills p. */
 int check_common(const char *pass, int n, int h, int w, int cin, int cout, const void *in,
                  const void *weight, const void *out, const float *scale, const float *shift,
@@ -721,11 +695,12 @@ int check_common(const char *pass, int n, int h, int w, int cin, int cout, const
   if (*sms < 1) return fail(err, errlen, "CUDA device %d: no multiprocessor count", device);
   if (n > 0 && !encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
-  tile_geometry(w, p);
-  if (p->halo_lines > HALO_LINES)
+  p->g = sm90_tile_geometry(w);
+  if (p->g.halo_lines > HALO_LINES)
     return fail(err, errlen, "the sm_90 convolution: a %d-pixel-wide tile's halo has %d lines, "
-                "more than a stage holds (%d)", p->tw, p->halo_lines, HALO_LINES);
-  const int tiles_x = (w + p->tw - 1) / p->tw, tiles_y = (h + 2 * p->rw - 1) / (2 * p->rw);
+                "more than a stage holds (%d)", p->g.tw, p->g.halo_lines, HALO_LINES);
+  const int tiles_x = (w + p->g.tw - 1) / p->g.tw,
+            tiles_y = (h + 2 * p->g.rw - 1) / (2 * p->g.rw);
   const long long npix = (long long)tiles_x * tiles_y * n;
   if (npix * (cout / bn_of(cout)) > (1ll << 30))
     return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d has too many tiles", n, h,
@@ -754,12 +729,13 @@ int launch(const params &p, const void *x, const void *y, const void *weight, co
 {
   const int bn = bn_of(p.cout);
   CUtensorMap m[4];
-  if (map_image_c(&m[0], x, p.n, p.h, p.w, p.cin, p.hw, 2 * p.rw + 2, err, errlen) ||
-      map_image_c(&m[1], y, p.n, p.h, p.w, p.cout, p.tw, p.rw, err, errlen) ||
+  if (map_image_c(&m[0], x, p.n, p.h, p.w, p.cin, p.g.hw, 2 * p.g.rw + 2, err,
+                  errlen) ||
+      map_image_c(&m[1], y, p.n, p.h, p.w, p.cout, p.g.tw, p.g.rw, err, errlen) ||
       map_weights(&m[2], weight, p.cin, p.cout, bn, err, errlen))
     return -1;
   if (xt) {
-    if (map_image_c(&m[3], xt, p.n, p.h, p.w, p.cout, p.tw, p.rw, err, errlen)) return -1;
+    if (map_image_c(&m[3], xt, p.n, p.h, p.w, p.cout, p.g.tw, p.g.rw, err, errlen)) return -1;
   } else {
     m[3] = m[1]; /* not read */
   }
