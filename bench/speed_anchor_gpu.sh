@@ -19,7 +19,9 @@
 #   where git cannot tell it),
 #   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted),
 #   ENGINES (SHMDDP_CONV_ENGINE settings our trainer rows run under, default auto; "auto library"
-#   puts the fused engine and the library's convolutions side by side in the same run).
+#   puts the fused engine and the library's convolutions side by side in the same run;
+#   auto+SHAPES runs auto with SHMDDP_CONV_FUSE_SHAPES=SHAPES, e.g. "auto auto+stats:256:512":
+#   one shape more on the fused kernels against the table's choice, in the same run).
 # On a freshly started machine max-autotune's compile can take more than 200 s (its caches are
 # empty): for the ratio alone run ACCOUNT=0 CAP=420, and the account in a run of its own.
 # Writes OUT_DIR/speed.txt (the summary, also printed; bench/results/speed_anchor_1xh200.txt),
@@ -32,7 +34,7 @@ O=${1:?usage: bench/speed_anchor_gpu.sh OUT_DIR [PATCH]}; PATCH=${2:-}
 B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES-max-autotune}; CAP=${CAP:-240}
 PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; ACCOUNT=${ACCOUNT:-1}; ENGINES=${ENGINES:-auto}
 for e in $ENGINES; do
-  case $e in auto | library | fused) ;; *) echo "speed_anchor_gpu: ENGINES: $e is not auto, library or fused" >&2; exit 2 ;; esac
+  case $e in auto | library | fused | auto+?*) ;; *) echo "speed_anchor_gpu: ENGINES: $e is not auto, library, fused or auto+SHAPES" >&2; exit 2 ;; esac
 done
 mkdir -p "$O"
 sum="$O/speed.txt"; tsv="$O/speed.tsv"
@@ -69,8 +71,12 @@ fi
 # (c) our trainer, the reference configuration (as step_ab_gpu.sh and train_speed_gpu.sh)
 common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
 ours1() { # precision tag engine
-  r="$O/run_$1_$2_$3"; lg="$O/train_$1_$2_$3.log"
-  SHMDDP_CONV_ENGINE=$3 timeout 90 "$B/train" $common --precision "$1" --out "$r" > "$lg" 2>&1
+  f=$(printf '%s' "$3" | tr ':,+' '---') # the engine in file names: letters, digits, - and _
+  r="$O/run_$1_$2_$f"; lg="$O/train_$1_$2_$f.log"
+  shapes=""
+  case $3 in *+*) shapes=${3#*+} ;; esac
+  SHMDDP_CONV_ENGINE=${3%%+*} SHMDDP_CONV_FUSE_SHAPES=$shapes timeout 90 "$B/train" $common \
+    --precision "$1" --out "$r" > "$lg" 2>&1
   rc=$?
   ips=$(log_value images_per_s "$lg")
   peak=$(log_value peak_mib "$lg")

@@ -126,6 +126,14 @@ static const shm_env_param_t table[] = {
                 "ops), library (the plain ops: cuDNN, and the separate BatchNorm passes), or auto "
                 "(fused only where it was measured faster: kernels/conv_fused_rank.c, "
                 "bench/results/conv_engine_1xh100.txt)"},
+    {.name = "SHMDDP_CONV_FUSE_SHAPES", .kind = SHM_ENV_TEXT, .dflt = "none",
+     .reader = "the model, when it is built",
+     .meaning = "for measurements: layer shapes SHMDDP_CONV_ENGINE=auto also runs fused wherever "
+                "the backend has kernels for them, beyond the shapes measured faster "
+                "(kernels/conv_fused_rank.c), to time one in the step before it enters that "
+                "table: USE:CIN:COUT entries joined by commas, USE pair (a block's second "
+                "convolution) or stats (a first block's, with its statistics), e.g. "
+                "stats:256:512,pair:256:256; refused with fused or library"},
     {.name = "SHMDDP_WGRAD_STREAM", .kind = SHM_ENV_CHOICE, .choices = "auto|off|N",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "

@@ -937,6 +937,81 @@ START_TEST(engine_choice_per_layer)
 }
 END_TEST
 
+/* SHMDDP_CONV_FUSE_SHAPES: under auto, the listed shapes run fused for their use where the
+ * table has kernels (the CPU's, rank 1), others stay plain; in a model, exactly the blocks of
+ * those shapes. Refused with another engine, and every malformed entry refused naming the
+ * variable and the form, before the model is built. */
+START_TEST(engine_extra_shapes)
+{
+  ops_t o;
+  ck_assert_int_eq(ops_cpu_init(&o, OPS_F64, err, sizeof err), 0);
+  ops_conv_t c = {.kind = OPS_CONV3X3, .h = 8, .w = 8, .cin = 4, .cout = 6, .max_n = 2};
+  size_t ws = 0;
+  ck_assert_int_eq(o.conv_plan(&o, &c, &ws), 0);
+  const struct {
+    const char *shapes;
+    int pair, stats;
+  } cases[] = {{"", 0, 0},
+               {"pair:4:6", 1, 0},
+               {"stats:4:6", 0, 1},
+               {"pair:6:4,stats:4:4,pair:4:8", 0, 0},
+               {"stats:8:8,pair:4:6,stats:4:6", 1, 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    setenv("SHMDDP_CONV_FUSE_SHAPES", cases[k].shapes, 1);
+    model_conv_engine_t e;
+    ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
+    ck_assert_str_eq(e.setting, "auto");
+    ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), cases[k].pair);
+    ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), cases[k].stats);
+  }
+  static const char *bad[] = {"pair:4",   "pairs:4:6",   "pair:4:6,",   ",pair:4:6",
+                              "pair:-4:6", "pair:4:6x",  "pair:0:6",   "pair:4:65537",
+                              "PAIR:4:6", "pair::6",     "pair:4:6:8", "stats 4 6"};
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    setenv("SHMDDP_CONV_FUSE_SHAPES", bad[k], 1);
+    model_conv_engine_t e;
+    ck_assert_msg(model_conv_engine_read(&e, err, sizeof err) == -1, "%s accepted", bad[k]);
+    ck_assert_msg(strstr(err, "SHMDDP_CONV_FUSE_SHAPES") && strstr(err, "USE:CIN:COUT"),
+                  "%s: %s", bad[k], err);
+  }
+  char many[512] = "";
+  for (int k = 0; k <= MODEL_CONV_SHAPES_MAX; k++)
+    snprintf(many + strlen(many), sizeof many - strlen(many), "%spair:%d:%d", k ? "," : "",
+             64 * (k + 1), 64);
+  setenv("SHMDDP_CONV_FUSE_SHAPES", many, 1);
+  model_conv_engine_t e;
+  ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "more than"), "%s", err);
+  setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:4:6", 1);
+  for (int k = 0; k < 2; k++) {
+    setenv("SHMDDP_CONV_ENGINE", k ? "fused" : "library", 1);
+    ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "SHMDDP_CONV_FUSE_SHAPES") && strstr(err, k ? "fused" : "library"),
+                  "%s", err);
+  }
+  unsetenv("SHMDDP_CONV_ENGINE");
+  o.conv_plan_free(&o, &c);
+  o.destroy(&o);
+  /* a model (widths 4-6-8): the 6 -> 6 pairs (encoder and decoder, level 1) and the first block
+   * 4 -> 6; a malformed list stops the build */
+  model_config_t mc;
+  small_cfg(&mc, MODEL_NORM_BATCH);
+  setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:6:6,stats:4:6", 1);
+  model_t *m = build(&mc, OPS_F64);
+  ck_assert_int_eq(blocks_fused(m), 2);
+  ck_assert_int_eq(m->enc[1].b2.fused + m->dec[1].b2.fused, 2);
+  ck_assert_int_eq(firsts_fused(m), 1);
+  ck_assert_int_eq(m->enc[1].b1.stats_fused, 1);
+  model_destroy(m);
+  setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:6", 1);
+  m = NULL;
+  ck_assert_int_ne(unet_create(&m, &mc, OPS_F64, err, sizeof err), 0);
+  ck_assert_ptr_null(m);
+  ck_assert_msg(strstr(err, "SHMDDP_CONV_FUSE_SHAPES"), "%s", err);
+  unsetenv("SHMDDP_CONV_FUSE_SHAPES");
+}
+END_TEST
+
 static Suite *make_model_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model");
@@ -947,7 +1022,7 @@ static Suite *make_model_suite(const suite_env_t *env)
              update_is_optim_step, layout_every_tensor_aligned, padding_stays_zero,
              pack_is_the_unpadded_layout, bad_configs);
   SUITE_CASE(s, "fused", fused_matches_library, fused_plan_holds, engine_choices,
-             engine_choice_per_layer);
+             engine_choice_per_layer, engine_extra_shapes);
   return s;
 }
 

@@ -3,17 +3,88 @@
 
 #include "src/model/conv_engine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "shm/env.h"
 #include "src/check.h"
 
 /* auto: the rank the backend gives kernels measured faster than the plain ops (Hopper's, bf16,
- * 64 -> 64; see bench/results/conv_sm90_1xh100.txt); fused: any rank it runs (1: on the CPU,
- * composed of the plain ops, which checks the fused schedule against the plain one). */
+ * the shapes of kernels/conv_fused_rank.c); fused: any rank it runs (1: on the CPU, composed of
+ * the plain ops, which checks the fused schedule against the plain one). */
 #define ENGINE_RANK_AUTO 2
 #define ENGINE_RANK_FUSED 1
 #define ENGINE_RANK_NONE 3
+
+/* A whole number 1..65536 from s[0..len): the channels of a layer. */
+static int channels_of(const char *s, size_t len, int *out)
+{
+  if (len < 1 || len > 5) return -1;
+  long v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = 10 * v + (s[i] - '0');
+  }
+  if (v < 1 || v > 65536) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* One entry USE:CIN:COUT of s[0..len) into *sh. */
+static int shape_of(const char *s, size_t len, model_conv_shape_t *sh)
+{
+  const char *c1 = memchr(s, ':', len);
+  if (!c1) return -1;
+  const char *c2 = memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - s));
+  if (!c2) return -1;
+  const size_t ulen = (size_t)(c1 - s);
+  if (ulen == 4 && strncmp(s, "pair", 4) == 0)
+    sh->use = OPS_FUSE_PAIR;
+  else if (ulen == 5 && strncmp(s, "stats", 5) == 0)
+    sh->use = OPS_FUSE_STATS;
+  else
+    return -1;
+  return channels_of(c1 + 1, (size_t)(c2 - c1 - 1), &sh->cin) ||
+                 channels_of(c2 + 1, len - (size_t)(c2 + 1 - s), &sh->cout)
+             ? -1
+             : 0;
+}
+
+/* SHMDDP_CONV_FUSE_SHAPES (unset or empty: none): entries USE:CIN:COUT joined by commas, under
+ * auto only. */
+static int read_shapes(model_conv_engine_t *e, char *err, size_t errlen)
+{
+  e->nshapes = 0;
+  const char *v = getenv("SHMDDP_CONV_FUSE_SHAPES");
+  if (!v || !*v) return 0;
+  if (strcmp(e->setting, "auto") != 0)
+    return check_fail(err, errlen, "SHMDDP_CONV_FUSE_SHAPES adds shapes to SHMDDP_CONV_ENGINE="
+                      "auto, not to %s: unset one of the two", e->setting);
+  for (const char *s = v;;) {
+    const char *end = strchr(s, ',');
+    const size_t len = end ? (size_t)(end - s) : strlen(s);
+    if (e->nshapes == MODEL_CONV_SHAPES_MAX)
+      return check_fail(err, errlen, "SHMDDP_CONV_FUSE_SHAPES: more than %d shapes",
+                        MODEL_CONV_SHAPES_MAX);
+    if (shape_of(s, len, &e->shapes[e->nshapes]) != 0)
+      return check_fail(err, errlen, "SHMDDP_CONV_FUSE_SHAPES: '%.*s' is not USE:CIN:COUT (USE "
+                        "pair or stats, CIN and COUT channels 1..65536; entries joined by "
+                        "commas, e.g. stats:256:512,pair:256:256)", (int)(len > 64 ? 64 : len), s);
+    e->nshapes++;
+    if (!end) break;
+    s = end + 1;
+  }
+  return 0;
+}
+
+/* Whether SHMDDP_CONV_FUSE_SHAPES lists c for the use. */
+static int listed(const model_conv_engine_t *e, const ops_conv_t *c, ops_fuse_use_t use)
+{
+  for (int i = 0; i < e->nshapes; i++)
+    if (e->shapes[i].use == use && e->shapes[i].cin == c->cin && e->shapes[i].cout == c->cout)
+      return 1;
+  return 0;
+}
 
 int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen)
 {
@@ -27,7 +98,7 @@ int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen)
     *e = (model_conv_engine_t){.setting = "library", .fuse_rank = ENGINE_RANK_NONE};
   else
     return check_fail(err, errlen, "SHMDDP_CONV_ENGINE=%s: use auto, library or fused", v);
-  return 0;
+  return read_shapes(e, err, errlen);
 }
 
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
@@ -41,7 +112,7 @@ int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const 
   size_t ws = 0;
   int rank = o->conv_fused(o, c, use, &ws);
   if (rank < 0) return -1;
-  if (rank < e->fuse_rank) return 0;
+  if (rank < e->fuse_rank && !(rank >= 1 && listed(e, c, use))) return 0;
   *ws_bytes = ws;
   return 1;
 }

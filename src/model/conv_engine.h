@@ -9,14 +9,27 @@
 
 #include "kernels/ops.h"
 
+#define MODEL_CONV_SHAPES_MAX 16
+
+/* A layer shape for a use: cin -> cout channels, a pair's second convolution or a first block's
+ * (ops.h ops_fuse_use_t). */
+typedef struct {
+  ops_fuse_use_t use;
+  int cin, cout;
+} model_conv_shape_t;
+
 typedef struct {
   const char *setting; /* "auto", "library" or "fused" (auto when unset) */
   int fuse_rank;       /* the least ops.h conv_fused rank that runs fused (3: none does) */
+  int nshapes;         /* SHMDDP_CONV_FUSE_SHAPES: shapes auto takes too where kernels exist */
+  model_conv_shape_t shapes[MODEL_CONV_SHAPES_MAX];
 } model_conv_engine_t;
 
-/* SHMDDP_CONV_ENGINE into *e: 0, or -1 with a message naming the variable and its choices.
- * auto: where the backend ranks its fused kernels faster (rank 2); fused: wherever it has them
- * (rank 1); library: nowhere. */
+/* SHMDDP_CONV_ENGINE and SHMDDP_CONV_FUSE_SHAPES into *e: 0, or -1 with a message naming the
+ * variable and what it takes. auto: where the backend ranks its fused kernels faster (rank 2),
+ * and on the shapes SHMDDP_CONV_FUSE_SHAPES lists wherever it has them (rank 1: to measure a
+ * shape in the step before it enters the backend's table); fused: wherever it has them (rank
+ * 1); library: nowhere. The shapes are refused with fused or library. */
 int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen);
 
 /* Whether the convolution c of a BatchNorm block runs fused on o under e, for the use (a
