@@ -27,8 +27,8 @@
 extern "C" {
 #endif
 
-/* The channel counts of the first kernel (64 -> 64), the one the trainer's fused convolutions
- * run (kernels/conv_fused_cuda.cu ranks only this shape). */
+/* The channel counts of the first kernel (64 -> 64, kernels/conv_sm90_cuda.cu); which shapes
+ * the trainer runs on these kernels: kernels/conv_fused_rank.c. */
 #define CONV_SM90_CIN 64
 #define CONV_SM90_COUT 64
 /* The wider layers: cin and cout multiples of 64 up to this (forward and dgrad). */
