@@ -184,24 +184,25 @@ static void cudnn_fwd(ops_t *o, ops_conv_t *c, const void *x, void *y)
 static void v_cudnn_trainer(int set) { cudnn_fwd(&trainer, &conv_t, dx[set], dy[set]); }
 static void v_cudnn_fastest(int set) { cudnn_fwd(&fastest, &conv_f, dx[set], dy[set]); }
 
+/* cuDNN's forward of x into dy[set], then this layer's BN statistics as a pass. */
+static void cudnn_fwd_stats(const void *x, int set)
+{
+  cudnn_fwd(&trainer, &conv_t, x, dy[set]);
+  if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
+    DIE("bn_stats: %s", trainer.last_error(&trainer));
+}
+
 /* The same work as the trainer does it today: the previous layer's BN apply + ReLU as a pass,
  * the convolution, this layer's BN statistics as a pass. */
 static void v_trainer_today(int set)
 {
   if (trainer.bn_apply(&trainer, dx[set], P, CIN, dsaved, dgamma, dbeta, 1, dxa))
     DIE("bn_apply: %s", trainer.last_error(&trainer));
-  cudnn_fwd(&trainer, &conv_t, dxa, dy[set]);
-  if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
-    DIE("bn_stats: %s", trainer.last_error(&trainer));
+  cudnn_fwd_stats(dxa, set);
 }
 
 /* The same work for a first block: the convolution, its BN statistics as a pass. */
-static void v_stats_today(int set)
-{
-  cudnn_fwd(&trainer, &conv_t, dx[set], dy[set]);
-  if (trainer.bn_stats(&trainer, dy[set], P, COUT, dstats))
-    DIE("bn_stats: %s", trainer.last_error(&trainer));
-}
+static void v_stats_today(int set) { cudnn_fwd_stats(dx[set], set); }
 
 /* dgrad: dy is dz[set] (random, never zero), x the next set's input, g written to dg[set]. */
 static void ours_dgrad(int set, int mask_sums)

@@ -3,6 +3,7 @@
 
 #include "src/model/conv_engine.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,16 +17,16 @@
 #define ENGINE_RANK_FUSED 1
 #define ENGINE_RANK_NONE 3
 
-/* A whole number 1..65536 from s[0..len): the channels of a layer. */
+/* A whole number 1..65536 from s[0..len): the channels of a layer (shm_env_parse_whole's
+ * digits). */
 static int channels_of(const char *s, size_t len, int *out)
 {
-  if (len < 1 || len > 5) return -1;
-  long v = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    v = 10 * v + (s[i] - '0');
-  }
-  if (v < 1 || v > 65536) return -1;
+  char buf[8];
+  uint64_t v = 0;
+  if (len >= sizeof buf) return -1;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  if (shm_env_parse_whole(buf, 65536, &v) != 0 || v < 1) return -1;
   *out = (int)v;
   return 0;
 }
