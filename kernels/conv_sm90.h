@@ -87,6 +87,8 @@ typedef struct {
  *
  * The wider layers (cin, cout multiples of 64 up to CONV_SM90_MAX_CHANNELS other than 64 -> 64,
  * kernels/conv_sm90_wgrad_wide_cuda.cu) split K the same way: the row tiles, numbered as above,
+ * except that on images 16 or 32 pixels wide a tile is 64 / w whole rows (tile t = img * th + ty
+ * holds rows [ty 64 / w, (ty + 1) 64 / w), th = ceil(h w / 64); kernels/conv_sm90_tile.h),
  * are cut into `splits` ranges of tiles_per_split (conv_sm90_wgrad_plan_shape), each summed into
  * its own partial dW ([splits][cout][3][3][cin] f32 in the workspace, by (cout / 64) (cin / 64)
  * blocks of 64 x 64 channels each), then the partials are added in split order

@@ -64,4 +64,31 @@ SM90_TILE_FN int sm90_tile_pixel_in(const sm90_tile_t *g, int y0, int x0, int h,
   return y0 + sm90_tile_row(g, wg, p) < h && x0 + sm90_tile_col(g, p) < w;
 }
 
+/* The weight gradient's row tiles (kernels/conv_sm90_wgrad_wide_cuda.cu): K = 64 pixels a tile,
+ * taken in k-steps of 16 that must each lie within one image row (a wgmma's activation operand is
+ * 16 consecutive lines of one x strip, one image row). Rows of tw = 64 pixels, or, on an image
+ * whose width is 16 or 32, rows = 64 / tw whole rows. Line l (0..63) of the tile at (y0, x0) is
+ * pixel (y0 + l / tw, x0 + l % tw); its dy box is tw pixels x rows rows; k-step ks reads x strip
+ * (image row) y0 + 16 ks / tw - 1 + ky from its line 16 ks % tw + kx. A column strip of an
+ * h-row image has ceil(h / rows) tiles. */
+typedef struct {
+  int tw;   /* pixels a tile row */
+  int rows; /* image rows a tile */
+} sm90_wtile_t;
+
+SM90_TILE_FN sm90_wtile_t sm90_wtile_geometry(int w)
+{
+  sm90_wtile_t g;
+  g.tw = (w == 16 || w == 32) ? w : SM90_TILE_M;
+  g.rows = SM90_TILE_M / g.tw;
+  return g;
+}
+
+/* Tiles down a column strip of an h-row image, and column strips across a w-pixel row. */
+SM90_TILE_FN int sm90_wtile_per_strip(const sm90_wtile_t *g, int h)
+{
+  return (h + g->rows - 1) / g->rows;
+}
+SM90_TILE_FN int sm90_wtile_strips(const sm90_wtile_t *g, int w) { return (w + g->tw - 1) / g->tw; }
+
 #endif

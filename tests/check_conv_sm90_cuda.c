@@ -7,7 +7,8 @@
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
  * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
- * for bit, the split-K plan's rule). Case sanitize: small shapes through every kernel, for
+ * for bit, the split-K plan's rule; images 16 and 32 pixels wide in tiles of whole rows). Case
+ * sanitize: small shapes through every kernel, for
  * compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
@@ -26,6 +27,7 @@
 #include "kernels/conv_fused_bwd_cpu.h"
 #include "kernels/conv_fused_cpu.h"
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_tile.h"
 #include "tests/conv_fused_testutil.h"
 #include "tests/suite_main.h"
 
@@ -461,14 +463,15 @@ typedef struct {
   int strips, images, mid, splits;
 } wg_seen_t;
 
-/* wg_oracle_pixel over the pixels of row tile (img, y, x0) (those inside the image), output
- * channel and tap outside the pixel loop: each element's row stays in cache for the tile's
- * pixels (the per-pixel order streams all of dW once a pixel, slow for the wider layers). */
-static void wg_oracle_tile(const bd_data_t *b, const double *act, int img, int y, int x0,
-                           double *dwo, double *mag)
+/* wg_oracle_pixel over the pixels x0 .. x0 + tw - 1 of row y of image img (those inside the
+ * image), output channel and tap outside the pixel loop: each element's row stays in cache for
+ * the row's pixels (the per-pixel order streams all of dW once a pixel, slow for the wider
+ * layers). */
+static void wg_oracle_row(const bd_data_t *b, const double *act, int img, int y, int x0, int tw,
+                          double *dwo, double *mag)
 {
   const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
-  const int x1 = x0 + 64 < W ? x0 + 64 : W;
+  const int x1 = x0 + tw < W ? x0 + tw : W;
   for (int o = 0; o < co; o++)
     for (int ky = 0; ky < 3; ky++) {
       const int sy = y + ky - 1;
@@ -494,10 +497,11 @@ static void wg_oracle_tile(const bd_data_t *b, const double *act, int img, int y
 /* wgrad against the f64 definition (the bound the CPU reference meets: (P + 1) 2^-24 Σ|dy a|
  * per element, relative L2 1e-5), its reduction against conv_wgrad_ref_reduce of its own
  * partials bit for bit, and each block's partial against the f64 sum over exactly that block's
- * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * h + y,
+ * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * th + ty,
  * block b tiles [b T, (b + 1) T)), every pixel in one block. dW's f64 definition is the sum of
  * the blocks' (each pixel once). For the wider layers the partials are the K splits' (the same
- * ranges of row tiles, each over all channels). */
+ * ranges of row tiles, each over all channels), and a tile is `rows` whole rows on images 16 or
+ * 32 pixels wide (kernels/conv_sm90_tile.h, sm90_wtile_geometry). */
 static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, wg_seen_t *seen)
 {
   const cf_shape_t sh = {n, h, w, cin, cout};
@@ -508,8 +512,9 @@ static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, w
   wg_gpu_run(&b, pro, &o);
   const size_t nw = o.count;
   if (o.blocks > 1 && cin * cout > 64 * 64) seen->splits = 1;
-  const int tiles_x = (w + 63) / 64;
-  const long ntiles = (long)n * tiles_x * h;
+  const sm90_wtile_t g = sm90_wtile_geometry(cin == 64 && cout == 64 ? 64 : w);
+  const int tiles_x = sm90_wtile_strips(&g, w), th = sm90_wtile_per_strip(&g, h);
+  const long ntiles = (long)n * tiles_x * th;
   ck_assert_msg(o.per >= 1 && (long)(o.blocks - 1) * o.per < ntiles &&
                     ntiles <= (long)o.blocks * o.per,
                 "wgrad %dx%dx%d %d->%d: %d partials of %d row tiles for %ld tiles", n, h, w, cin,
@@ -525,18 +530,20 @@ static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, w
     memset(pdw, 0, nw * sizeof *pdw);
     memset(pmag, 0, nw * sizeof *pmag);
     const long t0 = (long)k * o.per, t1 = t0 + o.per < ntiles ? t0 + o.per : ntiles;
-    if (t0 % h) seen->mid = 1;
+    if (t0 % th) seen->mid = 1;
     for (long t = t0; t < t1; t++) {
-      const long strip = t / h;
-      const int y = (int)(t % h), img = (int)(strip / tiles_x), x0 = (int)(strip % tiles_x) * 64;
-      if (t > t0 && y == 0) {
+      const long strip = t / th;
+      const int ty = (int)(t % th), img = (int)(strip / tiles_x), x0 = (int)(strip % tiles_x) * g.tw;
+      if (t > t0 && ty == 0) {
         if ((strip - 1) / tiles_x == img)
           seen->strips = 1;
         else
           seen->images = 1;
       }
-      for (int x = x0; x < x0 + 64 && x < w; x++) hit[((size_t)img * h + y) * w + x]++;
-      wg_oracle_tile(&b, act, img, y, x0, pdw, pmag);
+      for (int y = g.rows * ty; y < g.rows * (ty + 1) && y < h; y++) {
+        for (int x = x0; x < x0 + g.tw && x < w; x++) hit[((size_t)img * h + y) * w + x]++;
+        wg_oracle_row(&b, act, img, y, x0, g.tw, pdw, pmag);
+      }
     }
     for (size_t i = 0; i < nw; i++) {
       bad += !(fabs(o.part[(size_t)k * nw + i] - pdw[i]) <= ub * pmag[i]);
@@ -974,6 +981,39 @@ START_TEST(wide_wgrad_shapes)
 }
 END_TEST
 
+/* Images 16 and 32 pixels wide: tiles of 4 and 2 whole rows (heights that end a tile part-way,
+ * K splits that start part-way down an image and run on to the next), the U-Net's deep shapes,
+ * reruns bit for bit; widths 8 and 24 keep rows of 64. */
+START_TEST(wide_wgrad_narrow_images)
+{
+  wg_seen_t seen = {0, 0, 0, 0};
+  check_wgrad_shape(2, 7, 32, 64, 128, 1, &seen);
+  check_wgrad_shape(2, 7, 32, 64, 128, 0, &seen);
+  check_wgrad_shape(3, 9, 16, 192, 320, 1, &seen);
+  check_wgrad_shape(3, 9, 16, 192, 320, 0, &seen);
+  check_wgrad_shape(2, 5, 8, 128, 64, 1, &seen);
+  check_wgrad_shape(2, 5, 24, 128, 64, 1, &seen);
+  check_wgrad_shape(6, 32, 32, 256, 256, 1, &seen);
+  ck_assert_msg(seen.splits && seen.images && seen.mid,
+                "the narrow shapes never had several K splits (%d), ranges running on to the "
+                "next image (%d) or starting part-way down one (%d)", seen.splits, seen.images,
+                seen.mid);
+  check_wgrad_shape(6, 32, 32, 512, 512, 1, &seen);
+  check_wgrad_shape(6, 16, 16, 1024, 1024, 1, &seen);
+  const cf_shape_t sh = {6, 16, 16, 512, 512};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  wg_out_t x, y;
+  wg_gpu_run(&b, 1, &x);
+  wg_gpu_run(&b, 1, &y);
+  ck_assert_msg(memcmp(x.dw, y.dw, x.count * sizeof *x.dw) == 0,
+                "two narrow-image wgrad runs gave different dW");
+  wg_out_free(&x);
+  wg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
 START_TEST(wide_wgrad_unet_shape)
 {
   /* the U-Net's 128 -> 128 at 128 x 128, batch 6: 1,536 row tiles in tens of K splits */
@@ -1017,7 +1057,9 @@ START_TEST(wide_wgrad_plan_and_arguments)
   for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
     const int n = plans[i][0], h = plans[i][1], w = plans[i][2], ci = plans[i][3],
               co = plans[i][4];
-    const long tiles = (long)n * h * ((w + 63) / 64), ot = (long)(ci / 64) * (co / 64);
+    const sm90_wtile_t g = sm90_wtile_geometry(w);
+    const long tiles = (long)n * sm90_wtile_per_strip(&g, h) * sm90_wtile_strips(&g, w),
+               ot = (long)(ci / 64) * (co / 64);
     int splits = 0, per = 0;
     ck_assert(conv_sm90_wgrad_plan_shape(0, n, h, w, ci, co, &splits, &per) == 0);
     ck_assert_msg(per >= 1 && (long)(splits - 1) * per < tiles && tiles <= (long)splits * per,
@@ -1115,6 +1157,8 @@ START_TEST(sanitize_small)
   check_dgrad_shape(2, 5, 70, 192, 320, 0, 0);
   check_wgrad_shape(3, 5, 130, 64, 128, 1, &seen);
   check_wgrad_shape(3, 5, 130, 64, 128, 0, &seen);
+  check_wgrad_shape(2, 9, 16, 192, 320, 1, &seen); /* narrow: tiles of 4 rows of 16 */
+  check_wgrad_shape(2, 5, 32, 64, 128, 0, &seen);  /* and of 2 rows of 32 */
 }
 END_TEST
 
@@ -1144,8 +1188,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "sm90_wgrad", wgrad_shapes, wgrad_reruns_bitwise,
                   wgrad_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
-  tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_unet_shape,
-                  wide_wgrad_reruns_bitwise, wide_wgrad_plan_and_arguments);
+  tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_narrow_images,
+                  wide_wgrad_unet_shape, wide_wgrad_reruns_bitwise,
+                  wide_wgrad_plan_and_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sanitize", sanitize_small);
   tcase_set_timeout(tc, 300);
