@@ -13,8 +13,13 @@ flight still reads it. The split-K plan of the wide kernel is modelled too (wpla
 tile in exactly one split, splits of at least 8 tiles when there are several. Change the model
 with the kernel.
 
-usage: python3 dev/conv_sm90_wgrad_protocol.py   (under a minute; prints "ok N runs")"""
-import random
+usage: python3 dev/conv_sm90_wgrad_protocol.py [--mutant]   (seconds; prints "ok N runs")
+--mutant: the consumers free each tile's strips one row late (the next tile's first row instead
+of the tile's last), a defect the model must catch: it exits with an error (tests/
+conv_sm90_protocol.sh checks that it does)."""
+import random, sys
+
+MUTANT = '--mutant' in sys.argv[1:]
 
 XS, DS = 14, 11
 
@@ -101,7 +106,8 @@ def run(h, tiles_x, t0, t1, PRO, seed, xs=XS, ds=DS, rows=1):
                     yield
                 inflight[ky] = []                      # wait_group 0
                 dempty[sd].arrive()
-                for q in range(rows): xempty[(j + rows * k + q) % xs].arrive()
+                for q in range(rows):
+                    xempty[(j + rows * k + q + (1 if MUTANT else 0)) % xs].arrive()
                 i += 1; yield
             jl = j + rows * ln + 1
             while not xready[jl % xs].done((jl // xs) & 1): yield

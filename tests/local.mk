@@ -344,6 +344,10 @@ fuzz-segment:
 # makefiles build, in every configuration; SKIP outside a git checkout) ----
 TESTS += tests/gitignore.sh
 EXTRA_DIST += tests/gitignore.sh
+# ---- without Check: the Hopper convolution kernels' barrier protocols, modelled in python3 and
+# walked in random interleavings (dev/conv_sm90_*_protocol.py; SKIP without python3) ----
+TESTS += tests/conv_sm90_protocol.sh
+EXTRA_DIST += tests/conv_sm90_protocol.sh
 # ---- without Check: bench/tree_name.sh names a record's tree by its files (SKIP without git) ----
 TESTS += tests/tree_name.sh
 EXTRA_DIST += tests/tree_name.sh
