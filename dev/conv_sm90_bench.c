@@ -175,6 +175,8 @@ static void v_fused(int set) { ours(set, 1, 1, NULL); }
 static void v_plain(int set) { ours(set, 0, 0, NULL); }
 /* a first block's use (ops.h OPS_FUSE_STATS): no prologue, the statistics in the output pass */
 static void v_stats(int set) { ours(set, 0, 1, NULL); }
+/* the prologue alone (no statistics): with v_plain and v_stats, what each fused part costs */
+static void v_pro(int set) { ours(set, 1, 0, NULL); }
 
 static void cudnn_fwd(ops_t *o, ops_conv_t *c, const void *x, void *y)
 {
@@ -205,19 +207,21 @@ static void v_trainer_today(int set)
 static void v_stats_today(int set) { cudnn_fwd_stats(dx[set], set); }
 
 /* dgrad: dy is dz[set] (random, never zero), x the next set's input, g written to dg[set]. */
-static void ours_dgrad(int set, int mask_sums)
+static void ours_dgrad(int set, int mask, int sums)
 {
   conv_sm90_dgrad_t a = {.n = N, .h = H, .w = W, .cin = CIN, .cout = COUT, .dy = dz[set],
-                         .weight = dw, .x = mask_sums ? dx[(set + 1) % SETS] : NULL,
-                         .scale = mask_sums ? dscale : NULL, .shift = mask_sums ? dshift : NULL,
-                         .saved = mask_sums ? dsaved : NULL, .g = dg[set],
-                         .sums = mask_sums ? dsums : NULL, .ws = dws, .stream = S};
+                         .weight = dw, .x = mask ? dx[(set + 1) % SETS] : NULL,
+                         .scale = mask ? dscale : NULL, .shift = mask ? dshift : NULL,
+                         .saved = sums ? dsaved : NULL, .g = dg[set],
+                         .sums = sums ? dsums : NULL, .ws = dws, .stream = S};
   char err[256];
   if (conv_sm90_dgrad(&a, err, sizeof err)) DIE("%s", err);
 }
 
-static void v_dgrad_fused(int set) { ours_dgrad(set, 1); }
-static void v_dgrad_plain(int set) { ours_dgrad(set, 0); }
+static void v_dgrad_fused(int set) { ours_dgrad(set, 1, 1); }
+static void v_dgrad_plain(int set) { ours_dgrad(set, 0, 0); }
+/* the mask alone (no sums): with the two above, what each fused part costs */
+static void v_dgrad_mask(int set) { ours_dgrad(set, 1, 0); }
 
 static void cudnn_dgrad(ops_t *o, ops_conv_t *c, const void *gy, void *gx)
 {
@@ -433,7 +437,7 @@ static void checks(const cf_data_t *d)
   /* plain dgrad of dz[0] against cuDNN's backward data of the same */
   const size_t gout = P * CIN;
   CU(cudaMemset(dg[0], 0xff, gout * 2));
-  ours_dgrad(0, 0);
+  ours_dgrad(0, 0, 0);
   CU(cudaMemset(dg[1], 0xff, gout * 2));
   cudnn_dgrad(&trainer, &conv_t, dz[0], dg[1]);
   CU(cudaStreamSynchronize(S));
@@ -590,6 +594,7 @@ int main(int argc, char **argv)
   row("ours: BN prologue + conv + statistics", time_us(v_fused), min_bytes, flops);
   row("ours: conv only", time_us(v_plain), min_bytes, flops);
   row("ours: conv + statistics (first block)", time_us(v_stats), min_bytes, flops);
+  row("ours: BN prologue + conv, no statistics", time_us(v_pro), min_bytes, flops);
   row("cuDNN conv, trainer's choice (heuristic)", time_us(v_cudnn_trainer), min_bytes, flops);
   row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
   /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
@@ -602,6 +607,8 @@ int main(int argc, char **argv)
   row("ours dgrad: ReLU mask + BN backward sums", time_us(v_dgrad_fused),
       2 * act_in + act_out + wbytes, flops);
   row("ours dgrad: plain", time_us(v_dgrad_plain), min_bytes, flops);
+  row("ours dgrad: ReLU mask, no sums", time_us(v_dgrad_mask), 2 * act_in + act_out + wbytes,
+      flops);
   row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
       flops);
   row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);
