@@ -92,7 +92,8 @@ typedef struct {
  * are cut into `splits` ranges of tiles_per_split (conv_sm90_wgrad_plan_shape), each summed into
  * its own partial dW ([splits][cout][3][3][cin] f32 in the workspace, by (cout / 64) (cin / 64)
  * blocks of 64 x 64 channels each), then the partials are added in split order
- * (conv_wgrad_ref_reduce's order). For 64 -> 64 the splits are the blocks above. */
+ * (conv_wgrad_ref_reduce's order); with one split its partial is written to dweight directly
+ * and the workspace is left as it was. For 64 -> 64 the splits are the blocks above. */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue */
