@@ -4,7 +4,8 @@
 # any configuration, the CUDA build's too, is covered by .gitignore. The names are read from
 # Makefile.am and every */*.mk and */*/*.mk, inside automake conditionals as well, so a CPU
 # build checks the CUDA build's programs. SKIP (77) where the source tree is not a git checkout
-# of its own (a tarball, also one unpacked inside a checkout by make distcheck).
+# of its own (a tarball, also one unpacked inside a checkout by make distcheck). And no tracked
+# file matches an ignore pattern.
 set -u
 src=${srcdir:-.}
 top=$(command -v git > /dev/null 2>&1 && git -C "$src" rev-parse --show-toplevel 2>/dev/null)
@@ -35,4 +36,13 @@ for n in $names; do
   fi
 done
 [ $fail -eq 0 ] && echo "ok: .gitignore covers all $count built files the makefiles name"
+# ...and no file of the tree: a tracked file that an ignore pattern matches is left out where the
+# tree is named from its files (bench/tree_name.sh adds them to an empty index)
+tracked=$(git -C "$src" ls-files -ci --exclude-standard)
+if [ -n "$tracked" ]; then
+  echo "FAIL: tracked files that .gitignore matches (add a ! rule for them): $tracked"
+  fail=1
+else
+  echo "ok: .gitignore matches no tracked file"
+fi
 exit $fail
