@@ -2,7 +2,8 @@
 # bench/tree_name.sh — the name a record gives the tree it ran on, taken from the files themselves:
 # the checkout's HEAD (12 hex digits) where the working tree is exactly HEAD's; else
 # "tree T (HEAD H with changes)", T being the git tree object the working tree would be committed
-# as (tracked and untracked files, not the ignored ones), which
+# as (tracked and untracked files, not the ignored ones: a tracked file that .gitignore matched
+# would be left out, and tests/gitignore.sh checks that none is), which
 #   git log --all --format='%h %T' | grep T
 # maps back to the commit that holds it. So a copy of a tree whose .git is stale (the GPU
 # machine's copy of a working tree) is named by its content, not by the stale HEAD. "unknown"
