@@ -472,16 +472,6 @@ __global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
 
-/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
- * channel axes swapped, so that dgrad is the forward's convolution of dy with wt. */
-__global__ void conv_sm90_flip_kernel(const uint16_t *w, uint16_t *wt)
-{
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= 9 * C * C) return;
-  const int co = i / (9 * C), t = (i / C) % 9, ci = i % C;
-  wt[(size_t)ci * 9 * C + (8 - t) * C + co] = w[i];
-}
-
 /* ---- host ---- */
 
 /* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout. */
@@ -664,8 +654,7 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
     return 0;
   }
   void *wt = (char *)a->ws + ws_weights_offset(sms);
-  conv_sm90_flip_kernel<<<(9 * C * C + 255) / 256, 256, 0, st>>>((const uint16_t *)a->weight,
-                                                                 (uint16_t *)wt);
+  flip_weights(a->weight, wt, C, C, st); /* sm90_conv.cuh */
   if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
   CUtensorMap m[4];
   if (map_image(&m[0], a->dy, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||

@@ -604,26 +604,6 @@ __global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, i
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
 
-/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci]. Per tap a cout x cin matrix transposed,
- * in 64 x 64 tiles through shared memory (block (ci tile, co tile, tap), 64 x 4 threads), so
- * both the reads (rows of w) and the writes (rows of wt) are runs of 64 elements: element by
- * element, the writes land 18 cout bytes apart and every one costs a memory sector of its own
- * (a 1024 -> 1024 flip took longer than the convolution). The tile's rows are padded by one
- * element. */
-constexpr int FLIP_T = 64, FLIP_ROWS = 4;
-__global__ void __launch_bounds__(FLIP_T *FLIP_ROWS)
-    conv_wide_flip_kernel(const uint16_t *w, uint16_t *wt, int cin, int cout)
-{
-  __shared__ uint16_t tile[FLIP_T][FLIP_T + 1];
-  const int ci0 = FLIP_T * (int)blockIdx.x, co0 = FLIP_T * (int)blockIdx.y, t = (int)blockIdx.z;
-  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
-  for (int r = ty; r < FLIP_T; r += FLIP_ROWS) /* row co0 + r of tap t: cin elements */
-    tile[r][tx] = w[((size_t)(co0 + r) * 9 + t) * cin + ci0 + tx];
-  __syncthreads();
-  for (int r = ty; r < FLIP_T; r += FLIP_ROWS) /* row ci0 + r of tap 8 - t: cout elements */
-    wt[((size_t)(ci0 + r) * 9 + (8 - t)) * cout + co0 + tx] = tile[tx][r];
-}
-
 /* ---- host ---- */
 
 bool covered(int cin, int cout)
@@ -852,9 +832,7 @@ int conv_wide_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
     return 0;
   }
   void *wt = (char *)a->ws + ws_weights_offset(sms, a->cin, a->cout);
-  conv_wide_flip_kernel<<<dim3((unsigned)(a->cin / FLIP_T), (unsigned)(a->cout / FLIP_T), 9),
-                          dim3(FLIP_T, FLIP_ROWS), 0, st>>>((const uint16_t *)a->weight,
-                                                             (uint16_t *)wt, a->cin, a->cout);
+  flip_weights(a->weight, wt, a->cin, a->cout, st);
   if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
   p.partial = (double *)a->ws;
   const int grid = launch(p, a->dy, a->g, wt, xt ? a->x : NULL, true, a->scale != NULL,
