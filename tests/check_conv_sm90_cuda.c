@@ -8,6 +8,7 @@
  * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
  * for bit, the split-K plan's rule; images 16 and 32 pixels wide in tiles of whole rows). Case
+ * sm90_cm: the 64 -> 64 forward and dgrad in their other GEMM layout (CONV_SM90_LAYOUT_COUT_M). Case
  * sanitize: small shapes through every kernel, for
  * compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
@@ -80,6 +81,10 @@ static void *up_f64(const double *v, size_t n)
   return d;
 }
 
+/* The 64 -> 64 kernel's GEMM layout the cases below run (conv_sm90.h CONV_SM90_LAYOUT_*; 0:
+ * the default); the cm_ cases set it in their own process (each case runs forked). */
+static int g_layout = 0;
+
 typedef struct {
   float *y;        /* outputs as f32 */
   uint16_t *raw;   /* and as the bits written */
@@ -105,7 +110,7 @@ static void gpu_run(const cf_data_t *d, int with_pro, int with_stats, gpu_out_t 
   conv_sm90_fwd_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout, .x = x,
                        .weight = w, .scale = with_pro ? sc : NULL,
                        .shift = with_pro ? sh : NULL, .y = y, .stats = with_stats ? st : NULL,
-                       .ws = ws};
+                       .ws = ws, .layout = g_layout};
   char err[256];
   ck_assert_msg(conv_sm90_fwd(&a, err, sizeof err) == 0, "%s", err);
   CU_OK(cudaDeviceSynchronize());
@@ -235,7 +240,7 @@ static void dg_gpu_run(const bd_data_t *b, int mask, int with_sums, dg_out_t *o)
                          .dy = dy, .weight = w, .x = mask || with_sums ? x : NULL,
                          .scale = mask ? sc : NULL, .shift = mask ? sh : NULL,
                          .saved = with_sums ? sv : NULL, .g = g,
-                         .sums = with_sums ? st : NULL, .ws = ws};
+                         .sums = with_sums ? st : NULL, .ws = ws, .layout = g_layout};
   char err[256];
   ck_assert_msg(conv_sm90_dgrad(&a, err, sizeof err) == 0, "%s", err);
   CU_OK(cudaDeviceSynchronize());
@@ -354,6 +359,7 @@ END_TEST
 START_TEST(dgrad_unet_shape)
 {
   check_dgrad(6, 256, 256, 1, 1);
+  g_layout = 0;
 }
 END_TEST
 
@@ -709,6 +715,95 @@ START_TEST(reruns_bitwise)
   gpu_out_free(&a);
   gpu_out_free(&b);
   cf_free(&d);
+}
+END_TEST
+
+/* The COUT_M layout (output channels as M, the weights in registers): the same cases. */
+START_TEST(cm_odd_shapes)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1, 1);
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0, 1);
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1, 1);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1);
+  }
+  check_dgrad(2, 9, 70, 1, 0);
+  check_against_reference(2, 9, 70, 1, 0, 1);
+  g_layout = 0;
+}
+END_TEST
+
+START_TEST(cm_unet_shape)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  check_against_reference(6, 256, 256, 1, 1, 0);
+  check_against_reference(6, 256, 256, 0, 1, 0);
+  check_dgrad(6, 256, 256, 1, 1);
+  g_layout = 0;
+}
+END_TEST
+
+/* Two runs of each layout bit for bit; the layouts against each other: the same products
+ * added k-step by k-step in the same order, so they may differ only inside a wgmma's own
+ * 16-product sums (reported, not required). */
+START_TEST(cm_reruns_bitwise)
+{
+  cf_data_t d;
+  cf_make(&d, 6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT);
+  gpu_out_t a, b, c;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  g_layout = CONV_SM90_LAYOUT_PIXELS_M;
+  gpu_run(&d, 1, 1, &c);
+  size_t out = (size_t)6 * 256 * 256 * CONV_SM90_COUT, same = 0;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, sizeof a.stats) == 0,
+                "two runs gave different statistics");
+  for (size_t i = 0; i < out; i++) same += a.raw[i] == c.raw[i];
+  printf("conv_sm90 layouts: %zu of %zu outputs bit-equal between COUT_M and PIXELS_M\n", same,
+         out);
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  gpu_out_free(&c);
+  cf_free(&d);
+  const cf_shape_t sh = {6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t e;
+  bd_make(&e, &sh);
+  dg_out_t x, y;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  dg_gpu_run(&e, 1, 1, &x);
+  dg_gpu_run(&e, 1, 1, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, e.P * CONV_SM90_CIN * 2) == 0,
+                "two dgrad runs wrote different gradients");
+  ck_assert_msg(memcmp(x.sums, y.sums, sizeof x.sums) == 0, "two dgrad runs gave different sums");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&e);
+  g_layout = 0;
+}
+END_TEST
+
+START_TEST(cm_bad_layout)
+{
+  CU_OK(cudaSetDevice(0));
+  void *buf = NULL;
+  CU_OK(cudaMalloc(&buf, 1 << 20));
+  char err[256] = "";
+  conv_sm90_fwd_t a = {.n = 1, .h = 8, .w = 8, .cin = 64, .cout = 64, .x = buf, .weight = buf,
+                       .y = (char *)buf + 65536, .ws = buf, .layout = 3};
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "layout 3") != NULL, "%s", err);
+  conv_sm90_dgrad_t g = {.n = 1, .h = 8, .w = 8, .cin = 64, .cout = 64, .dy = buf,
+                         .weight = buf, .g = (char *)buf + 65536, .ws = buf, .layout = -1};
+  err[0] = 0;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "layout -1") != NULL, "%s", err);
+  cudaFree(buf);
 }
 END_TEST
 
@@ -1168,6 +1263,12 @@ START_TEST(sanitize_small)
   check_wgrad_shape(3, 5, 130, 64, 128, 0, &seen);
   check_wgrad_shape(2, 9, 16, 192, 320, 1, &seen); /* narrow: tiles of 4 rows of 16 */
   check_wgrad_shape(2, 5, 32, 64, 128, 0, &seen);  /* and of 2 rows of 32 */
+  g_layout = CONV_SM90_LAYOUT_COUT_M; /* the 64 -> 64 kernel's other layout */
+  check_against_reference(2, 9, 70, 1, 1, 1);
+  check_against_reference(2, 9, 70, 0, 0, 1);
+  check_dgrad(2, 9, 70, 1, 1);
+  check_dgrad(2, 9, 70, 0, 0);
+  g_layout = 0;
 }
 END_TEST
 
@@ -1185,6 +1286,8 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_dgrad", dgrad_odd_shapes, dgrad_unet_shape, dgrad_reruns_bitwise,
                   dgrad_bad_arguments);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_cm", cm_odd_shapes, cm_unet_shape, cm_reruns_bitwise, cm_bad_layout);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
                   wide_dgrad_shapes, wide_narrow_images, wide_dgrad_reruns_bitwise,
