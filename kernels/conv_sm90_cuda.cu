@@ -558,7 +558,7 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
 #pragma unroll 1
     for (int mb = 0; mb < 2; mb++) {
       cm_issue(acc, aw, d0 + (uint64_t)(mb * HALO_W * LINE >> 4));
-      if (mb == 1 && pending >= 0) { /* hand back the previous tile's stage once stored */
+      if (mb == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
         if (ti == 0) {
           tma_store_wait_read();
           mbar_arrive(empty + 8 * pending);
