@@ -2,7 +2,8 @@
  * GEMM (M = pixels, N = 64 output channels, K = 9 taps x 64 input channels) on wgmma, fed by
  * the tensor copy engine (TMA), warp-specialised, persistent. The forward and dgrad share it:
  * dgrad is the forward convolution of dy with the flipped, transposed weights (wt[ci][8 - t][co]
- * = w[co][t][ci], made by a small kernel into the workspace), no prologue, and its own epilogue.
+ * = w[co][t][ci]: in PIXELS_M made by a small kernel into the workspace, in COUT_M read from the
+ * forward's weights transposed as they are loaded), no prologue, and its own epilogue.
  *
  * Tiles. A tile is 2 image rows x 64 pixels (M = 128) of one image, all 64 output channels. Its
  * input is a halo of 4 rows x 66 pixels x 64 channels, one TMA tiled load of the NHWC tensor at
@@ -533,11 +534,20 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
 
   mbar_wait(wbar, 0);
   uint32_t aw[36][4];
-  {
+  if (!DG) { /* A[co][ci] of tap t: line t * 64 + co, as load_a's geometry */
     const uint32_t wline = 16 * wi + (lane & 7) + 8 * (q & 1), khalf = q >> 1;
 #pragma unroll
     for (int ks = 0; ks < 36; ks++)
       ldmatrix_x4(sbase + swz((uint32_t)((ks >> 2) * C) + wline, 2 * (ks & 3) + khalf), aw[ks]);
+  } else {
+    /* dgrad: A[ci][co] of tap t is w[co][8 - t][ci], the forward's weights as loaded (line
+     * (8 - t) * 64 + co, chunk ci / 8) read transposed: matrix q holds ci 16 wi + 8 (q & 1) ..
+     * (its rows, from chunk 2 wi + (q & 1)) and co 16 j + 8 (q >> 1) .. (the lines) */
+    const uint32_t cline = 8 * (q >> 1) + (lane & 7), cchunk = 2 * wi + (q & 1);
+#pragma unroll
+    for (int ks = 0; ks < 36; ks++)
+      ldmatrix_x4_trans(
+          sbase + swz((uint32_t)((8 - (ks >> 2)) * C + 16 * (ks & 3)) + cline, cchunk), aw[ks]);
   }
   float acc[32];
   int pending = -1, nt = 0;
@@ -873,9 +883,16 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
     }
     return 0;
   }
-  void *wt = (char *)a->ws + ws_weights_offset(sms);
-  flip_weights(a->weight, wt, C, C, st); /* sm90_conv.cuh */
-  if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
+  /* PIXELS_M reads dgrad's weights flipped and transposed (made here in the workspace); COUT_M
+   * transposes the forward's own as it loads them into registers (ldmatrix .trans, taps
+   * reversed) */
+  const void *wt = a->weight;
+  if (!cm) {
+    void *f = (char *)a->ws + ws_weights_offset(sms);
+    flip_weights(a->weight, f, C, C, st); /* sm90_conv.cuh */
+    if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
+    wt = f;
+  }
   CUtensorMap m[4];
   if (map_image(&m[0], a->dy, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
       map_image(&m[1], a->g, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
