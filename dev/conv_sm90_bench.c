@@ -160,13 +160,16 @@ static void reference(const cf_data_t *d, int pro, float *y, double *stats)
 
 /* ---- the variants ---- */
 
+/* The 64 -> 64 kernel's GEMM layout of the rows below (conv_sm90.h; 0: the default). */
+static int layout = 0;
+
 static void ours(int set, int pro, int stats, void *y)
 {
   conv_sm90_fwd_t a = {.n = N, .h = H, .w = W, .cin = CIN, .cout = COUT, .x = dx[set],
                        .weight = dw,
                        .scale = pro ? dscale : NULL, .shift = pro ? dshift : NULL,
                        .y = y ? y : dy[set], .stats = stats ? dstats : NULL, .ws = dws,
-                       .stream = S};
+                       .stream = S, .layout = layout};
   char err[256];
   if (conv_sm90_fwd(&a, err, sizeof err)) DIE("%s", err);
 }
@@ -213,15 +216,32 @@ static void ours_dgrad(int set, int mask, int sums)
                          .weight = dw, .x = mask ? dx[(set + 1) % SETS] : NULL,
                          .scale = mask ? dscale : NULL, .shift = mask ? dshift : NULL,
                          .saved = sums ? dsaved : NULL, .g = dg[set],
-                         .sums = sums ? dsums : NULL, .ws = dws, .stream = S};
+                         .sums = sums ? dsums : NULL, .ws = dws, .stream = S, .layout = layout};
   char err[256];
   if (conv_sm90_dgrad(&a, err, sizeof err)) DIE("%s", err);
 }
+
+/* the same in the COUT_M layout (64 -> 64 only) */
+static void v_cm_fused(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 1, 1, NULL); layout = 0; }
+static void v_cm_plain(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 0, 0, NULL); layout = 0; }
+static void v_cm_pro(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 1, 0, NULL); layout = 0; }
 
 static void v_dgrad_fused(int set) { ours_dgrad(set, 1, 1); }
 static void v_dgrad_plain(int set) { ours_dgrad(set, 0, 0); }
 /* the mask alone (no sums): with the two above, what each fused part costs */
 static void v_dgrad_mask(int set) { ours_dgrad(set, 1, 0); }
+static void v_cm_dgrad_fused(int set)
+{
+  layout = CONV_SM90_LAYOUT_COUT_M;
+  ours_dgrad(set, 1, 1);
+  layout = 0;
+}
+static void v_cm_dgrad_plain(int set)
+{
+  layout = CONV_SM90_LAYOUT_COUT_M;
+  ours_dgrad(set, 0, 0);
+  layout = 0;
+}
 
 static void cudnn_dgrad(ops_t *o, ops_conv_t *c, const void *gy, void *gx)
 {
@@ -595,6 +615,11 @@ int main(int argc, char **argv)
   row("ours: conv only", time_us(v_plain), min_bytes, flops);
   row("ours: conv + statistics (first block)", time_us(v_stats), min_bytes, flops);
   row("ours: BN prologue + conv, no statistics", time_us(v_pro), min_bytes, flops);
+  if (!WIDE) { /* the other GEMM layout: output channels as M, the weights in registers */
+    row("ours COUT_M: BN prologue + conv + stats", time_us(v_cm_fused), min_bytes, flops);
+    row("ours COUT_M: conv only", time_us(v_cm_plain), min_bytes, flops);
+    row("ours COUT_M: BN prologue + conv", time_us(v_cm_pro), min_bytes, flops);
+  }
   row("cuDNN conv, trainer's choice (heuristic)", time_us(v_cudnn_trainer), min_bytes, flops);
   row("cuDNN conv, fastest (cudnnFind)", time_us(v_cudnn_fastest), min_bytes, flops);
   /* today: bn_apply reads x and writes a, the conv reads a and writes y, bn_stats reads y */
@@ -609,6 +634,11 @@ int main(int argc, char **argv)
   row("ours dgrad: plain", time_us(v_dgrad_plain), min_bytes, flops);
   row("ours dgrad: ReLU mask, no sums", time_us(v_dgrad_mask), 2 * act_in + act_out + wbytes,
       flops);
+  if (!WIDE) {
+    row("ours COUT_M dgrad: mask + BN sums", time_us(v_cm_dgrad_fused),
+        2 * act_in + act_out + wbytes, flops);
+    row("ours COUT_M dgrad: plain", time_us(v_cm_dgrad_plain), min_bytes, flops);
+  }
   row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
       flops);
   row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);

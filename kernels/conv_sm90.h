@@ -34,6 +34,19 @@ extern "C" {
 /* The wider layers: cin and cout multiples of 64 up to this (forward and dgrad). */
 #define CONV_SM90_MAX_CHANNELS 1024
 
+/* The GEMM layout of the 64 -> 64 kernel (the `layout` field below; the wider layers have one):
+ *   CONV_SM90_LAYOUT_PIXELS_M  M = the tile's pixels: A read by ldmatrix from the input halo
+ *                              each k-step, B = the weights through descriptors;
+ *   CONV_SM90_LAYOUT_COUT_M    M = the output channels: A = the weights, held in registers for
+ *                              the whole kernel, B = the halo's pixels through descriptors, so
+ *                              a k-step reads half the shared-memory bytes;
+ *   0                          CONV_SM90_LAYOUT_DEFAULT.
+ * Both add each output's k-steps in the same order and are checked against the same
+ * references; the statistics' f32 partials are grouped differently (each within the bound). */
+#define CONV_SM90_LAYOUT_PIXELS_M 1
+#define CONV_SM90_LAYOUT_COUT_M 2
+#define CONV_SM90_LAYOUT_DEFAULT CONV_SM90_LAYOUT_PIXELS_M
+
 typedef struct {
   int n, h, w, cin, cout;
   const void *x;              /* bf16 (n, h, w, cin), 16-byte aligned */
@@ -44,6 +57,7 @@ typedef struct {
   void *ws;                   /* conv_sm90_ws_bytes_shape() bytes (with stats; else may be
                                * NULL) */
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
+  int layout;                 /* CONV_SM90_LAYOUT_*, 0: the default (64 -> 64 only) */
 } conv_sm90_fwd_t;
 
 /* The input gradient of that convolution (dgrad), with the previous layer's ReLU mask and its
@@ -69,6 +83,7 @@ typedef struct {
   double *sums;               /* f64 [2 cin], or NULL */
   void *ws;                   /* conv_sm90_ws_bytes_shape() bytes: always (flipped weights) */
   void *stream;               /* cudaStream_t; NULL: the legacy default stream */
+  int layout;                 /* CONV_SM90_LAYOUT_*, 0: the default (64 -> 64 only) */
 } conv_sm90_dgrad_t;
 
 /* The weight gradient of the forward above (wgrad), its prologue recomputed from x, as
@@ -87,10 +102,13 @@ typedef struct {
  *
  * The wider layers (cin, cout multiples of 64 up to CONV_SM90_MAX_CHANNELS other than 64 -> 64,
  * kernels/conv_sm90_wgrad_wide_cuda.cu) split K the same way: the row tiles, numbered as above,
+ * except that on images 16 or 32 pixels wide a tile is 64 / w whole rows (tile t = img * th + ty
+ * holds rows [ty 64 / w, (ty + 1) 64 / w), th = ceil(h w / 64); kernels/conv_sm90_tile.h),
  * are cut into `splits` ranges of tiles_per_split (conv_sm90_wgrad_plan_shape), each summed into
  * its own partial dW ([splits][cout][3][3][cin] f32 in the workspace, by (cout / 64) (cin / 64)
  * blocks of 64 x 64 channels each), then the partials are added in split order
- * (conv_wgrad_ref_reduce's order). For 64 -> 64 the splits are the blocks above. */
+ * (conv_wgrad_ref_reduce's order); with one split its partial is written to dweight directly
+ * and the workspace is left as it was. For 64 -> 64 the splits are the blocks above. */
 typedef struct {
   int n, h, w, cin, cout;     /* the forward convolution's shape */
   const void *x;              /* bf16 (n, h, w, cin): the forward's input before its prologue */

@@ -2,7 +2,8 @@
  * GEMM (M = pixels, N = 64 output channels, K = 9 taps x 64 input channels) on wgmma, fed by
  * the tensor copy engine (TMA), warp-specialised, persistent. The forward and dgrad share it:
  * dgrad is the forward convolution of dy with the flipped, transposed weights (wt[ci][8 - t][co]
- * = w[co][t][ci], made by a small kernel into the workspace), no prologue, and its own epilogue.
+ * = w[co][t][ci]: in PIXELS_M made by a small kernel into the workspace, in COUT_M read from the
+ * forward's weights transposed as they are loaded), no prologue, and its own epilogue.
  *
  * Tiles. A tile is 2 image rows x 64 pixels (M = 128) of one image, all 64 output channels. Its
  * input is a halo of 4 rows x 66 pixels x 64 channels, one TMA tiled load of the NHWC tensor at
@@ -24,6 +25,11 @@
  *                        (9 taps x 4 steps of 16 channels), each two wgmma m64n64k16 (one per
  *                        image row) with A from registers and B (weights) from shared memory;
  *                        then the epilogue.
+ *
+ * Two GEMM layouts (conv_sm90.h CONV_SM90_LAYOUT_*): the one described here and below, M =
+ * the tile's pixels (PIXELS_M), and COUT_M, M = the output channels with the weights held in
+ * registers (see "the COUT_M layout" further down); loader, prologue, stages and barriers are
+ * the same for both.
  *
  * Why A from registers. A tap's view starts kx (0..2) pixels into a halo row, i.e. at any
  * 128-byte line, not at a 1024-byte swizzle-pattern boundary. ldmatrix takes one address per
@@ -91,6 +97,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <utility>
 
 #include "kernels/conv_sm90.h"
 #include "kernels/conv_sm90_wide.h"
@@ -386,9 +394,208 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   if (ti == 0) tma_store_wait_all();
 }
 
+/* ---- the COUT_M layout (conv_sm90.h): M = the 64 output channels, A = the weights ----
+ * A warpgroup holds the A fragments of all 36 k-steps in registers (144 a thread, loaded once
+ * from the resident weights by ldmatrix with the geometry of load_a, lines = output channels)
+ * and reads only B from shared memory: the tile's pixels, through a descriptor starting at the
+ * tap's halo line (any line: the swizzle follows the address bits, dev/wgmma_desc_probe.cu),
+ * K-major (a pixel line holds its 64 channels). Per k-step one wgmma m64n64k16 per image row
+ * reads 2 KB of shared memory instead of 4 (2 KB of A by ldmatrix and 2 KB of B). The
+ * accumulators are [channel][pixel]: thread (warp wi, lane) holds channels 16 wi + lane / 4
+ * (+ 8) of pixels 8 i + 2 (lane & 3) (+ 1). The two image rows run one after the other on one
+ * set of accumulators (the weights leave no room for two): row 0's are rounded, packed and
+ * stored, then row 1's wgmmas issued (the other warpgroup's keep the tensor cores busy
+ * meanwhile; holding row 0's packed outputs across row 1's issue spilled). stmatrix .trans writes the packed
+ * [channel][pixel] fragments as pixel lines (the halo stage's lines, as the other layout); dgrad
+ * reads its x tile with ldmatrix .trans into the same layout. Sums: a thread's two channels over
+ * its 32 pixels of a tile in f32, folded in f64 each tile (the 4 lanes of a channel by a fixed
+ * butterfly, then into the warp's row). */
+
+/* dgrad's epilogue step for one packed pair of pixels (p, p + 1) of one channel: r holds
+ * bf16(acc) of both, xv the forward input x there, sc/sh the channel's mask coefficients,
+ * in0/in1 whether each pixel lies inside the image. As dgrad_pair, across pixels. */
+template <bool MASK, bool STATS>
+__device__ __forceinline__ void dgrad_pix_pair(uint32_t &r, uint32_t xv, float sc, float sh,
+                                               bool in0, bool in1, float &s1, float &s2)
+{
+  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
+  if (MASK) {
+    const float v0 = __fadd_rn(__fmul_rn(x0, sc), sh);
+    const float v1 = __fadd_rn(__fmul_rn(x1, sc), sh);
+    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
+  }
+  if (STATS) {
+    const float g0 = in0 ? bf16_lo(r) : 0.f, g1 = in1 ? bf16_hi(r) : 0.f;
+    s1 += g0;
+    s2 = fmaf(g0, x0, s2);
+    s1 += g1;
+    s2 = fmaf(g1, x1, s2);
+  }
+}
+
+/* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
+__device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
+                                              int lane)
+{
+#pragma unroll
+  for (int v = 0; v < 4; v++) {
+    double d = v < 2 ? (double)s1[v] : (double)s2[v - 2];
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    d += __shfl_xor_sync(0xffffffffu, d, 2);
+    if ((lane & 3) == 0) row[(v >> 1) * C + ch + 8 * (v & 1)] += d;
+  }
+  s1[0] = s1[1] = s2[0] = s2[1] = 0.f;
+}
+
+/* Row mb's accumulators rounded, packed (v[m]: channel half m & 1, pixels 8 (i + m / 2) +
+ * 2 (lane & 3) + {0, 1}), with dgrad's mask and the sums, and stored into the stage's lines
+ * mb * 64 .. mb * 64 + 63, four 8x8 matrices at a time (so only four packed registers live).
+ * xt: dgrad's x tile; coef: its mask coefficients (shared memory); epix, echunk: the lane's
+ * ldmatrix/stmatrix .trans row and chunk (file comment). */
+template <bool PRO, bool STATS, bool DG>
+__device__ __forceinline__ void cm_epilogue(const float (&acc)[32], uint32_t stage, int mb,
+                                            const tile_t &tl, const params &p, int ch, int t4,
+                                            uint32_t xt, const float *coef, uint32_t epix,
+                                            uint32_t echunk, float (&s1)[2], float (&s2)[2])
+{
+  constexpr bool XT = DG && (PRO || STATS);
+  const bool row_in = tl.y0 + mb < p.h;
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) {
+    const uint32_t addr = swz((uint32_t)(mb * TILE_W + 8 * i) + epix, echunk);
+    uint32_t xr[4], v[4];
+    if (XT) ldmatrix_x4_trans(xt + addr, xr);
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      const int ii = i + (m >> 1), h = m & 1;
+      v[m] = pack_bf16(acc[4 * ii + 2 * h], acc[4 * ii + 2 * h + 1]);
+      const int px = tl.x0 + 8 * ii + 2 * t4;
+      const bool in0 = row_in && px < p.w, in1 = row_in && px + 1 < p.w;
+      if (DG) {
+        if (XT)
+          dgrad_pix_pair<PRO, STATS>(v[m], xr[m], PRO ? coef[ch + 8 * h] : 0.f,
+                                     PRO ? coef[C + ch + 8 * h] : 0.f, in0, in1, s1[h], s2[h]);
+      } else if (STATS) {
+        const float f0 = in0 ? bf16_lo(v[m]) : 0.f, f1 = in1 ? bf16_hi(v[m]) : 0.f;
+        s1[h] += f0;
+        s2[h] = fmaf(f0, f0, s2[h]);
+        s1[h] += f1;
+        s2[h] = fmaf(f1, f1, s2[h]);
+      }
+    }
+    stmatrix_x4_trans(stage + addr, v);
+  }
+}
+
+/* B's offset (16-byte units) from the stage for k-step ks of image row mb: the tap's view
+ * starts at halo line (mb + ky) * 66 + kx, channel step j 32 bytes into the line. */
+__host__ __device__ constexpr uint32_t cm_off(int mb, int ks)
+{
+  return (uint32_t)((((mb + (ks >> 2) / 3) * HALO_W + (ks >> 2) % 3) * LINE + 32 * (ks & 3)) >> 4);
+}
+
+template <int... KS>
+__device__ __forceinline__ void cm_steps(float (&acc)[32], const uint32_t (&aw)[36][4],
+                                         uint64_t d0, std::integer_sequence<int, KS...>)
+{
+  (wgmma_rs_at<cm_off(0, KS)>(acc, aw[KS], d0, KS > 0), ...);
+}
+
+/* An image row's 36 k-steps: acc = the weights (registers) times the halo's pixels
+ * (descriptors; d0 that of the row's first halo line). */
+__device__ __forceinline__ void cm_issue(float (&acc)[32], const uint32_t (&aw)[36][4], uint64_t d0)
+{
+  wgmma_fence();
+  cm_steps(acc, aw, d0, std::make_integer_sequence<int, 36>());
+  wgmma_commit();
+}
+
+/* A consumer warpgroup in the COUT_M layout; roles, stages and barriers as run_consumer. */
+template <bool PRO, bool STATS, bool DG>
+__device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorMap *ymap,
+                                                const CUtensorMap *xtmap, uint32_t sbase,
+                                                double *stats_area, const float *coef, int wg,
+                                                int ti)
+{
+  using L = lay<DG>;
+  constexpr int STAGES = L::stages;
+  constexpr bool XT = DG && (PRO || STATS);
+  const uint32_t bar = sbase + L::off_bar;
+  const uint32_t ready = bar + 8 * STAGES, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
+  const uint32_t xbar = wbar + 8 + 8 * wg, xt = sbase + L::off_xt + wg * TILE_BYTES;
+  const int wi = ti >> 5, lane = ti & 31, t4 = lane & 3, q = lane >> 3;
+  const int ch = 16 * wi + (lane >> 2); /* the accumulator rows' channels: ch, ch + 8 */
+  double *row = stats_area + (wg * 4 + wi) * 2 * C;
+  if (STATS)
+    for (int k = lane; k < 2 * C; k += 32) row[k] = 0;
+  float s1[2] = {0.f, 0.f}, s2[2] = {0.f, 0.f};
+  /* ldmatrix/stmatrix .trans lane geometry: matrix q = (pixel group +q / 2, channel half q & 1) */
+  const uint32_t epix = 8 * (q >> 1) + (lane & 7), echunk = 2 * wi + (q & 1);
+
+  mbar_wait(wbar, 0);
+  uint32_t aw[36][4];
+  if (!DG) { /* A[co][ci] of tap t: line t * 64 + co, as load_a's geometry */
+    const uint32_t wline = 16 * wi + (lane & 7) + 8 * (q & 1), khalf = q >> 1;
+#pragma unroll
+    for (int ks = 0; ks < 36; ks++)
+      ldmatrix_x4(sbase + swz((uint32_t)((ks >> 2) * C) + wline, 2 * (ks & 3) + khalf), aw[ks]);
+  } else {
+    /* dgrad: A[ci][co] of tap t is w[co][8 - t][ci], the forward's weights as loaded (line
+     * (8 - t) * 64 + co, chunk ci / 8) read transposed: matrix q holds ci 16 wi + 8 (q & 1) ..
+     * (its rows, from chunk 2 wi + (q & 1)) and co 16 j + 8 (q >> 1) .. (the lines) */
+    const uint32_t cline = 8 * (q >> 1) + (lane & 7), cchunk = 2 * wi + (q & 1);
+#pragma unroll
+    for (int ks = 0; ks < 36; ks++)
+      ldmatrix_x4_trans(
+          sbase + swz((uint32_t)((8 - (ks >> 2)) * C + 16 * (ks & 3)) + cline, cchunk), aw[ks]);
+  }
+  float acc[32];
+  int pending = -1, nt = 0;
+  int i = wg;
+  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
+    const int s = i % STAGES, k = i / STAGES;
+    const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
+    const uint64_t d0 = desc_sw128(stage);
+    const tile_t tl = tile_of(p, t);
+    if (XT && ti == 0) { /* the last tile's epilogue read its x tile before its final barrier */
+      mbar_expect_tx(xbar, TILE_BYTES);
+      tma_load_4d(xt, xtmap, 0, tl.x0, tl.y0, tl.n, xbar);
+    }
+    mbar_wait(ready + 8 * s, k & 1);
+
+    /* a rolled loop: unrolled, ptxas moved work of one row across the other's issue and the
+     * weights' registers spilled */
+#pragma unroll 1
+    for (int mb = 0; mb < 2; mb++) {
+      cm_issue(acc, aw, d0 + (uint64_t)(mb * HALO_W * LINE >> 4));
+      if (mb == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
+        if (ti == 0) {
+          tma_store_wait_read();
+          mbar_arrive(empty + 8 * pending);
+        }
+        __syncwarp();
+      }
+      wgmma_wait<0>();
+      acc_fence(acc);
+      if (XT && mb == 0) mbar_wait(xbar, nt & 1);
+      /* every warp's wgmmas of this row are done: row 0's output lines (0..63) are read by no
+       * other row's wgmmas, row 1's only by its own */
+      named_bar(1 + wg, 128);
+      cm_epilogue<PRO, STATS, DG>(acc, stage, mb, tl, p, ch, t4, xt, coef, epix, echunk, s1, s2);
+    }
+    fence_proxy_async();
+    named_bar(1 + wg, 128); /* the tile is in the stage; every read of the x tile is done */
+    if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
+    __syncwarp();
+    pending = s;
+    if (STATS) fold_stats_cm(s1, s2, row, ch, lane);
+  }
+  if (ti == 0) tma_store_wait_all();
+}
+
 /* Forward (DG false): x is the input, y the output; dgrad: x is dy, y is g, w the flipped,
  * transposed weights and xt the forward's input x, read at the output tile. */
-template <bool PRO, bool STATS, bool DG>
+template <bool PRO, bool STATS, bool DG, bool CM>
 __global__ void __launch_bounds__(THREADS, 1)
     conv_sm90_kernel(const __grid_constant__ CUtensorMap xmap,
                      const __grid_constant__ CUtensorMap ymap,
@@ -431,8 +638,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   } else {
     regs_inc<CONSUMER_REGS>();
-    run_consumer<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef, (warp - 4) >> 2,
-                                 threadIdx.x - 128 * ((warp) >> 2));
+    if (CM)
+      run_consumer_cm<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef,
+                                      (warp - 4) >> 2, threadIdx.x - 128 * ((warp) >> 2));
+    else
+      run_consumer<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef, (warp - 4) >> 2,
+                                   threadIdx.x - 128 * ((warp) >> 2));
   }
 
   if (STATS) {
@@ -472,16 +683,6 @@ __global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
 
-/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
- * channel axes swapped, so that dgrad is the forward's convolution of dy with wt. */
-__global__ void conv_sm90_flip_kernel(const uint16_t *w, uint16_t *wt)
-{
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= 9 * C * C) return;
-  const int co = i / (9 * C), t = (i / C) % 9, ci = i % C;
-  wt[(size_t)ci * 9 * C + (8 - t) * C + co] = w[i];
-}
-
 /* ---- host ---- */
 
 /* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout. */
@@ -500,10 +701,25 @@ int map_weights(CUtensorMap *m, const void *base, char *err, size_t len)
 
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, params);
 
-template <bool DG> kernel_fn pick(bool pro, bool stats)
+template <bool DG, bool CM> kernel_fn pick_layout(bool pro, bool stats)
 {
-  if (pro) return stats ? conv_sm90_kernel<true, true, DG> : conv_sm90_kernel<true, false, DG>;
-  return stats ? conv_sm90_kernel<false, true, DG> : conv_sm90_kernel<false, false, DG>;
+  if (pro)
+    return stats ? conv_sm90_kernel<true, true, DG, CM> : conv_sm90_kernel<true, false, DG, CM>;
+  return stats ? conv_sm90_kernel<false, true, DG, CM> : conv_sm90_kernel<false, false, DG, CM>;
+}
+
+template <bool DG> kernel_fn pick(bool pro, bool stats, bool cm)
+{
+  return cm ? pick_layout<DG, true>(pro, stats) : pick_layout<DG, false>(pro, stats);
+}
+
+/* The layout asked for (conv_sm90.h): 1 for COUT_M, 0 for PIXELS_M, -1 for a value not known. */
+int layout_cm(int layout, char *err, size_t errlen)
+{
+  if (layout == 0) layout = CONV_SM90_LAYOUT_DEFAULT;
+  if (layout == CONV_SM90_LAYOUT_COUT_M) return 1;
+  if (layout == CONV_SM90_LAYOUT_PIXELS_M) return 0;
+  return fail(err, errlen, "the sm_90 convolution has no layout %d (CONV_SM90_LAYOUT_*)", layout);
 }
 
 /* The workspace: the blocks' statistics partials, then (1024-aligned) dgrad's weights. */
@@ -584,8 +800,8 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
   if (!encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
   cudaFuncAttributes fa;
-  for (int k = 0; k < 8; k++) {
-    kernel_fn f = k & 4 ? pick<true>(k & 1, k & 2) : pick<false>(k & 1, k & 2);
+  for (int k = 0; k < 16; k++) {
+    kernel_fn f = k & 4 ? pick<true>(k & 1, k & 2, k & 8) : pick<false>(k & 1, k & 2, k & 8);
     if ((e = cudaFuncGetAttributes(&fa, (const void *)f)) != cudaSuccess) {
       cudaGetLastError();
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
@@ -605,6 +821,8 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
   if (a->cin != C || a->cout != C) return conv_wide_fwd(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
+  const int cm = layout_cm(a->layout, err, errlen);
+  if (cm < 0) return -1;
   if (check_common("forward", a->n, a->h, a->w, a->cin, a->cout, a->x, a->weight, a->y,
                    a->scale, a->shift, &p, &sms, err, errlen))
     return -1;
@@ -627,8 +845,8 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
     return -1;
   m[3] = m[1]; /* no x tile in the forward */
   p.partial = (double *)a->ws;
-  const int grid = launch(pick<false>(a->scale != NULL, a->stats != NULL), lay<false>::smem, m,
-                          p, sms, st, err, errlen);
+  const int grid = launch(pick<false>(a->scale != NULL, a->stats != NULL, cm), lay<false>::smem,
+                          m, p, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
     conv_sm90_stats_kernel<<<1, PARTIAL, 0, st>>>(p.partial, grid,
@@ -643,6 +861,8 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
   if (a->cin != C || a->cout != C) return conv_wide_dgrad(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
+  const int cm = layout_cm(a->layout, err, errlen);
+  if (cm < 0) return -1;
   if (check_common("dgrad", a->n, a->h, a->w, a->cin, a->cout, a->dy, a->weight, a->g,
                    a->scale, a->shift, &p, &sms, err, errlen))
     return -1;
@@ -663,10 +883,16 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
     }
     return 0;
   }
-  void *wt = (char *)a->ws + ws_weights_offset(sms);
-  conv_sm90_flip_kernel<<<(9 * C * C + 255) / 256, 256, 0, st>>>((const uint16_t *)a->weight,
-                                                                 (uint16_t *)wt);
-  if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
+  /* PIXELS_M reads dgrad's weights flipped and transposed (made here in the workspace); COUT_M
+   * transposes the forward's own as it loads them into registers (ldmatrix .trans, taps
+   * reversed) */
+  const void *wt = a->weight;
+  if (!cm) {
+    void *f = (char *)a->ws + ws_weights_offset(sms);
+    flip_weights(a->weight, f, C, C, st); /* sm90_conv.cuh */
+    if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
+    wt = f;
+  }
   CUtensorMap m[4];
   if (map_image(&m[0], a->dy, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
       map_image(&m[1], a->g, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
@@ -678,8 +904,8 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
     m[3] = m[1];
   }
   p.partial = (double *)a->ws;
-  const int grid = launch(pick<true>(a->scale != NULL, a->sums != NULL), lay<true>::smem, m, p,
-                          sms, st, err, errlen);
+  const int grid = launch(pick<true>(a->scale != NULL, a->sums != NULL, cm), lay<true>::smem, m,
+                          p, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->sums) {
     conv_sm90_dgrad_sums_kernel<<<1, C, 0, st>>>(p.partial, grid, a->saved, a->sums);

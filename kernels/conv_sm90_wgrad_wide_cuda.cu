@@ -30,7 +30,9 @@
  * [k T, min((k + 1) T, tiles)). Block b = k OT + o computes output tile o over split k and
  * writes its f32 partial into the split's partial dW ([S][cout][3][3][cin] in the workspace;
  * the blocks of one split write disjoint parts of it); a second kernel adds the S partials in
- * split order (conv_wgrad_ref_reduce's order, bit for bit). The rule (wplan below), with G
+ * split order (conv_wgrad_ref_reduce's order, bit for bit). With S = 1 (the deepest layers) the
+ * one partial is dW: the blocks write it there and the workspace is not touched (a copy of
+ * 4 x 9 cin cout bytes less, twice: 75 MB at 1024 -> 1024). The rule (wplan below), with G
  * multiprocessors:
  *   S = floor(G / OT) where OT < G, else 1        every multiprocessor gets a block, and no
  *                                                 second wave of a few blocks (OT S <= G)
@@ -48,11 +50,19 @@
  * Block order b = k OT + o puts the blocks of one split next to each other, so the blocks
  * running together share their x and dy strips in L2.
  *
- * Narrow images. A row tile is 64 pixels of one row, so images narrower than 64 (the U-Net's
- * 32 x 32 and 16 x 16 deep layers) leave 50 % or 75 % of each tile's pixels zero: correct
- * (dy is zero there), but that share of the tensor work is wasted. The next step for them is
- * tiles of 64 / w rows (a k-step of 16 pixels stays within one row while w >= 16, so B's start
- * line just moves to the row's line in a multi-row x box).
+ * Narrow images. A row tile of 64 pixels of one row would leave 50 % or 75 % of its pixels
+ * past the edge of the U-Net's 32 x 32 and 16 x 16 deep layers (zeros multiplied). On images 32
+ * or 16 pixels wide a tile is instead R = 64 / w whole rows (kernels/conv_sm90_tile.h,
+ * sm90_wtile_geometry): its dy strip one box of w pixels x R rows (the same 64 lines), and its
+ * k-step ks (16 pixels, within one row because w >= 16) row 16 ks / w of it, so the consumer's
+ * B operand starts at line 16 ks % w + kx of x strip (image row) y0 + 16 ks / w - 1 + ky. The x
+ * strips stay one image row each, w + 2 pixels now; a run of L tiles down the image loads
+ * R L + 2 of them, tile k reading strips R k .. R k + R + 1 of the run and freeing R k ..
+ * R k + R - 1 (read by no later tile) when it is done. With R = 1 this is the 64-pixel tiling
+ * exactly. The kernel is instantiated for R = 1, 2, 4 (compile-time row offsets: no registers
+ * for them beside the 96 accumulators). Other widths (2 .. 8, and all that are not powers of
+ * two) keep rows of 64: below 16 pixels a k-step would span rows, which the operand's
+ * consecutive lines cannot.
  *
  * Everything else — the loader's order, the prologue (with the chunk's coefficients,
  * scale[64 kc + c]), the consumer's k-steps, the barriers and their release order, the
@@ -72,6 +82,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_tile.h"
 #include "kernels/conv_sm90_wide.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_host.h"
@@ -86,11 +97,16 @@ namespace {
 
 constexpr int CH = 64;                               /* channels of a chunk, of a co tile */
 constexpr int MAX_CH = CONV_SM90_MAX_CHANNELS;
-constexpr int TILE_W = 64;
-constexpr int STRIP_W = TILE_W + 2;                  /* an x strip: 66 pixels from x0 - 1 */
-constexpr int X_BYTES = STRIP_W * 128;               /* 8,448: one TMA box */
-constexpr int X_SLOT = (X_BYTES + 1023) / 1024 * 1024; /* 9,216 */
+constexpr int TILE_W = SM90_TILE_M;                  /* pixels a tile */
+constexpr int STRIP_W = TILE_W + 2;                  /* the widest x strip: 66 pixels from x0 - 1 */
+constexpr int X_SLOT = (STRIP_W * 128 + 1023) / 1024 * 1024; /* 9,216 */
 constexpr int DY_BYTES = TILE_W * 128;               /* 8,192 */
+
+/* An x strip of a tile of R rows of 64 / R pixels: 64 / R + 2 pixels, one TMA box. */
+template <int R> struct xgeom {
+  static_assert(R == 1 || R == 2 || R == 4, "tiles of 1, 2 or 4 rows");
+  static constexpr int TW = TILE_W / R, LINES = TW + 2, BYTES = LINES * 128;
+};
 constexpr int XS = 14;                               /* x strip slots */
 constexpr int DS = 11;                               /* dy strip slots */
 constexpr int OFF_DY = XS * X_SLOT;
@@ -106,11 +122,12 @@ constexpr size_t WS_CAP = (size_t)64 << 20;          /* bytes of partials at mos
 static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
 static_assert(X_SLOT % 1024 == 0 && OFF_DY % 1024 == 0 && DY_BYTES % 1024 == 0,
               "strips on 1024-byte boundaries");
-static_assert(XS >= 3 && DS >= 1, "the rings hold a tile's three x strips and its dy strip");
+static_assert(XS >= 4 + 2 && DS >= 1,
+              "the rings hold a tile's x strips (R + 2, R up to 4) and its dy strip");
 static_assert(SMEM_BYTES == 220672 && SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 
 struct wparams {
-  int n, h, w, tiles_x, ntiles, per_split;
+  int n, h, w, tiles_x, th, ntiles, per_split; /* th: tiles down a column strip */
   int cin, cout, kcn, otiles; /* KC = cin / 64; OT = (cout / 64) KC */
   const float *scale, *shift;
   float *partial; /* [splits][cout][3][3][cin] */
@@ -150,20 +167,21 @@ __device__ __forceinline__ uint32_t dslot(uint32_t sbase, int i)
   return sbase + OFF_DY + (uint32_t)(i % DS) * DY_BYTES;
 }
 
-/* A run: rows y_a .. y_a + len - 1 of column strip (n, x0). */
+/* A run: len tiles of R rows from image row ya down column strip (n, x0). */
 struct wrun_t {
   int n, x0, ya, len;
 };
 
 /* The run that starts at tile t of a split whose range ends at `end`. */
+template <int R>
 __device__ __forceinline__ wrun_t wrun_of(const wparams &p, int t, int end)
 {
   wrun_t r;
-  const int strip = t / p.h;
-  r.ya = t - strip * p.h;
-  r.len = min(end - t, p.h - r.ya);
+  const int strip = t / p.th, ty = t - strip * p.th;
+  r.ya = R * ty;
+  r.len = min(end - t, p.th - ty);
   r.n = strip / p.tiles_x;
-  r.x0 = (strip - r.n * p.tiles_x) * TILE_W;
+  r.x0 = (strip - r.n * p.tiles_x) * xgeom<R>::TW;
   return r;
 }
 
@@ -179,15 +197,19 @@ __device__ __forceinline__ int end_tile(const wparams &p, const wblock_t &b)
 
 /* x strip j of the block: image row `row` of run r, channels [c_in, c_in + 64), into slot
  * j % XS once its previous use (strip j - XS) has been freed. */
+template <int R>
 __device__ __forceinline__ void load_x(const CUtensorMap *xmap, uint32_t sbase, const wbars &b,
                                        int j, const wrun_t &r, int row, int c_in)
 {
   const uint32_t s = (uint32_t)(j % XS);
   if (j >= XS) mbar_wait(b.xempty + 8 * s, (uint32_t)(j / XS - 1) & 1);
-  mbar_expect_tx(b.xfull + 8 * s, X_BYTES);
+  mbar_expect_tx(b.xfull + 8 * s, xgeom<R>::BYTES);
   tma_load_4d(xslot(sbase, j), xmap, c_in, r.x0 - 1, row, r.n, b.xfull + 8 * s);
 }
 
+/* Strip j + m of a run is image row ya - 1 + m: rows ya - 1 and ya first, then before tile
+ * k's dy its R rows below the previous ones. */
+template <int R>
 __device__ __forceinline__ void wide_loader(const wparams &p, const CUtensorMap *xmap,
                                             const CUtensorMap *dymap, uint32_t sbase)
 {
@@ -198,24 +220,26 @@ __device__ __forceinline__ void wide_loader(const wparams &p, const CUtensorMap 
   const int end = end_tile(p, blk);
   int i = 0, j = 0;
   for (int t = first_tile(p, blk); t < end;) {
-    const wrun_t r = wrun_of(p, t, end);
-    load_x(xmap, sbase, b, j, r, r.ya - 1, blk.c_in);
-    load_x(xmap, sbase, b, j + 1, r, r.ya, blk.c_in);
+    const wrun_t r = wrun_of<R>(p, t, end);
+    load_x<R>(xmap, sbase, b, j, r, r.ya - 1, blk.c_in);
+    load_x<R>(xmap, sbase, b, j + 1, r, r.ya, blk.c_in);
     for (int k = 0; k < r.len; k++, i++) {
-      load_x(xmap, sbase, b, j + k + 2, r, r.ya + k + 1, blk.c_in);
+#pragma unroll
+      for (int q = 0; q < R; q++)
+        load_x<R>(xmap, sbase, b, j + R * k + 2 + q, r, r.ya + R * k + 1 + q, blk.c_in);
       const uint32_t s = (uint32_t)(i % DS);
       if (i >= DS) mbar_wait(b.dempty + 8 * s, (uint32_t)(i / DS - 1) & 1);
       mbar_expect_tx(b.dfull + 8 * s, DY_BYTES);
-      tma_load_4d(dslot(sbase, i), dymap, blk.c_out, r.x0, r.ya + k, r.n, b.dfull + 8 * s);
+      tma_load_4d(dslot(sbase, i), dymap, blk.c_out, r.x0, r.ya + R * k, r.n, b.dfull + 8 * s);
     }
-    j += r.len + 2;
+    j += R * r.len + 2;
     t += r.len;
   }
 }
 
 /* The forward's prologue on each x strip, in place, with the chunk's coefficients: the thread
  * owns channel chunk (lane & 7) and walks lines (lane >> 3) + 4 (warp - 1), +12. */
-template <bool PRO>
+template <bool PRO, int R>
 __device__ __forceinline__ void wide_prologue(const wparams &p, uint32_t sbase, int pw, int lane)
 {
   const wbars b(sbase);
@@ -226,13 +250,13 @@ __device__ __forceinline__ void wide_prologue(const wparams &p, uint32_t sbase, 
   const int end = end_tile(p, blk);
   int j = 0;
   for (int t = first_tile(p, blk); t < end;) {
-    const wrun_t r = wrun_of(p, t, end);
-    for (int q = 0; q < r.len + 2; q++, j++) {
+    const wrun_t r = wrun_of<R>(p, t, end);
+    for (int q = 0; q < R * r.len + 2; q++, j++) {
       const uint32_t s = (uint32_t)(j % XS);
       mbar_wait(b.xfull + 8 * s, (uint32_t)(j / XS) & 1);
       if (PRO) {
-        bn_relu_halo(xslot(sbase, j), STRIP_W, STRIP_W, r.ya - 1 + q, r.x0 - 1, p.h, p.w,
-                     4 * pw + (lane >> 3), 12, lc, sc, sh);
+        bn_relu_halo(xslot(sbase, j), xgeom<R>::LINES, xgeom<R>::LINES, r.ya - 1 + q, r.x0 - 1,
+                     p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
         fence_proxy_async();
       }
       mbar_arrive(b.xready + 8 * s);
@@ -243,8 +267,10 @@ __device__ __forceinline__ void wide_prologue(const wparams &p, uint32_t sbase, 
 
 /* A consumer warpgroup: the taps (ky, 0..2) of the block's output tile over its split's
  * tiles, then its share of the block's part of the split's partial. */
+template <int R>
 __device__ __forceinline__ void wide_consumer(const wparams &p, uint32_t sbase, int ky, int ti)
 {
+  constexpr int TW = xgeom<R>::TW;
   const wbars b(sbase);
   const wblock_t blk = wblock_of(p);
   const int wi = ti >> 5, lane = ti & 31, g = lane >> 2, t4 = lane & 3, q = lane >> 3;
@@ -257,20 +283,24 @@ __device__ __forceinline__ void wide_consumer(const wparams &p, uint32_t sbase, 
   const int end = end_tile(p, blk);
   int i = 0, j = 0; /* the block's tile, the run's first x strip */
   for (int t = first_tile(p, blk); t < end;) {
-    const wrun_t r = wrun_of(p, t, end);
+    const wrun_t r = wrun_of<R>(p, t, end);
     for (int k = 0; k < r.len; k++, i++) {
-      const int jx = j + k + ky; /* x strip row y - 1 + ky */
-      mbar_wait(b.xready + 8 * (jx % XS), (uint32_t)(jx / XS) & 1);
+      const int jx = j + R * k + ky; /* x strip of the tile's first row: image row y0 - 1 + ky */
+#pragma unroll
+      for (int q = 0; q < R; q++)
+        mbar_wait(b.xready + 8 * ((jx + q) % XS), (uint32_t)((jx + q) / XS) & 1);
       mbar_wait(b.dfull + 8 * (i % DS), (uint32_t)(i / DS) & 1);
-      const uint32_t xs = xslot(sbase, jx), ds = dslot(sbase, i);
+      const uint32_t ds = dslot(sbase, i);
       uint32_t a[2][4];
 #pragma unroll
       for (int ks = 0; ks < TILE_W / 16; ks++) {
+        /* k-step ks: the tile's row 16 ks / TW, from its column 16 ks % TW */
+        const uint32_t xs = xslot(sbase, jx + 16 * ks / TW) + (uint32_t)(16 * ks % TW) * 128u;
         ldmatrix_x4_trans(ds + swz((uint32_t)(16 * ks) + pix, chunk), a[ks & 1]);
         wgmma_fence();
 #pragma unroll
         for (int kx = 0; kx < 3; kx++)
-          wgmma_rs<1>(acc[kx], a[ks & 1], desc_sw128(xs + (uint32_t)(16 * ks + kx) * 128u), 1);
+          wgmma_rs<1>(acc[kx], a[ks & 1], desc_sw128(xs + (uint32_t)kx * 128u), 1);
         wgmma_commit();
         wgmma_wait<1>();
       }
@@ -280,19 +310,21 @@ __device__ __forceinline__ void wide_consumer(const wparams &p, uint32_t sbase, 
       __syncwarp();
       if (ti == 0) {
         mbar_arrive(b.dempty + 8 * (i % DS));
-        mbar_arrive(b.xempty + 8 * ((j + k) % XS)); /* row y - 1: read by no later tile */
+        /* the tile's rows y0 - 1 .. y0 + R - 2: read by no later tile */
+#pragma unroll
+        for (int q = 0; q < R; q++) mbar_arrive(b.xempty + 8 * ((j + R * k + q) % XS));
       }
     }
     /* the run's last two x strips: freed once loaded (their slots' previous uses are over),
      * which the last one's readiness implies */
     if (ti == 0) {
-      const int jl = j + r.len + 1;
+      const int jl = j + R * r.len + 1;
       mbar_wait(b.xready + 8 * (jl % XS), (uint32_t)(jl / XS) & 1);
       mbar_arrive(b.xempty + 8 * ((jl - 1) % XS));
       mbar_arrive(b.xempty + 8 * (jl % XS));
     }
     __syncwarp();
-    j += r.len + 2;
+    j += R * r.len + 2;
     t += r.len;
   }
   /* accumulator v = 4 jj + 2 h + e: output channel c_out + 16 wi + g + 8 h, input channel
@@ -311,7 +343,7 @@ __device__ __forceinline__ void wide_consumer(const wparams &p, uint32_t sbase, 
       }
 }
 
-template <bool PRO>
+template <bool PRO, int R>
 __global__ void __launch_bounds__(THREADS, 1)
     conv_wide_wgrad_kernel(const __grid_constant__ CUtensorMap xmap,
                            const __grid_constant__ CUtensorMap dymap, const wparams p)
@@ -337,13 +369,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (warp < 4) {
     regs_dec<PRODUCER_REGS>();
     if (warp == 0) {
-      if (lane == 0) wide_loader(p, &xmap, &dymap, sbase);
+      if (lane == 0) wide_loader<R>(p, &xmap, &dymap, sbase);
     } else {
-      wide_prologue<PRO>(p, sbase, warp - 1, lane);
+      wide_prologue<PRO, R>(p, sbase, warp - 1, lane);
     }
   } else {
     regs_inc<CONSUMER_REGS>();
-    wide_consumer(p, sbase, (warp - 4) >> 2, threadIdx.x & 127);
+    wide_consumer<R>(p, sbase, (warp - 4) >> 2, threadIdx.x & 127);
   }
 }
 
@@ -360,9 +392,12 @@ __global__ void conv_wide_wgrad_reduce_kernel(const float *partial, int splits, 
 
 typedef void (*wkernel_fn)(CUtensorMap, CUtensorMap, wparams);
 
-wkernel_fn wpick(bool pro)
+/* The kernel for a prologue or none and tiles of `rows` rows (1, 2 or 4). */
+wkernel_fn wpick(bool pro, int rows)
 {
-  return pro ? conv_wide_wgrad_kernel<true> : conv_wide_wgrad_kernel<false>;
+  if (rows == 4) return pro ? conv_wide_wgrad_kernel<true, 4> : conv_wide_wgrad_kernel<false, 4>;
+  if (rows == 2) return pro ? conv_wide_wgrad_kernel<true, 2> : conv_wide_wgrad_kernel<false, 2>;
+  return pro ? conv_wide_wgrad_kernel<true, 1> : conv_wide_wgrad_kernel<false, 1>;
 }
 
 bool covered(int cin, int cout)
@@ -380,7 +415,9 @@ struct wplan_t {
 wplan_t wplan(int n, int h, int w, int cin, int cout, int sms)
 {
   wplan_t r;
-  const long long tiles = (long long)n * h * ((w + TILE_W - 1) / TILE_W);
+  const sm90_wtile_t g = sm90_wtile_geometry(w);
+  const long long tiles =
+      (long long)n * sm90_wtile_per_strip(&g, h) * sm90_wtile_strips(&g, w);
   r.ntiles = (int)tiles;
   r.otiles = (cin / CH) * (cout / CH);
   long long s = r.otiles < sms ? sms / r.otiles : 1;
@@ -420,8 +457,9 @@ int conv_wide_wgrad_check(int device, char *err, size_t errlen)
     return fail(err, errlen, "CUDA device %d offers %zu bytes of shared memory per block; the "
                 "wide wgrad needs %d", device, prop.sharedMemPerBlockOptin, SMEM_BYTES);
   cudaFuncAttributes fa;
-  for (int k = 0; k < 2; k++) {
-    if ((e = cudaFuncGetAttributes(&fa, (const void *)wpick(k))) != cudaSuccess) {
+  for (int k = 0; k < 6; k++) {
+    if ((e = cudaFuncGetAttributes(&fa, (const void *)wpick(k & 1, 1 << (k >> 1)))) !=
+        cudaSuccess) {
       cudaGetLastError();
       return fail(err, errlen, "the sm_90a wide wgrad does not load on device %d: %s", device,
                   cudaGetErrorString(e));
@@ -463,15 +501,17 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   }
   if (!encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
+  const sm90_wtile_t g = sm90_wtile_geometry(a->w);
   CUtensorMap xm, dym;
-  if (map_image_c(&xm, a->x, a->n, a->h, a->w, a->cin, STRIP_W, 1, err, errlen) ||
-      map_image_c(&dym, a->dy, a->n, a->h, a->w, a->cout, TILE_W, 1, err, errlen))
+  if (map_image_c(&xm, a->x, a->n, a->h, a->w, a->cin, g.tw + 2, 1, err, errlen) ||
+      map_image_c(&dym, a->dy, a->n, a->h, a->w, a->cout, g.tw, g.rows, err, errlen))
     return -1;
   wparams p;
   p.n = a->n;
   p.h = a->h;
   p.w = a->w;
-  p.tiles_x = (a->w + TILE_W - 1) / TILE_W;
+  p.tiles_x = sm90_wtile_strips(&g, a->w);
+  p.th = sm90_wtile_per_strip(&g, a->h);
   p.ntiles = pl.ntiles;
   p.per_split = pl.per_split;
   p.cin = a->cin;
@@ -480,8 +520,9 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   p.otiles = pl.otiles;
   p.scale = a->scale;
   p.shift = a->shift;
-  p.partial = (float *)a->ws;
-  const wkernel_fn k = wpick(a->scale != NULL);
+  /* one split: its partial is dW, written there directly (no copy through the workspace) */
+  p.partial = pl.splits == 1 ? a->dweight : (float *)a->ws;
+  const wkernel_fn k = wpick(a->scale != NULL, g.rows);
   cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        SMEM_BYTES);
   if (e != cudaSuccess)
@@ -490,6 +531,7 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   k<<<pl.splits * pl.otiles, THREADS, SMEM_BYTES, st>>>(xm, dym, p);
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wide wgrad: %s", cudaGetErrorString(e));
+  if (pl.splits == 1) return 0;
   conv_wide_wgrad_reduce_kernel<<<(unsigned)((count + 255) / 256), 256, 0, st>>>(
       p.partial, pl.splits, count, a->dweight);
   if ((e = cudaGetLastError()) != cudaSuccess)

@@ -10,7 +10,11 @@
  * layer's ReLU mask and BatchNorm backward sums in its epilogue (below).
  *
  * Work items. A pixel tile is 2 image rows x 64 pixels (M = 128) of one image, as in the
- * 64 -> 64 kernel; an N tile is BN = 128 output channels where cout is a multiple of 128, else
+ * 64 -> 64 kernel; on an image narrower than 64 whose width w is a power of two (2 .. 32: the
+ * U-Net's deep levels) it is 128 / w rows of the whole width instead, 64 / w rows for each
+ * consumer warpgroup, so no part of it lies past the image's right edge (rows of 64 would leave
+ * half of each tile idle at w = 32, three quarters at 16). The geometry and its arithmetic:
+ * kernels/conv_sm90_tile.h; an N tile is BN = 128 output channels where cout is a multiple of 128, else
  * 64 (a template parameter). Item i is N tile i / P, pixel tile i % P (P pixel tiles, raster
  * order: x tiles, then rows, then images); block b takes items b, b + G, ... (G blocks, one per
  * multiprocessor). N-tile-major order keeps a block on one N tile for long runs (its statistics
@@ -20,7 +24,8 @@
  * K loop. K = KC chunks of 64 input channels (KC = cin / 64) x 9 taps x 4 k-steps of 16. One
  * TMA box brings the halo of a chunk: 4 rows x 66 pixels x 64 channels at (channel 64 kc,
  * x0 - 1, y0 - 1, n), 33,792 bytes, zero-filled outside the image (the padding); its nine taps
- * are shifted views of it. The weights do not fit resident beside the halo for cin, cout >= 128
+ * are shifted views of it. Narrow tiles: 2 rw + 2 rows x tw + 2 pixels (hw), 180 to 264 lines,
+ * within the same stage. The weights do not fit resident beside the halo for cin, cout >= 128
  * (9 cin cout 2 bytes: 295 KB for 128 -> 128), so they stream as slices: slice (kc, tap) is
  * the N tile's BN output channels x the chunk's 64 input channels of that tap, BN lines of
  * 128 bytes (16 KB for BN = 128), one TMA 2-D box of the weights seen as [cout][9 cin] at
@@ -63,9 +68,11 @@
  * Descriptors and fragments as in the 64 -> 64 kernel: B (weights, K-major, 128-byte swizzle,
  * stride byte offset 1024, leading byte offset unused) starts on a 1024-aligned slot, + 32
  * bytes per k-step; for BN = 128 the wgmma reads 128 lines, 16 groups of 8 at 1024-byte steps.
- * A for k-step (ky, kx, j) of warpgroup wg's row: warp wi's ldmatrix.x4, lane l at halo line
- * (wg + ky) 66 + 16 wi + (l & 7) + 8 ((l >> 3) & 1) + kx, chunk 2 j + (l >> 4), swizzle by
- * code (swz). A fragments are triple-buffered across k-steps (36 per chunk, a multiple of 3,
+ * A for k-step (ky, kx, j) of warpgroup wg's pixels: warp wi's ldmatrix.x4, lane l for pixel
+ * p = 16 wi + (l & 7) + 8 ((l >> 3) & 1) of the warpgroup's 64 at halo line
+ * (wg rw + p / tw + ky) hw + p % tw + kx (rows of 64: (wg + ky) 66 + p + kx), chunk
+ * 2 j + (l >> 4), swizzle by code (swz): ldmatrix takes each row's address from its lane, so
+ * any tile geometry reads the same way. A fragments are triple-buffered across k-steps (36 per chunk, a multiple of 3,
  * so buffer ks % 3 is static in the unrolled chunk loop); the first fragment of the next chunk
  * loads at the current chunk's last step, after the next halo stage is ready.
  *
@@ -89,7 +96,8 @@
  * sums of its BN / 4 channels (pixels outside the image masked), stmatrix into the staging
  * (BN / 64 boxes of 64 pixels x 64 channels, 8 KB each: line = pixel, chunk = 16-byte group of
  * the box's channels), fence.proxy.async, named barrier, thread 0 issues the BN / 64 TMA
- * tensor stores (1 row x 64 pixels x 64 channels each; the engine clips at the image's edges).
+ * tensor stores (rw rows x tw pixels x 64 channels each, line = pixel p as above; the engine
+ * clips at the image's edges).
  *
  * Statistics. Each thread's f32 sums get 2 terms a channel per item (pixels g and g + 8); every
  * 16 items, when the block's N tile changes and at the end they are folded in f64: a fixed
@@ -102,7 +110,7 @@
  *
  * dgrad's mask and sums (the 64 -> 64 kernel's, per row): when an item starts, thread 0 of each
  * consumer warpgroup waits until the previous item's stores have read its staging, then loads
- * the forward input x at the warpgroup's output row into it (BN / 64 boxes, x_full[wg]). In the
+ * the forward input x at the warpgroup's output pixels into it (BN / 64 boxes, x_full[wg]). In the
  * epilogue each warp reads its own 16 x 16 blocks of x with ldmatrix in the stmatrix geometry
  * (x in the accumulators' layout), forms g = bf16(acc) zeroed where x * scale + shift <= 0 and
  * the f32 sums of g and g x, and writes g with stmatrix over the same addresses (the warp's
@@ -130,6 +138,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_tile.h"
 #include "kernels/conv_sm90_wide.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_host.h"
@@ -143,9 +152,10 @@ namespace sm90 {
 namespace {
 
 constexpr int KCH = 64;                   /* input channels of a chunk */
-constexpr int TILE_W = 64, TILE_H = 2;    /* output pixels of a pixel tile */
+constexpr int TILE_W = 64, TILE_H = 2;    /* output pixels of a pixel tile (rows of 64) */
 constexpr int HALO_W = TILE_W + 2, HALO_H = TILE_H + 2;
-constexpr int HALO_LINES = HALO_W * HALO_H;      /* 264 */
+constexpr int HALO_LINES = HALO_W * HALO_H;      /* 264: the largest halo of any geometry */
+static_assert(HALO_LINES == SM90_TILE_LINES, "kernels/conv_sm90_tile.h's largest halo");
 constexpr int LINE = 128;                        /* bytes: 64 bf16 channels */
 constexpr int HALO_BYTES = HALO_LINES * LINE;    /* 33,792: one TMA box */
 constexpr int STAGE_BYTES = (HALO_BYTES + 1023) / 1024 * 1024;
@@ -186,6 +196,7 @@ constexpr int SMEM_MAX = lay<64>::smem > lay<128>::smem ? lay<64>::smem : lay<12
 
 struct params {
   int n, h, w, tiles_x, tiles_y, npix, nitems, kc, cin, cout;
+  sm90_tile_t g; /* the pixel tile (kernels/conv_sm90_tile.h) */
   const float *scale, *shift;
   double *partial; /* [gridDim.x][2 cout] */
 };
@@ -197,9 +208,9 @@ struct tile_t {
 __device__ __forceinline__ tile_t tile_of(const params &p, int t)
 {
   tile_t r;
-  r.x0 = (t % p.tiles_x) * TILE_W;
+  r.x0 = (t % p.tiles_x) * p.g.tw;
   t /= p.tiles_x;
-  r.y0 = (t % p.tiles_y) * TILE_H;
+  r.y0 = (t % p.tiles_y) * 2 * p.g.rw;
   r.n = t / p.tiles_y;
   return r;
 }
@@ -222,7 +233,7 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
     if (hn >= L::hst) mbar_wait(bar + L::bar_hempty + 8 * s, (hn / L::hst - 1) & 1);
     const int nt = hitem / p.npix;
     const tile_t tl = tile_of(p, hitem - nt * p.npix);
-    mbar_expect_tx(bar + L::bar_full + 8 * s, HALO_BYTES);
+    mbar_expect_tx(bar + L::bar_full + 8 * s, p.g.halo_lines * LINE);
     tma_load_4d(sbase + L::off_halo + s * STAGE_BYTES, xmap, KCH * hkc, tl.x0 - 1, tl.y0 - 1,
                 tl.n, bar + L::bar_full + 8 * s);
     hn++;
@@ -266,7 +277,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
       float sc[8], sh[8];
       bn_coef_load(p.scale + KCH * kc, p.shift + KCH * kc, lc, sc, sh);
       mbar_wait(bar + L::bar_full + 8 * s, (hn / L::hst) & 1);
-      bn_relu_halo(sbase + L::off_halo + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
+      bn_relu_halo(sbase + L::off_halo + s * STAGE_BYTES, p.g.halo_lines, p.g.hw, tl.y0 - 1,
                    tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
       mbar_arrive(bar + L::bar_ready + 8 * s);
@@ -338,13 +349,18 @@ __device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float
   }
 }
 
-/* The A fragment of k-step ks (tap ks / 4, channels 16 (ks % 4) ..) of the warpgroup's row:
- * line0 = wg * 66 + the lane's pixel (see the file's comment). */
-__device__ __forceinline__ void load_a(uint32_t stage, uint32_t line0, uint32_t khalf, int ks,
-                                       uint32_t (&a)[4])
+/* The A fragment of k-step ks (tap ks / 4, channels 16 (ks % 4) ..) of the warpgroup's pixels:
+ * line0 = the halo line of the lane's pixel at tap (0, 0), hw the halo's width (see the file's
+ * comment). */
+__device__ __forceinline__ void load_a(uint32_t stage, uint32_t line0, int hw, uint32_t khalf,
+                                       int ks, uint32_t (&a)[4])
 {
   const int tap = ks >> 2, j = ks & 3, ky = tap / 3, kx = tap % 3;
-  const uint32_t line = line0 + (uint32_t)(ky * HALO_W + kx);
+  /* the row offset formed at each use (not three per-lane bases held across the k-loop: the
+   * statistics variants have no registers to spare) */
+  uint32_t row;
+  asm volatile("mul.lo.u32 %0, %1, %2;" : "=r"(row) : "r"(hw), "r"(ky));
+  const uint32_t line = line0 + row + (uint32_t)kx;
   ldmatrix_x4(stage + swz(line, 2 * j + khalf), a);
 }
 
@@ -374,7 +390,8 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   /* ldmatrix / stmatrix lane geometry (see the 64 -> 64 kernel) */
   const int q = lane >> 3;
   const uint32_t pix = 16 * wi + (lane & 7) + 8 * (q & 1), khalf = q >> 1;
-  const uint32_t line0 = (uint32_t)(wg * HALO_W) + pix;
+  /* the lane's pixel: row wg rw + pix / tw of the tile, column pix % tw */
+  const uint32_t line0 = (uint32_t)sm90_tile_line0(&p.g, wg, (int)pix);
   const uint64_t bdesc0 = desc_sw128(sbase + L::off_w);
 
   float acc[BN / 2];
@@ -386,7 +403,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
       tma_store_wait_read();
       mbar_expect_tx(xbar, L::out_bytes);
       for (int cb = 0; cb < BN / 64; cb++)
-        tma_load_4d(out + cb * BOX_BYTES, xtmap, nt * BN + 64 * cb, tl.x0, tl.y0 + wg, tl.n,
+        tma_load_4d(out + cb * BOX_BYTES, xtmap, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.g.rw, tl.n,
                     xbar);
     }
     __syncwarp();
@@ -403,7 +420,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     mbar_wait(hwait + 8 * hs, (hn / L::hst) & 1);
     uint32_t stage = sbase + L::off_halo + hs * STAGE_BYTES;
     uint32_t a[3][4];
-    load_a(stage, line0, khalf, 0, a[0]);
+    load_a(stage, line0, p.g.hw, khalf, 0, a[0]);
     int prev_ws = 0, prev_hs = 0;
     for (int kc = 0; kc < p.kc; kc++) {
       int next_hs = hs;
@@ -418,12 +435,12 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
                  (kc | ks) != 0);
         wgmma_commit();
         if (ks + 1 < 36) {
-          load_a(stage, line0, khalf, ks + 1, a[(ks + 1) % 3]);
+          load_a(stage, line0, p.g.hw, khalf, ks + 1, a[(ks + 1) % 3]);
         } else if (kc + 1 < p.kc) { /* the next chunk's first fragment, once it is ready */
           next_hs = (hn + 1) % L::hst;
           next_stage = sbase + L::off_halo + next_hs * STAGE_BYTES;
           mbar_wait(hwait + 8 * next_hs, ((hn + 1) / L::hst) & 1);
-          load_a(next_stage, line0, khalf, 0, a[0]);
+          load_a(next_stage, line0, p.g.hw, khalf, 0, a[0]);
         }
         wgmma_wait<1>();
         if (j == 0 && (kc | ks) != 0) { /* the previous slice's wgmmas are complete */
@@ -453,7 +470,10 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     named_bar(1 + wg, 128);
     if (XT) mbar_wait(xbar, nit & 1);
 
-    const bool row_in = tl.y0 + wg < p.h;
+    /* the thread's two pixels (accumulator rows g and g + 8 of its warp) inside the image */
+    const bool in_h[2] = {sm90_tile_pixel_in(&p.g, tl.y0, tl.x0, p.h, p.w, wg, 16 * wi + g) != 0,
+                          sm90_tile_pixel_in(&p.g, tl.y0, tl.x0, p.h, p.w, wg, 16 * wi + g + 8) !=
+                              0};
 #pragma unroll
     for (int jj = 0; jj < BN / 16; jj++) {
       const uint32_t addr = out + (jj >> 2) * BOX_BYTES + swz(pix, 2 * (jj & 3) + khalf);
@@ -465,13 +485,13 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
         r[m] = pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         if (DG) {
           if (XT) {
-            const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+            const bool in = in_h[h];
             dgrad_pair<PRO, STATS>(r[m], xr[m], p.scale, p.shift,
                                    nt * BN + 8 * j + 2 * (lane & 3), in, s1[2 * j], s2[2 * j],
                                    s1[2 * j + 1], s2[2 * j + 1]);
           }
         } else if (STATS) {
-          const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
+          const bool in = in_h[h];
           const float f0 = in ? bf16_lo(r[m]) : 0.f, f1 = in ? bf16_hi(r[m]) : 0.f;
           s1[2 * j] += f0;
           s2[2 * j] = fmaf(f0, f0, s2[2 * j]);
@@ -485,7 +505,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     named_bar(1 + wg, 128); /* the row is in the staging */
     if (ti == 0)
       for (int cb = 0; cb < BN / 64; cb++)
-        tma_store_4d(ymap, out + cb * BOX_BYTES, nt * BN + 64 * cb, tl.x0, tl.y0 + wg, tl.n);
+        tma_store_4d(ymap, out + cb * BOX_BYTES, nt * BN + 64 * cb, tl.x0, tl.y0 + wg * p.g.rw, tl.n);
     __syncwarp();
     if (STATS && ++items_done == FOLD_ITEMS) {
       fold_stats<BN>(s1, s2, row, lane);
@@ -584,15 +604,6 @@ __global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, i
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
 
-/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci]. */
-__global__ void conv_wide_flip_kernel(const uint16_t *w, uint16_t *wt, int cin, int cout)
-{
-  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= (size_t)9 * cin * cout) return;
-  const int co = (int)(i / ((size_t)9 * cin)), t = (int)((i / cin) % 9), ci = (int)(i % cin);
-  wt[((size_t)ci * 9 + (8 - t)) * cout + co] = w[i];
-}
-
 /* ---- host ---- */
 
 bool covered(int cin, int cout)
@@ -675,7 +686,12 @@ int check_common(const char *pass, int n, int h, int w, int cin, int cout, const
   if (*sms < 1) return fail(err, errlen, "CUDA device %d: no multiprocessor count", device);
   if (n > 0 && !encode_tiled())
     return fail(err, errlen, "the driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)");
-  const int tiles_x = (w + TILE_W - 1) / TILE_W, tiles_y = (h + TILE_H - 1) / TILE_H;
+  p->g = sm90_tile_geometry(w);
+  if (p->g.halo_lines > HALO_LINES)
+    return fail(err, errlen, "the sm_90 convolution: a %d-pixel-wide tile's halo has %d lines, "
+                "more than a stage holds (%d)", p->g.tw, p->g.halo_lines, HALO_LINES);
+  const int tiles_x = (w + p->g.tw - 1) / p->g.tw,
+            tiles_y = (h + 2 * p->g.rw - 1) / (2 * p->g.rw);
   const long long npix = (long long)tiles_x * tiles_y * n;
   if (npix * (cout / bn_of(cout)) > (1ll << 30))
     return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d has too many tiles", n, h,
@@ -704,12 +720,13 @@ int launch(const params &p, const void *x, const void *y, const void *weight, co
 {
   const int bn = bn_of(p.cout);
   CUtensorMap m[4];
-  if (map_image_c(&m[0], x, p.n, p.h, p.w, p.cin, HALO_W, HALO_H, err, errlen) ||
-      map_image_c(&m[1], y, p.n, p.h, p.w, p.cout, TILE_W, 1, err, errlen) ||
+  if (map_image_c(&m[0], x, p.n, p.h, p.w, p.cin, p.g.hw, 2 * p.g.rw + 2, err,
+                  errlen) ||
+      map_image_c(&m[1], y, p.n, p.h, p.w, p.cout, p.g.tw, p.g.rw, err, errlen) ||
       map_weights(&m[2], weight, p.cin, p.cout, bn, err, errlen))
     return -1;
   if (xt) {
-    if (map_image_c(&m[3], xt, p.n, p.h, p.w, p.cout, TILE_W, 1, err, errlen)) return -1;
+    if (map_image_c(&m[3], xt, p.n, p.h, p.w, p.cout, p.g.tw, p.g.rw, err, errlen)) return -1;
   } else {
     m[3] = m[1]; /* not read */
   }
@@ -815,9 +832,7 @@ int conv_wide_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
     return 0;
   }
   void *wt = (char *)a->ws + ws_weights_offset(sms, a->cin, a->cout);
-  const size_t nw = (size_t)9 * a->cin * a->cout;
-  conv_wide_flip_kernel<<<(unsigned)((nw + 255) / 256), 256, 0, st>>>(
-      (const uint16_t *)a->weight, (uint16_t *)wt, a->cin, a->cout);
+  flip_weights(a->weight, wt, a->cin, a->cout, st);
   if (launched("the sm_90 dgrad's weight flip", err, errlen)) return -1;
   p.partial = (double *)a->ws;
   const int grid = launch(p, a->dy, a->g, wt, xt ? a->x : NULL, true, a->scale != NULL,

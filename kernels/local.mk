@@ -53,7 +53,8 @@ endif
 # objects are compiled for sm_90a alone, whatever else the build targets.
 CONV_SM90_SRCS = kernels/conv_sm90.h kernels/conv_sm90_cuda.cu kernels/sm90_ptx.cuh \
   kernels/sm90_conv.cuh kernels/sm90_host.h kernels/sm90_host.cu kernels/conv_sm90_wgrad_cuda.cu \
-  kernels/conv_sm90_wide.h kernels/conv_sm90_wide_cuda.cu kernels/conv_sm90_wgrad_wide_cuda.cu
+  kernels/conv_sm90_wide.h kernels/conv_sm90_tile.h kernels/conv_sm90_wide_cuda.cu \
+  kernels/conv_sm90_wgrad_wide_cuda.cu
 if HAVE_CONV_SM90
 if HAVE_CUDNN
 libopscuda_la_SOURCES += $(CONV_SM90_SRCS)

@@ -2,7 +2,8 @@
  * dgrad; kernels/conv_sm90_wgrad_cuda.cu) share beyond the instructions of sm90_ptx.cuh: the
  * prologue's pass over a halo of 64-channel pixel lines, the previous layer's BatchNorm apply +
  * ReLU in place, a = bf16(max(0, x * scale + shift)), on the lines inside the image (those
- * outside stay the copy engine's zeros: the padding is zero after the BN). */
+ * outside stay the copy engine's zeros: the padding is zero after the BN); and dgrad's flipped,
+ * transposed weights. */
 #ifndef KERNELS_SM90_CONV_CUH
 #define KERNELS_SM90_CONV_CUH
 
@@ -53,6 +54,36 @@ __device__ __forceinline__ void bn_relu_halo(uint32_t stage, int lines, int halo
         st_shared_v4(addr[u], v[u]);
       }
   }
+}
+
+/* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
+ * channel axes swapped, so that dgrad is the forward's convolution of dy with wt (cin, cout
+ * multiples of 64). Per tap a cout x cin matrix transposed in 64 x 64 tiles through shared
+ * memory (block (ci tile, co tile, tap), 64 x 4 threads), so that both the reads (rows of w) and
+ * the writes (rows of wt) are runs of 64 elements: element by element, the writes land 18 cout
+ * bytes apart and each costs a memory sector of its own (at 1024 -> 1024 that took longer than
+ * the convolution). The tile's rows are padded by one element. Internal linkage: each kernel
+ * file has its own. */
+constexpr int FLIP_T = 64, FLIP_ROWS = 4;
+static __global__ void __launch_bounds__(FLIP_T *FLIP_ROWS)
+    flip_weights_kernel(const uint16_t *w, uint16_t *wt, int cin, int cout)
+{
+  __shared__ uint16_t tile[FLIP_T][FLIP_T + 1];
+  const int ci0 = FLIP_T * (int)blockIdx.x, co0 = FLIP_T * (int)blockIdx.y, t = (int)blockIdx.z;
+  const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
+  for (int r = ty; r < FLIP_T; r += FLIP_ROWS) /* row co0 + r of tap t: cin elements */
+    tile[r][tx] = w[((size_t)(co0 + r) * 9 + t) * cin + ci0 + tx];
+  __syncthreads();
+  for (int r = ty; r < FLIP_T; r += FLIP_ROWS) /* row ci0 + r of tap 8 - t: cout elements */
+    wt[((size_t)(ci0 + r) * 9 + (8 - t)) * cout + co0 + tx] = tile[tx][r];
+}
+
+/* Queues the flip of w ([cout][3][3][cin] bf16) into wt on st; the caller checks the launch. */
+static inline void flip_weights(const void *w, void *wt, int cin, int cout, cudaStream_t st)
+{
+  flip_weights_kernel<<<dim3((unsigned)(cin / FLIP_T), (unsigned)(cout / FLIP_T), 9),
+                        dim3(FLIP_T, FLIP_ROWS), 0, st>>>((const uint16_t *)w, (uint16_t *)wt,
+                                                          cin, cout);
 }
 
 } // namespace sm90

@@ -7,7 +7,9 @@
  * The wider layers (cin, cout multiples of 64 up to 1024) the same way: the forward with and
  * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
- * for bit, the split-K plan's rule). Case sanitize: small shapes through every kernel, for
+ * for bit, the split-K plan's rule; images 16 and 32 pixels wide in tiles of whole rows). Case
+ * sm90_cm: the 64 -> 64 forward and dgrad in their other GEMM layout (CONV_SM90_LAYOUT_COUT_M). Case
+ * sanitize: small shapes through every kernel, for
  * compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
@@ -26,6 +28,7 @@
 #include "kernels/conv_fused_bwd_cpu.h"
 #include "kernels/conv_fused_cpu.h"
 #include "kernels/conv_sm90.h"
+#include "kernels/conv_sm90_tile.h"
 #include "tests/conv_fused_testutil.h"
 #include "tests/suite_main.h"
 
@@ -78,6 +81,10 @@ static void *up_f64(const double *v, size_t n)
   return d;
 }
 
+/* The 64 -> 64 kernel's GEMM layout the cases below run (conv_sm90.h CONV_SM90_LAYOUT_*; 0:
+ * the default); the cm_ cases set it in their own process (each case runs forked). */
+static int g_layout = 0;
+
 typedef struct {
   float *y;        /* outputs as f32 */
   uint16_t *raw;   /* and as the bits written */
@@ -103,7 +110,7 @@ static void gpu_run(const cf_data_t *d, int with_pro, int with_stats, gpu_out_t 
   conv_sm90_fwd_t a = {.n = d->n, .h = d->h, .w = d->w, .cin = d->cin, .cout = d->cout, .x = x,
                        .weight = w, .scale = with_pro ? sc : NULL,
                        .shift = with_pro ? sh : NULL, .y = y, .stats = with_stats ? st : NULL,
-                       .ws = ws};
+                       .ws = ws, .layout = g_layout};
   char err[256];
   ck_assert_msg(conv_sm90_fwd(&a, err, sizeof err) == 0, "%s", err);
   CU_OK(cudaDeviceSynchronize());
@@ -233,7 +240,7 @@ static void dg_gpu_run(const bd_data_t *b, int mask, int with_sums, dg_out_t *o)
                          .dy = dy, .weight = w, .x = mask || with_sums ? x : NULL,
                          .scale = mask ? sc : NULL, .shift = mask ? sh : NULL,
                          .saved = with_sums ? sv : NULL, .g = g,
-                         .sums = with_sums ? st : NULL, .ws = ws};
+                         .sums = with_sums ? st : NULL, .ws = ws, .layout = g_layout};
   char err[256];
   ck_assert_msg(conv_sm90_dgrad(&a, err, sizeof err) == 0, "%s", err);
   CU_OK(cudaDeviceSynchronize());
@@ -352,6 +359,7 @@ END_TEST
 START_TEST(dgrad_unet_shape)
 {
   check_dgrad(6, 256, 256, 1, 1);
+  g_layout = 0;
 }
 END_TEST
 
@@ -444,6 +452,15 @@ static void wg_gpu_run(const bd_data_t *b, int pro, wg_out_t *o)
   o->part = malloc(wsb);
   CU_OK(cudaMemcpy(o->dw, dw, nw * sizeof *o->dw, cudaMemcpyDeviceToHost));
   CU_OK(cudaMemcpy(o->part, ws, wsb, cudaMemcpyDeviceToHost));
+  if (o->blocks == 1 && (d->cin != CONV_SM90_CIN || d->cout != CONV_SM90_COUT)) {
+    /* the wider layers' one split: written to dW directly, the workspace left as it was */
+    size_t touched = 0;
+    const unsigned char *pb = (const unsigned char *)o->part;
+    for (size_t i = 0; i < wsb; i++) touched += pb[i] != 0xff;
+    ck_assert_msg(touched == 0, "wgrad %d->%d of one split wrote %zu bytes of the workspace",
+                  d->cin, d->cout, touched);
+    memcpy(o->part, o->dw, nw * sizeof *o->dw);
+  }
   void *bufs[] = {x, dy, sc, sh, dw, ws};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
 }
@@ -461,14 +478,15 @@ typedef struct {
   int strips, images, mid, splits;
 } wg_seen_t;
 
-/* wg_oracle_pixel over the pixels of row tile (img, y, x0) (those inside the image), output
- * channel and tap outside the pixel loop: each element's row stays in cache for the tile's
- * pixels (the per-pixel order streams all of dW once a pixel, slow for the wider layers). */
-static void wg_oracle_tile(const bd_data_t *b, const double *act, int img, int y, int x0,
-                           double *dwo, double *mag)
+/* wg_oracle_pixel over the pixels x0 .. x0 + tw - 1 of row y of image img (those inside the
+ * image), output channel and tap outside the pixel loop: each element's row stays in cache for
+ * the row's pixels (the per-pixel order streams all of dW once a pixel, slow for the wider
+ * layers). */
+static void wg_oracle_row(const bd_data_t *b, const double *act, int img, int y, int x0, int tw,
+                          double *dwo, double *mag)
 {
   const int H = b->d.h, W = b->d.w, ci = b->d.cin, co = b->d.cout;
-  const int x1 = x0 + 64 < W ? x0 + 64 : W;
+  const int x1 = x0 + tw < W ? x0 + tw : W;
   for (int o = 0; o < co; o++)
     for (int ky = 0; ky < 3; ky++) {
       const int sy = y + ky - 1;
@@ -494,10 +512,11 @@ static void wg_oracle_tile(const bd_data_t *b, const double *act, int img, int y
 /* wgrad against the f64 definition (the bound the CPU reference meets: (P + 1) 2^-24 Σ|dy a|
  * per element, relative L2 1e-5), its reduction against conv_wgrad_ref_reduce of its own
  * partials bit for bit, and each block's partial against the f64 sum over exactly that block's
- * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * h + y,
+ * row tiles in the documented order (kernels/conv_sm90.h: tile t = (img * tiles_x + s) * th + ty,
  * block b tiles [b T, (b + 1) T)), every pixel in one block. dW's f64 definition is the sum of
  * the blocks' (each pixel once). For the wider layers the partials are the K splits' (the same
- * ranges of row tiles, each over all channels). */
+ * ranges of row tiles, each over all channels), and a tile is `rows` whole rows on images 16 or
+ * 32 pixels wide (kernels/conv_sm90_tile.h, sm90_wtile_geometry). */
 static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, wg_seen_t *seen)
 {
   const cf_shape_t sh = {n, h, w, cin, cout};
@@ -508,8 +527,9 @@ static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, w
   wg_gpu_run(&b, pro, &o);
   const size_t nw = o.count;
   if (o.blocks > 1 && cin * cout > 64 * 64) seen->splits = 1;
-  const int tiles_x = (w + 63) / 64;
-  const long ntiles = (long)n * tiles_x * h;
+  const sm90_wtile_t g = sm90_wtile_geometry(cin == 64 && cout == 64 ? 64 : w);
+  const int tiles_x = sm90_wtile_strips(&g, w), th = sm90_wtile_per_strip(&g, h);
+  const long ntiles = (long)n * tiles_x * th;
   ck_assert_msg(o.per >= 1 && (long)(o.blocks - 1) * o.per < ntiles &&
                     ntiles <= (long)o.blocks * o.per,
                 "wgrad %dx%dx%d %d->%d: %d partials of %d row tiles for %ld tiles", n, h, w, cin,
@@ -525,18 +545,20 @@ static void check_wgrad_shape(int n, int h, int w, int cin, int cout, int pro, w
     memset(pdw, 0, nw * sizeof *pdw);
     memset(pmag, 0, nw * sizeof *pmag);
     const long t0 = (long)k * o.per, t1 = t0 + o.per < ntiles ? t0 + o.per : ntiles;
-    if (t0 % h) seen->mid = 1;
+    if (t0 % th) seen->mid = 1;
     for (long t = t0; t < t1; t++) {
-      const long strip = t / h;
-      const int y = (int)(t % h), img = (int)(strip / tiles_x), x0 = (int)(strip % tiles_x) * 64;
-      if (t > t0 && y == 0) {
+      const long strip = t / th;
+      const int ty = (int)(t % th), img = (int)(strip / tiles_x), x0 = (int)(strip % tiles_x) * g.tw;
+      if (t > t0 && ty == 0) {
         if ((strip - 1) / tiles_x == img)
           seen->strips = 1;
         else
           seen->images = 1;
       }
-      for (int x = x0; x < x0 + 64 && x < w; x++) hit[((size_t)img * h + y) * w + x]++;
-      wg_oracle_tile(&b, act, img, y, x0, pdw, pmag);
+      for (int y = g.rows * ty; y < g.rows * (ty + 1) && y < h; y++) {
+        for (int x = x0; x < x0 + g.tw && x < w; x++) hit[((size_t)img * h + y) * w + x]++;
+        wg_oracle_row(&b, act, img, y, x0, g.tw, pdw, pmag);
+      }
     }
     for (size_t i = 0; i < nw; i++) {
       bad += !(fabs(o.part[(size_t)k * nw + i] - pdw[i]) <= ub * pmag[i]);
@@ -696,6 +718,95 @@ START_TEST(reruns_bitwise)
 }
 END_TEST
 
+/* The COUT_M layout (output channels as M, the weights in registers): the same cases. */
+START_TEST(cm_odd_shapes)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1, 1);
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0, 1);
+    check_against_reference(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1, 1);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 1, 1);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 0);
+    check_dgrad(shapes[i][0], shapes[i][1], shapes[i][2], 0, 1);
+  }
+  check_dgrad(2, 9, 70, 1, 0);
+  check_against_reference(2, 9, 70, 1, 0, 1);
+  g_layout = 0;
+}
+END_TEST
+
+START_TEST(cm_unet_shape)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  check_against_reference(6, 256, 256, 1, 1, 0);
+  check_against_reference(6, 256, 256, 0, 1, 0);
+  check_dgrad(6, 256, 256, 1, 1);
+  g_layout = 0;
+}
+END_TEST
+
+/* Two runs of each layout bit for bit; the layouts against each other: the same products
+ * added k-step by k-step in the same order, so they may differ only inside a wgmma's own
+ * 16-product sums (reported, not required). */
+START_TEST(cm_reruns_bitwise)
+{
+  cf_data_t d;
+  cf_make(&d, 6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT);
+  gpu_out_t a, b, c;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  g_layout = CONV_SM90_LAYOUT_PIXELS_M;
+  gpu_run(&d, 1, 1, &c);
+  size_t out = (size_t)6 * 256 * 256 * CONV_SM90_COUT, same = 0;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, sizeof a.stats) == 0,
+                "two runs gave different statistics");
+  for (size_t i = 0; i < out; i++) same += a.raw[i] == c.raw[i];
+  printf("conv_sm90 layouts: %zu of %zu outputs bit-equal between COUT_M and PIXELS_M\n", same,
+         out);
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  gpu_out_free(&c);
+  cf_free(&d);
+  const cf_shape_t sh = {6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT};
+  bd_data_t e;
+  bd_make(&e, &sh);
+  dg_out_t x, y;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  dg_gpu_run(&e, 1, 1, &x);
+  dg_gpu_run(&e, 1, 1, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, e.P * CONV_SM90_CIN * 2) == 0,
+                "two dgrad runs wrote different gradients");
+  ck_assert_msg(memcmp(x.sums, y.sums, sizeof x.sums) == 0, "two dgrad runs gave different sums");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&e);
+  g_layout = 0;
+}
+END_TEST
+
+START_TEST(cm_bad_layout)
+{
+  CU_OK(cudaSetDevice(0));
+  void *buf = NULL;
+  CU_OK(cudaMalloc(&buf, 1 << 20));
+  char err[256] = "";
+  conv_sm90_fwd_t a = {.n = 1, .h = 8, .w = 8, .cin = 64, .cout = 64, .x = buf, .weight = buf,
+                       .y = (char *)buf + 65536, .ws = buf, .layout = 3};
+  ck_assert_int_eq(conv_sm90_fwd(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "layout 3") != NULL, "%s", err);
+  conv_sm90_dgrad_t g = {.n = 1, .h = 8, .w = 8, .cin = 64, .cout = 64, .dy = buf,
+                         .weight = buf, .g = (char *)buf + 65536, .ws = buf, .layout = -1};
+  err[0] = 0;
+  ck_assert_int_eq(conv_sm90_dgrad(&g, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "layout -1") != NULL, "%s", err);
+  cudaFree(buf);
+}
+END_TEST
+
 START_TEST(empty_batch)
 {
   CU_OK(cudaSetDevice(0));
@@ -814,6 +925,41 @@ START_TEST(wide_dgrad_shapes)
   check_dgrad_shape(6, 128, 128, 128, 128, 1, 1);
   check_dgrad_shape(2, 64, 128, 256, 128, 1, 1);
   check_dgrad_shape(2, 64, 128, 256, 128, 0, 0);
+}
+END_TEST
+
+/* Images narrower than 64 pixels whose width is a power of two (2 .. 32): tiles of 64 / w rows
+ * of the whole width per consumer warpgroup. Heights that end tiles part-way, every such width,
+ * the U-Net's deep shapes (32 x 32, 16 x 16), forward with and without prologue and statistics,
+ * dgrad with and without mask and sums; reruns bit for bit. Widths that are no power of two (24,
+ * 48) keep rows of 64 and are checked beside them. */
+START_TEST(wide_narrow_images)
+{
+  static const int shapes[][3] = {{2, 9, 32}, {1, 5, 16}, {3, 7, 8}, {1, 33, 4}, {2, 3, 2},
+                                  {2, 5, 24}, {1, 3, 48}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+    check_shape(n, h, w, 192, 320, 1, 1, 1);
+    check_shape(n, h, w, 128, 128, 0, 0, 1);
+    check_dgrad_shape(n, h, w, 192, 320, 1, 1);
+    check_dgrad_shape(n, h, w, 128, 128, 0, 0);
+  }
+  check_shape(2, 32, 32, 256, 512, 1, 1, 0);
+  check_shape(2, 16, 16, 1024, 1024, 1, 1, 0);
+  check_dgrad_shape(2, 32, 32, 512, 512, 1, 1);
+  check_dgrad_shape(2, 16, 16, 512, 1024, 1, 1);
+  cf_data_t d;
+  cf_make(&d, 6, 16, 16, 512, 1024);
+  gpu_out_t a, b;
+  gpu_run(&d, 1, 1, &a);
+  gpu_run(&d, 1, 1, &b);
+  const size_t out = (size_t)6 * 16 * 16 * 1024;
+  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two narrow-image runs wrote different outputs");
+  ck_assert_msg(memcmp(a.stats, b.stats, (2 * 1024 + 1) * sizeof *a.stats) == 0,
+                "two narrow-image runs gave different statistics");
+  gpu_out_free(&a);
+  gpu_out_free(&b);
+  cf_free(&d);
 }
 END_TEST
 
@@ -939,6 +1085,39 @@ START_TEST(wide_wgrad_shapes)
 }
 END_TEST
 
+/* Images 16 and 32 pixels wide: tiles of 4 and 2 whole rows (heights that end a tile part-way,
+ * K splits that start part-way down an image and run on to the next), the U-Net's deep shapes,
+ * reruns bit for bit; widths 8 and 24 keep rows of 64. */
+START_TEST(wide_wgrad_narrow_images)
+{
+  wg_seen_t seen = {0, 0, 0, 0};
+  check_wgrad_shape(2, 7, 32, 64, 128, 1, &seen);
+  check_wgrad_shape(2, 7, 32, 64, 128, 0, &seen);
+  check_wgrad_shape(3, 9, 16, 192, 320, 1, &seen);
+  check_wgrad_shape(3, 9, 16, 192, 320, 0, &seen);
+  check_wgrad_shape(2, 5, 8, 128, 64, 1, &seen);
+  check_wgrad_shape(2, 5, 24, 128, 64, 1, &seen);
+  check_wgrad_shape(6, 32, 32, 256, 256, 1, &seen);
+  ck_assert_msg(seen.splits && seen.images && seen.mid,
+                "the narrow shapes never had several K splits (%d), ranges running on to the "
+                "next image (%d) or starting part-way down one (%d)", seen.splits, seen.images,
+                seen.mid);
+  check_wgrad_shape(6, 32, 32, 512, 512, 1, &seen);
+  check_wgrad_shape(6, 16, 16, 1024, 1024, 1, &seen);
+  const cf_shape_t sh = {6, 16, 16, 512, 512};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  wg_out_t x, y;
+  wg_gpu_run(&b, 1, &x);
+  wg_gpu_run(&b, 1, &y);
+  ck_assert_msg(memcmp(x.dw, y.dw, x.count * sizeof *x.dw) == 0,
+                "two narrow-image wgrad runs gave different dW");
+  wg_out_free(&x);
+  wg_out_free(&y);
+  bd_free(&b);
+}
+END_TEST
+
 START_TEST(wide_wgrad_unet_shape)
 {
   /* the U-Net's 128 -> 128 at 128 x 128, batch 6: 1,536 row tiles in tens of K splits */
@@ -982,7 +1161,9 @@ START_TEST(wide_wgrad_plan_and_arguments)
   for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
     const int n = plans[i][0], h = plans[i][1], w = plans[i][2], ci = plans[i][3],
               co = plans[i][4];
-    const long tiles = (long)n * h * ((w + 63) / 64), ot = (long)(ci / 64) * (co / 64);
+    const sm90_wtile_t g = sm90_wtile_geometry(w);
+    const long tiles = (long)n * sm90_wtile_per_strip(&g, h) * sm90_wtile_strips(&g, w),
+               ot = (long)(ci / 64) * (co / 64);
     int splits = 0, per = 0;
     ck_assert(conv_sm90_wgrad_plan_shape(0, n, h, w, ci, co, &splits, &per) == 0);
     ck_assert_msg(per >= 1 && (long)(splits - 1) * per < tiles && tiles <= (long)splits * per,
@@ -1074,10 +1255,20 @@ START_TEST(sanitize_small)
   check_wgrad(2, 9, 70, 0, &seen);
   check_shape(2, 5, 70, 192, 320, 1, 1, 1);
   check_shape(2, 5, 70, 192, 320, 0, 0, 1);
+  check_shape(2, 9, 16, 192, 320, 1, 1, 1); /* a narrow image: tiles of 4 rows of 16 */
   check_dgrad_shape(2, 5, 70, 192, 320, 1, 1);
+  check_dgrad_shape(2, 9, 16, 192, 320, 1, 1);
   check_dgrad_shape(2, 5, 70, 192, 320, 0, 0);
   check_wgrad_shape(3, 5, 130, 64, 128, 1, &seen);
   check_wgrad_shape(3, 5, 130, 64, 128, 0, &seen);
+  check_wgrad_shape(2, 9, 16, 192, 320, 1, &seen); /* narrow: tiles of 4 rows of 16 */
+  check_wgrad_shape(2, 5, 32, 64, 128, 0, &seen);  /* and of 2 rows of 32 */
+  g_layout = CONV_SM90_LAYOUT_COUT_M; /* the 64 -> 64 kernel's other layout */
+  check_against_reference(2, 9, 70, 1, 1, 1);
+  check_against_reference(2, 9, 70, 0, 0, 1);
+  check_dgrad(2, 9, 70, 1, 1);
+  check_dgrad(2, 9, 70, 0, 0);
+  g_layout = 0;
 }
 END_TEST
 
@@ -1096,8 +1287,11 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "sm90_dgrad", dgrad_odd_shapes, dgrad_unet_shape, dgrad_reruns_bitwise,
                   dgrad_bad_arguments);
   tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_cm", cm_odd_shapes, cm_unet_shape, cm_reruns_bitwise, cm_bad_layout);
+  tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
-                  wide_dgrad_shapes, wide_dgrad_reruns_bitwise, wide_empty_and_bad_arguments);
+                  wide_dgrad_shapes, wide_narrow_images, wide_dgrad_reruns_bitwise,
+                  wide_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
   if (suite_ask_child(sm90_wgrad_check_device0, why, sizeof why) != 0) {
     printf("%s: wgrad not registered (SKIP): %s\n", env->name, why);
@@ -1106,8 +1300,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "sm90_wgrad", wgrad_shapes, wgrad_reruns_bitwise,
                   wgrad_empty_and_bad_arguments);
   tcase_set_timeout(tc, 300);
-  tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_unet_shape,
-                  wide_wgrad_reruns_bitwise, wide_wgrad_plan_and_arguments);
+  tc = SUITE_CASE(s, "sm90_wgrad_wide", wide_wgrad_shapes, wide_wgrad_narrow_images,
+                  wide_wgrad_unet_shape, wide_wgrad_reruns_bitwise,
+                  wide_wgrad_plan_and_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sanitize", sanitize_small);
   tcase_set_timeout(tc, 300);

@@ -137,6 +137,13 @@ TESTS += tests/check_conv_fused
 tests_check_conv_fused_SOURCES = tests/check_conv_fused.c tests/conv_fused_testutil.h
 tests_check_conv_fused_CFLAGS = $(TEST_CFLAGS)
 tests_check_conv_fused_LDADD = $(MODEL_TEST_LIBS)
+# The wide Hopper convolution's pixel tiles (kernels/conv_sm90_tile.h): the arithmetic the
+# kernel runs, on the CPU.
+check_PROGRAMS += tests/check_conv_sm90_tile
+TESTS += tests/check_conv_sm90_tile
+tests_check_conv_sm90_tile_SOURCES = tests/check_conv_sm90_tile.c kernels/conv_sm90_tile.h
+tests_check_conv_sm90_tile_CFLAGS = $(TEST_CFLAGS)
+tests_check_conv_sm90_tile_LDADD = $(MODEL_TEST_LIBS)
 # Its backward references (dgrad with the ReLU mask and BN backward sums, wgrad in a fixed
 # order) against f64 and against the CPU backend's ops.
 check_PROGRAMS += tests/check_conv_fused_bwd
@@ -337,6 +344,10 @@ fuzz-segment:
 # makefiles build, in every configuration; SKIP outside a git checkout) ----
 TESTS += tests/gitignore.sh
 EXTRA_DIST += tests/gitignore.sh
+# ---- without Check: the Hopper convolution kernels' barrier protocols, modelled in python3 and
+# walked in random interleavings (dev/conv_sm90_*_protocol.py; SKIP without python3) ----
+TESTS += tests/conv_sm90_protocol.sh
+EXTRA_DIST += tests/conv_sm90_protocol.sh
 # ---- without Check: bench/tree_name.sh names a record's tree by its files (SKIP without git) ----
 TESTS += tests/tree_name.sh
 EXTRA_DIST += tests/tree_name.sh

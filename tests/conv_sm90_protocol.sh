@@ -1,0 +1,25 @@
+#!/bin/sh
+# The barrier protocols of the Hopper convolution kernels, on the CPU: dev/conv_sm90_wide_protocol.py
+# (forward and dgrad) and dev/conv_sm90_wgrad_protocol.py (weight gradient, tiles of 1, 2 and 4
+# rows) walk each kernel's roles and copy engine in random interleavings and must end "ok"; the
+# wgrad model with --mutant (strips freed one row late) must fail, so the model can tell. SKIP (77)
+# without python3.
+set -u
+src=${srcdir:-.}
+command -v python3 > /dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+fail=0
+for m in wide wgrad; do
+  out=$(python3 "$src/dev/conv_sm90_${m}_protocol.py" 2>&1)
+  rc=$?
+  case "$rc:$out" in
+    0:ok\ *) echo "ok: the $m kernel's protocol: $out" ;;
+    *) echo "FAIL: the $m kernel's protocol (exit $rc): $out" | tail -5; fail=1 ;;
+  esac
+done
+if python3 "$src/dev/conv_sm90_wgrad_protocol.py" --mutant > /dev/null 2>&1; then
+  echo "FAIL: the wgrad model passed a protocol that frees strips still to be read"
+  fail=1
+else
+  echo "ok: the wgrad model catches strips freed one row late"
+fi
+exit $fail
