@@ -53,9 +53,10 @@ endif
 # swizzle pattern read, which the next convolution designs depend on.
 DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h \
 	dev/cuda_harness.c dev/cuda_harness.h
-# dev/conv_sm90_wide_protocol.py and dev/conv_sm90_wgrad_protocol.py: models of the kernels' barrier
-# protocols (python3, CPU; tests/conv_sm90_protocol.sh runs them).
-EXTRA_DIST += $(DEV_CONV_SM90_SRCS) dev/conv_sm90_wide_protocol.py dev/conv_sm90_wgrad_protocol.py
+# dev/conv_sm90_protocol.py, dev/conv_sm90_wide_protocol.py and dev/conv_sm90_wgrad_protocol.py: models
+# of the kernels' barrier protocols (python3, CPU; tests/conv_sm90_protocol.sh runs them).
+EXTRA_DIST += $(DEV_CONV_SM90_SRCS) dev/conv_sm90_protocol.py dev/conv_sm90_wide_protocol.py \
+	dev/conv_sm90_wgrad_protocol.py
 if HAVE_CONV_SM90
 if HAVE_CUDNN
 noinst_PROGRAMS += dev/conv_sm90_bench

@@ -81,7 +81,8 @@
  * a second kernel sums the blocks' partials in block order. Same grid, same tiles, same order:
  * bitwise reruns.
  *
- * Synchronisation: full[s] (1 arrival + bytes), ready[s] (96 prologue threads, each after
+ * Synchronisation (modelled, both layouts, by dev/conv_sm90_protocol.py: change the model with
+ * the kernel): full[s] (1 arrival + bytes), ready[s] (96 prologue threads, each after
  * fence.proxy.async for its writes, which the copy engine overwrites later), empty[s] (1: the
  * storing thread), weights (1 + bytes). Phases: the i-th tile of a block uses stage i % 4 for
  * the (i / 4)-th time, parity (i / 4) & 1.

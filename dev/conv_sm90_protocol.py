@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""conv_sm90_protocol.py — a model of the barrier protocol of kernels/conv_sm90_cuda.cu (the
+64 -> 64 forward and dgrad, one block): the loader thread, the three prologue warps, the two
+consumer warpgroups, the copy engine's loads and stores, run in random interleavings. Each role
+walks the block's tiles with the kernel's stage and parity arithmetic; mbarriers are modelled by
+their phases (arrival count and transaction bytes). Shared memory is modelled by line ranges:
+a halo stage holds lines 0..263 (4 rows of 66 pixels), an output tile 128 lines (2 rows of 64).
+Asynchronous readers (wgmmas between issue and wait, a tensor store until its read is done)
+hold the lines they read; every write asserts that none of its lines is held, and every read
+asserts the lines hold what it expects (the tile, normalised by the prologue or not). It checks
+that every run ends (no deadlock) and no read or write breaks those rules.
+
+Layouts (conv_sm90.h):
+  pixels  PIXELS_M: per tile 36 k-steps reading the whole halo (both image rows at once); the
+          previous tile's stage handed back after this tile's first k-step, once its store has
+          read it; the output written into the stage after every warp's k-steps are done.
+  cout    COUT_M: image row 0's k-steps (halo rows 0..2, lines 0..197), wait, row 0's output
+          into lines 0..63, then row 1's (halo rows 1..3, lines 66..263), the previous stage
+          handed back after row 0's issue; row 1's output into lines 64..127 after its wait.
+--mutant  COUT_M writing row 1's output before row 1's k-steps are done: the model must fail.
+
+usage: python3 dev/conv_sm90_protocol.py [--mutant]   (prints "ok N runs")"""
+import random, sys
+
+HALO_W, HALO_LINES, TILE_LINES = 66, 264, 128
+
+class Bar:
+    def __init__(s, count): s.count, s.arr, s.tx, s.phase = count, 0, 0, 0
+    def _chk(s):
+        if s.arr == s.count and s.tx == 0:
+            s.phase += 1; s.arr = 0
+    def arrive(s, n=1): s.arr += n; assert s.arr <= s.count; s._chk()
+    def expect_tx(s, b): s.tx += b; s.arr += 1; assert s.arr <= s.count; s._chk()
+    def complete_tx(s, b): s.tx -= b; assert s.tx >= 0; s._chk()
+    def done(s, parity): return (s.phase & 1) != parity
+
+class Buf:
+    """a shared-memory buffer: what each line holds, and the line ranges asynchronous readers
+    hold"""
+    def __init__(s, name, lines): s.name, s.val, s.held = name, [None] * lines, []
+    def write(s, lo, hi, v, who):
+        for (a, b, r) in s.held:
+            assert hi <= a or b <= lo, "%s writes %s lines %d..%d held by %s" % (
+                who, s.name, lo, hi - 1, r)
+        for l in range(lo, hi): s.val[l] = v
+    def check(s, lo, hi, v, who):
+        got = set(s.val[lo:hi])
+        assert got == {v}, "%s reads %s lines %d..%d: %s, expected %s" % (
+            who, s.name, lo, hi - 1, sorted(map(str, got)), v)
+    def hold(s, lo, hi, who): s.held.append((lo, hi, who)); return (lo, hi, who)
+    def release(s, h): s.held.remove(h)
+
+def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
+    rnd = random.Random(seed)
+    full = [Bar(1) for _ in range(stages)]; ready = [Bar(96) for _ in range(stages)]
+    empty = [Bar(1) for _ in range(stages)]
+    stage = [Buf("stage %d" % s, HALO_LINES) for s in range(stages)]
+    xt = [Buf("x tile %d" % w, TILE_LINES) for w in range(2)]
+    xbar = [Bar(1) for _ in range(2)]
+    engine = []          # pending copies: (kind, buf, lo, hi, value, bar or hold)
+    stores = [[], []]    # per warpgroup: its stores whose reads are not done
+    tiles = list(range(block, ntiles, grid))  # the block's tiles; the i-th goes to warpgroup i % 2
+    def loader():
+        for i, t in enumerate(tiles):
+            s, k = i % stages, i // stages
+            if k > 0:
+                while not empty[s].done((k - 1) & 1): yield
+            full[s].expect_tx(1)
+            engine.append(('load', stage[s], 0, HALO_LINES, ('halo', t, False), full[s]))
+            yield
+    def prologue(w):  # a prologue warp: its lines are w, w + 3, ... (a share of every line set)
+        for i, t in enumerate(tiles):
+            s, k = i % stages, i // stages
+            while not full[s].done(k & 1): yield
+            if pro and not dg:
+                lines = range(w, HALO_LINES, 3)
+                for l in lines:
+                    assert stage[s].val[l] == ('halo', t, False), ("prologue reads", l, stage[s].val[l], t)
+                for l in lines:
+                    stage[s].write(l, l + 1, ('halo', t, True), "prologue")
+            ready[s].arrive(32)
+            yield
+    def consumer(wg):
+        norm = pro and not dg
+        pending, nt = -1, 0
+        for i in range(wg, len(tiles), 2):
+            t, s, k = tiles[i], i % stages, i // stages
+            if dg:  # thread 0 loads the x tile at the output tile (the mask's and sums' input)
+                xbar[wg].expect_tx(1)
+                engine.append(('load', xt[wg], 0, TILE_LINES, ('x', t), xbar[wg]))
+            while not ready[s].done(k & 1): yield
+            want = ('halo', t, norm)
+            def hand_back():
+                nonlocal pending
+                if pending >= 0:
+                    while stores[wg]: yield   # tma_store_wait_read
+                    empty[pending].arrive()
+            if layout == 'pixels':
+                stage[s].check(0, HALO_LINES, want, "ldmatrix")
+                h = stage[s].hold(0, HALO_LINES, "k-steps of tile %d" % t)
+                yield
+                yield from hand_back()
+                yield
+                stage[s].release(h)          # wgmma.wait_group 0, then the named barrier
+                yield
+                if dg:
+                    while not xbar[wg].done(nt & 1): yield
+                    xt[wg].check(0, TILE_LINES, ('x', t), "epilogue (x tile)")
+                stage[s].write(0, TILE_LINES, ('out', t), "epilogue")
+            else:
+                for mb in (0, 1):
+                    lo, hi = mb * HALO_W, (mb + 3) * HALO_W
+                    stage[s].check(lo, hi, want, "row %d's k-steps" % mb)
+                    h = stage[s].hold(lo, hi, "row %d's k-steps of tile %d" % (mb, t))
+                    yield
+                    if mb == 0: yield from hand_back()
+                    if not (mutant and mb == 1):  # the mutant stores row 1 before its wait
+                        yield
+                        stage[s].release(h)  # wgmma.wait_group 0, then the named barrier
+                    if dg and mb == 0:
+                        while not xbar[wg].done(nt & 1): yield
+                    if dg: xt[wg].check(mb * 64, mb * 64 + 64, ('x', t), "epilogue (x tile)")
+                    stage[s].write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
+                    yield
+            h = stage[s].hold(0, TILE_LINES, "the store of tile %d" % t)
+            stores[wg].append(h)
+            engine.append(('store', stage[s], 0, TILE_LINES, ('out', t), (wg, h)))
+            pending = s; nt += 1
+            yield
+        while stores[wg]: yield
+    actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}
+    for w in range(3): actors['P%d' % w] = prologue(w)
+    steps = 0
+    while actors or engine:
+        steps += 1
+        if steps > 10**6: raise RuntimeError("deadlock")
+        choices = list(actors) + (['T'] if engine else [])
+        a = rnd.choice(choices)
+        if a == 'T':
+            kind, buf, lo, hi, v, x = engine.pop(rnd.randrange(len(engine)))
+            if kind == 'load':
+                buf.write(lo, hi, v, "a tensor load"); x.complete_tx(1)
+            else:
+                buf.check(lo, hi, v, "a tensor store"); wg, h = x
+                buf.release(h); stores[wg].remove(h)
+            continue
+        try: next(actors[a])
+        except StopIteration: del actors[a]
+    return steps
+
+def main():
+    mutant = '--mutant' in sys.argv[1:]
+    n = 0
+    for layout in (('cout',) if mutant else ('pixels', 'cout')):
+        for ntiles, grid in ((1, 1), (3, 1), (7, 2), (13, 3), (24, 4)):
+            for block in range(min(grid, ntiles)):
+                for dg in (0, 1):
+                    stages = 3 if dg else 4
+                    for pro in (0, 1):
+                        for seed in range(20):
+                            run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant); n += 1
+    print("ok", n, "runs")
+
+main()
