@@ -255,31 +255,6 @@ __device__ __forceinline__ void load_a(uint32_t stage, uint32_t pix, uint32_t kh
   }
 }
 
-/* The epilogue's per-element step of dgrad for one packed pair of channels (c, c + 1) of one
- * pixel: r holds bf16(acc) of both, xv the forward input x there. MASK: each half is zeroed
- * unless x * scale + shift > 0 (two f32 roundings, as bn_apply forms v); STATS: the kept values
- * g and g * x (exact: bf16 times bf16) join the thread's f32 sums, pixels outside the image
- * masked (in). */
-template <bool MASK, bool STATS>
-__device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float *coef, int c,
-                                           bool in, float &s1a, float &s2a, float &s1b,
-                                           float &s2b)
-{
-  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
-  if (MASK) {
-    const float v0 = __fadd_rn(__fmul_rn(x0, coef[c]), coef[C + c]);
-    const float v1 = __fadd_rn(__fmul_rn(x1, coef[c + 1]), coef[C + c + 1]);
-    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
-  }
-  if (STATS) {
-    const float g0 = in ? bf16_lo(r) : 0.f, g1 = in ? bf16_hi(r) : 0.f;
-    s1a += g0;
-    s2a = fmaf(g0, x0, s2a);
-    s1b += g1;
-    s2b = fmaf(g1, x1, s2b);
-  }
-}
-
 /* A consumer warpgroup. Forward (DG false): PRO is the prologue's, done by the prologue warps;
  * STATS sums y and y². dgrad (DG true): the input is dy and the weights the flipped, transposed
  * ones; PRO is the mask and STATS sums g and g * x, both reading the x tile that this
@@ -367,9 +342,12 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
           r[m] = pack_bf16(acc[mb][4 * j + 2 * h], acc[mb][4 * j + 2 * h + 1]);
           const bool in = row_in && tl.x0 + 16 * wi + g + 8 * h < p.w;
           if (DG) {
-            if (XT)
-              dgrad_pair<PRO, STATS>(r[m], xr[m], coef, 8 * j + 2 * t4, in, s1[2 * j],
-                                     s2[2 * j], s1[2 * j + 1], s2[2 * j + 1]);
+            if (XT) {
+              const int c = 8 * j + 2 * t4; /* the pair's channels c, c + 1 (sm90_conv.cuh) */
+              dgrad_pair<PRO, STATS>(r[m], xr[m], PRO ? coef[c] : 0.f, PRO ? coef[C + c] : 0.f,
+                                     PRO ? coef[c + 1] : 0.f, PRO ? coef[C + c + 1] : 0.f, in,
+                                     in, s1[2 * j], s2[2 * j], s1[2 * j + 1], s2[2 * j + 1]);
+            }
           } else if (STATS) {
             const float f0 = in ? bf16_lo(r[m]) : 0.f, f1 = in ? bf16_hi(r[m]) : 0.f;
             s1[2 * j] += f0;
@@ -412,28 +390,6 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * its 32 pixels of a tile in f32, folded in f64 each tile (the 4 lanes of a channel by a fixed
  * butterfly, then into the warp's row). */
 
-/* dgrad's epilogue step for one packed pair of pixels (p, p + 1) of one channel: r holds
- * bf16(acc) of both, xv the forward input x there, sc/sh the channel's mask coefficients,
- * in0/in1 whether each pixel lies inside the image. As dgrad_pair, across pixels. */
-template <bool MASK, bool STATS>
-__device__ __forceinline__ void dgrad_pix_pair(uint32_t &r, uint32_t xv, float sc, float sh,
-                                               bool in0, bool in1, float &s1, float &s2)
-{
-  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
-  if (MASK) {
-    const float v0 = __fadd_rn(__fmul_rn(x0, sc), sh);
-    const float v1 = __fadd_rn(__fmul_rn(x1, sc), sh);
-    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
-  }
-  if (STATS) {
-    const float g0 = in0 ? bf16_lo(r) : 0.f, g1 = in1 ? bf16_hi(r) : 0.f;
-    s1 += g0;
-    s2 = fmaf(g0, x0, s2);
-    s1 += g1;
-    s2 = fmaf(g1, x1, s2);
-  }
-}
-
 /* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
 __device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
                                               int lane)
@@ -473,9 +429,11 @@ __device__ __forceinline__ void cm_epilogue(const float (&acc)[32], uint32_t sta
       const int px = tl.x0 + 8 * ii + 2 * t4;
       const bool in0 = row_in && px < p.w, in1 = row_in && px + 1 < p.w;
       if (DG) {
-        if (XT)
-          dgrad_pix_pair<PRO, STATS>(v[m], xr[m], PRO ? coef[ch + 8 * h] : 0.f,
-                                     PRO ? coef[C + ch + 8 * h] : 0.f, in0, in1, s1[h], s2[h]);
+        if (XT) { /* one channel, two pixels (sm90_conv.cuh) */
+          const float sc = PRO ? coef[ch + 8 * h] : 0.f, sh = PRO ? coef[C + ch + 8 * h] : 0.f;
+          dgrad_pair<PRO, STATS>(v[m], xr[m], sc, sh, sc, sh, in0, in1, s1[h], s2[h], s1[h],
+                                 s2[h]);
+        }
       } else if (STATS) {
         const float f0 = in0 ? bf16_lo(v[m]) : 0.f, f1 = in1 ? bf16_hi(v[m]) : 0.f;
         s1[h] += f0;

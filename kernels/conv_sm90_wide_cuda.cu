@@ -324,31 +324,6 @@ __device__ __forceinline__ void flush_stats(const params &p, double *area, int n
   named_bar(3, 256); /* the rows are clear before the next fold */
 }
 
-/* dgrad's epilogue step for one packed pair of channels (c, c + 1; c indexes scale, shift) of
- * one pixel: r holds bf16(acc) of both, xv the forward input x there. MASK: each half is
- * zeroed unless x * scale + shift > 0 (two f32 roundings, as bn_apply forms it); SUMS: the
- * kept values g and g * x (exact: bf16 times bf16) join the thread's f32 sums, pixels outside
- * the image masked (in). */
-template <bool MASK, bool SUMS>
-__device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, const float *scale,
-                                           const float *shift, int c, bool in, float &s1a,
-                                           float &s2a, float &s1b, float &s2b)
-{
-  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
-  if (MASK) {
-    const float v0 = __fadd_rn(__fmul_rn(x0, __ldg(scale + c)), __ldg(shift + c));
-    const float v1 = __fadd_rn(__fmul_rn(x1, __ldg(scale + c + 1)), __ldg(shift + c + 1));
-    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
-  }
-  if (SUMS) {
-    const float g0 = in ? bf16_lo(r) : 0.f, g1 = in ? bf16_hi(r) : 0.f;
-    s1a += g0;
-    s2a = fmaf(g0, x0, s2a);
-    s1b += g1;
-    s2b = fmaf(g1, x1, s2b);
-  }
-}
-
 /* The A fragment of k-step ks (tap ks / 4, channels 16 (ks % 4) ..) of the warpgroup's pixels:
  * line0 = the halo line of the lane's pixel at tap (0, 0), hw the halo's width (see the file's
  * comment). */
@@ -486,9 +461,12 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
         if (DG) {
           if (XT) {
             const bool in = in_h[h];
-            dgrad_pair<PRO, STATS>(r[m], xr[m], p.scale, p.shift,
-                                   nt * BN + 8 * j + 2 * (lane & 3), in, s1[2 * j], s2[2 * j],
-                                   s1[2 * j + 1], s2[2 * j + 1]);
+            const int c = nt * BN + 8 * j + 2 * (lane & 3); /* channels c, c + 1 */
+            dgrad_pair<PRO, STATS>(r[m], xr[m], PRO ? __ldg(p.scale + c) : 0.f,
+                                   PRO ? __ldg(p.shift + c) : 0.f,
+                                   PRO ? __ldg(p.scale + c + 1) : 0.f,
+                                   PRO ? __ldg(p.shift + c + 1) : 0.f, in, in, s1[2 * j],
+                                   s2[2 * j], s1[2 * j + 1], s2[2 * j + 1]);
           }
         } else if (STATS) {
           const bool in = in_h[h];

@@ -56,6 +56,33 @@ __device__ __forceinline__ void bn_relu_halo(uint32_t stage, int lines, int halo
   }
 }
 
+/* dgrad's epilogue step for one packed pair of values: r holds bf16(acc) of both halves, xv the
+ * forward input x at the same places. MASK: each half is zeroed unless x * sc + sh > 0 with that
+ * half's coefficients (two f32 roundings, as bn_apply forms v: the forward's own decision);
+ * SUMS: each kept value g and g * x (exact: bf16 times bf16) join that half's f32 sums where its
+ * pixel lies inside the image (in0, in1). A pair is two channels of one pixel (pixels as M) or
+ * two pixels of one channel (output channels as M: one channel's coefficients and sums, passed
+ * for both halves). */
+template <bool MASK, bool SUMS>
+__device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, float sc0, float sh0,
+                                           float sc1, float sh1, bool in0, bool in1, float &s1a,
+                                           float &s2a, float &s1b, float &s2b)
+{
+  const float x0 = bf16_lo(xv), x1 = bf16_hi(xv);
+  if (MASK) {
+    const float v0 = __fadd_rn(__fmul_rn(x0, sc0), sh0);
+    const float v1 = __fadd_rn(__fmul_rn(x1, sc1), sh1);
+    r = (v0 > 0.f ? r & 0xffffu : 0u) | (v1 > 0.f ? r & 0xffff0000u : 0u);
+  }
+  if (SUMS) {
+    const float g0 = in0 ? bf16_lo(r) : 0.f, g1 = in1 ? bf16_hi(r) : 0.f;
+    s1a += g0;
+    s2a = fmaf(g0, x0, s2a);
+    s1b += g1;
+    s2b = fmaf(g1, x1, s2b);
+  }
+}
+
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
  * channel axes swapped, so that dgrad is the forward's convolution of dy with wt (cin, cout
  * multiples of 64). Per tap a cout x cin matrix transposed in 64 x 64 tiles through shared
