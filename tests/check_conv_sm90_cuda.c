@@ -363,7 +363,8 @@ START_TEST(dgrad_unet_shape)
 }
 END_TEST
 
-START_TEST(dgrad_reruns_bitwise)
+/* Two dgrad runs (mask and sums) on the U-Net's shape, bit for bit, in g_layout. */
+static void check_dgrad_reruns(void)
 {
   const cf_shape_t sh = {6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT};
   bd_data_t b;
@@ -377,6 +378,11 @@ START_TEST(dgrad_reruns_bitwise)
   dg_out_free(&x);
   dg_out_free(&y);
   bd_free(&b);
+}
+
+START_TEST(dgrad_reruns_bitwise)
+{
+  check_dgrad_reruns();
 }
 END_TEST
 
@@ -701,19 +707,27 @@ START_TEST(unet_shape)
 }
 END_TEST
 
+/* Two forward runs (prologue and statistics) on d, bit for bit, in g_layout; the first's
+ * outputs into *a (the caller frees them). */
+static void check_reruns(const cf_data_t *d, gpu_out_t *a)
+{
+  gpu_out_t b;
+  gpu_run(d, 1, 1, a);
+  gpu_run(d, 1, 1, &b);
+  size_t out = (size_t)d->n * d->h * d->w * d->cout;
+  ck_assert_msg(memcmp(a->raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
+  ck_assert_msg(memcmp(a->stats, b.stats, sizeof a->stats) == 0,
+                "two runs gave different statistics");
+  gpu_out_free(&b);
+}
+
 START_TEST(reruns_bitwise)
 {
   cf_data_t d;
   cf_make(&d, 6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT);
-  gpu_out_t a, b;
-  gpu_run(&d, 1, 1, &a);
-  gpu_run(&d, 1, 1, &b);
-  size_t out = (size_t)6 * 256 * 256 * CONV_SM90_COUT;
-  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
-  ck_assert_msg(memcmp(a.stats, b.stats, sizeof a.stats) == 0,
-                "two runs gave different statistics");
+  gpu_out_t a;
+  check_reruns(&d, &a);
   gpu_out_free(&a);
-  gpu_out_free(&b);
   cf_free(&d);
 }
 END_TEST
@@ -754,36 +768,20 @@ START_TEST(cm_reruns_bitwise)
 {
   cf_data_t d;
   cf_make(&d, 6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT);
-  gpu_out_t a, b, c;
+  gpu_out_t a, c;
   g_layout = CONV_SM90_LAYOUT_COUT_M;
-  gpu_run(&d, 1, 1, &a);
-  gpu_run(&d, 1, 1, &b);
+  check_reruns(&d, &a);
   g_layout = CONV_SM90_LAYOUT_PIXELS_M;
   gpu_run(&d, 1, 1, &c);
   size_t out = (size_t)6 * 256 * 256 * CONV_SM90_COUT, same = 0;
-  ck_assert_msg(memcmp(a.raw, b.raw, out * 2) == 0, "two runs wrote different outputs");
-  ck_assert_msg(memcmp(a.stats, b.stats, sizeof a.stats) == 0,
-                "two runs gave different statistics");
   for (size_t i = 0; i < out; i++) same += a.raw[i] == c.raw[i];
   printf("conv_sm90 layouts: %zu of %zu outputs bit-equal between COUT_M and PIXELS_M\n", same,
          out);
   gpu_out_free(&a);
-  gpu_out_free(&b);
   gpu_out_free(&c);
   cf_free(&d);
-  const cf_shape_t sh = {6, 256, 256, CONV_SM90_CIN, CONV_SM90_COUT};
-  bd_data_t e;
-  bd_make(&e, &sh);
-  dg_out_t x, y;
   g_layout = CONV_SM90_LAYOUT_COUT_M;
-  dg_gpu_run(&e, 1, 1, &x);
-  dg_gpu_run(&e, 1, 1, &y);
-  ck_assert_msg(memcmp(x.raw, y.raw, e.P * CONV_SM90_CIN * 2) == 0,
-                "two dgrad runs wrote different gradients");
-  ck_assert_msg(memcmp(x.sums, y.sums, sizeof x.sums) == 0, "two dgrad runs gave different sums");
-  dg_out_free(&x);
-  dg_out_free(&y);
-  bd_free(&e);
+  check_dgrad_reruns();
   g_layout = 0;
 }
 END_TEST
