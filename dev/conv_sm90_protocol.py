@@ -22,17 +22,10 @@ Layouts (conv_sm90.h):
 usage: python3 dev/conv_sm90_protocol.py [--mutant]   (prints "ok N runs")"""
 import random, sys
 
-HALO_W, HALO_LINES, TILE_LINES = 66, 264, 128
+sys.dont_write_bytecode = True  # nothing written next to the sources
+from sm90_protocol_model import Bar, interleave
 
-class Bar:
-    def __init__(s, count): s.count, s.arr, s.tx, s.phase = count, 0, 0, 0
-    def _chk(s):
-        if s.arr == s.count and s.tx == 0:
-            s.phase += 1; s.arr = 0
-    def arrive(s, n=1): s.arr += n; assert s.arr <= s.count; s._chk()
-    def expect_tx(s, b): s.tx += b; s.arr += 1; assert s.arr <= s.count; s._chk()
-    def complete_tx(s, b): s.tx -= b; assert s.tx >= 0; s._chk()
-    def done(s, parity): return (s.phase & 1) != parity
+HALO_W, HALO_LINES, TILE_LINES = 66, 264, 128
 
 class Buf:
     """a shared-memory buffer: what each line holds, and the line ranges asynchronous readers
@@ -130,23 +123,14 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
         while stores[wg]: yield
     actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}
     for w in range(3): actors['P%d' % w] = prologue(w)
-    steps = 0
-    while actors or engine:
-        steps += 1
-        if steps > 10**6: raise RuntimeError("deadlock")
-        choices = list(actors) + (['T'] if engine else [])
-        a = rnd.choice(choices)
-        if a == 'T':
-            kind, buf, lo, hi, v, x = engine.pop(rnd.randrange(len(engine)))
-            if kind == 'load':
-                buf.write(lo, hi, v, "a tensor load"); x.complete_tx(1)
-            else:
-                buf.check(lo, hi, v, "a tensor store"); wg, h = x
-                buf.release(h); stores[wg].remove(h)
-            continue
-        try: next(actors[a])
-        except StopIteration: del actors[a]
-    return steps
+    def complete(op):
+        kind, buf, lo, hi, v, x = op
+        if kind == 'load':
+            buf.write(lo, hi, v, "a tensor load"); x.complete_tx(1)
+        else:
+            buf.check(lo, hi, v, "a tensor store"); wg, h = x
+            buf.release(h); stores[wg].remove(h)
+    return interleave(rnd, actors, engine, complete)
 
 def main():
     mutant = '--mutant' in sys.argv[1:]

@@ -19,20 +19,12 @@ of the tile's last), a defect the model must catch: it exits with an error (test
 conv_sm90_protocol.sh checks that it does)."""
 import random, sys
 
+sys.dont_write_bytecode = True  # nothing written next to the sources
+from sm90_protocol_model import Bar, interleave
+
 MUTANT = '--mutant' in sys.argv[1:]
 
 XS, DS = 14, 11
-
-
-class Bar:
-    def __init__(s, count): s.count, s.arr, s.tx, s.phase = count, 0, 0, 0
-    def _chk(s):
-        if s.arr == s.count and s.tx == 0:
-            s.phase += 1; s.arr = 0
-    def arrive(s): s.arr += 1; assert s.arr <= s.count; s._chk()
-    def expect_tx(s, b): s.tx += b; s.arr += 1; assert s.arr <= s.count; s._chk()
-    def complete_tx(s, b): s.tx -= b; assert s.tx >= 0; s._chk()
-    def done(s, parity): return (s.phase & 1) != parity
 
 
 def runs(h, tiles_x, t0, t1):
@@ -116,21 +108,12 @@ def run(h, tiles_x, t0, t1, PRO, seed, xs=XS, ds=DS, rows=1):
 
     actors = {'L': loader(), 'P': prologue(), 'C0': consumer(0), 'C1': consumer(1),
               'C2': consumer(2)}
-    steps = 0
-    while actors or tma:
-        steps += 1
-        if steps > 10**6: raise RuntimeError("deadlock")
-        choices = list(actors) + (['T'] * 2 if tma else [])
-        a = rnd.choice(choices)
-        if a == 'T':
-            kind, s, tag, bar = tma.pop(rnd.randrange(len(tma)))
-            if kind == 'x': xslot[s] = (tag, False)
-            else: dslot[s] = tag
-            bar.complete_tx(1)
-            continue
-        try: next(actors[a])
-        except StopIteration: del actors[a]
-    return steps
+    def complete(op):
+        kind, s, tag, bar = op
+        if kind == 'x': xslot[s] = (tag, False)
+        else: dslot[s] = tag
+        bar.complete_tx(1)
+    return interleave(rnd, actors, tma, complete, engine_weight=2)
 
 
 def wplan(n, h, w, cin, cout, sms):

@@ -12,15 +12,8 @@ while a wgmma in flight still reads it. Change the model with the kernel.
 usage: python3 dev/conv_sm90_wide_protocol.py   (about a minute; prints "ok N runs")"""
 import random, sys
 
-class Bar:
-    def __init__(s, count): s.count, s.arr, s.tx, s.phase = count, 0, 0, 0
-    def _chk(s):
-        if s.arr == s.count and s.tx == 0:
-            s.phase += 1; s.arr = 0
-    def arrive(s): s.arr += 1; assert s.arr <= s.count; s._chk()
-    def expect_tx(s, b): s.tx += b; s.arr += 1; assert s.arr <= s.count; s._chk()
-    def complete_tx(s, b): s.tx -= b; assert s.tx >= 0; s._chk()
-    def done(s, parity): return (s.phase & 1) != parity
+sys.dont_write_bytecode = True  # nothing written next to the sources
+from sm90_protocol_model import Bar, interleave
 
 def run(KC, nitems, grid_b, G, HST, WST, PRO, seed, HALO_AT=3):
     rnd = random.Random(seed)
@@ -108,21 +101,12 @@ def run(KC, nitems, grid_b, G, HST, WST, PRO, seed, HALO_AT=3):
             yield
     actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}
     if PRO: actors['P'] = prologue()
-    steps = 0
-    while actors or tma:
-        steps += 1
-        if steps > 10**6: raise RuntimeError("deadlock")
-        choices = list(actors) + (['T'] if tma else [])
-        a = rnd.choice(choices)
-        if a == 'T':
-            k = rnd.randrange(len(tma)); kind, s, tag, bar = tma.pop(k)
-            if kind == 'h': halo[s] = (tag, False)
-            else: wslot[s] = tag
-            bar.complete_tx(1)
-            continue
-        try: next(actors[a])
-        except StopIteration: del actors[a]
-    return steps
+    def complete(op):
+        kind, s, tag, bar = op
+        if kind == 'h': halo[s] = (tag, False)
+        else: wslot[s] = tag
+        bar.complete_tx(1)
+    return interleave(rnd, actors, tma, complete)
 
 # chunks per item (cin / 64), items and blocks (this block b of G), ring depths (BN = 128 and
 # 64), with and without the prologue
