@@ -384,9 +384,9 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * (+ 8) of pixels 8 i + 2 (lane & 3) (+ 1). The two image rows run one after the other on one
  * set of accumulators (the weights leave no room for two): row 0's are rounded, packed and
  * stored, then row 1's wgmmas issued (the other warpgroup's keep the tensor cores busy
- * meanwhile; holding row 0's packed outputs across row 1's issue spilled). stmatrix .trans writes the packed
- * [channel][pixel] fragments as pixel lines (the halo stage's lines, as the other layout); dgrad
- * reads its x tile with ldmatrix .trans into the same layout. Sums: a thread's two channels over
+ * meanwhile; holding row 0's packed outputs across row 1's issue spilled). stmatrix .trans
+ * writes the packed [channel][pixel] fragments as pixel lines (the halo stage's lines, as the
+ * other layout); dgrad reads its x tile with ldmatrix .trans into the same layout. Sums: a thread's two channels over
  * its 32 pixels of a tile in f32, folded in f64 each tile (the 4 lanes of a channel by a fixed
  * butterfly, then into the warp's row). */
 
@@ -446,18 +446,18 @@ __device__ __forceinline__ void cm_epilogue(const float (&acc)[32], uint32_t sta
   }
 }
 
-/* B's offset (16-byte units) from the stage for k-step ks of image row mb: the tap's view
- * starts at halo line (mb + ky) * 66 + kx, channel step j 32 bytes into the line. */
-__host__ __device__ constexpr uint32_t cm_off(int mb, int ks)
+/* B's offset (16-byte units) from an image row's first halo line for k-step ks: the tap's view
+ * starts ky halo rows and kx lines further, channel step j 32 bytes into the line. */
+__host__ __device__ constexpr uint32_t cm_off(int ks)
 {
-  return (uint32_t)((((mb + (ks >> 2) / 3) * HALO_W + (ks >> 2) % 3) * LINE + 32 * (ks & 3)) >> 4);
+  return (uint32_t)(((((ks >> 2) / 3) * HALO_W + (ks >> 2) % 3) * LINE + 32 * (ks & 3)) >> 4);
 }
 
 template <int... KS>
 __device__ __forceinline__ void cm_steps(float (&acc)[32], const uint32_t (&aw)[36][4],
                                          uint64_t d0, std::integer_sequence<int, KS...>)
 {
-  (wgmma_rs_at<cm_off(0, KS)>(acc, aw[KS], d0, KS > 0), ...);
+  (wgmma_rs_at<cm_off(KS)>(acc, aw[KS], d0, KS > 0), ...);
 }
 
 /* An image row's 36 k-steps: acc = the weights (registers) times the halo's pixels

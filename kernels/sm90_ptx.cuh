@@ -146,9 +146,8 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 /* d (+)= a * b: m64n64k16, bf16 in, f32 accumulators; A from registers (the fragment of
  * ldmatrix_x4 above), B through a descriptor, K-major (TRANS_B 0) or MN-major (1), formed
  * inside the instruction's block as base + OFF (16-byte units, an immediate; the start field
- * must not overflow): a kernel that issues many wgmmas at different offsets from one base keeps
- * only the base live, not offsets or descriptors made ahead (ptxas prepared the next row's 36
- * operands in registers during an epilogue, spilling). scale_d 0: d = a * b. */
+ * must not overflow): a kernel that issues many wgmmas at different offsets from one base
+ * keeps only the base live, not a descriptor per offset. scale_d 0: d = a * b. */
 template <uint32_t OFF, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_rs_at(float (&d)[32], const uint32_t (&a)[4], uint64_t base,
                                             int scale_d)
