@@ -222,26 +222,28 @@ static void ours_dgrad(int set, int mask, int sums)
 }
 
 /* the same in the COUT_M layout (64 -> 64 only) */
-static void v_cm_fused(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 1, 1, NULL); layout = 0; }
-static void v_cm_plain(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 0, 0, NULL); layout = 0; }
-static void v_cm_pro(int set) { layout = CONV_SM90_LAYOUT_COUT_M; ours(set, 1, 0, NULL); layout = 0; }
+static void ours_cm(int set, int pro, int stats)
+{
+  layout = CONV_SM90_LAYOUT_COUT_M;
+  ours(set, pro, stats, NULL);
+  layout = 0;
+}
+static void v_cm_fused(int set) { ours_cm(set, 1, 1); }
+static void v_cm_plain(int set) { ours_cm(set, 0, 0); }
+static void v_cm_pro(int set) { ours_cm(set, 1, 0); }
 
 static void v_dgrad_fused(int set) { ours_dgrad(set, 1, 1); }
 static void v_dgrad_plain(int set) { ours_dgrad(set, 0, 0); }
 /* the mask alone (no sums): with the two above, what each fused part costs */
 static void v_dgrad_mask(int set) { ours_dgrad(set, 1, 0); }
-static void v_cm_dgrad_fused(int set)
+static void ours_dgrad_cm(int set, int mask, int sums)
 {
   layout = CONV_SM90_LAYOUT_COUT_M;
-  ours_dgrad(set, 1, 1);
+  ours_dgrad(set, mask, sums);
   layout = 0;
 }
-static void v_cm_dgrad_plain(int set)
-{
-  layout = CONV_SM90_LAYOUT_COUT_M;
-  ours_dgrad(set, 0, 0);
-  layout = 0;
-}
+static void v_cm_dgrad_fused(int set) { ours_dgrad_cm(set, 1, 1); }
+static void v_cm_dgrad_plain(int set) { ours_dgrad_cm(set, 0, 0); }
 
 static void cudnn_dgrad(ops_t *o, ops_conv_t *c, const void *gy, void *gx)
 {
