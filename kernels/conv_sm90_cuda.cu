@@ -384,11 +384,11 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * (+ 8) of pixels 8 i + 2 (lane & 3) (+ 1). The two image rows run one after the other on one
  * set of accumulators (the weights leave no room for two): row 0's are rounded, packed and
  * stored, then row 1's wgmmas issued (the other warpgroup's keep the tensor cores busy
- * meanwhile; holding row 0's packed outputs across row 1's issue spilled). stmatrix .trans
- * writes the packed [channel][pixel] fragments as pixel lines (the halo stage's lines, as the
- * other layout); dgrad reads its x tile with ldmatrix .trans into the same layout. Sums: a thread's two channels over
- * its 32 pixels of a tile in f32, folded in f64 each tile (the 4 lanes of a channel by a fixed
- * butterfly, then into the warp's row). */
+ * meanwhile). stmatrix .trans writes the packed [channel][pixel] fragments as pixel lines
+ * (the halo stage's lines, as the other layout); dgrad reads its x tile with ldmatrix .trans
+ * into the same layout. Sums: a thread's two channels over its 32 pixels of a tile in f32,
+ * folded in f64 each tile (the 4 lanes of a channel by a fixed butterfly, then into the warp's
+ * row). */
 
 /* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
 __device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
@@ -522,8 +522,7 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
     }
     mbar_wait(ready + 8 * s, k & 1);
 
-    /* a rolled loop: unrolled, ptxas moved work of one row across the other's issue and the
-     * weights' registers spilled */
+    /* a rolled loop: unrolled into two rows, the code spilled the weights' registers */
 #pragma unroll 1
     for (int mb = 0; mb < 2; mb++) {
       cm_issue(acc, aw, d0 + (uint64_t)(mb * HALO_W * LINE >> 4));

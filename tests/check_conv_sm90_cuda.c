@@ -8,9 +8,8 @@
  * without prologue and statistics, dgrad with and without mask and sums, wgrad with and without
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
  * for bit, the split-K plan's rule; images 16 and 32 pixels wide in tiles of whole rows). Case
- * sm90_cm: the 64 -> 64 forward and dgrad in their other GEMM layout (CONV_SM90_LAYOUT_COUT_M). Case
- * sanitize: small shapes through every kernel, for
- * compute-sanitizer. Registered only
+ * sm90_cm: the 64 -> 64 forward and dgrad in their other GEMM layout (CONV_SM90_LAYOUT_COUT_M).
+ * Case sanitize: small shapes through every kernel, for compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
 #include "config.h"
