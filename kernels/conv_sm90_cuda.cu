@@ -129,7 +129,8 @@ constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224; /* per thread, after the hand-over */
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file");
+constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
+static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
@@ -765,6 +766,7 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
+    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a convolution", err, errlen)) return -1;
   }
   return conv_wide_check(device, err, errlen); /* the wider layers' kernels */
 }

@@ -99,7 +99,8 @@ constexpr int PRO_THREADS = 96;
 constexpr int CONSUMERS = 3;
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 152;
 constexpr int DW = 9 * C * C;                        /* floats of one partial */
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
+constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS;
+static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 static_assert(X_SLOT % 1024 == 0 && OFF_DY % 1024 == 0 && DY_BYTES % 1024 == 0,
               "strips on 1024-byte boundaries");
 static_assert(XS >= 3 && DS >= 1, "the rings hold a tile's three x strips and its dy strip");
@@ -446,6 +447,7 @@ extern "C" int conv_sm90_wgrad_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a wgrad does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
+    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a wgrad", err, errlen)) return -1;
   }
   return conv_wide_wgrad_check(device, err, errlen); /* the wider layers' kernels */
 }

@@ -119,7 +119,8 @@ constexpr int CONSUMERS = 3;
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 152;
 constexpr int MIN_TILES = 8;                         /* row tiles a split has at least */
 constexpr size_t WS_CAP = (size_t)64 << 20;          /* bytes of partials at most */
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
+constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS;
+static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 static_assert(X_SLOT % 1024 == 0 && OFF_DY % 1024 == 0 && DY_BYTES % 1024 == 0,
               "strips on 1024-byte boundaries");
 static_assert(XS >= 4 + 2 && DS >= 1,
@@ -464,6 +465,7 @@ int conv_wide_wgrad_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a wide wgrad does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
+    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a wide wgrad", err, errlen)) return -1;
   }
   return 0;
 }

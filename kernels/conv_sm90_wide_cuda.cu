@@ -163,7 +163,8 @@ constexpr int BOX_BYTES = TILE_W * LINE;         /* 8 KB: 64 pixels x 64 channel
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
-static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file");
+constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
+static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 constexpr int FOLD_ITEMS = 16;                   /* f32 sums of at most 16 items x 2 pixels */
 constexpr int HALO_AT = 3;                       /* the next halo is asked for after this tap */
 constexpr int MAX_CH = 1024;
@@ -747,6 +748,8 @@ int conv_wide_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a wide convolution does not load on device %d: %s",
                   device, cudaGetErrorString(e));
     }
+    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a wide convolution", err, errlen))
+      return -1;
   }
   return 0;
 }

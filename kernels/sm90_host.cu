@@ -69,4 +69,13 @@ int sm_count(int device)
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+int regs_fit(int num_regs, int threads, int need, const char *what, char *err, size_t len)
+{
+  if ((long)num_regs * threads >= need) return 0;
+  return fail(err, len, "the %s was built with %d registers a thread (%d for its %d threads), but "
+              "its warpgroups take %d after the hand-over and would wait for them forever: build "
+              "it again with this source's __launch_bounds__", what, num_regs, num_regs * threads,
+              threads, need);
+}
+
 } // namespace sm90

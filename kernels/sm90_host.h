@@ -37,6 +37,12 @@ int sm_count(int device);
 
 bool aligned16(const void *p);
 
+/* 0 when a kernel built with `num_regs` registers a thread (cudaFuncAttributes::numRegs) holds,
+ * in a block of `threads`, the `need` registers its warpgroups take after setmaxnreg's hand-over;
+ * else -1 with a message: launched, it would never finish (an increase waits for registers no
+ * warp frees). */
+int regs_fit(int num_regs, int threads, int need, const char *what, char *err, size_t len);
+
 } // namespace sm90
 
 #endif
