@@ -128,7 +128,7 @@ constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224; /* per thread, after the hand-over */
+constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216; /* per thread, after the hand-over */
 constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
 static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
@@ -219,7 +219,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
       const tile_t tl = tile_of(p, t);
-      bn_relu_halo(sbase + L::off_stage + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
+      bn_relu_halo<4>(sbase + L::off_stage + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
                    tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
     }

@@ -23,13 +23,14 @@ __device__ __forceinline__ void bn_coef_load(const float *scale, const float *sh
 }
 
 /* The pass over one halo of `lines` lines, `halo_w` pixels a row, whose line 0 is pixel
- * (y0, x0) of an h x w image: the thread takes chunk lc of lines first, first + step, ..., two
- * lines in flight. The caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
+ * (y0, x0) of an h x w image: the thread takes chunk lc of lines first, first + step, ..., U
+ * lines in flight (more hide more of the shared-memory latency, at 4 registers a line). The
+ * caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
+template <int U = 2>
 __device__ __forceinline__ void bn_relu_halo(uint32_t stage, int lines, int halo_w, int y0, int x0,
                                              int h, int w, int first, int step, int lc,
                                              const float (&sc)[8], const float (&sh)[8])
 {
-  constexpr int U = 2;
   for (int l0 = first; l0 < lines; l0 += U * step) {
     uint32_t v[U][4], addr[U];
     bool in[U];
