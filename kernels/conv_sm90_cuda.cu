@@ -385,11 +385,12 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * (+ 8) of pixels 8 i + 2 (lane & 3) (+ 1). The two image rows run one after the other on one
  * set of accumulators (the weights leave no room for two): row 0's are rounded, packed and
  * stored, then row 1's wgmmas issued (the other warpgroup's keep the tensor cores busy
- * meanwhile). stmatrix .trans writes the packed [channel][pixel] fragments as pixel lines
- * (the halo stage's lines, as the other layout); dgrad reads its x tile with ldmatrix .trans
- * into the same layout. Sums: a thread's two channels over its 32 pixels of a tile in f32,
- * folded in f64 each tile (the 4 lanes of a channel by a fixed butterfly, then into the warp's
- * row). */
+ * meanwhile). stmatrix .trans writes the packed [channel][pixel] fragments as pixel lines into
+ * the warpgroup's output buffer, 16 KB of the weights' shared memory (free once the weights are
+ * in registers), so the halo stage goes back to the loader when its wgmmas are done rather than
+ * after the store; dgrad reads its x tile with ldmatrix .trans into the same layout. Sums: a
+ * thread's two channels over its 32 pixels of a tile in f32, folded in f64 each tile (the 4
+ * lanes of a channel by a fixed butterfly, then into the warp's row). */
 
 /* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
 __device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
@@ -509,8 +510,13 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
       ldmatrix_x4_trans(
           sbase + swz((uint32_t)((8 - (ks >> 2)) * C + 16 * (ks & 3)) + cline, cchunk), aw[ks]);
   }
+  /* Both warpgroups' weights are in registers: from here the weights' shared memory holds each
+   * warpgroup's output tile, so a halo stage goes back to the loader as soon as its wgmmas are
+   * done, before the epilogue, instead of after the tile's store has read it. */
+  named_bar(3, 256);
+  const uint32_t obuf = sbase + (uint32_t)wg * TILE_BYTES;
   float acc[32];
-  int pending = -1, nt = 0;
+  int nt = 0;
   int i = wg;
   for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
     const int s = i % STAGES, k = i / STAGES;
@@ -527,26 +533,23 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
 #pragma unroll 1
     for (int mb = 0; mb < 2; mb++) {
       cm_issue(acc, aw, d0 + (uint64_t)(mb * HALO_W * LINE >> 4));
-      if (mb == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
-        if (ti == 0) {
-          tma_store_wait_read();
-          mbar_arrive(empty + 8 * pending);
-        }
+      if (mb == 0 && nt > 0) { /* the previous tile's store has read the output buffer */
+        if (ti == 0) tma_store_wait_read();
         __syncwarp();
       }
       wgmma_wait<0>();
       acc_fence(acc);
       if (XT && mb == 0) mbar_wait(xbar, nt & 1);
-      /* every warp's wgmmas of this row are done: row 0's output lines (0..63) are read by no
-       * other row's wgmmas, row 1's only by its own */
+      /* row 0: the output buffer is free; row 1: every warp's wgmmas of this stage are done, so
+       * it goes back to the loader */
       named_bar(1 + wg, 128);
-      cm_epilogue<PRO, STATS, DG>(acc, stage, mb, tl, p, ch, t4, xt, coef, epix, echunk, s1, s2);
+      if (mb == 1 && ti == 0) mbar_arrive(empty + 8 * s);
+      cm_epilogue<PRO, STATS, DG>(acc, obuf, mb, tl, p, ch, t4, xt, coef, epix, echunk, s1, s2);
     }
     fence_proxy_async();
-    named_bar(1 + wg, 128); /* the tile is in the stage; every read of the x tile is done */
-    if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
+    named_bar(1 + wg, 128); /* the tile is in the buffer; every read of the x tile is done */
+    if (ti == 0) tma_store_4d(ymap, obuf, 0, tl.x0, tl.y0, tl.n);
     __syncwarp();
-    pending = s;
     if (STATS) fold_stats_cm(s1, s2, row, ch, lane);
   }
   if (ti == 0) tma_store_wait_all();
