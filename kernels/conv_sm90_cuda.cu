@@ -144,7 +144,7 @@ template <bool DG> struct lay {
   static constexpr int off_stage = W_BYTES;
   static constexpr int off_xt = off_stage + stages * STAGE_BYTES;
   static constexpr int off_coef = off_xt + (DG ? 2 * TILE_BYTES : 0);
-  static constexpr int off_stats = off_coef + (DG ? 2 * C * 4 : 0);
+  static constexpr int off_stats = off_coef + 2 * C * 4; /* dgrad's mask, COUT_M's prologue */
   static constexpr int off_bar = off_stats + STATS_BYTES;
   static constexpr int nbar = 3 * stages + 1 + (DG ? 2 : 0);
   static constexpr int smem = off_bar + nbar * 8 + 1024; /* + slack to align the base */
@@ -390,7 +390,11 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * in registers), so the halo stage goes back to the loader when its wgmmas are done rather than
  * after the store; dgrad reads its x tile with ldmatrix .trans into the same layout. Sums: a
  * thread's two channels over its 32 pixels of a tile in f32, folded in f64 each tile (the 4
- * lanes of a channel by a fixed butterfly, then into the warp's row). */
+ * lanes of a channel by a fixed butterfly, then into the warp's row). The forward's prologue
+ * (BatchNorm + ReLU on the halo) is done by the consumer warpgroup itself on its own stage
+ * before its wgmmas, four lines in flight a thread (the three prologue warps only pass full on
+ * as ready): with the weights in registers the consumers have issue slots to spare, and 128
+ * threads a stage instead of 96 for every stage. */
 
 /* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
 __device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
@@ -455,11 +459,22 @@ __host__ __device__ constexpr uint32_t cm_off(int ks)
   return (uint32_t)(((((ks >> 2) / 3) * HALO_W + (ks >> 2) % 3) * LINE + 32 * (ks & 3)) >> 4);
 }
 
+/* k-step 0 writes acc without reading it (its outputs only), so the accumulators are dead
+ * between a row's epilogue and the next row's first wgmma and ptxas can use their registers. */
+template <int KS>
+__device__ __forceinline__ void cm_step(float (&acc)[32], const uint32_t (&aw)[36][4], uint64_t d0)
+{
+  if constexpr (KS == 0)
+    wgmma_rs_at_set<cm_off(0)>(acc, aw[0], d0);
+  else
+    wgmma_rs_at<cm_off(KS)>(acc, aw[KS], d0, 1);
+}
+
 template <int... KS>
 __device__ __forceinline__ void cm_steps(float (&acc)[32], const uint32_t (&aw)[36][4],
                                          uint64_t d0, std::integer_sequence<int, KS...>)
 {
-  (wgmma_rs_at<cm_off(KS)>(acc, aw[KS], d0, KS > 0), ...);
+  (cm_step<KS>(acc, aw, d0), ...);
 }
 
 /* An image row's 36 k-steps: acc = the weights (registers) times the halo's pixels
@@ -528,6 +543,16 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
       tma_load_4d(xt, xtmap, 0, tl.x0, tl.y0, tl.n, xbar);
     }
     mbar_wait(ready + 8 * s, k & 1);
+    if (PRO && !DG) { /* the prologue, by this warpgroup on its own stage (see above) */
+      float sc[8], sh[8];
+      const int lc = ti & 7;
+#pragma unroll
+      for (int e = 0; e < 8; e++) sc[e] = coef[8 * lc + e], sh[e] = coef[C + 8 * lc + e];
+      bn_relu_halo<4>(stage, HALO_LINES, HALO_W, tl.y0 - 1, tl.x0 - 1, p.h, p.w, ti >> 3, 16, lc,
+                      sc, sh);
+      fence_proxy_async();
+      named_bar(1 + wg, 128); /* the whole halo is normalised */
+    }
 
     /* a rolled loop: unrolled into two rows, the code spilled the weights' registers */
 #pragma unroll 1
@@ -587,7 +612,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (DG && PRO && threadIdx.x < 2 * C)
+  if ((DG || CM) && PRO && threadIdx.x < 2 * C)
     coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
@@ -596,7 +621,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warp == 0) {
       if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
     } else {
-      run_prologue<PRO && !DG, DG>(p, sbase, warp - 1, lane);
+      run_prologue<PRO && !DG && !CM, DG>(p, sbase, warp - 1, lane); /* COUT_M: consumers */
     }
   } else {
     regs_inc<CONSUMER_REGS>();
