@@ -18,7 +18,8 @@ Layouts (conv_sm90.h):
           then row 1's (halo rows 1..3, lines 66..263), wait, row 1's output; each warpgroup's
           output tile in a buffer of its own (the weights' shared memory), written once its
           last store has read it; the stage handed back as soon as row 1's k-steps are done,
-          before the epilogue.
+          before the epilogue. The forward's prologue is done by the consumer warpgroup on its
+          stage before its k-steps (the prologue warps only pass full on as ready).
 --mutant  COUT_M handing the stage back right after row 1's k-steps are issued, before they are
           done: the model must fail.
 
@@ -47,7 +48,7 @@ class Buf:
     def release(s, h): s.held.remove(h)
 
 def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
-    early = layout == 'cout'
+    early = layout == 'cout'; cpro = early  # COUT_M's forward prologue: the consumers'
     obuf = [Buf('out buffer %d' % w, TILE_LINES) for w in range(2)]
     rnd = random.Random(seed)
     full = [Bar(1) for _ in range(stages)]; ready = [Bar(96) for _ in range(stages)]
@@ -70,7 +71,7 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
         for i, t in enumerate(tiles):
             s, k = i % stages, i // stages
             while not full[s].done(k & 1): yield
-            if pro and not dg:
+            if pro and not dg and not cpro:
                 lines = range(w, HALO_LINES, 3)
                 for l in lines:
                     assert stage[s].val[l] == ('halo', t, False), ("prologue reads", l, stage[s].val[l], t)
@@ -106,6 +107,10 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
                     xt[wg].check(0, TILE_LINES, ('x', t), "epilogue (x tile)")
                 stage[s].write(0, TILE_LINES, ('out', t), "epilogue")
             else:
+                if cpro and norm:  # the consumers normalise their own stage before the k-steps
+                    stage[s].check(0, HALO_LINES, ('halo', t, False), "the consumers' prologue")
+                    stage[s].write(0, HALO_LINES, want, "the consumers' prologue")
+                    yield
                 out = obuf[wg] if early else stage[s]
                 for mb in (0, 1):
                     lo, hi = mb * HALO_W, (mb + 3) * HALO_W
