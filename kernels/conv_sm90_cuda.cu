@@ -128,9 +128,17 @@ constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
-constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216; /* per thread, after the hand-over */
-constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
-static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
+/* Registers a thread after the hand-over: the prologue warps' BN pass (four lines in flight) needs
+ * 64, which leaves the consumers 216; where those warps only pass `full` on, 56 and 224. */
+constexpr int producer_regs(bool halo_pass) { return halo_pass ? 64 : 56; }
+constexpr int consumer_regs(bool halo_pass) { return halo_pass ? 216 : 224; }
+constexpr int handover_regs(bool halo_pass)
+{
+  return 128 * producer_regs(halo_pass) + 256 * consumer_regs(halo_pass);
+}
+static_assert(handover_regs(true) <= sm90_block_regs(THREADS) &&
+              handover_regs(false) <= sm90_block_regs(THREADS),
+              "the block's registers from its launch");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
@@ -616,15 +624,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
+  constexpr bool HALO_PASS = PRO && !DG && !CM; /* COUT_M: the consumers apply the BN */
   if (warp < 4) {
-    regs_dec<PRODUCER_REGS>();
+    regs_dec<producer_regs(HALO_PASS)>();
     if (warp == 0) {
       if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
     } else {
-      run_prologue<PRO && !DG && !CM, DG>(p, sbase, warp - 1, lane); /* COUT_M: consumers */
+      run_prologue<HALO_PASS, DG>(p, sbase, warp - 1, lane);
     }
   } else {
-    regs_inc<CONSUMER_REGS>();
+    regs_inc<consumer_regs(HALO_PASS)>();
     if (CM)
       run_consumer_cm<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef,
                                       (warp - 4) >> 2, threadIdx.x - 128 * ((warp) >> 2));
@@ -794,7 +803,9 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
-    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a convolution", err, errlen)) return -1;
+    const bool halo_pass = (k & 1) && !(k & 4) && !(k & 8); /* as the kernel's HALO_PASS */
+    if (regs_fit(fa.numRegs, THREADS, handover_regs(halo_pass), "sm_90a convolution", err, errlen))
+      return -1;
   }
   return conv_wide_check(device, err, errlen); /* the wider layers' kernels */
 }
