@@ -83,6 +83,30 @@ __device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, float sc0, 
   }
 }
 
+/* The weight gradients' final sum: element i of n f32 partials laid out `stride` apart,
+ * ((p[0] + p[1]) + p[2]) + ... in partial order (the CPU reference's order, so the same bits).
+ * The order makes each element one chain of dependent adds, but not its loads: SM90_REDUCE_U of
+ * them go out before they are added, so each thread keeps that many in flight (one or four left
+ * the sum bound by memory latency, not bandwidth: 132 partials of a 64 -> 64 gradient are 19.5 MB).
+ * SM90_REDUCE_THREADS a block: more, smaller blocks spread the few thousand threads over every
+ * multiprocessor. */
+constexpr int SM90_REDUCE_U = 16, SM90_REDUCE_THREADS = 128;
+
+__device__ __forceinline__ float sum_partials(const float *p, int n, size_t stride, size_t i)
+{
+  float v = p[i];
+  int b = 1;
+  for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
+    float t[SM90_REDUCE_U];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = __ldcs(p + (size_t)(b + u) * stride + i);
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
+  }
+  for (; b < n; b++) v += __ldcs(p + (size_t)b * stride + i);
+  return v;
+}
+
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
  * channel axes swapped, so that dgrad is the forward's convolution of dy with wt (cin, cout
  * multiples of 64). Per tap a cout x cin matrix transposed in 64 x 64 tiles through shared
