@@ -2,8 +2,9 @@
  * dgrad; kernels/conv_sm90_wgrad_cuda.cu) share beyond the instructions of sm90_ptx.cuh: the
  * prologue's pass over a halo of 64-channel pixel lines, the previous layer's BatchNorm apply +
  * ReLU in place, a = bf16(max(0, x * scale + shift)), on the lines inside the image (those
- * outside stay the copy engine's zeros: the padding is zero after the BN); and dgrad's flipped,
- * transposed weights. */
+ * outside stay the copy engine's zeros: the padding is zero after the BN); dgrad's flipped,
+ * transposed weights; and the final sums of the blocks' partials (statistics, sums, weight
+ * gradients) in partial order. */
 #ifndef KERNELS_SM90_CONV_CUH
 #define KERNELS_SM90_CONV_CUH
 
@@ -104,6 +105,25 @@ __device__ __forceinline__ float sum_partials(const float *p, int n, size_t stri
     for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
   }
   for (; b < n; b++) v += __ldcs(p + (size_t)b * stride + i);
+  return v;
+}
+
+/* The statistics' and sums' final sum, f64: 0 + p[0] + p[1] + ... in partial order (as the
+ * kernels always added them: the same bits), SM90_REDUCE_U loads in flight as above (one
+ * block's 128 threads walking 132 partials four loads at a time took 33 round trips). */
+__device__ __forceinline__ double sum_partials_f64(const double *p, int n, size_t stride,
+                                                   size_t i)
+{
+  double v = 0;
+  int b = 0;
+  for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
+    double t[SM90_REDUCE_U];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = p[(size_t)(b + u) * stride + i];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
+  }
+  for (; b < n; b++) v += p[(size_t)b * stride + i];
   return v;
 }
 
