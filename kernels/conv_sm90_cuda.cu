@@ -658,9 +658,7 @@ __global__ void conv_sm90_stats_kernel(const double *partial, int blocks, double
                                        double *stats)
 {
   const int c = threadIdx.x;
-  double v = 0;
-  for (int b = 0; b < blocks; b++) v += partial[(size_t)b * PARTIAL + c];
-  stats[c] = v;
+  stats[c] = sum_partials_f64(partial, blocks, PARTIAL, c);
   if (c == 0) stats[PARTIAL] = count;
 }
 
@@ -670,11 +668,8 @@ __global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
                                             const double *saved, double *sums)
 {
   const int c = threadIdx.x;
-  double g = 0, gx = 0;
-  for (int b = 0; b < blocks; b++) {
-    g += partial[(size_t)b * PARTIAL + c];
-    gx += partial[(size_t)b * PARTIAL + C + c];
-  }
+  const double g = sum_partials_f64(partial, blocks, PARTIAL, c);
+  const double gx = sum_partials_f64(partial, blocks, PARTIAL, C + c);
   sums[c] = g;
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }

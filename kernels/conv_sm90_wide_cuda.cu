@@ -561,9 +561,7 @@ __global__ void conv_wide_stats_kernel(const double *partial, int blocks, int co
     stats[c] = count;
     return;
   }
-  double v = 0;
-  for (int b = 0; b < blocks; b++) v += partial[(size_t)b * 2 * cout + c];
-  stats[c] = v;
+  stats[c] = sum_partials_f64(partial, blocks, 2 * (size_t)cout, c);
 }
 
 /* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order, C channels): sums[c] =
@@ -574,11 +572,8 @@ __global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, i
 {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  double g = 0, gx = 0;
-  for (int b = 0; b < blocks; b++) {
-    g += partial[(size_t)b * 2 * C + c];
-    gx += partial[(size_t)b * 2 * C + C + c];
-  }
+  const double g = sum_partials_f64(partial, blocks, 2 * (size_t)C, c);
+  const double gx = sum_partials_f64(partial, blocks, 2 * (size_t)C, C + c);
   sums[c] = g;
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
