@@ -97,7 +97,7 @@ constexpr int SMEM_BYTES = OFF_BAR + 8 * NBARS + 1024;
 constexpr int THREADS = 512;
 constexpr int PRO_THREADS = 96;
 constexpr int CONSUMERS = 3;
-constexpr int PRODUCER_REGS = 80, CONSUMER_REGS = 144; /* the prologue: 4 strip lines in flight */
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 152;
 constexpr int DW = 9 * C * C;                        /* floats of one partial */
 constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS;
 static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
@@ -207,7 +207,7 @@ __device__ __forceinline__ void wgrad_prologue(const wparams &p, uint32_t sbase,
       const uint32_t s = (uint32_t)(j % XS);
       mbar_wait(b.xfull + 8 * s, (uint32_t)(j / XS) & 1);
       if (PRO) {
-        bn_relu_halo<4>(xslot(sbase, j), STRIP_W, STRIP_W, r.ya - 1 + q, r.x0 - 1, p.h, p.w,
+        bn_relu_halo(xslot(sbase, j), STRIP_W, STRIP_W, r.ya - 1 + q, r.x0 - 1, p.h, p.w,
                      4 * pw + (lane >> 3), 12, lc, sc, sh);
         fence_proxy_async();
       }
