@@ -14,10 +14,14 @@ Layouts (conv_sm90.h):
   pixels  PIXELS_M: per tile 36 k-steps reading the whole halo (both image rows at once); the
           previous tile's stage handed back after this tile's first k-step, once its store has
           read it; the output written into the stage after every warp's k-steps are done.
-  cout    COUT_M: image row 0's k-steps (halo rows 0..2, lines 0..197), wait, row 0's output
-          into lines 0..63, then row 1's (halo rows 1..3, lines 66..263), the previous stage
-          handed back after row 0's issue; row 1's output into lines 64..127 after its wait.
---mutant  COUT_M writing row 1's output before row 1's k-steps are done: the model must fail.
+  cout    COUT_M: image row 0's k-steps (halo rows 0..2, lines 0..197), wait, row 0's output,
+          then row 1's (halo rows 1..3, lines 66..263), wait, row 1's output; each warpgroup's
+          output tile in a buffer of its own (the weights' shared memory), written once its
+          last store has read it; the stage handed back as soon as row 1's k-steps are done,
+          before the epilogue. The forward's prologue is done by the consumer warpgroup on its
+          stage before its k-steps (the prologue warps only pass full on as ready).
+--mutant  COUT_M handing the stage back right after row 1's k-steps are issued, before they are
+          done: the model must fail.
 
 usage: python3 dev/conv_sm90_protocol.py [--mutant]   (prints "ok N runs")"""
 import random, sys
@@ -44,6 +48,8 @@ class Buf:
     def release(s, h): s.held.remove(h)
 
 def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
+    early = layout == 'cout'; cpro = early  # COUT_M's forward prologue: the consumers'
+    obuf = [Buf('out buffer %d' % w, TILE_LINES) for w in range(2)]
     rnd = random.Random(seed)
     full = [Bar(1) for _ in range(stages)]; ready = [Bar(96) for _ in range(stages)]
     empty = [Bar(1) for _ in range(stages)]
@@ -65,7 +71,7 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
         for i, t in enumerate(tiles):
             s, k = i % stages, i // stages
             while not full[s].done(k & 1): yield
-            if pro and not dg:
+            if pro and not dg and not cpro:
                 lines = range(w, HALO_LINES, 3)
                 for l in lines:
                     assert stage[s].val[l] == ('halo', t, False), ("prologue reads", l, stage[s].val[l], t)
@@ -101,24 +107,33 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
                     xt[wg].check(0, TILE_LINES, ('x', t), "epilogue (x tile)")
                 stage[s].write(0, TILE_LINES, ('out', t), "epilogue")
             else:
+                if cpro and norm:  # the consumers normalise their own stage before the k-steps
+                    stage[s].check(0, HALO_LINES, ('halo', t, False), "the consumers' prologue")
+                    stage[s].write(0, HALO_LINES, want, "the consumers' prologue")
+                    yield
+                out = obuf[wg] if early else stage[s]
                 for mb in (0, 1):
                     lo, hi = mb * HALO_W, (mb + 3) * HALO_W
                     stage[s].check(lo, hi, want, "row %d's k-steps" % mb)
                     h = stage[s].hold(lo, hi, "row %d's k-steps of tile %d" % (mb, t))
                     yield
-                    if mb == 0: yield from hand_back()
-                    if not (mutant and mb == 1):  # the mutant stores row 1 before its wait
-                        yield
-                        stage[s].release(h)  # wgmma.wait_group 0, then the named barrier
+                    if mb == 0 and not early: yield from hand_back()
+                    if mb == 0 and early:
+                        while stores[wg]: yield  # the output buffer's last store has read it
+                    if mutant and mb == 1: empty[s].arrive()  # before the wait: caught
+                    yield
+                    stage[s].release(h)      # wgmma.wait_group 0, then the named barrier
+                    if early and mb == 1 and not mutant: empty[s].arrive()
                     if dg and mb == 0:
                         while not xbar[wg].done(nt & 1): yield
                     if dg: xt[wg].check(mb * 64, mb * 64 + 64, ('x', t), "epilogue (x tile)")
-                    stage[s].write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
+                    out.write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
                     yield
-            h = stage[s].hold(0, TILE_LINES, "the store of tile %d" % t)
+            ob = obuf[wg] if early else stage[s]
+            h = ob.hold(0, TILE_LINES, "the store of tile %d" % t)
             stores[wg].append(h)
-            engine.append(('store', stage[s], 0, TILE_LINES, ('out', t), (wg, h)))
-            pending = s; nt += 1
+            engine.append(('store', ob, 0, TILE_LINES, ('out', t), (wg, h)))
+            pending = -1 if early else s; nt += 1
             yield
         while stores[wg]: yield
     actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}

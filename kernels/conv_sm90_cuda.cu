@@ -128,9 +128,17 @@ constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224; /* per thread, after the hand-over */
-constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
-static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
+/* Registers a thread after the hand-over: the prologue warps' BN pass (four lines in flight) needs
+ * 64, which leaves the consumers 216; where those warps only pass `full` on, 56 and 224. */
+constexpr int producer_regs(bool halo_pass) { return halo_pass ? 64 : 56; }
+constexpr int consumer_regs(bool halo_pass) { return halo_pass ? 216 : 224; }
+constexpr int handover_regs(bool halo_pass)
+{
+  return 128 * producer_regs(halo_pass) + 256 * consumer_regs(halo_pass);
+}
+static_assert(handover_regs(true) <= sm90_block_regs(THREADS) &&
+              handover_regs(false) <= sm90_block_regs(THREADS),
+              "the block's registers from its launch");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
@@ -144,7 +152,7 @@ template <bool DG> struct lay {
   static constexpr int off_stage = W_BYTES;
   static constexpr int off_xt = off_stage + stages * STAGE_BYTES;
   static constexpr int off_coef = off_xt + (DG ? 2 * TILE_BYTES : 0);
-  static constexpr int off_stats = off_coef + (DG ? 2 * C * 4 : 0);
+  static constexpr int off_stats = off_coef + 2 * C * 4; /* dgrad's mask, COUT_M's prologue */
   static constexpr int off_bar = off_stats + STATS_BYTES;
   static constexpr int nbar = 3 * stages + 1 + (DG ? 2 : 0);
   static constexpr int smem = off_bar + nbar * 8 + 1024; /* + slack to align the base */
@@ -219,7 +227,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
       const tile_t tl = tile_of(p, t);
-      bn_relu_halo(sbase + L::off_stage + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
+      bn_relu_halo<4>(sbase + L::off_stage + s * STAGE_BYTES, HALO_LINES, HALO_W, tl.y0 - 1,
                    tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
     }
@@ -385,11 +393,16 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
  * (+ 8) of pixels 8 i + 2 (lane & 3) (+ 1). The two image rows run one after the other on one
  * set of accumulators (the weights leave no room for two): row 0's are rounded, packed and
  * stored, then row 1's wgmmas issued (the other warpgroup's keep the tensor cores busy
- * meanwhile). stmatrix .trans writes the packed [channel][pixel] fragments as pixel lines
- * (the halo stage's lines, as the other layout); dgrad reads its x tile with ldmatrix .trans
- * into the same layout. Sums: a thread's two channels over its 32 pixels of a tile in f32,
- * folded in f64 each tile (the 4 lanes of a channel by a fixed butterfly, then into the warp's
- * row). */
+ * meanwhile). stmatrix .trans writes the packed [channel][pixel] fragments as pixel lines into
+ * the warpgroup's output buffer, 16 KB of the weights' shared memory (free once the weights are
+ * in registers), so the halo stage goes back to the loader when its wgmmas are done rather than
+ * after the store; dgrad reads its x tile with ldmatrix .trans into the same layout. Sums: a
+ * thread's two channels over its 32 pixels of a tile in f32, folded in f64 each tile (the 4
+ * lanes of a channel by a fixed butterfly, then into the warp's row). The forward's prologue
+ * (BatchNorm + ReLU on the halo) is done by the consumer warpgroup itself on its own stage
+ * before its wgmmas, four lines in flight a thread (the three prologue warps only pass full on
+ * as ready): with the weights in registers the consumers have issue slots to spare, and 128
+ * threads a stage instead of 96 for every stage. */
 
 /* The f32 sums of the thread's two channels (ch, ch + 8) folded into its warp's f64 row. */
 __device__ __forceinline__ void fold_stats_cm(float (&s1)[2], float (&s2)[2], double *row, int ch,
@@ -454,11 +467,22 @@ __host__ __device__ constexpr uint32_t cm_off(int ks)
   return (uint32_t)(((((ks >> 2) / 3) * HALO_W + (ks >> 2) % 3) * LINE + 32 * (ks & 3)) >> 4);
 }
 
+/* k-step 0 writes acc without reading it (its outputs only), so the accumulators are dead
+ * between a row's epilogue and the next row's first wgmma and ptxas can use their registers. */
+template <int KS>
+__device__ __forceinline__ void cm_step(float (&acc)[32], const uint32_t (&aw)[36][4], uint64_t d0)
+{
+  if constexpr (KS == 0)
+    wgmma_rs_at_set<cm_off(0)>(acc, aw[0], d0);
+  else
+    wgmma_rs_at<cm_off(KS)>(acc, aw[KS], d0, 1);
+}
+
 template <int... KS>
 __device__ __forceinline__ void cm_steps(float (&acc)[32], const uint32_t (&aw)[36][4],
                                          uint64_t d0, std::integer_sequence<int, KS...>)
 {
-  (wgmma_rs_at<cm_off(KS)>(acc, aw[KS], d0, KS > 0), ...);
+  (cm_step<KS>(acc, aw, d0), ...);
 }
 
 /* An image row's 36 k-steps: acc = the weights (registers) times the halo's pixels
@@ -509,8 +533,13 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
       ldmatrix_x4_trans(
           sbase + swz((uint32_t)((8 - (ks >> 2)) * C + 16 * (ks & 3)) + cline, cchunk), aw[ks]);
   }
+  /* Both warpgroups' weights are in registers: from here the weights' shared memory holds each
+   * warpgroup's output tile, so a halo stage goes back to the loader as soon as its wgmmas are
+   * done, before the epilogue, instead of after the tile's store has read it. */
+  named_bar(3, 256);
+  const uint32_t obuf = sbase + (uint32_t)wg * TILE_BYTES;
   float acc[32];
-  int pending = -1, nt = 0;
+  int nt = 0;
   int i = wg;
   for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
     const int s = i % STAGES, k = i / STAGES;
@@ -522,31 +551,38 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
       tma_load_4d(xt, xtmap, 0, tl.x0, tl.y0, tl.n, xbar);
     }
     mbar_wait(ready + 8 * s, k & 1);
+    if (PRO && !DG) { /* the prologue, by this warpgroup on its own stage (see above) */
+      float sc[8], sh[8];
+      const int lc = ti & 7;
+#pragma unroll
+      for (int e = 0; e < 8; e++) sc[e] = coef[8 * lc + e], sh[e] = coef[C + 8 * lc + e];
+      bn_relu_halo<4>(stage, HALO_LINES, HALO_W, tl.y0 - 1, tl.x0 - 1, p.h, p.w, ti >> 3, 16, lc,
+                      sc, sh);
+      fence_proxy_async();
+      named_bar(1 + wg, 128); /* the whole halo is normalised */
+    }
 
     /* a rolled loop: unrolled into two rows, the code spilled the weights' registers */
 #pragma unroll 1
     for (int mb = 0; mb < 2; mb++) {
       cm_issue(acc, aw, d0 + (uint64_t)(mb * HALO_W * LINE >> 4));
-      if (mb == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
-        if (ti == 0) {
-          tma_store_wait_read();
-          mbar_arrive(empty + 8 * pending);
-        }
+      if (mb == 0 && nt > 0) { /* the previous tile's store has read the output buffer */
+        if (ti == 0) tma_store_wait_read();
         __syncwarp();
       }
       wgmma_wait<0>();
       acc_fence(acc);
       if (XT && mb == 0) mbar_wait(xbar, nt & 1);
-      /* every warp's wgmmas of this row are done: row 0's output lines (0..63) are read by no
-       * other row's wgmmas, row 1's only by its own */
+      /* row 0: the output buffer is free; row 1: every warp's wgmmas of this stage are done, so
+       * it goes back to the loader */
       named_bar(1 + wg, 128);
-      cm_epilogue<PRO, STATS, DG>(acc, stage, mb, tl, p, ch, t4, xt, coef, epix, echunk, s1, s2);
+      if (mb == 1 && ti == 0) mbar_arrive(empty + 8 * s);
+      cm_epilogue<PRO, STATS, DG>(acc, obuf, mb, tl, p, ch, t4, xt, coef, epix, echunk, s1, s2);
     }
     fence_proxy_async();
-    named_bar(1 + wg, 128); /* the tile is in the stage; every read of the x tile is done */
-    if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
+    named_bar(1 + wg, 128); /* the tile is in the buffer; every read of the x tile is done */
+    if (ti == 0) tma_store_4d(ymap, obuf, 0, tl.x0, tl.y0, tl.n);
     __syncwarp();
-    pending = s;
     if (STATS) fold_stats_cm(s1, s2, row, ch, lane);
   }
   if (ti == 0) tma_store_wait_all();
@@ -584,19 +620,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (DG && PRO && threadIdx.x < 2 * C)
+  if ((DG || CM) && PRO && threadIdx.x < 2 * C)
     coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
+  constexpr bool HALO_PASS = PRO && !DG && !CM; /* COUT_M: the consumers apply the BN */
   if (warp < 4) {
-    regs_dec<PRODUCER_REGS>();
+    regs_dec<producer_regs(HALO_PASS)>();
     if (warp == 0) {
       if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
     } else {
-      run_prologue<PRO && !DG, DG>(p, sbase, warp - 1, lane);
+      run_prologue<HALO_PASS, DG>(p, sbase, warp - 1, lane);
     }
   } else {
-    regs_inc<CONSUMER_REGS>();
+    regs_inc<consumer_regs(HALO_PASS)>();
     if (CM)
       run_consumer_cm<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef,
                                       (warp - 4) >> 2, threadIdx.x - 128 * ((warp) >> 2));
@@ -621,9 +658,7 @@ __global__ void conv_sm90_stats_kernel(const double *partial, int blocks, double
                                        double *stats)
 {
   const int c = threadIdx.x;
-  double v = 0;
-  for (int b = 0; b < blocks; b++) v += partial[(size_t)b * PARTIAL + c];
-  stats[c] = v;
+  stats[c] = sum_partials_f64(partial, blocks, PARTIAL, c);
   if (c == 0) stats[PARTIAL] = count;
 }
 
@@ -633,11 +668,8 @@ __global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
                                             const double *saved, double *sums)
 {
   const int c = threadIdx.x;
-  double g = 0, gx = 0;
-  for (int b = 0; b < blocks; b++) {
-    g += partial[(size_t)b * PARTIAL + c];
-    gx += partial[(size_t)b * PARTIAL + C + c];
-  }
+  const double g = sum_partials_f64(partial, blocks, PARTIAL, c);
+  const double gx = sum_partials_f64(partial, blocks, PARTIAL, C + c);
   sums[c] = g;
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }
@@ -766,7 +798,9 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
-    if (regs_fit(fa.numRegs, THREADS, HANDOVER_REGS, "sm_90a convolution", err, errlen)) return -1;
+    const bool halo_pass = (k & 1) && !(k & 4) && !(k & 8); /* as the kernel's HALO_PASS */
+    if (regs_fit(fa.numRegs, THREADS, handover_regs(halo_pass), "sm_90a convolution", err, errlen))
+      return -1;
   }
   return conv_wide_check(device, err, errlen); /* the wider layers' kernels */
 }

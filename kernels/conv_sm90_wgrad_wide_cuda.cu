@@ -380,15 +380,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* dW[i] = (((partial[0][i] + partial[1][i]) + ...) in split order, f32. */
-__global__ void conv_wide_wgrad_reduce_kernel(const float *partial, int splits, size_t count,
-                                              float *dw)
+/* dW[i] = (((partial[0][i] + partial[1][i]) + ...) in split order, f32 (sm90_sum_partials). */
+__global__ void __launch_bounds__(SM90_REDUCE_THREADS)
+    conv_wide_wgrad_reduce_kernel(const float *partial, int splits, size_t count, float *dw)
 {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  float v = partial[i];
-  for (int s = 1; s < splits; s++) v += partial[(size_t)s * count + i];
-  dw[i] = v;
+  if (i < count) dw[i] = sum_partials(partial, splits, count, i);
 }
 
 typedef void (*wkernel_fn)(CUtensorMap, CUtensorMap, wparams);
@@ -534,8 +531,10 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wide wgrad: %s", cudaGetErrorString(e));
   if (pl.splits == 1) return 0;
-  conv_wide_wgrad_reduce_kernel<<<(unsigned)((count + 255) / 256), 256, 0, st>>>(
-      p.partial, pl.splits, count, a->dweight);
+  conv_wide_wgrad_reduce_kernel<<<(unsigned)((count + SM90_REDUCE_THREADS - 1) /
+                                             SM90_REDUCE_THREADS),
+                                  SM90_REDUCE_THREADS, 0, st>>>(p.partial, pl.splits, count,
+                                                                a->dweight);
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wide wgrad's reduction: %s",
                 cudaGetErrorString(e));

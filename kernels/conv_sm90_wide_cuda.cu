@@ -162,7 +162,7 @@ constexpr int STAGE_BYTES = (HALO_BYTES + 1023) / 1024 * 1024;
 constexpr int BOX_BYTES = TILE_W * LINE;         /* 8 KB: 64 pixels x 64 channels of a row */
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
-constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216; /* the prologue keeps 4 lines in flight */
 constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
 static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
 constexpr int FOLD_ITEMS = 16;                   /* f32 sums of at most 16 items x 2 pixels */
@@ -278,7 +278,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
       float sc[8], sh[8];
       bn_coef_load(p.scale + KCH * kc, p.shift + KCH * kc, lc, sc, sh);
       mbar_wait(bar + L::bar_full + 8 * s, (hn / L::hst) & 1);
-      bn_relu_halo(sbase + L::off_halo + s * STAGE_BYTES, p.g.halo_lines, p.g.hw, tl.y0 - 1,
+      bn_relu_halo<4>(sbase + L::off_halo + s * STAGE_BYTES, p.g.halo_lines, p.g.hw, tl.y0 - 1,
                    tl.x0 - 1, p.h, p.w, 4 * pw + (lane >> 3), 12, lc, sc, sh);
       fence_proxy_async();
       mbar_arrive(bar + L::bar_ready + 8 * s);
@@ -561,9 +561,7 @@ __global__ void conv_wide_stats_kernel(const double *partial, int blocks, int co
     stats[c] = count;
     return;
   }
-  double v = 0;
-  for (int b = 0; b < blocks; b++) v += partial[(size_t)b * 2 * cout + c];
-  stats[c] = v;
+  stats[c] = sum_partials_f64(partial, blocks, 2 * (size_t)cout, c);
 }
 
 /* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order, C channels): sums[c] =
@@ -574,11 +572,8 @@ __global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, i
 {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  double g = 0, gx = 0;
-  for (int b = 0; b < blocks; b++) {
-    g += partial[(size_t)b * 2 * C + c];
-    gx += partial[(size_t)b * 2 * C + C + c];
-  }
+  const double g = sum_partials_f64(partial, blocks, 2 * (size_t)C, c);
+  const double gx = sum_partials_f64(partial, blocks, 2 * (size_t)C, C + c);
   sums[c] = g;
   sums[C + c] = (gx - saved[c] * g) * saved[C + c];
 }

@@ -2,8 +2,9 @@
  * dgrad; kernels/conv_sm90_wgrad_cuda.cu) share beyond the instructions of sm90_ptx.cuh: the
  * prologue's pass over a halo of 64-channel pixel lines, the previous layer's BatchNorm apply +
  * ReLU in place, a = bf16(max(0, x * scale + shift)), on the lines inside the image (those
- * outside stay the copy engine's zeros: the padding is zero after the BN); and dgrad's flipped,
- * transposed weights. */
+ * outside stay the copy engine's zeros: the padding is zero after the BN); dgrad's flipped,
+ * transposed weights; and the final sums of the blocks' partials (statistics, sums, weight
+ * gradients) in partial order. */
 #ifndef KERNELS_SM90_CONV_CUH
 #define KERNELS_SM90_CONV_CUH
 
@@ -23,13 +24,14 @@ __device__ __forceinline__ void bn_coef_load(const float *scale, const float *sh
 }
 
 /* The pass over one halo of `lines` lines, `halo_w` pixels a row, whose line 0 is pixel
- * (y0, x0) of an h x w image: the thread takes chunk lc of lines first, first + step, ..., two
- * lines in flight. The caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
+ * (y0, x0) of an h x w image: the thread takes chunk lc of lines first, first + step, ..., U
+ * lines in flight (more hide more of the shared-memory latency, at 4 registers a line). The
+ * caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
+template <int U = 2>
 __device__ __forceinline__ void bn_relu_halo(uint32_t stage, int lines, int halo_w, int y0, int x0,
                                              int h, int w, int first, int step, int lc,
                                              const float (&sc)[8], const float (&sh)[8])
 {
-  constexpr int U = 2;
   for (int l0 = first; l0 < lines; l0 += U * step) {
     uint32_t v[U][4], addr[U];
     bool in[U];
@@ -81,6 +83,49 @@ __device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, float sc0, 
     s1b += g1;
     s2b = fmaf(g1, x1, s2b);
   }
+}
+
+/* The weight gradients' final sum: element i of n f32 partials laid out `stride` apart,
+ * ((p[0] + p[1]) + p[2]) + ... in partial order (the CPU reference's order, so the same bits).
+ * The order makes each element one chain of dependent adds, but not its loads: SM90_REDUCE_U of
+ * them go out before they are added, so each thread keeps that many in flight (one or four left
+ * the sum bound by memory latency, not bandwidth: 132 partials of a 64 -> 64 gradient are 19.5 MB).
+ * SM90_REDUCE_THREADS a block: more, smaller blocks spread the few thousand threads over every
+ * multiprocessor. */
+constexpr int SM90_REDUCE_U = 16, SM90_REDUCE_THREADS = 128;
+
+__device__ __forceinline__ float sum_partials(const float *p, int n, size_t stride, size_t i)
+{
+  float v = p[i];
+  int b = 1;
+  for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
+    float t[SM90_REDUCE_U];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = __ldcs(p + (size_t)(b + u) * stride + i);
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
+  }
+  for (; b < n; b++) v += __ldcs(p + (size_t)b * stride + i);
+  return v;
+}
+
+/* The statistics' and sums' final sum, f64: 0 + p[0] + p[1] + ... in partial order (as the
+ * kernels always added them: the same bits), SM90_REDUCE_U loads in flight as above (one
+ * block's 128 threads walking 132 partials four loads at a time took 33 round trips). */
+__device__ __forceinline__ double sum_partials_f64(const double *p, int n, size_t stride,
+                                                   size_t i)
+{
+  double v = 0;
+  int b = 0;
+  for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
+    double t[SM90_REDUCE_U];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = p[(size_t)(b + u) * stride + i];
+#pragma unroll
+    for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
+  }
+  for (; b < n; b++) v += p[(size_t)b * stride + i];
+  return v;
 }
 
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two

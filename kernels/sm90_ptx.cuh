@@ -183,6 +183,28 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4],
   wgmma_rs_at<0, TRANS_B>(d, a, bdesc, scale_d);
 }
 
+/* wgmma_rs_at with d = a * b: d only written (its registers need no values before). */
+template <uint32_t OFF, int TRANS_B = 0>
+__device__ __forceinline__ void wgmma_rs_at_set(float (&d)[32], const uint32_t (&a)[4],
+                                                uint64_t base)
+{
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t.reg .b64 bd;\n\t"
+      "setp.ne.b32 p, %37, 0;\n\t"
+      "add.s64 bd, %36, %39;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, bd, p, 1, 1, %38;\n}"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]),
+        "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]),
+        "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]),
+        "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]),
+        "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(base), "r"(0), "n"(TRANS_B),
+        "n"(OFF));
+}
+
 /* The same with N = 128 (64 accumulators a thread: column 8 j + 2 (lane & 3) + e of rows
  * lane / 4 (+ 8) in d[4 j + 2 h + e], m64n64k16's layout continued over j < 16). */
 template <int TRANS_B = 0>
