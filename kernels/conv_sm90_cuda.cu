@@ -106,6 +106,7 @@
 #include "kernels/sm90_host.h"
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_ptx.cuh"
+#include "kernels/sm90_regs.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "conv_sm90_cuda.cu needs sm_90a (wgmma): compile it with -gencode arch=compute_90a,code=sm_90a"
@@ -136,8 +137,8 @@ constexpr int handover_regs(bool halo_pass)
 {
   return 128 * producer_regs(halo_pass) + 256 * consumer_regs(halo_pass);
 }
-static_assert(handover_regs(true) <= sm90_block_regs(THREADS) &&
-              handover_regs(false) <= sm90_block_regs(THREADS),
+static_assert(handover_regs(true) <= SM90_BLOCK_REGS(THREADS) &&
+              handover_regs(false) <= SM90_BLOCK_REGS(THREADS),
               "the block's registers from its launch");
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */

@@ -87,6 +87,7 @@
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_host.h"
 #include "kernels/sm90_ptx.cuh"
+#include "kernels/sm90_regs.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "conv_sm90_wgrad_wide_cuda.cu needs sm_90a (wgmma): compile it with -gencode arch=compute_90a,code=sm_90a"
@@ -120,7 +121,7 @@ constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 152;
 constexpr int MIN_TILES = 8;                         /* row tiles a split has at least */
 constexpr size_t WS_CAP = (size_t)64 << 20;          /* bytes of partials at most */
 constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS;
-static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
+static_assert(HANDOVER_REGS <= SM90_BLOCK_REGS(THREADS), "the block's registers from its launch");
 static_assert(X_SLOT % 1024 == 0 && OFF_DY % 1024 == 0 && DY_BYTES % 1024 == 0,
               "strips on 1024-byte boundaries");
 static_assert(XS >= 4 + 2 && DS >= 1,

@@ -143,6 +143,7 @@
 #include "kernels/sm90_conv.cuh"
 #include "kernels/sm90_host.h"
 #include "kernels/sm90_ptx.cuh"
+#include "kernels/sm90_regs.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "conv_sm90_wide_cuda.cu needs sm_90a (wgmma): compile it with -gencode arch=compute_90a,code=sm_90a"
@@ -164,7 +165,7 @@ constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
 constexpr int PRODUCER_REGS = 64, CONSUMER_REGS = 216; /* the prologue keeps 4 lines in flight */
 constexpr int HANDOVER_REGS = 128 * PRODUCER_REGS + 256 * CONSUMER_REGS;
-static_assert(HANDOVER_REGS <= sm90_block_regs(THREADS), "the block's registers from its launch");
+static_assert(HANDOVER_REGS <= SM90_BLOCK_REGS(THREADS), "the block's registers from its launch");
 constexpr int FOLD_ITEMS = 16;                   /* f32 sums of at most 16 items x 2 pixels */
 constexpr int HALO_AT = 3;                       /* the next halo is asked for after this tap */
 constexpr int MAX_CH = 1024;

@@ -52,7 +52,8 @@ endif
 # libopscuda.la where configure's architectures include 90 (HAVE_CONV_SM90 in config.h). Their
 # objects are compiled for sm_90a alone, whatever else the build targets.
 CONV_SM90_SRCS = kernels/conv_sm90.h kernels/conv_sm90_cuda.cu kernels/sm90_ptx.cuh \
-  kernels/sm90_conv.cuh kernels/sm90_host.h kernels/sm90_host.cu kernels/conv_sm90_wgrad_cuda.cu \
+  kernels/sm90_conv.cuh kernels/sm90_host.h kernels/sm90_regs.h kernels/sm90_host.cu \
+  kernels/conv_sm90_wgrad_cuda.cu \
   kernels/conv_sm90_wide.h kernels/conv_sm90_tile.h kernels/conv_sm90_wide_cuda.cu \
   kernels/conv_sm90_wgrad_wide_cuda.cu
 if HAVE_CONV_SM90

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "kernels/sm90_host.h"
+#include "kernels/sm90_regs.h"
 
 namespace sm90 {
 
@@ -71,7 +72,7 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 int regs_fit(int num_regs, int threads, int need, const char *what, char *err, size_t len)
 {
-  if ((long)num_regs * threads >= need) return 0;
+  if (sm90_regs_fit(num_regs, threads, need)) return 0;
   return fail(err, len, "the %s was built with %d registers a thread (%d for its %d threads), but "
               "its warpgroups take %d after the hand-over and would wait for them forever: build "
               "it again with this source's __launch_bounds__", what, num_regs, num_regs * threads,

@@ -124,12 +124,6 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
 
 /* Hands registers between the warpgroups (all warps of one execute it): the loader and the
  * prologue (warpgroup 0) need few, the consumers' accumulators, fragments and sums many. */
-/* The registers a block of `threads` threads holds from its launch, when __launch_bounds__(threads,
- * 1) caps the kernel at 64 K / threads a thread (in steps of 8). setmaxnreg only moves these
- * between warps: an increase waits until decreases have freed enough. So the warpgroups' counts
- * after the hand-over must fit in them, or the increasing warps wait forever. */
-constexpr int sm90_block_regs(int threads) { return 65536 / threads / 8 * 8 * threads; }
-
 template <int N> __device__ __forceinline__ void regs_dec()
 {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));

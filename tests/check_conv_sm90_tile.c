@@ -5,7 +5,8 @@
  * some lane's pixel exactly once and the pixel mask says so; each of its nine taps reads the
  * halo line of input pixel (y + ky - 1, x + kx - 1), inside the halo box; the output box's line
  * of a pixel is its index; the boxes are what the copy engine takes. The weight gradient's tiles
- * (whole rows on images 16 and 32 wide) the same way, k-step by k-step. */
+ * (whole rows on images 16 and 32 wide) the same way, k-step by k-step. And the kernels' register
+ * hand-over (kernels/sm90_regs.h): what a block holds from its launch, and which hand-overs fit. */
 #include "config.h"
 
 #include <check.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/conv_sm90_tile.h"
+#include "kernels/sm90_regs.h"
 #include "tests/suite_main.h"
 
 /* One image of h x w (the batch only repeats it): the tiles as the kernel numbers them. */
@@ -165,12 +167,38 @@ START_TEST(wgrad_every_pixel_once_every_tap_right)
 }
 END_TEST
 
+/* A block of 384 threads (loader and prologue warpgroup, two consumer warpgroups) is capped at
+ * 168 registers a thread, so it holds 64,512, not the register file's 65,536: giving the first
+ * warpgroup 64 and the consumers 224 asks for 1,024 more than exist, and the consumers' increase
+ * never returns (the kernels hung so). 56 / 224 and 64 / 216 fit. A block of 512 (three consumer
+ * warpgroups) holds all 65,536. */
+START_TEST(register_handover)
+{
+  ck_assert_int_eq(SM90_BLOCK_REGS(384), 168 * 384);
+  ck_assert_int_eq(SM90_BLOCK_REGS(512), 65536);
+  ck_assert_int_eq(SM90_BLOCK_REGS(256), 65536);
+  ck_assert_int_eq(SM90_BLOCK_REGS(640), 96 * 640); /* 102.4 a thread, down to 96 */
+  const int fwd_hang = 128 * 64 + 256 * 224;
+  const int fwd_a = 128 * 56 + 256 * 224, fwd_b = 128 * 64 + 256 * 216;
+  ck_assert(fwd_hang > SM90_BLOCK_REGS(384));
+  ck_assert(fwd_a <= SM90_BLOCK_REGS(384) && fwd_b <= SM90_BLOCK_REGS(384));
+  ck_assert(128 * 56 + 384 * 152 <= SM90_BLOCK_REGS(512));
+  ck_assert(128 * 80 + 384 * 152 > SM90_BLOCK_REGS(512));
+  /* against the count the runtime reports for the loaded kernel */
+  ck_assert(sm90_regs_fit(168, 384, fwd_a) && sm90_regs_fit(168, 384, fwd_b));
+  ck_assert(!sm90_regs_fit(168, 384, fwd_hang));
+  ck_assert(!sm90_regs_fit(160, 384, fwd_a)); /* a build that uses fewer registers */
+  ck_assert(sm90_regs_fit(128, 512, 65536) && !sm90_regs_fit(127, 512, 65536));
+}
+END_TEST
+
 static Suite *make_tile_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("conv_sm90_tile");
   SUITE_CASE(s, "geometry", every_pixel_once_every_tap_right, geometries);
   SUITE_CASE(s, "wgrad", wgrad_every_pixel_once_every_tap_right);
+  SUITE_CASE(s, "registers", register_handover);
   return s;
 }
 

@@ -137,11 +137,12 @@ TESTS += tests/check_conv_fused
 tests_check_conv_fused_SOURCES = tests/check_conv_fused.c tests/conv_fused_testutil.h
 tests_check_conv_fused_CFLAGS = $(TEST_CFLAGS)
 tests_check_conv_fused_LDADD = $(MODEL_TEST_LIBS)
-# The wide Hopper convolution's pixel tiles (kernels/conv_sm90_tile.h): the arithmetic the
-# kernel runs, on the CPU.
+# The wide Hopper convolution's pixel tiles (kernels/conv_sm90_tile.h) and the Hopper kernels'
+# register hand-over (kernels/sm90_regs.h): the arithmetic the kernels run, on the CPU.
 check_PROGRAMS += tests/check_conv_sm90_tile
 TESTS += tests/check_conv_sm90_tile
-tests_check_conv_sm90_tile_SOURCES = tests/check_conv_sm90_tile.c kernels/conv_sm90_tile.h
+tests_check_conv_sm90_tile_SOURCES = tests/check_conv_sm90_tile.c kernels/conv_sm90_tile.h \
+  kernels/sm90_regs.h
 tests_check_conv_sm90_tile_CFLAGS = $(TEST_CFLAGS)
 tests_check_conv_sm90_tile_LDADD = $(MODEL_TEST_LIBS)
 # Its backward references (dgrad with the ReLU mask and BN backward sums, wgrad in a fixed
