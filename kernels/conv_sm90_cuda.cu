@@ -19,7 +19,8 @@
  *                        element, then arrive on ready[s]. Lines outside the image are left as
  *                        the copy engine's zeros (the padding is zero after the BN, as the
  *                        trainer's conv sees it). Without a prologue they only pass full on.
- *                        (Warpgroup 0 hands registers to the consumers: setmaxnreg 56 / 224.)
+ *                        (Warpgroup 0 hands registers to the consumers: setmaxnreg 64 / 216
+ *                        where these warps run the BN pass, 56 / 224 elsewhere.)
  *   warps 4-7, 8-11      two consumer warpgroups; the block's i-th tile goes to warpgroup i % 2,
  *                        so one's epilogue overlaps the other's matrix work. Per tile: 36 k-steps
  *                        (9 taps x 4 steps of 16 channels), each two wgmma m64n64k16 (one per

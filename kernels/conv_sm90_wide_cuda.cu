@@ -42,7 +42,7 @@
  *                        chunk in place (sm90_conv.cuh), with the chunk's coefficients
  *                        (scale[64 kc + c]), then ready[s]. Without a prologue (and in
  *                        dgrad) they idle and the consumers wait on full[s] directly.
- *                        setmaxnreg 56 for this warpgroup, 224 for the consumers.
+ *                        setmaxnreg 64 for this warpgroup, 216 for the consumers.
  *   warps 4-7, 8-11      two consumer warpgroups, one image row of the item each: wgmma
  *                        m64nBNk16, A (the row's 64 pixels) from registers by ldmatrix from the
  *                        halo, B the slice through a descriptor. Both read the same slice and
@@ -53,7 +53,7 @@
  *                        chunk's end.
  * Why two rows in two warpgroups (and not alternate items as the 64 -> 64 kernel does): a
  * warpgroup holding 2 rows x 128 channels needs 128 accumulators, which with the statistics
- * sums and the A fragments does not fit 224 registers; with one row each, both read every
+ * sums and the A fragments does not fit 216 registers; with one row each, both read every
  * weight slice once from shared memory for 128 pixels. What this costs: the two warpgroups
  * reach the epilogue together, so the tensor cores idle during it (the loader keeps
  * prefetching the next item's halo and slices meanwhile); with K = 576 KC per item, that is
