@@ -143,6 +143,17 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+/* The instruction of wgmma_rs_at and wgmma_rs_at_set: operands 0-31 the accumulators, 32-35 A,
+ * 36 B's base descriptor, 37 scale_d, 38 TRANS_B, 39 the offset added to the base. */
+#define SM90_WGMMA_RS_AT                                                                           \
+  "{\n\t.reg .pred p;\n\t.reg .b64 bd;\n\t"                                                        \
+  "setp.ne.b32 p, %37, 0;\n\t"                                                                     \
+  "add.s64 bd, %36, %39;\n\t"                                                                      \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "         \
+  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                             \
+  "{%32, %33, %34, %35}, bd, p, 1, 1, %38;\n}"
+
 /* d (+)= a * b: m64n64k16, bf16 in, f32 accumulators; A from registers (the fragment of
  * ldmatrix_x4 above), B through a descriptor, K-major (TRANS_B 0) or MN-major (1), formed
  * inside the instruction's block as base + OFF (16-byte units, an immediate; the start field
@@ -152,14 +163,7 @@ template <uint32_t OFF, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_rs_at(float (&d)[32], const uint32_t (&a)[4], uint64_t base,
                                             int scale_d)
 {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t.reg .b64 bd;\n\t"
-      "setp.ne.b32 p, %37, 0;\n\t"
-      "add.s64 bd, %36, %39;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, bd, p, 1, 1, %38;\n}"
+  asm volatile(SM90_WGMMA_RS_AT
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
@@ -182,14 +186,7 @@ template <uint32_t OFF, int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_rs_at_set(float (&d)[32], const uint32_t (&a)[4],
                                                 uint64_t base)
 {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t.reg .b64 bd;\n\t"
-      "setp.ne.b32 p, %37, 0;\n\t"
-      "add.s64 bd, %36, %39;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
-      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, bd, p, 1, 1, %38;\n}"
+  asm volatile(SM90_WGMMA_RS_AT
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]),
         "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]),
         "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]),
