@@ -130,13 +130,16 @@ constexpr int TILE_BYTES = TILE_H * TILE_W * LINE; /* 16 KB: one output tile */
 constexpr int STATS_BYTES = 2 * 4 * 2 * C * 8;
 constexpr int THREADS = 384;
 constexpr int PRO_THREADS = 96;                  /* warps 1-3 */
+/* Whether the prologue warps run the BN pass: the forward's prologue in the PIXELS_M layout
+ * (COUT_M's consumers apply it themselves; dgrad has none). */
+constexpr bool halo_pass(bool pro, bool dg, bool cm) { return pro && !dg && !cm; }
 /* Registers a thread after the hand-over: the prologue warps' BN pass (four lines in flight) needs
  * 64, which leaves the consumers 216; where those warps only pass `full` on, 56 and 224. */
-constexpr int producer_regs(bool halo_pass) { return halo_pass ? 64 : 56; }
-constexpr int consumer_regs(bool halo_pass) { return halo_pass ? 216 : 224; }
-constexpr int handover_regs(bool halo_pass)
+constexpr int producer_regs(bool pass) { return pass ? 64 : 56; }
+constexpr int consumer_regs(bool pass) { return pass ? 216 : 224; }
+constexpr int handover_regs(bool pass)
 {
-  return 128 * producer_regs(halo_pass) + 256 * consumer_regs(halo_pass);
+  return 128 * producer_regs(pass) + 256 * consumer_regs(pass);
 }
 static_assert(handover_regs(true) <= SM90_BLOCK_REGS(THREADS) &&
               handover_regs(false) <= SM90_BLOCK_REGS(THREADS),
@@ -626,7 +629,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     coef[threadIdx.x] = threadIdx.x < C ? p.scale[threadIdx.x] : p.shift[threadIdx.x - C];
   __syncthreads();
 
-  constexpr bool HALO_PASS = PRO && !DG && !CM; /* COUT_M: the consumers apply the BN */
+  constexpr bool HALO_PASS = halo_pass(PRO, DG, CM);
   if (warp < 4) {
     regs_dec<producer_regs(HALO_PASS)>();
     if (warp == 0) {
@@ -800,9 +803,8 @@ extern "C" int conv_sm90_check(int device, char *err, size_t errlen)
       return fail(err, errlen, "the sm_90a convolution does not load on device %d: %s", device,
                   cudaGetErrorString(e));
     }
-    const bool halo_pass = (k & 1) && !(k & 4) && !(k & 8); /* as the kernel's HALO_PASS */
-    if (regs_fit(fa.numRegs, THREADS, handover_regs(halo_pass), "sm_90a convolution", err, errlen))
-      return -1;
+    const int need = handover_regs(halo_pass(k & 1, k & 4, k & 8)); /* as pick's variant */
+    if (regs_fit(fa.numRegs, THREADS, need, "sm_90a convolution", err, errlen)) return -1;
   }
   return conv_wide_check(device, err, errlen); /* the wider layers' kernels */
 }

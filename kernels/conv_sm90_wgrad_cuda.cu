@@ -321,14 +321,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* dW[i] = (((partial[0][i] + partial[1][i]) + ...) in block order, f32 (sm90_sum_partials). */
-__global__ void __launch_bounds__(SM90_REDUCE_THREADS)
-    conv_sm90_wgrad_reduce_kernel(const float *partial, int blocks, float *dw)
-{
-  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < (size_t)DW) dw[i] = sum_partials(partial, blocks, DW, i);
-}
-
 typedef void (*wkernel_fn)(CUtensorMap, CUtensorMap, wparams);
 
 wkernel_fn wpick(bool pro) { return pro ? conv_sm90_wgrad_kernel<true> : conv_sm90_wgrad_kernel<false>; }
@@ -429,8 +421,7 @@ extern "C" int conv_sm90_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t err
   k<<<blocks, THREADS, SMEM_BYTES, st>>>(xm, dym, p);
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wgrad: %s", cudaGetErrorString(e));
-  conv_sm90_wgrad_reduce_kernel<<<(DW + SM90_REDUCE_THREADS - 1) / SM90_REDUCE_THREADS,
-                                  SM90_REDUCE_THREADS, 0, st>>>(p.partial, blocks, a->dweight);
+  wgrad_reduce(p.partial, blocks, DW, a->dweight, st); /* in block order */
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wgrad's reduction: %s", cudaGetErrorString(e));
   return 0;

@@ -381,14 +381,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* dW[i] = (((partial[0][i] + partial[1][i]) + ...) in split order, f32 (sm90_sum_partials). */
-__global__ void __launch_bounds__(SM90_REDUCE_THREADS)
-    conv_wide_wgrad_reduce_kernel(const float *partial, int splits, size_t count, float *dw)
-{
-  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < count) dw[i] = sum_partials(partial, splits, count, i);
-}
-
 typedef void (*wkernel_fn)(CUtensorMap, CUtensorMap, wparams);
 
 /* The kernel for a prologue or none and tiles of `rows` rows (1, 2 or 4). */
@@ -532,10 +524,7 @@ int conv_wide_wgrad(const conv_sm90_wgrad_t *a, char *err, size_t errlen)
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wide wgrad: %s", cudaGetErrorString(e));
   if (pl.splits == 1) return 0;
-  conv_wide_wgrad_reduce_kernel<<<(unsigned)((count + SM90_REDUCE_THREADS - 1) /
-                                             SM90_REDUCE_THREADS),
-                                  SM90_REDUCE_THREADS, 0, st>>>(p.partial, pl.splits, count,
-                                                                a->dweight);
+  wgrad_reduce(p.partial, pl.splits, count, a->dweight, st); /* in split order */
   if ((e = cudaGetLastError()) != cudaSuccess)
     return fail(err, errlen, "launching the sm_90 wide wgrad's reduction: %s",
                 cudaGetErrorString(e));

@@ -85,21 +85,18 @@ __device__ __forceinline__ void dgrad_pair(uint32_t &r, uint32_t xv, float sc0, 
   }
 }
 
-/* The weight gradients' final sum: element i of n f32 partials laid out `stride` apart,
- * ((p[0] + p[1]) + p[2]) + ... in partial order (the CPU reference's order, so the same bits).
- * The order makes each element one chain of dependent adds, but not its loads: SM90_REDUCE_U of
- * them go out before they are added, so each thread keeps that many in flight (one or four left
- * the sum bound by memory latency, not bandwidth: 132 partials of a 64 -> 64 gradient are 19.5 MB).
- * SM90_REDUCE_THREADS a block: more, smaller blocks spread the few thousand threads over every
- * multiprocessor. */
+/* The final sums of the blocks' partials: element i of n partials laid out `stride` apart, added
+ * in partial order onto v, starting at partial b. The order makes each element one chain of
+ * dependent adds, but not its loads: SM90_REDUCE_U of them go out before they are added, so a
+ * thread keeps that many in flight (the plain loop kept one to four). */
 constexpr int SM90_REDUCE_U = 16, SM90_REDUCE_THREADS = 128;
 
-__device__ __forceinline__ float sum_partials(const float *p, int n, size_t stride, size_t i)
+template <typename T>
+__device__ __forceinline__ T sum_partials_onto(T v, const T *p, int b, int n, size_t stride,
+                                               size_t i)
 {
-  float v = p[i];
-  int b = 1;
   for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
-    float t[SM90_REDUCE_U];
+    T t[SM90_REDUCE_U];
 #pragma unroll
     for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = __ldcs(p + (size_t)(b + u) * stride + i);
 #pragma unroll
@@ -109,23 +106,35 @@ __device__ __forceinline__ float sum_partials(const float *p, int n, size_t stri
   return v;
 }
 
-/* The statistics' and sums' final sum, f64: 0 + p[0] + p[1] + ... in partial order (as the
- * kernels always added them: the same bits), SM90_REDUCE_U loads in flight as above (one
- * block's 128 threads walking 132 partials four loads at a time took 33 round trips). */
+/* The weight gradients': ((p[0] + p[1]) + p[2]) + ... (the CPU reference's order, so the same
+ * bits). */
+__device__ __forceinline__ float sum_partials(const float *p, int n, size_t stride, size_t i)
+{
+  return sum_partials_onto(p[i], p, 1, n, stride, i);
+}
+
+/* The statistics' and sums', f64: 0 + p[0] + p[1] + ... (as the kernels always added them). */
 __device__ __forceinline__ double sum_partials_f64(const double *p, int n, size_t stride,
                                                    size_t i)
 {
-  double v = 0;
-  int b = 0;
-  for (; b + SM90_REDUCE_U <= n; b += SM90_REDUCE_U) {
-    double t[SM90_REDUCE_U];
-#pragma unroll
-    for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = p[(size_t)(b + u) * stride + i];
-#pragma unroll
-    for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
-  }
-  for (; b < n; b++) v += p[(size_t)b * stride + i];
-  return v;
+  return sum_partials_onto(0.0, p, 0, n, stride, i);
+}
+
+/* dW[i] = the n partials of `count` floats added in order (sum_partials), SM90_REDUCE_THREADS a
+ * block: more, smaller blocks spread the few thousand threads over every multiprocessor. */
+static __global__ void __launch_bounds__(SM90_REDUCE_THREADS)
+    wgrad_reduce_kernel(const float *partial, int n, size_t count, float *dw)
+{
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) dw[i] = sum_partials(partial, n, count, i);
+}
+
+/* Queues that sum on st; the caller checks the launch. */
+static inline void wgrad_reduce(const float *partial, int n, size_t count, float *dw,
+                                cudaStream_t st)
+{
+  wgrad_reduce_kernel<<<(unsigned)((count + SM90_REDUCE_THREADS - 1) / SM90_REDUCE_THREADS),
+                        SM90_REDUCE_THREADS, 0, st>>>(partial, n, count, dw);
 }
 
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
