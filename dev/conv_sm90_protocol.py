@@ -48,7 +48,7 @@ class Buf:
     def release(s, h): s.held.remove(h)
 
 def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
-    early = layout == 'cout'; cpro = early  # COUT_M's forward prologue: the consumers'
+    cm = layout == 'cout'  # COUT_M: its own output buffers, its forward prologue the consumers'
     obuf = [Buf('out buffer %d' % w, TILE_LINES) for w in range(2)]
     rnd = random.Random(seed)
     full = [Bar(1) for _ in range(stages)]; ready = [Bar(96) for _ in range(stages)]
@@ -71,7 +71,7 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
         for i, t in enumerate(tiles):
             s, k = i % stages, i // stages
             while not full[s].done(k & 1): yield
-            if pro and not dg and not cpro:
+            if pro and not dg and not cm:
                 lines = range(w, HALO_LINES, 3)
                 for l in lines:
                     assert stage[s].val[l] == ('halo', t, False), ("prologue reads", l, stage[s].val[l], t)
@@ -107,33 +107,31 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
                     xt[wg].check(0, TILE_LINES, ('x', t), "epilogue (x tile)")
                 stage[s].write(0, TILE_LINES, ('out', t), "epilogue")
             else:
-                if cpro and norm:  # the consumers normalise their own stage before the k-steps
+                if norm:  # the consumers normalise their own stage before the k-steps
                     stage[s].check(0, HALO_LINES, ('halo', t, False), "the consumers' prologue")
                     stage[s].write(0, HALO_LINES, want, "the consumers' prologue")
                     yield
-                out = obuf[wg] if early else stage[s]
                 for mb in (0, 1):
                     lo, hi = mb * HALO_W, (mb + 3) * HALO_W
                     stage[s].check(lo, hi, want, "row %d's k-steps" % mb)
                     h = stage[s].hold(lo, hi, "row %d's k-steps of tile %d" % (mb, t))
                     yield
-                    if mb == 0 and not early: yield from hand_back()
-                    if mb == 0 and early:
+                    if mb == 0:
                         while stores[wg]: yield  # the output buffer's last store has read it
                     if mutant and mb == 1: empty[s].arrive()  # before the wait: caught
                     yield
                     stage[s].release(h)      # wgmma.wait_group 0, then the named barrier
-                    if early and mb == 1 and not mutant: empty[s].arrive()
+                    if mb == 1 and not mutant: empty[s].arrive()
                     if dg and mb == 0:
                         while not xbar[wg].done(nt & 1): yield
                     if dg: xt[wg].check(mb * 64, mb * 64 + 64, ('x', t), "epilogue (x tile)")
-                    out.write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
+                    obuf[wg].write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
                     yield
-            ob = obuf[wg] if early else stage[s]
+            ob = obuf[wg] if cm else stage[s]
             h = ob.hold(0, TILE_LINES, "the store of tile %d" % t)
             stores[wg].append(h)
             engine.append(('store', ob, 0, TILE_LINES, ('out', t), (wg, h)))
-            pending = -1 if early else s; nt += 1
+            pending = -1 if cm else s; nt += 1
             yield
         while stores[wg]: yield
     actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}
