@@ -166,17 +166,19 @@ static inline double tol_conv(void)
 #define EXACT(got, ref, n, what)                                                               \
   do {                                                                                         \
     const __typeof__(*(got)) *g_ = (got);                                                      \
+    const __typeof__(*(ref)) *r_ = (ref); /* each argument evaluated once */                   \
     for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
-      ck_assert_msg(g_[i_] == (ref)[i_] || (isnan(g_[i_]) && isnan((ref)[i_])),                \
+      ck_assert_msg(g_[i_] == r_[i_] || (isnan(g_[i_]) && isnan(r_[i_])),                      \
                     "%s %s[%zu]: %g, expected %g", gpu.name, (what), i_, (double)g_[i_],       \
-                    (double)(ref)[i_]);                                                        \
+                    (double)r_[i_]);                                                           \
   } while (0)
 #define EXACT_INT(got, ref, n, what)                                                           \
   do {                                                                                         \
     const __typeof__(*(got)) *g_ = (got);                                                      \
+    const __typeof__(*(ref)) *r_ = (ref);                                                      \
     for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                                \
-      ck_assert_msg(g_[i_] == (ref)[i_], "%s %s[%zu]: %ld, expected %ld", gpu.name, (what),    \
-                    i_, (long)g_[i_], (long)(ref)[i_]);                                        \
+      ck_assert_msg(g_[i_] == r_[i_], "%s %s[%zu]: %ld, expected %ld", gpu.name, (what), i_,   \
+                    (long)g_[i_], (long)r_[i_]);                                               \
   } while (0)
 #define GPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, gpu.last_error(&gpu))
 #define CPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, cpu.last_error(&cpu))
