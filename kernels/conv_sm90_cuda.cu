@@ -79,7 +79,7 @@
  * Every 8 tiles and at the end, the f32 sums (at most 32 terms) are folded in f64: a fixed
  * butterfly over the 8 lanes that share channels, then into the warp's own row of the f64
  * area. At the end, 128 threads sum the 8 rows in a fixed order into the block's partial, and
- * a second kernel sums the blocks' partials in block order. Same grid, same tiles, same order:
+ * a second kernel sums the blocks' partials in a fixed order. Same grid, same tiles, same order:
  * bitwise reruns.
  *
  * Synchronisation (modelled, both layouts, by dev/conv_sm90_protocol.py: change the model with
@@ -658,25 +658,32 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* stats[0..2C) = the blocks' partials summed in block order; stats[2C] = the pixel count. */
-__global__ void conv_sm90_stats_kernel(const double *partial, int blocks, double count,
-                                       double *stats)
+/* stats[0..2C) = the blocks' partials summed (sum_partials_f64's fixed order); stats[2C] = the
+ * pixel count. */
+__global__ void __launch_bounds__(SM90_FINAL_THREADS)
+    conv_sm90_stats_kernel(const double *partial, int blocks, double count, double *stats)
 {
-  const int c = threadIdx.x;
-  stats[c] = sum_partials_f64(partial, blocks, PARTIAL, c);
-  if (c == 0) stats[PARTIAL] = count;
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, c = t / SM90_FINAL_LANES;
+  const double v = sum_partials_f64(partial, blocks, PARTIAL, c, t % SM90_FINAL_LANES,
+                                    c < PARTIAL);
+  if (t % SM90_FINAL_LANES == 0 && c < PARTIAL) stats[c] = v;
+  if (t == 0) stats[PARTIAL] = count;
 }
 
-/* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order): sums[c] = Σ g and
- * sums[C + c] = Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean, invstd). */
-__global__ void conv_sm90_dgrad_sums_kernel(const double *partial, int blocks,
-                                            const double *saved, double *sums)
+/* dgrad's sums from the blocks' partials [Σ g, Σ g x]: sums[c] = Σ g and sums[C + c] =
+ * Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean, invstd). */
+__global__ void __launch_bounds__(SM90_FINAL_THREADS)
+    conv_sm90_dgrad_sums_kernel(const double *partial, int blocks, const double *saved,
+                                double *sums)
 {
-  const int c = threadIdx.x;
-  const double g = sum_partials_f64(partial, blocks, PARTIAL, c);
-  const double gx = sum_partials_f64(partial, blocks, PARTIAL, C + c);
-  sums[c] = g;
-  sums[C + c] = (gx - saved[c] * g) * saved[C + c];
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, c = t / SM90_FINAL_LANES;
+  const int r = t % SM90_FINAL_LANES;
+  const double g = sum_partials_f64(partial, blocks, PARTIAL, c, r, c < C);
+  const double gx = sum_partials_f64(partial, blocks, PARTIAL, C + c, r, c < C);
+  if (r == 0 && c < C) {
+    sums[c] = g;
+    sums[C + c] = (gx - saved[c] * g) * saved[C + c];
+  }
 }
 
 /* ---- host ---- */
@@ -847,8 +854,8 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
                           m, p, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
-    conv_sm90_stats_kernel<<<1, PARTIAL, 0, st>>>(p.partial, grid,
-                                                  (double)a->n * a->h * a->w, a->stats);
+    conv_sm90_stats_kernel<<<sm90_final_blocks(PARTIAL), SM90_FINAL_THREADS, 0, st>>>(
+        p.partial, grid, (double)a->n * a->h * a->w, a->stats);
     return launched("the sm_90 convolution's statistics", err, errlen);
   }
   return 0;
@@ -906,7 +913,8 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
                           p, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->sums) {
-    conv_sm90_dgrad_sums_kernel<<<1, C, 0, st>>>(p.partial, grid, a->saved, a->sums);
+    conv_sm90_dgrad_sums_kernel<<<sm90_final_blocks(C), SM90_FINAL_THREADS, 0, st>>>(
+        p.partial, grid, a->saved, a->sums);
     return launched("the sm_90 dgrad's sums", err, errlen);
   }
   return 0;

@@ -106,7 +106,7 @@
  * the 8 rows in a fixed order into the block's partial for those BN channels (workspace,
  * [block][Σ 0..cout, Σ² 0..cout], zeroed by the block at its start, each N tile written once
  * since a block's items go up in N tile) and clear the rows. A second kernel sums the blocks'
- * partials in block order. Same grid, same items, same order: bitwise reruns.
+ * partials in a fixed order. Same grid, same items, same order: bitwise reruns.
  *
  * dgrad's mask and sums (the 64 -> 64 kernel's, per row): when an item starts, thread 0 of each
  * consumer warpgroup waits until the previous item's stores have read its staging, then loads
@@ -552,31 +552,33 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* stats[0..2 cout) = the blocks' partials summed in block order; stats[2 cout] = the count. */
-__global__ void conv_wide_stats_kernel(const double *partial, int blocks, int cout, double count,
-                                       double *stats)
+/* stats[0..2 cout) = the blocks' partials summed (sum_partials_f64's fixed order); stats[2 cout]
+ * = the count. No thread leaves before the sum's shuffles. */
+__global__ void __launch_bounds__(SM90_FINAL_THREADS)
+    conv_wide_stats_kernel(const double *partial, int blocks, int cout, double count,
+                           double *stats)
 {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c > 2 * cout) return;
-  if (c == 2 * cout) {
-    stats[c] = count;
-    return;
-  }
-  stats[c] = sum_partials_f64(partial, blocks, 2 * (size_t)cout, c);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, c = t / SM90_FINAL_LANES;
+  const double v = sum_partials_f64(partial, blocks, 2 * (size_t)cout, c, t % SM90_FINAL_LANES,
+                                    c < 2 * cout);
+  if (t % SM90_FINAL_LANES == 0 && c < 2 * cout) stats[c] = v;
+  if (t == 0) stats[2 * cout] = count;
 }
 
-/* dgrad's sums from the blocks' partials [Σ g, Σ g x] (block order, C channels): sums[c] =
- * Σ g and sums[C + c] = Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean,
- * invstd). */
-__global__ void conv_wide_dgrad_sums_kernel(const double *partial, int blocks, int C,
-                                            const double *saved, double *sums)
+/* dgrad's sums from the blocks' partials [Σ g, Σ g x] (C channels): sums[c] = Σ g and
+ * sums[C + c] = Σ g (x - mean) invstd = (Σ g x - mean Σ g) invstd, saved = (mean, invstd). */
+__global__ void __launch_bounds__(SM90_FINAL_THREADS)
+    conv_wide_dgrad_sums_kernel(const double *partial, int blocks, int C, const double *saved,
+                                double *sums)
 {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const double g = sum_partials_f64(partial, blocks, 2 * (size_t)C, c);
-  const double gx = sum_partials_f64(partial, blocks, 2 * (size_t)C, C + c);
-  sums[c] = g;
-  sums[C + c] = (gx - saved[c] * g) * saved[C + c];
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, c = t / SM90_FINAL_LANES;
+  const int r = t % SM90_FINAL_LANES;
+  const double g = sum_partials_f64(partial, blocks, 2 * (size_t)C, c, r, c < C);
+  const double gx = sum_partials_f64(partial, blocks, 2 * (size_t)C, C + c, r, c < C);
+  if (r == 0 && c < C) {
+    sums[c] = g;
+    sums[C + c] = (gx - saved[c] * g) * saved[C + c];
+  }
 }
 
 /* ---- host ---- */
@@ -774,8 +776,7 @@ int conv_wide_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
                           a->stats != NULL, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
-    const int n = 2 * a->cout + 1;
-    conv_wide_stats_kernel<<<(n + 255) / 256, 256, 0, st>>>(
+    conv_wide_stats_kernel<<<sm90_final_blocks(2 * a->cout), SM90_FINAL_THREADS, 0, st>>>(
         p.partial, grid, a->cout, (double)a->n * a->h * a->w, a->stats);
     return launched("the sm_90 convolution's statistics", err, errlen);
   }
@@ -816,8 +817,8 @@ int conv_wide_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
                           a->sums != NULL, sms, st, err, errlen);
   if (grid < 0) return -1;
   if (a->sums) {
-    conv_wide_dgrad_sums_kernel<<<(a->cin + 255) / 256, 256, 0, st>>>(p.partial, grid, a->cin,
-                                                                    a->saved, a->sums);
+    conv_wide_dgrad_sums_kernel<<<sm90_final_blocks(a->cin), SM90_FINAL_THREADS, 0, st>>>(
+        p.partial, grid, a->cin, a->saved, a->sums);
     return launched("the sm_90 dgrad's sums", err, errlen);
   }
   return 0;

@@ -113,13 +113,6 @@ __device__ __forceinline__ float sum_partials(const float *p, int n, size_t stri
   return sum_partials_onto(p[i], p, 1, n, stride, i);
 }
 
-/* The statistics' and sums', f64: 0 + p[0] + p[1] + ... (as the kernels always added them). */
-__device__ __forceinline__ double sum_partials_f64(const double *p, int n, size_t stride,
-                                                   size_t i)
-{
-  return sum_partials_onto(0.0, p, 0, n, stride, i);
-}
-
 /* dW[i] = the n partials of `count` floats added in order (sum_partials), SM90_REDUCE_THREADS a
  * block: more, smaller blocks spread the few thousand threads over every multiprocessor. */
 static __global__ void __launch_bounds__(SM90_REDUCE_THREADS)
@@ -135,6 +128,43 @@ static inline void wgrad_reduce(const float *partial, int n, size_t count, float
 {
   wgrad_reduce_kernel<<<(unsigned)((count + SM90_REDUCE_THREADS - 1) / SM90_REDUCE_THREADS),
                         SM90_REDUCE_THREADS, 0, st>>>(partial, n, count, dw);
+}
+
+/* The statistics' and sums' final sum, f64, of element i of n partials `stride` apart, by a
+ * group of SM90_FINAL_LANES adjacent lanes: lane r of the group adds partials r, r + L, r + 2L,
+ * ... in that order (SM90_REDUCE_U loads in flight), then an xor butterfly adds the group's L
+ * sums, which leaves every lane of the group the same bits (each step adds two sums that the
+ * partner lane adds the other way round, and f64 addition commutes). A fixed order, so reruns
+ * repeat bit for bit. One thread walking all 132 partials of a block took 9 dependent round
+ * trips at sixteen loads in flight; a lane of eight walks 17, two round trips. Every lane of the
+ * warp calls it (the shuffles); where `valid` is false it adds nothing. */
+constexpr int SM90_FINAL_LANES = 8, SM90_FINAL_THREADS = 256;
+
+__device__ __forceinline__ double sum_partials_f64(const double *p, int n, size_t stride,
+                                                   size_t i, int r, bool valid)
+{
+  constexpr int L = SM90_FINAL_LANES;
+  double v = 0;
+  if (valid) {
+    int b = r;
+    for (; b + (SM90_REDUCE_U - 1) * L < n; b += SM90_REDUCE_U * L) {
+      double t[SM90_REDUCE_U];
+#pragma unroll
+      for (int u = 0; u < SM90_REDUCE_U; u++) t[u] = __ldcs(p + (size_t)(b + u * L) * stride + i);
+#pragma unroll
+      for (int u = 0; u < SM90_REDUCE_U; u++) v += t[u];
+    }
+    for (; b < n; b += L) v += __ldcs(p + (size_t)b * stride + i);
+  }
+#pragma unroll
+  for (int m = 1; m < L; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+/* Blocks of SM90_FINAL_THREADS for `values` final sums, SM90_FINAL_LANES threads each. */
+__host__ __device__ constexpr int sm90_final_blocks(int values)
+{
+  return (values * SM90_FINAL_LANES + SM90_FINAL_THREADS - 1) / SM90_FINAL_THREADS;
 }
 
 /* dgrad's weights: wt[ci][8 - t][co] = w[co][t][ci], the forward's taps flipped and the two
