@@ -3,9 +3,10 @@
  * device is a 9.0 one and the table computes in bf16; nowhere else (conv_fused says 0 and the
  * model runs the plain ops), for the layers kernels/conv_fused_rank.h ranks: cin and cout
  * multiples of 64 up to 1024, every fused op, ranked 2 on the shapes measured faster than cuDNN
- * with the separate BatchNorm passes, 1 elsewhere. Also the two small per-channel steps around
- * them: the prologue's coefficients from a BatchNorm's statistics, and its parameter gradients
- * from the input gradient's sums. */
+ * with the separate BatchNorm passes, 1 elsewhere; and the input layer (cin 1 to 3) as a first
+ * block, its forward with the statistics on the few-channel kernel (conv_rgb_cuda.cu). Also the
+ * two small per-channel steps around them: the prologue's coefficients from a BatchNorm's
+ * statistics, and its parameter gradients from the input gradient's sums. */
 #include "config.h"
 
 #include <stdio.h>
@@ -101,6 +102,13 @@ static int sm90_usable(const ops_t *o)
   return x->sm90 > 0;
 }
 
+/* The input layer's forward with its statistics: the few-channel kernel (conv_rgb_cuda.cu), not
+ * the Hopper ones. */
+static int rgb_layer(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
+{
+  return use == OPS_FUSE_STATS && c->cin < 64 && opc_rgb_stats_covered(o, c);
+}
+
 /* The rank of the kernels for a layer and a use (ops.h conv_fused): the measured table of
  * kernels/conv_fused_rank.h where this device and table can run them, else 0. */
 static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
@@ -108,6 +116,7 @@ static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
   if (o->dtype != OPS_BF16 || c->kind != OPS_CONV3X3 || c->max_n < 1) return 0;
   const int rank = conv_fused_rank(use, c->cin, c->cout, c->h, c->w);
   if (!rank || !sm90_usable(o)) return 0;
+  if (c->cin < 64 && !rgb_layer(o, c, use)) return 0;
   return rank;
 }
 
@@ -119,6 +128,10 @@ static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t us
   *ws_bytes = 0;
   const int rank = rank_of(o, c, use);
   if (!rank) return 0;
+  if (rgb_layer(o, c, use)) {
+    *ws_bytes = opc_rgb_stats_ws(o, c);
+    return rank;
+  }
   const int dev = opc_ctx(o)->device;
   size_t f = conv_sm90_ws_bytes_shape(dev, c->cin, c->cout);
   size_t w = use == OPS_FUSE_PAIR
@@ -146,6 +159,8 @@ static int opc_conv_fwd_fused(const ops_t *o, const ops_conv_t *c, int n, const 
 {
   /* with a prologue only as the pair's second convolution */
   if (not_covered(o, c, coef ? OPS_FUSE_PAIR : OPS_FUSE_STATS, n)) return -1;
+  if (!coef && rgb_layer(o, c, OPS_FUSE_STATS))
+    return opc_rgb_fwd_stats(o, c, n, x, w, y, stats, ws);
   conv_sm90_fwd_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .x = x,
                        .weight = w, .scale = coef, .shift = coef ? coef + c->cin : NULL, .y = y,
                        .stats = stats, .ws = ws, .stream = opc_ctx(o)->stream};

@@ -3,7 +3,9 @@
  * GPU, bf16, a build with sm_90a). Host logic alone, so the table is tested on any machine.
  *
  *   0  no fused kernels for the layer: cin or cout not a multiple of 64, or above
- *      CONV_SM90_MAX_CHANNELS (kernels/conv_sm90.h)
+ *      CONV_SM90_MAX_CHANNELS (kernels/conv_sm90.h); except the input layer's forward with
+ *      its statistics (OPS_FUSE_STATS, cin 1 to 3, cout 16, 32 or 64: the few-channel
+ *      kernel of kernels/conv_rgb_cuda.cu)
  *   1  kernels exist but were not shown faster than cuDNN with the separate BatchNorm passes
  *      in the trainer's step: SHMDDP_CONV_ENGINE=fused takes them, auto does not
  *   2  measured faster, alone on the layer's shape (dev/conv_sm90_bench) and in the trainer's

@@ -17,6 +17,16 @@
  *                tile of dW, accumulated in registers across the tiles); f32 partials per block
  *                in the workspace, then a warp per output adds them in block order. The split
  *                depends on the pixel count and the GPU only: results repeat bit for bit.
+ *   forward with statistics (the fused engine's first block, ops.h conv_fwd_fused): the
+ *                forward, and per output channel Σ y and Σ y² of the rounded values it writes,
+ *                BatchNorm's statistics, so no pass reads y again for them. A thread writes the
+ *                same 8 channels of every tile (cout / 8 divides the block's threads: cout 16,
+ *                32 or 64), at most 4 pixels a tile, and a block takes at most 8 tiles (more
+ *                blocks than one wave where the image needs them), so its f32 sums run over
+ *                at most 32 values and hold no f64 registers through the tiles (16 of them
+ *                would cost a block a multiprocessor); the block adds its threads' sums in f64
+ *                in thread order into its partial, and a warp per value adds the partials in a
+ *                fixed order. The split depends on the pixel count and the GPU: bit for bit.
  * The input gradient of this layer stays on cuDNN (the trainer never asks for it). */
 #include "config.h"
 
@@ -31,6 +41,7 @@
 #define RGB_MAX_COUT 64
 #define RGB_THREADS 256 /* 8 warps */
 #define RGB_BLOCKS_PER_SM 4 /* weight gradient: partials in the workspace for this many */
+#define RGB_STATS_TILES 8   /* forward statistics: tiles a block at most (f32 sums of 32 values) */
 
 int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c)
 {
@@ -83,9 +94,10 @@ static __device__ void rgb_im2col(const T *x, size_t p0, size_t P, int Hh, int W
 
 /* ---- forward ---- */
 
-template <typename T, int CIN>
+/* With STATS, part[blockIdx.x][0 .. 2 cout): the block's Σ y and Σ y² per channel (f64). */
+template <typename T, int CIN, bool STATS>
 __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T *y, size_t P,
-                                                       int Hh, int Ww, int cout)
+                                                       int Hh, int Ww, int cout, double *part)
 {
   using namespace nvcuda;
   __shared__ __align__(32) T sa[RGB_TILE][RGB_LDA];
@@ -97,6 +109,9 @@ __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T
   }
   const int warp = threadIdx.x >> 5, nt = cout / 16, c8 = cout / 8;
   const size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
+  float s1[8], s2[8]; /* STATS: this thread's channels 8 (threadIdx.x % c8) + j */
+#pragma unroll
+  for (int j = 0; j < 8; j++) s1[j] = s2[j] = 0.f;
   for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const size_t p0 = tile * RGB_TILE;
     rgb_im2col<T, CIN>(x, p0, P, Hh, Ww, sa);
@@ -122,9 +137,51 @@ __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T
 #pragma unroll
       for (int j = 0; j < 8; j++) v.v[j] = opc_st<T>(sc[px][8 * q + j]);
       opc_store<T, 8>(y + (p0 + px) * cout + 8 * q, v);
+      if (STATS) { /* q is threadIdx.x % c8 in every iteration: c8 divides blockDim.x */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const float f = opc_ld(v.v[j]);
+          s1[j] += f;
+          s2[j] = fmaf(f, f, s2[j]);
+        }
+      }
     }
     __syncthreads(); /* sa and sc are rewritten by the next tile */
   }
+  if (STATS) {
+    /* the threads' f64 sums in sc's 32 KB (free after the last tile's barrier), then each value
+     * added over the threads of its channels in thread order */
+    static_assert(sizeof sc == RGB_THREADS * 16 * sizeof(double), "one row of 16 a thread");
+    double(*red)[16] = reinterpret_cast<double(*)[16]>(&sc[0][0]);
+#pragma unroll
+    for (int j = 0; j < 8; j++) red[threadIdx.x][j] = s1[j], red[threadIdx.x][8 + j] = s2[j];
+    __syncthreads();
+    const int rows = RGB_THREADS / c8; /* threads r c8 + q hold channels 8 q .. 8 q + 7 */
+    for (int v = threadIdx.x; v < 2 * cout; v += blockDim.x) {
+      const int ch = v % cout, col = (v / cout) * 8 + ch % 8, q = ch / 8;
+      double s = 0.0;
+      for (int r = 0; r < rows; r++) s += red[r * c8 + q][col];
+      part[(size_t)blockIdx.x * 2 * cout + v] = s;
+    }
+  }
+}
+
+/* stats[t] for t < n (2 cout: the Σ y, then the Σ y²) = the blocks' partials of value t added
+ * by a warp: lane l adds partials l, l + 32, ... in order, then a fixed tree (shfl_down) adds
+ * the 32 lane sums; stats[n] = count. */
+__global__ void rgb_stats_final(const double *part, int nblocks, int n, double count,
+                                double *stats)
+{
+  const int lane = threadIdx.x & 31;
+  const int t = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
+  if (blockIdx.x == 0 && threadIdx.x == 0) stats[n] = count;
+  if (t >= n) return; /* whole warps leave together */
+  double s = 0.0;
+#pragma unroll 4
+  for (int b = lane; b < nblocks; b += 32) s += part[(size_t)b * n + t];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+  if (lane == 0) stats[t] = s;
 }
 
 /* ---- weight gradient ---- */
@@ -191,16 +248,38 @@ __global__ void rgb_wgrad_final(const float *part, int nblocks, int n, T *dw, in
 
 /* ---- launches ---- */
 
+/* The forward's grid: one wave of the blocks that fit, at most one a tile; with the statistics
+ * at least one a RGB_STATS_TILES tiles. */
+template <typename T, int CIN, bool STATS>
+static size_t fwd_blocks(const ops_t *o, size_t P)
+{
+  const size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
+  const size_t most =
+      (size_t)opc_fit_blocks((const void *)rgb_fwd<T, CIN, STATS>) * opc_ctx(o)->sm_count;
+  const size_t nb = tiles < most ? tiles : most;
+  const size_t least = (tiles + RGB_STATS_TILES - 1) / RGB_STATS_TILES;
+  return STATS && nb < least ? least : nb;
+}
+
+/* stats NULL: the forward alone; else its statistics too, the blocks' partials in part. */
 template <typename T, int CIN>
 static int fwd_cin(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
-                   void *y)
+                   void *y, double *stats, double *part)
 {
-  size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
-  size_t most = (size_t)opc_fit_blocks((const void *)rgb_fwd<T, CIN>) * opc_ctx(o)->sm_count;
-  unsigned nb = (unsigned)(tiles < most ? tiles : most);
-  rgb_fwd<T, CIN><<<nb, RGB_THREADS, 0, opc_ctx(o)->stream>>>((const T *)x, (const T *)w,
-                                                              (T *)y, P, c->h, c->w, c->cout);
-  OPC_LAUNCHED(o, "3x3 convolution of few input channels");
+  cudaStream_t st = opc_ctx(o)->stream;
+  if (!stats) {
+    rgb_fwd<T, CIN, false><<<(unsigned)fwd_blocks<T, CIN, false>(o, P), RGB_THREADS, 0, st>>>(
+        (const T *)x, (const T *)w, (T *)y, P, c->h, c->w, c->cout, NULL);
+    OPC_LAUNCHED(o, "3x3 convolution of few input channels");
+    return 0;
+  }
+  const unsigned nb = (unsigned)fwd_blocks<T, CIN, true>(o, P);
+  rgb_fwd<T, CIN, true><<<nb, RGB_THREADS, 0, st>>>((const T *)x, (const T *)w, (T *)y, P, c->h,
+                                                    c->w, c->cout, part);
+  OPC_LAUNCHED(o, "3x3 convolution of few input channels with its statistics");
+  const int n = 2 * c->cout; /* values, a warp each */
+  rgb_stats_final<<<(n + 7) / 8, 256, 0, st>>>(part, (int)nb, n, (double)P, stats);
+  OPC_LAUNCHED(o, "the few-channel convolution's statistics (final sums)");
   return 0;
 }
 
@@ -226,12 +305,12 @@ static int wgrad_cin(const ops_t *o, const ops_conv_t *c, size_t P, const void *
 
 template <typename T>
 static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
-                 void *y)
+                 void *y, double *stats, double *part)
 {
   switch (c->cin) {
-  case 1: return fwd_cin<T, 1>(o, c, P, x, w, y);
-  case 2: return fwd_cin<T, 2>(o, c, P, x, w, y);
-  default: return fwd_cin<T, 3>(o, c, P, x, w, y);
+  case 1: return fwd_cin<T, 1>(o, c, P, x, w, y, stats, part);
+  case 2: return fwd_cin<T, 2>(o, c, P, x, w, y, stats, part);
+  default: return fwd_cin<T, 3>(o, c, P, x, w, y, stats, part);
   }
 }
 
@@ -259,8 +338,55 @@ int opc_rgb_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const
   size_t P = (size_t)n * c->h * c->w;
   if (P == 0) return 0;
   switch (o->dtype) {
-  case OPS_BF16: return fwd_t<__nv_bfloat16>(o, c, P, x, w, y);
-  case OPS_F16: return fwd_t<__half>(o, c, P, x, w, y);
+  case OPS_BF16: return fwd_t<__nv_bfloat16>(o, c, P, x, w, y, NULL, NULL);
+  case OPS_F16: return fwd_t<__half>(o, c, P, x, w, y, NULL, NULL);
+  default: return opc_fail(o, "the few-channel 3x3 kernels take 16-bit types only");
+  }
+}
+
+int opc_rgb_stats_covered(const ops_t *o, const ops_conv_t *c)
+{
+  return opc_rgb_enabled(o, c) && RGB_THREADS % (c->cout / 8) == 0;
+}
+
+/* The most blocks the forward with statistics takes for up to max_n images. */
+template <typename T>
+static size_t stats_blocks_most(const ops_t *o, const ops_conv_t *c)
+{
+  const size_t P = (size_t)c->max_n * c->h * c->w;
+  return c->cin == 1   ? fwd_blocks<T, 1, true>(o, P)
+         : c->cin == 2 ? fwd_blocks<T, 2, true>(o, P)
+                       : fwd_blocks<T, 3, true>(o, P);
+}
+
+size_t opc_rgb_stats_ws(const ops_t *o, const ops_conv_t *c)
+{
+  const size_t most = o->dtype == OPS_F16 ? stats_blocks_most<__half>(o, c)
+                                          : stats_blocks_most<__nv_bfloat16>(o, c);
+  return most * 2 * c->cout * sizeof(double);
+}
+
+int opc_rgb_fwd_stats(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                      void *y, double *stats, void *ws)
+{
+  if (!opc_rgb_stats_covered(o, c))
+    return opc_fail(o, "no few-channel forward with statistics for a %d -> %d layer in %s",
+                    c->cin, c->cout, opc_dtype_name(o->dtype));
+  if (!opc_rgb_usable(y) || (stats && (!ws || (uintptr_t)ws % sizeof(double))))
+    return opc_fail(o, "the few-channel forward with statistics needs a 16-byte aligned output "
+                    "and an 8-byte aligned workspace of opc_rgb_stats_ws bytes");
+  const size_t P = (size_t)n * c->h * c->w;
+  if (P == 0) {
+    if (!stats) return 0;
+    cudaError_t e = cudaMemsetAsync(stats, 0, (2 * (size_t)c->cout + 1) * sizeof(double),
+                                    opc_ctx(o)->stream); /* zero sums over zero pixels */
+    return e == cudaSuccess ? 0 : opc_fail(o, "clearing the statistics: %s",
+                                            cudaGetErrorString(e));
+  }
+  double *part = (double *)ws;
+  switch (o->dtype) {
+  case OPS_BF16: return fwd_t<__nv_bfloat16>(o, c, P, x, w, y, stats, part);
+  case OPS_F16: return fwd_t<__half>(o, c, P, x, w, y, stats, part);
   default: return opc_fail(o, "the few-channel 3x3 kernels take 16-bit types only");
   }
 }

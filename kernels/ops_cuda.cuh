@@ -248,6 +248,14 @@ int opc_rgb_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const
                 void *y);
 int opc_rgb_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                        const void *dy, void *dw, int acc, void *ws);
+/* The forward with the output's BatchNorm statistics (stats[0 .. 2 cout): Σ y, Σ y² of the
+ * rounded outputs, f64; stats[2 cout] the pixel count; NULL: the forward alone), for layers
+ * opc_rgb_stats_covered takes (opc_rgb_enabled and cout 16, 32 or 64): opc_rgb_stats_ws bytes
+ * of workspace (8-byte aligned), a 16-byte aligned y. The fused engine's first block. */
+int opc_rgb_stats_covered(const ops_t *o, const ops_conv_t *c);
+size_t opc_rgb_stats_ws(const ops_t *o, const ops_conv_t *c);
+int opc_rgb_fwd_stats(const ops_t *o, const ops_conv_t *c, int n, const void *x, const void *w,
+                      void *y, double *stats, void *ws);
 /* dst[p][0..cd) from src[p][0..cs) over P rows: channels past cs are zero (padding), channels
  * past cd dropped (unpadding); added to dst when acc. */
 int opc_repack_channels(const ops_t *o, const void *src, int cs, void *dst, int cd, size_t P,

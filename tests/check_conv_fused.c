@@ -146,9 +146,15 @@ START_TEST(engine_rank_table)
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 128, 128, 128, 256), 2);
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 128, 64, 128, 256), 1);
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 64, 16, 16), 2);
-  /* no kernels: the input layer's 3 channels, widths not a multiple of 64 or past 1024, no
-   * pixels */
-  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 3, 64, 256, 256), 0);
+  /* the input layer's forward with its statistics (few channels in): taken by auto; as a pair's
+   * second convolution none, nor for other widths */
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 3, 64, 256, 256), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 1, 16, 5, 7), 2);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 3, 64, 256, 256), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 3, 48, 256, 256), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 4, 64, 256, 256), 0);
+  ck_assert_int_eq(conv_fused_rank(OPS_FUSE_STATS, 3, 64, 0, 256), 0);
+  /* no kernels: widths not a multiple of 64 or past 1024, no pixels */
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 96, 96, 64, 64), 0);
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 64, 32, 64, 64), 0);
   ck_assert_int_eq(conv_fused_rank(OPS_FUSE_PAIR, 2048, 2048, 8, 8), 0);

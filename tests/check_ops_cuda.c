@@ -549,6 +549,98 @@ START_TEST(test_conv)
 }
 END_TEST
 
+/* ---- the input layer's forward with its BatchNorm statistics ---- */
+
+/* Whether this build and device run the fused convolutions (a 9.0 GPU, an sm_90a build). */
+static int fused_device(void)
+{
+#ifdef HAVE_CONV_SM90
+  int major = 0, minor = 0;
+  ck_assert(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  ck_assert(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
+  return major == 9 && minor == 0;
+#else
+  return 0;
+#endif
+}
+
+/* ops.h conv_fwd_fused for the input layer as a first block (few channels in; the few-channel
+ * kernel, conv_rgb_cuda.cu), bf16. Where the fused ops run and the width is one it takes (16,
+ * 32, 64): rank 2, the output the plain forward's bit for bit (the same tiles and arithmetic),
+ * the statistics the f64 sums of that output within the f32 partial sums' rounding (at most 32
+ * terms: 1e-5 of the magnitudes), the count the pixels', a rerun the same bits. Elsewhere rank 0
+ * and the op refused. */
+static void rgb_stats_case(int h, int w, int cin, int cout, int max_n, int n, int dev_ok)
+{
+  ops_conv_t c = {.kind = OPS_CONV3X3, .h = h, .w = w, .cin = cin, .cout = cout, .max_n = max_n};
+  size_t ws = 0, fws = 0;
+  GPU_OK(gpu.conv_plan(&gpu, &c, &ws));
+  const int takes = dev_ok && (cout == 16 || cout == 32 || cout == 64);
+  const int rank = gpu.conv_fused ? gpu.conv_fused(&gpu, &c, OPS_FUSE_STATS, &fws) : 0;
+  char what[96];
+  snprintf(what, sizeof what, "%dx%d %d -> %d, %d of %d images", h, w, cin, cout, n, max_n);
+  ck_assert_msg(rank == 2 * takes, "%s: conv_fused ranks %d", what, rank);
+  const size_t P = (size_t)n * h * w, nx = P * cin + 1, ny = P * cout + 1, nw = 9 * cin * cout;
+  const size_t sb = (2 * (size_t)cout + 1) * sizeof(double);
+  float *x = hvec(nx, 1, 0), *wt = hvec(nw, 1.0f / sqrtf(9.0f * cin), 0);
+  void *gx = up(x, nx), *gw = up(wt, nw), *gy = dalloc(ny * gpu.elem);
+  void *gy2 = dalloc(ny * gpu.elem), *gyp = dalloc(ny * gpu.elem);
+  void *gws = dalloc((ws > fws ? ws : fws) + 16);
+  double *gst = dalloc(sb), *gst2 = dalloc(sb);
+  if (!takes) {
+    if (gpu.conv_fwd_fused)
+      ck_assert_msg(gpu.conv_fwd_fused(&gpu, &c, n, gx, NULL, gw, gy, gst, gws) != 0,
+                    "%s: the fused forward ran where conv_fused said 0", what);
+    gpu.conv_plan_free(&gpu, &c);
+    return;
+  }
+  GPU_OK(gpu.conv_fwd(&gpu, &c, n, gx, gw, NULL, gyp, gws));
+  GPU_OK(gpu.conv_fwd_fused(&gpu, &c, n, gx, NULL, gw, gy, gst, gws));
+  GPU_OK(gpu.conv_fwd_fused(&gpu, &c, n, gx, NULL, gw, gy2, gst2, gws));
+  float *y = down(gy, ny); /* ny: one element past the output, still poisoned */
+  EXACT(y, down(gyp, ny), P * cout, what);
+  EXACT(down(gy2, ny), y, P * cout, "its rerun's output");
+  ck_assert_msg(isnan(y[P * cout]), "%s: written past the output", what);
+  const double *st = down_raw(gst, sb), *st2 = down_raw(gst2, sb);
+  ck_assert_msg(memcmp(st, st2, sb) == 0, "%s: a rerun gave other statistics", what);
+  ck_assert_msg(st[2 * cout] == (double)P, "%s: count %g", what, st[2 * cout]);
+  for (int ch = 0; ch < cout; ch++) {
+    double s1 = 0, s2 = 0, a1 = 0;
+    for (size_t p = 0; p < P; p++) {
+      const double v = y[p * cout + ch];
+      s1 += v, s2 += v * v, a1 += fabs(v);
+    }
+    ck_assert_msg(fabs(st[ch] - s1) <= 1e-5 * a1 + 1e-12 &&
+                      fabs(st[cout + ch] - s2) <= 1e-5 * s2 + 1e-12,
+                  "%s, channel %d: sums %.9g %.9g, of the output %.9g %.9g", what, ch, st[ch],
+                  st[cout + ch], s1, s2);
+  }
+  gpu.conv_plan_free(&gpu, &c);
+}
+
+START_TEST(test_rgb_stats)
+{
+  use_dtype(1);
+  ck_assert_int_eq(dt, OPS_BF16);
+  const int dev_ok = fused_device();
+  rgb_stats_case(16, 16, 3, 64, 2, 2, dev_ok);  /* many blocks, whole tiles */
+  rgb_stats_case(33, 17, 3, 64, 3, 2, dev_ok);  /* tiles across rows and images, a partial last */
+  rgb_stats_case(320, 320, 3, 64, 6, 6, dev_ok); /* 4800 tiles: 8 a block need more blocks
+                                                     than one wave holds (132 x 4) */
+  rgb_stats_case(9, 11, 2, 32, 2, 1, dev_ok);   /* two inputs, 32 outputs, a smaller batch */
+  rgb_stats_case(1, 5, 1, 16, 1, 1, dev_ok);    /* one row, one input, 16 outputs */
+  rgb_stats_case(8, 8, 3, 64, 2, 0, dev_ok);    /* no images: zero sums, count 0 */
+  rgb_stats_case(10, 6, 3, 48, 2, 2, dev_ok);   /* a width it does not take: refused */
+  /* not in f16 (the fused ops are bf16's) */
+  use_dtype(2);
+  ops_conv_t c = {.kind = OPS_CONV3X3, .h = 8, .w = 8, .cin = 3, .cout = 64, .max_n = 2};
+  size_t ws = 0, fws = 0;
+  GPU_OK(gpu.conv_plan(&gpu, &c, &ws));
+  ck_assert_int_eq(gpu.conv_fused ? gpu.conv_fused(&gpu, &c, OPS_FUSE_STATS, &fws) : 0, 0);
+  gpu.conv_plan_free(&gpu, &c);
+}
+END_TEST
+
 /* The transposed convolution through cuBLAS (conv_up_gemm_cuda.cu): each batching of the
  * GEMMs (per output row, per pixel column), each weight-gradient method (f32 partials per
  * pixel column, dy gathered), the input gradient on GEMMs (layers bound by arithmetic) and on
@@ -785,6 +877,8 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
+  tc = SUITE_CASE(s, "conv_rgb_stats", test_rgb_stats);
+  tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "conv_up", test_conv_up);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
