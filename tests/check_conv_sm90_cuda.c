@@ -1237,8 +1237,8 @@ static int sm90_wgrad_check_device0(char *msg, size_t len)
 }
 
 /* Small shapes through every kernel, the narrow and the wide ones, each direction with and
- * without its fused parts: the case bench/gpu_check.sh runs under compute-sanitizer (memcheck,
- * synccheck), small enough to finish there in seconds. Tiles cut at the images' edges; the wide
+ * without its fused parts, each variant with statistics: the case bench/gpu_check.sh runs under
+ * compute-sanitizer, small enough to finish there in seconds. Tiles cut at the images' edges; the wide
  * kernels with several input chunks and an odd number of N tiles (192 -> 320) and, for wgrad,
  * several K splits (3 x 5 x 130). */
 START_TEST(sanitize_small)
@@ -1246,8 +1246,10 @@ START_TEST(sanitize_small)
   wg_seen_t seen = {0, 0, 0, 0};
   check_against_reference(2, 9, 70, 1, 1, 1);
   check_against_reference(2, 9, 70, 0, 0, 1);
+  check_against_reference(2, 9, 70, 0, 1, 1); /* statistics without the prologue */
   check_dgrad(2, 9, 70, 1, 1);
   check_dgrad(2, 9, 70, 0, 0);
+  check_dgrad(2, 9, 70, 0, 1); /* sums without the mask */
   check_wgrad(2, 9, 70, 1, &seen);
   check_wgrad(2, 9, 70, 0, &seen);
   check_shape(2, 5, 70, 192, 320, 1, 1, 1);
@@ -1263,8 +1265,10 @@ START_TEST(sanitize_small)
   g_layout = CONV_SM90_LAYOUT_COUT_M; /* the 64 -> 64 kernel's other layout */
   check_against_reference(2, 9, 70, 1, 1, 1);
   check_against_reference(2, 9, 70, 0, 0, 1);
+  check_against_reference(2, 9, 70, 0, 1, 1);
   check_dgrad(2, 9, 70, 1, 1);
   check_dgrad(2, 9, 70, 0, 0);
+  check_dgrad(2, 9, 70, 0, 1);
   g_layout = 0;
 }
 END_TEST
