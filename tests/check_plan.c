@@ -100,6 +100,42 @@ START_TEST(shares_only_what_never_meets)
 }
 END_TEST
 
+/* Largest first leaves a hole here: a (2 units, ticks 0-1) and d (2 units, tick 5) take offset
+ * 0, b (1 unit, ticks 1-4) goes above a, and c (1 unit, ticks 4-5) meets both b and d, so it
+ * lands above b: 4 units where at most 3 are ever alive. Moving c before d in the order puts c
+ * at 0 and d above it: 3 units. The search must find that, and give the same layout each time. */
+START_TEST(fills_the_hole_largest_first_leaves)
+{
+  const size_t U = 4 * PLAN_ALIGN;
+  size_t offs[2][4], bytes[2];
+  for (int run = 0; run < 2; run++) {
+    plan_t *p;
+    ck_assert_int_eq(plan_create(&p, err, sizeof err), 0);
+    plan_begin(p);
+    int a = plan_tensor(p, 2 * U, "a", err, sizeof err); /* tick 0 */
+    plan_tick(p);
+    int b = plan_tensor(p, U, "b", err, sizeof err); /* tick 1 */
+    plan_ptr(p, a);
+    plan_tick(p), plan_tick(p), plan_tick(p);
+    int c = plan_tensor(p, U, "c", err, sizeof err); /* tick 4 */
+    plan_ptr(p, b);
+    plan_tick(p);
+    int d = plan_tensor(p, 2 * U, "d", err, sizeof err); /* tick 5 */
+    plan_ptr(p, c);
+    ck_assert_msg(plan_finish(p, &bytes[run], err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(plan_live_peak(p), 3 * U);
+    ck_assert_uint_eq(bytes[run], 3 * U);
+    check_layout(p);
+    const int ids[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++)
+      plan_tensor_info(p, (size_t)ids[i], NULL, NULL, &offs[run][i], NULL, NULL);
+    plan_destroy(p);
+  }
+  ck_assert_uint_eq(bytes[0], bytes[1]);
+  ck_assert_mem_eq(offs[0], offs[1], sizeof offs[0]);
+}
+END_TEST
+
 /* Random schedules: the layout holds, is never larger than one buffer each nor smaller than the
  * most alive at once, and the separate layout shares nothing. */
 START_TEST(random_schedules)
@@ -294,7 +330,8 @@ static Suite *make_plan_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("plan");
-  SUITE_CASE(s, "planner", shares_only_what_never_meets, random_schedules);
+  SUITE_CASE(s, "planner", shares_only_what_never_meets, fills_the_hole_largest_first_leaves,
+             random_schedules);
   SUITE_CASE(s, "unet", unet_batchnorm_f32, unet_groupnorm_f32, unet_batchnorm_f64_staged,
              bad_mode_refused);
   return s;

@@ -149,22 +149,16 @@ static void sort_ids(size_t *ids, size_t n, const plan_entry_t *e)
   }
 }
 
-int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
+/* Lays the tensors out in the order ids, each at the lowest offset clear of every tensor placed
+ * before it that is alive at the same time (any tensor, when separate); placed: scratch of n.
+ * Writes the offsets and returns the block's size. */
+static size_t lay_out(plan_t *p, const size_t *ids, size_t *placed)
 {
-  size_t n = p->n;
-  size_t *ids = malloc((n ? n : 1) * sizeof *ids), *placed = malloc((n ? n : 1) * sizeof *placed);
-  if (!ids || !placed) {
-    free(ids), free(placed);
-    return check_fail(err, errlen, "out of memory laying out %zu tensors", n);
-  }
-  for (size_t i = 0; i < n; i++) ids[i] = i;
-  sort_ids(ids, n, p->e);
   size_t np = 0, total = 0;
-  for (size_t k = 0; k < n; k++) {
+  for (size_t k = 0; k < p->n; k++) {
     plan_entry_t *e = &p->e[ids[k]];
     size_t need = round_up(e->bytes), off = 0;
-    /* the lowest offset clear of every placed tensor alive at the same time: try 0 and the end
-     * of each such tensor, keep the smallest that fits */
+    /* try 0 and the end of each placed tensor alive with it, keep the smallest that fits */
     size_t best = SIZE_MAX;
     for (size_t c = 0; c <= np; c++) {
       off = c == np ? 0 : round_up(p->e[placed[c]].offset + p->e[placed[c]].bytes);
@@ -182,7 +176,70 @@ int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
     if (best + need > total) total = best + need;
     placed[np++] = ids[k];
   }
-  free(ids), free(placed);
+  return total;
+}
+
+/* The largest sum of the tensors' rounded sizes alive at one tick: no layout is smaller. */
+static size_t rounded_live_peak(const plan_t *p)
+{
+  int last = 0;
+  for (size_t i = 0; i < p->n; i++)
+    if (p->e[i].last > last) last = p->e[i].last;
+  size_t peak = 0;
+  for (int t = 0; t <= last; t++) {
+    size_t live = 0;
+    for (size_t i = 0; i < p->n; i++)
+      if (p->e[i].first <= t && t <= p->e[i].last) live += round_up(p->e[i].bytes);
+    if (live > peak) peak = live;
+  }
+  return peak;
+}
+
+/* Orders the search below tries at most: each costs one layout, O(n^3) at worst for n tensors
+ * (the U-Net's plan, about 90 tensors, reaches its lower bound within 30). */
+#define PLAN_SEARCH_LAYOUTS 256
+
+/* Largest first leaves holes where a smaller tensor's lifetime straddles two larger ones (the
+ * reference U-Net's block came out 6.8 % above what is ever alive at once). From that order, a
+ * search: move one tensor to an earlier place in the order, keep the move when the block
+ * shrinks, start over; it ends at the lower bound (rounded_live_peak), when no move helps, or
+ * after PLAN_SEARCH_LAYOUTS orders. Deterministic: the layout depends on the schedule alone. */
+int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
+{
+  size_t n = p->n, m = n ? n : 1;
+  size_t *ids = malloc(m * sizeof *ids), *trial = malloc(m * sizeof *trial);
+  size_t *placed = malloc(m * sizeof *placed);
+  if (!ids || !trial || !placed) {
+    free(ids), free(trial), free(placed);
+    return check_fail(err, errlen, "out of memory laying out %zu tensors", n);
+  }
+  for (size_t i = 0; i < n; i++) ids[i] = i;
+  sort_ids(ids, n, p->e);
+  size_t total = lay_out(p, ids, placed);
+  if (!p->separate) {
+    const size_t bound = rounded_live_peak(p);
+    size_t tried = 1;
+    int better = 1;
+    while (better && total > bound && tried < PLAN_SEARCH_LAYOUTS) {
+      better = 0;
+      for (size_t i = 1; i < n && !better && tried < PLAN_SEARCH_LAYOUTS; i++)
+        for (size_t j = 0; j < i && !better && tried < PLAN_SEARCH_LAYOUTS; j++) {
+          memcpy(trial, ids, j * sizeof *ids); /* ids with ids[i] moved to place j */
+          trial[j] = ids[i];
+          memcpy(trial + j + 1, ids + j, (i - j) * sizeof *ids);
+          memcpy(trial + i + 1, ids + i + 1, (n - i - 1) * sizeof *ids);
+          size_t t = lay_out(p, trial, placed);
+          tried++;
+          if (t < total) {
+            total = t;
+            memcpy(ids, trial, n * sizeof *ids);
+            better = 1;
+          }
+        }
+    }
+    total = lay_out(p, ids, placed); /* the offsets of the order kept */
+  }
+  free(ids), free(trial), free(placed);
   p->total = total;
   p->recording = 0;
   *bytes = total;

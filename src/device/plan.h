@@ -6,9 +6,11 @@
  * use is marked (plan_ptr), and plan_tick separates one operation from the next. The lifetime of
  * a tensor is the span of ticks from its declaration to its last use, both ends included, so an
  * operation's inputs and outputs are always disjoint; an op that reads x and writes y in the
- * same tick never has y placed over x. plan_finish lays the tensors out (largest first, each at
- * the lowest offset clear of every placed tensor whose lifetime meets its own) and checks the
- * result pair by pair: plan_verify is the proof the layout is safe, and it runs every time.
+ * same tick never has y placed over x. plan_finish lays the tensors out (in an order, each at
+ * the lowest offset clear of every placed tensor whose lifetime meets its own: largest first,
+ * then orders searched from it down to the most bytes ever alive at once, where it can) and
+ * checks the result pair by pair: plan_verify is the proof the layout is safe, and it runs every
+ * time.
  *
  * Afterwards the schedule runs for real in "replay" mode: the same declarations in the same
  * order return the planned tensors (a declaration that does not match the record is an error,
