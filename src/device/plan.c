@@ -195,15 +195,16 @@ static size_t rounded_live_peak(const plan_t *p)
   return peak;
 }
 
-/* Orders the search below tries at most: each costs one layout, O(n^3) at worst for n tensors
- * (the U-Net's plan, about 90 tensors, reaches its lower bound within 30). */
-#define PLAN_SEARCH_LAYOUTS 256
+/* The search below tries at most PLAN_SEARCH_WORK / n^3 orders (a layout of n tensors costs
+ * O(n^3) steps at worst): about 200 for the U-Net's plan of about 90 tensors, which reaches its
+ * lower bound within 30 (3.5 ms); none beyond 512 tensors. */
+#define PLAN_SEARCH_WORK ((size_t)1 << 27)
 
 /* Largest first leaves holes where a smaller tensor's lifetime straddles two larger ones (the
  * reference U-Net's block came out 6.8 % above what is ever alive at once). From that order, a
  * search: move one tensor to an earlier place in the order, keep the move when the block
  * shrinks, start over; it ends at the lower bound (rounded_live_peak), when no move helps, or
- * after PLAN_SEARCH_LAYOUTS orders. Deterministic: the layout depends on the schedule alone. */
+ * when PLAN_SEARCH_WORK is spent. Deterministic: the layout depends on the schedule alone. */
 int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
 {
   size_t n = p->n, m = n ? n : 1;
@@ -217,13 +218,13 @@ int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
   sort_ids(ids, n, p->e);
   size_t total = lay_out(p, ids, placed);
   if (!p->separate) {
-    const size_t bound = rounded_live_peak(p);
+    const size_t bound = rounded_live_peak(p), most = n ? PLAN_SEARCH_WORK / n / n / n : 0;
     size_t tried = 1;
     int better = 1;
-    while (better && total > bound && tried < PLAN_SEARCH_LAYOUTS) {
+    while (better && total > bound && tried < most) {
       better = 0;
-      for (size_t i = 1; i < n && !better && tried < PLAN_SEARCH_LAYOUTS; i++)
-        for (size_t j = 0; j < i && !better && tried < PLAN_SEARCH_LAYOUTS; j++) {
+      for (size_t i = 1; i < n && !better && tried < most; i++)
+        for (size_t j = 0; j < i && !better && tried < most; j++) {
           memcpy(trial, ids, j * sizeof *ids); /* ids with ids[i] moved to place j */
           trial[j] = ids[i];
           memcpy(trial + j + 1, ids + j, (i - j) * sizeof *ids);
