@@ -179,8 +179,9 @@ static size_t lay_out(plan_t *p, const size_t *ids, size_t *placed)
   return total;
 }
 
-/* The largest sum of the tensors' rounded sizes alive at one tick: no layout is smaller. */
-static size_t rounded_live_peak(const plan_t *p)
+/* The largest sum of the tensors' sizes (rounded: as laid out, PLAN_ALIGN multiples) alive at
+ * one tick: no layout is smaller. */
+static size_t live_peak(const plan_t *p, int rounded)
 {
   int last = 0;
   for (size_t i = 0; i < p->n; i++)
@@ -189,7 +190,8 @@ static size_t rounded_live_peak(const plan_t *p)
   for (int t = 0; t <= last; t++) {
     size_t live = 0;
     for (size_t i = 0; i < p->n; i++)
-      if (p->e[i].first <= t && t <= p->e[i].last) live += round_up(p->e[i].bytes);
+      if (p->e[i].first <= t && t <= p->e[i].last)
+        live += rounded ? round_up(p->e[i].bytes) : p->e[i].bytes;
     if (live > peak) peak = live;
   }
   return peak;
@@ -203,12 +205,12 @@ static size_t rounded_live_peak(const plan_t *p)
 /* Largest first leaves holes where a smaller tensor's lifetime straddles two larger ones (the
  * reference U-Net's block came out 6.8 % above what is ever alive at once). From that order, a
  * search: move one tensor to an earlier place in the order, keep the move when the block
- * shrinks, start over; it ends at the lower bound (rounded_live_peak), when no move helps, or
+ * shrinks, start over; it ends at the lower bound (live_peak, rounded), when no move helps, or
  * when PLAN_SEARCH_WORK is spent. Deterministic: the layout depends on the schedule alone. */
 int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
 {
   size_t n = p->n, m = n ? n : 1;
-  size_t *ids = malloc(m * sizeof *ids), *trial = malloc(m * sizeof *trial);
+  size_t *ids = calloc(m, sizeof *ids), *trial = malloc(m * sizeof *trial);
   size_t *placed = malloc(m * sizeof *placed);
   if (!ids || !trial || !placed) {
     free(ids), free(trial), free(placed);
@@ -218,7 +220,7 @@ int plan_finish(plan_t *p, size_t *bytes, char *err, size_t errlen)
   sort_ids(ids, n, p->e);
   size_t total = lay_out(p, ids, placed);
   if (!p->separate) {
-    const size_t bound = rounded_live_peak(p), most = n ? PLAN_SEARCH_WORK / n / n / n : 0;
+    const size_t bound = live_peak(p, 1), most = n ? PLAN_SEARCH_WORK / n / n / n : 0;
     size_t tried = 1;
     int better = 1;
     while (better && total > bound && tried < most) {
@@ -259,20 +261,7 @@ size_t plan_sum_bytes(const plan_t *p)
   return s;
 }
 
-size_t plan_live_peak(const plan_t *p)
-{
-  int last = 0;
-  for (size_t i = 0; i < p->n; i++)
-    if (p->e[i].last > last) last = p->e[i].last;
-  size_t peak = 0;
-  for (int t = 0; t <= last; t++) {
-    size_t live = 0;
-    for (size_t i = 0; i < p->n; i++)
-      if (p->e[i].first <= t && t <= p->e[i].last) live += p->e[i].bytes;
-    if (live > peak) peak = live;
-  }
-  return peak;
-}
+size_t plan_live_peak(const plan_t *p) { return live_peak(p, 0); }
 
 void plan_tensor_info(const plan_t *p, size_t id, const char **name, size_t *bytes, size_t *offset,
                       int *first, int *last)
