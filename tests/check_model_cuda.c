@@ -426,13 +426,7 @@ START_TEST(test_fused_engine)
   ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
   int fused = m->enc[0].b2.fused + m->dec[0].b2.fused + m->enc[1].b2.fused + m->dec[1].b2.fused;
   int major = 0, minor = 0;
-  ck_assert(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
-  ck_assert(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
-#ifdef HAVE_CONV_SM90
-  const int expect = major == 9 && minor == 0 ? 2 : 0;
-#else
-  const int expect = 0;
-#endif
+  const int expect = fused_sm90_device(&major, &minor) ? 2 : 0;
   ck_assert_msg(fused == expect, "%d blocks fused on a %d.%d device, expected %d", fused, major,
                 minor, expect);
   printf("fused engine: %d blocks fused (compute capability %d.%d)\n", fused, major, minor);
@@ -470,13 +464,7 @@ START_TEST(test_fused_wide)
   cfg.device = MODEL_DEVICE_CUDA;
   cfg.precision = MODEL_BF16;
   int major = 0, minor = 0;
-  ck_assert(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
-  ck_assert(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
-#ifdef HAVE_CONV_SM90
-  const int hopper = major == 9 && minor == 0;
-#else
-  const int hopper = 0;
-#endif
+  const int hopper = fused_sm90_device(&major, &minor);
   const char *engines[] = {"fused", "auto"};
   for (int k = 0; k < 2; k++) {
     setenv("SHMDDP_CONV_ENGINE", engines[k], 1);

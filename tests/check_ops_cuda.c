@@ -551,19 +551,6 @@ END_TEST
 
 /* ---- the input layer's forward with its BatchNorm statistics ---- */
 
-/* Whether this build and device run the fused convolutions (a 9.0 GPU, an sm_90a build). */
-static int fused_device(void)
-{
-#ifdef HAVE_CONV_SM90
-  int major = 0, minor = 0;
-  ck_assert(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
-  ck_assert(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
-  return major == 9 && minor == 0;
-#else
-  return 0;
-#endif
-}
-
 /* ops.h conv_fwd_fused for the input layer as a first block (few channels in; the few-channel
  * kernel, conv_rgb_cuda.cu), bf16. Where the fused ops run and the width is one it takes (16,
  * 32, 64): rank 2, the output the plain forward's bit for bit (the same tiles and arithmetic),
@@ -622,7 +609,8 @@ START_TEST(test_rgb_stats)
 {
   use_dtype(1);
   ck_assert_int_eq(dt, OPS_BF16);
-  const int dev_ok = fused_device();
+  int major = 0, minor = 0;
+  const int dev_ok = fused_sm90_device(&major, &minor);
   rgb_stats_case(16, 16, 3, 64, 2, 2, dev_ok);  /* many blocks, whole tiles */
   rgb_stats_case(33, 17, 3, 64, 3, 2, dev_ok);  /* tiles across rows and images, a partial last */
   rgb_stats_case(320, 320, 3, 64, 6, 6, dev_ok); /* 4800 tiles: 8 a block need more blocks

@@ -183,6 +183,19 @@ static inline double tol_conv(void)
 #define GPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, gpu.last_error(&gpu))
 #define CPU_OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, cpu.last_error(&cpu))
 
+/* Whether this build and device run the Hopper fused convolutions (a 9.0 GPU, an sm_90a
+ * build); the device's compute capability into *major, *minor. */
+static inline int fused_sm90_device(int *major, int *minor)
+{
+  ck_assert(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  ck_assert(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
+#ifdef HAVE_CONV_SM90
+  return *major == 9 && *minor == 0;
+#else
+  return 0;
+#endif
+}
+
 static inline void use_dtype(int i)
 {
   char err[512];
