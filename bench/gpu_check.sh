@@ -31,8 +31,9 @@
 #   racecheck check_ops_cuda (normalisation, loss), check_cuda_collectives (reduce_kernel): the
 #             kernels that share data through shared memory
 #   synccheck the same as racecheck (block-level barriers in those kernels)
-#   memcheck, synccheck  check_conv_sm90_cuda (sanitize: small shapes through every Hopper
-#             convolution kernel, narrow and wide, forward, dgrad and wgrad; skipped on other GPUs)
+#   memcheck, synccheck, racecheck  check_conv_sm90_cuda (sanitize: small shapes through every
+#             Hopper convolution kernel, narrow and wide, forward, dgrad and wgrad; skipped on
+#             other GPUs)
 # The other convolution cases and the model suites are left out of the sanitizer part: they run
 # cuDNN and cuBLAS kernels (not ours), or ours on large shapes, for minutes under the tools; they
 # run in every round.
@@ -185,6 +186,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   sanitize memcheck tests/check_ops_cuda optimizer
   sanitize memcheck tests/check_conv_sm90_cuda sanitize
   sanitize synccheck tests/check_conv_sm90_cuda sanitize
+  sanitize racecheck tests/check_conv_sm90_cuda sanitize
 fi
 
 say "# total $(($(now) - start)) s; $([ $bad -eq 0 ] && echo clean || echo 'NOT CLEAN')"

@@ -645,15 +645,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     else
       run_consumer<PRO, STATS, DG>(p, &ymap, &xtmap, sbase, stats_area, coef, (warp - 4) >> 2,
                                    threadIdx.x - 128 * ((warp) >> 2));
-  }
-
-  if (STATS) {
-    __syncthreads();
-    if (threadIdx.x < PARTIAL) {
-      const int k = threadIdx.x / C, ch = threadIdx.x % C;
-      double v = 0;
-      for (int r = 0; r < 8; r++) v += stats_area[r * 2 * C + k * C + ch];
-      p.partial[(size_t)blockIdx.x * PARTIAL + threadIdx.x] = v;
+    /* The 8 consumer warps' rows summed in warp order into the block's partial, by the
+     * consumers alone after a barrier of their own (as the wide kernel does): nothing waits
+     * for the producer warps, and no block-wide barrier follows the roles' split. */
+    if (STATS) {
+      named_bar(3, 256); /* every consumer warp's fold is in */
+      const int ct = threadIdx.x - 128;
+      if (ct < PARTIAL) {
+        const int k = ct / C, ch = ct % C;
+        double v = 0;
+        for (int r = 0; r < 8; r++) v += stats_area[r * 2 * C + k * C + ch];
+        p.partial[(size_t)blockIdx.x * PARTIAL + ct] = v;
+      }
     }
   }
 }
