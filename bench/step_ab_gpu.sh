@@ -9,7 +9,7 @@
 # one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
 # root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
-# --with-cuda-arch=90).
+# --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32").
 # Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
 # logs.
 set -u
@@ -18,6 +18,7 @@ first=${1:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
 O=${2:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
 shift 2
 PARTS=${PARTS:-"tests ops train default"}
+PRECS=${PRECS:-bf16}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
 sum="$O/ab.txt"
@@ -115,12 +116,14 @@ for k in keys:
 EOF
 fi
 if has train; then
-  common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1 --precision bf16"
-  for v in $all $all; do
-    eval b=\$$v
-    timeout 60 "$b/train" $common --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
-    say "trainer $v bf16: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
-    rm -rf "$O/run_$v"
+  common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
+  for prec in $PRECS; do
+    for v in $all $all; do
+      eval b=\$$v
+      timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
+      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
+      rm -rf "$O/run_$v"
+    done
   done
 fi
 if has default; then
