@@ -47,7 +47,7 @@ printf 'step\trc\tseconds\n' > "$OUT/steps.tsv"
 
 has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# Kill whatever processes of step $1 survived it (torchrun's workers run in their own sessions,
+# Kill whatever processes of step $1 survived it (torchrun's workers call setsid,
 # so a timeout that kills torchrun can orphan them); they carry the step's tag in their env.
 reap() {
   local tag="SHMDDP_BENCH_TAG=$1" e p
