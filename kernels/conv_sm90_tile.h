@@ -91,4 +91,37 @@ SM90_TILE_FN int sm90_wtile_per_strip(const sm90_wtile_t *g, int h)
 }
 SM90_TILE_FN int sm90_wtile_strips(const sm90_wtile_t *g, int w) { return (w + g->tw - 1) / g->tw; }
 
+/* The prologue's walk over a halo (or strip) of hw pixels a row, in row order: a thread takes
+ * lines first, first + step, ... (sm90_conv.cuh bn_relu_halo). Each line's row and column follow
+ * from the last one's by an addition and one carry, so a line costs no division (hw is a
+ * run-time value in the wide kernels, where a division is a long sequence). */
+typedef struct {
+  int l, row, col; /* the current line, its halo row and column */
+  int step, dr, dc, hw;
+} sm90_walk_t;
+
+SM90_TILE_FN sm90_walk_t sm90_walk_start(int first, int step, int hw)
+{
+  sm90_walk_t k;
+  k.l = first;
+  k.row = first / hw;
+  k.col = first - k.row * hw;
+  k.step = step;
+  k.dr = step / hw;
+  k.dc = step - k.dr * hw;
+  k.hw = hw;
+  return k;
+}
+
+SM90_TILE_FN void sm90_walk_next(sm90_walk_t *k)
+{
+  k->l += k->step;
+  k->row += k->dr;
+  k->col += k->dc;
+  if (k->col >= k->hw) { /* dc < hw and col < hw: one carry at most */
+    k->col -= k->hw;
+    k->row++;
+  }
+}
+
 #endif

@@ -8,6 +8,7 @@
 #ifndef KERNELS_SM90_CONV_CUH
 #define KERNELS_SM90_CONV_CUH
 
+#include "kernels/conv_sm90_tile.h"
 #include "kernels/sm90_ptx.cuh"
 
 namespace sm90 {
@@ -26,32 +27,38 @@ __device__ __forceinline__ void bn_coef_load(const float *scale, const float *sh
 /* The pass over one halo of `lines` lines, `halo_w` pixels a row, whose line 0 is pixel
  * (y0, x0) of an h x w image: the thread takes chunk lc of lines first, first + step, ..., U
  * lines in flight (more hide more of the shared-memory latency, at 4 registers a line). The
- * caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
+ * lines' rows and columns come from a walk (conv_sm90_tile.h sm90_walk_t: no division a line).
+ * A pair is rounded to bf16 first and the ReLU taken on the pair (__hmax2 with zero: one
+ * instruction for two values). The bits are those of the ReLU before the rounding: rounding
+ * keeps the sign, __hmax2 takes +0 over -0 and the number over a NaN (as fmaxf does).
+ * The caller fences (fence.proxy.async) before the copy engine or wgmma reads. */
 template <int U = 2>
 __device__ __forceinline__ void bn_relu_halo(uint32_t stage, int lines, int halo_w, int y0, int x0,
                                              int h, int w, int first, int step, int lc,
                                              const float (&sc)[8], const float (&sh)[8])
 {
-  for (int l0 = first; l0 < lines; l0 += U * step) {
+  const __nv_bfloat162 zero = __floats2bfloat162_rn(0.f, 0.f);
+  sm90_walk_t k = sm90_walk_start(first, step, halo_w);
+  while (k.l < lines) {
     uint32_t v[U][4], addr[U];
     bool in[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int l = l0 + u * step;
-      const int hr = l / halo_w, hc = l - hr * halo_w;
-      const int yy = y0 + hr, xx = x0 + hc;
-      in[u] = l < lines && (unsigned)yy < (unsigned)h && (unsigned)xx < (unsigned)w;
-      addr[u] = stage + swz((uint32_t)l, (uint32_t)lc);
+      in[u] = k.l < lines && (unsigned)(y0 + k.row) < (unsigned)h &&
+              (unsigned)(x0 + k.col) < (unsigned)w;
+      addr[u] = stage + swz((uint32_t)k.l, (uint32_t)lc);
       if (in[u]) ld_shared_v4(addr[u], v[u]);
+      sm90_walk_next(&k);
     }
 #pragma unroll
     for (int u = 0; u < U; u++)
       if (in[u]) {
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-          const float lo = fmaxf(fmaf(bf16_lo(v[u][q]), sc[2 * q], sh[2 * q]), 0.f);
-          const float hi = fmaxf(fmaf(bf16_hi(v[u][q]), sc[2 * q + 1], sh[2 * q + 1]), 0.f);
-          v[u][q] = pack_bf16(lo, hi);
+          const float lo = fmaf(bf16_lo(v[u][q]), sc[2 * q], sh[2 * q]);
+          const float hi = fmaf(bf16_hi(v[u][q]), sc[2 * q + 1], sh[2 * q + 1]);
+          const __nv_bfloat162 r = __hmax2(__floats2bfloat162_rn(lo, hi), zero);
+          v[u][q] = *reinterpret_cast<const uint32_t *>(&r);
         }
         st_shared_v4(addr[u], v[u]);
       }

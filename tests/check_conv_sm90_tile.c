@@ -172,6 +172,25 @@ END_TEST
  * warpgroup 64 and the consumers 224 asks for 1,024 more than exist, and the consumers' increase
  * never returns (the kernels hung so). 56 / 224 and 64 / 216 fit. A block of 512 (three consumer
  * warpgroups) holds all 65,536. */
+/* The prologue's walk: every line's row and column those of the division, for the halo widths
+ * the kernels use (66, the narrow ones 4 .. 34, a strip of 66) and others, the steps the callers
+ * take (12, 16) and others, every start below the step, past the largest halo. */
+START_TEST(prologue_walk)
+{
+  for (int hw = 1; hw <= 70; hw++)
+    for (int step = 1; step <= 20; step++)
+      for (int first = 0; first < step; first++) {
+        sm90_walk_t k = sm90_walk_start(first, step, hw);
+        for (int l = first; l < 2 * SM90_TILE_LINES; l += step) {
+          ck_assert_msg(k.l == l && k.row == l / hw && k.col == l % hw,
+                        "hw %d, step %d, from %d: line %d at (%d, %d), walked to %d at (%d, %d)",
+                        hw, step, first, l, l / hw, l % hw, k.l, k.row, k.col);
+          sm90_walk_next(&k);
+        }
+      }
+}
+END_TEST
+
 START_TEST(register_handover)
 {
   ck_assert_int_eq(SM90_BLOCK_REGS(384), 168 * 384);
@@ -196,7 +215,7 @@ static Suite *make_tile_suite(const suite_env_t *env)
 {
   (void)env;
   Suite *s = suite_create("conv_sm90_tile");
-  SUITE_CASE(s, "geometry", every_pixel_once_every_tap_right, geometries);
+  SUITE_CASE(s, "geometry", every_pixel_once_every_tap_right, geometries, prologue_walk);
   SUITE_CASE(s, "wgrad", wgrad_every_pixel_once_every_tap_right);
   SUITE_CASE(s, "registers", register_handover);
   return s;
