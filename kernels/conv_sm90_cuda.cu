@@ -357,10 +357,17 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     wgmma_wait<0>();
     acc_fence(acc[0]);
     acc_fence(acc[1]);
-    if (OWN && ti == 0) tma_store_wait_read(); /* the last store from the out buffer has read it */
+    if (OWN) { /* the last store from the out buffer has read it (bar.sync and stmatrix are
+                  .aligned: the warp reconverges first) */
+      if (ti == 0) tma_store_wait_read();
+      __syncwarp();
+    }
     named_bar(1 + wg, 128); /* every warp's ldmatrix of this stage is done (OWN: the out buffer is
                                free) */
-    if (OWN && ti == 0) mbar_arrive(empty + 8 * s); /* OWN: the stage back to the loader now */
+    if (OWN) { /* the stage back to the loader now */
+      if (ti == 0) mbar_arrive(empty + 8 * s);
+      __syncwarp();
+    }
     if (XT) mbar_wait(xbar, nt & 1);
     const uint32_t obuf = OWN ? xt : stage; /* where the output tile is written and stored from */
 
