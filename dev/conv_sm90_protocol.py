@@ -11,9 +11,12 @@ asserts the lines hold what it expects (the tile, normalised by the prologue or 
 that every run ends (no deadlock) and no read or write breaks those rules.
 
 Layouts (conv_sm90.h):
-  pixels  PIXELS_M: per tile 36 k-steps reading the whole halo (both image rows at once); the
-          previous tile's stage handed back after this tile's first k-step, once its store has
-          read it; the output written into the stage after every warp's k-steps are done.
+  pixels  PIXELS_M: per tile 36 k-steps reading the whole halo (both image rows at once), then
+          the named barrier. Forward (3 stages): the storing thread first waits until its last
+          store has read the warpgroup's output buffer, the stage goes back after the barrier,
+          and the output is written into that buffer. dgrad (3 stages): the previous tile's
+          stage handed back after this tile's first k-step, once its store has read it; the
+          output written into the stage after every warp's k-steps are done.
   cout    COUT_M: image row 0's k-steps (halo rows 0..2, lines 0..197), wait, row 0's output,
           then row 1's (halo rows 1..3, lines 66..263), wait, row 1's output; each warpgroup's
           output tile in a buffer of its own (the weights' shared memory), written once its
@@ -22,8 +25,10 @@ Layouts (conv_sm90.h):
           stage before its k-steps (the prologue warps only pass full on as ready).
 --mutant  COUT_M handing the stage back right after row 1's k-steps are issued, before they are
           done: the model must fail.
+--mutant-out  the PIXELS_M forward writing its output buffer without waiting for the last
+          store's read: the model must fail.
 
-usage: python3 dev/conv_sm90_protocol.py [--mutant]   (prints "ok N runs")"""
+usage: python3 dev/conv_sm90_protocol.py [--mutant | --mutant-out]   (prints "ok N runs")"""
 import random, sys
 
 sys.dont_write_bytecode = True  # nothing written next to the sources
@@ -47,8 +52,9 @@ class Buf:
     def hold(s, lo, hi, who): s.held.append((lo, hi, who)); return (lo, hi, who)
     def release(s, h): s.held.remove(h)
 
-def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
+def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False, mutant_out=False):
     cm = layout == 'cout'  # COUT_M: its own output buffers, its forward prologue the consumers'
+    own = cm or not dg     # the output tile in the warpgroup's own buffer (both forwards)
     obuf = [Buf('out buffer %d' % w, TILE_LINES) for w in range(2)]
     rnd = random.Random(seed)
     full = [Bar(1) for _ in range(stages)]; ready = [Bar(96) for _ in range(stages)]
@@ -98,14 +104,17 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
                 stage[s].check(0, HALO_LINES, want, "ldmatrix")
                 h = stage[s].hold(0, HALO_LINES, "k-steps of tile %d" % t)
                 yield
-                yield from hand_back()
+                if dg: yield from hand_back()
                 yield
+                if not dg and not mutant_out:
+                    while stores[wg]: yield  # the storing thread, before the barrier
                 stage[s].release(h)          # wgmma.wait_group 0, then the named barrier
+                if not dg: empty[s].arrive() # the forward's stage back
                 yield
                 if dg:
                     while not xbar[wg].done(nt & 1): yield
                     xt[wg].check(0, TILE_LINES, ('x', t), "epilogue (x tile)")
-                stage[s].write(0, TILE_LINES, ('out', t), "epilogue")
+                (stage[s] if dg else obuf[wg]).write(0, TILE_LINES, ('out', t), "epilogue")
             else:
                 if norm:  # the consumers normalise their own stage before the k-steps
                     stage[s].check(0, HALO_LINES, ('halo', t, False), "the consumers' prologue")
@@ -127,11 +136,11 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
                     if dg: xt[wg].check(mb * 64, mb * 64 + 64, ('x', t), "epilogue (x tile)")
                     obuf[wg].write(mb * 64, mb * 64 + 64, ('out', t), "row %d's epilogue" % mb)
                     yield
-            ob = obuf[wg] if cm else stage[s]
+            ob = obuf[wg] if own else stage[s]
             h = ob.hold(0, TILE_LINES, "the store of tile %d" % t)
             stores[wg].append(h)
             engine.append(('store', ob, 0, TILE_LINES, ('out', t), (wg, h)))
-            pending = -1 if cm else s; nt += 1
+            pending = -1 if own else s; nt += 1
             yield
         while stores[wg]: yield
     actors = {'L': loader(), 'C0': consumer(0), 'C1': consumer(1)}
@@ -146,16 +155,18 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False):
     return interleave(rnd, actors, engine, complete)
 
 def main():
-    mutant = '--mutant' in sys.argv[1:]
+    mutant, mutant_out = '--mutant' in sys.argv[1:], '--mutant-out' in sys.argv[1:]
     n = 0
-    for layout in (('cout',) if mutant else ('pixels', 'cout')):
+    layouts = ('cout',) if mutant else ('pixels',) if mutant_out else ('pixels', 'cout')
+    for layout in layouts:
         for ntiles, grid in ((1, 1), (3, 1), (7, 2), (13, 3), (24, 4)):
             for block in range(min(grid, ntiles)):
-                for dg in (0, 1):
-                    stages = 3 if dg else 4
+                for dg in ((0,) if mutant_out else (0, 1)):
+                    stages = 4 if layout == 'cout' and not dg else 3  # conv_sm90_cuda.cu's lay
                     for pro in (0, 1):
                         for seed in range(20):
-                            run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant); n += 1
+                            run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant,
+                                mutant_out); n += 1
     print("ok", n, "runs")
 
 main()

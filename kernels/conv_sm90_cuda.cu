@@ -14,7 +14,8 @@
  *
  * Roles (384 threads, one block per multiprocessor, tiles blockIdx.x, +gridDim.x, ...):
  *   warp 0 (one thread)  loads: the weights once (73,728 bytes, resident), then each tile's halo
- *                        into a ring of 4 stages; full[s] completes on the bytes (expect_tx).
+ *                        into a ring of stages (3; 4 in the COUT_M forward, see the shared
+ *                        memory below); full[s] completes on the bytes (expect_tx).
  *   warps 1-3            the prologue: BatchNorm apply + ReLU on the halo in place, once per
  *                        element, then arrive on ready[s]. Lines outside the image are left as
  *                        the copy engine's zeros (the padding is zero after the BN, as the
@@ -49,11 +50,15 @@
  *                          B descriptor of (t, step j): start t * 8192 + 32 j, K-major,
  *                          128-byte swizzle, stride byte offset 1024 (8 lines), leading byte
  *                          offset unused (1), base offset 0.
- *   4 stages x 34816       a halo: line = hr * 66 + hc (hr < 4, hc < 66), 33,792 bytes used.
- *                          Reused by the epilogue for the 128 output pixels (line = row * 64 +
- *                          pixel), which the copy engine stores from there (same swizzle).
+ *   3 stages x 34816       a halo: line = hr * 66 + hc (hr < 4, hc < 66), 33,792 bytes used.
+ *                          (dgrad: reused by the epilogue for the 128 output pixels, line =
+ *                          row * 64 + pixel, which the copy engine stores from there.)
+ *   2 x 16384              a tile buffer per consumer warpgroup: the forward's output tile
+ *                          (line = row * 64 + pixel, same swizzle), stored from there; dgrad's
+ *                          x tile. The COUT_M forward has a fourth stage here instead (its
+ *                          output buffers are in the weights' shared memory).
  *   8192                   statistics, f64 [warpgroup 2][warp 4][Σ, Σ²][64 channels].
- *   barriers               full[4], ready[4], empty[4], weights.
+ *   barriers               full[S], ready[S], empty[S], weights (S stages).
  *
  * A fragments: for k-step (ky, kx, j) and image row mb of the tile, warp w of a warpgroup loads
  * its 16 pixels (16 w ..) with one ldmatrix.x4: lane l addresses pixel p = 16 w + (l & 7) +
@@ -68,14 +73,20 @@
  * x_full[wg]) when the tile starts; after the k-steps, ldmatrix with the stmatrix geometry
  * gives each thread x in the accumulators' layout: g = bf16(acc) zeroed where x * scale +
  * shift <= 0, and the f32 sums Σ g and Σ g x (exact products), folded like the forward's.
- * dgrad's ring has 3 stages (the two x buffers take the fourth's shared memory).
+ * dgrad's output tile goes into its stage, as the forward's did before it had buffers of its
+ * own.
  *
  * Epilogue (per consumer warpgroup): wait for the tile's wgmmas, round each accumulator to
  * bf16, add the rounded values (and squares) to per-thread f32 sums of its 16 channels (pixels
- * outside the image masked), write the tile with stmatrix into its own halo stage (all of that
- * warpgroup's reads of it are done: named barrier), fence.proxy.async, and one thread stores it
- * with a TMA tensor store (the engine clips the image's edges). The stage is handed back to the
- * loader (empty[s]) once the store has read it, which that thread checks at its next tile.
+ * outside the image masked), write the tile with stmatrix into the warpgroup's tile buffer
+ * (forward; the named barrier after the k-steps, which the storing thread meets only after its
+ * last store from that buffer has read it, orders the writes after both) or into its own halo
+ * stage (dgrad: all of that warpgroup's reads of it are done at that barrier),
+ * fence.proxy.async, and one thread stores it with a TMA tensor store (the engine clips the
+ * image's edges). The forward hands the stage back to the loader (empty[s]) right after that
+ * barrier, its k-steps being done; dgrad once the store has read it, which the storing thread
+ * checks at its next tile. So in the forward a stage's next load, and the prologue's pass over
+ * it, start an epilogue and a store earlier, which is what the fused forward waited on.
  * Every 8 tiles and at the end, the f32 sums (at most 32 terms) are folded in f64: a fixed
  * butterfly over the 8 lanes that share channels, then into the warp's own row of the f64
  * area. At the end, 128 threads sum the 8 rows in a fixed order into the block's partial, and
@@ -85,8 +96,8 @@
  * Synchronisation (modelled, both layouts, by dev/conv_sm90_protocol.py: change the model with
  * the kernel): full[s] (1 arrival + bytes), ready[s] (96 prologue threads, each after
  * fence.proxy.async for its writes, which the copy engine overwrites later), empty[s] (1: the
- * storing thread), weights (1 + bytes). Phases: the i-th tile of a block uses stage i % 4 for
- * the (i / 4)-th time, parity (i / 4) & 1.
+ * storing thread; the forward: after its k-steps), weights (1 + bytes). Phases: the i-th tile of
+ * a block uses stage i % S for the (i / S)-th time, parity (i / S) & 1.
  *
  * Built for sm_90a only (configure adds this file's rule where 90 is among the architectures);
  * the host side checks for compute capability 9.0 before it launches. */
@@ -147,22 +158,28 @@ static_assert(handover_regs(true) <= SM90_BLOCK_REGS(THREADS) &&
 constexpr int FOLD_TILES = 8;                    /* f32 sums over at most 8 tiles x 4 pixels */
 constexpr int PARTIAL = 2 * C;                   /* doubles per block */
 
-/* The shared-memory layout of the forward (DG false) and of dgrad (DG true), which gives one
- * stage of the ring to two buffers of the forward input x at its output tile (one per consumer
- * warpgroup: the ReLU mask and the BatchNorm sums read them) and keeps the mask's coefficients
- * in shared memory. Barriers: full[stages], ready[stages], empty[stages], weights, then
- * (dgrad) x_full[2]. */
-template <bool DG> struct lay {
-  static constexpr int stages = DG ? 3 : 4;
+/* The shared-memory layouts. Two tile buffers, one per consumer warpgroup, take one stage of
+ * the ring: dgrad (DG true) keeps the forward input x at its output tile there (the ReLU mask
+ * and the BatchNorm sums read it), and the PIXELS_M forward (DG and CM false) its output tile,
+ * written there and stored from there, so the stage goes back to the loader as soon as the
+ * tile's k-steps are done instead of after the store has read it. The COUT_M forward keeps four
+ * stages (its output buffers are in the weights' shared memory). The mask's coefficients stay
+ * in shared memory. Barriers: full[stages], ready[stages], empty[stages], weights, then (dgrad)
+ * x_full[2]. */
+template <bool DG, bool CM> struct lay {
+  static constexpr bool tiles2 = DG || !CM; /* the two tile buffers */
+  static constexpr int stages = tiles2 ? 3 : 4;
   static constexpr int off_stage = W_BYTES;
   static constexpr int off_xt = off_stage + stages * STAGE_BYTES;
-  static constexpr int off_coef = off_xt + (DG ? 2 * TILE_BYTES : 0);
+  static constexpr int off_coef = off_xt + (tiles2 ? 2 * TILE_BYTES : 0);
   static constexpr int off_stats = off_coef + 2 * C * 4; /* dgrad's mask, COUT_M's prologue */
   static constexpr int off_bar = off_stats + STATS_BYTES;
   static constexpr int nbar = 3 * stages + 1 + (DG ? 2 : 0);
   static constexpr int smem = off_bar + nbar * 8 + 1024; /* + slack to align the base */
 };
-constexpr int SMEM_MAX = lay<false>::smem > lay<true>::smem ? lay<false>::smem : lay<true>::smem;
+constexpr int smem_max(int a, int b) { return a > b ? a : b; }
+constexpr int SMEM_MAX = smem_max(smem_max(lay<false, false>::smem, lay<false, true>::smem),
+                                  smem_max(lay<true, false>::smem, lay<true, true>::smem));
 
 static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0 && TILE_BYTES % 1024 == 0,
               "buffers on 1024-byte boundaries");
@@ -191,11 +208,11 @@ __device__ __forceinline__ tile_t tile_of(const params &p, int t)
 
 /* ---- the roles ---- */
 
-template <bool DG>
+template <bool DG, bool CM>
 __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *xmap,
                                            const CUtensorMap *wmap, uint32_t sbase)
 {
-  using L = lay<DG>;
+  using L = lay<DG, CM>;
   constexpr int STAGES = L::stages;
   const uint32_t bar = sbase + L::off_bar;
   const uint32_t full = bar, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
@@ -216,10 +233,10 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
 /* The prologue warps: y = bf16(max(0, x * scale + shift)) on each halo's lines inside the
  * image (sm90_conv.cuh); the thread owns chunk (lane & 7), 8 fixed channels whose coefficients
  * stay in registers, and walks lines (lane >> 3) + 4 (warp - 1), +12. */
-template <bool PRO, bool DG>
+template <bool PRO, bool DG, bool CM>
 __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, int pw, int lane)
 {
-  using L = lay<DG>;
+  using L = lay<DG, CM>;
   constexpr int STAGES = L::stages;
   const uint32_t bar = sbase + L::off_bar;
   const uint32_t full = bar, ready = bar + 8 * STAGES;
@@ -278,9 +295,10 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
                                              const CUtensorMap *xtmap, uint32_t sbase,
                                              double *stats_area, const float *coef, int wg, int ti)
 {
-  using L = lay<DG>;
+  using L = lay<DG, false>;
   constexpr int STAGES = L::stages;
   constexpr bool XT = DG && (PRO || STATS); /* the x tile is needed */
+  constexpr bool OWN = !DG; /* the output tile in the warpgroup's own buffer (xt), lay */
   const uint32_t bar = sbase + L::off_bar;
   const uint32_t ready = bar + 8 * STAGES, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
   const uint32_t xbar = wbar + 8 + 8 * wg, xt = sbase + L::off_xt + wg * TILE_BYTES;
@@ -339,8 +357,19 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
     wgmma_wait<0>();
     acc_fence(acc[0]);
     acc_fence(acc[1]);
-    named_bar(1 + wg, 128); /* every warp's ldmatrix of this stage is done */
+    if (OWN) { /* the last store from the out buffer has read it (bar.sync and stmatrix are
+                  .aligned: the warp reconverges first) */
+      if (ti == 0) tma_store_wait_read();
+      __syncwarp();
+    }
+    named_bar(1 + wg, 128); /* every warp's ldmatrix of this stage is done (OWN: the out buffer is
+                               free) */
+    if (OWN) { /* the stage back to the loader now */
+      if (ti == 0) mbar_arrive(empty + 8 * s);
+      __syncwarp();
+    }
     if (XT) mbar_wait(xbar, nt & 1);
+    const uint32_t obuf = OWN ? xt : stage; /* where the output tile is written and stored from */
 
 #pragma unroll
     for (int mb = 0; mb < 2; mb++) {
@@ -370,14 +399,14 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
             s2[2 * j + 1] = fmaf(f1, f1, s2[2 * j + 1]);
           }
         }
-        stmatrix_x4(stage + swz(line, 2 * jj + khalf), r);
+        stmatrix_x4(obuf + swz(line, 2 * jj + khalf), r);
       }
     }
     fence_proxy_async();
-    named_bar(1 + wg, 128); /* the tile is in the stage; every read of the x tile is done */
-    if (ti == 0) tma_store_4d(ymap, stage, 0, tl.x0, tl.y0, tl.n);
+    named_bar(1 + wg, 128); /* the tile is in obuf; every read of the x tile is done */
+    if (ti == 0) tma_store_4d(ymap, obuf, 0, tl.x0, tl.y0, tl.n);
     __syncwarp();
-    pending = s;
+    pending = OWN ? -1 : s; /* dgrad: the stage goes back once this store has read it */
     if (STATS && ++tiles_done == FOLD_TILES) {
       fold_stats(s1, s2, row, lane);
       tiles_done = 0;
@@ -506,7 +535,7 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
                                                 double *stats_area, const float *coef, int wg,
                                                 int ti)
 {
-  using L = lay<DG>;
+  using L = lay<DG, true>;
   constexpr int STAGES = L::stages;
   constexpr bool XT = DG && (PRO || STATS);
   const uint32_t bar = sbase + L::off_bar;
@@ -602,7 +631,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                      const __grid_constant__ CUtensorMap wmap,
                      const __grid_constant__ CUtensorMap xtmap, const params p)
 {
-  using L = lay<DG>;
+  using L = lay<DG, CM>;
   constexpr int STAGES = L::stages;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
@@ -633,9 +662,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (warp < 4) {
     regs_dec<producer_regs(HALO_PASS)>();
     if (warp == 0) {
-      if (lane == 0) run_loader<DG>(p, &xmap, &wmap, sbase);
+      if (lane == 0) run_loader<DG, CM>(p, &xmap, &wmap, sbase);
     } else {
-      run_prologue<HALO_PASS, DG>(p, sbase, warp - 1, lane);
+      run_prologue<HALO_PASS, DG, CM>(p, sbase, warp - 1, lane);
     }
   } else {
     regs_inc<consumer_regs(HALO_PASS)>();
@@ -853,8 +882,9 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
     return -1;
   m[3] = m[1]; /* no x tile in the forward */
   p.partial = (double *)a->ws;
-  const int grid = launch(pick<false>(a->scale != NULL, a->stats != NULL, cm), lay<false>::smem,
-                          m, p, sms, st, err, errlen);
+  const int grid = launch(pick<false>(a->scale != NULL, a->stats != NULL, cm),
+                          cm ? lay<false, true>::smem : lay<false, false>::smem, m, p, sms, st,
+                          err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
     conv_sm90_stats_kernel<<<sm90_final_blocks(PARTIAL), SM90_FINAL_THREADS, 0, st>>>(
@@ -912,8 +942,9 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
     m[3] = m[1];
   }
   p.partial = (double *)a->ws;
-  const int grid = launch(pick<true>(a->scale != NULL, a->sums != NULL, cm), lay<true>::smem, m,
-                          p, sms, st, err, errlen);
+  const int grid = launch(pick<true>(a->scale != NULL, a->sums != NULL, cm),
+                          cm ? lay<true, true>::smem : lay<true, false>::smem, m, p, sms, st, err,
+                          errlen);
   if (grid < 0) return -1;
   if (a->sums) {
     conv_sm90_dgrad_sums_kernel<<<sm90_final_blocks(C), SM90_FINAL_THREADS, 0, st>>>(
