@@ -167,11 +167,6 @@ START_TEST(wgrad_every_pixel_once_every_tap_right)
 }
 END_TEST
 
-/* A block of 384 threads (loader and prologue warpgroup, two consumer warpgroups) is capped at
- * 168 registers a thread, so it holds 64,512, not the register file's 65,536: giving the first
- * warpgroup 64 and the consumers 224 asks for 1,024 more than exist, and the consumers' increase
- * never returns (the kernels hung so). 56 / 224 and 64 / 216 fit. A block of 512 (three consumer
- * warpgroups) holds all 65,536. */
 /* The prologue's walk: every line's row and column those of the division, for the halo widths
  * the kernels use (66, the narrow ones 4 .. 34, a strip of 66) and others, the steps the callers
  * take (12, 16) and others, every start below the step, past the largest halo. */
@@ -191,6 +186,11 @@ START_TEST(prologue_walk)
 }
 END_TEST
 
+/* A block of 384 threads (loader and prologue warpgroup, two consumer warpgroups) is capped at
+ * 168 registers a thread, so it holds 64,512, not the register file's 65,536: giving the first
+ * warpgroup 64 and the consumers 224 asks for 1,024 more than exist, and the consumers' increase
+ * never returns (the kernels hung so). 56 / 224 and 64 / 216 fit. A block of 512 (three consumer
+ * warpgroups) holds all 65,536. */
 START_TEST(register_handover)
 {
   ck_assert_int_eq(SM90_BLOCK_REGS(384), 168 * 384);
