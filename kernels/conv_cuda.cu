@@ -578,6 +578,41 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
   return f_backward_data(o, pl, al, w, dy, dx, ws);
 }
 
+/* The transposed convolution's gradient gathered (ops.h): only its cuBLAS GEMMs read that order
+ * (cuDNN's kernels take the NHWC image), so a layer planned without them (no cuBLAS in the
+ * build, leading dimensions past int) says 0, and the two entries refuse it. */
+int opc_conv_gathered(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONVT2X2 && c->plan && ((const conv_plan_t *)c->plan)->upc;
+}
+
+static conv_plan_t *gathered_plan_of(const ops_t *o, const ops_conv_t *c, int n)
+{
+  conv_plan_t *pl = plan_of(o, c, n);
+  if (pl && (c->kind != OPS_CONVT2X2 || !pl->upc)) {
+    opc_fail(o, "this convolution (kind %d) does not take its gradient in the gathered order "
+             "(conv_gathered says 0)", (int)c->kind);
+    return NULL;
+  }
+  return pl;
+}
+
+int opc_conv_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                 const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  conv_plan_t *pl = gathered_plan_of(o, c, n);
+  if (!pl) return -1;
+  return opc_upc_bwd_filter_gathered(o, c, pl->upc, n, x, dy, dw, db, acc, ws);
+}
+
+int opc_conv_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                               const void *w, void *dx, void *ws)
+{
+  conv_plan_t *pl = gathered_plan_of(o, c, n);
+  if (!pl) return -1;
+  return opc_upc_bwd_data_gathered(o, c, pl->upc, n, dy, w, dx, ws);
+}
+
 unsigned ops_cuda_conv_up_route(const ops_t *o, const ops_conv_t *c, int n, const void *w,
                                 const void *dw)
 {

@@ -198,6 +198,13 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
+/* ops.h's entries for the transposed convolution's gradient gathered (conv_cuda.cu): a layer on
+ * the cuBLAS GEMMs takes it. */
+int opc_conv_gathered(const ops_t *o, const ops_conv_t *c);
+int opc_conv_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                 const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_conv_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                               const void *w, void *dx, void *ws);
 /* The table's cuBLAS handle (a cublasHandle_t, made on first use; conv_gemm_cuda.cu) and, in
  * builds with cuBLASLt, its cuBLASLt handle with the workspace both share. */
 int opc_blas(const ops_t *o, void **handle);
@@ -215,6 +222,12 @@ int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
                        const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
                      const void *w, void *dx, void *ws);
+/* The same two from dy gathered (ops.h): one GEMM each, no gather pass, no partials. */
+int opc_upc_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                                const void *x, const void *z, void *dw, void *db, int acc,
+                                void *ws);
+int opc_upc_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                              const void *z, const void *w, void *dx, void *ws);
 /* ops_cuda_conv_up_route's answer for a layer on the GEMMs. */
 unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw);
 /* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
@@ -302,6 +315,8 @@ int opc_concat_fwd(const ops_t *o, const void *a, int ca, const void *b, int cb,
                    void *y);
 int opc_concat_bwd(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da, int acc_a,
                    void *db);
+int opc_concat_bwd_gathered(const ops_t *o, const void *dy, int ca, int cb, int n, int H, int W,
+                            void *da, int acc_a, void *db);
 int opc_from_f32(const ops_t *o, const float *src, size_t count, void *dst);
 int opc_to_f32(const ops_t *o, const void *src, size_t count, float *dst, int acc);
 
