@@ -12,8 +12,9 @@
  * backward-data, its input gradient is F's forward, and its filter gradient is F's
  * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu). With
  * cuBLAS in the build the transposed convolution's forward and weight gradient run as GEMMs
- * (conv_up_gemm_cuda.cu), its input gradient too where the layer is bound by arithmetic; its
- * cuDNN plan stays for the rest.
+ * (conv_up_gemm_cuda.cu), its input gradient too where the layer is bound by arithmetic, and
+ * its whole backward where the gradient comes gathered (ops.h concat_bwd_gathered); its cuDNN
+ * plan stays for the rest.
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels

@@ -21,6 +21,16 @@
  * cuDNN's kernel loses). 16-bit types accumulate in f32, f32 on TF32 tensor cores unless
  * SHMDDP_TF32=0, as every convolution.
  *
+ * dy gathered (ops.h concat_bwd_gathered: the concat's backward split writes the gradient as
+ * method (b)'s [pixel][i][j][cout] rows z, 4cout x P, at no cost of its own): every layer on
+ * these GEMMs takes it (opc_conv_gathered), and then
+ *   weight grad  dW = z x^T, method (b)'s one GEMM with K = every pixel, no gather and no
+ *                partials (a dW off alignment through f32 as below)
+ *   input grad   dx = W^T z, one GEMM with K = 4 cout (W the column-major 4cout x cin
+ *                matrix), dx written once; always here, never cuDNN (its kernels read NHWC)
+ *   bias grad    the channel sum over z's 4P rows of cout (dy's rows, in another order)
+ * Its sums are those of the NHWC path in another order: within rounding, not its bits.
+ *
  * Alignment: cuBLAS's fast tensor-core kernels (on Hopper the ones that load through the
  * tensor memory accelerator) need every matrix 16-byte aligned; for a matrix off that it falls
  * back to slower kernels. The model's flat parameter buffer can put the weights and their
@@ -28,7 +38,8 @@
  * off in 16-bit types at 4 classes. Such weights are first copied into the workspace (a few
  * MiB at most: microseconds), and such a weight gradient taken from the one GEMM of method
  * (b) is written as f32 into the workspace and rounded into place by the partials' pass (the
- * same rounding as the GEMM's own; method (a) writes it through that pass anyway). */
+ * same rounding as the GEMM's own; method (a) writes it through that pass anyway). The
+ * gathered dy's two GEMMs take the same copies and the same f32 way. */
 #include "config.h"
 
 #include <stdint.h>

@@ -210,8 +210,9 @@ int opc_conv_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, int n, const
 int opc_blas(const ops_t *o, void **handle);
 int opc_blaslt(const ops_t *o, void **handle, void **ws, size_t *ws_bytes);
 /* The 2x2 transposed convolution as cuBLAS GEMMs (conv_up_gemm_cuda.cu): opc_upc_plan sets *u
- * (NULL: cuDNN does the layer) and the workspace it needs; the input gradient goes through it
- * only where opc_upc_bwd_data_enabled says so (else cuDNN's). */
+ * (NULL: cuDNN does the layer) and the workspace it needs; the input gradient from NHWC dy goes
+ * through it only where opc_upc_bwd_data_enabled says so (else cuDNN's), from gathered dy
+ * always. */
 typedef struct opc_upc opc_upc_t;
 int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **u, size_t *ws_bytes);
 void opc_upc_free(opc_upc_t *u);
