@@ -11,7 +11,10 @@ static void cpu_destroy(ops_t *o) { (void)o; }
 static void cpu_conv_plan_free(const ops_t *o, ops_conv_t *c) { c->plan = NULL; }
 
 /* Every transposed convolution takes its gradient gathered (ops.h). */
-static int cpu_conv_gathered(const ops_t *o, const ops_conv_t *c) { return c->kind == OPS_CONVT2X2; }
+static int cpu_conv_gathered(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONVT2X2;
+}
 
 static int cpu_fill_zero(const ops_t *o, void *dst, size_t bytes)
 {

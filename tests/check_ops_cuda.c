@@ -212,7 +212,8 @@ START_TEST(test_concat_gathered)
         void *gda = up(base, P * ca), *gz = dalloc(P * cb * gpu.elem);
         GPU_OK(gpu.concat_bwd_gathered(&gpu, gdy, ca, cb, n, H, W, gda, acc, gz));
         EXACT(down(gz, P * cb), rz, P * cb, what);
-        EXACT(down(gda, P * ca), rda, P * ca, acc ? "its first part (accumulate)" : "its first part");
+        EXACT(down(gda, P * ca), rda, P * ca,
+              acc ? "its first part (accumulate)" : "its first part");
       }
     }
     /* a side that is not even: refused, nothing launched */
