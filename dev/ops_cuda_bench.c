@@ -60,7 +60,6 @@
 #include "dev/step_account.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
-#include "shm/env.h"
 #include "src/device/arena.h"
 #include "src/model/conv_engine.h"
 #include "src/model/model.h"
@@ -236,16 +235,13 @@ static void plan(conv_t *cv)
   if (ws > N.ws_bytes) N.ws_bytes = ws;
 }
 
-/* SHMDDP_UPCONV_GATHERED, read as the model reads it (src/model/unet.c, upconv_policy) */
-static int up_gathered = 1;
+/* SHMDDP_UPCONV_GATHERED, read as the model reads it (src/model/conv_engine.h) */
+static int up_gathered;
 
-/* Whether the up-convolution cv (planned) takes its gradient gathered: the model's choice
- * (src/model/unet.c, choose_gathered). */
+/* Whether the up-convolution cv (planned) takes its gradient gathered: the model's choice. */
 static void choose_gathered(conv_t *cv)
 {
-  cv->gathered = up_gathered && O.concat_bwd_gathered && O.conv_gathered &&
-                 O.conv_bwd_filter_gathered && O.conv_bwd_data_gathered &&
-                 O.conv_gathered(&O, &cv->c) == 1;
+  cv->gathered = model_upconv_gathered(&O, &cv->c, up_gathered);
 }
 
 /* Whether b runs its conv fused: the model's choice (src/model/conv_engine.h), with the first
@@ -1028,8 +1024,7 @@ int main(int argc, char **argv)
   recompute_levels = parse_recompute(recomp, dt);
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
-  if (shm_env_flag("SHMDDP_UPCONV_GATHERED", &up_gathered, err, sizeof err) < 0)
-    DIE("%s", err);
+  if (model_upconv_gathered_read(dt, &up_gathered, err, sizeof err) != 0) DIE("%s", err);
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));

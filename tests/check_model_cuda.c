@@ -487,33 +487,39 @@ START_TEST(test_fused_wide)
 }
 END_TEST
 
-/* The up-convolutions' gradient gathered by the concat's split (SHMDDP_UPCONV_GATHERED, on by
- * default wherever the layer runs on cuBLAS: kernels/ops.h concat_bwd_gathered) against NHWC
- * (0): with cuBLAS in the build every level takes it, and the gathered steps repeat bit for bit,
- * eagerly and replayed in a CUDA graph; the first loss (forward only) is the NHWC run's, bit for
- * bit, and the rest stay within the rounding of another order of sums (the input gradient one
- * GEMM instead of two or cuDNN's), in bf16 and in fp32 (whose weight gradients run on the side
- * stream from level 1: the up-convolutions' among them). */
+/* The up-convolutions' gradient gathered by the concat's split (SHMDDP_UPCONV_GATHERED=1,
+ * wherever the layer runs on cuBLAS: kernels/ops.h concat_bwd_gathered) against NHWC (0): with
+ * cuBLAS in the build every level takes it (by default, auto, in bf16 and not in fp32), and the
+ * gathered steps repeat bit for bit, eagerly and replayed in a CUDA graph; the first loss
+ * (forward only) is the NHWC run's, bit for bit, and the rest stay within the rounding of
+ * another order of sums (the input gradient one GEMM instead of two or cuDNN's), in bf16 and in
+ * fp32 (whose weight gradients run on the side stream from level 1: the up-convolutions' among
+ * them). */
 START_TEST(test_upconv_gathered)
 {
   char err[512];
   model_config_t cfg;
   small_config(&cfg, MODEL_NORM_BATCH);
   cfg.device = MODEL_DEVICE_CUDA;
-  for (int plain = 0; plain < 2; plain++) {
-    if (plain) setenv("SHMDDP_UPCONV_GATHERED", "0", 1);
-    model_t *m = NULL;
-    ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
-    unsetenv("SHMDDP_UPCONV_GATHERED");
-    for (int i = 0; i < cfg.levels - 1; i++)
+  const char *envs[] = {NULL, "0", "1"};
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < 3; k++) {
+      cfg.precision = p ? MODEL_FP32 : MODEL_BF16;
+      if (envs[k]) setenv("SHMDDP_UPCONV_GATHERED", envs[k], 1);
+      model_t *m = NULL;
+      ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+      unsetenv("SHMDDP_UPCONV_GATHERED");
 #ifdef HAVE_CUBLAS
-      ck_assert_msg(m->dec[i].up.dy_gathered == !plain, "level %d: gathered %d", i,
-                    m->dec[i].up.dy_gathered);
+      const int want = envs[k] ? envs[k][0] == '1' : !p;
 #else
-      ck_assert_msg(m->dec[i].up.dy_gathered == 0, "level %d: gathered without cuBLAS", i);
+      const int want = 0;
 #endif
-    model_destroy(m);
-  }
+      for (int i = 0; i < cfg.levels - 1; i++)
+        ck_assert_msg(m->dec[i].up.dy_gathered == want, "%s, SHMDDP_UPCONV_GATHERED=%s, level "
+                      "%d: gathered %d", p ? "fp32" : "bf16", envs[k] ? envs[k] : "(auto)", i,
+                      m->dec[i].up.dy_gathered);
+      model_destroy(m);
+    }
   const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
   const size_t np = model_config_flat_size(&cfg);
   for (int k = 0; k < 2; k++) {
@@ -522,10 +528,11 @@ START_TEST(test_upconv_gathered)
     const double tol = precs[k] == MODEL_FP32 ? 1e-3 : 1e-2;
     setenv("SHMDDP_UPCONV_GATHERED", "0", 1);
     float *pp = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lp, &r);
-    unsetenv("SHMDDP_UPCONV_GATHERED");
+    setenv("SHMDDP_UPCONV_GATHERED", "1", 1);
     float *pg = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lg, &r);
     float *pg2 = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lg2, &r);
     float *pgg = graph_run(precs[k], MODEL_NORM_BATCH, 1, UPDATE_MODEL, lgg, &r);
+    unsetenv("SHMDDP_UPCONV_GATHERED");
     ck_assert_msg(lg[0] == lp[0], "precision %d: first loss %.9g gathered, %.9g NHWC",
                   (int)precs[k], lg[0], lp[0]);
     for (int i = 0; i < GRAPH_STEPS; i++) {
@@ -563,7 +570,7 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   tcase_set_timeout(ts, 180); /* twelve models */
   TCase *tu = SUITE_CASE(s, "upconv_gathered", test_upconv_gathered);
   tcase_add_checked_fixture(tu, NULL, teardown);
-  tcase_set_timeout(tu, 180); /* ten models */
+  tcase_set_timeout(tu, 180); /* fourteen models */
   return s;
 }
 

@@ -3,7 +3,7 @@
  * errors, and the U-Net's planned step against the same step with every tensor in its own
  * memory (SHMDDP_MEM_PLAN=separate) and with forward's outputs kept instead of recomputed
  * (SHMDDP_RECOMPUTE=none, or at the deeper levels only: 2), and with the up-convolutions'
- * gradient in NHWC instead of gathered (SHMDDP_UPCONV_GATHERED=0): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
+ * gradient gathered instead of in NHWC (SHMDDP_UPCONV_GATHERED=1): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
 #include "config.h"
 
 #include <check.h>
@@ -300,23 +300,30 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
     else ck_assert_uint_ge(sd.plan_bytes, a.plan_bytes);
     free(sd.grads), free(sd.pred);
   }
-  /* the up-convolutions' gradient gathered (the default: the CPU takes it at every level)
-   * against NHWC (SHMDDP_UPCONV_GATHERED=0): the CPU's gathered ops give the plain ones' bits,
-   * so any misplaced element of the split or misread one of the backward shows */
-  ck_assert_int_eq(a.gathered, c.levels - 1);
-  step_out_t pl;
+  /* the up-convolutions' gradient gathered (SHMDDP_UPCONV_GATHERED=1: the CPU takes it at every
+   * level) against NHWC (the default on the CPU, whose types are not 16-bit, and 0): the CPU's
+   * gathered ops give the plain ones' bits, so any misplaced element of the split or misread
+   * one of the backward shows */
+  ck_assert_int_eq(a.gathered, 0);
+  step_out_t pl, ga;
   upconv_env = "0";
   run_model(norm, dt, "shared", "all", &pl);
+  upconv_env = "1";
+  run_model(norm, dt, "shared", "all", &ga);
   upconv_env = NULL;
   ck_assert_int_eq(pl.gathered, 0);
+  ck_assert_int_eq(ga.gathered, c.levels - 1);
   for (int i = 0; i < 3; i++)
-    ck_assert_msg(a.loss[i] == pl.loss[i], "step %d loss (up-convolution gradient in NHWC)", i);
-  ck_assert_msg(memcmp(a.grads, pl.grads, np * sizeof *a.grads) == 0,
-                "gradients differ (up-convolution gradient in NHWC)");
-  ck_assert_msg(memcmp(a.pred, pl.pred, P * sizeof *a.pred) == 0,
-                "predictions differ (up-convolution gradient in NHWC)");
-  ck_assert_uint_eq(pl.plan_bytes, a.plan_bytes); /* the same tensors, the same sizes */
-  free(pl.grads), free(pl.pred);
+    ck_assert_msg(ga.loss[i] == a.loss[i] && pl.loss[i] == a.loss[i],
+                  "step %d loss (up-convolution gradient gathered or NHWC)", i);
+  ck_assert_msg(memcmp(ga.grads, a.grads, np * sizeof *a.grads) == 0 &&
+                    memcmp(pl.grads, a.grads, np * sizeof *a.grads) == 0,
+                "gradients differ (up-convolution gradient gathered or NHWC)");
+  ck_assert_msg(memcmp(ga.pred, a.pred, P * sizeof *a.pred) == 0 &&
+                    memcmp(pl.pred, a.pred, P * sizeof *a.pred) == 0,
+                "predictions differ (up-convolution gradient gathered or NHWC)");
+  ck_assert_uint_eq(ga.plan_bytes, a.plan_bytes); /* the same tensors, the same sizes */
+  free(pl.grads), free(pl.pred), free(ga.grads), free(ga.pred);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }

@@ -128,15 +128,11 @@ static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *stage, size_t *ws
   if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
 
-/* Whether the up-convolution l (planned) takes its gradient gathered: SHMDDP_UPCONV_GATHERED
- * and a backend that has the entries and says yes for the layer (ops.h conv_gathered). The
- * side table is the same backend's: it has them too. */
+/* Whether the up-convolution l (planned) takes its gradient gathered (conv_engine.h
+ * model_upconv_gathered). The side table is the same backend's: it has the entries too. */
 static void choose_gathered(alloc_ctx_t *a, layer_conv_t *l)
 {
-  const ops_t *o = &a->m->ops;
-  l->dy_gathered = !a->failed && a->m->up_gathered && o->concat_bwd_gathered &&
-                   o->conv_gathered && o->conv_bwd_filter_gathered &&
-                   o->conv_bwd_data_gathered && o->conv_gathered(o, &l->desc) == 1;
+  l->dy_gathered = !a->failed && model_upconv_gathered(&a->m->ops, &l->desc, a->m->up_gathered);
 }
 
 static int allocate(model_t *m, char *err, size_t errlen)
@@ -880,12 +876,10 @@ static int side_policy(model_t *m, char *err, size_t errlen)
   return 0;
 }
 
-/* SHMDDP_UPCONV_GATHERED (shm/env.c): 1 (the default) lets the up-convolutions take their
- * gradient in the gathered order wherever the backend can (choose_gathered); 0 keeps NHWC. */
+/* SHMDDP_UPCONV_GATHERED (conv_engine.h model_upconv_gathered_read) for the model's type. */
 static int upconv_policy(model_t *m, char *err, size_t errlen)
 {
-  m->up_gathered = 1;
-  return shm_env_flag("SHMDDP_UPCONV_GATHERED", &m->up_gathered, err, errlen) < 0 ? -1 : 0;
+  return model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen);
 }
 
 /* The dry pass of a training step at the largest batch, the layout, and its block. */
