@@ -29,6 +29,9 @@
  * recomputed. The fused convolutions are charged to their convolution's pass with the bytes they
  * move (step_account.h's acct_conv_fused), and every row of the account says its engine (fused or
  * library); the first line printed says the setting and which layers run fused.
+ * The concat's backward writes each up-convolution's gradient in its GEMMs' order where the
+ * model would (SHMDDP_UPCONV_GATHERED, kernels/ops.h concat_bwd_gathered), and that
+ * convolution's backward reads it so; the first line says at how many levels.
  *
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
@@ -134,6 +137,8 @@ typedef struct {
   ops_conv_t c;
   size_t w_off, b_off, nw; /* offsets into the flat parameter buffers */
   char name[32];
+  int gathered; /* an up-convolution whose gradient the concat's split writes gathered (ops.h
+                   concat_bwd_gathered), as the model's layer_conv_t.dy_gathered */
 } conv_t;
 
 typedef struct {
@@ -230,6 +235,15 @@ static void plan(conv_t *cv)
   if (ws > N.ws_bytes) N.ws_bytes = ws;
 }
 
+/* SHMDDP_UPCONV_GATHERED, read as the model reads it (src/model/conv_engine.h) */
+static int up_gathered;
+
+/* Whether the up-convolution cv (planned) takes its gradient gathered: the model's choice. */
+static void choose_gathered(conv_t *cv)
+{
+  cv->gathered = model_upconv_gathered(&O, &cv->c, up_gathered);
+}
+
 /* Whether b runs its conv fused: the model's choice (src/model/conv_engine.h), with the first
  * block's BatchNorm + ReLU as its prologue when b is the second of the pair (prev: the first),
  * with its own statistics only when b is a first block (prev NULL); the workspace grows to what
@@ -302,6 +316,7 @@ static void build(void)
     blk_alloc(&N.dec1[i]);
     blk_alloc(&N.dec2[i]);
     plan(&N.up[i]);
+    choose_gathered(&N.up[i]);
     plan(&N.dec1[i].conv);
     plan(&N.dec2[i].conv);
     choose_fused(NULL, &N.dec1[i]);
@@ -353,17 +368,19 @@ static void conv_fwd(conv_t *cv, int n, const void *x, void *y)
      O.conv_fwd(&O, &cv->c, n, x, wp_at(cv->w_off), b, y, N.ws));
 }
 
+/* dy gathered where cv->gathered (the same bytes: the account's costs do not change) */
 static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
 {
   int bias = cv->c.kind != OPS_CONV3X3;
   OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
-     O.conv_bwd_filter(&O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL,
-                       0, N.ws));
+     (cv->gathered ? O.conv_bwd_filter_gathered : O.conv_bwd_filter)(
+         &O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL, 0, N.ws));
   /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
   grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
   if (dx)
     OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
-       O.conv_bwd_data(&O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
+       (cv->gathered ? O.conv_bwd_data_gathered : O.conv_bwd_data)(
+           &O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
 }
 
 /* The norm+ReLU of b's conv output b->a; ready: its statistics came with the conv (the fused
@@ -540,8 +557,14 @@ static int decoder_bwd(int n)
     }
     conv_bwd(&N.dec1[i].conv, n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
-    OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
-       O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
+    /* the up-convolution's part gathered where its backward reads that order */
+    if (N.up[i].gathered)
+      OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
+         O.concat_bwd_gathered(&O, N.g[cur], N.widths[i], N.widths[i], n, N.H >> i, N.W >> i,
+                               N.dskip[i], 0, N.g[!cur]));
+    else
+      OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
+         O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
     cur = !cur;
     blk_t *below = i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1];
     recompute(below, n, i + 1);
@@ -1001,6 +1024,7 @@ int main(int argc, char **argv)
   recompute_levels = parse_recompute(recomp, dt);
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
+  if (model_upconv_gathered_read(dt, &up_gathered, err, sizeof err) != 0) DIE("%s", err);
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
@@ -1012,13 +1036,17 @@ int main(int argc, char **argv)
   CU(cudaMemGetInfo(&free0, &total));
   N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
-  char config[1024], from[32] = "", fused[400];
+  char config[1280], from[32] = "", fused[400];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);
+  int ngathered = 0;
+  for (int i = 0; i < N.L - 1; i++) ngathered += N.up[i].gathered;
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
            "SGD momentum; backward recomputes at %d of %d levels (-r %s); conv engine %s "
-           "(SHMDDP_CONV_ENGINE): %s", widths, O.name, N.N, N.H, N.W, N.K,
-           N.nparams - param_off, from, recompute_levels, N.L, recomp, engine.setting, fused);
+           "(SHMDDP_CONV_ENGINE): %s; up-convolution gradients gathered at %d of %d levels "
+           "(SHMDDP_UPCONV_GATHERED)", widths, O.name, N.N, N.H, N.W, N.K,
+           N.nparams - param_off, from, recompute_levels, N.L, recomp, engine.setting, fused,
+           ngathered, N.L - 1);
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);

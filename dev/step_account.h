@@ -49,7 +49,9 @@ typedef struct {
 
 /* A convolution's pass (ACCT_CONV_FWD, ACCT_CONV_BWD_DATA or ACCT_CONV_BWD_FILTER) over n
  * images of shape c (ops.h: h, w are the input's; CONVT2X2 doubles them): elem bytes per
- * activation/weight element, gelem per weight-gradient element (the backward weights' output). */
+ * activation/weight element, gelem per weight-gradient element (the backward weights' output).
+ * Each tensor once: a CONVT2X2 backward's gather pass (NHWC dy) or its f32 partials are not
+ * counted, and with dy gathered (ops.h) there are none. */
 acct_cost_t acct_conv(const ops_conv_t *c, acct_pass_t pass, int n, size_t elem, size_t gelem);
 
 /* BatchNorm passes over P pixels of C channels (ACCT_BN_STATS, ACCT_BN_APPLY,
@@ -63,7 +65,8 @@ acct_cost_t acct_maxpool_fwd(int n, int h, int w, int C, size_t elem);
 acct_cost_t acct_maxpool_bwd(int n, int h, int w, int C, size_t elem, int acc);
 
 /* Concatenation of P pixels, [a (ca channels), b (cb)]: forward with or without a's part
- * (with_a 0: a was written in place); backward splits (acc_a: da added to). */
+ * (with_a 0: a was written in place); backward splits (acc_a: da added to), b's part in NHWC or
+ * gathered for the up-convolution (ops.h concat_bwd_gathered: the same bytes). */
 acct_cost_t acct_concat_fwd(size_t P, int ca, int cb, int with_a, size_t elem);
 acct_cost_t acct_concat_bwd(size_t P, int ca, int cb, int acc_a, size_t elem);
 

@@ -191,6 +191,66 @@ int FN(cpu_conv_bwd_data)(const ops_t *o, const ops_conv_t *c, int n, const void
   return ops_cpu_fail("unknown convolution kind %d", (int)c->kind);
 }
 
+/* ---- the transposed convolution's backward from dy gathered (ops.h) ----
+ * z's rows of 4 cout are the blocks convt_gather makes: the same GEMMs over the same chunks read
+ * them in place, and the bias gradient sums them in the NHWC image's order, so the results are
+ * the plain ops' bits. */
+
+static int FN(not_transposed)(const ops_conv_t *c)
+{
+  return ops_cpu_fail("a gradient in the gathered order is a transposed convolution's, not "
+                      "that of convolution kind %d", (int)c->kind);
+}
+
+/* bias_grad of the NHWC image whose gathered form is z: rows visited in the image's order. */
+static int FN(bias_grad_gathered)(const T *z, const ops_conv_t *c, int n, T *db, int acc)
+{
+  const int C = c->cout;
+  const size_t h = (size_t)c->h, w = (size_t)c->w;
+  double *s = calloc((size_t)C, sizeof *s);
+  if (!s) return ops_cpu_fail("out of memory summing a bias gradient (%d channels)", C);
+  for (size_t R = 0; R < (size_t)n * 2 * h; R++) /* R / 2 = image * h + t, R % 2 = i */
+    for (size_t col = 0; col < 2 * w; col++) {
+      const T *row = z + (((R / 2 * w + col / 2) * 2 + R % 2) * 2 + col % 2) * C;
+      for (int ch = 0; ch < C; ch++) s[ch] += row[ch];
+    }
+  for (int ch = 0; ch < C; ch++) db[ch] = (T)((acc ? (double)db[ch] : 0.0) + s[ch]);
+  free(s);
+  return 0;
+}
+
+int FN(cpu_conv_bwd_filter_gathered)(const ops_t *o, const ops_conv_t *c, int n, const void *xv,
+                                     const void *zv, void *dwv, void *dbv, int acc, void *wsv)
+{
+  if (c->kind != OPS_CONVT2X2) return FN(not_transposed)(c);
+  const T *x = xv, *z = zv;
+  T *dw = dwv, *db = dbv;
+  size_t P = (size_t)n * c->h * c->w, chunk = conv_chunk(c, P);
+  int ci = c->cin, co = c->cout;
+  if (P == 0 && !acc) memset(dw, 0, sizeof(T) * 4 * ci * co);
+  for (size_t p0 = 0; p0 < P; p0 += chunk) {
+    size_t pc = P - p0 < chunk ? P - p0 : chunk;
+    GEMM(1, 0, ci, 4 * co, (int)pc, 1, x + p0 * ci, ci, z + p0 * 4 * co, 4 * co,
+         (acc || p0) ? 1 : 0, dw, 4 * co);
+  }
+  return db ? FN(bias_grad_gathered)(z, c, n, db, acc) : 0;
+}
+
+int FN(cpu_conv_bwd_data_gathered)(const ops_t *o, const ops_conv_t *c, int n, const void *zv,
+                                   const void *wv, void *dxv, void *wsv)
+{
+  if (c->kind != OPS_CONVT2X2) return FN(not_transposed)(c);
+  const T *z = zv, *w = wv;
+  T *dx = dxv;
+  size_t P = (size_t)n * c->h * c->w, chunk = conv_chunk(c, P);
+  int ci = c->cin, co = c->cout;
+  for (size_t p0 = 0; p0 < P; p0 += chunk) {
+    size_t pc = P - p0 < chunk ? P - p0 : chunk;
+    GEMM(0, 1, (int)pc, ci, 4 * co, 1, z + p0 * 4 * co, 4 * co, w, 4 * co, 0, dx + p0 * ci, ci);
+  }
+  return 0;
+}
+
 #undef CCAT_
 #undef CCAT
 #undef FN

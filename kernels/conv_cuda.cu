@@ -12,8 +12,9 @@
  * backward-data, its input gradient is F's forward, and its filter gradient is F's
  * backward-filter with the two images swapped. Biases are own kernels (norm_cuda.cu). With
  * cuBLAS in the build the transposed convolution's forward and weight gradient run as GEMMs
- * (conv_up_gemm_cuda.cu), its input gradient too where the layer is bound by arithmetic; its
- * cuDNN plan stays for the rest.
+ * (conv_up_gemm_cuda.cu), its input gradient too where the layer is bound by arithmetic, and
+ * its whole backward where the gradient comes gathered (ops.h concat_bwd_gathered); its cuDNN
+ * plan stays for the rest.
  *
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
@@ -576,6 +577,41 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
                                (size_t)n * c->h * c->w, 0);
   }
   return f_backward_data(o, pl, al, w, dy, dx, ws);
+}
+
+/* The transposed convolution's gradient gathered (ops.h): only its cuBLAS GEMMs read that order
+ * (cuDNN's kernels take the NHWC image), so a layer planned without them (no cuBLAS in the
+ * build, leading dimensions past int) says 0, and the two entries refuse it. */
+int opc_conv_gathered(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONVT2X2 && c->plan && ((const conv_plan_t *)c->plan)->upc;
+}
+
+static conv_plan_t *gathered_plan_of(const ops_t *o, const ops_conv_t *c, int n)
+{
+  conv_plan_t *pl = plan_of(o, c, n);
+  if (pl && (c->kind != OPS_CONVT2X2 || !pl->upc)) {
+    opc_fail(o, "this convolution (kind %d) does not take its gradient in the gathered order "
+             "(conv_gathered says 0)", (int)c->kind);
+    return NULL;
+  }
+  return pl;
+}
+
+int opc_conv_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                 const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  conv_plan_t *pl = gathered_plan_of(o, c, n);
+  if (!pl) return -1;
+  return opc_upc_bwd_filter_gathered(o, c, pl->upc, n, x, dy, dw, db, acc, ws);
+}
+
+int opc_conv_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                               const void *w, void *dx, void *ws)
+{
+  conv_plan_t *pl = gathered_plan_of(o, c, n);
+  if (!pl) return -1;
+  return opc_upc_bwd_data_gathered(o, c, pl->upc, n, dy, w, dx, ws);
 }
 
 unsigned ops_cuda_conv_up_route(const ops_t *o, const ops_conv_t *c, int n, const void *w,

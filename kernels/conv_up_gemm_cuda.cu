@@ -21,6 +21,16 @@
  * cuDNN's kernel loses). 16-bit types accumulate in f32, f32 on TF32 tensor cores unless
  * SHMDDP_TF32=0, as every convolution.
  *
+ * dy gathered (ops.h concat_bwd_gathered: the concat's backward split writes the gradient as
+ * method (b)'s [pixel][i][j][cout] rows z, 4cout x P, at no cost of its own): every layer on
+ * these GEMMs takes it (opc_conv_gathered), and then
+ *   weight grad  dW = z x^T, method (b)'s one GEMM with K = every pixel, no gather and no
+ *                partials (a dW off alignment through f32 as below)
+ *   input grad   dx = W^T z, one GEMM with K = 4 cout (W the column-major 4cout x cin
+ *                matrix), dx written once; always here, never cuDNN (its kernels read NHWC)
+ *   bias grad    the channel sum over z's 4P rows of cout (dy's rows, in another order)
+ * Its sums are those of the NHWC path in another order: within rounding, not its bits.
+ *
  * Alignment: cuBLAS's fast tensor-core kernels (on Hopper the ones that load through the
  * tensor memory accelerator) need every matrix 16-byte aligned; for a matrix off that it falls
  * back to slower kernels. The model's flat parameter buffer can put the weights and their
@@ -28,7 +38,8 @@
  * off in 16-bit types at 4 classes. Such weights are first copied into the workspace (a few
  * MiB at most: microseconds), and such a weight gradient taken from the one GEMM of method
  * (b) is written as f32 into the workspace and rounded into place by the partials' pass (the
- * same rounding as the GEMM's own; method (a) writes it through that pass anyway). */
+ * same rounding as the GEMM's own; method (a) writes it through that pass anyway). The
+ * gathered dy's two GEMMs take the same copies and the same f32 way. */
 #include "config.h"
 
 #include <stdint.h>
@@ -469,6 +480,31 @@ int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, c
 
 /* ---- weight gradient ---- */
 
+/* dW (4cout x cin, ld 4cout) (+)= z (4cout x P, ld 4cout) x^T over every pixel at once: method
+ * (b)'s GEMM, from the gathered dy; a dW off alignment through an aligned f32 buffer and the
+ * partials' sum pass (one part). */
+static int wgrad_gathered(const ops_t *o, const ops_conv_t *c, size_t P, const void *z,
+                          const void *x, void *dw, int acc, void *ws)
+{
+  const size_t len = (size_t)4 * c->cout * c->cin;
+  const int via_f32 = !aligned16(dw);
+  float *out32 = (float *)((char *)ws + wgrad_out_off(o, c));
+  cublasHandle_t h = NULL;
+  if (opc_blas(o, (void **)&h)) return -1;
+  if (P > 0x7fffffff)
+    return opc_fail(o, "a transposed convolution over %zu pixels is too large", P);
+  const float one = 1, beta = acc && !via_f32 ? 1.f : 0.f;
+  cudaDataType_t t = blas_type(o->dtype);
+  cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 4 * c->cout, c->cin, (int)P, &one,
+                                  z, t, 4 * c->cout, x, t, c->cin, &beta,
+                                  via_f32 ? (void *)out32 : dw, via_f32 ? CUDA_R_32F : t,
+                                  4 * c->cout, compute_type(o), CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return opc_fail(o, "cuBLAS transposed convolution weight gradient failed (status %d)",
+                    (int)s);
+  return via_f32 ? partial_sum(o, out32, 1, len, dw, acc) : 0;
+}
+
 int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
                        const void *dy, void *dw, void *db, int acc, void *ws)
 {
@@ -493,26 +529,53 @@ int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
         return -1;
     if (partial_sum(o, (const float *)scratch, c->w, len, dw, acc)) return -1;
   } else {
-    /* dy gathered into z (4cout x P), then dW = z x^T over every pixel at once; a dW off
-     * alignment through an aligned f32 buffer and the sum pass (one part) */
-    const int via_f32 = !aligned16(dw);
-    float *out32 = (float *)((char *)ws + wgrad_out_off(o, c));
-    cublasHandle_t h = NULL;
-    if (gather(o, c, n, dy, scratch) || opc_blas(o, (void **)&h)) return -1;
-    if (P > 0x7fffffff)
-      return opc_fail(o, "a transposed convolution over %zu pixels is too large", P);
-    const float one = 1, beta = acc && !via_f32 ? 1.f : 0.f;
-    cudaDataType_t t = blas_type(o->dtype);
-    cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, 4 * c->cout, c->cin, (int)P,
-                                    &one, scratch, t, 4 * c->cout, x, t, c->cin, &beta,
-                                    via_f32 ? (void *)out32 : dw, via_f32 ? CUDA_R_32F : t,
-                                    4 * c->cout, compute_type(o), CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS)
-      return opc_fail(o, "cuBLAS transposed convolution weight gradient failed (status %d)",
-                      (int)s);
-    if (via_f32 && partial_sum(o, out32, 1, len, dw, acc)) return -1;
+    /* dy gathered into z (4cout x P), then dW = z x^T over every pixel at once */
+    if (gather(o, c, n, dy, scratch) || wgrad_gathered(o, c, P, scratch, x, dw, acc, ws))
+      return -1;
   }
   return db ? opc_channel_sum(o, dy, 4 * P, c->cout, db, acc) : 0;
+}
+
+/* ---- the backward from dy gathered (ops.h): the gather's result handed over ---- */
+
+int opc_upc_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                                const void *x, const void *z, void *dw, void *db, int acc,
+                                void *ws)
+{
+  const size_t e = o->elem, len = (size_t)4 * c->cout * c->cin;
+  const size_t P = (size_t)n * c->h * c->w;
+  if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
+    if (acc) return 0;
+    cudaStream_t st = opc_ctx(o)->stream;
+    OPC_CUDA(o, cudaMemsetAsync(dw, 0, len * e, st));
+    if (db) OPC_CUDA(o, cudaMemsetAsync(db, 0, c->cout * e, st));
+    return 0;
+  }
+  if (wgrad_gathered(o, c, P, z, x, dw, acc, ws)) return -1;
+  /* the 4P rows of cout in z are dy's rows in another order: the same per-channel sums */
+  return db ? opc_channel_sum(o, z, 4 * P, c->cout, db, acc) : 0;
+}
+
+/* dx (cin x P, ld cin) = W^T z with K = 4 cout: W the column-major 4cout x cin matrix, z 4cout x
+ * P; one GEMM writes dx once (the NHWC path's two GEMMs read and write it twice). */
+int opc_upc_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                              const void *z, const void *w, void *dx, void *ws)
+{
+  if (n == 0) return 0;
+  const size_t P = (size_t)n * c->h * c->w;
+  if (P > 0x7fffffff)
+    return opc_fail(o, "a transposed convolution over %zu pixels is too large", P);
+  cublasHandle_t h = NULL;
+  if (!(w = weights_for_gemm(o, c, w, ws)) || opc_blas(o, (void **)&h)) return -1;
+  const float one = 1, zero = 0;
+  cudaDataType_t t = blas_type(o->dtype);
+  cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, c->cin, (int)P, 4 * c->cout, &one,
+                                  w, t, 4 * c->cout, z, t, 4 * c->cout, &zero, dx, t, c->cin,
+                                  compute_type(o), CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return opc_fail(o, "cuBLAS transposed convolution input gradient failed (status %d)",
+                    (int)s);
+  return 0;
 }
 
 #else /* no cuBLAS: cuDNN does the transposed convolutions */
@@ -541,6 +604,17 @@ unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w
 }
 int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
                        const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  return opc_fail(o, "this build has no cuBLAS");
+}
+int opc_upc_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                                const void *x, const void *z, void *dw, void *db, int acc,
+                                void *ws)
+{
+  return opc_fail(o, "this build has no cuBLAS");
+}
+int opc_upc_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                              const void *z, const void *w, void *dx, void *ws)
 {
   return opc_fail(o, "this build has no cuBLAS");
 }

@@ -106,6 +106,32 @@ int FN(cpu_concat_bwd)(const ops_t *o, const void *dyv, int ca, int cb, size_t P
   return 0;
 }
 
+/* concat_bwd with db gathered (ops.h): output pixel (R, col) of the n * H rows, R = image * H +
+ * row, goes to input pixel (R / 2) * w + col / 2 (H even: R / 2 = image * h + row / 2), tap
+ * (R % 2, col % 2). */
+int FN(cpu_concat_bwd_gathered)(const ops_t *o, const void *dyv, int ca, int cb, int n, int H,
+                                int W, void *dav, int acc_a, void *dbv)
+{
+  if (n < 0 || H < 0 || W < 0 || H % 2 || W % 2)
+    return ops_cpu_fail("concat backward into the gathered order: %d images of %dx%d pixels "
+                        "(both sides must be even)", n, H, W);
+  const T *dy = dyv;
+  T *da = dav, *db = dbv;
+  const size_t rows = (size_t)n * H, w = (size_t)W / 2;
+  for (size_t R = 0; R < rows; R++)
+    for (size_t col = 0; col < (size_t)W; col++) {
+      const size_t p = R * W + col;
+      const T *row = dy + p * (ca + cb);
+      if (acc_a)
+        for (int c = 0; c < ca; c++) da[p * ca + c] += row[c];
+      else
+        memcpy(da + p * ca, row, sizeof(T) * ca);
+      const size_t q = ((R / 2 * w + col / 2) * 2 + R % 2) * 2 + col % 2;
+      memcpy(db + q * cb, row + ca, sizeof(T) * cb);
+    }
+  return 0;
+}
+
 int FN(cpu_from_f32)(const ops_t *o, const float *src, size_t count, void *dstv)
 {
   T *dst = dstv;

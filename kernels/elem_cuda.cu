@@ -212,6 +212,79 @@ int opc_concat_bwd(const ops_t *o, const void *dy, int ca, int cb, size_t P, voi
   OPC_DISPATCH(o, concat_t, o, 0, da, ca, db, cb, P, (void *)dy, acc_a);
 }
 
+/* concat_bwd with b's part gathered (ops.h concat_bwd_gathered): row p = R * W + col of dy
+ * (R = image * H + row, H even) sends its b part to row ((R / 2 * (W / 2) + col / 2) * 2 + R % 2)
+ * * 2 + col % 2 of b; the same packs, bytes and geometry as concat_kernel's backward, and the
+ * row's index arithmetic in I (32 bits where the rows fit). */
+template <typename T, int N, typename I>
+__global__ void concat_split_gathered_kernel(const T *dy, T *a, int ca, T *b, int cb, I rows,
+                                             I W, int gb, int r, int acc_a)
+{
+  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  const int C = ca + cb, c0 = g * N;
+  if (c0 >= C) return;
+  const I w = W >> 1;
+  for (I p = (I)blockIdx.y * r + row; p < rows; p += (I)gridDim.y * r) {
+    opc_pack<T, N> v = opc_load<T, N>(dy + (size_t)p * C + c0);
+    if (c0 < ca) {
+      T *part = a + (size_t)p * ca + c0;
+      if (acc_a) {
+        opc_pack<T, N> old = opc_load<T, N>(part);
+        for (int k = 0; k < N; k++) v.v[k] = opc_st<T>(opc_ld(old.v[k]) + opc_ld(v.v[k]));
+      }
+      opc_store<T, N>(part, v);
+    } else {
+      const I R = p / W, col = p - R * W;
+      const I q = (((R >> 1) * w + (col >> 1)) * 2 + (R & 1)) * 2 + (col & 1);
+      opc_store<T, N>(b + (size_t)q * cb + (c0 - ca), v);
+    }
+  }
+}
+
+template <typename T, int N, typename I>
+static void concat_split_gathered_launch(const ops_t *o, const opc_geo_t &g, const void *dy,
+                                         void *a, int ca, void *b, int cb, size_t P, int W,
+                                         int acc_a)
+{
+  concat_split_gathered_kernel<T, N, I><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
+      (const T *)dy, (T *)a, ca, (T *)b, cb, (I)P, (I)W, g.gb, g.r, acc_a);
+}
+
+template <typename T>
+static int concat_split_gathered_t(const ops_t *o, const void *dy, int ca, int cb, int n, int H,
+                                   int W, void *da, int acc_a, void *db)
+{
+  const int V = 16 / sizeof(T);
+  const size_t P = (size_t)n * H * W;
+  if (P == 0) return 0;
+  int N = opc_vec_width(sizeof(T), ca, da, db, dy);
+  if (cb % V) N = 1;
+  opc_geo_t g = OPC_PASS_GEO(o, P, ca + cb, N, 1);
+  /* the last row a thread steps past stays below 2^32 */
+  const int narrow = P + (size_t)g.grid.y * g.r < 0xffffffffu;
+  if (N == V) {
+    if (narrow)
+      concat_split_gathered_launch<T, V, unsigned>(o, g, dy, da, ca, db, cb, P, W, acc_a);
+    else
+      concat_split_gathered_launch<T, V, size_t>(o, g, dy, da, ca, db, cb, P, W, acc_a);
+  } else if (narrow) {
+    concat_split_gathered_launch<T, 1, unsigned>(o, g, dy, da, ca, db, cb, P, W, acc_a);
+  } else {
+    concat_split_gathered_launch<T, 1, size_t>(o, g, dy, da, ca, db, cb, P, W, acc_a);
+  }
+  OPC_LAUNCHED(o, "concat backward (gathered)");
+  return 0;
+}
+
+int opc_concat_bwd_gathered(const ops_t *o, const void *dy, int ca, int cb, int n, int H, int W,
+                            void *da, int acc_a, void *db)
+{
+  if (n < 0 || H < 0 || W < 0 || H % 2 || W % 2)
+    return opc_fail(o, "concat backward into the gathered order: %d images of %dx%d pixels "
+                    "(both sides must be even)", n, H, W);
+  OPC_DISPATCH(o, concat_split_gathered_t, o, dy, ca, cb, n, H, W, da, acc_a, db);
+}
+
 /* ---- casts: 4 elements per thread (16 bytes of f32) ---- */
 
 template <typename T, int N>

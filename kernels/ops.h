@@ -163,6 +163,31 @@ struct ops {
   int (*concat_bwd)(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da,
                     int acc_a, void *db);
 
+  /* The transposed convolution's output gradient in its GEMM's order ("gathered"). For an
+   * OPS_CONVT2X2 output of n images of (2h, 2w) pixels and C = cout channels, the gathered z
+   * holds, for each input pixel p = (image * h + t) * w + s, the 4C values
+   * dy[image][2t + i][2s + j][c] for i, j in {0, 1} and c < C, in that order:
+   *   z[((p * 2 + i) * 2 + j) * C + c] = dy[image][2t + i][2s + j][c]
+   * the same elements as the NHWC dy, moved: row i j of pixel p is the GEMM's row for tap
+   * (i, j), so the convolution's backward needs no gather pass of its own. NULL entries: the
+   * backend has none (the model then runs concat_bwd, conv_bwd_filter and conv_bwd_data).
+   *   concat_bwd_gathered:      concat_bwd over n images of H x W pixels (H and W even, P =
+   *                             n H W) with db written gathered (C = cb, h = H/2, w = W/2);
+   *                             da as concat_bwd's
+   *   conv_gathered:            1 when the planned transposed convolution c takes dy gathered
+   *                             in the two entries below, else 0 (other kinds, or a plan whose
+   *                             backward cannot read that order)
+   *   conv_bwd_filter_gathered: conv_bwd_filter of c (dw, db, acc as there) from dy gathered
+   *   conv_bwd_data_gathered:   conv_bwd_data of c from dy gathered
+   * The CPU backend's results are its plain ops' bits (the same sums in the same order). */
+  int (*concat_bwd_gathered)(const ops_t *o, const void *dy, int ca, int cb, int n, int H,
+                             int W, void *da, int acc_a, void *db);
+  int (*conv_gathered)(const ops_t *o, const ops_conv_t *c);
+  int (*conv_bwd_filter_gathered)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                  const void *dy, void *dw, void *db, int acc, void *ws);
+  int (*conv_bwd_data_gathered)(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                                const void *w, void *dx, void *ws);
+
   /* Per-pixel softmax cross-entropy over K classes, labels == ignore_index skipped.
    * *loss_sum = Σ -log p[label] and *count = number of counted pixels (host values).
    * dlogits (may be NULL) = scale * (softmax - onehot) / count (0 on ignored pixels), where

@@ -46,6 +46,13 @@ const char *ops_cpu_last_error(const ops_t *o);
                          size_t P, void *y);                                                    \
   int cpu_concat_bwd_##S(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da,   \
                          int acc_a, void *db);                                                  \
+  int cpu_concat_bwd_gathered_##S(const ops_t *o, const void *dy, int ca, int cb, int n, int H, \
+                                  int W, void *da, int acc_a, void *db);                       \
+  int cpu_conv_bwd_filter_gathered_##S(const ops_t *o, const ops_conv_t *c, int n,              \
+                                       const void *x, const void *dy, void *dw, void *db,       \
+                                       int acc, void *ws);                                      \
+  int cpu_conv_bwd_data_gathered_##S(const ops_t *o, const ops_conv_t *c, int n, const void *dy, \
+                                     const void *w, void *dx, void *ws);                        \
   int cpu_softmax_ce_##S(const ops_t *o, const void *logits, const int32_t *labels, size_t P,  \
                          int K, int ignore_index, double scale, double norm_count,             \
                          void *dlogits, int32_t *pred, double *loss_sum, long *count);          \

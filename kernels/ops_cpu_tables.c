@@ -10,6 +10,12 @@
 static void cpu_destroy(ops_t *o) { (void)o; }
 static void cpu_conv_plan_free(const ops_t *o, ops_conv_t *c) { c->plan = NULL; }
 
+/* Every transposed convolution takes its gradient gathered (ops.h). */
+static int cpu_conv_gathered(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONVT2X2;
+}
+
 static int cpu_fill_zero(const ops_t *o, void *dst, size_t bytes)
 {
   memset(dst, 0, bytes);
@@ -57,6 +63,9 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
     .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
     .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \
+    .concat_bwd_gathered = cpu_concat_bwd_gathered_##S, .conv_gathered = cpu_conv_gathered,      \
+    .conv_bwd_filter_gathered = cpu_conv_bwd_filter_gathered_##S,                               \
+    .conv_bwd_data_gathered = cpu_conv_bwd_data_gathered_##S,                                   \
     .softmax_ce = cpu_softmax_ce_##S, .from_f32 = cpu_from_f32_##S, .to_f32 = cpu_to_f32_##S,   \
     .fill_zero = cpu_fill_zero, .softmax_ce_async = cpu_softmax_ce_async,                        \
     .labels_check_async = cpu_labels_check_async, .labels_result = cpu_labels_result,           \

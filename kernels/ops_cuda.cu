@@ -195,6 +195,10 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->maxpool_bwd = opc_maxpool_bwd;
   o->concat_fwd = opc_concat_fwd;
   o->concat_bwd = opc_concat_bwd;
+  o->concat_bwd_gathered = opc_concat_bwd_gathered;
+  o->conv_gathered = opc_conv_gathered;
+  o->conv_bwd_filter_gathered = opc_conv_bwd_filter_gathered;
+  o->conv_bwd_data_gathered = opc_conv_bwd_data_gathered;
   o->softmax_ce = opc_softmax_ce;
   o->from_f32 = opc_from_f32;
   o->to_f32 = opc_to_f32;

@@ -198,13 +198,21 @@ int opc_conv_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *
                         const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy, const void *w,
                       void *dx, void *ws);
+/* ops.h's entries for the transposed convolution's gradient gathered (conv_cuda.cu): a layer on
+ * the cuBLAS GEMMs takes it. */
+int opc_conv_gathered(const ops_t *o, const ops_conv_t *c);
+int opc_conv_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                 const void *dy, void *dw, void *db, int acc, void *ws);
+int opc_conv_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
+                               const void *w, void *dx, void *ws);
 /* The table's cuBLAS handle (a cublasHandle_t, made on first use; conv_gemm_cuda.cu) and, in
  * builds with cuBLASLt, its cuBLASLt handle with the workspace both share. */
 int opc_blas(const ops_t *o, void **handle);
 int opc_blaslt(const ops_t *o, void **handle, void **ws, size_t *ws_bytes);
 /* The 2x2 transposed convolution as cuBLAS GEMMs (conv_up_gemm_cuda.cu): opc_upc_plan sets *u
- * (NULL: cuDNN does the layer) and the workspace it needs; the input gradient goes through it
- * only where opc_upc_bwd_data_enabled says so (else cuDNN's). */
+ * (NULL: cuDNN does the layer) and the workspace it needs; the input gradient from NHWC dy goes
+ * through it only where opc_upc_bwd_data_enabled says so (else cuDNN's), from gathered dy
+ * always. */
 typedef struct opc_upc opc_upc_t;
 int opc_upc_plan(const ops_t *o, const ops_conv_t *c, opc_upc_t **u, size_t *ws_bytes);
 void opc_upc_free(opc_upc_t *u);
@@ -215,6 +223,12 @@ int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
                        const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_upc_bwd_data(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *dy,
                      const void *w, void *dx, void *ws);
+/* The same two from dy gathered (ops.h): one GEMM each, no gather pass, no partials. */
+int opc_upc_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                                const void *x, const void *z, void *dw, void *db, int acc,
+                                void *ws);
+int opc_upc_bwd_data_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n,
+                              const void *z, const void *w, void *dx, void *ws);
 /* ops_cuda_conv_up_route's answer for a layer on the GEMMs. */
 unsigned opc_upc_route(const ops_t *o, const ops_conv_t *c, int n, const void *w, const void *dw);
 /* 1x1 convolutions as cuBLAS GEMMs (conv_gemm_cuda.cu), unless SHMDDP_CONV1X1=cudnn; they need
@@ -302,6 +316,8 @@ int opc_concat_fwd(const ops_t *o, const void *a, int ca, const void *b, int cb,
                    void *y);
 int opc_concat_bwd(const ops_t *o, const void *dy, int ca, int cb, size_t P, void *da, int acc_a,
                    void *db);
+int opc_concat_bwd_gathered(const ops_t *o, const void *dy, int ca, int cb, int n, int H, int W,
+                            void *da, int acc_a, void *db);
 int opc_from_f32(const ops_t *o, const float *src, size_t count, void *dst);
 int opc_to_f32(const ops_t *o, const void *src, size_t count, float *dst, int acc);
 

@@ -142,6 +142,14 @@ static const shm_env_param_t table[] = {
                 "GPU, off otherwise (bench/results/ab_wgrad_stream_1xh200.txt); always off when "
                 "weight gradients are staged one layer at a time (16-bit compute with f32 "
                 "gradients)"},
+    {.name = "SHMDDP_UPCONV_GATHERED", .kind = SHM_ENV_CHOICE, .choices = "auto|0|1",
+     .dflt = "auto", .reader = "the model, when it is built",
+     .meaning = "1: the concat's backward writes each up-convolution's gradient in the order "
+                "its GEMMs read (kernels/ops.h concat_bwd_gathered), so its weight and input "
+                "gradients are one GEMM each with no gather pass, wherever the backend takes it "
+                "(the CPU; on a GPU, up-convolutions on cuBLAS); 0: that gradient in NHWC; "
+                "auto: 1 in 16-bit compute types (bf16, fp16), 0 otherwise "
+                "(bench/results/ab_pdl_upgather_1xh100.txt)"},
     /* set by the launcher in every rank (shm/launcher.c) */
     {.name = "SHMDDP_RANK", .kind = SHM_ENV_SET, .dflt = "-", .reader = "the rank's code",
      .meaning = "this rank's number"},

@@ -3,7 +3,8 @@
  * BatchNorm and GroupNorm, bf16 and fp16; an SGD step and the non-finite check on the device; and
  * that a second step learns; the CUDA-graph step against the eager one, and the trainer's updates
  * (model_update, working-precision gradients) against optim_step, bit for bit; a network whose
- * layout has alignment padding, in bf16, keeping that padding zero. Exits 77 (SKIP)
+ * layout has alignment padding, in bf16, keeping that padding zero; the up-convolutions'
+ * gradient gathered against NHWC. Exits 77 (SKIP)
  * without a GPU, like check_ops_cuda. */
 #include "config.h"
 
@@ -486,6 +487,74 @@ START_TEST(test_fused_wide)
 }
 END_TEST
 
+/* The up-convolutions' gradient gathered by the concat's split (SHMDDP_UPCONV_GATHERED=1,
+ * wherever the layer runs on cuBLAS: kernels/ops.h concat_bwd_gathered) against NHWC (0): with
+ * cuBLAS in the build every level takes it (by default, auto, in bf16 and not in fp32), and the
+ * gathered steps repeat bit for bit, eagerly and replayed in a CUDA graph; the first loss
+ * (forward only) is the NHWC run's, bit for bit, and the rest stay within the rounding of
+ * another order of sums (the input gradient one GEMM instead of two or cuDNN's), in bf16 and in
+ * fp32 (whose weight gradients run on the side stream from level 1: the up-convolutions' among
+ * them). */
+START_TEST(test_upconv_gathered)
+{
+  char err[512];
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.device = MODEL_DEVICE_CUDA;
+  const char *envs[] = {NULL, "0", "1"};
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < 3; k++) {
+      cfg.precision = p ? MODEL_FP32 : MODEL_BF16;
+      if (envs[k]) setenv("SHMDDP_UPCONV_GATHERED", envs[k], 1);
+      model_t *m = NULL;
+      ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+      unsetenv("SHMDDP_UPCONV_GATHERED");
+#ifdef HAVE_CUBLAS
+      const int want = envs[k] ? envs[k][0] == '1' : !p;
+#else
+      const int want = 0;
+#endif
+      for (int i = 0; i < cfg.levels - 1; i++)
+        ck_assert_msg(m->dec[i].up.dy_gathered == want, "%s, SHMDDP_UPCONV_GATHERED=%s, level "
+                      "%d: gathered %d", p ? "fp32" : "bf16", envs[k] ? envs[k] : "(auto)", i,
+                      m->dec[i].up.dy_gathered);
+      model_destroy(m);
+    }
+  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
+  const size_t np = model_config_flat_size(&cfg);
+  for (int k = 0; k < 2; k++) {
+    float lp[GRAPH_STEPS], lg[GRAPH_STEPS], lg2[GRAPH_STEPS], lgg[GRAPH_STEPS];
+    long r = 0;
+    const double tol = precs[k] == MODEL_FP32 ? 1e-3 : 1e-2;
+    setenv("SHMDDP_UPCONV_GATHERED", "0", 1);
+    float *pp = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lp, &r);
+    setenv("SHMDDP_UPCONV_GATHERED", "1", 1);
+    float *pg = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lg, &r);
+    float *pg2 = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lg2, &r);
+    float *pgg = graph_run(precs[k], MODEL_NORM_BATCH, 1, UPDATE_MODEL, lgg, &r);
+    unsetenv("SHMDDP_UPCONV_GATHERED");
+    ck_assert_msg(lg[0] == lp[0], "precision %d: first loss %.9g gathered, %.9g NHWC",
+                  (int)precs[k], lg[0], lp[0]);
+    for (int i = 0; i < GRAPH_STEPS; i++) {
+      ck_assert_msg(lg2[i] == lg[i] && lgg[i] == lg[i], "precision %d step %d: gathered losses "
+                    "%.9g, %.9g, graph %.9g differ", (int)precs[k], i, lg[i], lg2[i], lgg[i]);
+      ck_assert_msg(fabs(lg[i] - lp[i]) <= (i == 0 ? tol : 5 * tol) * fabs(lp[i]),
+                    "precision %d step %d: loss %.6f gathered, %.6f NHWC", (int)precs[k], i,
+                    lg[i], lp[i]);
+    }
+    ck_assert_msg(lg[GRAPH_STEPS - 1] < lg[0], "precision %d: the gathered steps did not learn: "
+                  "%g -> %g", (int)precs[k], lg[0], lg[GRAPH_STEPS - 1]);
+    ck_assert_msg(memcmp(pg, pg2, np * 4) == 0, "precision %d: two gathered runs end with "
+                  "different parameters", (int)precs[k]);
+    ck_assert_msg(memcmp(pg, pgg, np * 4) == 0, "precision %d: the gathered graph ends with "
+                  "other parameters", (int)precs[k]);
+    double e = rel_err(pg, pp, np);
+    ck_assert_msg(e <= 2 * tol, "precision %d: parameters after %d steps, gathered vs NHWC "
+                  "relative %.3g", (int)precs[k], GRAPH_STEPS, e);
+  }
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
@@ -499,6 +568,9 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   TCase *ts = SUITE_CASE(s, "side", test_side_stream);
   tcase_add_checked_fixture(ts, NULL, teardown);
   tcase_set_timeout(ts, 180); /* twelve models */
+  TCase *tu = SUITE_CASE(s, "upconv_gathered", test_upconv_gathered);
+  tcase_add_checked_fixture(tu, NULL, teardown);
+  tcase_set_timeout(tu, 180); /* fourteen models */
   return s;
 }
 

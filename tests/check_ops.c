@@ -540,6 +540,224 @@ START_TEST(concat_grad)
 }
 END_TEST
 
+/* ---- the up-convolution's gradient in the gathered order (ops.h concat_bwd_gathered) ---- */
+
+/* The test's own gather, from ops.h's definition: for each input pixel p = (image * h + t) * w
+ * + s of an output of n images of (2h, 2w) pixels and C channels, z[((p * 2 + i) * 2 + j) * C
+ * + c] = d[image][2t + i][2s + j][c]; elements of e bytes. */
+static void host_gather(const void *dv, int n, int h, int w, int C, size_t e, void *zv)
+{
+  const char *d = dv;
+  char *z = zv;
+  for (int img = 0; img < n; img++)
+    for (int t = 0; t < h; t++)
+      for (int s = 0; s < w; s++)
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 2; j++) {
+            size_t p = ((size_t)img * h + t) * w + s;
+            size_t from = (((size_t)img * 2 * h + 2 * t + i) * 2 * w + 2 * s + j) * C;
+            memcpy(z + ((p * 2 + i) * 2 + j) * C * e, d + from * e, (size_t)C * e);
+          }
+}
+
+/* v (n doubles) in o's dtype (f32 rounds), in a new buffer; poison: the same size of 0xff bytes
+ * (NaN in either dtype), for outputs. */
+static void *typed(const ops_t *o, const double *v, size_t n)
+{
+  void *t = malloc((n ? n : 1) * o->elem);
+  for (size_t i = 0; i < n; i++) {
+    if (o->dtype == OPS_F32) ((float *)t)[i] = (float)v[i];
+    else ((double *)t)[i] = v[i];
+  }
+  return t;
+}
+static void *poison(const ops_t *o, size_t n)
+{
+  void *t = malloc((n ? n : 1) * o->elem);
+  memset(t, 0xff, (n ? n : 1) * o->elem);
+  return t;
+}
+static double at(const ops_t *o, const void *t, size_t i)
+{
+  return o->dtype == OPS_F32 ? (double)((const float *)t)[i] : ((const double *)t)[i];
+}
+
+/* The split into the gathered order against concat_bwd followed by the test's own gather: the
+ * same bits (a move), da as concat_bwd's (written and added). */
+static void split_case(const ops_t *o, int n, int H, int W, int ca, int cb)
+{
+  size_t P = (size_t)n * H * W, e = o->elem;
+  double *v = rvec(P * (ca + cb), 1, 0), *base = rvec(P * ca, 1, 0);
+  void *dy = typed(o, v, P * (ca + cb)), *da0 = typed(o, base, P * ca);
+  void *da_ref = typed(o, base, P * ca), *db_ref = poison(o, P * cb), *z_ref = poison(o, P * cb);
+  void *da = typed(o, base, P * ca), *z = poison(o, P * cb);
+  char what[96];
+  snprintf(what, sizeof what, "%s: %d images of %dx%d, %d + %d channels", o->name, n, H, W, ca,
+           cb);
+  for (int acc = 0; acc < 2; acc++) {
+    memcpy(da_ref, da0, P * ca * e), memcpy(da, da0, P * ca * e);
+    memset(z, 0xff, P * cb * e);
+    ck_assert_int_eq(o->concat_bwd(o, dy, ca, cb, P, da_ref, acc, db_ref), 0);
+    host_gather(db_ref, n, H / 2, W / 2, cb, e, z_ref);
+    ck_assert_msg(o->concat_bwd_gathered(o, dy, ca, cb, n, H, W, da, acc, z) == 0, "%s: %s", what,
+                  o->last_error(o));
+    ck_assert_msg(memcmp(z, z_ref, P * cb * e) == 0, "%s: the gathered part differs (acc %d)",
+                  what, acc);
+    ck_assert_msg(memcmp(da, da_ref, P * ca * e) == 0, "%s: the first part differs (acc %d)",
+                  what, acc);
+  }
+  free(v), free(base), free(dy), free(da0), free(da_ref), free(db_ref), free(z_ref), free(da);
+  free(z);
+}
+
+START_TEST(concat_split_gathered)
+{
+  const ops_t *os[2] = {&o64, &o32};
+  for (int k = 0; k < 2; k++) {
+    split_case(os[k], 2, 6, 10, 3, 5);  /* widths off every power of two */
+    split_case(os[k], 1, 2, 2, 1, 1);   /* one input pixel, one channel each */
+    split_case(os[k], 3, 4, 14, 8, 16); /* several images: rows never pair across them */
+    split_case(os[k], 2, 10, 2, 4, 3);  /* one input column */
+    split_case(os[k], 0, 4, 4, 2, 2);   /* no images: nothing to do, no error */
+    /* a side that is not even has no gathered order: refused with a message */
+    double v[64] = {0}, a[32], b[32];
+    ck_assert_int_ne(os[k]->concat_bwd_gathered(os[k], v, 2, 2, 1, 3, 4, a, 0, b), 0);
+    ck_assert_ptr_nonnull(strstr(os[k]->last_error(os[k]), "even"));
+    ck_assert_int_ne(os[k]->concat_bwd_gathered(os[k], v, 2, 2, 1, 4, 5, a, 0, b), 0);
+  }
+}
+END_TEST
+
+/* The transposed convolution's backward from dy gathered against the plain ops from dy (the
+ * same bits: ops.h says the CPU's are), with and without accumulating, and against the test's
+ * own sums in f64 from the definitions (the plain ops are checked by finite differences in
+ * convt2x2_grad): dw[ci][i][j][co] = Σ_p x[p][ci] dy(p, i, j)[co], db[co] = Σ dy[.][co],
+ * dx[p][ci] = Σ_{i, j, co} w[ci][i][j][co] dy(p, i, j)[co], dy(p, i, j) the output pixel
+ * (2t + i, 2s + j) of input pixel p = (image, t, s). */
+typedef struct {
+  double *dw, *dw_mag, *db, *db_mag, *dx, *dx_mag;
+} convt_def_t;
+
+static convt_def_t convt_by_definition(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                       const void *wt, const void *dy)
+{
+  const int h = c->h, w = c->w, cin = c->cin, cout = c->cout;
+  const size_t P = (size_t)n * h * w, nw = (size_t)4 * cin * cout;
+  convt_def_t d = {calloc(nw, 8), calloc(nw, 8), calloc(cout, 8), calloc(cout, 8),
+                   calloc(P * cin + 1, 8), calloc(P * cin + 1, 8)};
+  for (size_t p = 0; p < P; p++) {
+    size_t img = p / ((size_t)h * w), t = p / w % h, s = p % w;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        for (int co = 0; co < cout; co++) {
+          const double g = at(o, dy, ((img * 2 * h + 2 * t + i) * 2 * w + 2 * s + j) * cout + co);
+          d.db[co] += g, d.db_mag[co] += fabs(g);
+          for (int ci = 0; ci < cin; ci++) {
+            const size_t k = (((size_t)ci * 2 + i) * 2 + j) * cout + co;
+            const double tw = at(o, x, p * cin + ci) * g, tx = at(o, wt, k) * g;
+            d.dw[k] += tw, d.dw_mag[k] += fabs(tw);
+            d.dx[p * cin + ci] += tx, d.dx_mag[p * cin + ci] += fabs(tx);
+          }
+        }
+  }
+  return d;
+}
+
+static void convt_def_free(convt_def_t *d)
+{
+  free(d->dw), free(d->dw_mag), free(d->db), free(d->db_mag), free(d->dx), free(d->dx_mag);
+}
+
+/* got[i] against base[i] (when not NULL) + ref[i] within tol of the terms' magnitudes. */
+static void near_def(const ops_t *o, const void *got, const double *base, const double *ref,
+                     const double *mag, size_t count, const char *what, const char *name)
+{
+  const double tol = o->dtype == OPS_F32 ? 2e-6 : 1e-13;
+  for (size_t k = 0; k < count; k++) {
+    double want = (base ? base[k] : 0) + ref[k];
+    ck_assert_msg(fabs(at(o, got, k) - want) <= tol * (1 + mag[k] + (base ? fabs(base[k]) : 0)),
+                  "%s: %s[%zu] %.12g, by its definition %.12g", what, name, k, at(o, got, k),
+                  want);
+  }
+}
+
+static void convt_gathered_case(const ops_t *o, int n, int max_n, int h, int w, int cin, int cout)
+{
+  ops_conv_t c = {.kind = OPS_CONVT2X2, .h = h, .w = w, .cin = cin, .cout = cout,
+                  .max_n = max_n};
+  size_t wsb = 0, e = o->elem;
+  ck_assert_int_eq(o->conv_plan(o, &c, &wsb), 0);
+  ck_assert_int_eq(o->conv_gathered(o, &c), 1);
+  const size_t P = (size_t)n * h * w, nx = P * cin, ny = 4 * P * cout, nw = (size_t)4 * cin * cout;
+  double *xv = rvec(nx, 1, 0.1), *wv = rvec(nw, 0.5, 0), *dyv = rvec(ny, 1, 0);
+  double *gb = rvec(nw, 1, 0), *bb = rvec(cout, 1, 0);
+  void *x = typed(o, xv, nx), *wt = typed(o, wv, nw), *dy = typed(o, dyv, ny), *z = poison(o, ny);
+  /* the accumulators' starting values as the dtype holds them */
+  void *gbt = typed(o, gb, nw), *bbt = typed(o, bb, cout);
+  for (size_t k = 0; k < nw; k++) gb[k] = at(o, gbt, k);
+  for (int k = 0; k < cout; k++) bb[k] = at(o, bbt, k);
+  void *ws = malloc(wsb + 8);
+  host_gather(dy, n, h, w, cout, e, z);
+  convt_def_t d = convt_by_definition(o, &c, n, x, wt, dy);
+  char what[96];
+  snprintf(what, sizeof what, "%s: %d of %d images of %dx%d, %d -> %d", o->name, n, max_n, h, w,
+           cin, cout);
+  for (int acc = 0; acc < 2; acc++) {
+    void *dw_p = acc ? typed(o, gb, nw) : poison(o, nw);
+    void *db_p = acc ? typed(o, bb, cout) : poison(o, cout);
+    void *dw_g = acc ? typed(o, gb, nw) : poison(o, nw);
+    void *db_g = acc ? typed(o, bb, cout) : poison(o, cout);
+    ck_assert_int_eq(o->conv_bwd_filter(o, &c, n, x, dy, dw_p, db_p, acc, ws), 0);
+    ck_assert_msg(o->conv_bwd_filter_gathered(o, &c, n, x, z, dw_g, db_g, acc, ws) == 0,
+                  "%s: %s", what, o->last_error(o));
+    ck_assert_msg(memcmp(dw_g, dw_p, nw * e) == 0, "%s: dw differs from the plain op's (acc %d)",
+                  what, acc);
+    ck_assert_msg(memcmp(db_g, db_p, cout * e) == 0,
+                  "%s: db differs from the plain op's (acc %d)", what, acc);
+    near_def(o, dw_g, acc ? gb : NULL, d.dw, d.dw_mag, nw, what, "dw");
+    near_def(o, db_g, acc ? bb : NULL, d.db, d.db_mag, cout, what, "db");
+    free(dw_p), free(db_p), free(dw_g), free(db_g);
+  }
+  void *dx_p = poison(o, nx), *dx_g = poison(o, nx);
+  ck_assert_int_eq(o->conv_bwd_data(o, &c, n, dy, wt, dx_p, ws), 0);
+  ck_assert_msg(o->conv_bwd_data_gathered(o, &c, n, z, wt, dx_g, ws) == 0, "%s: %s", what,
+                o->last_error(o));
+  ck_assert_msg(memcmp(dx_g, dx_p, nx * e) == 0, "%s: dx differs from the plain op's", what);
+  near_def(o, dx_g, NULL, d.dx, d.dx_mag, nx, what, "dx");
+  convt_def_free(&d);
+  free(dx_p), free(dx_g), free(gbt), free(bbt);
+  free(xv), free(wv), free(dyv), free(gb), free(bb), free(x), free(wt), free(dy), free(z);
+  free(ws);
+  o->conv_plan_free(o, &c);
+}
+
+START_TEST(convt_gathered_backward)
+{
+  const ops_t *os[2] = {&o64, &o32};
+  for (int k = 0; k < 2; k++) {
+    const ops_t *o = os[k];
+    convt_gathered_case(o, 2, 2, 3, 5, 7, 3);  /* odd sides and channels */
+    convt_gathered_case(o, 1, 1, 1, 1, 2, 1);  /* one pixel, one output channel */
+    convt_gathered_case(o, 2, 3, 5, 3, 13, 6); /* a smaller batch than planned */
+    convt_gathered_case(o, 2, 2, 50, 50, 5, 64); /* 5000 pixels: the GEMMs in two chunks */
+    convt_gathered_case(o, 0, 2, 4, 4, 3, 2);  /* no images: zero gradients, dx untouched */
+    /* only a transposed convolution has the order: the others say 0 and are refused */
+    ops_conv_t c3 = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 2, .cout = 2, .max_n = 1};
+    ops_conv_t c1 = {.kind = OPS_CONV1X1, .h = 4, .w = 4, .cin = 2, .cout = 2, .max_n = 1};
+    size_t wsb = 0;
+    ck_assert_int_eq(o->conv_plan(o, &c3, &wsb), 0);
+    ck_assert_int_eq(o->conv_plan(o, &c1, &wsb), 0);
+    ck_assert_int_eq(o->conv_gathered(o, &c3), 0);
+    ck_assert_int_eq(o->conv_gathered(o, &c1), 0);
+    double buf[512] = {0};
+    ck_assert_int_ne(o->conv_bwd_filter_gathered(o, &c3, 1, buf, buf, buf, NULL, 0, buf), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "transposed"));
+    ck_assert_int_ne(o->conv_bwd_data_gathered(o, &c1, 1, buf, buf, buf, buf), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "transposed"));
+  }
+}
+END_TEST
+
 typedef struct {
   double *z;
   int32_t *lab;
@@ -616,6 +834,8 @@ static Suite *make_ops_suite(const suite_env_t *env)
                   bn_eval_uses_running, casts_round_trip);
   tcase_add_checked_fixture(tc, setup, NULL);
   tc = SUITE_CASE(s, "syncbn", syncbn_equal_halves, syncbn_unequal_halves, syncbn_empty_half);
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tc = SUITE_CASE(s, "gathered", concat_split_gathered, convt_gathered_backward);
   tcase_add_checked_fixture(tc, setup, NULL);
   return s;
 }

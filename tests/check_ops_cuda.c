@@ -187,6 +187,43 @@ START_TEST(test_concat)
 }
 END_TEST
 
+/* The split with b's part in the up-convolution's gathered order (ops.h concat_bwd_gathered)
+ * against the CPU's (itself checked against concat_bwd and a gather of the test's own in
+ * check_ops): a move, so the same bits; packs of 16 bytes where both parts allow, single
+ * elements elsewhere; da written and added. */
+START_TEST(test_concat_gathered)
+{
+  const int cs[][5] = {{2, 6, 10, 32, 16}, {1, 4, 14, 8, 5}, {3, 2, 2, 3, 13}, {2, 8, 2, 64, 64}};
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    for (int k = 0; k < 4; k++) {
+      const int n = cs[k][0], H = cs[k][1], W = cs[k][2], ca = cs[k][3], cb = cs[k][4];
+      const size_t P = (size_t)n * H * W;
+      char what[96];
+      snprintf(what, sizeof what, "gathered split, %d images of %dx%d, %d + %d channels", n, H,
+               W, ca, cb);
+      float *dy = hvec(P * (ca + cb), 1, 0), *base = hvec(P * ca, 1, 0);
+      float *rda = hvec(P * ca, 0, 0), *rz = hvec(P * cb, 0, 0);
+      void *gdy = up(dy, P * (ca + cb));
+      for (int acc = 0; acc < 2; acc++) {
+        memcpy(rda, base, P * ca * sizeof *rda);
+        CPU_OK(cpu.concat_bwd_gathered(&cpu, dy, ca, cb, n, H, W, rda, acc, rz));
+        for (size_t i = 0; i < P * ca; i++) rda[i] = to_dt(rda[i]);
+        void *gda = up(base, P * ca), *gz = dalloc(P * cb * gpu.elem);
+        GPU_OK(gpu.concat_bwd_gathered(&gpu, gdy, ca, cb, n, H, W, gda, acc, gz));
+        EXACT(down(gz, P * cb), rz, P * cb, what);
+        EXACT(down(gda, P * ca), rda, P * ca,
+              acc ? "its first part (accumulate)" : "its first part");
+      }
+    }
+    /* a side that is not even: refused, nothing launched */
+    void *g = dalloc(64 * gpu.elem);
+    ck_assert_int_ne(gpu.concat_bwd_gathered(&gpu, g, 2, 2, 1, 3, 4, g, 0, g), 0);
+    ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "even"));
+  }
+}
+END_TEST
+
 /* The ReLU's mask recomputed from x (ops_relu_t without y, what the model runs) against the mask
  * of the GPU's own forward output y: the same bits in dx, dgamma, dbeta (and the BN sums). rows:
  * pixels per sample (BN: all of them, n = 1). */
@@ -667,6 +704,112 @@ START_TEST(test_conv_up)
 }
 END_TEST
 
+/* The up-convolution's backward from dy gathered (ops.h conv_bwd_filter_gathered,
+ * conv_bwd_data_gathered; conv_up_gemm_cuda.cu: one GEMM each) against the CPU backend's plain
+ * ops on the NHWC dy and against the GPU's own plain path on it (method (a) or (b) for the
+ * weights, two GEMMs or cuDNN for the input gradient: the same products summed in another
+ * order, so within the convolutions' tolerance); weights and their gradient woff elements into
+ * their buffers (4: the model's 8 bytes off in 16-bit types, the weights copied and the
+ * gradient through f32). Outputs start as NaN: an element never written fails. */
+static void conv_up_gathered_case(int h, int w, int cin, int cout, int max_n, int n, int woff)
+{
+  ops_conv_t cc = {.kind = OPS_CONVT2X2, .h = h, .w = w, .cin = cin, .cout = cout,
+                   .max_n = max_n}, gc = cc;
+  const size_t P = (size_t)n * h * w, nx = P * cin, ny = 4 * P * cout;
+  const size_t nw = (size_t)4 * cin * cout;
+  float *x = hvec(nx, 1, 0), *wt = hvec(nw, 1.0f / sqrtf(4.0f * cin), 0), *dy = hvec(ny, 1, 0);
+  float *dx = hvec(nx, 0, 0), *dw = hvec(nw, 0, 0), *db = hvec(cout, 0, 0), *z = hvec(ny, 0, 0);
+  /* the gather, written from ops.h's definition */
+  for (size_t p = 0; p < P; p++) {
+    size_t img = p / ((size_t)h * w), t = p / w % h, s = p % w;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        memcpy(z + ((p * 2 + i) * 2 + j) * cout,
+               dy + ((img * 2 * h + 2 * t + i) * 2 * w + 2 * s + j) * cout, cout * sizeof *z);
+  }
+  size_t cws = 0, gws = 0;
+  CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
+  char what[112];
+  snprintf(what, sizeof what, "gathered up-conv %dx%d %d->%d n=%d/%d, weights at +%d", h, w, cin,
+           cout, n, max_n, woff);
+#ifndef HAVE_CUBLAS
+  /* cuDNN alone reads no gathered order: the layer says so and the entries refuse it */
+  ck_assert_int_eq(gpu.conv_gathered(&gpu, &gc), 0);
+  ck_assert_int_ne(gpu.conv_bwd_data_gathered(&gpu, &gc, n, NULL, NULL, NULL, NULL), 0);
+  gpu.conv_plan_free(&gpu, &gc);
+  return;
+#endif
+  ck_assert_msg(gpu.conv_gathered(&gpu, &gc) == 1, "%s: conv_gathered says 0", what);
+  float *ws = malloc(cws + 16);
+  keep(ws);
+  CPU_OK(cpu.conv_bwd_filter(&cpu, &cc, n, x, dy, dw, db, 0, ws));
+  CPU_OK(cpu.conv_bwd_data(&cpu, &cc, n, dy, wt, dx, ws));
+  float *wt2 = hvec(nw + woff, 0, 0);
+  memcpy(wt2 + woff, wt, nw * sizeof *wt);
+  void *gx = up(x, nx), *gdy = up(dy, ny), *gz = up(z, ny);
+  void *gw = (char *)up(wt2, nw + woff) + woff * gpu.elem;
+  void *gdw = (char *)dalloc((nw + woff) * gpu.elem) + woff * gpu.elem;
+  void *gdwp = (char *)dalloc((nw + woff) * gpu.elem) + woff * gpu.elem;
+  void *gdb = dalloc(cout * gpu.elem), *gdbp = dalloc(cout * gpu.elem);
+  void *gdx = dalloc(nx * gpu.elem), *gdxp = dalloc(nx * gpu.elem), *gwsp = dalloc(gws);
+  GPU_OK(gpu.conv_bwd_filter_gathered(&gpu, &gc, n, gx, gz, gdw, gdb, 0, gwsp));
+  float *gdw_h = down(gdw, nw), *gdb_h = down(gdb, cout);
+  CLOSE(gdw_h, dw, nw, tol_conv(), what);
+  CLOSE(gdb_h, db, cout, tol_elem() + 1e-5, "gathered up-conv db");
+  GPU_OK(gpu.conv_bwd_filter(&gpu, &gc, n, gx, gdy, gdwp, gdbp, 0, gwsp));
+  CLOSE(gdw_h, down(gdwp, nw), nw, tol_conv(), "gathered up-conv dw against the GPU's plain");
+  CLOSE(gdb_h, down(gdbp, cout), cout, tol_elem() + 1e-5,
+        "gathered up-conv db against the GPU's plain");
+  GPU_OK(gpu.conv_bwd_filter_gathered(&gpu, &gc, n, gx, gz, gdw, gdb, 1, gwsp)); /* accumulate */
+  for (size_t i = 0; i < nw; i++) dw[i] *= 2;
+  for (int i = 0; i < cout; i++) db[i] *= 2;
+  CLOSE(down(gdw, nw), dw, nw, tol_conv() * 2, "gathered up-conv dw (accumulate)");
+  CLOSE(down(gdb, cout), db, cout, 2 * tol_elem() + 1e-5, "gathered up-conv db (accumulate)");
+  GPU_OK(gpu.conv_bwd_data_gathered(&gpu, &gc, n, gz, gw, gdx, gwsp));
+  float *gdx_h = down(gdx, nx);
+  CLOSE(gdx_h, dx, nx, tol_conv(), "gathered up-conv dx");
+  GPU_OK(gpu.conv_bwd_data(&gpu, &gc, n, gdy, gw, gdxp, gwsp));
+  CLOSE(gdx_h, down(gdxp, nx), nx, tol_conv(), "gathered up-conv dx against the GPU's plain");
+  /* the weights were read, not written, and nothing before the gradient's start was touched */
+  EXACT(down((char *)gw - woff * gpu.elem, nw + woff), wt2, nw + woff, "weights after");
+  if (woff) ck_assert(isnan(down((char *)gdw - woff * gpu.elem, 1)[0]));
+  gpu.conv_plan_free(&gpu, &gc);
+  cpu.conv_plan_free(&cpu, &cc);
+}
+
+START_TEST(test_conv_up_gathered)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    /* the deepest up-convolution at the trainer's batch and one image; the next one */
+    conv_up_gathered_case(16, 16, 1024, 512, 6, 1, 0);
+    conv_up_gathered_case(8, 8, 512, 256, 8, 8, 0);
+    /* the shallowest's channels over 128 columns (the NHWC path's partials) */
+    conv_up_gathered_case(32, 128, 64, 32, 5, 5, 0);
+    /* few, odd columns; widths off every vector width, one or two channels, one row */
+    conv_up_gathered_case(40, 5, 8, 6, 3, 2, 0);
+    conv_up_gathered_case(3, 7, 5, 3, 2, 2, 0);
+    conv_up_gathered_case(5, 3, 2, 1, 2, 1, 0);
+    conv_up_gathered_case(1, 9, 3, 2, 1, 1, 0);
+    conv_up_gathered_case(4, 4, 8, 8, 2, 0, 0); /* no images: dw and db zero */
+    /* weights and gradient off alignment: odd, and the model's 4 elements */
+    conv_up_gathered_case(6, 10, 24, 16, 2, 2, 1);
+    conv_up_gathered_case(16, 16, 1024, 512, 6, 1, 4);
+    conv_up_gathered_case(32, 128, 64, 32, 5, 5, 4);
+    /* other kinds have no gathered order: 0, and refused */
+    ops_conv_t c = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 8, .cout = 8, .max_n = 2};
+    size_t ws = 0;
+    GPU_OK(gpu.conv_plan(&gpu, &c, &ws));
+    ck_assert_int_eq(gpu.conv_gathered(&gpu, &c), 0);
+    ck_assert_int_ne(gpu.conv_bwd_filter_gathered(&gpu, &c, 1, NULL, NULL, NULL, NULL, 0, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "gathered"));
+    gpu.conv_plan_free(&gpu, &c);
+  }
+}
+END_TEST
+
 /* The model's flat parameter buffer puts the 16-bit weights and gradients 8 bytes off 16-byte
  * alignment (every tensor follows the head's 4 + 64 * 4 elements at 4 classes). The GEMMs then
  * take aligned copies in the workspace, as cuDNN's path does, never the pointers themselves
@@ -856,7 +999,7 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("ops_cuda");
   TCase *tc = SUITE_CASE(s, "elementwise", test_casts, test_relu, test_maxpool, test_bn_apply_pool,
-                          test_concat);
+                          test_concat, test_concat_gathered);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);
   tcase_add_checked_fixture(tc, NULL, teardown);
@@ -868,6 +1011,9 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "conv_rgb_stats", test_rgb_stats);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "conv_up", test_conv_up);
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
+  tc = SUITE_CASE(s, "conv_up_gathered", test_conv_up_gathered);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 300); /* bounds a hang; the CPU reference takes seconds */
   tc = SUITE_CASE(s, "conv_up_route", test_conv_up_route);

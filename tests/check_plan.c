@@ -2,7 +2,8 @@
  * by an independent loop, sharing where lifetimes allow and never where they meet, replay
  * errors, and the U-Net's planned step against the same step with every tensor in its own
  * memory (SHMDDP_MEM_PLAN=separate) and with forward's outputs kept instead of recomputed
- * (SHMDDP_RECOMPUTE=none, or at the deeper levels only: 2): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
+ * (SHMDDP_RECOMPUTE=none, or at the deeper levels only: 2), and with the up-convolutions'
+ * gradient gathered instead of in NHWC (SHMDDP_UPCONV_GATHERED=1): the same bits in the loss, the gradients and the predictions, for BatchNorm and GroupNorm, f32 and f64 (f64 stages its weight gradients). */
 #include "config.h"
 
 #include <check.h>
@@ -192,7 +193,11 @@ typedef struct {
   float *grads;
   int32_t *pred;
   size_t plan_bytes, plan_sum;
+  int gathered; /* up-convolutions whose gradient the concat's split wrote gathered */
 } step_out_t;
+
+/* SHMDDP_UPCONV_GATHERED for the next run_side (NULL: unset, the default) */
+static const char *upconv_env;
 
 /* Three steps (full batch, a short one, an accumulated one) and an eval. */
 static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
@@ -203,11 +208,15 @@ static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const 
   setenv("SHMDDP_MEM_PLAN", mode, 1);
   setenv("SHMDDP_RECOMPUTE", recompute, 1);
   setenv("SHMDDP_WGRAD_STREAM", side, 1);
+  if (upconv_env) setenv("SHMDDP_UPCONV_GATHERED", upconv_env, 1);
   model_t *m = NULL;
   ck_assert_msg(unet_create(&m, &c, dt, err, sizeof err) == 0, "%s", err);
   unsetenv("SHMDDP_MEM_PLAN");
   unsetenv("SHMDDP_RECOMPUTE");
   unsetenv("SHMDDP_WGRAD_STREAM");
+  unsetenv("SHMDDP_UPCONV_GATHERED");
+  o->gathered = 0;
+  for (int i = 0; i < c.levels - 1; i++) o->gathered += m->dec[i].up.dy_gathered;
   /* the host has no second stream: auto is off; a level asks for the side schedule, which f64
    * (weight gradients staged one layer at a time) never takes */
   int want = strcmp(side, "auto") && strcmp(side, "off") ? atoi(side) : c.levels;
@@ -291,6 +300,30 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
     else ck_assert_uint_ge(sd.plan_bytes, a.plan_bytes);
     free(sd.grads), free(sd.pred);
   }
+  /* the up-convolutions' gradient gathered (SHMDDP_UPCONV_GATHERED=1: the CPU takes it at every
+   * level) against NHWC (the default on the CPU, whose types are not 16-bit, and 0): the CPU's
+   * gathered ops give the plain ones' bits, so any misplaced element of the split or misread
+   * one of the backward shows */
+  ck_assert_int_eq(a.gathered, 0);
+  step_out_t pl, ga;
+  upconv_env = "0";
+  run_model(norm, dt, "shared", "all", &pl);
+  upconv_env = "1";
+  run_model(norm, dt, "shared", "all", &ga);
+  upconv_env = NULL;
+  ck_assert_int_eq(pl.gathered, 0);
+  ck_assert_int_eq(ga.gathered, c.levels - 1);
+  for (int i = 0; i < 3; i++)
+    ck_assert_msg(ga.loss[i] == a.loss[i] && pl.loss[i] == a.loss[i],
+                  "step %d loss (up-convolution gradient gathered or NHWC)", i);
+  ck_assert_msg(memcmp(ga.grads, a.grads, np * sizeof *a.grads) == 0 &&
+                    memcmp(pl.grads, a.grads, np * sizeof *a.grads) == 0,
+                "gradients differ (up-convolution gradient gathered or NHWC)");
+  ck_assert_msg(memcmp(ga.pred, a.pred, P * sizeof *a.pred) == 0 &&
+                    memcmp(pl.pred, a.pred, P * sizeof *a.pred) == 0,
+                "predictions differ (up-convolution gradient gathered or NHWC)");
+  ck_assert_uint_eq(ga.plan_bytes, a.plan_bytes); /* the same tensors, the same sizes */
+  free(pl.grads), free(pl.pred), free(ga.grads), free(ga.pred);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }
@@ -322,6 +355,10 @@ START_TEST(bad_mode_refused)
     ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
     unsetenv("SHMDDP_WGRAD_STREAM");
     ck_assert_ptr_nonnull(strstr(err, "SHMDDP_WGRAD_STREAM"));
+    setenv("SHMDDP_UPCONV_GATHERED", bad[i], 1);
+    ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+    unsetenv("SHMDDP_UPCONV_GATHERED");
+    ck_assert_ptr_nonnull(strstr(err, "SHMDDP_UPCONV_GATHERED"));
   }
 }
 END_TEST

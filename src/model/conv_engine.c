@@ -102,6 +102,25 @@ int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen)
   return read_shapes(e, err, errlen);
 }
 
+int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen)
+{
+  const char *v = NULL;
+  if (shm_env_choice("SHMDDP_UPCONV_GATHERED", &v, err, errlen) < 0) return -1;
+  if (!v || strcmp(v, "auto") == 0)
+    *on = dt == OPS_BF16 || dt == OPS_F16;
+  else if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+    *on = v[0] == '1';
+  else
+    return check_fail(err, errlen, "SHMDDP_UPCONV_GATHERED=%s: use auto, 0 or 1", v);
+  return 0;
+}
+
+int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on)
+{
+  return on && o->concat_bwd_gathered && o->conv_gathered && o->conv_bwd_filter_gathered &&
+         o->conv_bwd_data_gathered && o->conv_gathered(o, c) == 1;
+}
+
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
                             ops_fuse_use_t use, size_t *ws_bytes)
 {

@@ -1,7 +1,9 @@
 /* conv_engine.h — SHMDDP_CONV_ENGINE: which blocks run their 3x3 convolution on the fused ops
  * (ops.h conv_fused): a pair's second convolution with the first's BatchNorm + ReLU as its
- * prologue, a first one with its own statistics only. The model decides by these two calls when
- * it is built, and dev/ops_cuda_bench by the same ones, so its step is the trainer's. */
+ * prologue, a first one with its own statistics only; and SHMDDP_UPCONV_GATHERED: which
+ * up-convolutions take their gradient in their GEMMs' order (ops.h concat_bwd_gathered). The
+ * model decides by these calls when it is built, and dev/ops_cuda_bench by the same ones, so
+ * its step is the trainer's. */
 #ifndef SRC_MODEL_CONV_ENGINE_H
 #define SRC_MODEL_CONV_ENGINE_H
 
@@ -38,5 +40,18 @@ int model_conv_engine_read(model_conv_engine_t *e, char *err, size_t errlen);
  * below e's), or -1 when the table's conv_fused failed (its message in o->last_error). */
 int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const ops_conv_t *c,
                             ops_fuse_use_t use, size_t *ws_bytes);
+
+/* SHMDDP_UPCONV_GATHERED for a model computing in dt into *on: 1 when its up-convolutions take
+ * their gradient gathered wherever the backend can (model_upconv_gathered), else 0; 0, or -1
+ * with a message naming the variable. auto (unset): in 16-bit types (bf16, fp16) only: on an
+ * H100 the gathered route made the bf16 step faster and the fp32 one slower
+ * (bench/results/ab_pdl_upgather_1xh100.txt; in fp32 the plain route's input gradient runs
+ * cuDNN's kernel where bytes bound the layer), and the CPU backend's types (f32, f64) give the
+ * same bits either way. 1: in every type; 0: never. */
+int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen);
+
+/* Whether the planned up-convolution c on o takes its gradient gathered under on (from
+ * model_upconv_gathered_read): o has the gathered entries and says yes for c. */
+int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on);
 
 #endif

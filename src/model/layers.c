@@ -110,9 +110,12 @@ int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, co
   char *err = c->err;
   size_t errlen = c->errlen;
   size_t base = stage_base(c->params, l->w_id, l->b_id);
+  int (*bwd_filter)(const ops_t *, const ops_conv_t *, int, const void *, const void *, void *,
+                    void *, int, void *) =
+      l->dy_gathered ? c->ops->conv_bwd_filter_gathered : c->ops->conv_bwd_filter;
   CHECK_OPS(c->ops,
-            c->ops->conv_bwd_filter(c->ops, &l->desc, n, x, dy, grad_out(c, l->w_id, base),
-                                    grad_out(c, l->b_id, base), layer_grad_acc(c), c->ws),
+            bwd_filter(c->ops, &l->desc, n, x, dy, grad_out(c, l->w_id, base),
+                       grad_out(c, l->b_id, base), layer_grad_acc(c), c->ws),
             c->params[l->w_id].name);
   return grads_done(c, l->b_id, l->w_id, base);
 }
@@ -122,8 +125,9 @@ int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, cons
 {
   char *err = c->err;
   size_t errlen = c->errlen;
-  CHECK_OPS(c->ops,
-            c->ops->conv_bwd_data(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), dx, c->ws),
+  int (*bwd_data)(const ops_t *, const ops_conv_t *, int, const void *, const void *, void *,
+                  void *) = l->dy_gathered ? c->ops->conv_bwd_data_gathered : c->ops->conv_bwd_data;
+  CHECK_OPS(c->ops, bwd_data(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), dx, c->ws),
             c->params[l->w_id].name);
   return 0;
 }

@@ -48,6 +48,9 @@ typedef struct {
 typedef struct {
   ops_conv_t desc;
   int w_id, b_id; /* parameter ids; b_id -1 without bias */
+  int dy_gathered; /* a transposed convolution whose backward takes dy in the gathered order
+                      (ops.h concat_bwd_gathered): layer_conv_bwd_filter and _data call the
+                      table's _gathered entries */
 } layer_conv_t;
 
 typedef struct {
@@ -71,7 +74,8 @@ size_t layer_stage_elems(const layer_param_t *params, int id0, int id1);
 /* Weight-gradient ops write (0) or add (1): add only when accumulating straight into f32. */
 int layer_grad_acc(const layer_ctx_t *c);
 int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x, void *y);
-/* Weight (and bias) gradients from x and dy, folded and reported final. */
+/* Weight (and bias) gradients from x and dy, folded and reported final. dy is in the gathered
+ * order where l->dy_gathered says so, else NHWC (both layer_conv_bwd_*). */
 int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
                           const void *dy);
 /* The input gradient dx from dy (does not read x: dx may take x's memory). */

@@ -128,6 +128,13 @@ static void plan_conv(alloc_ctx_t *a, layer_conv_t *l, size_t *stage, size_t *ws
   if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
 
+/* Whether the up-convolution l (planned) takes its gradient gathered (conv_engine.h
+ * model_upconv_gathered). The side table is the same backend's: it has the entries too. */
+static void choose_gathered(alloc_ctx_t *a, layer_conv_t *l)
+{
+  l->dy_gathered = !a->failed && model_upconv_gathered(&a->m->ops, &l->desc, a->m->up_gathered);
+}
+
 static int allocate(model_t *m, char *err, size_t errlen)
 {
   const model_config_t *c = &m->cfg;
@@ -170,6 +177,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   for (int i = L - 2; i >= 0; i--) {
     a.level = i + 1; /* the up-convolution counts at its input level i+1 (conv_bwd) */
     plan_conv(&a, &m->dec[i].up, &stage, &ws);
+    choose_gathered(&a, &m->dec[i].up);
     a.level = i;
     alloc_block(&a, &m->dec[i].b1, NULL, &stage, &running, &ws);
     alloc_block(&a, &m->dec[i].b2, &m->dec[i].b1, &stage, &running, &ws);
@@ -209,6 +217,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
 
 static int plan_activations(model_t *m, char *err, size_t errlen);
 static int side_policy(model_t *m, char *err, size_t errlen);
+static int upconv_policy(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -241,6 +250,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
+  if (upconv_policy(m, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
     if (dev_ops_init(&m->side_ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0)
@@ -752,10 +762,16 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
     CHECK(declare(m, &dskip[i], P * wi, e, "skip gradient", err, errlen));
     CHECK(declare(m, &dup, P * wi, e, "gradient", err, errlen));
     {
+      /* the up-convolution's part in NHWC, or gathered where its backward reads that order */
       const void *g = PT(dcat);
       void *gs = PT(dskip[i]), *gu = PT(dup);
-      RUN_OPS(m->ops.concat_bwd(&m->ops, g, (int)wi, (int)wi, (size_t)n * hw, gs, 0, gu),
-              "concat backward");
+      if (dc->up.dy_gathered)
+        RUN_OPS(m->ops.concat_bwd_gathered(&m->ops, g, (int)wi, (int)wi, n, cf->height >> i,
+                                           cf->width >> i, gs, 0, gu),
+                "concat backward");
+      else
+        RUN_OPS(m->ops.concat_bwd(&m->ops, g, (int)wi, (int)wi, (size_t)n * hw, gs, 0, gu),
+                "concat backward");
     }
     block_t *src = i == L - 2 ? &m->enc[L - 1].b2 : &m->dec[i + 1].b2;
     CHECK(recompute(m, c, src, n, i + 1, &below, "norm output"));
@@ -858,6 +874,12 @@ static int side_policy(model_t *m, char *err, size_t errlen)
   }
   if (!staged) m->side_from = (int)n;
   return 0;
+}
+
+/* SHMDDP_UPCONV_GATHERED (conv_engine.h model_upconv_gathered_read) for the model's type. */
+static int upconv_policy(model_t *m, char *err, size_t errlen)
+{
+  return model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen);
 }
 
 /* The dry pass of a training step at the largest batch, the layout, and its block. */

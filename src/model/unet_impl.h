@@ -87,6 +87,9 @@ struct model {
   int side_ready;
   void *side_ws;
   dev_event_t *side_fork, *side_join;
+  int up_gathered;      /* SHMDDP_UPCONV_GATHERED as resolved: the up-convolutions take
+                           their gradient gathered where the backend can
+                           (layer_conv_t.dy_gathered, set per layer when it is planned) */
   int side_pending;     /* a weight gradient is queued beside and not yet waited for */
   int side_in, side_dy; /* the plan tensors it reads (side_in -1: the input images) */
   char *signature;
