@@ -505,18 +505,22 @@ static int wgrad_gathered(const ops_t *o, const ops_conv_t *c, size_t P, const v
   return via_f32 ? partial_sum(o, out32, 1, len, dw, acc) : 0;
 }
 
+/* A weight gradient over no pixels: zero, or unchanged when accumulating. */
+static int no_pixels(const ops_t *o, const ops_conv_t *c, void *dw, void *db, int acc)
+{
+  if (acc) return 0;
+  cudaStream_t st = opc_ctx(o)->stream;
+  OPC_CUDA(o, cudaMemsetAsync(dw, 0, (size_t)4 * c->cout * c->cin * o->elem, st));
+  if (db) OPC_CUDA(o, cudaMemsetAsync(db, 0, c->cout * o->elem, st));
+  return 0;
+}
+
 int opc_upc_bwd_filter(const ops_t *o, const ops_conv_t *c, opc_upc_t *u, int n, const void *x,
                        const void *dy, void *dw, void *db, int acc, void *ws)
 {
   const size_t e = o->elem, len = (size_t)4 * c->cout * c->cin;
   const size_t P = (size_t)n * c->h * c->w;
-  if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
-    if (acc) return 0;
-    cudaStream_t st = opc_ctx(o)->stream;
-    OPC_CUDA(o, cudaMemsetAsync(dw, 0, len * e, st));
-    if (db) OPC_CUDA(o, cudaMemsetAsync(db, 0, c->cout * e, st));
-    return 0;
-  }
+  if (n == 0) return no_pixels(o, c, dw, db, acc);
   void *scratch = (char *)ws + scratch_off(o, c);
   if (wgrad_partials(o, c, n)) {
     /* per pixel column: dWi partial = dy_i (2cout x n*h, ld 4 w cout) x (n*h x cin) */
@@ -542,15 +546,8 @@ int opc_upc_bwd_filter_gathered(const ops_t *o, const ops_conv_t *c, opc_upc_t *
                                 const void *x, const void *z, void *dw, void *db, int acc,
                                 void *ws)
 {
-  const size_t e = o->elem, len = (size_t)4 * c->cout * c->cin;
   const size_t P = (size_t)n * c->h * c->w;
-  if (n == 0) { /* no pixels: the gradient is zero (or unchanged when accumulating) */
-    if (acc) return 0;
-    cudaStream_t st = opc_ctx(o)->stream;
-    OPC_CUDA(o, cudaMemsetAsync(dw, 0, len * e, st));
-    if (db) OPC_CUDA(o, cudaMemsetAsync(db, 0, c->cout * e, st));
-    return 0;
-  }
+  if (n == 0) return no_pixels(o, c, dw, db, acc);
   if (wgrad_gathered(o, c, P, z, x, dw, acc, ws)) return -1;
   /* the 4P rows of cout in z are dy's rows in another order: the same per-channel sums */
   return db ? opc_channel_sum(o, z, 4 * P, c->cout, db, acc) : 0;
