@@ -90,19 +90,23 @@ int FN(cpu_concat_fwd)(const ops_t *o, const void *av, int ca, const void *bv, i
   return 0;
 }
 
+/* One pixel's row of the concat's gradient split: da (+)= row[:ca], db = row[ca:]. */
+static void FN(split_row)(const T *row, int ca, int cb, T *da, int acc_a, T *db)
+{
+  if (acc_a)
+    for (int c = 0; c < ca; c++) da[c] += row[c];
+  else
+    memcpy(da, row, sizeof(T) * ca);
+  memcpy(db, row + ca, sizeof(T) * cb);
+}
+
 int FN(cpu_concat_bwd)(const ops_t *o, const void *dyv, int ca, int cb, size_t P, void *dav,
                        int acc_a, void *dbv)
 {
   const T *dy = dyv;
   T *da = dav, *db = dbv;
-  for (size_t p = 0; p < P; p++) {
-    const T *row = dy + p * (ca + cb);
-    if (acc_a)
-      for (int c = 0; c < ca; c++) da[p * ca + c] += row[c];
-    else
-      memcpy(da + p * ca, row, sizeof(T) * ca);
-    memcpy(db + p * cb, row + ca, sizeof(T) * cb);
-  }
+  for (size_t p = 0; p < P; p++)
+    FN(split_row)(dy + p * (ca + cb), ca, cb, da + p * ca, acc_a, db + p * cb);
   return 0;
 }
 
@@ -121,13 +125,8 @@ int FN(cpu_concat_bwd_gathered)(const ops_t *o, const void *dyv, int ca, int cb,
   for (size_t R = 0; R < rows; R++)
     for (size_t col = 0; col < (size_t)W; col++) {
       const size_t p = R * W + col;
-      const T *row = dy + p * (ca + cb);
-      if (acc_a)
-        for (int c = 0; c < ca; c++) da[p * ca + c] += row[c];
-      else
-        memcpy(da + p * ca, row, sizeof(T) * ca);
       const size_t q = ((R / 2 * w + col / 2) * 2 + R % 2) * 2 + col % 2;
-      memcpy(db + q * cb, row + ca, sizeof(T) * cb);
+      FN(split_row)(dy + p * (ca + cb), ca, cb, da + p * ca, acc_a, db + q * cb);
     }
   return 0;
 }
