@@ -217,7 +217,6 @@ static int allocate(model_t *m, char *err, size_t errlen)
 
 static int plan_activations(model_t *m, char *err, size_t errlen);
 static int side_policy(model_t *m, char *err, size_t errlen);
-static int upconv_policy(model_t *m, char *err, size_t errlen);
 
 /* Parameters from the seed; on a GPU computed on the host and copied over. */
 static int init_params(model_t *m, char *err, size_t errlen)
@@ -250,7 +249,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
-  if (upconv_policy(m, err, errlen) != 0) goto fail;
+  if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
     if (dev_ops_init(&m->side_ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0)
@@ -874,12 +873,6 @@ static int side_policy(model_t *m, char *err, size_t errlen)
   }
   if (!staged) m->side_from = (int)n;
   return 0;
-}
-
-/* SHMDDP_UPCONV_GATHERED (conv_engine.h model_upconv_gathered_read) for the model's type. */
-static int upconv_policy(model_t *m, char *err, size_t errlen)
-{
-  return model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen);
 }
 
 /* The dry pass of a training step at the largest batch, the layout, and its block. */
