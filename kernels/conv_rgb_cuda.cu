@@ -42,6 +42,14 @@
 #define RGB_THREADS 256 /* 8 warps */
 #define RGB_BLOCKS_PER_SM 4 /* weight gradient: partials in the workspace for this many */
 #define RGB_STATS_TILES 8   /* forward statistics: tiles a block at most (f32 sums of 32 values) */
+/* The forward's f32 result tile [pixel][k] in shared memory, rows padded from 64 to 68 floats:
+ * at 64 every row starts on bank 0, so the fragments' stores (8 rows a warp) and the reads of a
+ * pixel's 8 channels (4 pixels a warp) each queue up to 8 ways on the same banks; at 68 a row
+ * starts 4 banks further on and a warp's accesses spread over all 32. */
+#define RGB_LDC (RGB_MAX_COUT + 4)
+/* The statistics' f64 sums a thread (16) in the same memory, rows padded to 17 doubles for the
+ * same reason (a warp writing value j of 32 rows 128 bytes apart hit 2 banks 32 ways). */
+#define RGB_LDR 17
 
 int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c)
 {
@@ -102,7 +110,7 @@ __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T
   using namespace nvcuda;
   __shared__ __align__(32) T sa[RGB_TILE][RGB_LDA];
   __shared__ __align__(32) T sb[RGB_K][RGB_MAX_COUT]; /* W^T: [tap][k] */
-  __shared__ __align__(32) float sc[RGB_TILE][RGB_MAX_COUT];
+  __shared__ __align__(32) float sc[RGB_TILE][RGB_LDC];
   for (int i = threadIdx.x; i < RGB_K * RGB_MAX_COUT; i += blockDim.x) {
     int tap = i / RGB_MAX_COUT, k = i % RGB_MAX_COUT;
     sb[tap][k] = tap < 9 * CIN && k < cout ? w[(size_t)k * 9 * CIN + tap] : opc_st<T>(0.f);
@@ -127,15 +135,19 @@ __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T
       wmma::mma_sync(fc, fa[0], fb, fc);
       wmma::load_matrix_sync(fb, &sb[16][16 * n], RGB_MAX_COUT);
       wmma::mma_sync(fc, fa[1], fb, fc);
-      wmma::store_matrix_sync(&sc[16 * warp][16 * n], fc, RGB_MAX_COUT, wmma::mem_row_major);
+      wmma::store_matrix_sync(&sc[16 * warp][16 * n], fc, RGB_LDC, wmma::mem_row_major);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < RGB_TILE * c8; i += blockDim.x) {
       int px = i / c8, q = i % c8;
       if (p0 + px >= P) break; /* i grows with px */
+      /* two 16-byte reads: the row pitch (272 bytes) and 8 q keep them aligned */
+      const float4 *r4 = reinterpret_cast<const float4 *>(&sc[px][8 * q]);
+      const float4 lo = r4[0], hi = r4[1];
+      const float f8[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       opc_pack<T, 8> v;
 #pragma unroll
-      for (int j = 0; j < 8; j++) v.v[j] = opc_st<T>(sc[px][8 * q + j]);
+      for (int j = 0; j < 8; j++) v.v[j] = opc_st<T>(f8[j]);
       opc_store<T, 8>(y + (p0 + px) * cout + 8 * q, v);
       if (STATS) { /* q is threadIdx.x % c8 in every iteration: c8 divides blockDim.x */
 #pragma unroll
@@ -151,8 +163,8 @@ __global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T
   if (STATS) {
     /* the threads' f64 sums in sc's 32 KB (free after the last tile's barrier), then each value
      * added over the threads of its channels in thread order */
-    static_assert(sizeof sc == RGB_THREADS * 16 * sizeof(double), "one row of 16 a thread");
-    double(*red)[16] = reinterpret_cast<double(*)[16]>(&sc[0][0]);
+    static_assert(sizeof sc >= RGB_THREADS * RGB_LDR * sizeof(double), "a row of 17 a thread");
+    double(*red)[RGB_LDR] = reinterpret_cast<double(*)[RGB_LDR]>(&sc[0][0]);
 #pragma unroll
     for (int j = 0; j < 8; j++) red[threadIdx.x][j] = s1[j], red[threadIdx.x][8 + j] = s2[j];
     __syncthreads();
