@@ -19,7 +19,7 @@
 #
 # Writes OUTDIR/gpu_check.txt: the commit, machine and command; one line per round
 # `round N: P passed, F failed (S skipped, T s)`; the training job beside (runs, each exit
-# status, and the result line of each run that finished: its validation mIoU); each sanitizer
+# status, and each run's result line: its validation mIoU); each sanitizer
 # run's command and `ERROR SUMMARY` lines. The logs of failed tests go to
 # OUTDIR/failed-round-N.tar.gz. Exit status 0 only when every round and every sanitizer run is
 # clean and the training job never failed.
@@ -134,11 +134,13 @@ wait $bgpid
 runs=$(wc -l < "$bgdir/status" 2> /dev/null || echo 0)
 fails=$(awk '$2 != 0 && $2 !~ /^stopped/' "$bgdir/status" 2> /dev/null | wc -l)
 say "training beside: $runs runs of the default job, $fails failed ($(awk '{printf "%s%s", sep, $2; sep=" "}' "$bgdir/status" 2> /dev/null))"
-# What each finished run learned (its result line: validation mIoU, images/s beside the tests):
-# the default job's quality on this tree, from runs that shared the GPU with the suites.
+# What each run learned (its result line: validation mIoU, images/s beside the tests): the default
+# job's quality on this tree, from runs that shared the GPU with the suites. A run stopped when the
+# rounds ended writes the line of the epochs it finished; its exit status says which it was.
 for i in $(seq "$runs"); do
   res=$(grep -h '^result:' "$bgdir/train$i.log" 2> /dev/null | tail -1)
-  [ -n "$res" ] && say "  run $i: $res"
+  st=$(awk -v i="$i" '$1 == i { $1 = ""; sub(/^ /, ""); print }' "$bgdir/status")
+  [ -n "$res" ] && say "  run $i (exit $st): $res"
 done
 [ "$fails" -ne 0 ] && { bad=1; cp "$bgdir"/train*.log "$out/" 2> /dev/null; }
 rm -rf "$bgdir"
