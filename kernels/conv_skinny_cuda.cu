@@ -14,7 +14,11 @@
  * so every warp access covers whole pixels, coalesced: one thread per pixel, reading or writing
  * its 128 bytes in eight strided pieces, left the head far below the copy ceiling (see
  * bench/results/roofline_1xh200.md). Weights [cout][cin] (ops.h) sit in shared memory as f32;
- * all sums are f32. */
+ * all sums are f32. A pixel's cout outputs (forward) or gradients (input gradient) move as one
+ * access where cout fills the kernel's KC and the pointer is aligned (sk_pixel_vec), in the
+ * weight gradient too, not as cout 2-byte accesses: those, in every lane of the pixel, kept the
+ * L1/TEX pipe busy
+ * (bench/results/ncu_small_kernels_1xh100.txt). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -69,13 +73,39 @@ template <int V> struct sk_cpl {
   enum { value = (SK_MAX_CIN / V + 31) / 32 };
 };
 
+/* Whether a pixel's cout values (of y or dy) move as one access of KC elements: cout == KC, the
+ * access at most 16 bytes, the pointer aligned to it. Else one element at a time. */
+template <typename T, int KC>
+static int sk_pixel_vec(int cout, const void *p)
+{
+  const size_t bytes = (size_t)KC * sizeof(T);
+  return cout == KC && bytes <= 16 && (uintptr_t)p % bytes == 0;
+}
+
+/* Pixel p's cout gradients (dy[p][k], zero past cout, all zero where !in) as f32: one access
+ * where vin (sk_pixel_vec), else one element at a time. */
+template <typename T, int KC>
+static __device__ __forceinline__ void sk_pixel_grads(const T *dy, size_t p, bool in, int cout,
+                                                      int vin, float (&d)[KC])
+{
+  if (in && vin) {
+    const opc_pack<T, KC> g = opc_load<T, KC>(dy + p * KC);
+#pragma unroll
+    for (int k = 0; k < KC; k++) d[k] = opc_ld(g.v[k]);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < KC; k++) d[k] = in && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
+}
+
 /* ---- forward ---- */
 
 /* Each lane sums its chunks' share of the cout outputs; the pixel's L lanes then add their
  * shares by a fixed butterfly (every lane ends with the sums) and lane k % L writes output k. */
 template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, const T *b, T *y,
-                                                     size_t P, int cin, int cout, int L)
+                                                     size_t P, int cin, int cout, int L,
+                                                     int vout)
 {
   enum { CPL = sk_cpl<V>::value };
   extern __shared__ float sw[]; /* [cout][cin] weights, then cout biases */
@@ -122,12 +152,27 @@ __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, con
 #pragma unroll
     for (int u = 0; u < SK_UNROLL; u++) {
       size_t p = base + wslot + u * S;
+      /* every lane of the pixel ends with every sum (a butterfly) */
 #pragma unroll
       for (int k = 0; k < KC; k++) {
         if (k >= cout) break;
-        float s = acc[u][k];
-        for (int off = L / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (p < P && (k & (L - 1)) == l) y[p * cout + k] = opc_st<T>(s + sw[cout * cin + k]);
+        for (int off = L / 2; off > 0; off >>= 1)
+          acc[u][k] += __shfl_xor_sync(0xffffffffu, acc[u][k], off);
+      }
+      if (p >= P) continue;
+      if (vout) { /* the pixel's cout outputs in one store by its first lane */
+        if (l == 0) {
+          opc_pack<T, KC> o;
+#pragma unroll
+          for (int k = 0; k < KC; k++) o.v[k] = opc_st<T>(acc[u][k] + sw[cout * cin + k]);
+          opc_store<T, KC>(y + p * KC, o);
+        }
+        continue;
+      }
+#pragma unroll
+      for (int k = 0; k < KC; k++) {
+        if (k >= cout) break;
+        if ((k & (L - 1)) == l) y[p * cout + k] = opc_st<T>(acc[u][k] + sw[cout * cin + k]);
       }
     }
   }
@@ -141,11 +186,12 @@ static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, c
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
   const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = sk_lanes(c->cin / (vec ? V : 1));
-  void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int) =
+  void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int, int) =
       vec ? (c->cout <= 4 ? sk_fwd<T, V, 4> : sk_fwd<T, V, 8>)
           : (c->cout <= 4 ? sk_fwd<T, 1, 4> : sk_fwd<T, 1, 8>);
+  const int vout = c->cout <= 4 ? sk_pixel_vec<T, 4>(c->cout, y) : sk_pixel_vec<T, 8>(c->cout, y);
   k<<<opc_blocks(o, P * L), SK_THREADS, smem, st>>>((const T *)x, (const T *)w, (const T *)b,
-                                                    (T *)y, P, c->cin, c->cout, L);
+                                                    (T *)y, P, c->cin, c->cout, L, vout);
   OPC_LAUNCHED(o, "1x1 convolution (few outputs)");
   return 0;
 }
@@ -156,7 +202,8 @@ static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, c
  * gradients (the same addresses: one access). */
 template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_bwd_data(const T *dy, const T *w, T *dx,
-                                                          size_t P, int cin, int cout, int L)
+                                                          size_t P, int cin, int cout, int L,
+                                                          int vin)
 {
   enum { CPL = sk_cpl<V>::value };
   extern __shared__ float sw[];
@@ -170,9 +217,7 @@ __global__ void __launch_bounds__(SK_THREADS) sk_bwd_data(const T *dy, const T *
 #pragma unroll
     for (int u = 0; u < SK_UNROLL; u++) {
       size_t p = base + u * S;
-#pragma unroll
-      for (int k = 0; k < KC; k++)
-        d[u][k] = p < P && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
+      sk_pixel_grads<T, KC>(dy, p, p < P, cout, vin, d[u]);
     }
 #pragma unroll
     for (int u = 0; u < SK_UNROLL; u++) {
@@ -205,11 +250,12 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
   const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V, L = sk_lanes(c->cin / (vec ? V : 1));
-  void (*k)(const T *, const T *, T *, size_t, int, int, int) =
+  void (*k)(const T *, const T *, T *, size_t, int, int, int, int) =
       vec ? (c->cout <= 4 ? sk_bwd_data<T, V, 4> : sk_bwd_data<T, V, 8>)
           : (c->cout <= 4 ? sk_bwd_data<T, 1, 4> : sk_bwd_data<T, 1, 8>);
+  const int vin = c->cout <= 4 ? sk_pixel_vec<T, 4>(c->cout, dy) : sk_pixel_vec<T, 8>(c->cout, dy);
   k<<<opc_blocks(o, P * L), SK_THREADS, smem, st>>>((const T *)dy, (const T *)w, (T *)dx, P,
-                                                    c->cin, c->cout, L);
+                                                    c->cin, c->cout, L, vin);
   OPC_LAUNCHED(o, "1x1 convolution input gradient (few outputs)");
   return 0;
 }
@@ -223,7 +269,7 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
 template <typename T, int V, int KC>
 __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T *dy, float *part,
                                                             size_t P, size_t per, int cin,
-                                                            int cout, int L)
+                                                            int cout, int L, int vin)
 {
   enum { CPL = sk_cpl<V>::value };
   __shared__ float red[SK_THREADS / 32][SK_MAX_CIN + 1];
@@ -244,8 +290,7 @@ __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T 
     for (int u = 0; u < SK_UNROLL; u++) {
       size_t p = base + (size_t)u * slots;
       bool in = p < p1;
-#pragma unroll
-      for (int k = 0; k < KC; k++) d[u][k] = in && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
+      sk_pixel_grads<T, KC>(dy, p, in, cout, vin, d[u]);
 #pragma unroll
       for (int i = 0; i < CPL; i++) {
         int ch = l + i * L;
@@ -335,7 +380,8 @@ static int wgrad_launch(const ops_t *o, const ops_conv_t *c, size_t P, const voi
   size_t per = (P + nb - 1) / nb;
   int L = sk_lanes(c->cin / V);
   sk_wgrad_part<T, V, KC><<<nb, SK_THREADS, 0, opc_ctx(o)->stream>>>(
-      (const T *)x, (const T *)dy, (float *)ws, P, per, c->cin, c->cout, L);
+      (const T *)x, (const T *)dy, (float *)ws, P, per, c->cin, c->cout, L,
+      sk_pixel_vec<T, KC>(c->cout, dy));
   *nb_out = nb;
   return 0;
 }
