@@ -15,8 +15,9 @@ Layouts (conv_sm90.h):
           the named barrier. Forward (3 stages): the storing thread first waits until its last
           store has read the warpgroup's output buffer, the stage goes back after the barrier,
           and the output is written into that buffer. dgrad (3 stages): the previous tile's
-          stage handed back after this tile's first k-step, once its store has read it; the
-          output written into the stage after every warp's k-steps are done.
+          stage handed back when this tile starts, once its store has read it, before the wait
+          for this tile's stage; the output written into the stage after every warp's k-steps
+          are done.
   cout    COUT_M: image row 0's k-steps (halo rows 0..2, lines 0..197), wait, row 0's output,
           then row 1's (halo rows 1..3, lines 66..263), wait, row 1's output; each warpgroup's
           output tile in a buffer of its own (the weights' shared memory), written once its
@@ -27,8 +28,11 @@ Layouts (conv_sm90.h):
           done: the model must fail.
 --mutant-out  the PIXELS_M forward writing its output buffer without waiting for the last
           store's read: the model must fail.
+--mutant-dg  the PIXELS_M dgrad handing the previous tile's stage back without waiting for its
+          store's read: the model must fail.
 
-usage: python3 dev/conv_sm90_protocol.py [--mutant | --mutant-out]   (prints "ok N runs")"""
+usage: python3 dev/conv_sm90_protocol.py [--mutant | --mutant-out | --mutant-dg]
+       (prints "ok N runs")"""
 import random, sys
 
 sys.dont_write_bytecode = True  # nothing written next to the sources
@@ -52,7 +56,8 @@ class Buf:
     def hold(s, lo, hi, who): s.held.append((lo, hi, who)); return (lo, hi, who)
     def release(s, h): s.held.remove(h)
 
-def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False, mutant_out=False):
+def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False, mutant_out=False,
+        mutant_dg=False):
     cm = layout == 'cout'  # COUT_M: its own output buffers, its forward prologue the consumers'
     own = cm or not dg     # the output tile in the warpgroup's own buffer (both forwards)
     obuf = [Buf('out buffer %d' % w, TILE_LINES) for w in range(2)]
@@ -93,18 +98,17 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False, mutant
             if dg:  # thread 0 loads the x tile at the output tile (the mask's and sums' input)
                 xbar[wg].expect_tx(1)
                 engine.append(('load', xt[wg], 0, TILE_LINES, ('x', t), xbar[wg]))
+            if pending >= 0:  # dgrad: the previous tile's stage back, before this tile's wait
+                if not mutant_dg:
+                    while stores[wg]: yield   # tma_store_wait_read
+                empty[pending].arrive()
+                yield
             while not ready[s].done(k & 1): yield
             want = ('halo', t, norm)
-            def hand_back():
-                nonlocal pending
-                if pending >= 0:
-                    while stores[wg]: yield   # tma_store_wait_read
-                    empty[pending].arrive()
             if layout == 'pixels':
                 stage[s].check(0, HALO_LINES, want, "ldmatrix")
                 h = stage[s].hold(0, HALO_LINES, "k-steps of tile %d" % t)
                 yield
-                if dg: yield from hand_back()
                 yield
                 if not dg and not mutant_out:
                     while stores[wg]: yield  # the storing thread, before the barrier
@@ -155,18 +159,21 @@ def run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant=False, mutant
     return interleave(rnd, actors, engine, complete)
 
 def main():
-    mutant, mutant_out = '--mutant' in sys.argv[1:], '--mutant-out' in sys.argv[1:]
+    args = sys.argv[1:]
+    mutant, mutant_out, mutant_dg = '--mutant' in args, '--mutant-out' in args, '--mutant-dg' in args
     n = 0
-    layouts = ('cout',) if mutant else ('pixels',) if mutant_out else ('pixels', 'cout')
+    layouts = (('cout',) if mutant else ('pixels',) if mutant_out or mutant_dg
+               else ('pixels', 'cout'))
+    dgs = (0,) if mutant_out else (1,) if mutant_dg else (0, 1)
     for layout in layouts:
         for ntiles, grid in ((1, 1), (3, 1), (7, 2), (13, 3), (24, 4)):
             for block in range(min(grid, ntiles)):
-                for dg in ((0,) if mutant_out else (0, 1)):
+                for dg in dgs:
                     stages = 4 if layout == 'cout' and not dg else 3  # conv_sm90_cuda.cu's lay
                     for pro in (0, 1):
                         for seed in range(20):
                             run(layout, ntiles, block, grid, stages, pro, dg, seed, mutant,
-                                mutant_out); n += 1
+                                mutant_out, mutant_dg); n += 1
     print("ok", n, "runs")
 
 main()

@@ -85,7 +85,7 @@
  * fence.proxy.async, and one thread stores it with a TMA tensor store (the engine clips the
  * image's edges). The forward hands the stage back to the loader (empty[s]) right after that
  * barrier, its k-steps being done; dgrad once the store has read it, which the storing thread
- * checks at its next tile. So in the forward a stage's next load, and the prologue's pass over
+ * checks when its next tile starts, before waiting for that tile's stage. So in the forward a stage's next load, and the prologue's pass over
  * it, start an epilogue and a store earlier, which is what the fused forward waited on.
  * Every 8 tiles and at the end, the f32 sums (at most 32 terms) are folded in f64: a fixed
  * butterfly over the 8 lanes that share channels, then into the warp's own row of the f64
@@ -330,6 +330,14 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
       mbar_expect_tx(xbar, TILE_BYTES);
       tma_load_4d(xt, xtmap, 0, tl.x0, tl.y0, tl.n, xbar);
     }
+    if (pending >= 0) { /* dgrad: the previous tile's stage back once its store has read it,
+                           before waiting for this tile's: the loader can refill it sooner */
+      if (ti == 0) {
+        tma_store_wait_read();
+        mbar_arrive(empty + 8 * pending);
+      }
+      __syncwarp();
+    }
     mbar_wait(ready + 8 * s, k & 1);
 
     /* A fragments of k-step ks in a[ks % 3]: step ks + 1's are loaded while step ks (and
@@ -346,13 +354,6 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
       wgmma_commit();
       if (ks + 1 < 36) load_a(stage, pix, khalf, ks + 1, a[(ks + 1) % 3]);
       wgmma_wait<1>();
-      if (ks == 0 && pending >= 0) { /* hand back the previous tile's stage once stored */
-        if (ti == 0) {
-          tma_store_wait_read();
-          mbar_arrive(empty + 8 * pending);
-        }
-        __syncwarp();
-      }
     }
     wgmma_wait<0>();
     acc_fence(acc[0]);

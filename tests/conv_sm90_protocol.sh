@@ -4,8 +4,9 @@
 # layers' forward and dgrad) and dev/conv_sm90_wgrad_protocol.py (weight gradient, tiles of 1, 2
 # and 4 rows) walk each kernel's roles and copy engine in random interleavings and must end "ok";
 # each mutant (64 -> 64: a stage handed back before its k-steps are done, an output buffer
-# written before its last store has read it; wgrad: strips freed one row late) must fail, so the
-# models can tell. SKIP (77) without python3.
+# written before its last store has read it, dgrad's stage handed back before its store has read
+# it; wgrad: strips freed one row late) must fail, so the models can tell. SKIP (77) without
+# python3.
 set -u
 src=${srcdir:-.}
 command -v python3 > /dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
@@ -31,6 +32,12 @@ if python3 "$src/dev/conv_sm90_protocol.py" --mutant-out > /dev/null 2>&1; then
   fail=1
 else
   echo "ok: the 64 -> 64 model catches an output buffer written under its last store"
+fi
+if python3 "$src/dev/conv_sm90_protocol.py" --mutant-dg > /dev/null 2>&1; then
+  echo "FAIL: the 64 -> 64 model passed a dgrad stage handed back under its store"
+  fail=1
+else
+  echo "ok: the 64 -> 64 model catches a dgrad stage handed back under its store"
 fi
 if python3 "$src/dev/conv_sm90_wgrad_protocol.py" --mutant > /dev/null 2>&1; then
   echo "FAIL: the wgrad model passed a protocol that frees strips still to be read"
