@@ -155,18 +155,30 @@ int opc_maxpool_bwd(const ops_t *o, const void *dy, const uint8_t *arg, int n, i
 /* ---- concat along channels, and its backward split ---- */
 
 /* Forward (fwd = 1): y[p] = [a[p], b[p]] (a NULL: b's part only). Backward: da (+)= dy[p][:ca],
- * db = dy[p][ca:].
- * N divides both ca and cb, so a pack never straddles the two parts. */
-template <typename T, int N>
-__global__ void concat_kernel(int fwd, T *a, int ca, T *b, int cb, size_t rows, int gb, int r,
+ * db = dy[p][ca:], b's rows in NHWC order, or gathered (GATHERED, backward only; ops.h
+ * concat_bwd_gathered): row p = R * W + col of dy (R = image * H + row, H even) sends its b part
+ * to row ((R / 2 * (W / 2) + col / 2) * 2 + R % 2) * 2 + col % 2 of b.
+ * N divides both ca and cb, so a pack never straddles the two parts. Row indices in I: 32 bits
+ * where the rows fit. */
+template <bool GATHERED, typename I>
+static __device__ __forceinline__ I concat_b_row(I p, I W)
+{
+  if (!GATHERED) return p;
+  const I R = p / W, col = p - R * W;
+  return (((R >> 1) * (W >> 1) + (col >> 1)) * 2 + (R & 1)) * 2 + (col & 1);
+}
+
+template <typename T, int N, typename I, bool GATHERED>
+__global__ void concat_kernel(int fwd, T *a, int ca, T *b, int cb, I rows, I W, int gb, int r,
                               T *y, int acc_a)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int C = ca + cb, c0 = g * N;
   if (c0 >= C || (fwd && !a && c0 < ca)) return; /* forward without a: b's part only */
-  for (size_t p = (size_t)blockIdx.y * r + row; p < rows; p += (size_t)gridDim.y * r) {
-    T *part = c0 < ca ? a + p * ca + c0 : b + p * cb + (c0 - ca);
-    T *whole = y + p * C + c0;
+  for (I p = (I)blockIdx.y * r + row; p < rows; p += (I)gridDim.y * r) {
+    T *part = c0 < ca ? a + (size_t)p * ca + c0
+                      : b + (size_t)concat_b_row<GATHERED>(p, W) * cb + (c0 - ca);
+    T *whole = y + (size_t)p * C + c0;
     if (fwd) {
       opc_store<T, N>(whole, opc_load<T, N>(part));
     } else {
@@ -180,22 +192,42 @@ __global__ void concat_kernel(int fwd, T *a, int ca, T *b, int cb, size_t rows, 
   }
 }
 
+template <typename T, int N, typename I, bool GATHERED>
+static void concat_launch(const ops_t *o, const opc_geo_t &g, int fwd, void *a, int ca, void *b,
+                          int cb, size_t P, int W, void *y, int acc_a)
+{
+  concat_kernel<T, N, I, GATHERED><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
+      fwd, (T *)a, ca, (T *)b, cb, (I)P, (I)W, g.gb, g.r, (T *)y, acc_a);
+}
+
+/* The pass over P rows of ca + cb channels: 16-byte packs where both parts and the pointers
+ * allow, 32-bit row indices where the last row a thread steps past stays below 2^32. W: the
+ * image width for the gathered order (GATHERED), unused otherwise. */
+template <typename T, bool GATHERED>
+static void concat_run(const ops_t *o, int fwd, void *a, int ca, void *b, int cb, size_t P, int W,
+                       void *y, int acc_a)
+{
+  const int V = 16 / sizeof(T);
+  int N = opc_vec_width(sizeof(T), ca, a, b, y);
+  if (cb % V) N = 1;
+  opc_geo_t g = OPC_PASS_GEO(o, P, ca + cb, N, 1);
+  const int narrow = P + (size_t)g.grid.y * g.r < 0xffffffffu;
+  if (N == V) {
+    if (narrow) concat_launch<T, V, unsigned, GATHERED>(o, g, fwd, a, ca, b, cb, P, W, y, acc_a);
+    else concat_launch<T, V, size_t, GATHERED>(o, g, fwd, a, ca, b, cb, P, W, y, acc_a);
+  } else if (narrow) {
+    concat_launch<T, 1, unsigned, GATHERED>(o, g, fwd, a, ca, b, cb, P, W, y, acc_a);
+  } else {
+    concat_launch<T, 1, size_t, GATHERED>(o, g, fwd, a, ca, b, cb, P, W, y, acc_a);
+  }
+}
+
 template <typename T>
 static int concat_t(const ops_t *o, int fwd, const void *a, int ca, const void *b, int cb,
                     size_t P, void *y, int acc_a)
 {
-  const int V = 16 / sizeof(T);
   if (P == 0) return 0;
-  int N = opc_vec_width(sizeof(T), ca, a, b, y);
-  if (cb % V) N = 1;
-  opc_geo_t g = OPC_PASS_GEO(o, P, ca + cb, N, 1);
-  cudaStream_t st = opc_ctx(o)->stream;
-  if (N == V)
-    concat_kernel<T, V><<<g.grid, g.block, 0, st>>>(fwd, (T *)a, ca, (T *)b, cb, P, g.gb, g.r,
-                                                    (T *)y, acc_a);
-  else
-    concat_kernel<T, 1><<<g.grid, g.block, 0, st>>>(fwd, (T *)a, ca, (T *)b, cb, P, g.gb, g.r,
-                                                    (T *)y, acc_a);
+  concat_run<T, false>(o, fwd, (void *)a, ca, (void *)b, cb, P, 1, y, acc_a);
   OPC_LAUNCHED(o, fwd ? "concat" : "concat backward");
   return 0;
 }
@@ -212,66 +244,13 @@ int opc_concat_bwd(const ops_t *o, const void *dy, int ca, int cb, size_t P, voi
   OPC_DISPATCH(o, concat_t, o, 0, da, ca, db, cb, P, (void *)dy, acc_a);
 }
 
-/* concat_bwd with b's part gathered (ops.h concat_bwd_gathered): row p = R * W + col of dy
- * (R = image * H + row, H even) sends its b part to row ((R / 2 * (W / 2) + col / 2) * 2 + R % 2)
- * * 2 + col % 2 of b; the same packs, bytes and geometry as concat_kernel's backward, and the
- * row's index arithmetic in I (32 bits where the rows fit). */
-template <typename T, int N, typename I>
-__global__ void concat_split_gathered_kernel(const T *dy, T *a, int ca, T *b, int cb, I rows,
-                                             I W, int gb, int r, int acc_a)
-{
-  const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
-  const int C = ca + cb, c0 = g * N;
-  if (c0 >= C) return;
-  const I w = W >> 1;
-  for (I p = (I)blockIdx.y * r + row; p < rows; p += (I)gridDim.y * r) {
-    opc_pack<T, N> v = opc_load<T, N>(dy + (size_t)p * C + c0);
-    if (c0 < ca) {
-      T *part = a + (size_t)p * ca + c0;
-      if (acc_a) {
-        opc_pack<T, N> old = opc_load<T, N>(part);
-        for (int k = 0; k < N; k++) v.v[k] = opc_st<T>(opc_ld(old.v[k]) + opc_ld(v.v[k]));
-      }
-      opc_store<T, N>(part, v);
-    } else {
-      const I R = p / W, col = p - R * W;
-      const I q = (((R >> 1) * w + (col >> 1)) * 2 + (R & 1)) * 2 + (col & 1);
-      opc_store<T, N>(b + (size_t)q * cb + (c0 - ca), v);
-    }
-  }
-}
-
-template <typename T, int N, typename I>
-static void concat_split_gathered_launch(const ops_t *o, const opc_geo_t &g, const void *dy,
-                                         void *a, int ca, void *b, int cb, size_t P, int W,
-                                         int acc_a)
-{
-  concat_split_gathered_kernel<T, N, I><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
-      (const T *)dy, (T *)a, ca, (T *)b, cb, (I)P, (I)W, g.gb, g.r, acc_a);
-}
-
 template <typename T>
 static int concat_split_gathered_t(const ops_t *o, const void *dy, int ca, int cb, int n, int H,
                                    int W, void *da, int acc_a, void *db)
 {
-  const int V = 16 / sizeof(T);
   const size_t P = (size_t)n * H * W;
   if (P == 0) return 0;
-  int N = opc_vec_width(sizeof(T), ca, da, db, dy);
-  if (cb % V) N = 1;
-  opc_geo_t g = OPC_PASS_GEO(o, P, ca + cb, N, 1);
-  /* the last row a thread steps past stays below 2^32 */
-  const int narrow = P + (size_t)g.grid.y * g.r < 0xffffffffu;
-  if (N == V) {
-    if (narrow)
-      concat_split_gathered_launch<T, V, unsigned>(o, g, dy, da, ca, db, cb, P, W, acc_a);
-    else
-      concat_split_gathered_launch<T, V, size_t>(o, g, dy, da, ca, db, cb, P, W, acc_a);
-  } else if (narrow) {
-    concat_split_gathered_launch<T, 1, unsigned>(o, g, dy, da, ca, db, cb, P, W, acc_a);
-  } else {
-    concat_split_gathered_launch<T, 1, size_t>(o, g, dy, da, ca, db, cb, P, W, acc_a);
-  }
+  concat_run<T, true>(o, 0, da, ca, db, cb, P, W, (void *)dy, acc_a);
   OPC_LAUNCHED(o, "concat backward (gathered)");
   return 0;
 }
