@@ -9,7 +9,8 @@
 # one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
 # root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
-# --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32").
+# --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
+# OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32").
 # Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
 # logs.
 set -u
@@ -19,6 +20,7 @@ O=${2:?usage: bench/step_ab_gpu.sh PATCH OUT_DIR [PATCH2 [PATCH3]]}
 shift 2
 PARTS=${PARTS:-"tests ops train default"}
 PRECS=${PRECS:-bf16}
+OPS_PRECS=${OPS_PRECS:-bf16}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
 sum="$O/ab.txt"
@@ -86,13 +88,14 @@ if has tests; then
   done
 fi
 if has ops; then
+ for prec in $OPS_PRECS; do
   files=""
   for v in $all; do
     eval b=\$$v
-    timeout 90 "$b/dev/ops_cuda_bench" -p bf16 -t 0 > "$O/${v}_ops.txt" 2>&1
-    files="$files $O/${v}_ops.txt"
+    timeout 90 "$b/dev/ops_cuda_bench" -p $prec -t 0 > "$O/${v}_ops_$prec.txt" 2>&1
+    files="$files $O/${v}_ops_$prec.txt"
   done
-  say "## inside the CUDA graph (ms): category, $(echo $all | sed 's/ /, /g')"
+  say "## inside the CUDA graph, $prec (ms): category, $(echo $all | sed 's/ /, /g')"
   python3 - $files >> "$sum" 2>&1 <<'EOF'
 import re, sys
 def table(p):
@@ -114,6 +117,7 @@ keys = list(tabs[0][1]) + [k for _, t in tabs[1:] for k in t if k not in tabs[0]
 for k in keys:
     print(f"{k:16s}" + "".join(f" {t.get(k, nan):8.3f}" for _, t in tabs))
 EOF
+ done
 fi
 if has train; then
   common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
