@@ -251,7 +251,8 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (side_policy(m, err, errlen) != 0) goto fail;
   m->head_fused = 1; /* SHMDDP_HEAD_FUSED's default */
   if (shm_env_flag("SHMDDP_HEAD_FUSED", &m->head_fused, err, errlen) < 0) goto fail;
-  m->head_fused = m->head_fused && cfg->norm == MODEL_NORM_BATCH && m->ops.bn_bwd_reduce_1x1 &&
+  m->head_fused = m->head_fused && cfg->norm == MODEL_NORM_BATCH &&
+                  cfg->classes <= OPS_BN_1X1_MOST_K && m->ops.bn_bwd_reduce_1x1 &&
                   m->ops.bn_bwd_apply_1x1;
   if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
