@@ -161,6 +161,14 @@ int FN(cpu_conv_bwd_filter)(const ops_t *o, const ops_conv_t *c, int n, const vo
   return ops_cpu_fail("unknown convolution kind %d", (int)c->kind);
 }
 
+/* A 1x1 convolution's input gradient: dx (P, ci) = dy (P, co) w ([co][ci]); conv_bwd_data's 1x1
+ * case, and the BatchNorm backward that forms its dy this way (bn_bwd_*_1x1), so both give the
+ * same bits. */
+void FN(cpu_conv1x1_dgrad)(const void *dyv, const void *wv, size_t P, int co, int ci, void *dxv)
+{
+  GEMM(0, 0, (int)P, ci, co, 1, (const T *)dyv, co, (const T *)wv, ci, 0, (T *)dxv, ci);
+}
+
 int FN(cpu_conv_bwd_data)(const ops_t *o, const ops_conv_t *c, int n, const void *dyv,
                           const void *wv, void *dxv, void *wsv)
 {
@@ -178,7 +186,7 @@ int FN(cpu_conv_bwd_data)(const ops_t *o, const ops_conv_t *c, int n, const void
     }
     return 0;
   case OPS_CONV1X1:
-    GEMM(0, 0, (int)P, ci, co, 1, dy, co, w, ci, 0, dx, ci);
+    FN(cpu_conv1x1_dgrad)(dy, w, P, co, ci, dx);
     return 0;
   case OPS_CONVT2X2:
     for (size_t p0 = 0; p0 < P; p0 += chunk) {

@@ -151,6 +151,44 @@ int FN(cpu_bn_bwd_apply)(const ops_t *o, const void *dyv, const ops_relu_t *relu
   return 0;
 }
 
+/* dy of bn_bwd_*_1x1 in a scratch tensor, by the convolution's own input-gradient GEMM; NULL
+ * (the message recorded) when it cannot be allocated. */
+static T *FN(dy_of_1x1)(const void *g, const void *w, int K, size_t P, int C)
+{
+  size_t n = P * (size_t)C;
+  T *dy = malloc(sizeof(T) * (n ? n : 1));
+  if (!dy) {
+    ops_cpu_fail("out of memory for a %zu x %d gradient in BatchNorm backward", P, C);
+    return NULL;
+  }
+  FN(cpu_conv1x1_dgrad)(g, w, P, K, C, dy);
+  return dy;
+}
+
+int FN(cpu_bn_bwd_reduce_1x1)(const ops_t *o, const void *g, const void *w, int K,
+                              const ops_relu_t *relu, const void *x, size_t P, int C,
+                              const double *saved, double *sums, void *dgamma, void *dbeta,
+                              int acc)
+{
+  T *dy = FN(dy_of_1x1)(g, w, K, P, C);
+  if (!dy) return -1;
+  int rc = FN(cpu_bn_bwd_reduce)(o, dy, relu, x, P, C, saved, sums, dgamma, dbeta, acc);
+  free(dy);
+  return rc;
+}
+
+int FN(cpu_bn_bwd_apply_1x1)(const ops_t *o, const void *g, const void *w, int K,
+                             const ops_relu_t *relu, const void *x, size_t P, int C,
+                             const double *saved, const double *sums, const void *gamma,
+                             void *dx)
+{
+  T *dy = FN(dy_of_1x1)(g, w, K, P, C);
+  if (!dy) return -1;
+  int rc = FN(cpu_bn_bwd_apply)(o, dy, relu, x, P, C, saved, sums, gamma, dx);
+  free(dy);
+  return rc;
+}
+
 int FN(cpu_gn_fwd)(const ops_t *o, const void *xv, int n, size_t hw, int C, int G, double eps,
                    const void *gv, const void *bv, int relu, void *yv, double *saved)
 {

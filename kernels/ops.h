@@ -37,6 +37,9 @@ typedef struct {
   const void *gamma, *beta;
 } ops_relu_t;
 
+/* The most classes of a 1x1 head whose input gradient bn_bwd_*_1x1 form (below). */
+#define OPS_BN_1X1_MOST_K 8
+
 /* What a layer would use of the fused convolutions (ops.h conv_fused): all of them, as a block
  * pair's second convolution does (the forward with the previous BatchNorm + ReLU as its prologue
  * and its statistics, the input gradient with the mask and sums, the weight gradient with the
@@ -137,6 +140,19 @@ struct ops {
   int (*bn_bwd_apply)(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,
                       size_t P, int C, const double *saved, const double *sums,
                       const void *gamma, void *dx);
+  /* bn_bwd_reduce and bn_bwd_apply where dy is the input gradient of a 1x1 convolution that
+   * reads this normalisation's output (the U-Net's head) and is never stored:
+   * dy = g w, g (P, K) that convolution's output gradient, w its [K][C] weights, formed as this
+   * backend's conv_bwd_data forms it in this dtype, so the results are bn_bwd_reduce's and
+   * bn_bwd_apply's on conv_bwd_data's dy, bit for bit. K is at most OPS_BN_1X1_MOST_K, and the
+   * ReLU mask comes from gamma and beta (relu->y NULL). NULL where a backend has no such path:
+   * the caller forms dy with conv_bwd_data then. */
+  int (*bn_bwd_reduce_1x1)(const ops_t *o, const void *g, const void *w, int K,
+                           const ops_relu_t *relu, const void *x, size_t P, int C,
+                           const double *saved, double *sums, void *dgamma, void *dbeta, int acc);
+  int (*bn_bwd_apply_1x1)(const ops_t *o, const void *g, const void *w, int K,
+                          const ops_relu_t *relu, const void *x, size_t P, int C,
+                          const double *saved, const double *sums, const void *gamma, void *dx);
 
   /* GroupNorm over (h*w, C/G channels) per sample and group; saved: n*G means then n*G
    * invstds (f64). ReLU fused as for BN. */

@@ -28,6 +28,15 @@ const char *ops_cpu_last_error(const ops_t *o);
   int cpu_bn_bwd_apply_##S(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x,  \
                            size_t P, int C, const double *saved, const double *sums,           \
                            const void *gamma, void *dx);                                        \
+  void cpu_conv1x1_dgrad_##S(const void *dy, const void *w, size_t P, int co, int ci, void *dx); \
+  int cpu_bn_bwd_reduce_1x1_##S(const ops_t *o, const void *g, const void *w, int K,            \
+                                const ops_relu_t *relu, const void *x, size_t P, int C,         \
+                                const double *saved, double *sums, void *dgamma, void *dbeta,  \
+                                int acc);                                                       \
+  int cpu_bn_bwd_apply_1x1_##S(const ops_t *o, const void *g, const void *w, int K,             \
+                               const ops_relu_t *relu, const void *x, size_t P, int C,          \
+                               const double *saved, const double *sums, const void *gamma,     \
+                               void *dx);                                                       \
   int cpu_gn_fwd_##S(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps, \
                      const void *gamma, const void *beta, int relu, void *y, double *saved);    \
   int cpu_gn_bwd_##S(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n, \

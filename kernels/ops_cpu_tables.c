@@ -60,6 +60,7 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .bn_apply_pool = cpu_bn_apply_pool_##S,                                                     \
     .bn_bwd_reduce = cpu_bn_bwd_reduce_##S,                                                     \
     .bn_bwd_apply = cpu_bn_bwd_apply_##S, .gn_fwd = cpu_gn_fwd_##S, .gn_bwd = cpu_gn_bwd_##S,   \
+    .bn_bwd_reduce_1x1 = cpu_bn_bwd_reduce_1x1_##S, .bn_bwd_apply_1x1 = cpu_bn_bwd_apply_1x1_##S, \
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
     .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
     .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \

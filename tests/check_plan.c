@@ -193,11 +193,13 @@ typedef struct {
   float *grads;
   int32_t *pred;
   size_t plan_bytes, plan_sum;
-  int gathered; /* up-convolutions whose gradient the concat's split wrote gathered */
+  int gathered;   /* up-convolutions whose gradient the concat's split wrote gathered */
+  int head_fused; /* backward formed the head's input gradient inside the BatchNorm's */
 } step_out_t;
 
-/* SHMDDP_UPCONV_GATHERED for the next run_side (NULL: unset, the default) */
-static const char *upconv_env;
+/* SHMDDP_UPCONV_GATHERED and SHMDDP_HEAD_FUSED for the next run_side (NULL: unset, the
+ * defaults) */
+static const char *upconv_env, *head_env;
 
 /* Three steps (full batch, a short one, an accumulated one) and an eval. */
 static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const char *recompute,
@@ -209,12 +211,15 @@ static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const 
   setenv("SHMDDP_RECOMPUTE", recompute, 1);
   setenv("SHMDDP_WGRAD_STREAM", side, 1);
   if (upconv_env) setenv("SHMDDP_UPCONV_GATHERED", upconv_env, 1);
+  if (head_env) setenv("SHMDDP_HEAD_FUSED", head_env, 1);
   model_t *m = NULL;
   ck_assert_msg(unet_create(&m, &c, dt, err, sizeof err) == 0, "%s", err);
   unsetenv("SHMDDP_MEM_PLAN");
   unsetenv("SHMDDP_RECOMPUTE");
   unsetenv("SHMDDP_WGRAD_STREAM");
   unsetenv("SHMDDP_UPCONV_GATHERED");
+  unsetenv("SHMDDP_HEAD_FUSED");
+  o->head_fused = m->head_fused;
   o->gathered = 0;
   for (int i = 0; i < c.levels - 1; i++) o->gathered += m->dec[i].up.dy_gathered;
   /* the host has no second stream: auto is off; a level asks for the side schedule, which f64
@@ -324,6 +329,23 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
                 "predictions differ (up-convolution gradient gathered or NHWC)");
   ck_assert_uint_eq(ga.plan_bytes, a.plan_bytes); /* the same tensors, the same sizes */
   free(pl.grads), free(pl.pred), free(ga.grads), free(ga.pred);
+  /* the head's input gradient formed inside the BatchNorm backward before it (the default where
+   * the norm is BatchNorm: the CPU backend has the path) against stored (SHMDDP_HEAD_FUSED=0):
+   * the same bits, and the plan no larger */
+  ck_assert_int_eq(a.head_fused, norm == MODEL_NORM_BATCH);
+  step_out_t hs;
+  head_env = "0";
+  run_model(norm, dt, "shared", "all", &hs);
+  head_env = NULL;
+  ck_assert_int_eq(hs.head_fused, 0);
+  for (int i = 0; i < 3; i++)
+    ck_assert_msg(hs.loss[i] == a.loss[i], "step %d loss (head's gradient stored)", i);
+  ck_assert_msg(memcmp(hs.grads, a.grads, np * sizeof *a.grads) == 0,
+                "gradients differ (head's gradient stored)");
+  ck_assert_msg(memcmp(hs.pred, a.pred, P * sizeof *a.pred) == 0,
+                "predictions differ (head's gradient stored)");
+  ck_assert_uint_le(a.plan_bytes, hs.plan_bytes);
+  free(hs.grads), free(hs.pred);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }
@@ -359,6 +381,10 @@ START_TEST(bad_mode_refused)
     ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
     unsetenv("SHMDDP_UPCONV_GATHERED");
     ck_assert_ptr_nonnull(strstr(err, "SHMDDP_UPCONV_GATHERED"));
+    setenv("SHMDDP_HEAD_FUSED", bad[i], 1);
+    ck_assert_int_ne(unet_create(&m, &c, OPS_F32, err, sizeof err), 0);
+    unsetenv("SHMDDP_HEAD_FUSED");
+    ck_assert_ptr_nonnull(strstr(err, "SHMDDP_HEAD_FUSED"));
   }
 }
 END_TEST

@@ -342,6 +342,39 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
   return grads_done(c, l->beta_id, l->gamma_id, base);
 }
 
+int layer_norm_bwd_1x1_usable(const layer_ctx_t *c, const layer_norm_t *l)
+{
+  return l->kind == MODEL_NORM_BATCH && c->ops->bn_bwd_reduce_1x1 && c->ops->bn_bwd_apply_1x1;
+}
+
+int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                       const layer_conv_t *head, const void *g, const void *x, void *dx)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const ops_t *o = c->ops;
+  const char *name = c->params[l->gamma_id].name;
+  if (!layer_norm_bwd_1x1_usable(c, l) || head->desc.kind != OPS_CONV1X1 ||
+      head->desc.cin != l->C || head->dy_gathered)
+    return check_fail(err, errlen, "%s: no BatchNorm backward through a 1x1 head here", name);
+  const void *gamma = layer_wparam(c, l->gamma_id), *w = layer_wparam(c, head->w_id);
+  size_t base = stage_base(c->params, l->gamma_id, l->beta_id);
+  void *dgamma = grad_out(c, l->gamma_id, base), *dbeta = grad_out(c, l->beta_id, base);
+  const int K = head->desc.cout;
+  ops_relu_t relu = {.y = NULL, .gamma = gamma, .beta = layer_wparam(c, l->beta_id)};
+  size_t P = (size_t)n * hw;
+  /* as layer_norm_bwd: this rank's sums give the parameter gradients, everyone's give dx */
+  CHECK_OPS(c->ops,
+            o->bn_bwd_reduce_1x1(o, g, w, K, &relu, x, P, l->C, l->saved, l->stats, dgamma,
+                                 dbeta, layer_grad_acc(c)),
+            name);
+  if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
+  CHECK_OPS(c->ops,
+            o->bn_bwd_apply_1x1(o, g, w, K, &relu, x, P, l->C, l->saved, l->stats, gamma, dx),
+            name);
+  return grads_done(c, l->beta_id, l->gamma_id, base);
+}
+
 int layer_norm_coef(const layer_ctx_t *c, layer_norm_t *l)
 {
   char *err = c->err;

@@ -129,5 +129,12 @@ int layer_norm_recompute_ld(const layer_ctx_t *c, layer_norm_t *l, int n, size_t
  * output, may be NULL: the ReLU's mask is then recomputed from x (ops_relu_t). */
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
                    const void *x, const void *y);
+/* layer_norm_bwd of a BatchNorm whose output only the 1x1 convolution head reads, with that
+ * convolution's input gradient never stored: from its output gradient g (n hw x K) and weights
+ * into dx, as layer_norm_bwd on conv_bwd_data's gradient gives it (ops.h bn_bwd_*_1x1). Only
+ * where layer_norm_bwd_1x1_usable. */
+int layer_norm_bwd_1x1_usable(const layer_ctx_t *c, const layer_norm_t *l);
+int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                       const layer_conv_t *head, const void *g, const void *x, void *dx);
 
 #endif

@@ -249,6 +249,11 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
+  m->head_fused = 1; /* SHMDDP_HEAD_FUSED's default */
+  if (shm_env_flag("SHMDDP_HEAD_FUSED", &m->head_fused, err, errlen) < 0) goto fail;
+  m->head_fused = m->head_fused && cfg->norm == MODEL_NORM_BATCH &&
+                  cfg->classes <= OPS_BN_1X1_MOST_K && m->ops.bn_bwd_reduce_1x1 &&
+                  m->ops.bn_bwd_apply_1x1;
   if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
@@ -723,16 +728,43 @@ static int fused_bwd(model_t *m, const layer_ctx_t *c, block_t *prev, block_t *b
 /* The backward of a pair of blocks (b1, then b2 on b1's norm output) at `level` from d, the
  * gradient w.r.t. b2's conv output: b2's norm, b2's conv (fused or plain), b1's norm; *dx: the
  * gradient w.r.t. b1's conv output (a new tensor). */
+/* normed: d is the gradient w.r.t. b2's conv output already (its norm's backward done: the
+ * head's fused path, head_bwd). */
 static int pair_bwd(model_t *m, const layer_ctx_t *c, block_t *b1, block_t *b2, int level, int n,
-                    const void *x, int d, int *dx)
+                    const void *x, int d, int normed, int *dx)
 {
-  CHECK(norm_bwd(m, c, b2, n, level, d));
+  if (!normed) CHECK(norm_bwd(m, c, b2, n, level, d));
   if (b2->fused) return fused_bwd(m, c, b1, b2, level, n, d, dx);
   int r;
   CHECK(recompute(m, c, b1, n, level, &r, "norm output"));
   CHECK(conv_bwd(m, c, &b2->conv, level, n, r, x, d, level_pixels(m, level) * (size_t)b1->norm.C,
                  dx));
   return norm_bwd(m, c, b1, n, level, *dx);
+}
+
+/* The head's backward: its weight and bias gradients, and *d. Fused (head_fused, where the block
+ * before it has a BatchNorm and the backend the path): *d is the gradient w.r.t. that block's
+ * conv output, its norm's backward done, and the head's input gradient never stored; *normed 1.
+ * Else *d is the head's input gradient; *normed 0. */
+static int head_bwd(model_t *m, const layer_ctx_t *c, const void *x, int head_in, int n, int *d,
+                    int *normed)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const model_config_t *cf = &m->cfg;
+  block_t *b = cf->levels >= 2 ? &m->dec[0].b2 : &m->enc[0].b2;
+  *normed = m->head_fused;
+  if (!*normed)
+    return conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits,
+                    level_pixels(m, 0) * cf->widths[0], d);
+  CHECK(conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits, 0, NULL));
+  CHECK(declare(m, d, level_pixels(m, 0) * (size_t)b->norm.C, m->ops.elem, "gradient", err,
+                errlen));
+  const void *g = PT(m->dlogits), *a = PT(b->a);
+  void *o = PT(*d);
+  RUN(layer_norm_bwd_1x1(c, &b->norm, n, (size_t)cf->height * (size_t)cf->width, &m->head, g,
+                         a, o));
+  return 0;
 }
 
 static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in, int n)
@@ -744,14 +776,15 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
   int d; /* the gradient flowing down: w.r.t. the output of the block being undone */
   int dskip[MODEL_MAX_LEVELS];
   m->side_pending = 0;
-  CHECK(conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits,
-                 level_pixels(m, 0) * cf->widths[0], &d));
+  int normed; /* d has been through the first block's norm backward (head_bwd) */
+  CHECK(head_bwd(m, c, x, head_in, n, &d, &normed));
   for (int i = 0; i <= L - 2; i++) {
     dec_t *dc = &m->dec[i];
     size_t P = level_pixels(m, i), wi = (size_t)cf->widths[i];
     size_t hw = (size_t)(cf->height >> i) * (size_t)(cf->width >> i);
     int dx, cat, dcat, dup, below;
-    CHECK(pair_bwd(m, c, &dc->b1, &dc->b2, i, n, x, d, &dx));
+    CHECK(pair_bwd(m, c, &dc->b1, &dc->b2, i, n, x, d, normed, &dx));
+    normed = 0;
     if (kept(m, i))
       cat = dc->cat;
     else
@@ -793,7 +826,8 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
       d = dskip[i];
     }
     int dx;
-    CHECK(pair_bwd(m, c, &en->b1, &en->b2, i, n, x, d, &dx));
+    CHECK(pair_bwd(m, c, &en->b1, &en->b2, i, n, x, d, normed, &dx));
+    normed = 0;
     if (i > 0)
       CHECK(conv_bwd(m, c, &en->b1.conv, i, n, en->pooled, x, dx, P * cf->widths[i - 1], &d));
     else
