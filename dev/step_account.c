@@ -94,6 +94,14 @@ acct_cost_t acct_bn(acct_pass_t pass, size_t P, int C, size_t elem)
   return (acct_cost_t){0, passes * t};
 }
 
+acct_cost_t acct_bn_head(acct_pass_t pass, size_t P, int C, int K, size_t elem)
+{
+  if (pass != ACCT_BN_BWD_REDUCE && pass != ACCT_BN_BWD_APPLY) return (acct_cost_t){0, 0};
+  const double t = (double)P * C * elem, g = (double)P * K * elem;
+  /* reduce: x and g; apply: x and g, dx written */
+  return (acct_cost_t){2.0 * P * C * K, (pass == ACCT_BN_BWD_APPLY ? 2 : 1) * t + g};
+}
+
 acct_cost_t acct_maxpool_fwd(int n, int h, int w, int C, size_t elem)
 {
   const double full = (double)n * h * w * C, pooled = full / 4;

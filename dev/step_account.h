@@ -58,6 +58,10 @@ acct_cost_t acct_conv(const ops_conv_t *c, acct_pass_t pass, int n, size_t elem,
  * ACCT_BN_RECOMPUTE, ACCT_BN_BWD_REDUCE, ACCT_BN_BWD_APPLY; backward's ReLU mask recomputed from
  * the norm's input, so no output is read). */
 acct_cost_t acct_bn(acct_pass_t pass, size_t P, int C, size_t elem);
+/* The backward passes (ACCT_BN_BWD_REDUCE, ACCT_BN_BWD_APPLY) with dy formed where they read it
+ * from a 1x1 head of K classes (ops.h bn_bwd_*_1x1): the head's output gradient (P x K) read
+ * instead of dy, and its 2 P C K products; other passes 0. */
+acct_cost_t acct_bn_head(acct_pass_t pass, size_t P, int C, int K, size_t elem);
 
 /* 2x2 max-pool over n images of h x w x C (the full-size side): forward writes the pooled
  * tensor and a byte per pooled element (the winner); backward (acc: added into dx) reads them. */

@@ -117,6 +117,12 @@ START_TEST(element_passes_by_hand)
   ck_assert_double_eq(acct_bn(ACCT_BN_BWD_APPLY, P, 64, BF16).bytes, 3 * t);
   ck_assert_double_eq(acct_bn(ACCT_BN_APPLY, P, 64, BF16).flops, 0);
   ck_assert_double_eq(acct_bn(ACCT_CONV_FWD, P, 64, BF16).bytes, 0);
+  /* the same backward passes with dy formed from the 4-class head: its 3,145,728 B of logit
+   * gradients read instead of dy, and 2 x 393,216 x 64 x 4 = 201,326,592 products */
+  ck_assert_double_eq(acct_bn_head(ACCT_BN_BWD_REDUCE, P, 64, 4, BF16).bytes, t + 3145728.0);
+  ck_assert_double_eq(acct_bn_head(ACCT_BN_BWD_APPLY, P, 64, 4, BF16).bytes, 2 * t + 3145728.0);
+  ck_assert_double_eq(acct_bn_head(ACCT_BN_BWD_APPLY, P, 64, 4, BF16).flops, 201326592.0);
+  ck_assert_double_eq(acct_bn_head(ACCT_BN_STATS, P, 64, 4, BF16).bytes, 0);
   /* max-pool 6 x 256 x 256 x 64 -> 98,304 pooled pixels: 6,291,456 pooled elements.
    * forward: 25,165,824 * 2 read + 6,291,456 * 2 written + 6,291,456 winner bytes */
   ck_assert_double_eq(acct_maxpool_fwd(6, 256, 256, 64, BF16).bytes, 69206016.0);
