@@ -85,8 +85,9 @@
  * fence.proxy.async, and one thread stores it with a TMA tensor store (the engine clips the
  * image's edges). The forward hands the stage back to the loader (empty[s]) right after that
  * barrier, its k-steps being done; dgrad once the store has read it, which the storing thread
- * checks when its next tile starts, before waiting for that tile's stage. So in the forward a stage's next load, and the prologue's pass over
- * it, start an epilogue and a store earlier, which is what the fused forward waited on.
+ * checks when its next tile starts, before waiting for that tile's stage. So in the forward a
+ * stage's next load, and the prologue's pass over it, start an epilogue and a store earlier,
+ * which is what the fused forward waited on.
  * Every 8 tiles and at the end, the f32 sums (at most 32 terms) are folded in f64: a fixed
  * butterfly over the 8 lanes that share channels, then into the warp's own row of the f64
  * area. At the end, 128 threads sum the 8 rows in a fixed order into the block's partial, and

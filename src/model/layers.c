@@ -312,8 +312,11 @@ int layer_norm_recompute_ld(const layer_ctx_t *c, layer_norm_t *l, int n, size_t
   return 0;
 }
 
-int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
-                   const void *x, const void *y)
+/* layer_norm_bwd's work from dy into dx (may be dy), or, with head, from the 1x1 head's output
+ * gradient dy (layer_norm_bwd_1x1; BatchNorm only, checked by the caller). */
+static int norm_bwd_into(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                         const void *dy, const layer_conv_t *head, const void *x, const void *y,
+                         void *dx)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
@@ -326,53 +329,46 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
   ops_relu_t relu = {.y = y, .gamma = gamma, .beta = layer_wparam(c, l->beta_id)};
   if (l->kind == MODEL_NORM_GROUP) {
     CHECK_OPS(c->ops,
-              o->gn_bwd(o, d, &relu, x, n, hw, l->C, l->G, l->saved, gamma, d, dgamma, dbeta, acc),
+              o->gn_bwd(o, dy, &relu, x, n, hw, l->C, l->G, l->saved, gamma, dx, dgamma, dbeta,
+                        acc),
               name);
   } else {
     size_t P = (size_t)n * hw;
+    const void *wh = head ? layer_wparam(c, head->w_id) : NULL;
+    const int K = head ? head->desc.cout : 0;
     /* dgamma/dbeta are this rank's sums (data parallelism averages them like any gradient);
      * dx needs the sums over every rank's pixels. */
     CHECK_OPS(c->ops,
-              o->bn_bwd_reduce(o, d, &relu, x, P, l->C, l->saved, l->stats, dgamma, dbeta, acc),
+              head ? o->bn_bwd_reduce_1x1(o, dy, wh, K, &relu, x, P, l->C, l->saved, l->stats,
+                                          dgamma, dbeta, acc)
+                   : o->bn_bwd_reduce(o, dy, &relu, x, P, l->C, l->saved, l->stats, dgamma,
+                                      dbeta, acc),
               name);
     if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
-    CHECK_OPS(c->ops, o->bn_bwd_apply(o, d, &relu, x, P, l->C, l->saved, l->stats, gamma, d),
+    CHECK_OPS(c->ops,
+              head ? o->bn_bwd_apply_1x1(o, dy, wh, K, &relu, x, P, l->C, l->saved, l->stats,
+                                         gamma, dx)
+                   : o->bn_bwd_apply(o, dy, &relu, x, P, l->C, l->saved, l->stats, gamma, dx),
               name);
   }
   return grads_done(c, l->beta_id, l->gamma_id, base);
 }
 
-int layer_norm_bwd_1x1_usable(const layer_ctx_t *c, const layer_norm_t *l)
+int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
+                   const void *x, const void *y)
 {
-  return l->kind == MODEL_NORM_BATCH && c->ops->bn_bwd_reduce_1x1 && c->ops->bn_bwd_apply_1x1;
+  return norm_bwd_into(c, l, n, hw, d, NULL, x, y, d);
 }
 
 int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
                        const layer_conv_t *head, const void *g, const void *x, void *dx)
 {
-  char *err = c->err;
-  size_t errlen = c->errlen;
-  const ops_t *o = c->ops;
-  const char *name = c->params[l->gamma_id].name;
-  if (!layer_norm_bwd_1x1_usable(c, l) || head->desc.kind != OPS_CONV1X1 ||
-      head->desc.cin != l->C || head->dy_gathered)
-    return check_fail(err, errlen, "%s: no BatchNorm backward through a 1x1 head here", name);
-  const void *gamma = layer_wparam(c, l->gamma_id), *w = layer_wparam(c, head->w_id);
-  size_t base = stage_base(c->params, l->gamma_id, l->beta_id);
-  void *dgamma = grad_out(c, l->gamma_id, base), *dbeta = grad_out(c, l->beta_id, base);
-  const int K = head->desc.cout;
-  ops_relu_t relu = {.y = NULL, .gamma = gamma, .beta = layer_wparam(c, l->beta_id)};
-  size_t P = (size_t)n * hw;
-  /* as layer_norm_bwd: this rank's sums give the parameter gradients, everyone's give dx */
-  CHECK_OPS(c->ops,
-            o->bn_bwd_reduce_1x1(o, g, w, K, &relu, x, P, l->C, l->saved, l->stats, dgamma,
-                                 dbeta, layer_grad_acc(c)),
-            name);
-  if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
-  CHECK_OPS(c->ops,
-            o->bn_bwd_apply_1x1(o, g, w, K, &relu, x, P, l->C, l->saved, l->stats, gamma, dx),
-            name);
-  return grads_done(c, l->beta_id, l->gamma_id, base);
+  if (l->kind != MODEL_NORM_BATCH || !c->ops->bn_bwd_reduce_1x1 || !c->ops->bn_bwd_apply_1x1 ||
+      head->desc.kind != OPS_CONV1X1 || head->desc.cin != l->C || head->dy_gathered)
+    return check_fail(c->err, c->errlen, "%s: no BatchNorm backward through a 1x1 head here",
+                      c->params[l->gamma_id].name);
+  /* the ReLU mask from gamma and beta (no y), as ops.h bn_bwd_*_1x1 take it */
+  return norm_bwd_into(c, l, n, hw, g, head, x, NULL, dx);
 }
 
 int layer_norm_coef(const layer_ctx_t *c, layer_norm_t *l)

@@ -131,9 +131,8 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
                    const void *x, const void *y);
 /* layer_norm_bwd of a BatchNorm whose output only the 1x1 convolution head reads, with that
  * convolution's input gradient never stored: from its output gradient g (n hw x K) and weights
- * into dx, as layer_norm_bwd on conv_bwd_data's gradient gives it (ops.h bn_bwd_*_1x1). Only
- * where layer_norm_bwd_1x1_usable. */
-int layer_norm_bwd_1x1_usable(const layer_ctx_t *c, const layer_norm_t *l);
+ * into dx, as layer_norm_bwd on conv_bwd_data's gradient gives it (ops.h bn_bwd_*_1x1; an error
+ * where the table has no such ops or the norm is not BatchNorm). */
 int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
                        const layer_conv_t *head, const void *g, const void *x, void *dx);
 

@@ -726,10 +726,8 @@ static int fused_bwd(model_t *m, const layer_ctx_t *c, block_t *prev, block_t *b
 }
 
 /* The backward of a pair of blocks (b1, then b2 on b1's norm output) at `level` from d, the
- * gradient w.r.t. b2's conv output: b2's norm, b2's conv (fused or plain), b1's norm; *dx: the
- * gradient w.r.t. b1's conv output (a new tensor). */
-/* normed: d is the gradient w.r.t. b2's conv output already (its norm's backward done: the
- * head's fused path, head_bwd). */
+ * gradient w.r.t. b2's conv output: b2's norm (skipped where normed: head_bwd did it), b2's conv
+ * (fused or plain), b1's norm; *dx: the gradient w.r.t. b1's conv output (a new tensor). */
 static int pair_bwd(model_t *m, const layer_ctx_t *c, block_t *b1, block_t *b2, int level, int n,
                     const void *x, int d, int normed, int *dx)
 {

@@ -83,9 +83,8 @@ struct model {
    * the same schedule runs in order (its plan is still the side schedule's). */
   int side_from;
   /* SHMDDP_HEAD_FUSED as resolved (on, BatchNorm, at most OPS_BN_1X1_MOST_K classes, and the
-   * backend has bn_bwd_*_1x1): backward
-   * forms the 1x1 head's input gradient inside the BatchNorm backward of the block before it
-   * (layers.h layer_norm_bwd_1x1) instead of storing it */
+   * backend has bn_bwd_*_1x1): backward forms the 1x1 head's input gradient inside the BatchNorm
+   * backward of the block before it (layers.h layer_norm_bwd_1x1) instead of storing it */
   int head_fused;
   model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE: which block pairs run fused */
   ops_t side_ops;
