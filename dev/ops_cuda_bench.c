@@ -168,7 +168,12 @@ static struct {
   int32_t *labels;
   double *loss;
   size_t nparams, ws_bytes;
+  int head_fwd_fused; /* the head on the last block's norm apply, that output never made (ops.h
+                         conv1x1_*_bn), as the model's head_fwd_fused */
 } N;
+
+/* The block whose norm output the head reads. */
+static blk_t *last_block(void) { return N.L > 1 ? &N.dec2[0] : &N.enc2[0]; }
 
 static void *dev(size_t bytes)
 {
@@ -400,6 +405,7 @@ static void block_norm_fwd(blk_t *b, int n, int down, int ready)
        O.bn_stats_finalize(&O, b->a, P, b->C, 1e-5, 0.1, b->running, b->running + b->C,
                            b->stats, b->saved));
   const void *g = wp_at(b->g_off), *beta = wp_at(b->g_off + b->C);
+  if (N.head_fwd_fused && b == last_block()) return; /* the head applies it as it reads */
   if (b->feeds_fused) { /* the next conv applies this norm as it loads: coefficients only */
     OP_FUSED(ACCT_BN_STATS, b->conv.name, acct_bn_coef(b->C, E),
              O.bn_coef(&O, b->saved, g, beta, b->C, b->coef));
@@ -526,7 +532,15 @@ static void forward(int n)
     pair_fwd(&N.dec1[i], &N.dec2[i], n, N.cat[i], 0);
     in = N.dec2[i].r;
   }
-  conv_fwd(&N.head, n, in, N.logits);
+  if (N.head_fwd_fused) {
+    blk_t *b = last_block();
+    OP(ACCT_CONV_FWD, N.head.name, conv_cost(&N.head, ACCT_CONV_FWD, n),
+       O.conv1x1_fwd_bn(&O, &N.head.c, n, b->a, b->saved, wp_at(b->g_off),
+                        wp_at(b->g_off + b->C), wp_at(N.head.w_off), wp_at(N.head.b_off),
+                        N.logits, N.ws));
+  } else {
+    conv_fwd(&N.head, n, in, N.logits);
+  }
   OP(ACCT_LOSS, "loss", acct_loss(P0, N.K, E),
      ops_cuda_softmax_ce_async(&O, N.logits, N.labels, P0, N.K, -1, 1, 0, N.g[0], NULL,
                                N.loss));
@@ -538,7 +552,19 @@ static int decoder_bwd(int n)
   char name[32];
   size_t P0 = (size_t)n * N.H * N.W;
   int cur = 1;
-  conv_bwd(&N.head, n, N.L > 1 ? N.dec2[0].r : N.enc2[0].r, N.g[0], N.g[1]);
+  if (N.head_fwd_fused) { /* the weight gradient from the last block's conv output */
+    blk_t *b = last_block();
+    conv_t *cv = &N.head;
+    OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
+       O.conv1x1_bwd_filter_bn(&O, &cv->c, n, b->a, b->saved, wp_at(b->g_off),
+                               wp_at(b->g_off + b->C), N.g[0], wg_at(cv->w_off),
+                               wg_at(cv->b_off), 0, N.ws));
+    grads_done(cv->w_off, cv->nw + (size_t)cv->c.cout, cv->name);
+    OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
+       O.conv_bwd_data(&O, &cv->c, n, N.g[0], wp_at(cv->w_off), N.g[1], N.ws));
+  } else {
+    conv_bwd(&N.head, n, last_block()->r, N.g[0], N.g[1]);
+  }
   for (int i = 0; i <= N.L - 2; i++) {
     size_t P = P0 >> (2 * i);
     pair_bwd(&N.dec1[i], &N.dec2[i], n, i, N.g[cur], N.g[!cur]);
@@ -1025,6 +1051,8 @@ int main(int argc, char **argv)
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
   if (model_upconv_gathered_read(dt, &up_gathered, err, sizeof err) != 0) DIE("%s", err);
+  int head_fwd = 1, head_bwd = 1; /* SHMDDP_HEAD_FUSED as the model reads it */
+  if (model_head_fused_read(&head_fwd, &head_bwd, err, sizeof err) != 0) DIE("%s", err);
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
@@ -1036,6 +1064,9 @@ int main(int argc, char **argv)
   CU(cudaMemGetInfo(&free0, &total));
   N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
+  /* as the model resolves its head_fwd_fused (src/model/unet.c): the planned head */
+  N.head_fwd_fused = head_fwd && O.conv1x1_bn_ok && O.conv1x1_fwd_bn &&
+                     O.conv1x1_bwd_filter_bn && O.conv1x1_bn_ok(&O, &N.head.c) == 1;
   char config[1280], from[32] = "", fused[400];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);
@@ -1044,9 +1075,10 @@ int main(int argc, char **argv)
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
            "SGD momentum; backward recomputes at %d of %d levels (-r %s); conv engine %s "
            "(SHMDDP_CONV_ENGINE): %s; up-convolution gradients gathered at %d of %d levels "
-           "(SHMDDP_UPCONV_GATHERED)", widths, O.name, N.N, N.H, N.W, N.K,
-           N.nparams - param_off, from, recompute_levels, N.L, recomp, engine.setting, fused,
-           ngathered, N.L - 1);
+           "(SHMDDP_UPCONV_GATHERED); the head %s (SHMDDP_HEAD_FUSED)", widths, O.name, N.N,
+           N.H, N.W, N.K, N.nparams - param_off, from, recompute_levels, N.L, recomp,
+           engine.setting, fused, ngathered, N.L - 1,
+           N.head_fwd_fused ? "on the BatchNorm's apply" : "on its stored input");
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);

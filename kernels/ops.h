@@ -153,6 +153,22 @@ struct ops {
   int (*bn_bwd_apply_1x1)(const ops_t *o, const void *g, const void *w, int K,
                           const ops_relu_t *relu, const void *x, size_t P, int C,
                           const double *saved, const double *sums, const void *gamma, void *dx);
+  /* The forward's side of the same pair: the 1x1 convolution c (OPS_CONV1X1, cout at most
+   * OPS_BN_1X1_MOST_K, the U-Net's head) reading bn_apply(x) with its ReLU, whose output is
+   * never stored; each op gives the bits of bn_apply (relu on) into a tensor followed by this
+   * backend's op on it.
+   *   conv1x1_bn_ok:         1 when the planned c can be run so, else 0
+   *   conv1x1_fwd_bn:        y = conv_fwd(c, bn_apply(x)) (b: the bias)
+   *   conv1x1_bwd_filter_bn: conv_bwd_filter(c, bn_apply(x), dy): dw, db, acc as there
+   * x: n images of c's shape with c->cin channels; saved, gamma, beta as bn_apply's. NULL where
+   * a backend has no such path: the caller applies the norm into a tensor then. */
+  int (*conv1x1_bn_ok)(const ops_t *o, const ops_conv_t *c);
+  int (*conv1x1_fwd_bn)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const double *saved, const void *gamma, const void *beta, const void *w,
+                        const void *b, void *y, void *ws);
+  int (*conv1x1_bwd_filter_bn)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                               const double *saved, const void *gamma, const void *beta,
+                               const void *dy, void *dw, void *db, int acc, void *ws);
 
   /* GroupNorm over (h*w, C/G channels) per sample and group; saved: n*G means then n*G
    * invstds (f64). ReLU fused as for BN. */

@@ -37,6 +37,12 @@ const char *ops_cpu_last_error(const ops_t *o);
                                const ops_relu_t *relu, const void *x, size_t P, int C,          \
                                const double *saved, const double *sums, const void *gamma,     \
                                void *dx);                                                       \
+  int cpu_conv1x1_fwd_bn_##S(const ops_t *o, const ops_conv_t *c, int n, const void *x,         \
+                             const double *saved, const void *gamma, const void *beta,          \
+                             const void *w, const void *b, void *y, void *ws);                  \
+  int cpu_conv1x1_bwd_filter_bn_##S(const ops_t *o, const ops_conv_t *c, int n, const void *x,  \
+                                    const double *saved, const void *gamma, const void *beta,   \
+                                    const void *dy, void *dw, void *db, int acc, void *ws);     \
   int cpu_gn_fwd_##S(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps, \
                      const void *gamma, const void *beta, int relu, void *y, double *saved);    \
   int cpu_gn_bwd_##S(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n, \

@@ -9,6 +9,10 @@
 
 static void cpu_destroy(ops_t *o) { (void)o; }
 static void cpu_conv_plan_free(const ops_t *o, ops_conv_t *c) { c->plan = NULL; }
+static int cpu_conv1x1_bn_ok(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONV1X1 && c->cout <= OPS_BN_1X1_MOST_K;
+}
 
 /* Every transposed convolution takes its gradient gathered (ops.h). */
 static int cpu_conv_gathered(const ops_t *o, const ops_conv_t *c)
@@ -61,6 +65,8 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .bn_bwd_reduce = cpu_bn_bwd_reduce_##S,                                                     \
     .bn_bwd_apply = cpu_bn_bwd_apply_##S, .gn_fwd = cpu_gn_fwd_##S, .gn_bwd = cpu_gn_bwd_##S,   \
     .bn_bwd_reduce_1x1 = cpu_bn_bwd_reduce_1x1_##S, .bn_bwd_apply_1x1 = cpu_bn_bwd_apply_1x1_##S, \
+    .conv1x1_bn_ok = cpu_conv1x1_bn_ok, .conv1x1_fwd_bn = cpu_conv1x1_fwd_bn_##S,                 \
+    .conv1x1_bwd_filter_bn = cpu_conv1x1_bwd_filter_bn_##S,                                       \
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
     .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
     .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \

@@ -142,11 +142,15 @@ static const shm_env_param_t table[] = {
                 "GPU, off otherwise (bench/results/ab_wgrad_stream_1xh200.txt); always off when "
                 "weight gradients are staged one layer at a time (16-bit compute with f32 "
                 "gradients)"},
-    {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_FLAG, .dflt = "1",
-     .reader = "the model, when it is built",
-     .meaning = "1: backward forms the 1x1 head's input gradient inside the BatchNorm backward of "
-                "the block before it, where the backend has that path (the CPU backend), instead "
-                "of storing it and reading it back; 0: always stored (the same bits)"},
+    {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_CHOICE, .choices = "1|0|forward|backward",
+     .dflt = "1", .reader = "the model, when it is built",
+     .meaning = "the 1x1 head fused with the BatchNorm of the block before it, where the backend "
+                "has the path (the CPU backend): forward runs the head on the BatchNorm's apply "
+                "without storing that block's output (the head's weight gradient reads the "
+                "block's conv output through the norm again), backward forms the head's input "
+                "gradient inside that BatchNorm's backward instead of storing it and reading it "
+                "back; 1: both, forward or backward: that half only, 0: neither (the same bits "
+                "every way)"},
     {.name = "SHMDDP_UPCONV_GATHERED", .kind = SHM_ENV_CHOICE, .choices = "auto|0|1",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "1: the concat's backward writes each up-convolution's gradient in the order "

@@ -758,6 +758,81 @@ START_TEST(convt_gathered_backward)
 }
 END_TEST
 
+/* The 1x1 head on a BatchNorm's apply + ReLU (conv1x1_fwd_bn, conv1x1_bwd_filter_bn) against
+ * the definition in f64 (the norm from mean and invstd as bn_apply takes them), in both types:
+ * the logits, and the head's weight and bias gradients written and added; refusals. */
+START_TEST(head_on_batchnorm)
+{
+  enum { N = 2, H = 3, W = 5, C = 6, K = 3, P = N * H * W };
+  const ops_t *os[2] = {&o64, &o32};
+  double *xv = rvec(P * C, 2, 0.2), *wv = rvec(K * C, 0.5, 0), *bv = rvec(K, 1, 0);
+  double *gv = rvec(C, 0.5, 1), *betav = rvec(C, 0.5, 0), *dyv = rvec(P * K, 1, 0);
+  double saved[2 * C + 1];
+  for (int c = 0; c < C; c++) saved[c] = 0.1 * c - 0.2, saved[C + c] = 0.5 + 0.25 * c;
+  saved[2 * C] = P;
+  for (int k = 0; k < 2; k++) {
+    const ops_t *o = os[k];
+    ops_conv_t c = {.kind = OPS_CONV1X1, .h = H, .w = W, .cin = C, .cout = K, .max_n = N};
+    size_t wsb = 0;
+    ck_assert_int_eq(o->conv_plan(o, &c, &wsb), 0);
+    ck_assert_int_eq(o->conv1x1_bn_ok(o, &c), 1);
+    void *x = typed(o, xv, P * C), *w = typed(o, wv, K * C), *b = typed(o, bv, K);
+    void *g = typed(o, gv, C), *beta = typed(o, betav, C), *dy = typed(o, dyv, P * K);
+    void *y = poison(o, P * K), *dw = poison(o, K * C), *db = poison(o, K), *ws = malloc(wsb + 8);
+    /* a = relu(gamma (x - mean) invstd + beta) as the dtype holds its inputs */
+    double a[P * C], ref_y[P * K], ref_dw[K * C] = {0}, ref_db[K] = {0};
+    for (int p = 0; p < P; p++)
+      for (int ch = 0; ch < C; ch++) {
+        double t = at(o, g, ch) * (at(o, x, p * C + ch) - saved[ch]) * saved[C + ch] +
+                   at(o, beta, ch);
+        a[p * C + ch] = t > 0 ? t : 0;
+      }
+    for (int p = 0; p < P; p++)
+      for (int q = 0; q < K; q++) {
+        double s = at(o, b, q);
+        for (int ch = 0; ch < C; ch++) s += a[p * C + ch] * at(o, w, q * C + ch);
+        ref_y[p * K + q] = s;
+        ref_db[q] += at(o, dy, p * K + q);
+        for (int ch = 0; ch < C; ch++) ref_dw[q * C + ch] += at(o, dy, p * K + q) * a[p * C + ch];
+      }
+    const double tol = o->dtype == OPS_F32 ? 1e-5 : 1e-12;
+    ck_assert_msg(o->conv1x1_fwd_bn(o, &c, N, x, saved, g, beta, w, b, y, ws) == 0, "%s",
+                  o->last_error(o));
+    for (int i = 0; i < P * K; i++)
+      ck_assert_msg(fabs(at(o, y, i) - ref_y[i]) <= tol * (1 + fabs(ref_y[i])),
+                    "%s: logit %d %.12g, by its definition %.12g", o->name, i, at(o, y, i),
+                    ref_y[i]);
+    for (int acc = 0; acc < 2; acc++) {
+      ck_assert_msg(o->conv1x1_bwd_filter_bn(o, &c, N, x, saved, g, beta, dy, dw, db, acc, ws) == 0,
+                    "%s", o->last_error(o));
+      for (int i = 0; i < K * C; i++)
+        ck_assert_msg(fabs(at(o, dw, i) - (1 + acc) * ref_dw[i]) <= tol * (1 + fabs(ref_dw[i])),
+                      "%s: dw %d %.12g, by its definition %.12g (acc %d)", o->name, i,
+                      at(o, dw, i), (1 + acc) * ref_dw[i], acc);
+      for (int q = 0; q < K; q++)
+        ck_assert_msg(fabs(at(o, db, q) - (1 + acc) * ref_db[q]) <= tol * (1 + fabs(ref_db[q])),
+                      "%s: db %d (acc %d)", o->name, q, acc);
+    }
+    /* a 3x3 convolution, or a 1x1 one with more outputs than OPS_BN_1X1_MOST_K: refused */
+    ops_conv_t c3 = {.kind = OPS_CONV3X3, .h = H, .w = W, .cin = C, .cout = K, .max_n = N};
+    ops_conv_t wide = {.kind = OPS_CONV1X1, .h = H, .w = W, .cin = C,
+                       .cout = OPS_BN_1X1_MOST_K + 1, .max_n = N};
+    ck_assert_int_eq(o->conv_plan(o, &c3, &wsb), 0);
+    ck_assert_int_eq(o->conv_plan(o, &wide, &wsb), 0);
+    ck_assert_int_eq(o->conv1x1_bn_ok(o, &c3), 0);
+    ck_assert_int_eq(o->conv1x1_bn_ok(o, &wide), 0);
+    ck_assert_int_ne(o->conv1x1_fwd_bn(o, &c3, N, x, saved, g, beta, w, NULL, y, ws), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1"));
+    ck_assert_int_ne(o->conv1x1_bwd_filter_bn(o, &wide, N, x, saved, g, beta, dy, dw, db, 0, ws),
+                     0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1"));
+    free(x), free(w), free(b), free(g), free(beta), free(dy), free(y), free(dw), free(db);
+    free(ws);
+  }
+  free(xv), free(wv), free(bv), free(gv), free(betav), free(dyv);
+}
+END_TEST
+
 typedef struct {
   double *z;
   int32_t *lab;
@@ -831,7 +906,7 @@ static Suite *make_ops_suite(const suite_env_t *env)
                          softmax_ce_grad);
   tcase_add_checked_fixture(tc, setup, NULL);
   tc = SUITE_CASE(s, "references", gemm_f32_all_transposes, conv_f32_matches_f64, bn_large_mean,
-                  bn_eval_uses_running, casts_round_trip);
+                  bn_eval_uses_running, head_on_batchnorm, casts_round_trip);
   tcase_add_checked_fixture(tc, setup, NULL);
   tc = SUITE_CASE(s, "syncbn", syncbn_equal_halves, syncbn_unequal_halves, syncbn_empty_half);
   tcase_add_checked_fixture(tc, setup, NULL);

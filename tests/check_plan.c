@@ -195,6 +195,7 @@ typedef struct {
   size_t plan_bytes, plan_sum;
   int gathered;   /* up-convolutions whose gradient the concat's split wrote gathered */
   int head_fused; /* backward formed the head's input gradient inside the BatchNorm's */
+  int head_fwd_fused; /* forward ran the head on the BatchNorm's apply, its output not stored */
 } step_out_t;
 
 /* SHMDDP_UPCONV_GATHERED and SHMDDP_HEAD_FUSED for the next run_side (NULL: unset, the
@@ -220,6 +221,7 @@ static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const 
   unsetenv("SHMDDP_UPCONV_GATHERED");
   unsetenv("SHMDDP_HEAD_FUSED");
   o->head_fused = m->head_fused;
+  o->head_fwd_fused = m->head_fwd_fused;
   o->gathered = 0;
   for (int i = 0; i < c.levels - 1; i++) o->gathered += m->dec[i].up.dy_gathered;
   /* the host has no second stream: auto is off; a level asks for the side schedule, which f64
@@ -329,23 +331,35 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
                 "predictions differ (up-convolution gradient gathered or NHWC)");
   ck_assert_uint_eq(ga.plan_bytes, a.plan_bytes); /* the same tensors, the same sizes */
   free(pl.grads), free(pl.pred), free(ga.grads), free(ga.pred);
-  /* the head's input gradient formed inside the BatchNorm backward before it (the default where
-   * the norm is BatchNorm: the CPU backend has the path) against stored (SHMDDP_HEAD_FUSED=0):
-   * the same bits, and the plan no larger */
+  /* the head fused with the BatchNorm before it (the default where the norm is BatchNorm: the
+   * CPU backend has both halves) against each half alone and neither (SHMDDP_HEAD_FUSED=forward,
+   * backward, 0): forward runs the head on the norm's apply and never stores the last block's
+   * output, backward forms the head's input gradient inside the norm's backward. The same bits
+   * every way; each half's plan no larger than without it, and the forward half's smaller (the
+   * last block's output gone) */
   ck_assert_int_eq(a.head_fused, norm == MODEL_NORM_BATCH);
-  step_out_t hs;
-  head_env = "0";
-  run_model(norm, dt, "shared", "all", &hs);
-  head_env = NULL;
-  ck_assert_int_eq(hs.head_fused, 0);
-  for (int i = 0; i < 3; i++)
-    ck_assert_msg(hs.loss[i] == a.loss[i], "step %d loss (head's gradient stored)", i);
-  ck_assert_msg(memcmp(hs.grads, a.grads, np * sizeof *a.grads) == 0,
-                "gradients differ (head's gradient stored)");
-  ck_assert_msg(memcmp(hs.pred, a.pred, P * sizeof *a.pred) == 0,
-                "predictions differ (head's gradient stored)");
-  ck_assert_uint_le(a.plan_bytes, hs.plan_bytes);
-  free(hs.grads), free(hs.pred);
+  ck_assert_int_eq(a.head_fwd_fused, norm == MODEL_NORM_BATCH);
+  const char *halves[] = {"0", "forward", "backward"};
+  step_out_t hv[3];
+  for (int v = 0; v < 3; v++) {
+    head_env = halves[v];
+    run_model(norm, dt, "shared", "all", &hv[v]);
+    head_env = NULL;
+    ck_assert_int_eq(hv[v].head_fwd_fused, v == 1 && norm == MODEL_NORM_BATCH);
+    ck_assert_int_eq(hv[v].head_fused, v == 2 && norm == MODEL_NORM_BATCH);
+    for (int i = 0; i < 3; i++)
+      ck_assert_msg(hv[v].loss[i] == a.loss[i], "step %d loss (head fused: %s)", i, halves[v]);
+    ck_assert_msg(memcmp(hv[v].grads, a.grads, np * sizeof *a.grads) == 0,
+                  "gradients differ (head fused: %s)", halves[v]);
+    ck_assert_msg(memcmp(hv[v].pred, a.pred, P * sizeof *a.pred) == 0,
+                  "predictions differ (head fused: %s)", halves[v]);
+  }
+  ck_assert_uint_le(a.plan_bytes, hv[1].plan_bytes);
+  ck_assert_uint_le(a.plan_bytes, hv[2].plan_bytes);
+  ck_assert_uint_le(hv[1].plan_bytes, hv[0].plan_bytes);
+  ck_assert_uint_le(hv[2].plan_bytes, hv[0].plan_bytes);
+  if (norm == MODEL_NORM_BATCH) ck_assert_uint_lt(hv[1].plan_bytes, hv[0].plan_bytes);
+  for (int v = 0; v < 3; v++) free(hv[v].grads), free(hv[v].pred);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }

@@ -115,6 +115,19 @@ int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen
   return 0;
 }
 
+int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen)
+{
+  const char *v = NULL;
+  if (shm_env_choice("SHMDDP_HEAD_FUSED", &v, err, errlen) < 0) return -1;
+  if (!v || strcmp(v, "1") == 0) *fwd = *bwd = 1;
+  else if (strcmp(v, "0") == 0) *fwd = *bwd = 0;
+  else if (strcmp(v, "forward") == 0) *fwd = 1, *bwd = 0;
+  else if (strcmp(v, "backward") == 0) *fwd = 0, *bwd = 1;
+  else
+    return check_fail(err, errlen, "SHMDDP_HEAD_FUSED=%s: use 1, 0, forward or backward", v);
+  return 0;
+}
+
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on)
 {
   return on && o->concat_bwd_gathered && o->conv_gathered && o->conv_bwd_filter_gathered &&

@@ -50,6 +50,12 @@ int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const 
  * same bits either way. 1: in every type; 0: never. */
 int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen);
 
+/* SHMDDP_HEAD_FUSED (shm/env.c): which halves of the head's fusion with the BatchNorm before it
+ * are asked for (*fwd: the head on the norm's apply, its output never stored; *bwd: the head's
+ * input gradient formed inside the norm's backward); where they take effect the backend has the
+ * ops (kernels/ops.h conv1x1_*_bn, bn_bwd_*_1x1). */
+int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen);
+
 /* Whether the planned up-convolution c on o takes its gradient gathered under on (from
  * model_upconv_gathered_read): o has the gathered entries and says yes for c. */
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on);

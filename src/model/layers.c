@@ -371,6 +371,50 @@ int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
   return norm_bwd_into(c, l, n, hw, g, head, x, NULL, dx);
 }
 
+int layer_norm_head_usable(const layer_ctx_t *c, const layer_norm_t *l, const layer_conv_t *head)
+{
+  const ops_t *o = c->ops;
+  return l->kind == MODEL_NORM_BATCH && o->conv1x1_bn_ok && o->conv1x1_fwd_bn &&
+         o->conv1x1_bwd_filter_bn && head->desc.kind == OPS_CONV1X1 && head->desc.cin == l->C &&
+         o->conv1x1_bn_ok(o, &head->desc) == 1;
+}
+
+int layer_norm_head_fwd(const layer_ctx_t *c, const layer_norm_t *l, const layer_conv_t *head,
+                        int n, const void *x, void *y)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const char *name = c->params[head->w_id].name;
+  if (!layer_norm_head_usable(c, l, head))
+    return check_fail(err, errlen, "%s: no 1x1 convolution on a BatchNorm's apply here", name);
+  const void *b = head->b_id >= 0 ? layer_wparam(c, head->b_id) : NULL;
+  CHECK_OPS(c->ops,
+            c->ops->conv1x1_fwd_bn(c->ops, &head->desc, n, x, l->saved,
+                                   layer_wparam(c, l->gamma_id), layer_wparam(c, l->beta_id),
+                                   layer_wparam(c, head->w_id), b, y, c->ws),
+            name);
+  return 0;
+}
+
+int layer_conv1x1_bwd_filter_bn(const layer_ctx_t *c, const layer_conv_t *l, int n,
+                                const void *x, const layer_norm_t *pro, const void *dy)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  if (!layer_norm_head_usable(c, pro, l))
+    return check_fail(err, errlen, "%s: no 1x1 convolution on a BatchNorm's apply here",
+                      c->params[l->w_id].name);
+  size_t base = stage_base(c->params, l->w_id, l->b_id);
+  CHECK_OPS(c->ops,
+            c->ops->conv1x1_bwd_filter_bn(c->ops, &l->desc, n, x, pro->saved,
+                                          layer_wparam(c, pro->gamma_id),
+                                          layer_wparam(c, pro->beta_id), dy,
+                                          grad_out(c, l->w_id, base), grad_out(c, l->b_id, base),
+                                          layer_grad_acc(c), c->ws),
+            c->params[l->w_id].name);
+  return grads_done(c, l->b_id, l->w_id, base);
+}
+
 int layer_norm_coef(const layer_ctx_t *c, layer_norm_t *l)
 {
   char *err = c->err;

@@ -95,6 +95,18 @@ int layer_conv_bwd_filter_fused(const layer_ctx_t *c, const layer_conv_t *l, int
 int layer_conv_bwd_data_fused(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
                               const void *x, layer_norm_t *pro, void *dx);
 
+/* A 1x1 convolution (the head) reading l's BatchNorm apply + ReLU of x, that output never
+ * stored (ops.h conv1x1_*_bn; l's statistics already saved, layer_norm_stats):
+ *   layer_norm_head_fwd:          y = head(norm(x))
+ *   layer_conv1x1_bwd_filter_bn:  the head's weight and bias gradients from x and dy, folded
+ *                                 and reported final, as layer_conv_bwd_filter.
+ * layer_norm_head_usable: 1 when this backend runs them for l and the planned head. */
+int layer_norm_head_usable(const layer_ctx_t *c, const layer_norm_t *l, const layer_conv_t *head);
+int layer_norm_head_fwd(const layer_ctx_t *c, const layer_norm_t *l, const layer_conv_t *head,
+                        int n, const void *x, void *y);
+int layer_conv1x1_bwd_filter_bn(const layer_ctx_t *c, const layer_conv_t *l, int n,
+                                const void *x, const layer_norm_t *pro, const void *dy);
+
 /* The BatchNorm's statistics for its apply: from x (ready 0), or from the sums a fused
  * convolution left in l->stats (ready 1); synced by the hook in training. */
 int layer_norm_stats(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, const void *x,

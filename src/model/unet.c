@@ -184,6 +184,12 @@ static int allocate(model_t *m, char *err, size_t errlen)
   }
   a.level = 0;
   plan_conv(&a, &m->head, &stage, &ws);
+  {
+    const ops_t *o = &m->ops;
+    m->head_fwd_fused = m->head_fwd_fused && !a.failed && o->conv1x1_bn_ok &&
+                        o->conv1x1_fwd_bn && o->conv1x1_bwd_filter_bn &&
+                        o->conv1x1_bn_ok(o, &m->head.desc) == 1;
+  }
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
   if (m->separate && m->gf32)
@@ -249,11 +255,12 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
-  m->head_fused = 1; /* SHMDDP_HEAD_FUSED's default */
-  if (shm_env_flag("SHMDDP_HEAD_FUSED", &m->head_fused, err, errlen) < 0) goto fail;
-  m->head_fused = m->head_fused && cfg->norm == MODEL_NORM_BATCH &&
+  int fuse_fwd = 1, fuse_bwd = 1;
+  if (model_head_fused_read(&fuse_fwd, &fuse_bwd, err, errlen) != 0) goto fail;
+  m->head_fused = fuse_bwd && cfg->norm == MODEL_NORM_BATCH &&
                   cfg->classes <= OPS_BN_1X1_MOST_K && m->ops.bn_bwd_reduce_1x1 &&
                   m->ops.bn_bwd_apply_1x1;
+  m->head_fwd_fused = fuse_fwd && cfg->norm == MODEL_NORM_BATCH; /* and the planned head (allocate) */
   if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
   if (m->dev != DEV_HOST && m->side_from < m->cfg.levels) {
@@ -433,7 +440,8 @@ static int block_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int le
     const void *a = PT(b->a);
     RUN(layer_norm_stats(c, &b->norm, n, hw, a, b->stats_fused));
     RUN(layer_norm_coef(c, &b->norm));
-    *out = b->r = -1;
+    b->r = -1;
+    if (out) *out = -1;
     return 0;
   }
   return block_norm_fwd(m, c, b, n, level, out, down, cat, b->stats_fused);
@@ -455,13 +463,21 @@ static int block_fwd_fused(model_t *m, const layer_ctx_t *c, block_t *prev, bloc
   return block_norm_fwd(m, c, b, n, level, out, down, cat, 1);
 }
 
-/* block_fwd's norm+ReLU of the conv output b->a; ready: its statistics came with the conv. */
+/* block_fwd's norm+ReLU of the conv output b->a; ready: its statistics came with the conv. out
+ * NULL: the statistics only, no norm output (the head reads b->a through the norm: the model's
+ * head_fwd_fused). */
 static int block_norm_fwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int level,
                           int *out, enc_t *down, int *cat, int ready)
 {
   char *err = c->err;
   size_t errlen = c->errlen, P = level_pixels(m, level), e = m->ops.elem;
   size_t hw = (size_t)(m->cfg.height >> level) * (size_t)(m->cfg.width >> level);
+  if (!out) {
+    const void *a = PT(b->a);
+    RUN(layer_norm_stats(c, &b->norm, n, hw, a, ready));
+    b->r = -1;
+    return 0;
+  }
   if (ready) {
     const void *a = PT(b->a);
     RUN(layer_norm_stats(c, &b->norm, n, hw, a, 1));
@@ -547,8 +563,15 @@ static int concat(model_t *m, const layer_ctx_t *c, int i, int n, int skip, int 
   return 0;
 }
 
-/* Forward through the network; *head_in gets the head's input (backward starts from it). The
- * logits and their gradient are m->logits and m->dlogits. */
+/* The block whose norm output the head reads. */
+static block_t *last_block(model_t *m)
+{
+  return m->cfg.levels >= 2 ? &m->dec[0].b2 : &m->enc[0].b2;
+}
+
+/* Forward through the network; *head_in gets the head's input (backward starts from it): the
+ * last block's conv output where the head reads it through that block's norm (head_fwd_fused).
+ * The logits and their gradient are m->logits and m->dlogits. */
 static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *head_in)
 {
   char *err = c->err;
@@ -562,17 +585,19 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
    * written into their concat's first half at once (skip -1): the concat only adds the up-conv's
    * output. */
   int skip[MODEL_MAX_LEVELS];
+  /* head_fwd_fused: the last block (the head's input) makes no norm output (NULL) */
+  int r2 = -1, *last = m->head_fwd_fused ? NULL : &r2;
   for (int i = 0; i < L; i++) {
     enc_t *en = &m->enc[i];
     if (i > 0) in = en->pooled; /* the level above pooled its output into it */
-    int r1, r2, into_cat = i < L - 1 && en->b2.norm.kind == MODEL_NORM_BATCH;
+    int r1, into_cat = i < L - 1 && en->b2.norm.kind == MODEL_NORM_BATCH;
     enc_t *down = i < L - 1 ? &m->enc[i + 1] : NULL;
-    int *cat = into_cat ? &m->dec[i].cat : NULL;
+    int *cat = into_cat ? &m->dec[i].cat : NULL, *out = L == 1 ? last : &r2;
     CHECK(block_fwd(m, c, &en->b1, n, i, in, x, &r1, NULL, NULL));
     if (en->b2.fused)
-      CHECK(block_fwd_fused(m, c, &en->b1, &en->b2, n, i, &r2, down, cat));
+      CHECK(block_fwd_fused(m, c, &en->b1, &en->b2, n, i, out, down, cat));
     else
-      CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, &r2, down, cat));
+      CHECK(block_fwd(m, c, &en->b2, n, i, r1, x, out, down, cat));
     in = skip[i] = r2;
   }
   for (int i = L - 2; i >= 0; i--) {
@@ -584,7 +609,7 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
       void *y = PT(d->up_out);
       RUN(layer_conv_fwd(c, &d->up, n, src, y));
     }
-    int cat = d->cat, r1, r2;
+    int cat = d->cat, r1;
     if (skip[i] < 0) { /* the skip is in the concat already */
       const void *up = PT(d->up_out);
       void *y = PT(cat);
@@ -595,16 +620,23 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
       CHECK(concat(m, c, i, n, skip[i], &cat));
       d->cat = cat;
     }
+    int *out = i == 0 ? last : &r2;
     CHECK(block_fwd(m, c, &d->b1, n, i, cat, x, &r1, NULL, NULL));
     if (d->b2.fused)
-      CHECK(block_fwd_fused(m, c, &d->b1, &d->b2, n, i, &r2, NULL, NULL));
+      CHECK(block_fwd_fused(m, c, &d->b1, &d->b2, n, i, out, NULL, NULL));
     else
-      CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, &r2, NULL, NULL));
+      CHECK(block_fwd(m, c, &d->b2, n, i, r1, x, out, NULL, NULL));
     in = r2;
   }
   size_t P0 = level_pixels(m, 0) * cf->classes;
   CHECK(declare(m, &m->logits, P0, e, "logits", err, errlen));
-  {
+  if (m->head_fwd_fused) { /* the head on the last block's conv output through its norm */
+    block_t *b = last_block(m);
+    const void *a = PT(b->a);
+    void *y = PT(m->logits);
+    RUN(layer_norm_head_fwd(c, &b->norm, &m->head, n, a, y));
+    in = b->a;
+  } else {
     const void *src = PT(in);
     void *y = PT(m->logits);
     RUN(layer_conv_fwd(c, &m->head, n, src, y));
@@ -630,6 +662,8 @@ static int norm_bwd(model_t *m, const layer_ctx_t *c, block_t *b, int n, int lev
 static int wgrad(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *src,
                  const layer_norm_t *pro, const void *g)
 {
+  if (pro && l->desc.kind == OPS_CONV1X1) /* the head on the norm's apply (head_fwd_fused) */
+    return layer_conv1x1_bwd_filter_bn(c, l, n, src, pro, g);
   return pro ? layer_conv_bwd_filter_fused(c, l, n, src, pro, g)
              : layer_conv_bwd_filter(c, l, n, src, g);
 }
@@ -665,13 +699,15 @@ static int side_join(model_t *m, const layer_ctx_t *c)
   return 0;
 }
 
-/* A convolution's backward: weight gradients from its input `in` (x when in < 0) and dy, then
+/* A convolution's backward: weight gradients from its input `in` (x when in < 0; through the
+ * norm pro where not NULL: a fused 3x3's prologue, or the head on its norm's apply) and dy, then
  * (dx not NULL) the input gradient of dx_elems into a new tensor *dx, which may take the place
  * of `in` (the data gradient does not read it) unless the weight gradient runs beside: at
  * levels >= side_from (level: the layer's, the up-convolution's input level) it is queued on
  * the side stream, waited for at the next convolution's backward. */
-static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level, int n, int in,
-                    const void *x, int dy, size_t dx_elems, int *dx)
+static int conv_bwd_pro(model_t *m, const layer_ctx_t *c, layer_conv_t *l,
+                        const layer_norm_t *pro, int level, int n, int in, const void *x, int dy,
+                        size_t dx_elems, int *dx)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
@@ -680,7 +716,7 @@ static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level
   {
     const void *src = in < 0 ? x : PT(in);
     const void *g = PT(dy);
-    RUN(beside ? side_wgrad(m, c, l, n, src, NULL, g) : layer_conv_bwd_filter(c, l, n, src, g));
+    RUN(beside ? side_wgrad(m, c, l, n, src, pro, g) : wgrad(c, l, n, src, pro, g));
   }
   if (beside) m->side_pending = 1, m->side_in = in, m->side_dy = dy;
   if (!dx) return 0;
@@ -689,6 +725,13 @@ static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level
   void *o = PT(*dx);
   RUN(layer_conv_bwd_data(c, l, n, g, o));
   return 0;
+}
+
+/* conv_bwd_pro of a convolution that reads `in` as it is (no norm on the way). */
+static int conv_bwd(model_t *m, const layer_ctx_t *c, layer_conv_t *l, int level, int n, int in,
+                    const void *x, int dy, size_t dx_elems, int *dx)
+{
+  return conv_bwd_pro(m, c, l, NULL, level, n, in, x, dy, dx_elems, dx);
 }
 
 /* conv_bwd of a fused block b (input: prev's conv output through prev's norm), then prev's
@@ -750,12 +793,14 @@ static int head_bwd(model_t *m, const layer_ctx_t *c, const void *x, int head_in
   char *err = c->err;
   size_t errlen = c->errlen;
   const model_config_t *cf = &m->cfg;
-  block_t *b = cf->levels >= 2 ? &m->dec[0].b2 : &m->enc[0].b2;
+  block_t *b = last_block(m);
+  /* head_fwd_fused: head_in is b's conv output, read through b's norm */
+  const layer_norm_t *pro = m->head_fwd_fused ? &b->norm : NULL;
   *normed = m->head_fused;
   if (!*normed)
-    return conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits,
-                    level_pixels(m, 0) * cf->widths[0], d);
-  CHECK(conv_bwd(m, c, &m->head, 0, n, head_in, x, m->dlogits, 0, NULL));
+    return conv_bwd_pro(m, c, &m->head, pro, 0, n, head_in, x, m->dlogits,
+                        level_pixels(m, 0) * cf->widths[0], d);
+  CHECK(conv_bwd_pro(m, c, &m->head, pro, 0, n, head_in, x, m->dlogits, 0, NULL));
   CHECK(declare(m, d, level_pixels(m, 0) * (size_t)b->norm.C, m->ops.elem, "gradient", err,
                 errlen));
   const void *g = PT(m->dlogits), *a = PT(b->a);

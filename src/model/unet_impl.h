@@ -86,6 +86,10 @@ struct model {
    * backend has bn_bwd_*_1x1): backward forms the 1x1 head's input gradient inside the BatchNorm
    * backward of the block before it (layers.h layer_norm_bwd_1x1) instead of storing it */
   int head_fused;
+  /* The forward's side (the same setting; BatchNorm, and the backend runs the planned head on the
+   * apply, layers.h layer_norm_head_usable): the last block's norm output is never stored, the
+   * head reads that block's conv output through its BatchNorm (forward and weight gradient) */
+  int head_fwd_fused;
   model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE: which block pairs run fused */
   ops_t side_ops;
   int side_ready;
