@@ -152,15 +152,18 @@ START_TEST(test_values_accepted)
 {
   train_config_t c;
   char err[512];
-  char dir[] = "/tmp/check_cli_XXXXXX";
+  char dir[] = "/tmp/check_cli_XXXXXX", out[64];
   ck_assert_ptr_nonnull(mkdtemp(dir));
+  /* a folder that does not exist yet (the trainer makes it), whatever else the machine's /tmp
+   * holds */
+  snprintf(out, sizeof out, "%s/out", dir);
   int rc = parse(&c, &gpu_box, err, sizeof err, "--device", "cuda", "--nproc", "1", "--mode",
                  "ddp", "--model", "unet", "--widths", "16,32,64,128", "--norm", "group",
                  "--groups", "4", "--classes", "3", "--image-size", "96", "--batch-size", "5",
                  "--epochs", "7", "--steps", "123", "--lr", "0.02", "--optimizer", "sgd",
                  "--momentum", "0.8", "--weight-decay", "0", "--nesterov", "--warmup-steps", "9",
                  "--precision", "fp16", "--data", dir, "--val-size", "2",
-                 "--workers", "3", "--seed", "0x10", "--out", "/tmp/x-out", "--bucket-mb", "2.5",
+                 "--workers", "3", "--seed", "0x10", "--out", out, "--bucket-mb", "2.5",
                  "--accum-steps", "2", "--drop-last", "--timeout", "12.5", "--log-every", "4",
                  (char *)NULL);
   ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
@@ -186,7 +189,7 @@ START_TEST(test_values_accepted)
   ck_assert_int_eq(c.val_size, 2);
   ck_assert_int_eq(c.workers, 3);
   ck_assert_uint_eq(c.seed, 16);
-  ck_assert_str_eq(c.out_dir, "/tmp/x-out");
+  ck_assert_str_eq(c.out_dir, out);
   ck_assert_double_eq(c.bucket_mb, 2.5);
   ck_assert_int_eq(c.grad_comm_bf16, 0); /* the default */
   ck_assert_int_eq(c.accum_steps, 2);
