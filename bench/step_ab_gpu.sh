@@ -8,6 +8,9 @@
 # with its per-step losses compared with A's; each candidate's GPU test suites first. ~3 min for
 # one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
 # root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
+# A candidate may carry environment settings for its runs (suites, ops table, trainer, default
+# job): PATCH:VAR=value[,VAR=value...], e.g. X.patch:SHMDDP_HEAD_FUSED=forward; and "-" for the
+# patch is this tree unchanged (-:VAR=value measures a setting alone).
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
 # OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32").
@@ -37,12 +40,19 @@ variants=""
 for p in "$@"; do
   case $variants in "") v=B ;; B) v=C ;; "B C") v=D ;; esac
   variants="${variants:+$variants }$v"
-  eval "patch_$v=\$(abs \"\$p\")"
-  eval "[ -r \"\$patch_$v\" ]" || { echo "step_ab_gpu: cannot read $p" >&2; exit 2; }
+  case $p in *:*) pe=${p#*:} p=${p%%:*} ;; *) pe="" ;; esac
+  eval "env_$v=\$(echo \"\$pe\" | tr ',' ' ')"
+  if [ "$p" = - ]; then
+    eval "patch_$v=-"
+  else
+    eval "patch_$v=\$(abs \"\$p\")"
+    eval "[ -r \"\$patch_$v\" ]" || { echo "step_ab_gpu: cannot read $p" >&2; exit 2; }
+  fi
 done
 all="A $variants"
+pname() { if [ "$1" = - ]; then echo nothing; else basename "$1"; fi; }
 jobs=$((16 / (1 + $#)))
-say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s' $v \"\$(basename \"\$patch_$v\")\""; done)"
+say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s%s' $v \"\$(pname \"\$patch_$v\")\" \"\${env_$v:+ with \$env_$v}\""; done)"
 nvidia-smi -L | sed 's/^/# /' >> "$sum"
 build() { # tree dir
   (cd "$1" && { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p "$2" && cd "$2" &&
@@ -57,11 +67,13 @@ for v in $variants; do
   tar --exclude=./bA --exclude=./bB --exclude=./bC --exclude=./bD --exclude=./b --exclude=./.git \
     -cf - . | tar -C "$t" -xf -
   eval "p=\$patch_$v"
-  if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
+  if [ "$p" != - ] && ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
     say "FAIL: $p does not apply"; cat "$sum"; exit 1
   fi
   # a patch that changes the build description gets a fresh configure (autogen.sh in build())
-  if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then rm -f "$t/configure"; fi
+  if [ "$p" != - ] && grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then
+    rm -f "$t/configure"
+  fi
   eval "tree_$v=\$t"
 done
 pids=""
@@ -80,9 +92,9 @@ say "$line ($(el) s)"
 for v in $all; do eval "$v=\$tree_$v/b$v"; done
 if has tests; then
   for v in $variants; do
-    eval b=\$$v
+    eval b=\$$v e=\${env_$v:-}
     for t in check_ops_cuda check_model_cuda check_plan; do
-      timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
+      env $e timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
       say "$v $t: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
     done
   done
@@ -91,8 +103,8 @@ if has ops; then
  for prec in $OPS_PRECS; do
   files=""
   for v in $all; do
-    eval b=\$$v
-    timeout 90 "$b/dev/ops_cuda_bench" -p $prec -t 0 > "$O/${v}_ops_$prec.txt" 2>&1
+    eval b=\$$v e=\${env_$v:-}
+    env $e timeout 90 "$b/dev/ops_cuda_bench" -p $prec -t 0 > "$O/${v}_ops_$prec.txt" 2>&1
     files="$files $O/${v}_ops_$prec.txt"
   done
   say "## inside the CUDA graph, $prec (ms): category, $(echo $all | sed 's/ /, /g')"
@@ -123,8 +135,8 @@ if has train; then
   common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
   for prec in $PRECS; do
     for v in $all $all; do
-      eval b=\$$v
-      timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
+      eval b=\$$v e=\${env_$v:-}
+      env $e timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
       say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
       rm -rf "$O/run_$v"
     done
@@ -132,8 +144,8 @@ if has train; then
 fi
 if has default; then
   for v in $all; do
-    eval b=\$$v
-    timeout 150 "$b/train" --out "$O/${v}_default" > "$O/${v}_default.log" 2>&1
+    eval b=\$$v e=\${env_$v:-}
+    env $e timeout 150 "$b/train" --out "$O/${v}_default" > "$O/${v}_default.log" 2>&1
     say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')"
   done
   for v in $variants; do
