@@ -1065,8 +1065,7 @@ int main(int argc, char **argv)
   N.nparams = (size_t)param_off; /* the first tensor's offset; the ones before it unused */
   build();
   /* as the model resolves its head_fwd_fused (src/model/unet.c): the planned head */
-  N.head_fwd_fused = head_fwd && O.conv1x1_bn_ok && O.conv1x1_fwd_bn &&
-                     O.conv1x1_bwd_filter_bn && O.conv1x1_bn_ok(&O, &N.head.c) == 1;
+  N.head_fwd_fused = model_head_on_norm(&O, &N.head.c, head_fwd);
   char config[1280], from[32] = "", fused[400];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);

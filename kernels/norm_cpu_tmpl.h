@@ -190,11 +190,11 @@ int FN(cpu_bn_bwd_apply_1x1)(const ops_t *o, const void *g, const void *w, int K
 }
 
 /* bn_apply(x) with its ReLU in a scratch tensor for conv1x1_*_bn (NULL, the message recorded,
- * when c is not such a convolution or the tensor cannot be allocated). */
-static T *FN(a_of_1x1)(const ops_conv_t *c, int n, const void *x, const double *saved,
-                       const void *gamma, const void *beta)
+ * when o's conv1x1_bn_ok refuses c or the tensor cannot be allocated). */
+static T *FN(a_of_1x1)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const double *saved, const void *gamma, const void *beta)
 {
-  if (c->kind != OPS_CONV1X1 || c->cout > OPS_BN_1X1_MOST_K) {
+  if (o->conv1x1_bn_ok(o, c) != 1) {
     ops_cpu_fail("a BatchNorm feeding a convolution directly needs a 1x1 one with at most %d "
                  "outputs, not kind %d with %d", OPS_BN_1X1_MOST_K, (int)c->kind, c->cout);
     return NULL;
@@ -216,7 +216,7 @@ int FN(cpu_conv1x1_fwd_bn)(const ops_t *o, const ops_conv_t *c, int n, const voi
                            const double *saved, const void *gamma, const void *beta,
                            const void *w, const void *b, void *y, void *ws)
 {
-  T *a = FN(a_of_1x1)(c, n, x, saved, gamma, beta);
+  T *a = FN(a_of_1x1)(o, c, n, x, saved, gamma, beta);
   if (!a) return -1;
   int rc = FN(cpu_conv_fwd)(o, c, n, a, w, b, y, ws);
   free(a);
@@ -227,7 +227,7 @@ int FN(cpu_conv1x1_bwd_filter_bn)(const ops_t *o, const ops_conv_t *c, int n, co
                                   const double *saved, const void *gamma, const void *beta,
                                   const void *dy, void *dw, void *db, int acc, void *ws)
 {
-  T *a = FN(a_of_1x1)(c, n, x, saved, gamma, beta);
+  T *a = FN(a_of_1x1)(o, c, n, x, saved, gamma, beta);
   if (!a) return -1;
   int rc = FN(cpu_conv_bwd_filter)(o, c, n, a, dy, dw, db, acc, ws);
   free(a);

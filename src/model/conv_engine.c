@@ -128,6 +128,12 @@ int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen)
   return 0;
 }
 
+int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd)
+{
+  return fwd && o->conv1x1_bn_ok && o->conv1x1_fwd_bn && o->conv1x1_bwd_filter_bn &&
+         o->conv1x1_bn_ok(o, head) == 1;
+}
+
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on)
 {
   return on && o->concat_bwd_gathered && o->conv_gathered && o->conv_bwd_filter_gathered &&

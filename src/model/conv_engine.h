@@ -56,6 +56,10 @@ int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen
  * ops (kernels/ops.h conv1x1_*_bn, bn_bwd_*_1x1). */
 int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen);
 
+/* Whether the planned head (a 1x1 convolution) on o reads its BatchNorm's apply directly under
+ * fwd (from model_head_fused_read): o has the conv1x1_*_bn entries and says yes for it. */
+int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd);
+
 /* Whether the planned up-convolution c on o takes its gradient gathered under on (from
  * model_upconv_gathered_read): o has the gathered entries and says yes for c. */
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on);

@@ -184,12 +184,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   }
   a.level = 0;
   plan_conv(&a, &m->head, &stage, &ws);
-  {
-    const ops_t *o = &m->ops;
-    m->head_fwd_fused = m->head_fwd_fused && !a.failed && o->conv1x1_bn_ok &&
-                        o->conv1x1_fwd_bn && o->conv1x1_bwd_filter_bn &&
-                        o->conv1x1_bn_ok(o, &m->head.desc) == 1;
-  }
+  m->head_fwd_fused = !a.failed && model_head_on_norm(&m->ops, &m->head.desc, m->head_fwd_fused);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
   if (m->separate && m->gf32)
