@@ -13,7 +13,9 @@
 # patch is this tree unchanged (-:VAR=value measures a setting alone).
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
-# OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32").
+# OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32"),
+# TEST_VARIANTS (the candidates whose GPU suites run, default all; e.g. "B" where C and D are
+# B's patch with other settings).
 # Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
 # logs.
 set -u
@@ -24,6 +26,7 @@ shift 2
 PARTS=${PARTS:-"tests ops train default"}
 PRECS=${PRECS:-bf16}
 OPS_PRECS=${OPS_PRECS:-bf16}
+TEST_VARIANTS=${TEST_VARIANTS:-"B C D"}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
 sum="$O/ab.txt"
@@ -92,6 +95,7 @@ say "$line ($(el) s)"
 for v in $all; do eval "$v=\$tree_$v/b$v"; done
 if has tests; then
   for v in $variants; do
+    case " $TEST_VARIANTS " in *" $v "*) ;; *) continue ;; esac
     eval b=\$$v e=\${env_$v:-}
     for t in check_ops_cuda check_model_cuda check_plan; do
       env $e timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
