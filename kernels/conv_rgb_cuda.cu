@@ -3,34 +3,34 @@
  * the tensor cores, so the layer is bound by the 50 MB it writes (forward) or reads (weight
  * gradient); cuDNN on channels zero-padded to 8 ran it far below the copy ceiling (see
  * bench/results/roofline_1xh200.md). Direct kernels on the CUDA cores lost to it (see
- * bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (WMMA,
- * f32 accumulation).
+ * bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (f32
+ * accumulation).
  *
- * Pixels go in tiles of 128 (flat over n, h, w: a tile may span rows and images). A tile's
- * im2col matrix A[pixel][tap] (tap = (ky * 3 + kx) * cin + ci, zero past 9 cin and outside the
- * image) is built in shared memory by two threads per pixel, from 16-byte stores into rows
- * padded to 40 elements (no bank conflicts).
- *   forward      Y[pixel][k] = A W^T, W[k][tap] the weights ([cout][3][3][cin], ops.h): a warp
- *                per 16 pixels, the tile's f32 result through shared memory, written as 16-byte
- *                stores.
+ * Pixels go in groups of 16 (forward) and tiles of 128 (weight gradient), flat over n, h, w: a
+ * group or tile may span rows and images. A tap is (ky * 3 + kx) * cin + ci, zero past 9 cin and
+ * outside the image.
+ *   forward      Y[pixel][k] = A W^T, A[pixel][tap] the im2col matrix, W[k][tap] the weights
+ *                ([cout][3][3][cin], ops.h): a warp per group, its A fragments gathered from
+ *                the input into registers and its results rounded and stored from the
+ *                accumulators (mma.sync), no shared memory between them (see rgb_fwd).
  *   weight grad  dW[k][tap] = dY^T A over the block's fixed range of tiles (a warp per 16 x 16
- *                tile of dW, accumulated in registers across the tiles); f32 partials per block
- *                in the workspace, then a warp per output adds them in block order. The split
- *                depends on the pixel count and the GPU only: results repeat bit for bit.
+ *                tile of dW, accumulated in registers across the tiles; WMMA); the tile's A is
+ *                built in shared memory by two threads per pixel, from 16-byte stores into rows
+ *                padded to 40 elements (no bank conflicts). f32 partials per block in the
+ *                workspace, then a warp per output adds them in block order. The split depends
+ *                on the pixel count and the GPU only: results repeat bit for bit.
  *   forward with statistics (the fused engine's first block, ops.h conv_fwd_fused): the
  *                forward, and per output channel Σ y and Σ y² of the rounded values it writes,
- *                BatchNorm's statistics, so no pass reads y again for them. A thread writes the
- *                same 8 channels of every tile (cout / 8 divides the block's threads: cout 16,
- *                32 or 64), at most 4 pixels a tile, and a block takes at most 8 tiles (more
- *                blocks than one wave where the image needs them), so its f32 sums run over
- *                at most 32 values and hold no f64 registers through the tiles (16 of them
- *                would cost a block a multiprocessor); the block adds its threads' sums in f64
- *                in thread order into its partial, and a warp per value adds the partials in a
- *                fixed order. The split depends on the pixel count and the GPU: bit for bit.
+ *                BatchNorm's statistics, so no pass reads y again for them: each lane sums its
+ *                channels over at most 16 groups in f32 (more blocks than one wave where the
+ *                image needs them), the block adds its lanes and warps in f64 in a fixed order
+ *                into its partial, and a warp per value adds the partials in a fixed order. The
+ *                split depends on the pixel count and the GPU: bit for bit.
  * The input gradient of this layer stays on cuDNN (the trainer never asks for it). */
 #include "config.h"
 
 #include <mma.h>
+#include <type_traits>
 
 #include "kernels/ops_cuda.cuh"
 #include "shm/env.h"
@@ -41,15 +41,6 @@
 #define RGB_MAX_COUT 64
 #define RGB_THREADS 256 /* 8 warps */
 #define RGB_BLOCKS_PER_SM 4 /* weight gradient: partials in the workspace for this many */
-#define RGB_STATS_TILES 8   /* forward statistics: tiles a block at most (f32 sums of 32 values) */
-/* The forward's f32 result tile [pixel][k] in shared memory, rows padded from 64 to 68 floats:
- * at 64 every row starts on bank 0, so the fragments' stores (8 rows a warp) and the reads of a
- * pixel's 8 channels (4 pixels a warp) each queue up to 8 ways on the same banks; at 68 a row
- * starts 4 banks further on and a warp's accesses spread over all 32. */
-#define RGB_LDC (RGB_MAX_COUT + 4)
-/* The statistics' f64 sums a thread (16) in the same memory, rows padded to 17 doubles for the
- * same reason (a warp writing value j of 32 rows 128 bytes apart hit 2 banks 32 ways). */
-#define RGB_LDR 17
 
 int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c)
 {
@@ -102,77 +93,242 @@ static __device__ void rgb_im2col(const T *x, size_t p0, size_t P, int Hh, int W
 
 /* ---- forward ---- */
 
-/* With STATS, part[blockIdx.x][0 .. 2 cout): the block's Σ y and Σ y² per channel (f64). */
+/* d += a b on the tensor cores: one m16n8k16 product of 16-bit operands with f32 accumulation
+ * (PTX mma.sync; the fragments' layouts are the PTX ISA's for that shape). */
+template <typename T>
+static __device__ __forceinline__ void rgb_mma(float (&d)[4], const uint32_t (&a)[4], uint2 b)
+{
+  if constexpr (std::is_same<T, __half>::value)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+}
+
+/* Two 16-bit values as one 32-bit fragment register, lo in the low half. */
+static __device__ __forceinline__ uint32_t rgb_pair(unsigned short lo, unsigned short hi)
+{
+  return (uint32_t)lo | (uint32_t)hi << 16;
+}
+
+template <typename T>
+static __device__ __forceinline__ uint32_t rgb_round_pair(float lo, float hi, float &rlo,
+                                                          float &rhi)
+{
+  const T a = opc_st<T>(lo), b = opc_st<T>(hi);
+  rlo = opc_ld(a), rhi = opc_ld(b);
+  return rgb_pair(*reinterpret_cast<const unsigned short *>(&a),
+                  *reinterpret_cast<const unsigned short *>(&b));
+}
+
+/* The forward works on groups of 16 pixels (flat over n, h, w: a group may span rows and
+ * images), a warp per group, with no shared memory between the input and the output: lane l
+ * (g = l / 4, t = l % 4) gathers the A fragments of pixels g and g + 8 of the group straight
+ * from the input, taps 16 s + 2 t + {0, 1, 8, 9} of k-step s (8 taps of the 27, zero past
+ * them and outside the image), the mma.sync products run over the cout / 8 column tiles of the
+ * weights, and each lane rounds its accumulators, channels 8 j + 2 t and 8 j + 2 t + 1 of its
+ * two pixels, into 4-byte pairs. Where the tiles come in fours (cout 32, 64) the quad transposes
+ * each four's pairs (rgb_quad_transpose) so that a lane stores a whole tile of a pixel, 8
+ * channels, as one 16-byte access: 4-byte stores reached L2 as partial sectors, four times the
+ * requests, and bound the kernel there (bench/results/ab_rgb_mma_regs_1xh100.txt). The weights' B
+ * fragments sit in shared memory in lane order, one 8-byte read a product. A warp gathers its
+ * next group's taps before it works on the current one, so their loads overlap its products
+ * and stores.
+ * With statistics each lane sums the rounded values of its 16 channels in f32 over at most
+ * RGB_GROUPS_MOST groups (32 values: the block count keeps it so), then in f64: the 8 lanes of a
+ * channel by a fixed butterfly, the block's warps in warp order into the block's partial. */
+#define RGB_WARPS (RGB_THREADS / 32)
+#define RGB_NT (RGB_MAX_COUT / 8) /* column tiles of 8 channels */
+#define RGB_GROUPS_MOST 16        /* groups a warp at most with statistics */
+
+/* A 4 x 4 transpose of 32-bit words across a quad (lanes 4 g .. 4 g + 3, t = lane % 4): after it
+ * lane t holds u[s] = lane s's u[t] before. Two exchanges, on bit 1 of the lane and then bit 0:
+ * a lane swaps with its partner the two words whose position differs from the lane in that bit. */
+static __device__ __forceinline__ void rgb_quad_transpose(uint32_t (&u)[4], int t)
+{
+#pragma unroll
+  for (int b = 1; b >= 0; b--) {
+    const int m = 1 << b, own = (t >> b) & 1;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const int lo = b ? k : 2 * k, hi = lo | m; /* the positions whose other bit is k */
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, own ? u[lo] : u[hi], m);
+      if (own) u[lo] = got;
+      else u[hi] = got;
+    }
+  }
+}
+
+/* Which of the pixel's neighbouring rows and columns lie in the image: bit k of rows (cols) for
+ * the row (column) offset k - 1, k = 0, 1, 2; both 0 where the pixel does not exist (p >= P). */
+struct rgb_px {
+  unsigned rows, cols;
+};
+
+static __device__ __forceinline__ rgb_px rgb_locate(size_t p, size_t P, int Hh, int Ww)
+{
+  rgb_px r = {0u, 0u};
+  if (p < P) {
+    size_t rem;
+    if (P <= 0xffffffffu) rem = (unsigned)p % ((unsigned)Hh * (unsigned)Ww);
+    else rem = p % ((size_t)Hh * Ww);
+    const unsigned yy = (unsigned)rem / (unsigned)Ww, xx = (unsigned)rem - yy * (unsigned)Ww;
+    r.rows = 2u | (yy > 0 ? 1u : 0u) | (yy + 1 < (unsigned)Hh ? 4u : 0u);
+    r.cols = 2u | (xx > 0 ? 1u : 0u) | (xx + 1 < (unsigned)Ww ? 4u : 0u);
+  }
+  return r;
+}
+
+/* The lane's 8 taps of pixel p into v (bits of T; zero outside the image or past 9 CIN). Tap i's
+ * offsets are the nibble i of code: row offset + 1 in its bits 0-1, column offset + 1 in bits
+ * 2-3; 0xf for a tap past 9 CIN (rows has no bit 3). off[i]: its element offset from p's. */
+template <int CIN>
+static __device__ __forceinline__ void rgb_gather(const unsigned short *x, size_t p, rgb_px q,
+                                                  unsigned code, const int (&off)[8],
+                                                  unsigned short (&v)[8])
+{
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const unsigned c = code >> (4 * i);
+    const bool in = (q.rows >> (c & 3u)) & (q.cols >> ((c >> 2) & 3u)) & 1u;
+    v[i] = in ? x[(ptrdiff_t)(p * CIN) + off[i]] : (unsigned short)0;
+  }
+}
+
+/* With STATS, part[blockIdx.x][0 .. 2 cout): the block's Σ y and Σ y² per channel (f64). Two
+ * blocks a multiprocessor (at most 128 registers): with no bound ptxas spilled the one-input
+ * variant at 48. */
 template <typename T, int CIN, bool STATS>
-__global__ void __launch_bounds__(RGB_THREADS) rgb_fwd(const T *x, const T *w, T *y, size_t P,
+__global__ void __launch_bounds__(RGB_THREADS, 2) rgb_fwd(const T *x, const T *w, T *y, size_t P,
                                                        int Hh, int Ww, int cout, double *part)
 {
-  using namespace nvcuda;
-  __shared__ __align__(32) T sa[RGB_TILE][RGB_LDA];
-  __shared__ __align__(32) T sb[RGB_K][RGB_MAX_COUT]; /* W^T: [tap][k] */
-  __shared__ __align__(32) float sc[RGB_TILE][RGB_LDC];
-  for (int i = threadIdx.x; i < RGB_K * RGB_MAX_COUT; i += blockDim.x) {
-    int tap = i / RGB_MAX_COUT, k = i % RGB_MAX_COUT;
-    sb[tap][k] = tap < 9 * CIN && k < cout ? w[(size_t)k * 9 * CIN + tap] : opc_st<T>(0.f);
-  }
-  const int warp = threadIdx.x >> 5, nt = cout / 16, c8 = cout / 8;
-  const size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
-  float s1[8], s2[8]; /* STATS: this thread's channels 8 (threadIdx.x % c8) + j */
+  /* the B fragments [k-step][column tile][lane]; with STATS, the warps' f64 sums after them */
+  __shared__ uint2 sb[2][RGB_NT][32];
+  __shared__ double red[STATS ? RGB_WARPS : 1][STATS ? 2 * RGB_MAX_COUT : 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int nt = cout / 8;
+  for (int i = threadIdx.x; i < 2 * RGB_NT * 32; i += blockDim.x) {
+    /* lane l's b0, b1 of k-step s, tile j: taps 16 s + 2 (l % 4) + {0, 1} and {8, 9}, channel
+     * 8 j + l / 4 */
+    const int s = i / (RGB_NT * 32), j = i / 32 % RGB_NT, l = i % 32, k = 8 * j + l / 4;
+    unsigned short e[4];
 #pragma unroll
-  for (int j = 0; j < 8; j++) s1[j] = s2[j] = 0.f;
-  for (size_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const size_t p0 = tile * RGB_TILE;
-    rgb_im2col<T, CIN>(x, p0, P, Hh, Ww, sa);
-    __syncthreads();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[2];
-    wmma::load_matrix_sync(fa[0], &sa[16 * warp][0], RGB_LDA);
-    wmma::load_matrix_sync(fa[1], &sa[16 * warp][16], RGB_LDA);
-    for (int n = 0; n < nt; n++) {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-      wmma::fill_fragment(fc, 0.f);
-      wmma::load_matrix_sync(fb, &sb[0][16 * n], RGB_MAX_COUT);
-      wmma::mma_sync(fc, fa[0], fb, fc);
-      wmma::load_matrix_sync(fb, &sb[16][16 * n], RGB_MAX_COUT);
-      wmma::mma_sync(fc, fa[1], fb, fc);
-      wmma::store_matrix_sync(&sc[16 * warp][16 * n], fc, RGB_LDC, wmma::mem_row_major);
+    for (int u = 0; u < 4; u++) {
+      const int tap = 16 * s + 2 * (l % 4) + (u & 1) + 8 * (u >> 1);
+      const T v = tap < 9 * CIN && k < cout ? w[(size_t)k * 9 * CIN + tap] : opc_st<T>(0.f);
+      e[u] = *reinterpret_cast<const unsigned short *>(&v);
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < RGB_TILE * c8; i += blockDim.x) {
-      int px = i / c8, q = i % c8;
-      if (p0 + px >= P) break; /* i grows with px */
-      /* two 16-byte reads: the row pitch (272 bytes) and 8 q keep them aligned */
-      const float4 *r4 = reinterpret_cast<const float4 *>(&sc[px][8 * q]);
-      const float4 lo = r4[0], hi = r4[1];
-      const float f8[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      opc_pack<T, 8> v;
+    sb[s][j][l] = make_uint2(rgb_pair(e[0], e[1]), rgb_pair(e[2], e[3]));
+  }
+  /* the lane's 8 taps: i = 4 s + u, tap 16 s + 2 t + (u & 1) + 8 (u >> 1) (rgb_gather's code) */
+  int off[8];
+  unsigned code = 0;
 #pragma unroll
-      for (int j = 0; j < 8; j++) v.v[j] = opc_st<T>(f8[j]);
-      opc_store<T, 8>(y + (p0 + px) * cout + 8 * q, v);
-      if (STATS) { /* q is threadIdx.x % c8 in every iteration: c8 divides blockDim.x */
+  for (int i = 0; i < 8; i++) {
+    const int tap = 16 * (i >> 2) + 2 * t + (i & 1) + 8 * ((i >> 1) & 1);
+    const int r = tap / CIN, ci = tap % CIN, ky = r / 3, kx = r % 3;
+    const bool real = tap < 9 * CIN;
+    off[i] = real ? ((ky - 1) * Ww + kx - 1) * CIN + ci : 0;
+    code |= (real ? (unsigned)(ky | kx << 2) : 0xfu) << (4 * i);
+  }
+  __syncthreads();
+  const unsigned short *xs = reinterpret_cast<const unsigned short *>(x);
+  const size_t groups = (P + 15) / 16, nw = (size_t)gridDim.x * RGB_WARPS;
+  size_t grp = (size_t)blockIdx.x * RGB_WARPS + warp;
+  float s1[RGB_NT][2], s2[RGB_NT][2]; /* STATS: channels 8 j + 2 t + e */
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-          const float f = opc_ld(v.v[j]);
-          s1[j] += f;
-          s2[j] = fmaf(f, f, s2[j]);
+  for (int j = 0; j < RGB_NT; j++) s1[j][0] = s1[j][1] = s2[j][0] = s2[j][1] = 0.f;
+  unsigned short va[8], vb[8]; /* the taps of pixels g and g + 8 of the group */
+  size_t pa = grp * 16 + g, pb = pa + 8;
+  if (grp < groups) {
+    rgb_gather<CIN>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
+    rgb_gather<CIN>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
+  }
+  for (; grp < groups; grp += nw) {
+    uint32_t a[2][4];
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+      a[s][0] = rgb_pair(va[4 * s], va[4 * s + 1]);
+      a[s][1] = rgb_pair(vb[4 * s], vb[4 * s + 1]);
+      a[s][2] = rgb_pair(va[4 * s + 2], va[4 * s + 3]);
+      a[s][3] = rgb_pair(vb[4 * s + 2], vb[4 * s + 3]);
+    }
+    const size_t ca = pa, cb = pb;
+    const bool oka = ca < P, okb = cb < P;
+    /* the next group's taps, in flight while this one is multiplied and stored */
+    pa += nw * 16, pb += nw * 16;
+    if (grp + nw < groups) {
+      rgb_gather<CIN>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
+      rgb_gather<CIN>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
+    }
+#pragma unroll
+    for (int q = 0; q < RGB_NT / 4; q++) { /* column tiles 4 q .. 4 q + 3 */
+      if (4 * q >= nt) break;
+      uint32_t wa[4], wb[4]; /* pixel a's and b's channels 8 j + 2 t, + 1 of tile j = 4 q + u */
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int j = 4 * q + u;
+        wa[u] = wb[u] = 0;
+        if (j >= nt) continue;
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        rgb_mma<T>(d, a[0], sb[0][j][lane]);
+        rgb_mma<T>(d, a[1], sb[1][j][lane]);
+        float r[4];
+        wa[u] = rgb_round_pair<T>(d[0], d[1], r[0], r[1]);
+        wb[u] = rgb_round_pair<T>(d[2], d[3], r[2], r[3]);
+        if (STATS) {
+          /* rows past P are zero: they add nothing */
+          s1[j][0] += r[0] + r[2];
+          s1[j][1] += r[1] + r[3];
+          s2[j][0] = fmaf(r[0], r[0], fmaf(r[2], r[2], s2[j][0]));
+          s2[j][1] = fmaf(r[1], r[1], fmaf(r[3], r[3], s2[j][1]));
+        }
+      }
+      if (nt % 4 == 0) {
+        /* whole tiles of four: the quad's words transposed, lane t stores tile 4 q + t of each
+         * pixel, 8 channels, as one 16-byte access */
+        rgb_quad_transpose(wa, t);
+        rgb_quad_transpose(wb, t);
+        const int ch = 8 * (4 * q + t);
+        if (oka)
+          *reinterpret_cast<uint4 *>(y + ca * cout + ch) = make_uint4(wa[0], wa[1], wa[2], wa[3]);
+        if (okb)
+          *reinterpret_cast<uint4 *>(y + cb * cout + ch) = make_uint4(wb[0], wb[1], wb[2], wb[3]);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+          const int ch = 8 * (4 * q + u) + 2 * t;
+          if (4 * q + u >= nt) break;
+          if (oka) *reinterpret_cast<uint32_t *>(y + ca * cout + ch) = wa[u];
+          if (okb) *reinterpret_cast<uint32_t *>(y + cb * cout + ch) = wb[u];
         }
       }
     }
-    __syncthreads(); /* sa and sc are rewritten by the next tile */
   }
   if (STATS) {
-    /* the threads' f64 sums in sc's 32 KB (free after the last tile's barrier), then each value
-     * added over the threads of its channels in thread order */
-    static_assert(sizeof sc >= RGB_THREADS * RGB_LDR * sizeof(double), "a row of 17 a thread");
-    double(*red)[RGB_LDR] = reinterpret_cast<double(*)[RGB_LDR]>(&sc[0][0]);
+    /* the 8 lanes of each channel (same t) by a fixed butterfly, then the warps in order */
 #pragma unroll
-    for (int j = 0; j < 8; j++) red[threadIdx.x][j] = s1[j], red[threadIdx.x][8 + j] = s2[j];
+    for (int j = 0; j < RGB_NT; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        double u = s1[j][e], v = s2[j][e];
+#pragma unroll
+        for (int m = 4; m < 32; m <<= 1) {
+          u += __shfl_xor_sync(0xffffffffu, u, m);
+          v += __shfl_xor_sync(0xffffffffu, v, m);
+        }
+        const int ch = 8 * j + 2 * t + e;
+        if (g == 0 && j < nt) red[warp][ch] = u, red[warp][cout + ch] = v;
+      }
     __syncthreads();
-    const int rows = RGB_THREADS / c8; /* threads r c8 + q hold channels 8 q .. 8 q + 7 */
     for (int v = threadIdx.x; v < 2 * cout; v += blockDim.x) {
-      const int ch = v % cout, col = (v / cout) * 8 + ch % 8, q = ch / 8;
       double s = 0.0;
-      for (int r = 0; r < rows; r++) s += red[r * c8 + q][col];
+      for (int k = 0; k < RGB_WARPS; k++) s += red[k][v];
       part[(size_t)blockIdx.x * 2 * cout + v] = s;
     }
   }
@@ -260,16 +416,18 @@ __global__ void rgb_wgrad_final(const float *part, int nblocks, int n, T *dw, in
 
 /* ---- launches ---- */
 
-/* The forward's grid: one wave of the blocks that fit, at most one a tile; with the statistics
- * at least one a RGB_STATS_TILES tiles. */
+/* The forward's grid: one wave of the blocks that fit, at most one a RGB_WARPS groups; with the
+ * statistics at least one a RGB_WARPS RGB_GROUPS_MOST groups (each warp's f32 sums then run over
+ * at most 32 values a channel). */
 template <typename T, int CIN, bool STATS>
 static size_t fwd_blocks(const ops_t *o, size_t P)
 {
-  const size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
+  const size_t groups = (P + 15) / 16;
+  const size_t need = (groups + RGB_WARPS - 1) / RGB_WARPS;
   const size_t most =
       (size_t)opc_fit_blocks((const void *)rgb_fwd<T, CIN, STATS>) * opc_ctx(o)->sm_count;
-  const size_t nb = tiles < most ? tiles : most;
-  const size_t least = (tiles + RGB_STATS_TILES - 1) / RGB_STATS_TILES;
+  const size_t nb = need < most ? need : most;
+  const size_t least = (groups + RGB_WARPS * RGB_GROUPS_MOST - 1) / (RGB_WARPS * RGB_GROUPS_MOST);
   return STATS && nb < least ? least : nb;
 }
 

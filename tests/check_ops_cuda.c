@@ -650,8 +650,8 @@ START_TEST(test_rgb_stats)
   const int dev_ok = fused_sm90_device(&major, &minor);
   rgb_stats_case(16, 16, 3, 64, 2, 2, dev_ok);  /* many blocks, whole tiles */
   rgb_stats_case(33, 17, 3, 64, 3, 2, dev_ok);  /* tiles across rows and images, a partial last */
-  rgb_stats_case(320, 320, 3, 64, 6, 6, dev_ok); /* 4800 tiles: 8 a block need more blocks
-                                                     than one wave holds (132 x 4) */
+  rgb_stats_case(320, 320, 3, 64, 6, 6, dev_ok); /* 38400 groups of 16 pixels: 16 a warp need
+                                                     more blocks than one wave holds (132 x 2) */
   rgb_stats_case(9, 11, 2, 32, 2, 1, dev_ok);   /* two inputs, 32 outputs, a smaller batch */
   rgb_stats_case(1, 5, 1, 16, 1, 1, dev_ok);    /* one row, one input, 16 outputs */
   rgb_stats_case(8, 8, 3, 64, 2, 0, dev_ok);    /* no images: zero sums, count 0 */
