@@ -6,19 +6,18 @@
  * bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (f32
  * accumulation).
  *
- * Pixels go in groups of 16 (forward) and tiles of 128 (weight gradient), flat over n, h, w: a
- * group or tile may span rows and images. A tap is (ky * 3 + kx) * cin + ci, zero past 9 cin and
- * outside the image.
+ * Pixels go in groups of 16, flat over n, h, w: a group may span rows and images. A tap is (ky *
+ * 3 + kx) * cin + ci, zero past 9 cin and outside the image. A warp works on a group at a time
+ * with mma.sync m16n8k16 (f32 accumulation), its im2col fragments gathered from the input
+ * straight into registers.
  *   forward      Y[pixel][k] = A W^T, A[pixel][tap] the im2col matrix, W[k][tap] the weights
- *                ([cout][3][3][cin], ops.h): a warp per group, its A fragments gathered from
- *                the input into registers and its results rounded and stored from the
- *                accumulators (mma.sync), no shared memory between them (see rgb_fwd).
- *   weight grad  dW[k][tap] = dY^T A over the block's fixed range of tiles (a warp per 16 x 16
- *                tile of dW, accumulated in registers across the tiles; WMMA); the tile's A is
- *                built in shared memory by two threads per pixel, from 16-byte stores into rows
- *                padded to 40 elements (no bank conflicts). f32 partials per block in the
- *                workspace, then a warp per output adds them in block order. The split depends
- *                on the pixel count and the GPU only: results repeat bit for bit.
+ *                ([cout][3][3][cin], ops.h): results rounded and stored from the accumulators,
+ *                no shared memory between input and output (see rgb_fwd).
+ *   weight grad  dW^T[tap][k] = A^T dY over the block's fixed range of groups, dY's fragments
+ *                by ldmatrix .trans from rows copied into shared memory, accumulated in
+ *                registers across the groups (see rgb_wgrad_part); f32 partials per block in
+ *                the workspace, then a warp per output adds them in block order. The split
+ *                depends on the pixel count and the GPU only: results repeat bit for bit.
  *   forward with statistics (the fused engine's first block, ops.h conv_fwd_fused): the
  *                forward, and per output channel Σ y and Σ y² of the rounded values it writes,
  *                BatchNorm's statistics, so no pass reads y again for them: each lane sums its
@@ -29,15 +28,12 @@
  * The input gradient of this layer stays on cuDNN (the trainer never asks for it). */
 #include "config.h"
 
-#include <mma.h>
 #include <type_traits>
 
 #include "kernels/ops_cuda.cuh"
 #include "shm/env.h"
 
-#define RGB_TILE 128   /* pixels per tile */
 #define RGB_K 32       /* taps, padded */
-#define RGB_LDA 40     /* im2col row pitch (elements) */
 #define RGB_MAX_COUT 64
 #define RGB_THREADS 256 /* 8 warps */
 #define RGB_BLOCKS_PER_SM 4 /* weight gradient: partials in the workspace for this many */
@@ -52,43 +48,6 @@ int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c)
 size_t opc_rgb_ws(const ops_t *o, const ops_conv_t *c)
 {
   return (size_t)RGB_BLOCKS_PER_SM * opc_ctx(o)->sm_count * c->cout * 9 * c->cin * sizeof(float);
-}
-
-/* Row px of the tile's im2col matrix, taps [16 h, 16 h + 16): pixel p (p >= P: zeros). */
-template <typename T, int CIN, int H>
-static __device__ void rgb_im2col_half(const T *x, size_t p, size_t P, int Hh, int Ww, T *row)
-{
-  opc_pack<T, 8> v[2];
-  int img = 0, yy = 0, xx = 0;
-  if (p < P) {
-    size_t hw = (size_t)Hh * Ww;
-    img = (int)(p / hw);
-    int rem = (int)(p - (size_t)img * hw);
-    yy = rem / Ww;
-    xx = rem - yy * Ww;
-  }
-#pragma unroll
-  for (int j = 0; j < 16; j++) {
-    const int tap = 16 * H + j, r = tap / CIN, ci = tap % CIN, ky = r / 3, kx = r % 3;
-    float val = 0.f;
-    if (tap < 9 * CIN && p < P) {
-      int sy = yy + ky - 1, sx = xx + kx - 1;
-      if (sy >= 0 && sy < Hh && sx >= 0 && sx < Ww)
-        val = opc_ld(x[(((size_t)img * Hh + sy) * Ww + sx) * CIN + ci]);
-    }
-    v[j / 8].v[j % 8] = opc_st<T>(val);
-  }
-  opc_store<T, 8>(row + 16 * H, v[0]);
-  opc_store<T, 8>(row + 16 * H + 8, v[1]);
-}
-
-template <typename T, int CIN>
-static __device__ void rgb_im2col(const T *x, size_t p0, size_t P, int Hh, int Ww,
-                                  T (*sa)[RGB_LDA])
-{
-  const int px = threadIdx.x % RGB_TILE, half = threadIdx.x / RGB_TILE; /* warp-uniform */
-  if (half == 0) rgb_im2col_half<T, CIN, 0>(x, p0 + px, P, Hh, Ww, sa[px]);
-  else rgb_im2col_half<T, CIN, 1>(x, p0 + px, P, Hh, Ww, sa[px]);
 }
 
 /* ---- forward ---- */
@@ -184,16 +143,16 @@ static __device__ __forceinline__ rgb_px rgb_locate(size_t p, size_t P, int Hh, 
   return r;
 }
 
-/* The lane's 8 taps of pixel p into v (bits of T; zero outside the image or past 9 CIN). Tap i's
+/* The lane's N taps of pixel p into v (bits of T; zero outside the image or past 9 CIN). Tap i's
  * offsets are the nibble i of code: row offset + 1 in its bits 0-1, column offset + 1 in bits
  * 2-3; 0xf for a tap past 9 CIN (rows has no bit 3). off[i]: its element offset from p's. */
-template <int CIN>
+template <int CIN, int N>
 static __device__ __forceinline__ void rgb_gather(const unsigned short *x, size_t p, rgb_px q,
-                                                  unsigned code, const int (&off)[8],
-                                                  unsigned short (&v)[8])
+                                                  unsigned code, const int (&off)[N],
+                                                  unsigned short (&v)[N])
 {
 #pragma unroll
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < N; i++) {
     const unsigned c = code >> (4 * i);
     const bool in = (q.rows >> (c & 3u)) & (q.cols >> ((c >> 2) & 3u)) & 1u;
     v[i] = in ? x[(ptrdiff_t)(p * CIN) + off[i]] : (unsigned short)0;
@@ -246,8 +205,8 @@ __global__ void __launch_bounds__(RGB_THREADS, 2) rgb_fwd(const T *x, const T *w
   unsigned short va[8], vb[8]; /* the taps of pixels g and g + 8 of the group */
   size_t pa = grp * 16 + g, pb = pa + 8;
   if (grp < groups) {
-    rgb_gather<CIN>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
-    rgb_gather<CIN>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
+    rgb_gather<CIN, 8>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
+    rgb_gather<CIN, 8>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
   }
   for (; grp < groups; grp += nw) {
     uint32_t a[2][4];
@@ -263,8 +222,8 @@ __global__ void __launch_bounds__(RGB_THREADS, 2) rgb_fwd(const T *x, const T *w
     /* the next group's taps, in flight while this one is multiplied and stored */
     pa += nw * 16, pb += nw * 16;
     if (grp + nw < groups) {
-      rgb_gather<CIN>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
-      rgb_gather<CIN>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
+      rgb_gather<CIN, 8>(xs, pa, rgb_locate(pa, P, Hh, Ww), code, off, va);
+      rgb_gather<CIN, 8>(xs, pb, rgb_locate(pb, P, Hh, Ww), code, off, vb);
     }
 #pragma unroll
     for (int q = 0; q < RGB_NT / 4; q++) { /* column tiles 4 q .. 4 q + 3 */
@@ -354,50 +313,164 @@ __global__ void rgb_stats_final(const double *part, int nblocks, int n, double c
 
 /* ---- weight gradient ---- */
 
-template <typename T, int CIN>
-__global__ void __launch_bounds__(RGB_THREADS) rgb_wgrad_part(const T *x, const T *dy,
-                                                              float *part, size_t P, int Hh,
-                                                              int Ww, int cout, size_t per)
+/* 16 bytes from global to shared memory without the registers (cp.async, sm_80 on), zeros where
+ * bytes is 0; the copies a thread issued complete in groups (commit, then wait until at most
+ * N groups are still in flight). */
+static __device__ __forceinline__ void rgb_copy16(uint32_t dst, const void *src, int bytes)
 {
-  using namespace nvcuda;
-  __shared__ __align__(32) T sa[RGB_TILE][RGB_LDA];
-  __shared__ __align__(32) T sd[RGB_TILE][RGB_MAX_COUT + 8]; /* dY tile [pixel][k] */
-  __shared__ __align__(32) float sc[RGB_MAX_COUT][RGB_K];
-  const int warp = threadIdx.x >> 5, mt = warp >> 1, nt = warp & 1, c8 = cout / 8;
-  const bool active = mt < cout / 16;                        /* warp-uniform */
-  const size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
-  const size_t t0 = blockIdx.x * per, t1 = t0 + per < tiles ? t0 + per : tiles;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
-  wmma::fill_fragment(fc, 0.f);
-  for (size_t tile = t0; tile < t1; tile++) {
-    const size_t p0 = tile * RGB_TILE;
-    for (int i = threadIdx.x; i < RGB_TILE * c8; i += blockDim.x) {
-      int px = i / c8, q = i % c8;
-      opc_pack<T, 8> v;
-      if (p0 + px < P) v = opc_load<T, 8>(dy + (p0 + px) * cout + 8 * q);
-      else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+}
+
+static __device__ __forceinline__ void rgb_copy_commit()
+{
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void rgb_copy_wait()
+{
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Four 8 x 8 matrices of 16-bit values from shared memory, transposed (lane l gives the address
+ * of row l % 8 of matrix l / 8; lane (g, t) gets rows 2 t, 2 t + 1 of column g of each). */
+static __device__ __forceinline__ void rgb_ldmatrix_trans(uint32_t addr, uint32_t (&r)[4])
+{
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+/* The weight gradient as dW^T[tap][k] = Σ_p A[p][tap] dY[p][k]: M = the taps (two tiles of 16),
+ * N = the cout channels (tiles of 8), K = a group's 16 pixels; a warp per group, a block's
+ * warps over its fixed range of groups. Lane (g, t) gathers its A^T fragments straight from the
+ * input: taps 16 m + g and 16 m + g + 8 of the group's pixels 2 t, 2 t + 1, 2 t + 8, 2 t + 9
+ * (rgb_gather's nibbles, four taps a pixel). The group's dY rows go to the warp's own shared
+ * buffer by 16-byte asynchronous copies, a pixel's row of 8 chunks of 8 channels at chunk c ^
+ * (pixel % 8) so that the 8 rows of one ldmatrix fall on different banks, and its B fragments
+ * come out by ldmatrix .trans (lane (g, t): pixels 2 t, 2 t + 1 of channel g). Two buffers: the
+ * next group's copies and gathers are in flight while this one is multiplied. The accumulators
+ * stay in registers across the warp's groups; then the block adds its warps' in warp order in
+ * shared memory and writes its f32 partial ([cout][taps]), which rgb_wgrad_final adds in block
+ * order. The split depends on the pixel count and the GPU only: bit for bit. */
+#define RGB_WG_ROW 128 /* bytes of a pixel's staged dY row: 64 channels, 8 chunks of 16 bytes */
+
+template <typename T, int CIN>
+__global__ void __launch_bounds__(RGB_THREADS, 2)
+    rgb_wgrad_part(const T *x, const T *dy, float *part, size_t P, int Hh, int Ww, int cout,
+                   size_t per)
+{
+  /* per warp two buffers of 16 pixels; after the loop, the block's sums [tap][k] */
+  __shared__ __align__(128) unsigned char stage[RGB_WARPS][2][16 * RGB_WG_ROW];
+  static_assert(sizeof stage >= RGB_K * RGB_MAX_COUT * sizeof(float), "the sums fit the buffers");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int nt = cout / 8; /* column tiles, and 16-byte chunks of a pixel's dY row */
+  /* the lane's 4 taps 16 m + g + 8 h (i = 2 m + h) as rgb_gather nibbles, for each of its pixels */
+  int off[4];
+  unsigned code = 0;
 #pragma unroll
-        for (int j = 0; j < 8; j++) v.v[j] = opc_st<T>(0.f);
-      opc_store<T, 8>(&sd[px][8 * q], v);
-    }
-    rgb_im2col<T, CIN>(x, p0, P, Hh, Ww, sa);
-    __syncthreads();
-    if (active)
-      for (int kk = 0; kk < RGB_TILE; kk += 16) {
-        /* dY^T: (k, pixel) at sd[pixel][k], column-major */
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, &sd[kk][16 * mt], RGB_MAX_COUT + 8);
-        wmma::load_matrix_sync(fb, &sa[kk][16 * nt], RGB_LDA);
-        wmma::mma_sync(fc, fa, fb, fc);
-      }
-    __syncthreads(); /* sa and sd are rewritten by the next tile */
+  for (int i = 0; i < 4; i++) {
+    const int tap = 16 * (i >> 1) + g + 8 * (i & 1);
+    const int r = tap / CIN, ci = tap % CIN, ky = r / 3, kx = r % 3;
+    const bool real = tap < 9 * CIN;
+    off[i] = real ? ((ky - 1) * Ww + kx - 1) * CIN + ci : 0;
+    code |= (real ? (unsigned)(ky | kx << 2) : 0xfu) << (4 * i);
   }
-  if (active) wmma::store_matrix_sync(&sc[16 * mt][16 * nt], fc, RGB_K, wmma::mem_row_major);
+  const unsigned short *xs = reinterpret_cast<const unsigned short *>(x);
+  const size_t groups = (P + 15) / 16;
+  /* group numbers fit 32 bits (wgrad_cin checks): fewer registers than size_t, no spills */
+  const unsigned g0 = (unsigned)(blockIdx.x * per);
+  const unsigned g1 = (unsigned)(g0 + per < groups ? g0 + per : groups);
+  const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&stage[warp][0][0]);
+  /* the group's copies into buffer b: chunk q = pixel * chunks + c, lane q, q + 32, ... */
+  auto copy_group = [&](unsigned grp, int b) {
+    const size_t p0 = (size_t)grp * 16;
+    for (int q = lane; q < 16 * nt; q += 32) {
+      const int px = q / nt, c = q % nt;
+      const bool in = p0 + px < P;
+      const T *src = dy + (in ? (p0 + px) * cout + 8 * c : 0);
+      rgb_copy16(sbase + b * 16 * RGB_WG_ROW + px * RGB_WG_ROW + ((c ^ (px & 7)) << 4), src,
+                 in ? 16 : 0);
+    }
+    rgb_copy_commit();
+  };
+  /* the lane's 4 taps of each of its pixels 2 t, 2 t + 1, 2 t + 8, 2 t + 9 (v[k][i]) */
+  auto gather_group = [&](unsigned grp, unsigned short(&v)[4][4]) {
+    const size_t p = (size_t)grp * 16 + 2 * t;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const size_t pk = p + (k & 1) + 8 * (k >> 1);
+      rgb_gather<CIN, 4>(xs, pk, rgb_locate(pk, P, Hh, Ww), code, off, v[k]);
+    }
+  };
+  float acc[2][RGB_NT][4];
+#pragma unroll
+  for (int m = 0; m < 2; m++)
+#pragma unroll
+    for (int j = 0; j < RGB_NT; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.f;
+  unsigned short v[4][4];
+  unsigned grp = g0 + warp;
+  int buf = 0;
+  if (grp < g1) {
+    copy_group(grp, 0);
+    gather_group(grp, v);
+  }
+  for (; grp < g1; grp += RGB_WARPS, buf ^= 1) {
+    /* A^T fragments of tile m: (tap 16 m + g, pixels 2 t, 2 t + 1), (tap + 8, the same),
+     * (tap, pixels 2 t + 8, 2 t + 9), (tap + 8, those) */
+    uint32_t a[2][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+      a[m][0] = rgb_pair(v[0][2 * m], v[1][2 * m]);
+      a[m][1] = rgb_pair(v[0][2 * m + 1], v[1][2 * m + 1]);
+      a[m][2] = rgb_pair(v[2][2 * m], v[3][2 * m]);
+      a[m][3] = rgb_pair(v[2][2 * m + 1], v[3][2 * m + 1]);
+    }
+    __syncwarp(); /* every lane has read the other buffer (the previous group) */
+    if (grp + RGB_WARPS < g1) {
+      copy_group(grp + RGB_WARPS, buf ^ 1);
+      gather_group(grp + RGB_WARPS, v);
+      rgb_copy_wait<1>();
+    } else {
+      rgb_copy_wait<0>();
+    }
+    __syncwarp(); /* the group's rows, copied by every lane, are in the buffer */
+    const uint32_t bb = sbase + buf * 16 * RGB_WG_ROW;
+#pragma unroll
+    for (int j = 0; j < RGB_NT; j += 2) {
+      if (j >= nt) break;
+      /* matrices: tile j pixels 0-7, tile j pixels 8-15, tile j + 1 the same */
+      const int mi = lane >> 3, px = (mi & 1) * 8 + (lane & 7), c = j + (mi >> 1);
+      uint32_t r[4];
+      rgb_ldmatrix_trans(bb + px * RGB_WG_ROW + ((c ^ (px & 7)) << 4), r);
+#pragma unroll
+      for (int m = 0; m < 2; m++) {
+        rgb_mma<T>(acc[m][j], a[m], make_uint2(r[0], r[1]));
+        rgb_mma<T>(acc[m][j + 1], a[m], make_uint2(r[2], r[3]));
+      }
+    }
+  }
+  /* the block's warps added in warp order into sums[tap][k] (the buffers are free now) */
   __syncthreads();
+  float(*sums)[RGB_MAX_COUT] = reinterpret_cast<float(*)[RGB_MAX_COUT]>(&stage[0][0][0]);
+  for (int w = 0; w < RGB_WARPS; w++) {
+    if (warp == w)
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < RGB_NT; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            /* d0, d1: tap 16 m + g, channels 8 j + 2 t, + 1; d2, d3: tap + 8 */
+            const int tap = 16 * m + g + 8 * (e >> 1), k = 8 * j + 2 * t + (e & 1);
+            sums[tap][k] = (w ? sums[tap][k] : 0.f) + acc[m][j][e];
+          }
+    __syncthreads();
+  }
   const int taps = 9 * CIN;
   for (int i = threadIdx.x; i < cout * taps; i += blockDim.x)
-    part[(size_t)blockIdx.x * cout * taps + i] = sc[i / taps][i % taps];
+    part[(size_t)blockIdx.x * cout * taps + i] = sums[i % taps][i / taps];
 }
 
 /* One warp per output: lane l adds blocks l, l + 32, ... in order, then a fixed shuffle tree. */
@@ -457,12 +530,15 @@ template <typename T, int CIN>
 static int wgrad_cin(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
                      const void *dy, void *dw, int acc, void *ws)
 {
-  size_t tiles = (P + RGB_TILE - 1) / RGB_TILE;
+  const size_t groups = (P + 15) / 16;
+  if (groups + RGB_WARPS > 0xffffffffu)
+    return opc_fail(o, "the few-channel weight gradient takes at most 2^36 pixels, not %zu", P);
   int fit = opc_fit_blocks((const void *)rgb_wgrad_part<T, CIN>);
   size_t most = (size_t)(fit < RGB_BLOCKS_PER_SM ? fit : RGB_BLOCKS_PER_SM) * opc_ctx(o)->sm_count;
-  size_t nb = tiles < most ? tiles : most;
+  size_t nb = (groups + RGB_WARPS - 1) / RGB_WARPS;
+  if (nb > most) nb = most;
   if (nb < 1) nb = 1;
-  size_t per = (tiles + nb - 1) / nb;
+  const size_t per = (groups + nb - 1) / nb;
   cudaStream_t st = opc_ctx(o)->stream;
   rgb_wgrad_part<T, CIN><<<(unsigned)nb, RGB_THREADS, 0, st>>>(
       (const T *)x, (const T *)dy, (float *)ws, P, c->h, c->w, c->cout, per);
