@@ -19,9 +19,10 @@
  * A 3x3 layer whose input channels are not a multiple of the tensor cores' width (the RGB
  * input: 3) runs on channels zero-padded to 8 (4 in f32) inside the workspace: cuDNN's kernels
  * for 3 channels are far slower, and own direct kernels on the CUDA cores lost to the padded
- * layer (see bench/results/ops_cuda_1xh200.txt, 81124df); in 16-bit types its forward
- * and weight gradient run on own tensor-core kernels (conv_rgb_cuda.cu), only its input gradient
- * (never asked for by the trainer) on cuDNN. 1x1 layers with few outputs (the head) run on own
+ * layer (see bench/results/ops_cuda_1xh200.txt, 81124df); in 16-bit types, and in f32 where
+ * TF32 is allowed, its forward and weight gradient run on own tensor-core kernels
+ * (conv_rgb_cuda.cu, conv_rgb_tf32_cuda.cu), only its input gradient (never asked for by the
+ * trainer) on cuDNN. 1x1 layers with few outputs (the head) run on own
  * kernels (conv_skinny_cuda.cu), other 1x1 layers on cuBLAS
  * (conv_gemm_cuda.cu).
  * Environment (the table of every knob: shmddp-train --help-env), read when a layer is planned,

@@ -1,6 +1,6 @@
 /* conv_rgb_cuda.cu — the 3x3 convolution of the few-channel input (the U-Net's RGB layer: 3 -> 64
- * channels) as own tensor-core kernels, 16-bit types only. Its 27 taps are one K = 32 step of
- * the tensor cores, so the layer is bound by the 50 MB it writes (forward) or reads (weight
+ * channels) as own tensor-core kernels, 16-bit types here (f32: conv_rgb_tf32_cuda.cu). Its 27
+ * taps are one K = 32 step of the tensor cores, so the layer is bound by the 50 MB it writes (forward) or reads (weight
  * gradient); cuDNN on channels zero-padded to 8 ran it far below the copy ceiling (see
  * bench/results/roofline_1xh200.md). Direct kernels on the CUDA cores lost to it (see
  * bench/results/ops_cuda_1xh200.txt, 81124df): here the arithmetic is the tensor cores' (f32
@@ -30,19 +30,17 @@
 
 #include <type_traits>
 
-#include "kernels/ops_cuda.cuh"
+#include "kernels/conv_rgb.cuh"
 #include "shm/env.h"
-
-#define RGB_K 32       /* taps, padded */
-#define RGB_MAX_COUT 64
-#define RGB_THREADS 256 /* 8 warps */
-#define RGB_BLOCKS_PER_SM 4 /* weight gradient: partials in the workspace for this many */
 
 int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c)
 {
   if (shm_env_is("SHMDDP_CONV_PAD", "0")) return 0; /* the layer on cuDNN at its own width */
-  return c->kind == OPS_CONV3X3 && (o->dtype == OPS_BF16 || o->dtype == OPS_F16) &&
-         c->cin <= 3 && c->cout % 16 == 0 && c->cout <= RGB_MAX_COUT;
+  /* f32 on the TF32 kernels only where TF32 is allowed (SHMDDP_TF32=0 keeps cuDNN's FMA) */
+  const int type_ok = o->dtype == OPS_BF16 || o->dtype == OPS_F16 ||
+                      (o->dtype == OPS_F32 && opc_ctx(o)->tf32);
+  return c->kind == OPS_CONV3X3 && type_ok && c->cin <= 3 && c->cout % 16 == 0 &&
+         c->cout <= RGB_MAX_COUT;
 }
 
 size_t opc_rgb_ws(const ops_t *o, const ops_conv_t *c)
@@ -67,12 +65,6 @@ static __device__ __forceinline__ void rgb_mma(float (&d)[4], const uint32_t (&a
                  "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-}
-
-/* Two 16-bit values as one 32-bit fragment register, lo in the low half. */
-static __device__ __forceinline__ uint32_t rgb_pair(unsigned short lo, unsigned short hi)
-{
-  return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
 template <typename T>
@@ -101,8 +93,6 @@ static __device__ __forceinline__ uint32_t rgb_round_pair(float lo, float hi, fl
  * With statistics each lane sums the rounded values of its 16 channels in f32 over at most
  * RGB_GROUPS_MOST groups (32 values: the block count keeps it so), then in f64: the 8 lanes of a
  * channel by a fixed butterfly, the block's warps in warp order into the block's partial. */
-#define RGB_WARPS (RGB_THREADS / 32)
-#define RGB_NT (RGB_MAX_COUT / 8) /* column tiles of 8 channels */
 #define RGB_GROUPS_MOST 16        /* groups a warp at most with statistics */
 
 /* A 4 x 4 transpose of 32-bit words across a quad (lanes 4 g .. 4 g + 3, t = lane % 4): after it
@@ -120,42 +110,6 @@ static __device__ __forceinline__ void rgb_quad_transpose(uint32_t (&u)[4], int 
       if (own) u[lo] = got;
       else u[hi] = got;
     }
-  }
-}
-
-/* Which of the pixel's neighbouring rows and columns lie in the image: bit k of rows (cols) for
- * the row (column) offset k - 1, k = 0, 1, 2; both 0 where the pixel does not exist (p >= P). */
-struct rgb_px {
-  unsigned rows, cols;
-};
-
-static __device__ __forceinline__ rgb_px rgb_locate(size_t p, size_t P, int Hh, int Ww)
-{
-  rgb_px r = {0u, 0u};
-  if (p < P) {
-    size_t rem;
-    if (P <= 0xffffffffu) rem = (unsigned)p % ((unsigned)Hh * (unsigned)Ww);
-    else rem = p % ((size_t)Hh * Ww);
-    const unsigned yy = (unsigned)rem / (unsigned)Ww, xx = (unsigned)rem - yy * (unsigned)Ww;
-    r.rows = 2u | (yy > 0 ? 1u : 0u) | (yy + 1 < (unsigned)Hh ? 4u : 0u);
-    r.cols = 2u | (xx > 0 ? 1u : 0u) | (xx + 1 < (unsigned)Ww ? 4u : 0u);
-  }
-  return r;
-}
-
-/* The lane's N taps of pixel p into v (bits of T; zero outside the image or past 9 CIN). Tap i's
- * offsets are the nibble i of code: row offset + 1 in its bits 0-1, column offset + 1 in bits
- * 2-3; 0xf for a tap past 9 CIN (rows has no bit 3). off[i]: its element offset from p's. */
-template <int CIN, int N>
-static __device__ __forceinline__ void rgb_gather(const unsigned short *x, size_t p, rgb_px q,
-                                                  unsigned code, const int (&off)[N],
-                                                  unsigned short (&v)[N])
-{
-#pragma unroll
-  for (int i = 0; i < N; i++) {
-    const unsigned c = code >> (4 * i);
-    const bool in = (q.rows >> (c & 3u)) & (q.cols >> ((c >> 2) & 3u)) & 1u;
-    v[i] = in ? x[(ptrdiff_t)(p * CIN) + off[i]] : (unsigned short)0;
   }
 }
 
@@ -186,15 +140,8 @@ __global__ void __launch_bounds__(RGB_THREADS, 2) rgb_fwd(const T *x, const T *w
   }
   /* the lane's 8 taps: i = 4 s + u, tap 16 s + 2 t + (u & 1) + 8 (u >> 1) (rgb_gather's code) */
   int off[8];
-  unsigned code = 0;
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    const int tap = 16 * (i >> 2) + 2 * t + (i & 1) + 8 * ((i >> 1) & 1);
-    const int r = tap / CIN, ci = tap % CIN, ky = r / 3, kx = r % 3;
-    const bool real = tap < 9 * CIN;
-    off[i] = real ? ((ky - 1) * Ww + kx - 1) * CIN + ci : 0;
-    code |= (real ? (unsigned)(ky | kx << 2) : 0xfu) << (4 * i);
-  }
+  const unsigned code = rgb_taps<CIN, 8>(
+      Ww, [t](int i) { return 16 * (i >> 2) + 2 * t + (i & 1) + 8 * ((i >> 1) & 1); }, off);
   __syncthreads();
   const unsigned short *xs = reinterpret_cast<const unsigned short *>(x);
   const size_t groups = (P + 15) / 16, nw = (size_t)gridDim.x * RGB_WARPS;
@@ -313,25 +260,6 @@ __global__ void rgb_stats_final(const double *part, int nblocks, int n, double c
 
 /* ---- weight gradient ---- */
 
-/* 16 bytes from global to shared memory without the registers (cp.async, sm_80 on), zeros where
- * bytes is 0; the copies a thread issued complete in groups (commit, then wait until at most
- * N groups are still in flight). */
-static __device__ __forceinline__ void rgb_copy16(uint32_t dst, const void *src, int bytes)
-{
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-}
-
-static __device__ __forceinline__ void rgb_copy_commit()
-{
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void rgb_copy_wait()
-{
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* Four 8 x 8 matrices of 16-bit values from shared memory, transposed (lane l gives the address
  * of row l % 8 of matrix l / 8; lane (g, t) gets rows 2 t, 2 t + 1 of column g of each). */
 static __device__ __forceinline__ void rgb_ldmatrix_trans(uint32_t addr, uint32_t (&r)[4])
@@ -368,15 +296,8 @@ __global__ void __launch_bounds__(RGB_THREADS, 2)
   const int nt = cout / 8; /* column tiles, and 16-byte chunks of a pixel's dY row */
   /* the lane's 4 taps 16 m + g + 8 h (i = 2 m + h) as rgb_gather nibbles, for each of its pixels */
   int off[4];
-  unsigned code = 0;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const int tap = 16 * (i >> 1) + g + 8 * (i & 1);
-    const int r = tap / CIN, ci = tap % CIN, ky = r / 3, kx = r % 3;
-    const bool real = tap < 9 * CIN;
-    off[i] = real ? ((ky - 1) * Ww + kx - 1) * CIN + ci : 0;
-    code |= (real ? (unsigned)(ky | kx << 2) : 0xfu) << (4 * i);
-  }
+  const unsigned code =
+      rgb_taps<CIN, 4>(Ww, [g](int i) { return 16 * (i >> 1) + g + 8 * (i & 1); }, off);
   const unsigned short *xs = reinterpret_cast<const unsigned short *>(x);
   const size_t groups = (P + 15) / 16;
   /* group numbers fit 32 bits (wgrad_cin checks): fewer registers than size_t, no spills */
@@ -471,20 +392,6 @@ __global__ void __launch_bounds__(RGB_THREADS, 2)
   const int taps = 9 * CIN;
   for (int i = threadIdx.x; i < cout * taps; i += blockDim.x)
     part[(size_t)blockIdx.x * cout * taps + i] = sums[i % taps][i / taps];
-}
-
-/* One warp per output: lane l adds blocks l, l + 32, ... in order, then a fixed shuffle tree. */
-template <typename T>
-__global__ void rgb_wgrad_final(const float *part, int nblocks, int n, T *dw, int accumulate)
-{
-  const int lane = threadIdx.x & 31;
-  const int t = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5);
-  if (t >= n) return; /* whole warps leave together */
-  float s = 0.f;
-  for (int b = lane; b < nblocks; b += 32) s += part[(size_t)b * n + t];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-  if (lane == 0) dw[t] = opc_st<T>(accumulate ? opc_ld(dw[t]) + s : s);
 }
 
 /* ---- launches ---- */
@@ -586,13 +493,14 @@ int opc_rgb_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, const
   switch (o->dtype) {
   case OPS_BF16: return fwd_t<__nv_bfloat16>(o, c, P, x, w, y, NULL, NULL);
   case OPS_F16: return fwd_t<__half>(o, c, P, x, w, y, NULL, NULL);
-  default: return opc_fail(o, "the few-channel 3x3 kernels take 16-bit types only");
+  case OPS_F32: return opc_rgb_tf32_fwd(o, c, P, x, w, y);
+  default: return opc_fail(o, "the few-channel 3x3 kernels take bf16, f16 and f32 only");
   }
 }
 
 int opc_rgb_stats_covered(const ops_t *o, const ops_conv_t *c)
 {
-  return opc_rgb_enabled(o, c) && RGB_THREADS % (c->cout / 8) == 0;
+  return opc_rgb_enabled(o, c) && o->dtype != OPS_F32 && RGB_THREADS % (c->cout / 8) == 0;
 }
 
 /* The most blocks the forward with statistics takes for up to max_n images. */
@@ -633,7 +541,7 @@ int opc_rgb_fwd_stats(const ops_t *o, const ops_conv_t *c, int n, const void *x,
   switch (o->dtype) {
   case OPS_BF16: return fwd_t<__nv_bfloat16>(o, c, P, x, w, y, stats, part);
   case OPS_F16: return fwd_t<__half>(o, c, P, x, w, y, stats, part);
-  default: return opc_fail(o, "the few-channel 3x3 kernels take 16-bit types only");
+  default: return opc_fail(o, "the few-channel forward with statistics takes bf16 and f16 only");
   }
 }
 
@@ -645,6 +553,7 @@ int opc_rgb_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x
   switch (o->dtype) {
   case OPS_BF16: return wgrad_t<__nv_bfloat16>(o, c, P, x, dy, dw, acc, ws);
   case OPS_F16: return wgrad_t<__half>(o, c, P, x, dy, dw, acc, ws);
-  default: return opc_fail(o, "the few-channel 3x3 kernels take 16-bit types only");
+  case OPS_F32: return opc_rgb_tf32_bwd_filter(o, c, P, x, dy, dw, acc, ws);
+  default: return opc_fail(o, "the few-channel 3x3 kernels take bf16, f16 and f32 only");
   }
 }

@@ -24,9 +24,10 @@ libkernels_a_SOURCES = \
 # $(pkglibdir) as shmddp-ops-cuda.so), the one thing that links cuBLAS, cuBLASLt and cuDNN
 # ($(CUDA_OPS_LIBS)) and exports only its entry point (kernels/ops_cuda_module.h). Test and dev/
 # programs that call the backend's own functions link libopscuda.la and $(CUDA_OPS_LIBS) too.
-OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh
+OPSCUDA_HDRS = kernels/ops_cuda.h kernels/ops_cuda.cuh kernels/conv_rgb.cuh
 OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.cu \
 	kernels/conv_up_gemm_cuda.cu kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu \
+	kernels/conv_rgb_tf32_cuda.cu \
 	kernels/conv_fused_cuda.cu kernels/conv_fused_rank.c kernels/conv_fused_rank.h kernels/norm_cuda.cu \
 	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
 noinst_HEADERS += kernels/ops_cuda_module.h

@@ -252,8 +252,9 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
 /* 3x3 convolutions of few input channels (cin <= 3, cout a multiple of 16 up to 64; the RGB
- * layer) in 16-bit types: forward and weight gradient on own tensor-core kernels
- * (conv_rgb_cuda.cu), unless SHMDDP_CONV_PAD=0; they need opc_rgb_ws bytes of workspace and
+ * layer) in 16-bit types, and in f32 where TF32 is allowed: forward and weight gradient on own
+ * tensor-core kernels (conv_rgb_cuda.cu; f32 conv_rgb_tf32_cuda.cu), unless SHMDDP_CONV_PAD=0;
+ * they need opc_rgb_ws bytes of workspace and
  * 16-byte aligned outputs (forward) or output gradients (weight gradient): opc_rgb_usable. */
 int opc_rgb_enabled(const ops_t *o, const ops_conv_t *c);
 size_t opc_rgb_ws(const ops_t *o, const ops_conv_t *c);

@@ -94,7 +94,9 @@ static const shm_env_param_t table[] = {
     {.name = "SHMDDP_CONV_PAD", .kind = SHM_ENV_FLAG, .dflt = "1",
      .reader = "kernels, when a convolution is planned",
      .meaning = "0: the layer of few input channels (RGB) on cuDNN at its own width: no "
-                "zero-padding to the tensor cores' width, no own kernels"},
+                "zero-padding to the tensor cores' width, no own kernels (1: its forward and "
+                "weight gradient on own tensor-core kernels in bf16, f16, and f32 with TF32 "
+                "allowed)"},
     {.name = "SHMDDP_CONV1X1", .kind = SHM_ENV_CHOICE, .choices = "cudnn|gemm",
      .dflt = "own kernels for few outputs (the head), cuBLAS otherwise",
      .reader = "kernels, when a convolution is planned",

@@ -582,6 +582,16 @@ START_TEST(test_conv)
     ops_conv_t c = {.kind = OPS_CONV3X3, .h = 4, .w = 4, .cin = 8, .cout = 8, .max_n = 2};
     ck_assert_int_ne(gpu.conv_fwd(&gpu, &c, 1, NULL, NULL, NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv_plan"));
+    if (dt == OPS_F32) {
+      /* TF32 off: the few-channel layer on cuDNN's padded plain-f32 path instead of the TF32
+       * kernels (conv_rgb_tf32_cuda.cu), which the cases above ran */
+      setenv("SHMDDP_TF32", "0", 1);
+      use_dtype(d);
+      conv_case(OPS_CONV3X3, 10, 6, 3, 16, 2, 2);
+      conv_case(OPS_CONV3X3, 16, 16, 3, 64, 2, 2);
+      unsetenv("SHMDDP_TF32");
+      use_dtype(d);
+    }
   }
 }
 END_TEST
