@@ -58,6 +58,8 @@ DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_des
 # dev/conv_sm90_protocol.py, dev/conv_sm90_wide_protocol.py and dev/conv_sm90_wgrad_protocol.py: models
 # of the kernels' barrier protocols (python3, CPU; tests/conv_sm90_protocol.sh runs them), on what
 # dev/sm90_protocol_model.py gives them (the mbarrier, the random interleaving).
+# the few-channel kernels' lane model (tests/conv_rgb_lanes.sh)
+EXTRA_DIST += dev/conv_rgb_lanes.py
 EXTRA_DIST += $(DEV_CONV_SM90_SRCS) dev/conv_sm90_protocol.py dev/conv_sm90_wide_protocol.py \
 	dev/conv_sm90_wgrad_protocol.py dev/sm90_protocol_model.py
 if HAVE_CONV_SM90

@@ -349,6 +349,9 @@ EXTRA_DIST += tests/gitignore.sh
 # walked in random interleavings (dev/conv_sm90_*_protocol.py; SKIP without python3) ----
 TESTS += tests/conv_sm90_protocol.sh
 EXTRA_DIST += tests/conv_sm90_protocol.sh
+# the few-channel kernels' lane arithmetic (dev/conv_rgb_lanes.py)
+TESTS += tests/conv_rgb_lanes.sh
+EXTRA_DIST += tests/conv_rgb_lanes.sh
 # ---- without Check: bench/tree_name.sh names a record's tree by its files (SKIP without git) ----
 TESTS += tests/tree_name.sh
 EXTRA_DIST += tests/tree_name.sh
