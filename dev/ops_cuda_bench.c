@@ -60,6 +60,7 @@
 #include "dev/step_account.h"
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
+#include "shm/env.h"
 #include "src/device/arena.h"
 #include "src/model/conv_engine.h"
 #include "src/model/model.h"
@@ -160,6 +161,7 @@ static struct {
   int L, N, H, W, K, widths[MAXL];
   blk_t enc1[MAXL], enc2[MAXL], dec1[MAXL], dec2[MAXL];
   conv_t up[MAXL], head;
+  int head_fused; /* the head's input gradient formed inside the norm's backward (norm_bwd_head) */
   void *pooled[MAXL], *dskip[MAXL], *cat[MAXL];
   uint8_t *arg[MAXL];
   void *x, *logits, *g[2], *ws;
@@ -473,6 +475,24 @@ static void norm_bwd(blk_t *b, int n, void *d)
   grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
 }
 
+/* The norm's backward where only the 1x1 head reads its output, as the model runs it by default
+ * (SHMDDP_HEAD_FUSED, where the table has bn_bwd_*_1x1): dy formed from the head's output
+ * gradient g and weights where the passes read it, dx into d; the head's input gradient is
+ * never stored (the account's bytes: acct_bn_head). */
+static void norm_bwd_head(blk_t *b, int n, const conv_t *head, const void *g, void *d)
+{
+  size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
+  const int K = head->c.cout;
+  ops_relu_t mask = {.gamma = wp_at(b->g_off), .beta = wp_at(b->g_off + b->C)};
+  OP(ACCT_BN_BWD_REDUCE, b->conv.name, acct_bn_head(ACCT_BN_BWD_REDUCE, P, b->C, K, E),
+     O.bn_bwd_reduce_1x1(&O, g, wp_at(head->w_off), K, &mask, b->a, P, b->C, b->saved, b->stats,
+                         wg_at(b->g_off), wg_at(b->g_off + b->C), 0));
+  OP(ACCT_BN_BWD_APPLY, b->conv.name, acct_bn_head(ACCT_BN_BWD_APPLY, P, b->C, K, E),
+     O.bn_bwd_apply_1x1(&O, g, wp_at(head->w_off), K, &mask, b->a, P, b->C, b->saved, b->stats,
+                        wp_at(b->g_off), d));
+  grads_done(b->g_off, 2 * (size_t)b->C, b->conv.name);
+}
+
 /* b2's conv backward run fused (src/model/unet.c's fused_bwd): the weight gradient with b1's
  * norm recomputed as the prologue, the input gradient dy -> d masked by b1's ReLU with b1's
  * BatchNorm sums in the same pass, then the rest of b1's BatchNorm backward (no ReLU left). */
@@ -498,9 +518,9 @@ static void fused_bwd(blk_t *b1, blk_t *b2, int n, const void *dy, void *d)
 /* A block pair's backward down to the gradient w.r.t. b1's conv output, as the model runs it:
  * b2's norm on d in place, then b2's conv (fused, or from b1's norm output made again where the
  * level recomputes it) into mid, and b1's norm on mid. b1's conv is the caller's. */
-static void pair_bwd(blk_t *b1, blk_t *b2, int n, int level, void *d, void *mid)
+static void pair_bwd(blk_t *b1, blk_t *b2, int n, int level, void *d, void *mid, int normed)
 {
-  norm_bwd(b2, n, d);
+  if (!normed) norm_bwd(b2, n, d); /* normed: norm_bwd_head did it */
   if (b2->fused) {
     fused_bwd(b1, b2, n, d, mid);
     return;
@@ -552,22 +572,26 @@ static int decoder_bwd(int n)
   char name[32];
   size_t P0 = (size_t)n * N.H * N.W;
   int cur = 1;
+  blk_t *last = last_block();
   if (N.head_fwd_fused) { /* the weight gradient from the last block's conv output */
-    blk_t *b = last_block();
     conv_t *cv = &N.head;
     OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
-       O.conv1x1_bwd_filter_bn(&O, &cv->c, n, b->a, b->saved, wp_at(b->g_off),
-                               wp_at(b->g_off + b->C), N.g[0], wg_at(cv->w_off),
+       O.conv1x1_bwd_filter_bn(&O, &cv->c, n, last->a, last->saved, wp_at(last->g_off),
+                               wp_at(last->g_off + last->C), N.g[0], wg_at(cv->w_off),
                                wg_at(cv->b_off), 0, N.ws));
     grads_done(cv->w_off, cv->nw + (size_t)cv->c.cout, cv->name);
-    OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
-       O.conv_bwd_data(&O, &cv->c, n, N.g[0], wp_at(cv->w_off), N.g[1], N.ws));
+    if (!N.head_fused)
+      OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
+         O.conv_bwd_data(&O, &cv->c, n, N.g[0], wp_at(cv->w_off), N.g[1], N.ws));
   } else {
-    conv_bwd(&N.head, n, last_block()->r, N.g[0], N.g[1]);
+    conv_bwd(&N.head, n, last->r, N.g[0], N.head_fused ? NULL : N.g[1]);
   }
+  if (N.head_fused) norm_bwd_head(last, n, &N.head, N.g[0], N.g[1]);
+  int normed = N.head_fused; /* the first pair's b2 norm is done */
   for (int i = 0; i <= N.L - 2; i++) {
     size_t P = P0 >> (2 * i);
-    pair_bwd(&N.dec1[i], &N.dec2[i], n, i, N.g[cur], N.g[!cur]);
+    pair_bwd(&N.dec1[i], &N.dec2[i], n, i, N.g[cur], N.g[!cur], normed);
+    normed = 0;
     cur = !cur;
     snprintf(name, sizeof name, "dec%d.concat", i);
     if (!kept(i)) {
@@ -600,7 +624,7 @@ static int decoder_bwd(int n)
   return cur;
 }
 
-static void encoder_bwd(int n, int cur)
+static void encoder_bwd(int n, int cur, int normed)
 {
   char name[32];
   for (int i = N.L - 1; i >= 0; i--) {
@@ -613,7 +637,7 @@ static void encoder_bwd(int n, int cur)
       d = N.dskip[i];
     }
     void *fb = d == N.g[0] ? N.g[1] : N.g[0];
-    pair_bwd(&N.enc1[i], &N.enc2[i], n, i, d, fb);
+    pair_bwd(&N.enc1[i], &N.enc2[i], n, i, d, fb, normed && i == N.L - 1);
     void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
     conv_bwd(&N.enc1[i].conv, n, i == 0 ? N.x : N.pooled[i], fb, dx);
     if (dx) cur = dx == N.g[0] ? 0 : 1;
@@ -623,7 +647,7 @@ static void encoder_bwd(int n, int cur)
 static void step(int n)
 {
   forward(n);
-  encoder_bwd(n, decoder_bwd(n));
+  encoder_bwd(n, decoder_bwd(n), N.L == 1 && N.head_fused);
   char err[256];
   size_t gE = working_grads() ? E : 4;
   if (skipped(ACCT_OPTIMIZER, "SGD momentum")) return;
@@ -1058,6 +1082,9 @@ int main(int argc, char **argv)
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
   if (ops_cuda_init(&O, dt, 0, S, err, sizeof err) != 0) DIE("%s", err);
   E = O.elem;
+  /* as the model resolves SHMDDP_HEAD_FUSED (src/model/unet.c) */
+  N.head_fused = head_bwd && N.K <= OPS_BN_1X1_MOST_K && O.bn_bwd_reduce_1x1 &&
+                 O.bn_bwd_apply_1x1;
   struct cudaDeviceProp prop;
   CU(cudaGetDeviceProperties(&prop, 0));
   size_t free0, total;
@@ -1074,10 +1101,11 @@ int main(int argc, char **argv)
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
            "SGD momentum; backward recomputes at %d of %d levels (-r %s); conv engine %s "
            "(SHMDDP_CONV_ENGINE): %s; up-convolution gradients gathered at %d of %d levels "
-           "(SHMDDP_UPCONV_GATHERED); the head %s (SHMDDP_HEAD_FUSED)", widths, O.name, N.N,
-           N.H, N.W, N.K, N.nparams - param_off, from, recompute_levels, N.L, recomp,
-           engine.setting, fused, ngathered, N.L - 1,
-           N.head_fwd_fused ? "on the BatchNorm's apply" : "on its stored input");
+           "(SHMDDP_UPCONV_GATHERED); the head %s, its input gradient %s (SHMDDP_HEAD_FUSED)",
+           widths, O.name, N.N, N.H, N.W, N.K, N.nparams - param_off, from, recompute_levels,
+           N.L, recomp, engine.setting, fused, ngathered, N.L - 1,
+           N.head_fwd_fused ? "on the BatchNorm's apply" : "on its stored input",
+           N.head_fused ? "formed inside the BatchNorm backward" : "stored");
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);

@@ -580,6 +580,41 @@ int opc_conv_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy
   return f_backward_data(o, pl, al, w, dy, dx, ws);
 }
 
+/* The 1x1 head on a BatchNorm's apply (ops.h conv1x1_*_bn): only the few-output kernels have the
+ * prologue, so a layer planned on cuDNN or cuBLAS (SHMDDP_CONV1X1) says 0 and is refused. */
+int opc_conv1x1_bn_ok(const ops_t *o, const ops_conv_t *c)
+{
+  return c->kind == OPS_CONV1X1 && c->cout <= OPS_BN_1X1_MOST_K && c->plan &&
+         ((const conv_plan_t *)c->plan)->skinny;
+}
+
+static conv_plan_t *bn_plan_of(const ops_t *o, const ops_conv_t *c, int n)
+{
+  conv_plan_t *pl = plan_of(o, c, n);
+  if (pl && !opc_conv1x1_bn_ok(o, c)) {
+    opc_fail(o, "this convolution (kind %d, %d outputs) does not run on a BatchNorm's apply "
+             "(conv1x1_bn_ok says 0)", (int)c->kind, c->cout);
+    return NULL;
+  }
+  return pl;
+}
+
+int opc_conv1x1_fwd_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const double *saved, const void *gamma, const void *beta, const void *w,
+                       const void *b, void *y, void *ws)
+{
+  if (!bn_plan_of(o, c, n)) return -1;
+  return opc_skinny_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, y);
+}
+
+int opc_conv1x1_bwd_filter_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                              const double *saved, const void *gamma, const void *beta,
+                              const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  if (!bn_plan_of(o, c, n)) return -1;
+  return opc_skinny_bwd_filter_bn(o, c, n, x, saved, gamma, beta, dy, dw, db, acc, ws);
+}
+
 /* The transposed convolution's gradient gathered (ops.h): only its cuBLAS GEMMs read that order
  * (cuDNN's kernels take the NHWC image), so a layer planned without them (no cuBLAS in the
  * build, leading dimensions past int) says 0, and the two entries refuse it. */

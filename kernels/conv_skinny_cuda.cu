@@ -98,19 +98,55 @@ static __device__ __forceinline__ void sk_pixel_grads(const T *dy, size_t p, boo
   for (int k = 0; k < KC; k++) d[k] = in && k < cout ? opc_ld(dy[p * cout + k]) : 0.f;
 }
 
+/* The prologue of ops.h conv1x1_*_bn: the input read through a BatchNorm apply + ReLU, per
+ * channel t = fmaf(x - mean, gamma invstd, beta), zero unless t > 0, rounded to T: the values
+ * affine_kernel (norm_cuda.cu) stores, so the products are the unfused path's bit for bit. The
+ * per-channel terms as that kernel forms them, in shared memory. */
+struct sk_bn {
+  const double *saved; /* NULL: no prologue */
+  const void *gamma, *beta;
+};
+
+template <typename T>
+static __device__ __forceinline__ void sk_bn_load(const sk_bn &bn, int cin, float *pm, float *pa,
+                                                  float *pb)
+{
+  for (int c = threadIdx.x; c < cin; c += blockDim.x) {
+    pm[c] = (float)bn.saved[c];
+    pa[c] = (float)((double)opc_ld(((const T *)bn.gamma)[c]) * bn.saved[cin + c]);
+    pb[c] = opc_ld(((const T *)bn.beta)[c]);
+  }
+}
+
+/* Chunk ch (V channels from ch * V) of a pixel, as loaded, through the prologue. */
+template <typename T, int V>
+static __device__ __forceinline__ void sk_bn_apply(opc_pack<T, V> &v, int ch, const float *pm,
+                                                   const float *pa, const float *pb)
+{
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    const int c = ch * V + j;
+    float t = fmaf(opc_ld(v.v[j]) - pm[c], pa[c], pb[c]);
+    v.v[j] = opc_st<T>(!(t > 0.f) ? 0.f : t);
+  }
+}
+
 /* ---- forward ---- */
 
 /* Each lane sums its chunks' share of the cout outputs; the pixel's L lanes then add their
  * shares by a fixed butterfly (every lane ends with the sums) and lane k % L writes output k. */
-template <typename T, int V, int KC>
+template <typename T, int V, int KC, bool PRO>
 __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, const T *b, T *y,
                                                      size_t P, int cin, int cout, int L,
-                                                     int vout)
+                                                     int vout, sk_bn bn)
 {
   enum { CPL = sk_cpl<V>::value };
-  extern __shared__ float sw[]; /* [cout][cin] weights, then cout biases */
+  extern __shared__ float sw[]; /* [cout][cin] weights, cout biases, then (PRO) the prologue's
+                                   3 x cin terms */
+  float *pm = sw + cout * cin + cout, *pa = pm + cin, *pb = pa + cin;
   for (int i = threadIdx.x; i < cout * cin; i += blockDim.x) sw[i] = opc_ld(w[i]);
   for (int i = threadIdx.x; i < cout; i += blockDim.x) sw[cout * cin + i] = opc_ld(b[i]);
+  if (PRO) sk_bn_load<T>(bn, cin, pm, pa, pb);
   __syncthreads();
   const int l = threadIdx.x & (L - 1), nc = cin / V;
   const size_t S = (size_t)gridDim.x * (blockDim.x / L);      /* pixel slots in the grid */
@@ -131,6 +167,14 @@ __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, con
           for (int j = 0; j < V; j++) v[u][i].v[j] = opc_st<T>(0.f);
       }
     }
+    if (PRO) /* after every load is in flight; the padding stays zero */
+#pragma unroll
+      for (int u = 0; u < SK_UNROLL; u++)
+#pragma unroll
+        for (int i = 0; i < CPL; i++) {
+          int ch = l + i * L;
+          if (base + wslot + u * S < P && ch < nc) sk_bn_apply<T, V>(v[u][i], ch, pm, pa, pb);
+        }
     float acc[SK_UNROLL][KC];
 #pragma unroll
     for (int u = 0; u < SK_UNROLL; u++) {
@@ -178,22 +222,32 @@ __global__ void __launch_bounds__(SK_THREADS) sk_fwd(const T *x, const T *w, con
   }
 }
 
-template <typename T>
-static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
-                 const void *b, void *y)
+template <typename T, bool PRO>
+static int fwd_as(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
+                  const void *b, void *y, sk_bn bn)
 {
-  size_t smem = ((size_t)c->cout * c->cin + c->cout) * sizeof(float);
+  size_t smem = ((size_t)c->cout * c->cin + c->cout + (PRO ? 3 * (size_t)c->cin : 0)) *
+                sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
   const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = sk_lanes(c->cin / (vec ? V : 1));
-  void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int, int) =
-      vec ? (c->cout <= 4 ? sk_fwd<T, V, 4> : sk_fwd<T, V, 8>)
-          : (c->cout <= 4 ? sk_fwd<T, 1, 4> : sk_fwd<T, 1, 8>);
+  void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int, int, sk_bn) =
+      vec ? (c->cout <= 4 ? sk_fwd<T, V, 4, PRO> : sk_fwd<T, V, 8, PRO>)
+          : (c->cout <= 4 ? sk_fwd<T, 1, 4, PRO> : sk_fwd<T, 1, 8, PRO>);
   const int vout = c->cout <= 4 ? sk_pixel_vec<T, 4>(c->cout, y) : sk_pixel_vec<T, 8>(c->cout, y);
   k<<<opc_blocks(o, P * L), SK_THREADS, smem, st>>>((const T *)x, (const T *)w, (const T *)b,
-                                                    (T *)y, P, c->cin, c->cout, L, vout);
-  OPC_LAUNCHED(o, "1x1 convolution (few outputs)");
+                                                    (T *)y, P, c->cin, c->cout, L, vout, bn);
+  OPC_LAUNCHED(o, PRO ? "1x1 convolution on a BatchNorm's apply (few outputs)"
+                      : "1x1 convolution (few outputs)");
   return 0;
+}
+
+template <typename T>
+static int fwd_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *w,
+                 const void *b, void *y, sk_bn bn)
+{
+  return bn.saved ? fwd_as<T, true>(o, c, P, x, w, b, y, bn)
+                  : fwd_as<T, false>(o, c, P, x, w, b, y, bn);
 }
 
 /* ---- input gradient ---- */
@@ -266,13 +320,18 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
  * sum of dy[p][k]. The block's blockDim / L pixel slots walk its pixel range; each lane sums its
  * chunks' channels. Then, in a fixed order: the slots of a warp by a butterfly over the lanes
  * L apart, the warps through shared memory (one output row k at a time). */
-template <typename T, int V, int KC>
+template <typename T, int V, int KC, bool PRO>
 __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T *dy, float *part,
                                                             size_t P, size_t per, int cin,
-                                                            int cout, int L, int vin)
+                                                            int cout, int L, int vin, sk_bn bn)
 {
   enum { CPL = sk_cpl<V>::value };
   __shared__ float red[SK_THREADS / 32][SK_MAX_CIN + 1];
+  __shared__ float pro[PRO ? 3 : 1][PRO ? SK_MAX_CIN : 1]; /* the prologue's terms (PRO) */
+  if (PRO) {
+    sk_bn_load<T>(bn, cin, pro[0], pro[PRO ? 1 : 0], pro[PRO ? 2 : 0]);
+    __syncthreads();
+  }
   const int l = threadIdx.x & (L - 1), nc = cin / V, warp = threadIdx.x >> 5;
   const int slots = blockDim.x / L, slot = threadIdx.x / L, row = cin + 1;
   const size_t p0 = (size_t)blockIdx.x * per, p1 = p0 + per < P ? p0 + per : P;
@@ -300,6 +359,15 @@ __global__ void __launch_bounds__(SK_THREADS) sk_wgrad_part(const T *x, const T 
           for (int j = 0; j < V; j++) v[u][i].v[j] = opc_st<T>(0.f);
       }
     }
+    if (PRO) /* after every load is in flight; pixels past the range stay zero */
+#pragma unroll
+      for (int u = 0; u < SK_UNROLL; u++)
+#pragma unroll
+        for (int i = 0; i < CPL; i++) {
+          int ch = l + i * L;
+          if (base + (size_t)u * slots < p1 && ch < nc)
+            sk_bn_apply<T, V>(v[u][i], ch, pro[0], pro[PRO ? 1 : 0], pro[PRO ? 2 : 0]);
+        }
 #pragma unroll
     for (int u = 0; u < SK_UNROLL; u++)
 #pragma unroll
@@ -366,37 +434,46 @@ __global__ void sk_wgrad_final(const float *part, int nblocks, T *dw, T *db, int
   }
 }
 
-template <typename T, int V, int KC>
+template <typename T, int V, int KC, bool PRO>
 static int wgrad_launch(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
-                        const void *dy, void *ws, int *nb_out)
+                        const void *dy, void *ws, int *nb_out, sk_bn bn)
 {
   /* One wave of the blocks that fit, at least 256 pixels per block, at most the planned
-   * SK_WGRAD_BLOCKS_PER_SM per multiprocessor (the workspace). */
-  size_t most = (size_t)opc_fit_blocks((const void *)sk_wgrad_part<T, V, KC>) *
+   * SK_WGRAD_BLOCKS_PER_SM per multiprocessor (the workspace). The prologue's variant takes the
+   * plain one's split, so both sum the same pixels in the same order. */
+  size_t most = (size_t)opc_fit_blocks((const void *)sk_wgrad_part<T, V, KC, false>) *
                 opc_ctx(o)->sm_count;
   size_t cap = wgrad_blocks(o, P), b = (P + 255) / 256;
   if (most > cap) most = cap;
   int nb = (int)(b < 1 ? 1 : b > most ? most : b);
   size_t per = (P + nb - 1) / nb;
   int L = sk_lanes(c->cin / V);
-  sk_wgrad_part<T, V, KC><<<nb, SK_THREADS, 0, opc_ctx(o)->stream>>>(
+  sk_wgrad_part<T, V, KC, PRO><<<nb, SK_THREADS, 0, opc_ctx(o)->stream>>>(
       (const T *)x, (const T *)dy, (float *)ws, P, per, c->cin, c->cout, L,
-      sk_pixel_vec<T, KC>(c->cout, dy));
+      sk_pixel_vec<T, KC>(c->cout, dy), bn);
   *nb_out = nb;
   return 0;
 }
 
-template <typename T>
-static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *dy,
-                   void *dw, void *db, int acc, void *ws)
+template <typename T, bool PRO>
+static void wgrad_as(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *dy,
+                     void *ws, int *nb, sk_bn bn)
 {
   const int V = 16 / sizeof(T);
-  int nb = 1;
   const int vec = opc_vec_width(sizeof(T), c->cin, x) == V;
-  if (vec && c->cout <= 4) wgrad_launch<T, V, 4>(o, c, P, x, dy, ws, &nb);
-  else if (vec) wgrad_launch<T, V, 8>(o, c, P, x, dy, ws, &nb);
-  else if (c->cout <= 4) wgrad_launch<T, 1, 4>(o, c, P, x, dy, ws, &nb);
-  else wgrad_launch<T, 1, 8>(o, c, P, x, dy, ws, &nb);
+  if (vec && c->cout <= 4) wgrad_launch<T, V, 4, PRO>(o, c, P, x, dy, ws, nb, bn);
+  else if (vec) wgrad_launch<T, V, 8, PRO>(o, c, P, x, dy, ws, nb, bn);
+  else if (c->cout <= 4) wgrad_launch<T, 1, 4, PRO>(o, c, P, x, dy, ws, nb, bn);
+  else wgrad_launch<T, 1, 8, PRO>(o, c, P, x, dy, ws, nb, bn);
+}
+
+template <typename T>
+static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *dy,
+                   void *dw, void *db, int acc, void *ws, sk_bn bn)
+{
+  int nb = 1;
+  if (bn.saved) wgrad_as<T, true>(o, c, P, x, dy, ws, &nb, bn);
+  else wgrad_as<T, false>(o, c, P, x, dy, ws, &nb, bn);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (partial sums)");
   int n = c->cout * (c->cin + 1); /* outputs, one warp each */
   sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, opc_ctx(o)->stream>>>((const float *)ws, nb, (T *)dw,
@@ -412,7 +489,16 @@ int opc_skinny_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, co
 {
   size_t P = (size_t)n * c->h * c->w;
   if (P == 0) return 0;
-  OPC_DISPATCH(o, fwd_t, o, c, P, x, w, b, y);
+  OPC_DISPATCH(o, fwd_t, o, c, P, x, w, b, y, sk_bn{NULL, NULL, NULL});
+}
+
+int opc_skinny_fwd_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                      const double *saved, const void *gamma, const void *beta, const void *w,
+                      const void *b, void *y)
+{
+  size_t P = (size_t)n * c->h * c->w;
+  if (P == 0) return 0;
+  OPC_DISPATCH(o, fwd_t, o, c, P, x, w, b, y, sk_bn{saved, gamma, beta});
 }
 
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
@@ -428,5 +514,13 @@ int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void
 {
   size_t P = (size_t)n * c->h * c->w;
   /* P == 0 still writes the sums (zero) or leaves them (accumulate), like the other paths. */
-  OPC_DISPATCH(o, wgrad_t, o, c, P, x, dy, dw, db, acc, ws);
+  OPC_DISPATCH(o, wgrad_t, o, c, P, x, dy, dw, db, acc, ws, sk_bn{NULL, NULL, NULL});
+}
+
+int opc_skinny_bwd_filter_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                             const double *saved, const void *gamma, const void *beta,
+                             const void *dy, void *dw, void *db, int acc, void *ws)
+{
+  size_t P = (size_t)n * c->h * c->w;
+  OPC_DISPATCH(o, wgrad_t, o, c, P, x, dy, dw, db, acc, ws, sk_bn{saved, gamma, beta});
 }

@@ -84,16 +84,62 @@ static int mask_check(const ops_t *o, const ops_relu_t *r, const char *what)
   return 0;
 }
 
+/* Where a backward kernel's dy comes from: stored (g NULL), or formed where it is read as the
+ * input gradient of a 1x1 convolution that reads this normalisation's output (the U-Net's head;
+ * ops.h bn_bwd_*_1x1): g that convolution's output gradient (rows x K), w its [K][C] weights.
+ * Formed as sk_bwd_data (conv_skinny_cuda.cu) forms that gradient: f32 products added in k
+ * order from zero, rounded to T, so the results are the stored path's bit for bit. KC, a
+ * template parameter (0: stored), is K rounded up to 4 or 8: the thread's weights sit in
+ * registers. */
+template <typename T>
+struct dy_head {
+  const T *g, *w;
+  int K;
+};
+
+template <typename T, int N, int KC>
+static __device__ __forceinline__ void head_weights(const dy_head<T> &h, int c0, int C,
+                                                    float (&hw)[KC][N])
+{
+#pragma unroll
+  for (int k = 0; k < KC; k++)
+#pragma unroll
+    for (int j = 0; j < N; j++)
+      hw[k][j] = k < h.K && c0 + j < C ? opc_ld(h.w[(size_t)k * C + c0 + j]) : 0.f;
+}
+
+template <typename T, int N, int KC>
+static __device__ __forceinline__ opc_pack<T, N> head_dy(const dy_head<T> &h, size_t row,
+                                                         const float (&hw)[KC][N])
+{
+  float gk[KC];
+#pragma unroll
+  for (int k = 0; k < KC; k++) gk[k] = k < h.K ? opc_ld(h.g[row * h.K + k]) : 0.f;
+  opc_pack<T, N> v;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < KC; k++)
+      if (k < h.K) s += gk[k] * hw[k][j];
+    v.v[j] = opc_st<T>(s);
+  }
+  return v;
+}
+
 /* g = dy masked by the fused ReLU; x̂ = (x - mean) * invstd of the thread's group. MK is the
  * mask's kind, fixed at compile time so no registers are held for the other kinds' operands
  * (MASK_NONE: dy as it is; MASK_Y: where y > 0; MASK_AFFINE: where the forward's affine > 0). */
 enum { MASK_NONE = 0, MASK_Y = 1, MASK_AFFINE = 2 };
 
-template <typename T, int N, int MK>
+template <typename T, int N, int MK, int KC>
 __global__ void __launch_bounds__(OPC_THREADS)
     bwd_stats_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C, int gb, int r,
-                     const double *mean, const double *inv, int gs, int cg, double *part)
+                     const double *mean, const double *inv, int gs, int cg, double *part,
+                     dy_head<T> hd)
 {
+  constexpr int KK = KC ? KC : 1;
+  float hw[KK][N];
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int valid = g * N < C;
   const size_t z = blockIdx.z;
@@ -109,6 +155,7 @@ __global__ void __launch_bounds__(OPC_THREADS)
                               : 0.f;
     mb[k] = MK == MASK_AFFINE ? opc_ld(mk.beta[c]) : 0.f;
   }
+  if constexpr (KC > 0) head_weights<T, N, KK>(hd, valid ? g * N : 0, C, hw);
   const size_t off = z * rows * C + (size_t)g * N;
   const size_t step = (size_t)gridDim.y * r;
   size_t p = (size_t)blockIdx.y * r + row;
@@ -122,7 +169,8 @@ __global__ void __launch_bounds__(OPC_THREADS)
       for (int j = 0; j < BRED_BATCH; j++) {
         size_t q = p + j * step;
         if (q < rows) {
-          d[j] = opc_load<T, N>(dy + off + q * C);
+          if constexpr (KC > 0) d[j] = head_dy<T, N, KK>(hd, z * rows + q, hw);
+          else d[j] = opc_load<T, N>(dy + off + q * C);
           v[j] = opc_load<T, N>(x + off + q * C);
           if (MK == MASK_Y) y[MK == MASK_Y ? j : 0] = opc_load<T, N>(mask + off + q * C);
         }
@@ -160,21 +208,41 @@ static int fit_blocks()
 /* The backward statistics kernel for a mask kind, and its blocks per multiprocessor. */
 template <typename T>
 using bwd_stats_fn = void (*)(const T *, relu_mask<T>, const T *, size_t, int, int, int,
-                              const double *, const double *, int, int, double *);
+                              const double *, const double *, int, int, double *, dy_head<T>);
 
-template <typename T, int N, int MK>
+template <typename T, int N, int MK, int KC = 0>
 static void bwd_stats_take(bwd_stats_fn<T> *k, int *fit)
 {
-  *k = bwd_stats_kernel<T, N, MK>;
-  *fit = fit_blocks<bwd_stats_kernel<T, N, MK>>();
+  *k = bwd_stats_kernel<T, N, MK, KC>;
+  *fit = fit_blocks<bwd_stats_kernel<T, N, MK, KC>>();
 }
 
+/* The kernel for a mask kind, dy stored (kc 0) or formed from a head of up to kc = 4 or 8
+ * classes (the ReLU mask recomputed from gamma and beta only: the model's case). */
 template <typename T, int N>
-static void bwd_stats_pick(int mkind, bwd_stats_fn<T> *k, int *fit)
+static void bwd_stats_pick(int mkind, int kc, bwd_stats_fn<T> *k, int *fit)
 {
-  if (mkind == MASK_Y) bwd_stats_take<T, N, MASK_Y>(k, fit);
+  if (kc == 4) bwd_stats_take<T, N, MASK_AFFINE, 4>(k, fit);
+  else if (kc == 8) bwd_stats_take<T, N, MASK_AFFINE, 8>(k, fit);
+  else if (mkind == MASK_Y) bwd_stats_take<T, N, MASK_Y>(k, fit);
   else if (mkind == MASK_AFFINE) bwd_stats_take<T, N, MASK_AFFINE>(k, fit);
   else bwd_stats_take<T, N, MASK_NONE>(k, fit);
+}
+
+/* KC for a head of K classes: 4 or 8, 0 without one (head_kc_check tells the range) */
+static int head_kc(int K) { return K <= 0 ? 0 : K <= 4 ? 4 : 8; }
+
+template <typename T>
+static int head_check(const ops_t *o, const dy_head<T> &hd, relu_mask<T> mk, int C)
+{
+  if (!hd.g) return 0;
+  if (hd.K < 1 || hd.K > OPS_BN_1X1_MOST_K || !hd.w)
+    return opc_fail(o, "BatchNorm backward through a 1x1 head: %d classes (1 to %d, with its "
+                    "weights)", hd.K, OPS_BN_1X1_MOST_K);
+  if (mk.y || !mk.gamma || !mk.beta)
+    return opc_fail(o, "BatchNorm backward through a 1x1 head takes the ReLU mask from gamma and "
+                    "beta (no y)");
+  return C > 0 ? 0 : opc_fail(o, "BatchNorm backward through a 1x1 head: %d channels", C);
 }
 
 /* Launches the statistics kernel for (x) or, with dy given, the backward one; returns the
@@ -182,8 +250,10 @@ static void bwd_stats_pick(int mkind, bwd_stats_fn<T> *k, int *fit)
 template <typename T>
 static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows,
                         int C, int nz, const double *mean, const double *inv, int gs, int cg,
-                        size_t reserve)
+                        size_t reserve, dy_head<T> hd = dy_head<T>{NULL, NULL, 0})
 {
+  if (head_check<T>(o, hd, mk, C)) return -1;
+  const bool bwd = dy || hd.g; /* the backward statistics (dy stored or formed) */
   opc_ctx_t *ctx = opc_ctx(o);
   const T *mask = mk.y;
   const int V = 4; /* launch_stats: 4 channels per access */
@@ -201,18 +271,19 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
   const int mkind = mk.y ? MASK_Y : mk.gamma ? MASK_AFFINE : MASK_NONE;
   bwd_stats_fn<T> bk = NULL;
   int fit = 0;
-  if (!dy) fit = N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>();
-  else if (N == V) bwd_stats_pick<T, V>(mkind, &bk, &fit);
-  else bwd_stats_pick<T, 1>(mkind, &bk, &fit);
+  const int kc = hd.g ? head_kc(hd.K) : 0;
+  if (!bwd) fit = N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>();
+  else if (N == V) bwd_stats_pick<T, V>(mkind, kc, &bk, &fit);
+  else bwd_stats_pick<T, 1>(mkind, kc, &bk, &fit);
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_MIN_ROWS,
                              (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit);
   double *part = ctx->scratch;
   cudaStream_t st = ctx->stream;
-  if (!dy)
+  if (!bwd)
     fk<<<g.grid, g.block, 0, st>>>(x, rows, C, g.gb, g.r, part);
   else
-    bk<<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, part);
-  OPC_LAUNCHED(o, dy ? "normalisation backward statistics" : "normalisation statistics");
+    bk<<<g.grid, g.block, 0, st>>>(dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, part, hd);
+  OPC_LAUNCHED(o, bwd ? "normalisation backward statistics" : "normalisation statistics");
   return (int)g.grid.y;
 }
 
@@ -457,14 +528,17 @@ __global__ void affine_pool_kernel(const T *x, int h, int w, int C, size_t rows,
 /* dx = α g + β + γ (x - mean) per channel (and sample for GN):
  *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
  *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
-template <typename T, int N, int MK>
+template <typename T, int N, int MK, int KC>
 __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                                  int gb, int r, const double *mean, const double *inv, int gs,
                                  int cg, const T *gamma, const double *sums, const double *count,
-                                 const double *a12, int nzg, T *dx)
+                                 const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   if (g * N >= C) return;
+  constexpr int KK = KC ? KC : 1;
+  float hw[KK][N];
+  if constexpr (KC > 0) head_weights<T, N, KK>(hd, g * N, C, hw);
   const size_t z = blockIdx.z;
   const T *mask = mk.y;
   float m[N], al[N], be[N], ga[N], ma[N], mb[N];
@@ -495,7 +569,8 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
 #pragma unroll
     for (int u = 0; u < BWD_BATCH; u++)
       if (u < nb) {
-        d[u] = opc_load<T, N>(dy + off + (p + u * step) * C);
+        if constexpr (KC > 0) d[u] = head_dy<T, N, KK>(hd, z * rows + p + u * step, hw);
+        else d[u] = opc_load<T, N>(dy + off + (p + u * step) * C);
         v[u] = opc_load<T, N>(x + off + (p + u * step) * C);
         if (MK == MASK_Y) y[MK == MASK_Y ? u : 0] = opc_load<T, N>(mask + off + (p + u * step) * C);
       }
@@ -556,41 +631,49 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
 
 /* The kernel for the mask's kind (specialised like the backward statistics: no registers for
  * the other kinds' operands), on the geometry its register count allows. */
-template <typename T, int N, int MK>
+template <typename T, int N, int MK, int KC = 0>
 static void bwd_apply_as(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows,
                          int C, int nz, const double *mean, const double *inv, int gs, int cg,
                          const T *gamma, const double *sums, const double *count,
-                         const double *a12, int nzg, T *dx)
+                         const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1,
-                             fit_blocks<bwd_apply_kernel<T, N, MK>>());
-  bwd_apply_kernel<T, N, MK><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
-      dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, gamma, sums, count, a12, nzg, dx);
+                             fit_blocks<bwd_apply_kernel<T, N, MK, KC>>());
+  bwd_apply_kernel<T, N, MK, KC><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
+      dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, gamma, sums, count, a12, nzg, dx, hd);
 }
 
 template <typename T, int N>
 static void bwd_apply_run(const ops_t *o, int mkind, const T *dy, relu_mask<T> mk, const T *x,
                           size_t rows, int C, int nz, const double *mean, const double *inv,
                           int gs, int cg, const T *gamma, const double *sums, const double *count,
-                          const double *a12, int nzg, T *dx)
+                          const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
-  if (mkind == MASK_Y)
+  const int kc = hd.g ? head_kc(hd.K) : 0; /* a head: the affine mask (head_check) */
+  if (kc == 4)
+    bwd_apply_as<T, N, MASK_AFFINE, 4>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
+                                       count, a12, nzg, dx, hd);
+  else if (kc == 8)
+    bwd_apply_as<T, N, MASK_AFFINE, 8>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
+                                       count, a12, nzg, dx, hd);
+  else if (mkind == MASK_Y)
     bwd_apply_as<T, N, MASK_Y>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
-                               a12, nzg, dx);
+                               a12, nzg, dx, hd);
   else if (mkind == MASK_AFFINE)
     bwd_apply_as<T, N, MASK_AFFINE>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
-                                    count, a12, nzg, dx);
+                                    count, a12, nzg, dx, hd);
   else
     bwd_apply_as<T, N, MASK_NONE>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
-                                  count, a12, nzg, dx);
+                                  count, a12, nzg, dx, hd);
 }
 
 template <typename T>
 static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                      int nz, const double *mean, const double *inv, int gs, int cg,
                      const T *gamma, const double *sums, const double *count,
-                     const double *a12, int nzg, T *dx)
+                     const double *a12, int nzg, T *dx, dy_head<T> hd = dy_head<T>{NULL, NULL, 0})
 {
+  if (head_check<T>(o, hd, mk, C)) return -1;
   /* 4 channels per access (8 bytes of bf16): 16 bytes held 6 x 8 per-channel constants per
    * thread (86 registers, 2 blocks per SM); 4 channels leave room for 3 and more rows in flight */
   const int V = 4;
@@ -600,10 +683,10 @@ static int bwd_apply(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, s
   const int mkind = mk.y ? MASK_Y : mk.gamma ? MASK_AFFINE : MASK_NONE;
   if (N == V)
     bwd_apply_run<T, V>(o, mkind, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
-                        a12, nzg, dx);
+                        a12, nzg, dx, hd);
   else
     bwd_apply_run<T, 1>(o, mkind, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums, count,
-                        a12, nzg, dx);
+                        a12, nzg, dx, hd);
   OPC_LAUNCHED(o, "normalisation backward apply");
   return 0;
 }
@@ -773,6 +856,50 @@ int opc_bn_bwd_apply(const ops_t *o, const void *dy, const ops_relu_t *relu, con
                      void *dx)
 {
   OPC_DISPATCH(o, bn_bwd_apply_t, o, dy, relu, x, P, C, saved, sums, gamma, dx);
+}
+
+/* bn_bwd_reduce / bn_bwd_apply with dy formed from the 1x1 head (dy_head): the same kernels */
+template <typename T>
+static int bn_bwd_reduce_1x1_t(const ops_t *o, const void *g, const void *w, int K,
+                               const ops_relu_t *relu, const void *x, size_t P, int C,
+                               const double *saved, double *sums, void *dgamma, void *dbeta,
+                               int acc)
+{
+  if (mask_check<T>(o, relu, "BatchNorm")) return -1;
+  const dy_head<T> hd = {(const T *)g, (const T *)w, K};
+  int splits = launch_stats<T>(o, NULL, mask_of<T>(relu), (const T *)x, P, C, 1, saved,
+                               saved + C, 0, 1, 0, hd);
+  if (splits < 0) return -1;
+  return reduce_final<T>(o, 1, splits, C, -1, sums, (T *)dbeta, (T *)dgamma, acc, 0, NULL, 0, 0,
+                         NULL);
+}
+
+int opc_bn_bwd_reduce_1x1(const ops_t *o, const void *g, const void *w, int K,
+                          const ops_relu_t *relu, const void *x, size_t P, int C,
+                          const double *saved, double *sums, void *dgamma, void *dbeta, int acc)
+{
+  OPC_DISPATCH(o, bn_bwd_reduce_1x1_t, o, g, w, K, relu, x, P, C, saved, sums, dgamma, dbeta,
+               acc);
+}
+
+template <typename T>
+static int bn_bwd_apply_1x1_t(const ops_t *o, const void *g, const void *w, int K,
+                              const ops_relu_t *relu, const void *x, size_t P, int C,
+                              const double *saved, const double *sums, const void *gamma,
+                              void *dx)
+{
+  if (mask_check<T>(o, relu, "BatchNorm")) return -1;
+  if (P == 0) return 0;
+  const dy_head<T> hd = {(const T *)g, (const T *)w, K};
+  return bwd_apply<T>(o, NULL, mask_of<T>(relu), (const T *)x, P, C, 1, saved, saved + C, 0, 1,
+                      (const T *)gamma, sums, saved + 2 * C, NULL, 0, (T *)dx, hd);
+}
+
+int opc_bn_bwd_apply_1x1(const ops_t *o, const void *g, const void *w, int K,
+                         const ops_relu_t *relu, const void *x, size_t P, int C,
+                         const double *saved, const double *sums, const void *gamma, void *dx)
+{
+  OPC_DISPATCH(o, bn_bwd_apply_1x1_t, o, g, w, K, relu, x, P, C, saved, sums, gamma, dx);
 }
 
 /* ---- GroupNorm: the same kernels with one statistic per (sample, group) ---- */

@@ -143,7 +143,8 @@ struct ops {
   /* bn_bwd_reduce and bn_bwd_apply where dy is the input gradient of a 1x1 convolution that
    * reads this normalisation's output (the U-Net's head) and is never stored:
    * dy = g w, g (P, K) that convolution's output gradient, w its [K][C] weights, formed as this
-   * backend's conv_bwd_data forms it in this dtype, so the results are bn_bwd_reduce's and
+   * backend's conv_bwd_data forms it in this dtype (CUDA: as its few-output 1x1 kernels, the
+   * route for up to 8 outputs and 256 inputs), so the results are bn_bwd_reduce's and
    * bn_bwd_apply's on conv_bwd_data's dy, bit for bit. K is at most OPS_BN_1X1_MOST_K, and the
    * ReLU mask comes from gamma and beta (relu->y NULL). NULL where a backend has no such path:
    * the caller forms dy with conv_bwd_data then. */

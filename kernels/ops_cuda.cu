@@ -176,6 +176,9 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->conv_plan = opc_conv_plan;
   o->conv_plan_free = opc_conv_plan_free;
   o->conv_fwd = opc_conv_fwd;
+  o->conv1x1_bn_ok = opc_conv1x1_bn_ok;
+  o->conv1x1_fwd_bn = opc_conv1x1_fwd_bn;
+  o->conv1x1_bwd_filter_bn = opc_conv1x1_bwd_filter_bn;
   o->conv_bwd_filter = opc_conv_bwd_filter;
   o->conv_bwd_data = opc_conv_bwd_data;
   o->bn_stats = opc_bn_stats;
@@ -187,6 +190,8 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->bn_apply_pool = opc_bn_apply_pool;
   o->bn_bwd_reduce = opc_bn_bwd_reduce;
   o->bn_bwd_apply = opc_bn_bwd_apply;
+  o->bn_bwd_reduce_1x1 = opc_bn_bwd_reduce_1x1;
+  o->bn_bwd_apply_1x1 = opc_bn_bwd_apply_1x1;
   o->gn_fwd = opc_gn_fwd;
   o->gn_bwd = opc_gn_bwd;
   o->relu_fwd = opc_relu_fwd;

@@ -249,6 +249,22 @@ int opc_skinny_fwd(const ops_t *o, const ops_conv_t *c, int n, const void *x, co
                    const void *b, void *y);
 int opc_skinny_bwd_filter(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                           const void *dy, void *dw, void *db, int acc, void *ws);
+/* The same forward and weight gradient reading x through a BatchNorm apply + ReLU (ops.h
+ * conv1x1_*_bn): the unfused path's bits. */
+int opc_skinny_fwd_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                      const double *saved, const void *gamma, const void *beta, const void *w,
+                      const void *b, void *y);
+int opc_skinny_bwd_filter_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                             const double *saved, const void *gamma, const void *beta,
+                             const void *dy, void *dw, void *db, int acc, void *ws);
+/* ops.h conv1x1_bn_ok and the two entries (conv_cuda.cu): a layer planned on the kernels above */
+int opc_conv1x1_bn_ok(const ops_t *o, const ops_conv_t *c);
+int opc_conv1x1_fwd_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const double *saved, const void *gamma, const void *beta, const void *w,
+                       const void *b, void *y, void *ws);
+int opc_conv1x1_bwd_filter_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                              const double *saved, const void *gamma, const void *beta,
+                              const void *dy, void *dw, void *db, int acc, void *ws);
 int opc_skinny_bwd_data(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                         const void *w, void *dx);
 /* 3x3 convolutions of few input channels (cin <= 3, cout a multiple of 16 up to 64; the RGB
@@ -301,6 +317,12 @@ int opc_bn_bwd_reduce(const ops_t *o, const void *dy, const ops_relu_t *relu, co
 int opc_bn_bwd_apply(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, size_t P,
                      int C, const double *saved, const double *sums, const void *gamma,
                      void *dx);
+int opc_bn_bwd_reduce_1x1(const ops_t *o, const void *g, const void *w, int K,
+                          const ops_relu_t *relu, const void *x, size_t P, int C,
+                          const double *saved, double *sums, void *dgamma, void *dbeta, int acc);
+int opc_bn_bwd_apply_1x1(const ops_t *o, const void *g, const void *w, int K,
+                         const ops_relu_t *relu, const void *x, size_t P, int C,
+                         const double *saved, const double *sums, const void *gamma, void *dx);
 int opc_gn_fwd(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,
                const void *gamma, const void *beta, int relu, void *y, double *saved);
 int opc_gn_bwd(const ops_t *o, const void *dy, const ops_relu_t *relu, const void *x, int n,

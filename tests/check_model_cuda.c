@@ -555,6 +555,44 @@ START_TEST(test_upconv_gathered)
 }
 END_TEST
 
+/* The head fused with the BatchNorm before it (SHMDDP_HEAD_FUSED=half: forward runs the head
+ * on the apply, the last block's output never stored; backward forms the head's input gradient
+ * inside the BatchNorm backward; 1 both) against neither (0): the same losses and parameters
+ * bit for bit, in bf16 and fp32, eagerly and replayed in a CUDA graph. */
+static void head_fused_case(const char *half)
+{
+  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
+  const int updates[] = {UPDATE_WORKING_GRADS, UPDATE_MODEL};
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  size_t np = model_config_flat_size(&cfg);
+  for (int k = 0; k < 2; k++)
+    for (int graph = 0; graph < 2; graph++) {
+      float ls[GRAPH_STEPS], lf[GRAPH_STEPS];
+      long r = 0;
+      setenv("SHMDDP_HEAD_FUSED", "0", 1);
+      float *pst = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], ls, &r);
+      setenv("SHMDDP_HEAD_FUSED", half, 1);
+      float *pfu = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], lf, &r);
+      unsetenv("SHMDDP_HEAD_FUSED");
+      for (int i = 0; i < GRAPH_STEPS; i++)
+        ck_assert_msg(lf[i] == ls[i], "%s, precision %d graph %d: step %d loss %.9g fused, "
+                      "%.9g not", half, (int)precs[k], graph, i, lf[i], ls[i]);
+      ck_assert_msg(memcmp(pfu, pst, np * 4) == 0, "%s, precision %d graph %d: parameters "
+                    "differ (the head fused vs not)", half, (int)precs[k], graph);
+    }
+}
+
+START_TEST(test_head_fwd_fused) { head_fused_case("forward"); }
+END_TEST
+
+START_TEST(test_head_fused)
+{
+  head_fused_case("backward");
+  head_fused_case("1");
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
@@ -571,6 +609,12 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   TCase *tu = SUITE_CASE(s, "upconv_gathered", test_upconv_gathered);
   tcase_add_checked_fixture(tu, NULL, teardown);
   tcase_set_timeout(tu, 180); /* fourteen models */
+  TCase *thf = SUITE_CASE(s, "head_fwd_fused", test_head_fwd_fused);
+  tcase_add_checked_fixture(thf, NULL, teardown);
+  tcase_set_timeout(thf, 180); /* eight models */
+  TCase *th = SUITE_CASE(s, "head_fused", test_head_fused);
+  tcase_add_checked_fixture(th, NULL, teardown);
+  tcase_set_timeout(th, 300); /* sixteen models */
   return s;
 }
 

@@ -371,6 +371,135 @@ static void bn_case(size_t P, int C, float offset)
   ck_assert(rel_err64(hsv, saved, 2 * C + 1) < 1e-12);
 }
 
+/* ops.h conv1x1_fwd_bn / conv1x1_bwd_filter_bn: the 1x1 head of K classes reading the BatchNorm
+ * apply + ReLU of x, that output never stored. The same bits as bn_apply into a tensor followed by
+ * the head's conv_fwd and conv_bwd_filter (the few-output kernels; the weight gradient written and
+ * added); the CPU's within the convolutions' tolerance; a layer planned on cuDNN, and a 3x3 one,
+ * refused. */
+static void head_bn_case(int n, int h, int w, int C, int K)
+{
+  size_t P = (size_t)n * h * w, nx = P * C, e = gpu.elem;
+  float *x = hvec(nx, 2, 0.5f), *gamma = hvec(C, 0.5f, 1), *beta = hvec(C, 0.5f, 0);
+  float *wt = hvec((size_t)K * C, 0.5f, 0), *b = hvec(K, 0.5f, 0), *dy = hvec(P * K, 1, 0);
+  float *y = hvec(P * K, 0, 0), *dw = hvec((size_t)K * C, 0, 0), *db = hvec(K, 0, 0);
+  double *stats = calloc(2 * C + 1, 8), *saved = calloc(2 * C + 1, 8);
+  keep(stats), keep(saved);
+  CPU_OK(cpu.bn_stats(&cpu, x, P, C, stats));
+  CPU_OK(cpu.bn_finalize(&cpu, stats, C, 1e-5, 0.1, NULL, NULL, saved));
+  ops_conv_t cc = {.kind = OPS_CONV1X1, .h = h, .w = w, .cin = C, .cout = K, .max_n = n}, gc = cc;
+  size_t cws = 0, gws = 0;
+  CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
+  ck_assert_int_eq(gpu.conv1x1_bn_ok(&gpu, &gc), 1);
+  float *ws = malloc(cws + 16);
+  keep(ws);
+  CPU_OK(cpu.conv1x1_fwd_bn(&cpu, &cc, n, x, saved, gamma, beta, wt, b, y, ws));
+  CPU_OK(cpu.conv1x1_bwd_filter_bn(&cpu, &cc, n, x, saved, gamma, beta, dy, dw, db, 0, ws));
+  void *gx = up(x, nx), *gg = up(gamma, C), *gbe = up(beta, C), *gw = up(wt, (size_t)K * C);
+  void *gb = up(b, K), *gdy = up(dy, P * K), *gwsp = dalloc(gws + 16);
+  double *gsaved = up_raw(saved, (2 * C + 1) * 8);
+  /* the stored path: the apply into a tensor, then the head's ops */
+  void *ga = dalloc(nx * e), *y1 = dalloc(P * K * e), *y2 = dalloc(P * K * e);
+  void *dw1 = dalloc((size_t)K * C * e), *db1 = dalloc(K * e);
+  void *dw2 = dalloc((size_t)K * C * e), *db2 = dalloc(K * e);
+  GPU_OK(gpu.bn_apply(&gpu, gx, P, C, gsaved, gg, gbe, 1, ga));
+  GPU_OK(gpu.conv_fwd(&gpu, &gc, n, ga, gw, gb, y1, gwsp));
+  GPU_OK(gpu.conv1x1_fwd_bn(&gpu, &gc, n, gx, gsaved, gg, gbe, gw, gb, y2, gwsp));
+  char what[96];
+  snprintf(what, sizeof what, "%d images of %dx%d, %d channels into a head of %d", n, h, w, C, K);
+  ck_assert_msg(memcmp(down_raw(y1, P * K * e), down_raw(y2, P * K * e), P * K * e) == 0,
+                "%s %s: the logits differ from the stored path's", gpu.name, what);
+  CLOSE(down(y2, P * K), y, P * K, tol_conv(), "head on a BatchNorm: logits");
+  for (int acc = 0; acc < 2; acc++) {
+    GPU_OK(gpu.conv_bwd_filter(&gpu, &gc, n, ga, gdy, dw1, db1, acc, gwsp));
+    GPU_OK(gpu.conv1x1_bwd_filter_bn(&gpu, &gc, n, gx, gsaved, gg, gbe, gdy, dw2, db2, acc,
+                                     gwsp));
+    ck_assert_msg(memcmp(down_raw(dw1, (size_t)K * C * e), down_raw(dw2, (size_t)K * C * e),
+                         (size_t)K * C * e) == 0 &&
+                      memcmp(down_raw(db1, K * e), down_raw(db2, K * e), K * e) == 0,
+                  "%s %s: the weight gradient differs from the stored path's (acc %d)", gpu.name,
+                  what, acc);
+    /* against the CPU's once written (added, it holds twice that) */
+    if (acc == 0)
+      CLOSE(down(dw2, (size_t)K * C), dw, (size_t)K * C, tol_conv() * 2,
+            "head on a BatchNorm: dw");
+  }
+  gpu.conv_plan_free(&gpu, &gc);
+  cpu.conv_plan_free(&cpu, &cc);
+  /* a head planned on cuDNN (no prologue there), and a 3x3 convolution: refused */
+  setenv("SHMDDP_CONV1X1", "cudnn", 1);
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
+  unsetenv("SHMDDP_CONV1X1");
+  ck_assert_int_eq(gpu.conv1x1_bn_ok(&gpu, &gc), 0);
+  ck_assert_int_ne(gpu.conv1x1_fwd_bn(&gpu, &gc, n, gx, gsaved, gg, gbe, gw, gb, y2, gwsp), 0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "conv1x1_bn_ok"));
+  gpu.conv_plan_free(&gpu, &gc);
+  ops_conv_t c3 = {.kind = OPS_CONV3X3, .h = h, .w = w, .cin = C, .cout = K, .max_n = n};
+  GPU_OK(gpu.conv_plan(&gpu, &c3, &gws));
+  ck_assert_int_eq(gpu.conv1x1_bn_ok(&gpu, &c3), 0);
+  gpu.conv_plan_free(&gpu, &c3);
+}
+
+/* ops.h bn_bwd_reduce_1x1 / bn_bwd_apply_1x1: the BatchNorm backward with dy formed where it is
+ * read from a 1x1 head of K classes (its output gradient g and weights w), the ReLU mask from
+ * gamma and beta. The same bits as the head's conv_bwd_data (the few-output kernels) stored and
+ * then bn_bwd_reduce and bn_bwd_apply on it; the CPU's results within the rounding (the GPU
+ * rounds dy to its dtype, as the stored path does); K past OPS_BN_1X1_MOST_K and a mask from y
+ * refused. */
+static void bn_head_case(size_t P, int C, int K)
+{
+  size_t n = P * C, e = gpu.elem;
+  float *x = hvec(n, 2, 0.5f), *gamma = hvec(C, 0.5f, 1), *beta = hvec(C, 0.5f, 0);
+  float *g = hvec(P * K, 1, 0), *w = hvec((size_t)K * C, 0.5f, 0);
+  float *dx = hvec(n, 0, 0), *dg = hvec(C, 0, 0), *db = hvec(C, 0, 0);
+  double *stats = calloc(2 * C + 1, 8), *saved = calloc(2 * C + 1, 8), *sums = calloc(2 * C, 8);
+  keep(stats), keep(saved), keep(sums);
+  CPU_OK(cpu.bn_stats(&cpu, x, P, C, stats));
+  CPU_OK(cpu.bn_finalize(&cpu, stats, C, 1e-5, 0.1, NULL, NULL, saved));
+  ops_relu_t cm = {.y = NULL, .gamma = gamma, .beta = beta};
+  CPU_OK(cpu.bn_bwd_reduce_1x1(&cpu, g, w, K, &cm, x, P, C, saved, sums, dg, db, 0));
+  CPU_OK(cpu.bn_bwd_apply_1x1(&cpu, g, w, K, &cm, x, P, C, saved, sums, gamma, dx));
+
+  void *gx = up(x, n), *gg = up(gamma, C), *gb = up(beta, C), *gh = up(g, P * K);
+  void *gw = up(w, (size_t)K * C);
+  double *gsaved = up_raw(saved, (2 * C + 1) * 8);
+  ops_relu_t gm = {.y = NULL, .gamma = gg, .beta = gb};
+  /* the stored path: the head's input gradient, then the plain ops */
+  ops_conv_t hc = {.kind = OPS_CONV1X1, .h = 1, .w = (int)P, .cin = C, .cout = K, .max_n = 1};
+  size_t ws = 0;
+  GPU_OK(gpu.conv_plan(&gpu, &hc, &ws));
+  void *gws = dalloc(ws + 16), *gdy = dalloc(n * e);
+  GPU_OK(gpu.conv_bwd_data(&gpu, &hc, 1, gh, gw, gdy, gws));
+  double *s1 = dalloc(2 * C * 8), *s2 = dalloc(2 * C * 8);
+  void *dg1 = dalloc(C * e), *db1 = dalloc(C * e), *dx1 = dalloc(n * e);
+  void *dg2 = dalloc(C * e), *db2 = dalloc(C * e), *dx2 = dalloc(n * e);
+  GPU_OK(gpu.bn_bwd_reduce(&gpu, gdy, &gm, gx, P, C, gsaved, s1, dg1, db1, 0));
+  GPU_OK(gpu.bn_bwd_apply(&gpu, gdy, &gm, gx, P, C, gsaved, s1, gg, dx1));
+  GPU_OK(gpu.bn_bwd_reduce_1x1(&gpu, gh, gw, K, &gm, gx, P, C, gsaved, s2, dg2, db2, 0));
+  GPU_OK(gpu.bn_bwd_apply_1x1(&gpu, gh, gw, K, &gm, gx, P, C, gsaved, s2, gg, dx2));
+  char what[96];
+  snprintf(what, sizeof what, "%zu x %d through a head of %d", P, C, K);
+  ck_assert_msg(memcmp(down_raw(s1, 2 * C * 8), down_raw(s2, 2 * C * 8), 2 * C * 8) == 0,
+                "%s %s: the sums differ from the stored path's", gpu.name, what);
+  ck_assert_msg(memcmp(down_raw(dg1, C * e), down_raw(dg2, C * e), C * e) == 0 &&
+                    memcmp(down_raw(db1, C * e), down_raw(db2, C * e), C * e) == 0,
+                "%s %s: dgamma or dbeta differ from the stored path's", gpu.name, what);
+  ck_assert_msg(memcmp(down_raw(dx1, n * e), down_raw(dx2, n * e), n * e) == 0,
+                "%s %s: dx differs from the stored path's", gpu.name, what);
+  double *hs = down_raw(s2, 2 * C * 8);
+  ck_assert_msg(rel_err64(hs, sums, 2 * C) < 2 * tol_elem(),
+                "%s %s: backward sums against the CPU's: relative error %g", gpu.name, what,
+                rel_err64(hs, sums, 2 * C));
+  CLOSE(down(dx2, n), dx, n, tol_elem() * 8 + 1e-5, "BN backward dx through a head");
+  /* refused: more classes than the kernels hold, a mask from y */
+  ck_assert_int_ne(gpu.bn_bwd_reduce_1x1(&gpu, gh, gw, OPS_BN_1X1_MOST_K + 1, &gm, gx, P, C,
+                                         gsaved, s2, dg2, db2, 0),
+                   0);
+  ops_relu_t ym = {.y = gx, .gamma = gg, .beta = gb};
+  ck_assert_int_ne(gpu.bn_bwd_apply_1x1(&gpu, gh, gw, K, &ym, gx, P, C, gsaved, s2, gg, dx2), 0);
+  gpu.conv_plan_free(&gpu, &hc);
+}
+
 START_TEST(test_batchnorm)
 {
   for (int d = 0; d < NDT; d++) {
@@ -379,6 +508,14 @@ START_TEST(test_batchnorm)
     bn_case(3 * 7 * 5, 5, -1);       /* scalar path */
     bn_case(4 * 64 * 64, 32, 3);     /* many row splits, mean >> spread */
     bn_case(2 * 4 * 4, 1024, 0.25f); /* wide: several channel tiles */
+    head_bn_case(2, 9, 11, 64, 4);   /* the U-Net's head: 4 classes, vector path */
+    head_bn_case(3, 7, 5, 5, 3);     /* scalar path (5 channels), 3 classes */
+    head_bn_case(4, 64, 64, 32, 8);  /* the most classes, many blocks */
+    head_bn_case(1, 4, 4, 256, 1);   /* one class, the widest input */
+    bn_head_case(2 * 9 * 11, 64, 4); /* the U-Net's head: 4 classes, vector path */
+    bn_head_case(3 * 7 * 5, 5, 3);   /* scalar path, 3 classes */
+    bn_head_case(4 * 64 * 64, 32, 8); /* the most classes, many row splits */
+    bn_head_case(2 * 4 * 4, 256, 1); /* one class, wide */
   }
 }
 END_TEST
