@@ -89,39 +89,74 @@ static int mask_check(const ops_t *o, const ops_relu_t *r, const char *what)
  * ops.h bn_bwd_*_1x1): g that convolution's output gradient (rows x K), w its [K][C] weights.
  * Formed as sk_bwd_data (conv_skinny_cuda.cu) forms that gradient: f32 products added in k
  * order from zero, rounded to T, so the results are the stored path's bit for bit. KC, a
- * template parameter (0: stored), is K rounded up to 4 or 8: the thread's weights sit in
- * registers. */
+ * template parameter (0: stored), is K rounded up to 4 or 8. The block's weights sit in shared
+ * memory, KC floats a channel (head_smem), read where each row's dy is formed: held in
+ * registers a thread, with a row's gradients loaded one by one, they took the bf16 backward
+ * reduction from the stored kernel's 80 registers to 110 (2 blocks a multiprocessor instead of
+ * 3), and it ran slower than the stored read it replaced. */
 template <typename T>
 struct dy_head {
   const T *g, *w;
   int K;
 };
 
-template <typename T, int N, int KC>
-static __device__ __forceinline__ void head_weights(const dy_head<T> &h, int c0, int C,
-                                                    float (&hw)[KC][N])
+/* Shared-memory floats for the weights of a block of gb threads a row, N channels each. */
+template <int N, int KC>
+constexpr int head_smem_floats()
 {
-#pragma unroll
-  for (int k = 0; k < KC; k++)
-#pragma unroll
-    for (int j = 0; j < N; j++)
-      hw[k][j] = k < h.K && c0 + j < C ? opc_ld(h.w[(size_t)k * C + c0 + j]) : 0.f;
+  return KC ? OPC_THREADS * N * KC : 4;
 }
 
+/* The block's channels' weights into shared memory, [channel - the block's first][k], zero for
+ * k >= K and channels past C; every thread of the block takes part (a barrier ends it). */
 template <typename T, int N, int KC>
-static __device__ __forceinline__ opc_pack<T, N> head_dy(const dy_head<T> &h, size_t row,
-                                                         const float (&hw)[KC][N])
+static __device__ __forceinline__ void head_smem(const dy_head<T> &h, int C, int gb, float *hs)
 {
-  float gk[KC];
+  const int c0 = blockIdx.x * gb * N, n = gb * N * KC;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int c = c0 + i / KC, k = i % KC;
+    hs[i] = k < h.K && c < C ? opc_ld(h.w[(size_t)k * C + c]) : 0.f;
+  }
+  __syncthreads();
+}
+
+/* A row's K output gradients as stored (zero past K), kept in T until used (a row in flight
+ * holds KC / 2 registers in 16-bit types). PK: one access (the launch has checked that K = KC
+ * and that g is aligned for it: head_packs), else one element at a time; a template parameter
+ * because a run-time choice between the two cost the kernels 30 registers. */
+template <typename T, int KC, bool PK>
+static __device__ __forceinline__ opc_pack<T, KC> head_row(const dy_head<T> &h, size_t row)
+{
+  const T *gr = h.g + row * h.K;
+  if constexpr (PK) {
+    return opc_load<T, KC>(gr);
+  } else {
+    opc_pack<T, KC> v;
 #pragma unroll
-  for (int k = 0; k < KC; k++) gk[k] = k < h.K ? opc_ld(h.g[row * h.K + k]) : 0.f;
+    for (int k = 0; k < KC; k++) v.v[k] = k < h.K ? gr[k] : opc_st<T>(0.f);
+    return v;
+  }
+}
+
+/* dy of a row's N channels from its gradients g and the thread's weights hw (head_smem's rows
+ * for the thread's first channel: KC floats a channel, 16-byte aligned). */
+template <typename T, int N, int KC>
+static __device__ __forceinline__ opc_pack<T, N> head_dy(const opc_pack<T, KC> &g, int K,
+                                                         const float *hw)
+{
   opc_pack<T, N> v;
 #pragma unroll
   for (int j = 0; j < N; j++) {
+    float w[KC];
+#pragma unroll
+    for (int q = 0; q < KC / 4; q++) /* volatile: read at each use, never hoisted into registers */
+      asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                   : "=f"(w[4 * q]), "=f"(w[4 * q + 1]), "=f"(w[4 * q + 2]), "=f"(w[4 * q + 3])
+                   : "r"((unsigned)__cvta_generic_to_shared(hw + j * KC + 4 * q)));
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < KC; k++)
-      if (k < h.K) s += gk[k] * hw[k][j];
+      if (k < K) s += opc_ld(g.v[k]) * w[k];
     v.v[j] = opc_st<T>(s);
   }
   return v;
@@ -132,14 +167,14 @@ static __device__ __forceinline__ opc_pack<T, N> head_dy(const dy_head<T> &h, si
  * (MASK_NONE: dy as it is; MASK_Y: where y > 0; MASK_AFFINE: where the forward's affine > 0). */
 enum { MASK_NONE = 0, MASK_Y = 1, MASK_AFFINE = 2 };
 
-template <typename T, int N, int MK, int KC>
+template <typename T, int N, int MK, int KC, bool PK>
 __global__ void __launch_bounds__(OPC_THREADS)
     bwd_stats_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C, int gb, int r,
                      const double *mean, const double *inv, int gs, int cg, double *part,
                      dy_head<T> hd)
 {
-  constexpr int KK = KC ? KC : 1;
-  float hw[KK][N];
+  constexpr int KK = KC ? KC : 4;
+  __shared__ __align__(16) float hs[head_smem_floats<N, KC>()];
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
   const int valid = g * N < C;
   const size_t z = blockIdx.z;
@@ -155,7 +190,8 @@ __global__ void __launch_bounds__(OPC_THREADS)
                               : 0.f;
     mb[k] = MK == MASK_AFFINE ? opc_ld(mk.beta[c]) : 0.f;
   }
-  if constexpr (KC > 0) head_weights<T, N, KK>(hd, valid ? g * N : 0, C, hw);
+  if constexpr (KC > 0) head_smem<T, N, KK>(hd, C, gb, hs);
+  const float *hw = hs + gi * N * KK;
   const size_t off = z * rows * C + (size_t)g * N;
   const size_t step = (size_t)gridDim.y * r;
   size_t p = (size_t)blockIdx.y * r + row;
@@ -164,12 +200,13 @@ __global__ void __launch_bounds__(OPC_THREADS)
     for (int k = 0; k < N; k++) fa[k] = fb[k] = 0.f;
 #pragma unroll 1
     for (int it = 0; it < BRED_CHUNK && p < rows; it++, p += BRED_BATCH * step) {
-      opc_pack<T, N> d[BRED_BATCH], v[BRED_BATCH], y[MK == MASK_Y ? BRED_BATCH : 1];
+      opc_pack<T, N> d[KC ? 1 : BRED_BATCH], v[BRED_BATCH], y[MK == MASK_Y ? BRED_BATCH : 1];
+      opc_pack<T, KK> gk[KC ? BRED_BATCH : 1];
 #pragma unroll
       for (int j = 0; j < BRED_BATCH; j++) {
         size_t q = p + j * step;
         if (q < rows) {
-          if constexpr (KC > 0) d[j] = head_dy<T, N, KK>(hd, z * rows + q, hw);
+          if constexpr (KC > 0) gk[j] = head_row<T, KK, PK>(hd, z * rows + q);
           else d[j] = opc_load<T, N>(dy + off + q * C);
           v[j] = opc_load<T, N>(x + off + q * C);
           if (MK == MASK_Y) y[MK == MASK_Y ? j : 0] = opc_load<T, N>(mask + off + q * C);
@@ -178,13 +215,16 @@ __global__ void __launch_bounds__(OPC_THREADS)
 #pragma unroll
       for (int j = 0; j < BRED_BATCH; j++) {
         size_t q = p + j * step;
+        opc_pack<T, N> dj; /* a formed dy only where its row exists (gk is not set past it) */
+        if constexpr (KC > 0) dj = q < rows ? head_dy<T, N, KK>(gk[j], hd.K, hw) : opc_pack<T, N>{};
+        else dj = d[j];
 #pragma unroll
         for (int k = 0; k < N; k++) { /* rows past the end contribute g = 0 */
           float xm = q < rows ? opc_ld(v[j].v[k]) - m[k] : 0.f;
           int off = q >= rows ||
                     (MK == MASK_Y && !(opc_ld(y[MK == MASK_Y ? j : 0].v[k]) > 0.f)) ||
                     (MK == MASK_AFFINE && !(fmaf(xm, ma[k], mb[k]) > 0.f));
-          float gr = off ? 0.f : opc_ld(d[j].v[k]);
+          float gr = off ? 0.f : opc_ld(dj.v[k]);
           fa[k] += gr;
           fb[k] = fmaf(gr, xm * s[k], fb[k]);
         }
@@ -210,18 +250,23 @@ template <typename T>
 using bwd_stats_fn = void (*)(const T *, relu_mask<T>, const T *, size_t, int, int, int,
                               const double *, const double *, int, int, double *, dy_head<T>);
 
-template <typename T, int N, int MK, int KC = 0>
+template <typename T, int N, int MK, int KC = 0, bool PK = false>
 static void bwd_stats_take(bwd_stats_fn<T> *k, int *fit)
 {
-  *k = bwd_stats_kernel<T, N, MK, KC>;
-  *fit = fit_blocks<bwd_stats_kernel<T, N, MK, KC>>();
+  *k = bwd_stats_kernel<T, N, MK, KC, PK>;
+  *fit = fit_blocks<bwd_stats_kernel<T, N, MK, KC, PK>>();
 }
 
 /* The kernel for a mask kind, dy stored (kc 0) or formed from a head of up to kc = 4 or 8
- * classes (the ReLU mask recomputed from gamma and beta only: the model's case). */
+ * classes (the ReLU mask recomputed from gamma and beta only: the model's case), its rows'
+ * gradients loaded as one access where pk (head_packs; the vector kernels only). */
 template <typename T, int N>
-static void bwd_stats_pick(int mkind, int kc, bwd_stats_fn<T> *k, int *fit)
+static void bwd_stats_pick(int mkind, int kc, bool pk, bwd_stats_fn<T> *k, int *fit)
 {
+  if constexpr (N > 1) {
+    if (kc == 4 && pk) return bwd_stats_take<T, N, MASK_AFFINE, 4, true>(k, fit);
+    if (kc == 8 && pk) return bwd_stats_take<T, N, MASK_AFFINE, 8, true>(k, fit);
+  }
   if (kc == 4) bwd_stats_take<T, N, MASK_AFFINE, 4>(k, fit);
   else if (kc == 8) bwd_stats_take<T, N, MASK_AFFINE, 8>(k, fit);
   else if (mkind == MASK_Y) bwd_stats_take<T, N, MASK_Y>(k, fit);
@@ -231,6 +276,15 @@ static void bwd_stats_pick(int mkind, int kc, bwd_stats_fn<T> *k, int *fit)
 
 /* KC for a head of K classes: 4 or 8, 0 without one (head_kc_check tells the range) */
 static int head_kc(int K) { return K <= 0 ? 0 : K <= 4 ? 4 : 8; }
+
+/* Whether the kernels may load a row of this head's gradients as one access: K = KC and g
+ * aligned for it (the U-Net's 4 classes). The channels a thread takes (N) stay the stored
+ * path's either way, so the sums keep its order and bits. */
+template <typename T>
+static bool head_packs(const dy_head<T> &hd)
+{
+  return hd.g && hd.K == head_kc(hd.K) && (uintptr_t)hd.g % (hd.K * sizeof(T)) == 0;
+}
 
 template <typename T>
 static int head_check(const ops_t *o, const dy_head<T> &hd, relu_mask<T> mk, int C)
@@ -273,8 +327,8 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
   int fit = 0;
   const int kc = hd.g ? head_kc(hd.K) : 0;
   if (!bwd) fit = N == V ? fit_blocks<stats_kernel<T, V>>() : fit_blocks<stats_kernel<T, 1>>();
-  else if (N == V) bwd_stats_pick<T, V>(mkind, kc, &bk, &fit);
-  else bwd_stats_pick<T, 1>(mkind, kc, &bk, &fit);
+  else if (N == V) bwd_stats_pick<T, V>(mkind, kc, head_packs<T>(hd), &bk, &fit);
+  else bwd_stats_pick<T, 1>(mkind, kc, false, &bk, &fit);
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_MIN_ROWS,
                              (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit);
   double *part = ctx->scratch;
@@ -528,17 +582,18 @@ __global__ void affine_pool_kernel(const T *x, int h, int w, int C, size_t rows,
 /* dx = α g + β + γ (x - mean) per channel (and sample for GN):
  *   BN: α = gamma invstd, β = -α Σg/n, γ = -α invstd Σg·x̂/n  (sums over the batch, n = count)
  *   GN: α = gamma invstd, β = -invstd a1, γ = -invstd² a2     (a1, a2 per sample and group) */
-template <typename T, int N, int MK, int KC>
+template <typename T, int N, int MK, int KC, bool PK>
 __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_t rows, int C,
                                  int gb, int r, const double *mean, const double *inv, int gs,
                                  int cg, const T *gamma, const double *sums, const double *count,
                                  const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
+  constexpr int KK = KC ? KC : 4;
+  __shared__ __align__(16) float hs[head_smem_floats<N, KC>()];
   const int gi = threadIdx.x % gb, row = threadIdx.x / gb, g = blockIdx.x * gb + gi;
+  if constexpr (KC > 0) head_smem<T, N, KK>(hd, C, gb, hs); /* before any thread leaves */
   if (g * N >= C) return;
-  constexpr int KK = KC ? KC : 1;
-  float hw[KK][N];
-  if constexpr (KC > 0) head_weights<T, N, KK>(hd, g * N, C, hw);
+  const float *hw = hs + gi * N * KK;
   const size_t z = blockIdx.z;
   const T *mask = mk.y;
   float m[N], al[N], be[N], ga[N], ma[N], mb[N];
@@ -565,11 +620,12 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
    * rows one by one */
   while (p < rows) {
     const int nb = p + (BWD_BATCH - 1) * step < rows ? BWD_BATCH : 1;
-    opc_pack<T, N> d[BWD_BATCH], v[BWD_BATCH], y[MK == MASK_Y ? BWD_BATCH : 1];
+    opc_pack<T, N> d[KC ? 1 : BWD_BATCH], v[BWD_BATCH], y[MK == MASK_Y ? BWD_BATCH : 1];
+    opc_pack<T, KK> gk[KC ? BWD_BATCH : 1];
 #pragma unroll
     for (int u = 0; u < BWD_BATCH; u++)
       if (u < nb) {
-        if constexpr (KC > 0) d[u] = head_dy<T, N, KK>(hd, z * rows + p + u * step, hw);
+        if constexpr (KC > 0) gk[u] = head_row<T, KK, PK>(hd, z * rows + p + u * step);
         else d[u] = opc_load<T, N>(dy + off + (p + u * step) * C);
         v[u] = opc_load<T, N>(x + off + (p + u * step) * C);
         if (MK == MASK_Y) y[MK == MASK_Y ? u : 0] = opc_load<T, N>(mask + off + (p + u * step) * C);
@@ -577,12 +633,14 @@ __global__ void bwd_apply_kernel(const T *dy, relu_mask<T> mk, const T *x, size_
 #pragma unroll
     for (int u = 0; u < BWD_BATCH; u++)
       if (u < nb) {
-        opc_pack<T, N> out;
+        opc_pack<T, N> out, du;
+        if constexpr (KC > 0) du = head_dy<T, N, KK>(gk[u], hd.K, hw);
+        else du = d[u];
         for (int k = 0; k < N; k++) {
           float xm = opc_ld(v[u].v[k]) - m[k];
           int dead = (MK == MASK_Y && !(opc_ld(y[MK == MASK_Y ? u : 0].v[k]) > 0.f)) ||
                      (MK == MASK_AFFINE && !(fmaf(xm, ma[k], mb[k]) > 0.f));
-          float gr = dead ? 0.f : opc_ld(d[u].v[k]);
+          float gr = dead ? 0.f : opc_ld(du.v[k]);
           out.v[k] = opc_st<T>(fmaf(al[k], gr, fmaf(ga[k], xm, be[k])));
         }
         opc_store<T, N>(dx + off + (p + u * step) * C, out);
@@ -631,15 +689,15 @@ static int affine(const ops_t *o, const T *x, size_t rows, int C, int nz, const 
 
 /* The kernel for the mask's kind (specialised like the backward statistics: no registers for
  * the other kinds' operands), on the geometry its register count allows. */
-template <typename T, int N, int MK, int KC = 0>
+template <typename T, int N, int MK, int KC = 0, bool PK = false>
 static void bwd_apply_as(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x, size_t rows,
                          int C, int nz, const double *mean, const double *inv, int gs, int cg,
                          const T *gamma, const double *sums, const double *count,
                          const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, PASS_BATCH, (size_t)-1,
-                             fit_blocks<bwd_apply_kernel<T, N, MK, KC>>());
-  bwd_apply_kernel<T, N, MK, KC><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
+                             fit_blocks<bwd_apply_kernel<T, N, MK, KC, PK>>());
+  bwd_apply_kernel<T, N, MK, KC, PK><<<g.grid, g.block, 0, opc_ctx(o)->stream>>>(
       dy, mk, x, rows, C, g.gb, g.r, mean, inv, gs, cg, gamma, sums, count, a12, nzg, dx, hd);
 }
 
@@ -650,6 +708,14 @@ static void bwd_apply_run(const ops_t *o, int mkind, const T *dy, relu_mask<T> m
                           const double *a12, int nzg, T *dx, dy_head<T> hd)
 {
   const int kc = hd.g ? head_kc(hd.K) : 0; /* a head: the affine mask (head_check) */
+  if constexpr (N > 1) {
+    if (kc == 4 && head_packs<T>(hd))
+      return bwd_apply_as<T, N, MASK_AFFINE, 4, true>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg,
+                                                      gamma, sums, count, a12, nzg, dx, hd);
+    if (kc == 8 && head_packs<T>(hd))
+      return bwd_apply_as<T, N, MASK_AFFINE, 8, true>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg,
+                                                      gamma, sums, count, a12, nzg, dx, hd);
+  }
   if (kc == 4)
     bwd_apply_as<T, N, MASK_AFFINE, 4>(o, dy, mk, x, rows, C, nz, mean, inv, gs, cg, gamma, sums,
                                        count, a12, nzg, dx, hd);
