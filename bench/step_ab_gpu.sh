@@ -6,11 +6,12 @@
 # inside the graph-replayed step (dev/ops_cuda_bench's ablation), the trainer's images/s (bf16,
 # 68 steps, twice, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
 # with its per-step losses compared with A's; each candidate's GPU test suites first. ~3 min for
-# one candidate, ~1.5 min more for each further one; the builds (bA, bB, ... in the tree's
-# root) run side by side. From the tree's root: sh bench/step_ab_gpu.sh X.patch OUT_DIR
+# one candidate, ~1.5 min more for each further one; the builds (bA in the tree's root, the
+# patched candidates' in copies of it) run side by side. From the tree's root:
+#   sh bench/step_ab_gpu.sh X.patch OUT_DIR
 # A candidate may carry environment settings for its runs (suites, ops table, trainer, default
 # job): PATCH:VAR=value[,VAR=value...], e.g. X.patch:SHMDDP_HEAD_FUSED=forward; and "-" for the
-# patch is this tree unchanged (-:VAR=value measures a setting alone).
+# patch is this tree unchanged (-:VAR=value measures a setting alone, on A's build).
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
 # OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32"),
@@ -54,7 +55,6 @@ for p in "$@"; do
 done
 all="A $variants"
 pname() { if [ "$1" = - ]; then echo nothing; else basename "$1"; fi; }
-jobs=$((16 / (1 + $#)))
 say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s%s' $v \"\$(pname \"\$patch_$v\")\" \"\${env_$v:+ with \$env_$v}\""; done)"
 nvidia-smi -L | sed 's/^/# /' >> "$sum"
 build() { # tree dir
@@ -62,29 +62,38 @@ build() { # tree dir
     ../configure -q $flags > /dev/null 2>&1 && make -j$jobs > /dev/null 2>&1 &&
     make -j$jobs tests/check_ops_cuda tests/check_model_cuda tests/check_plan > /dev/null 2>&1)
 }
-tree_A=$src
+# a "-" candidate (settings only) runs A's build; each patched one gets a copy of the tree and a
+# build of its own, side by side
+tree_A=$src bdir_A=bA builds=A
 for v in $variants; do
+  eval "p=\$patch_$v"
+  if [ "$p" = - ]; then
+    eval "tree_$v=\$src bdir_$v=bA"
+    continue
+  fi
   t=${TMPDIR:-/tmp}/step_ab_$v
   rm -rf "$t"
   mkdir -p "$t"
   tar --exclude=./bA --exclude=./bB --exclude=./bC --exclude=./bD --exclude=./b --exclude=./.git \
     -cf - . | tar -C "$t" -xf -
-  eval "p=\$patch_$v"
-  if [ "$p" != - ] && ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
+  if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
     say "FAIL: $p does not apply"; cat "$sum"; exit 1
   fi
   # a patch that changes the build description gets a fresh configure (autogen.sh in build())
-  if [ "$p" != - ] && grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then
+  if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then
     rm -f "$t/configure"
   fi
-  eval "tree_$v=\$t"
+  eval "tree_$v=\$t bdir_$v=b$v"
+  builds="$builds $v"
 done
+set -- $builds
+jobs=$((16 / $#))
 pids=""
-for v in $all; do
-  eval "build \"\$tree_$v\" b$v" &
+for v in $builds; do
+  eval "build \"\$tree_$v\" \$bdir_$v" &
   pids="$pids $!"
 done
-line="builds:"; ok=1; set -- $all
+line="builds:"; ok=1; set -- $builds
 for pid in $pids; do
   wait "$pid"; rc=$?
   line="$line $1 rc $rc,"; [ $rc = 0 ] || ok=0
@@ -92,7 +101,7 @@ for pid in $pids; do
 done
 say "$line ($(el) s)"
 [ $ok = 1 ] || { cat "$sum"; exit 1; }
-for v in $all; do eval "$v=\$tree_$v/b$v"; done
+for v in $all; do eval "$v=\$tree_$v/\$bdir_$v"; done
 if has tests; then
   for v in $variants; do
     case " $TEST_VARIANTS " in *" $v "*) ;; *) continue ;; esac
