@@ -588,8 +588,14 @@ int opc_conv1x1_bn_ok(const ops_t *o, const ops_conv_t *c)
          ((const conv_plan_t *)c->plan)->skinny;
 }
 
-static conv_plan_t *bn_plan_of(const ops_t *o, const ops_conv_t *c, int n)
+static conv_plan_t *bn_plan_of(const ops_t *o, const ops_conv_t *c, int n, const double *saved,
+                               const void *gamma, const void *beta)
 {
+  if (!saved || !gamma || !beta) {
+    opc_fail(o, "a 1x1 convolution on a BatchNorm's apply needs the norm's saved statistics, "
+             "gamma and beta (one is NULL)");
+    return NULL;
+  }
   conv_plan_t *pl = plan_of(o, c, n);
   if (pl && !opc_conv1x1_bn_ok(o, c)) {
     opc_fail(o, "this convolution (kind %d, %d outputs) does not run on a BatchNorm's apply "
@@ -603,7 +609,7 @@ int opc_conv1x1_fwd_bn(const ops_t *o, const ops_conv_t *c, int n, const void *x
                        const double *saved, const void *gamma, const void *beta, const void *w,
                        const void *b, void *y, void *ws)
 {
-  if (!bn_plan_of(o, c, n)) return -1;
+  if (!bn_plan_of(o, c, n, saved, gamma, beta)) return -1;
   return opc_skinny_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, y);
 }
 
@@ -611,7 +617,7 @@ int opc_conv1x1_bwd_filter_bn(const ops_t *o, const ops_conv_t *c, int n, const 
                               const double *saved, const void *gamma, const void *beta,
                               const void *dy, void *dw, void *db, int acc, void *ws)
 {
-  if (!bn_plan_of(o, c, n)) return -1;
+  if (!bn_plan_of(o, c, n, saved, gamma, beta)) return -1;
   return opc_skinny_bwd_filter_bn(o, c, n, x, saved, gamma, beta, dy, dw, db, acc, ws);
 }
 

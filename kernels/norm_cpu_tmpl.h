@@ -155,6 +155,12 @@ int FN(cpu_bn_bwd_apply)(const ops_t *o, const void *dyv, const ops_relu_t *relu
  * (the message recorded) when it cannot be allocated. */
 static T *FN(dy_of_1x1)(const void *g, const void *w, int K, size_t P, int C)
 {
+  if (!g || !w || K < 1 || K > OPS_BN_1X1_MOST_K) {
+    ops_cpu_fail("BatchNorm backward through a 1x1 head: %d classes (1 to %d) with its output "
+                 "gradient and weights (g %s, w %s)", K, OPS_BN_1X1_MOST_K, g ? "set" : "NULL",
+                 w ? "set" : "NULL");
+    return NULL;
+  }
   size_t n = P * (size_t)C;
   T *dy = malloc(sizeof(T) * (n ? n : 1));
   if (!dy) {
@@ -197,6 +203,11 @@ static T *FN(a_of_1x1)(const ops_t *o, const ops_conv_t *c, int n, const void *x
   if (o->conv1x1_bn_ok(o, c) != 1) {
     ops_cpu_fail("a BatchNorm feeding a convolution directly needs a 1x1 one with at most %d "
                  "outputs, not kind %d with %d", OPS_BN_1X1_MOST_K, (int)c->kind, c->cout);
+    return NULL;
+  }
+  if (!saved || !gamma || !beta) {
+    ops_cpu_fail("a 1x1 convolution on a BatchNorm's apply needs the norm's saved statistics, "
+                 "gamma and beta (one is NULL)");
     return NULL;
   }
   size_t P = (size_t)n * c->h * c->w, e = P * (size_t)c->cin;

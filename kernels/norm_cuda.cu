@@ -931,6 +931,7 @@ static int bn_bwd_reduce_1x1_t(const ops_t *o, const void *g, const void *w, int
                                const double *saved, double *sums, void *dgamma, void *dbeta,
                                int acc)
 {
+  if (!g) return opc_fail(o, "BatchNorm backward through a 1x1 head: no output gradient (g)");
   if (mask_check<T>(o, relu, "BatchNorm")) return -1;
   const dy_head<T> hd = {(const T *)g, (const T *)w, K};
   int splits = launch_stats<T>(o, NULL, mask_of<T>(relu), (const T *)x, P, C, 1, saved,
@@ -954,6 +955,7 @@ static int bn_bwd_apply_1x1_t(const ops_t *o, const void *g, const void *w, int 
                               const double *saved, const double *sums, const void *gamma,
                               void *dx)
 {
+  if (!g) return opc_fail(o, "BatchNorm backward through a 1x1 head: no output gradient (g)");
   if (mask_check<T>(o, relu, "BatchNorm")) return -1;
   if (P == 0) return 0;
   const dy_head<T> hd = {(const T *)g, (const T *)w, K};

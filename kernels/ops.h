@@ -145,9 +145,11 @@ struct ops {
    * dy = g w, g (P, K) that convolution's output gradient, w its [K][C] weights, formed as this
    * backend's conv_bwd_data forms it in this dtype (CUDA: as its few-output 1x1 kernels, the
    * route for up to 8 outputs and 256 inputs), so the results are bn_bwd_reduce's and
-   * bn_bwd_apply's on conv_bwd_data's dy, bit for bit. K is at most OPS_BN_1X1_MOST_K, and the
-   * ReLU mask comes from gamma and beta (relu->y NULL). NULL where a backend has no such path:
-   * the caller forms dy with conv_bwd_data then. */
+   * bn_bwd_apply's on conv_bwd_data's dy, bit for bit, for a convolution that conv1x1_bn_ok
+   * (below) says 1 for (on CUDA a head planned on cuDNN or cuBLAS forms dy otherwise). K is 1
+   * to OPS_BN_1X1_MOST_K, g and w are required, and the ReLU mask comes from gamma and beta
+   * (relu->y NULL). NULL where a backend has no such path: the caller forms dy with
+   * conv_bwd_data then. */
   int (*bn_bwd_reduce_1x1)(const ops_t *o, const void *g, const void *w, int K,
                            const ops_relu_t *relu, const void *x, size_t P, int C,
                            const double *saved, double *sums, void *dgamma, void *dbeta, int acc);
@@ -161,8 +163,9 @@ struct ops {
    *   conv1x1_bn_ok:         1 when the planned c can be run so, else 0
    *   conv1x1_fwd_bn:        y = conv_fwd(c, bn_apply(x)) (b: the bias)
    *   conv1x1_bwd_filter_bn: conv_bwd_filter(c, bn_apply(x), dy): dw, db, acc as there
-   * x: n images of c's shape with c->cin channels; saved, gamma, beta as bn_apply's. NULL where
-   * a backend has no such path: the caller applies the norm into a tensor then. */
+   * x: n images of c's shape with c->cin channels; saved, gamma, beta as bn_apply's (all three
+   * required). NULL where a backend has no such path: the caller applies the norm into a tensor
+   * then. */
   int (*conv1x1_bn_ok)(const ops_t *o, const ops_conv_t *c);
   int (*conv1x1_fwd_bn)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
                         const double *saved, const void *gamma, const void *beta, const void *w,

@@ -147,7 +147,8 @@ static const shm_env_param_t table[] = {
     {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_CHOICE, .choices = "1|0|forward|backward",
      .dflt = "1", .reader = "the model, when it is built",
      .meaning = "the 1x1 head fused with the BatchNorm of the block before it, where the backend "
-                "has the path (CPU and CUDA): forward runs the head on the BatchNorm's apply "
+                "has the path (the CPU; CUDA with the head on its few-output kernels, not "
+                "SHMDDP_CONV1X1=cudnn|gemm): forward runs the head on the BatchNorm's apply "
                 "without storing that block's output (the head's weight gradient reads the "
                 "block's conv output through the norm again), backward forms the head's input "
                 "gradient inside that BatchNorm's backward instead of storing it and reading it "

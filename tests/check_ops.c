@@ -826,6 +826,26 @@ START_TEST(head_on_batchnorm)
     ck_assert_int_ne(o->conv1x1_bwd_filter_bn(o, &wide, N, x, saved, g, beta, dy, dw, db, 0, ws),
                      0);
     ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1"));
+    /* the norm's saved statistics, gamma and beta are required: never the plain convolution */
+    ck_assert_int_ne(o->conv1x1_fwd_bn(o, &c, N, x, NULL, g, beta, w, b, y, ws), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "gamma and beta"));
+    ck_assert_int_ne(o->conv1x1_bwd_filter_bn(o, &c, N, x, saved, g, NULL, dy, dw, db, 0, ws), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "gamma and beta"));
+    /* the BatchNorm backward through the head: its output gradient, weights and 1 to
+     * OPS_BN_1X1_MOST_K classes are required */
+    ops_relu_t rm = {.y = NULL, .gamma = g, .beta = beta};
+    double sums[2 * C];
+    void *dgm = poison(o, C), *dbt = poison(o, C), *dx = poison(o, P * C);
+    ck_assert_int_ne(o->bn_bwd_reduce_1x1(o, NULL, w, K, &rm, x, P, C, saved, sums, dgm, dbt, 0),
+                     0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1 head"));
+    ck_assert_int_ne(o->bn_bwd_apply_1x1(o, dy, NULL, K, &rm, x, P, C, saved, sums, g, dx), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1 head"));
+    ck_assert_int_ne(o->bn_bwd_reduce_1x1(o, dy, w, 0, &rm, x, P, C, saved, sums, dgm, dbt, 0), 0);
+    ck_assert_int_ne(
+        o->bn_bwd_apply_1x1(o, dy, w, OPS_BN_1X1_MOST_K + 1, &rm, x, P, C, saved, sums, g, dx), 0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "classes"));
+    free(dgm), free(dbt), free(dx);
     free(x), free(w), free(b), free(g), free(beta), free(dy), free(y), free(dw), free(db);
     free(ws);
   }

@@ -424,6 +424,13 @@ static void head_bn_case(int n, int h, int w, int C, int K)
       CLOSE(down(dw2, (size_t)K * C), dw, (size_t)K * C, tol_conv() * 2,
             "head on a BatchNorm: dw");
   }
+  /* the norm's terms are required: never the plain convolution of x */
+  ck_assert_int_ne(gpu.conv1x1_fwd_bn(&gpu, &gc, n, gx, NULL, gg, gbe, gw, gb, y2, gwsp), 0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "gamma and beta"));
+  ck_assert_int_ne(gpu.conv1x1_bwd_filter_bn(&gpu, &gc, n, gx, gsaved, NULL, gbe, gdy, dw2, db2, 0,
+                                             gwsp),
+                   0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "gamma and beta"));
   gpu.conv_plan_free(&gpu, &gc);
   cpu.conv_plan_free(&cpu, &cc);
   /* a head planned on cuDNN (no prologue there), and a 3x3 convolution: refused */
@@ -497,6 +504,13 @@ static void bn_head_case(size_t P, int C, int K)
                    0);
   ops_relu_t ym = {.y = gx, .gamma = gg, .beta = gb};
   ck_assert_int_ne(gpu.bn_bwd_apply_1x1(&gpu, gh, gw, K, &ym, gx, P, C, gsaved, s2, gg, dx2), 0);
+  /* and without the head's output gradient (never the forward statistics read as sums) */
+  ck_assert_int_ne(gpu.bn_bwd_reduce_1x1(&gpu, NULL, gw, K, &gm, gx, P, C, gsaved, s2, dg2, db2,
+                                         0),
+                   0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "1x1 head"));
+  ck_assert_int_ne(gpu.bn_bwd_apply_1x1(&gpu, NULL, gw, K, &gm, gx, P, C, gsaved, s2, gg, dx2), 0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "1x1 head"));
   gpu.conv_plan_free(&gpu, &hc);
 }
 

@@ -134,6 +134,13 @@ int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd)
          o->conv1x1_bn_ok(o, head) == 1;
 }
 
+int model_head_dy_in_norm(const ops_t *o, const ops_conv_t *head, int bwd)
+{
+  return bwd && o->bn_bwd_reduce_1x1 && o->bn_bwd_apply_1x1 && o->conv1x1_bn_ok &&
+         head->kind == OPS_CONV1X1 && head->cout <= OPS_BN_1X1_MOST_K &&
+         o->conv1x1_bn_ok(o, head) == 1;
+}
+
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on)
 {
   return on && o->concat_bwd_gathered && o->conv_gathered && o->conv_bwd_filter_gathered &&

@@ -60,6 +60,12 @@ int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen);
  * fwd (from model_head_fused_read): o has the conv1x1_*_bn entries and says yes for it. */
 int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd);
 
+/* Whether backward forms the planned head's input gradient inside the BatchNorm backward before
+ * it under bwd (from model_head_fused_read): o has the bn_bwd_*_1x1 entries, and the head runs
+ * where they give its conv_bwd_data's bits (conv1x1_bn_ok says 1: on CUDA the few-output
+ * kernels, not a head planned on cuDNN or cuBLAS). */
+int model_head_dy_in_norm(const ops_t *o, const ops_conv_t *head, int bwd);
+
 /* Whether the planned up-convolution c on o takes its gradient gathered under on (from
  * model_upconv_gathered_read): o has the gathered entries and says yes for c. */
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on);

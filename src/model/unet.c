@@ -185,6 +185,7 @@ static int allocate(model_t *m, char *err, size_t errlen)
   a.level = 0;
   plan_conv(&a, &m->head, &stage, &ws);
   m->head_fwd_fused = !a.failed && model_head_on_norm(&m->ops, &m->head.desc, m->head_fwd_fused);
+  m->head_fused = !a.failed && model_head_dy_in_norm(&m->ops, &m->head.desc, m->head_fused);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
   if (m->separate && m->gf32)
@@ -252,9 +253,7 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (side_policy(m, err, errlen) != 0) goto fail;
   int fuse_fwd = 1, fuse_bwd = 1;
   if (model_head_fused_read(&fuse_fwd, &fuse_bwd, err, errlen) != 0) goto fail;
-  m->head_fused = fuse_bwd && cfg->norm == MODEL_NORM_BATCH &&
-                  cfg->classes <= OPS_BN_1X1_MOST_K && m->ops.bn_bwd_reduce_1x1 &&
-                  m->ops.bn_bwd_apply_1x1;
+  m->head_fused = fuse_bwd && cfg->norm == MODEL_NORM_BATCH; /* and the planned head (allocate) */
   m->head_fwd_fused = fuse_fwd && cfg->norm == MODEL_NORM_BATCH; /* and the planned head (allocate) */
   if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
   if (model_conv_engine_read(&m->engine, err, errlen) != 0) goto fail;
