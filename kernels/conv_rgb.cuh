@@ -75,6 +75,35 @@ template <int N> static __device__ __forceinline__ void rgb_copy_wait()
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* The weight gradient's block partial: the warps' accumulators (M = the taps in MT tiles of 16,
+ * N = the channels; lane 4 g + t holds tap 16 m + g (+ 8) and channels 8 j + 2 t, + 1) added in
+ * warp order into sums[tap][k], then written to the block's part as [k][tap]. Every thread of
+ * the block calls it; sums is free shared memory of 16 MT rows. */
+template <int MT, int CIN>
+static __device__ __forceinline__ void rgb_wgrad_block_sum(const float (&acc)[MT][RGB_NT][4],
+                                                           float (*sums)[RGB_MAX_COUT],
+                                                           float *part, int cout)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  for (int w = 0; w < RGB_WARPS; w++) {
+    if (warp == w)
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < RGB_NT; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            /* d0, d1: tap 16 m + g, channels 8 j + 2 t, + 1; d2, d3: tap + 8 */
+            const int tap = 16 * m + g + 8 * (e >> 1), k = 8 * j + 2 * t + (e & 1);
+            sums[tap][k] = (w ? sums[tap][k] : 0.f) + acc[m][j][e];
+          }
+    __syncthreads();
+  }
+  const int taps = 9 * CIN;
+  for (int i = threadIdx.x; i < cout * taps; i += blockDim.x)
+    part[(size_t)blockIdx.x * cout * taps + i] = sums[i % taps][i / taps];
+}
+
 /* One warp per output: lane l adds blocks l, l + 32, ... in order, then a fixed shuffle tree. */
 template <typename T>
 __global__ void rgb_wgrad_final(const float *part, int nblocks, int n, T *dw, int accumulate)

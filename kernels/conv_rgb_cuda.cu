@@ -374,24 +374,8 @@ __global__ void __launch_bounds__(RGB_THREADS, 2)
   }
   /* the block's warps added in warp order into sums[tap][k] (the buffers are free now) */
   __syncthreads();
-  float(*sums)[RGB_MAX_COUT] = reinterpret_cast<float(*)[RGB_MAX_COUT]>(&stage[0][0][0]);
-  for (int w = 0; w < RGB_WARPS; w++) {
-    if (warp == w)
-#pragma unroll
-      for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int j = 0; j < RGB_NT; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            /* d0, d1: tap 16 m + g, channels 8 j + 2 t, + 1; d2, d3: tap + 8 */
-            const int tap = 16 * m + g + 8 * (e >> 1), k = 8 * j + 2 * t + (e & 1);
-            sums[tap][k] = (w ? sums[tap][k] : 0.f) + acc[m][j][e];
-          }
-    __syncthreads();
-  }
-  const int taps = 9 * CIN;
-  for (int i = threadIdx.x; i < cout * taps; i += blockDim.x)
-    part[(size_t)blockIdx.x * cout * taps + i] = sums[i % taps][i / taps];
+  rgb_wgrad_block_sum<2, CIN>(acc, reinterpret_cast<float(*)[RGB_MAX_COUT]>(&stage[0][0][0]),
+                              part, cout);
 }
 
 /* ---- launches ---- */
