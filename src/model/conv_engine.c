@@ -137,8 +137,7 @@ int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd)
 int model_head_dy_in_norm(const ops_t *o, const ops_conv_t *head, int bwd)
 {
   return bwd && o->bn_bwd_reduce_1x1 && o->bn_bwd_apply_1x1 && o->conv1x1_bn_ok &&
-         head->kind == OPS_CONV1X1 && head->cout <= OPS_BN_1X1_MOST_K &&
-         o->conv1x1_bn_ok(o, head) == 1;
+         o->conv1x1_bn_ok(o, head) == 1; /* a 1x1 of at most OPS_BN_1X1_MOST_K outputs */
 }
 
 int model_upconv_gathered(const ops_t *o, const ops_conv_t *c, int on)
