@@ -16,7 +16,9 @@
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
 # OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32"),
 # TEST_VARIANTS (the candidates whose GPU suites run, default all; e.g. "B" where C and D are
-# B's patch with other settings).
+# B's patch with other settings), TEST_SUITES (the suites they run, each up to 120 s, default
+# "check_ops_cuda check_model_cuda check_plan"; SUITE:CASE runs one test case of a suite, e.g.
+# check_ddp:gpu).
 # Writes OUT_DIR/ab.txt (the summary; bench/results/ab_*_1xh200.txt) and OUT_DIR/{A,B,...}_*
 # logs.
 set -u
@@ -28,6 +30,7 @@ PARTS=${PARTS:-"tests ops train default"}
 PRECS=${PRECS:-bf16}
 OPS_PRECS=${OPS_PRECS:-bf16}
 TEST_VARIANTS=${TEST_VARIANTS:-"B C D"}
+TEST_SUITES=${TEST_SUITES:-"check_ops_cuda check_model_cuda check_plan"}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
 mkdir -p "$O"
 sum="$O/ab.txt"
@@ -106,9 +109,11 @@ if has tests; then
   for v in $variants; do
     case " $TEST_VARIANTS " in *" $v "*) ;; *) continue ;; esac
     eval b=\$$v e=\${env_$v:-}
-    for t in check_ops_cuda check_model_cuda check_plan; do
-      env $e timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
-      say "$v $t: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
+    for t in $TEST_SUITES; do
+      c=""
+      case $t in *:*) c=${t#*:} t=${t%%:*} ;; esac
+      env $e ${c:+CK_RUN_CASE=$c} timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
+      say "$v $t${c:+ ($c)}: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
     done
   done
 fi
