@@ -23,6 +23,13 @@
 #define BRED_BATCH 4  /* the same for backward (2-3 tensors: 8 rows needed 168 registers) */
 #define BRED_CHUNK 8
 #define RED_MIN_ROWS 16 /* rows per thread at least (the grid's row splits bound from above) */
+/* Channel groups a reduction block takes at most: the rest of its 256 threads take more rows,
+ * which the block adds before writing its f64 partial. With a block across all of a wide
+ * layer's channels (256 groups at 1024 channels) each block wrote a partial of every channel,
+ * and the partials were about half the input's bytes at the deep layers (96 splits x 2048
+ * doubles for a 3 MB input); 16 groups a block write a sixteenth of that for the same blocks
+ * and rows a thread. */
+#define RED_MOST_GB 16
 
 template <typename T, int N>
 __global__ void __launch_bounds__(OPC_THREADS)
@@ -330,7 +337,7 @@ static int launch_stats(const ops_t *o, const T *dy, relu_mask<T> mk, const T *x
   else if (N == V) bwd_stats_pick<T, V>(mkind, kc, head_packs<T>(hd), &bk, &fit);
   else bwd_stats_pick<T, 1>(mkind, kc, false, &bk, &fit);
   opc_geo_t g = opc_geometry(o, rows, C, N, nz, RED_MIN_ROWS,
-                             (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit);
+                             (OPC_SCRATCH_DOUBLES - reserve) / per_split, fit, RED_MOST_GB);
   double *part = ctx->scratch;
   cudaStream_t st = ctx->stream;
   if (!bwd)

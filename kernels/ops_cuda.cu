@@ -66,12 +66,14 @@ static int cuda_fill_zero(const ops_t *o, void *dst, size_t bytes)
 }
 
 opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
-                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm)
+                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm,
+                       int gb_most)
 {
   opc_geo_t g;
   g.N = N;
   g.G = C / N;
-  g.gb = g.G < 1 ? 1 : g.G < OPC_THREADS ? g.G : OPC_THREADS; /* C = 0: launch nothing useful */
+  const int gbm = gb_most < 1 ? 1 : gb_most < OPC_THREADS ? gb_most : OPC_THREADS;
+  g.gb = g.G < 1 ? 1 : g.G < gbm ? g.G : gbm; /* C = 0: launch nothing useful */
   g.r = OPC_THREADS / g.gb;
   int gx = (g.G + g.gb - 1) / g.gb;
   /* Enough blocks for blocks_per_sm per multiprocessor, but each thread walks at least the

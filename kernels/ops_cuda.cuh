@@ -131,9 +131,11 @@ typedef struct {
 } opc_geo_t;
 
 /* rows: rows per z; target_rows_per_thread bounds the row splits from below (reductions keep
- * a thread busy for many rows to amortise their block reduction); max_splits from scratch. */
+ * a thread busy for many rows to amortise their block reduction); max_splits from scratch;
+ * gb_most bounds the channel groups a block takes (the rest of its threads take more rows). */
 opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
-                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm = 4);
+                       int target_rows_per_thread, size_t max_splits, int blocks_per_sm = 4,
+                       int gb_most = OPC_THREADS);
 
 /* Element passes: >= 4 rows per thread (more blocks than a reduction would take). */
 #define OPC_PASS_GEO(o, rows, C, N, nz) opc_geometry((o), (rows), (C), (N), (nz), 4, (size_t)-1)
