@@ -63,7 +63,7 @@ nvidia-smi -L | sed 's/^/# /' >> "$sum"
 build() { # tree dir
   (cd "$1" && { [ -x configure ] || ./autogen.sh > /dev/null 2>&1; } && mkdir -p "$2" && cd "$2" &&
     ../configure -q $flags > /dev/null 2>&1 && make -j$jobs > /dev/null 2>&1 &&
-    make -j$jobs tests/check_ops_cuda tests/check_model_cuda tests/check_plan > /dev/null 2>&1)
+    make -j$jobs $(for t in $TEST_SUITES; do echo "tests/${t%%:*}"; done) > /dev/null 2>&1)
 }
 # a "-" candidate (settings only) runs A's build; each patched one gets a copy of the tree and a
 # build of its own, side by side
