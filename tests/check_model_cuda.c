@@ -342,6 +342,22 @@ START_TEST(test_graph_step)
 }
 END_TEST
 
+/* The precisions the same-bits cases run, and how each updates (bf16: its working gradients). */
+static const model_precision_t same_precs[2] = {MODEL_BF16, MODEL_FP32};
+static const int same_updates[2] = {UPDATE_WORKING_GRADS, UPDATE_MODEL};
+
+/* Run b's steps against run a's: the same loss at every step and the same np parameters, bit
+ * for bit; `what` names the pair in the messages. */
+static void same_steps(const float *la, const float *pa, const float *lb, const float *pb,
+                       size_t np, int k, int graph, const char *what)
+{
+  for (int i = 0; i < GRAPH_STEPS; i++)
+    ck_assert_msg(lb[i] == la[i], "%s, precision %d graph %d: step %d loss %.9g against %.9g",
+                  what, (int)same_precs[k], graph, i, lb[i], la[i]);
+  ck_assert_msg(memcmp(pb, pa, np * 4) == 0, "%s, precision %d graph %d: parameters differ",
+                what, (int)same_precs[k], graph);
+}
+
 /* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1
  * in fp32, off in bf16) against all on one stream (off): the same losses and parameters bit for bit, eagerly
  * and replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
@@ -349,8 +365,6 @@ END_TEST
  * would change the bits. */
 START_TEST(test_side_stream)
 {
-  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
-  const int updates[] = {UPDATE_WORKING_GRADS, UPDATE_MODEL};
   model_config_t cfg;
   small_config(&cfg, MODEL_NORM_BATCH);
   size_t np = model_config_flat_size(&cfg);
@@ -359,21 +373,13 @@ START_TEST(test_side_stream)
       float lo[GRAPH_STEPS], ls[GRAPH_STEPS], la[GRAPH_STEPS];
       long r = 0;
       setenv("SHMDDP_WGRAD_STREAM", "off", 1);
-      float *po = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], lo, &r);
+      float *po = graph_run(same_precs[k], MODEL_NORM_BATCH, graph, same_updates[k], lo, &r);
       setenv("SHMDDP_WGRAD_STREAM", "0", 1);
-      float *ps = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], ls, &r);
+      float *ps = graph_run(same_precs[k], MODEL_NORM_BATCH, graph, same_updates[k], ls, &r);
       unsetenv("SHMDDP_WGRAD_STREAM");
-      float *pa = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], la, &r);
-      for (int i = 0; i < GRAPH_STEPS; i++) {
-        ck_assert_msg(ls[i] == lo[i], "precision %d graph %d: step %d loss %.9g beside, %.9g in "
-                      "order", (int)precs[k], graph, i, ls[i], lo[i]);
-        ck_assert_msg(la[i] == lo[i], "precision %d graph %d: step %d loss %.9g (auto), %.9g in "
-                      "order", (int)precs[k], graph, i, la[i], lo[i]);
-      }
-      ck_assert_msg(memcmp(ps, po, np * 4) == 0, "precision %d graph %d: parameters differ "
-                    "(beside vs in order)", (int)precs[k], graph);
-      ck_assert_msg(memcmp(pa, po, np * 4) == 0, "precision %d graph %d: parameters differ "
-                    "(auto vs in order)", (int)precs[k], graph);
+      float *pa = graph_run(same_precs[k], MODEL_NORM_BATCH, graph, same_updates[k], la, &r);
+      same_steps(lo, po, ls, ps, np, k, graph, "beside vs in order");
+      same_steps(lo, po, la, pa, np, k, graph, "auto vs in order");
     }
 }
 END_TEST
@@ -561,8 +567,6 @@ END_TEST
  * bit for bit, in bf16 and fp32, eagerly and replayed in a CUDA graph. */
 static void head_fused_case(const char *half, const char *conv1x1)
 {
-  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
-  const int updates[] = {UPDATE_WORKING_GRADS, UPDATE_MODEL};
   model_config_t cfg;
   small_config(&cfg, MODEL_NORM_BATCH);
   size_t np = model_config_flat_size(&cfg);
@@ -572,18 +576,15 @@ static void head_fused_case(const char *half, const char *conv1x1)
       long r = 0;
       if (conv1x1) setenv("SHMDDP_CONV1X1", conv1x1, 1);
       setenv("SHMDDP_HEAD_FUSED", "0", 1);
-      float *pst = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], ls, &r);
+      float *pst = graph_run(same_precs[k], MODEL_NORM_BATCH, graph, same_updates[k], ls, &r);
       setenv("SHMDDP_HEAD_FUSED", half, 1);
-      float *pfu = graph_run(precs[k], MODEL_NORM_BATCH, graph, updates[k], lf, &r);
+      float *pfu = graph_run(same_precs[k], MODEL_NORM_BATCH, graph, same_updates[k], lf, &r);
       unsetenv("SHMDDP_HEAD_FUSED");
       unsetenv("SHMDDP_CONV1X1");
-      for (int i = 0; i < GRAPH_STEPS; i++)
-        ck_assert_msg(lf[i] == ls[i], "%s (1x1 %s), precision %d graph %d: step %d loss %.9g "
-                      "fused, %.9g not", half, conv1x1 ? conv1x1 : "auto", (int)precs[k], graph,
-                      i, lf[i], ls[i]);
-      ck_assert_msg(memcmp(pfu, pst, np * 4) == 0, "%s (1x1 %s), precision %d graph %d: "
-                    "parameters differ (the head fused vs not)", half,
-                    conv1x1 ? conv1x1 : "auto", (int)precs[k], graph);
+      char what[96];
+      snprintf(what, sizeof what, "the head fused (%s, 1x1 %s) vs not", half,
+               conv1x1 ? conv1x1 : "auto");
+      same_steps(ls, pst, lf, pfu, np, k, graph, what);
     }
 }
 
