@@ -358,15 +358,39 @@ static void same_steps(const float *la, const float *pa, const float *lb, const 
                 what, (int)same_precs[k], graph);
 }
 
-/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1
- * in fp32, off in bf16) against all on one stream (off): the same losses and parameters bit for bit, eagerly
- * and replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
+/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1)
+ * against all on one stream (off): the same losses and parameters bit for bit, eagerly and
+ * replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
  * reading a tensor the main stream had already reused, or a step ending before its side work,
- * would change the bits. */
+ * would change the bits. First, what auto chooses on a GPU: level 1 in fp32 and in 16-bit types
+ * with working-precision gradients (bf16, fp16), never where 16-bit weight gradients are staged
+ * one layer at a time into f32. */
+static void side_auto_is(model_precision_t prec, int working_grads, int want)
+{
+  char err[512];
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.device = MODEL_DEVICE_CUDA;
+  cfg.precision = prec;
+  cfg.working_grads = working_grads;
+  unsetenv("SHMDDP_WGRAD_STREAM");
+  model_t *m = NULL;
+  ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+  ck_assert_msg(m->side_from == want && m->side_ready == (want < cfg.levels),
+                "precision %d working gradients %d: auto puts weight gradients beside from level "
+                "%d (second stream %d), not %d", (int)prec, working_grads, m->side_from,
+                m->side_ready, want);
+  model_destroy(m);
+}
+
 START_TEST(test_side_stream)
 {
   model_config_t cfg;
   small_config(&cfg, MODEL_NORM_BATCH);
+  side_auto_is(MODEL_FP32, 0, 1);
+  side_auto_is(MODEL_BF16, 1, 1);
+  side_auto_is(MODEL_FP16, 1, 1);
+  side_auto_is(MODEL_BF16, 0, cfg.levels);
   size_t np = model_config_flat_size(&cfg);
   for (int k = 0; k < 2; k++)
     for (int graph = 0; graph < 2; graph++) {

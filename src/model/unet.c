@@ -916,14 +916,13 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
 
 /* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
  * weight gradients on a second stream, beside the input gradients (model_t.side_from). auto: from
- * level 1 in fp32 on a GPU, else never (see bench/results/ab_wgrad_stream_1xh200.txt): in fp32
- * from level 1 it is faster and still under PyTorch's memory, from deeper levels slower; in
- * 16-bit it gains as little and its side stream's own convolution workspace takes the step over
- * the 1100 MiB it is held to. Never on the host (no second stream:
- * the schedule would only keep tensors alive longer), nor when weight gradients are staged one
- * layer at a time (16-bit compute with f32 gradients, f64): the staging holds one layer, two in
- * flight would share it. */
-#define SIDE_AUTO_LEVEL_F32 1
+ * level 1 on a GPU, else never. From level 1 it is faster in fp32 (ab_wgrad_stream_1xh200.txt)
+ * and in bf16 (ab_rednarrow32_wgrad_stream_pair256_1xh100.txt: +1.1 %, the bf16 ledger 1040 ->
+ * 1084 MiB with the side stream's own convolution workspace, under the 1100 MiB it is held to);
+ * from deeper levels it gains less. Never on the host (no second stream: the schedule would only
+ * keep tensors alive longer), nor when weight gradients are staged one layer at a time (16-bit
+ * compute with f32 gradients, f64): the staging holds one layer, two in flight would share it. */
+#define SIDE_AUTO_LEVEL 1
 static int side_policy(model_t *m, char *err, size_t errlen)
 {
   const int L = m->cfg.levels;
@@ -933,8 +932,7 @@ static int side_policy(model_t *m, char *err, size_t errlen)
   int staged = m->ops.dtype != OPS_F32 && !m->cfg.working_grads;
   long n = L;
   if (!v || strcmp(v, "auto") == 0) {
-    if (m->dev != DEV_HOST && m->ops.dtype == OPS_F32)
-      n = SIDE_AUTO_LEVEL_F32 < L ? SIDE_AUTO_LEVEL_F32 : L;
+    if (m->dev != DEV_HOST) n = SIDE_AUTO_LEVEL < L ? SIDE_AUTO_LEVEL : L;
   } else if (strcmp(v, "off") != 0) {
     char *end;
     n = strtol(v, &end, 10);
