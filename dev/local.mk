@@ -6,8 +6,7 @@
 noinst_PROGRAMS += dev/torch_check
 dev_torch_check_SOURCES = dev/torch_check.c
 dev_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
-EXTRA_DIST += dev/torch_crosscheck.py dev/README.md dev/candidates/README.md \
-  dev/candidates/red-narrow.patch dev/candidates/red-narrow32.patch
+EXTRA_DIST += dev/torch_crosscheck.py dev/README.md dev/candidates/README.md
 
 # The world's all-reduce across nodes under mpirun, in nccl-tests' columns; with --mpi-native
 # also MPI_Allreduce beside it (with MPI only).
