@@ -140,10 +140,12 @@ static const shm_env_param_t table[] = {
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "
                 "a second stream, beside the input gradients (GPU; the plan keeps their inputs "
-                "alive until the main stream waits for them); auto: from level 1 in fp32 on a "
-                "GPU, off otherwise (bench/results/ab_wgrad_stream_1xh200.txt); always off when "
+                "alive until the main stream waits for them); auto: from level 1 on a GPU, off "
+                "on the CPU (fp32: bench/results/ab_wgrad_stream_1xh200.txt; bf16: "
+                "bench/results/ab_rednarrow32_wgrad_stream_pair256_1xh100.txt); always off when "
                 "weight gradients are staged one layer at a time (16-bit compute with f32 "
-                "gradients)"},
+                "gradients: gradient accumulation, or several ranks without bf16 gradient "
+                "all-reduce)"},
     {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_CHOICE, .choices = "1|0|forward|backward",
      .dflt = "1", .reader = "the model, when it is built",
      .meaning = "the 1x1 head fused with the BatchNorm of the block before it, where the backend "
