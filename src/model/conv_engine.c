@@ -115,6 +115,33 @@ int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen
   return 0;
 }
 
+/* auto's level: from level 1 it is faster in fp32 (ab_wgrad_stream_1xh200.txt) and in bf16
+ * (ab_rednarrow32_wgrad_stream_pair256_1xh100.txt: +1.1 %, the bf16 ledger 1040 -> 1084 MiB
+ * with the side stream's own convolution workspace, under the 1100 MiB it is held to); from
+ * deeper levels it gains less. */
+#define WGRAD_STREAM_AUTO_LEVEL 1
+
+int model_wgrad_stream_read(int levels, int on_gpu, int staged, int *side_from, char *err,
+                            size_t errlen)
+{
+  const char *v = NULL;
+  *side_from = levels;
+  if (shm_env_choice("SHMDDP_WGRAD_STREAM", &v, err, errlen) < 0) return -1;
+  long n = levels;
+  if (!v || strcmp(v, "auto") == 0) {
+    if (on_gpu) n = WGRAD_STREAM_AUTO_LEVEL < levels ? WGRAD_STREAM_AUTO_LEVEL : levels;
+  } else if (strcmp(v, "off") != 0) {
+    char *end;
+    n = strtol(v, &end, 10);
+    if (end == v || *end || n < 0 || n > levels)
+      return check_fail(err, errlen, "SHMDDP_WGRAD_STREAM=%s: use auto, off, or the level from "
+                        "which weight gradients run beside (0 to %d; %d: none)", v, levels,
+                        levels);
+  }
+  if (!staged) *side_from = (int)n;
+  return 0;
+}
+
 int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen)
 {
   const char *v = NULL;

@@ -1,9 +1,10 @@
 /* conv_engine.h — SHMDDP_CONV_ENGINE: which blocks run their 3x3 convolution on the fused ops
  * (ops.h conv_fused): a pair's second convolution with the first's BatchNorm + ReLU as its
- * prologue, a first one with its own statistics only; and SHMDDP_UPCONV_GATHERED: which
- * up-convolutions take their gradient in their GEMMs' order (ops.h concat_bwd_gathered). The
- * model decides by these calls when it is built, and dev/ops_cuda_bench by the same ones, so
- * its step is the trainer's. */
+ * prologue, a first one with its own statistics only; SHMDDP_UPCONV_GATHERED: which
+ * up-convolutions take their gradient in their GEMMs' order (ops.h concat_bwd_gathered);
+ * SHMDDP_WGRAD_STREAM: from which level the weight gradients run on a second stream; and
+ * SHMDDP_HEAD_FUSED. The model decides by these calls when it is built, and dev/ops_cuda_bench
+ * by the same ones, so its step is the trainer's. */
 #ifndef SRC_MODEL_CONV_ENGINE_H
 #define SRC_MODEL_CONV_ENGINE_H
 
@@ -49,6 +50,16 @@ int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const 
  * cuDNN's kernel where bytes bound the layer), and the CPU backend's types (f32, f64) give the
  * same bits either way. 1: in every type; 0: never. */
 int model_upconv_gathered_read(ops_dtype_t dt, int *on, char *err, size_t errlen);
+
+/* SHMDDP_WGRAD_STREAM (shm/env.c) for a model of `levels` levels into *side_from: the level
+ * from which backward computes the convolutions' weight gradients on a second stream, beside
+ * the input gradients (levels: none); 0, or -1 with a message naming the variable. auto: from
+ * level 1 where on_gpu, else none (on the host there is no second stream: the schedule would
+ * only keep tensors alive longer). Always none where staged: 16-bit weight gradients folded
+ * into f32 one layer at a time through one staging buffer, which two layers in flight would
+ * share. */
+int model_wgrad_stream_read(int levels, int on_gpu, int staged, int *side_from, char *err,
+                            size_t errlen);
 
 /* SHMDDP_HEAD_FUSED (shm/env.c): which halves of the head's fusion with the BatchNorm before it
  * are asked for (*fwd: the head on the norm's apply, its output never stored; *bwd: the head's

@@ -914,34 +914,15 @@ static int recompute_policy(model_t *m, char *err, size_t errlen)
   return 0;
 }
 
-/* SHMDDP_WGRAD_STREAM (shm/env.c): from which level down backward queues the convolutions'
- * weight gradients on a second stream, beside the input gradients (model_t.side_from). auto: from
- * level 1 on a GPU, else never. From level 1 it is faster in fp32 (ab_wgrad_stream_1xh200.txt)
- * and in bf16 (ab_rednarrow32_wgrad_stream_pair256_1xh100.txt: +1.1 %, the bf16 ledger 1040 ->
- * 1084 MiB with the side stream's own convolution workspace, under the 1100 MiB it is held to);
- * from deeper levels it gains less. Never on the host (no second stream: the schedule would only
- * keep tensors alive longer), nor when weight gradients are staged one layer at a time (16-bit
- * compute with f32 gradients, f64): the staging holds one layer, two in flight would share it. */
-#define SIDE_AUTO_LEVEL 1
+/* SHMDDP_WGRAD_STREAM (conv_engine.h model_wgrad_stream_read): from which level down backward
+ * queues the convolutions' weight gradients on a second stream, beside the input gradients
+ * (model_t.side_from); never where weight gradients are staged one layer at a time (16-bit
+ * compute with f32 gradients, f64). */
 static int side_policy(model_t *m, char *err, size_t errlen)
 {
-  const int L = m->cfg.levels;
-  const char *v = NULL;
-  m->side_from = L;
-  if (shm_env_choice("SHMDDP_WGRAD_STREAM", &v, err, errlen) < 0) return -1;
   int staged = m->ops.dtype != OPS_F32 && !m->cfg.working_grads;
-  long n = L;
-  if (!v || strcmp(v, "auto") == 0) {
-    if (m->dev != DEV_HOST) n = SIDE_AUTO_LEVEL < L ? SIDE_AUTO_LEVEL : L;
-  } else if (strcmp(v, "off") != 0) {
-    char *end;
-    n = strtol(v, &end, 10);
-    if (end == v || *end || n < 0 || n > L)
-      return check_fail(err, errlen, "SHMDDP_WGRAD_STREAM=%s: use auto, off, or the level from "
-                        "which weight gradients run beside (0 to %d; %d: none)", v, L, L);
-  }
-  if (!staged) m->side_from = (int)n;
-  return 0;
+  return model_wgrad_stream_read(m->cfg.levels, m->dev != DEV_HOST, staged, &m->side_from, err,
+                                 errlen);
 }
 
 /* The dry pass of a training step at the largest batch, the layout, and its block. */
