@@ -358,13 +358,8 @@ static void same_steps(const float *la, const float *pa, const float *lb, const 
                 what, (int)same_precs[k], graph);
 }
 
-/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1)
- * against all on one stream (off): the same losses and parameters bit for bit, eagerly and
- * replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
- * reading a tensor the main stream had already reused, or a step ending before its side work,
- * would change the bits. First, what auto chooses on a GPU: level 1 in fp32 and in 16-bit types
- * with working-precision gradients (bf16, fp16), never where 16-bit weight gradients are staged
- * one layer at a time into f32. */
+/* What SHMDDP_WGRAD_STREAM=auto chooses on a GPU for the small net in prec: beside from level
+ * `want` (the net's levels: never), with the second stream made where it is used. */
 static void side_auto_is(model_precision_t prec, int working_grads, int want)
 {
   char err[512];
@@ -383,6 +378,13 @@ static void side_auto_is(model_precision_t prec, int working_grads, int want)
   model_destroy(m);
 }
 
+/* Weight gradients on a second stream (SHMDDP_WGRAD_STREAM=0: every level; auto: from level 1)
+ * against all on one stream (off): the same losses and parameters bit for bit, eagerly and
+ * replayed in a CUDA graph, with bf16 working gradients and with f32 ones. A weight gradient
+ * reading a tensor the main stream had already reused, or a step ending before its side work,
+ * would change the bits. First, what auto chooses: level 1 in fp32 and in 16-bit types with
+ * working-precision gradients (bf16, fp16), never where 16-bit weight gradients are staged one
+ * layer at a time into f32. */
 START_TEST(test_side_stream)
 {
   model_config_t cfg;
