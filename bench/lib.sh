@@ -151,3 +151,10 @@ train_run() {
 log_value() {
   grep -o "$1=[0-9.,]*" "$2" 2> /dev/null | tail -1 | cut -d= -f2
 }
+
+# data_wait FILE: the % of rank 0's step the trainer in FILE waited for its batch (its summary's
+# "data wait" row). A run that waited was bound by the host's loader, not by the step: the
+# benchmarks print it beside images/s and leave such runs out of their ratios.
+data_wait() {
+  awk '$1 == "data" && $2 == "wait" { v = $4 } END { if (v != "") print v }' "$1" 2> /dev/null
+}

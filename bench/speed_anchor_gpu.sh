@@ -18,12 +18,18 @@
 #   default 470: the A/B is skipped when less than 200 s are left), COMMIT (the tree's commit,
 #   where git cannot tell it),
 #   ACCOUNT (default 1; 0 skips part (a), ~3 min, when only the rates are wanted),
+#   TRAIN_RUNS (our trainer's runs before PyTorch's rows and again after them, default 3: the
+#   ratio takes the median of the runs that did not wait for their batches, see below),
 #   ENGINES (SHMDDP_CONV_ENGINE settings our trainer rows run under, default auto; "auto library"
 #   puts the fused engine and the library's convolutions side by side in the same run;
 #   auto+SHAPES runs auto with SHMDDP_CONV_FUSE_SHAPES=SHAPES, e.g. "auto auto+stats:256:512":
 #   one shape more on the fused kernels against the table's choice, in the same run).
 # On a freshly started machine max-autotune's compile can take more than 200 s (its caches are
 # empty): for the ratio alone run ACCOUNT=0 CAP=420, and the account in a run of its own.
+# Our rate is the median of our runs (TRAIN_RUNS before PyTorch's rows, as many after) whose
+# step waited less than 1 % for its batches (the trainer's summary, "data wait"): a run that
+# waited measured the host's loader (its cores busy with other work), not the step, and is listed
+# but left out; where every run waited, the median of all, said so.
 # Writes OUT_DIR/speed.txt (the summary, also printed; bench/results/speed_anchor_1xh200.txt),
 # roofline_1xh200.md/.json (the account; bench/results/roofline_1xh200.md), report_1xh200.html
 # (tools/report of our bf16 run with the account), speed.tsv (rows in train_1xh200.tsv's
@@ -33,6 +39,8 @@ set -u
 O=${1:?usage: bench/speed_anchor_gpu.sh OUT_DIR [PATCH]}; PATCH=${2:-}
 B=${BUILD:-b}; PRECS=${PRECS:-bf16}; MODES=${MODES-max-autotune}; CAP=${CAP:-240}
 PAIRS=${PAIRS:-7}; BUDGET=${BUDGET:-470}; ACCOUNT=${ACCOUNT:-1}; ENGINES=${ENGINES:-auto}
+TRAIN_RUNS=${TRAIN_RUNS:-3}
+case $TRAIN_RUNS in '' | *[!0-9]* | 0) echo "speed_anchor_gpu: TRAIN_RUNS must be a count of runs, 1 or more" >&2; exit 2 ;; esac
 for e in $ENGINES; do
   case $e in auto | library | fused | auto+?*) ;; *) echo "speed_anchor_gpu: ENGINES: $e is not auto, library, fused or auto+SHAPES" >&2; exit 2 ;; esac
 done
@@ -49,8 +57,8 @@ done
 say "# training speed against PyTorch: commit $COMMIT, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "# command: BUILD=$B PRECS=\"$PRECS\" MODES=\"$MODES\" CAP=$CAP ENGINES=\"$ENGINES\" ACCOUNT=$ACCOUNT sh bench/speed_anchor_gpu.sh OUT_DIR${PATCH:+ PATCH}"
 nvidia-smi -L 2>/dev/null | sed 's/^/# /' | tee -a "$sum"
-printf 'date\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcompile_s\n' > "$tsv"
-row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$@" >> "$tsv"; }
+printf 'date\tcommit\timpl\tprecision\tvariant\timages_per_s\tpeak_mib\tgraph\tcompile_s\tdata_wait_pct\n' > "$tsv"
+row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$@" >> "$tsv"; }
 
 # (a) the account, bf16 at the trainer's recompute policy
 if [ "$ACCOUNT" = 1 ]; then
@@ -80,9 +88,10 @@ ours1() { # precision tag engine
   rc=$?
   ips=$(log_value images_per_s "$lg")
   peak=$(log_value peak_mib "$lg")
+  wait=$(data_wait "$lg")
   [ $rc = 0 ] || ips="failed($rc)"
-  row "$COMMIT" shmddp "$1" "engine $3 ($2)" "${ips:--}" "${peak:--}" graph -
-  say "shmddp $1 engine $3 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} ($(el) s)"
+  row "$COMMIT" shmddp "$1" "engine $3 ($2)" "${ips:--}" "${peak:--}" graph - "${wait:--}"
+  say "shmddp $1 engine $3 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} data_wait=${wait:--}% ($(el) s)"
   if [ "$1 $2 $3" = "bf16 after auto" ] && [ -s "$O/roofline_1xh200.json" ]; then
     # the run's report with the account in its step section
     python3 tools/report "$r" --account "$O/roofline_1xh200.json" \
@@ -90,7 +99,13 @@ ours1() { # precision tag engine
   fi
   rm -rf "$r"
 }
-ours() { for e in $ENGINES; do ours1 "$1" "$2" "$e"; done; } # precision tag
+ours() { # precision tag: TRAIN_RUNS runs under each engine, the engines interleaved
+  i=0
+  while [ $i -lt "$TRAIN_RUNS" ]; do
+    for e in $ENGINES; do ours1 "$1" "$2" "$e"; done
+    i=$((i + 1))
+  done
+}
 # (b) PyTorch, the same model and settings: eager, then each compile mode
 torch_row() { # precision mode
   cap=$CAP; [ "$2" = none ] && cap=0
@@ -104,7 +119,7 @@ torch_row() { # precision mode
   [ $rc = 0 ] || ips="failed($rc)"
   variant="channels-last autocast"; [ "$1" = fp32 ] && variant="channels-last TF32"
   [ "$2" = none ] || variant="$variant, torch.compile($2)"
-  row - torch "$1" "$variant" "${ips:--}" "${peak:--}" - "${cs:--}"
+  row - torch "$1" "$variant" "${ips:--}" "${peak:--}" - "${cs:--}" -
   say "torch $1 $2: rc $rc ${line:-$(tail -2 "$O/torch_$1_$2.log" | tr '\n' ' ')} ($(el) s)"
 }
 for p in $PRECS; do
@@ -124,17 +139,32 @@ engines = []
 for r in rows:
     e = r[4].split(" (")[0]
     if r[2] == "shmddp" and e not in engines: engines.append(e)
+def wait(r):
+    try: return float(r[9])
+    except (ValueError, IndexError): return None
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 for prec in ("bf16", "fp32"):
   for eng in engines:
     mine = [r for r in rows if r[2] == "shmddp" and r[3] == prec and r[4].startswith(eng + " (")
             and val(r)]
     if not mine: continue
-    best = sum(val(r) for r in mine) / len(mine)
+    # runs that waited for their batches measured the host's loader: left out where any did not
+    fed = [r for r in mine if wait(r) is not None and wait(r) < 1.0]
+    used = fed or mine
+    best = median([val(r) for r in used])
+    waited = [r for r in mine if r not in fed]
+    how = f"median of {len(used)} of {len(mine)} runs"
+    if waited:
+        how += ("; left out, waiting for data: " if fed else "; every run waited for data: ") + \
+            ", ".join(f"{val(r):.1f} ({r[9]} %)" for r in waited)
+    print(f"{prec}: shmddp {eng} runs: " + " ".join(f"{val(r):.1f}" for r in mine))
     for r in rows:
         if r[2] == "torch" and r[3] == prec and val(r):
             try: mem = f"{float(mine[-1][6]) / float(r[6]):.2f} x"
             except ValueError: mem = "-"
-            print(f"{prec}: shmddp {eng} {best:.1f} img/s (mean of {len(mine)}), {mine[-1][6]} MiB / "
+            print(f"{prec}: shmddp {eng} {best:.1f} img/s ({how}), {mine[-1][6]} MiB / "
                   f"{r[4]} {val(r):.1f} img/s, {r[6]} MiB (compile {r[8]} s) = "
                   f"{best / val(r):.3f} x speed, {mem} memory")
 EOF

@@ -5,7 +5,9 @@
 # --stdout > PATCH`; the tree need not be a git checkout). For each: the per-category cost
 # inside the graph-replayed step (dev/ops_cuda_bench's ablation), the trainer's images/s (bf16,
 # 68 steps, twice, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
-# with its per-step losses compared with A's; each candidate's GPU test suites first. ~3 min for
+# with its per-step losses compared with A's; each candidate's GPU test suites first. Each
+# trainer line also gives the % of the step the run waited for its batches (data_wait): a run
+# that waited measured the host's loader, not the step, and is no evidence either way. ~3 min for
 # one candidate, ~1.5 min more for each further one; the builds (bA in the tree's root, the
 # patched candidates' in copies of it) run side by side. From the tree's root:
 #   sh bench/step_ab_gpu.sh X.patch OUT_DIR
@@ -155,7 +157,7 @@ if has train; then
     for v in $all $all; do
       eval b=\$$v e=\${env_$v:-}
       env $e timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
-      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')"
+      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')data_wait=$(data_wait "$O/${v}_train.log")%"
       rm -rf "$O/run_$v"
     done
   done
@@ -164,7 +166,7 @@ if has default; then
   for v in $all; do
     eval b=\$$v e=\${env_$v:-}
     env $e timeout 150 "$b/train" --out "$O/${v}_default" > "$O/${v}_default.log" 2>&1
-    say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')"
+    say "default job $v: rc $? $(grep -o 'val_miou=[0-9.]*\|images_per_s=[0-9.]*' "$O/${v}_default.log" | tail -2 | tr '\n' ' ')data_wait=$(data_wait "$O/${v}_default.log")%"
   done
   for v in $variants; do
     python3 "$src/bench/compare_losses.py" "$O/A_default/log.jsonl" "$O/${v}_default/log.jsonl" \

@@ -8,6 +8,14 @@ dev_torch_check_SOURCES = dev/torch_check.c
 dev_torch_check_LDADD = $(MODEL_LIBS) $(SHMDDP_LIBS)
 EXTRA_DIST += dev/torch_crosscheck.py dev/README.md dev/candidates/README.md
 
+# How many images a second the data loader feeds on this host, by thread count (the rate a
+# training step cannot outrun; the trainer's summary calls the shortfall "data wait").
+noinst_PROGRAMS += dev/loader_bench
+dev_loader_bench_SOURCES = dev/loader_bench.c
+dev_loader_bench_CFLAGS = $(AM_CFLAGS) -pthread
+dev_loader_bench_LDADD = libdata.a $(PNG_LIBS) -lm
+dev_loader_bench_LDFLAGS = -pthread
+
 # The world's all-reduce across nodes under mpirun, in nccl-tests' columns; with --mpi-native
 # also MPI_Allreduce beside it (with MPI only).
 if HAVE_MPI

@@ -419,7 +419,25 @@ START_TEST(test_summary_gathers_ranks)
   /* the installed program, by its installed name */
   ck_assert_ptr_nonnull(strstr(table, "shmddp-report /tmp/out"));
   ck_assert_ptr_null(strstr(table, "NVML")); /* no rows for what was not measured */
+  /* 1 ms of 10 waited for data: the summary names the loader */
+  ck_assert_msg(strstr(table, "waiting for its batch 10.0 % of the time") &&
+                    strstr(table, "--workers"),
+                "%s", table);
   free(table);
+  /* a step that never waits: no such line */
+  run_summary_t *quiet = NULL;
+  ck_assert_int_eq(run_summary_create(&quiet, 0, 1, a[0], err, sizeof err), 0);
+  double one[RUN_SUMMARY_PER_RANK];
+  run_summary_fill(quiet, one);
+  run_summary_step(quiet, 1, one, 10, 0.4, 0, 0); /* 4 %: below the line's threshold */
+  f = open_memstream(&table, &len);
+  res.world = 1;
+  run_summary_print(quiet, f, &res, NULL, NULL);
+  fclose(f);
+  ck_assert_msg(strstr(table, "data wait                          0.40     4.0"), "%s", table);
+  ck_assert_msg(!strstr(table, "waiting for its batch"), "%s", table);
+  free(table);
+  run_summary_destroy(quiet);
   for (int r = 0; r < WORLD; r++) {
     run_summary_destroy(s[r]);
     arena_destroy(a[r]);

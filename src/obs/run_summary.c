@@ -30,6 +30,8 @@ enum {
 };
 
 #define RS_MAX_RANKS SHMDDP_MAX_RANKS
+/* The data wait, in % of the step, from which the summary says the host held the step back. */
+#define RS_DATA_WAIT_HINT_PCT 5.0
 #define RS_JSON_BYTES (RS_MAX_RANKS * 512) /* ~300 bytes of JSON per rank */
 
 struct run_summary {
@@ -228,6 +230,12 @@ void run_summary_print(const run_summary_t *s, FILE *f, const train_result_t *re
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
       fprintf(f, "  %-28s %10.2f %7.1f\n", split[i].name, split[i].ms,
               step > 0 ? 100 * split[i].ms / step : 0);
+    /* A step that waits for its batch is bound by the host, not by the model: say so, and what
+     * would help, where the wait is more than noise. */
+    if (step > 0 && 100 * wait / step >= RS_DATA_WAIT_HINT_PCT)
+      fprintf(f, "  the loader kept the step waiting for its batch %.1f %% of the time: more loader "
+              "threads (--workers) or fewer other processes on the host's cores would feed it\n",
+              100 * wait / step);
   }
   int w = s->world < RS_MAX_RANKS ? s->world : RS_MAX_RANKS;
   fprintf(f, "  %-28s", "memory ledger, peak MiB");
