@@ -96,7 +96,7 @@ typedef struct {
   double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
   double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
                             signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
-  int bind_numa;         /* bind rank r to the NUMA node of GPU r (when gpus_per_rank) */
+  int bind_numa;         /* reserved: NUMA binding of rank r to GPU r's node is not done yet */
   int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
   int quiet;             /* do not print the launcher's own messages to stderr */

@@ -48,11 +48,10 @@ static void check_numa(doctor_t *d)
     return;
   }
   int nodes = numa_max_node() + 1;
-  doctor_ok(d, "NUMA", "%d node(s), %ld CPUs; ranks bind to their GPU's node%s", nodes,
-            sysconf(_SC_NPROCESSORS_ONLN), nodes == 1 ? " (nothing to do on one node)" : "");
+  doctor_ok(d, "NUMA", "%d node(s), %ld CPUs; ranks are not bound to their GPU's node%s", nodes,
+            sysconf(_SC_NPROCESSORS_ONLN), nodes == 1 ? " (one node: nothing to bind)" : "");
 #else
-  doctor_warn(d, "NUMA", "install libnuma-dev and reconfigure to bind ranks to their GPU's node",
-              "built without libnuma: ranks are not bound to their GPU's NUMA node");
+  doctor_ok(d, "NUMA", "built without libnuma: the NUMA layout is not read");
 #endif
 }
 
