@@ -4,7 +4,7 @@
 # this tree with a patch applied (`git diff main BRANCH > PATCH` or `git format-patch -1 COMMIT
 # --stdout > PATCH`; the tree need not be a git checkout). For each: the per-category cost
 # inside the graph-replayed step (dev/ops_cuda_bench's ablation), the trainer's images/s (bf16,
-# 68 steps, twice, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
+# 68 steps, TRAIN_ROUNDS times, interleaved A B C A B C) and the default job (./train's defaults, 8000 steps)
 # with its per-step losses compared with A's; each candidate's GPU test suites first. Each
 # trainer line also gives the % of the step the run waited for its batches (data_wait): a run
 # that waited measured the host's loader, not the step, and is no evidence either way. ~3 min for
@@ -17,6 +17,8 @@
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
 # OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32"),
+# TRAIN_ROUNDS (the trainer's runs of each variant, interleaved, default 2; each precision's
+# summary line per variant is the median of its runs that did not wait for data),
 # TEST_VARIANTS (the candidates whose GPU suites run, default all; e.g. "B" where C and D are
 # B's patch with other settings), TEST_SUITES (the suites they run, each up to 120 s, default
 # "check_ops_cuda check_model_cuda check_plan"; SUITE:CASE runs one test case of a suite, e.g.
@@ -31,6 +33,8 @@ shift 2
 PARTS=${PARTS:-"tests ops train default"}
 PRECS=${PRECS:-bf16}
 OPS_PRECS=${OPS_PRECS:-bf16}
+TRAIN_ROUNDS=${TRAIN_ROUNDS:-2}
+case $TRAIN_ROUNDS in '' | *[!0-9]* | 0) echo "step_ab_gpu: TRAIN_ROUNDS must be a count, 1 or more" >&2; exit 2 ;; esac
 TEST_VARIANTS=${TEST_VARIANTS:-"B C D"}
 TEST_SUITES=${TEST_SUITES:-"check_ops_cuda check_model_cuda check_plan"}
 flags=${CONFIGURE_FLAGS:---with-cuda-arch=90}
@@ -153,13 +157,43 @@ EOF
 fi
 if has train; then
   common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
+  rounds=""
+  i=0
+  while [ $i -lt "$TRAIN_ROUNDS" ]; do rounds="$rounds $all"; i=$((i + 1)); done
   for prec in $PRECS; do
-    for v in $all $all; do
+    : > "$O/train_$prec.tsv"
+    for v in $rounds; do
       eval b=\$$v e=\${env_$v:-}
       env $e timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
-      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')data_wait=$(data_wait "$O/${v}_train.log")%"
+      ips=$(log_value images_per_s "$O/${v}_train.log") wait=$(data_wait "$O/${v}_train.log")
+      printf '%s\t%s\t%s\n' "$v" "${ips:--}" "${wait:--}" >> "$O/train_$prec.tsv"
+      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')data_wait=${wait:--}%"
       rm -rf "$O/run_$v"
     done
+    # per variant, the median of the runs whose step did not wait for its batch (a run that
+    # waited measured the host), against A's
+    python3 - "$O/train_$prec.tsv" "$prec" <<'EOF' >> "$sum"
+import sys
+runs = {}
+for line in open(sys.argv[1]):
+    v, ips, wait = line.rstrip("\n").split("\t")
+    try: runs.setdefault(v, []).append((float(ips), float(wait)))
+    except ValueError: runs.setdefault(v, [])
+def median(x):
+    x = sorted(x)
+    return x[len(x) // 2] if len(x) % 2 else (x[len(x) // 2 - 1] + x[len(x) // 2]) / 2
+med = {}
+for v, rs in runs.items():
+    fed = [i for i, w in rs if w < 1.0]
+    med[v] = median(fed) if fed else None
+    left = len(rs) - len(fed)
+    print(f"trainer {v} {sys.argv[2]}: median of {len(fed)} runs that did not wait "
+          f"{med[v]:.1f} img/s" if fed else f"trainer {v} {sys.argv[2]}: every run waited for data",
+          end="")
+    if v != "A" and med.get("A") and fed:
+        print(f", {100 * (med[v] / med['A'] - 1):+.1f} % against A", end="")
+    print(f" ({left} left out: waited for data)" if left else "")
+EOF
   done
 fi
 if has default; then
