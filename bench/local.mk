@@ -1,5 +1,5 @@
 # bench/: benchmark scripts (bench/README.md is their index) and recorded results.
-EXTRA_DIST += bench/README.md bench/lib.sh bench/tree_name.sh bench/results \
+EXTRA_DIST += bench/README.md bench/lib.sh bench/tree_name.sh bench/fed_median.py bench/results \
 	bench/allreduce_gpu.sh bench/allreduce_host.sh bench/ci_loaded.sh bench/coloc_bandwidth_gpu.sh \
 	bench/devmem_gpu.sh bench/dp_vs_ddp_gpu.sh bench/gpu_check.sh bench/grad_comm.sh \
 	bench/memory_gpu.sh bench/nccl_busy_peer_gpu.sh bench/nccl_contract_gpu.sh bench/nccl_life_gpu.sh \

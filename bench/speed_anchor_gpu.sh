@@ -129,45 +129,7 @@ for p in $PRECS; do
   ours "$p" after
 done
 say "## ratios (ours / PyTorch, per engine; the targets: bf16 >= 1.3 x max-autotune at <= 1100 MiB, fp32 >= 1.2 x eager; PyTorch peaks: max_memory_allocated from its second step on, CUDA graph pools included)"
-python3 - "$tsv" <<'EOF' | tee -a "$sum"
-import sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if not l.startswith("date\t")]
-def val(r):
-    try: return float(r[5])
-    except ValueError: return None
-engines = []
-for r in rows:
-    e = r[4].split(" (")[0]
-    if r[2] == "shmddp" and e not in engines: engines.append(e)
-def wait(r):
-    try: return float(r[9])
-    except (ValueError, IndexError): return None
-def median(v):
-    v = sorted(v)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-for prec in ("bf16", "fp32"):
-  for eng in engines:
-    mine = [r for r in rows if r[2] == "shmddp" and r[3] == prec and r[4].startswith(eng + " (")
-            and val(r)]
-    if not mine: continue
-    # runs that waited for their batches measured the host's loader: left out where any did not
-    fed = [r for r in mine if wait(r) is not None and wait(r) < 1.0]
-    used = fed or mine
-    best = median([val(r) for r in used])
-    waited = [r for r in mine if r not in fed]
-    how = f"median of {len(used)} of {len(mine)} runs"
-    if waited:
-        how += ("; left out, waiting for data: " if fed else "; every run waited for data: ") + \
-            ", ".join(f"{val(r):.1f} ({r[9]} %)" for r in waited)
-    print(f"{prec}: shmddp {eng} runs: " + " ".join(f"{val(r):.1f}" for r in mine))
-    for r in rows:
-        if r[2] == "torch" and r[3] == prec and val(r):
-            try: mem = f"{float(mine[-1][6]) / float(r[6]):.2f} x"
-            except ValueError: mem = "-"
-            print(f"{prec}: shmddp {eng} {best:.1f} img/s ({how}), {mine[-1][6]} MiB / "
-                  f"{r[4]} {val(r):.1f} img/s, {r[6]} MiB (compile {r[8]} s) = "
-                  f"{best / val(r):.3f} x speed, {mem} memory")
-EOF
+python3 "$(dirname "$0")/fed_median.py" anchor "$tsv" | tee -a "$sum"
 
 # (d) one A/B patch, if the budget allows (~3 min with the default job, ~2 without)
 if [ -n "$PATCH" ]; then

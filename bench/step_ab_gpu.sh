@@ -170,30 +170,8 @@ if has train; then
       say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')data_wait=${wait:--}%"
       rm -rf "$O/run_$v"
     done
-    # per variant, the median of the runs whose step did not wait for its batch (a run that
-    # waited measured the host), against A's
-    python3 - "$O/train_$prec.tsv" "$prec" <<'EOF' >> "$sum"
-import sys
-runs = {}
-for line in open(sys.argv[1]):
-    v, ips, wait = line.rstrip("\n").split("\t")
-    try: runs.setdefault(v, []).append((float(ips), float(wait)))
-    except ValueError: runs.setdefault(v, [])
-def median(x):
-    x = sorted(x)
-    return x[len(x) // 2] if len(x) % 2 else (x[len(x) // 2 - 1] + x[len(x) // 2]) / 2
-med = {}
-for v, rs in runs.items():
-    fed = [i for i, w in rs if w < 1.0]
-    med[v] = median(fed) if fed else None
-    left = len(rs) - len(fed)
-    print(f"trainer {v} {sys.argv[2]}: median of {len(fed)} runs that did not wait "
-          f"{med[v]:.1f} img/s" if fed else f"trainer {v} {sys.argv[2]}: every run waited for data",
-          end="")
-    if v != "A" and med.get("A") and fed:
-        print(f", {100 * (med[v] / med['A'] - 1):+.1f} % against A", end="")
-    print(f" ({left} left out: waited for data)" if left else "")
-EOF
+    # per variant, the median of the runs whose step did not wait for its batch, against A's
+    python3 "$src/bench/fed_median.py" ab "$O/train_$prec.tsv" "$prec" >> "$sum"
   done
 fi
 if has default; then
