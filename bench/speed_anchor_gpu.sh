@@ -29,7 +29,8 @@
 # Our rate is the median of our runs (TRAIN_RUNS before PyTorch's rows, as many after) whose
 # step waited less than 1 % for its batches (the trainer's summary, "data wait"): a run that
 # waited measured the host's loader (its cores busy with other work), not the step, and is listed
-# but left out; where every run waited, the median of all, said so.
+# but left out; where every run waited, no ratio is given, and the line says so
+# (bench/fed_median.py).
 # Writes OUT_DIR/speed.txt (the summary, also printed; bench/results/speed_anchor_1xh200.txt),
 # roofline_1xh200.md/.json (the account; bench/results/roofline_1xh200.md), report_1xh200.html
 # (tools/report of our bf16 run with the account), speed.tsv (rows in train_1xh200.tsv's
