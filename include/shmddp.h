@@ -97,7 +97,7 @@ typedef struct {
   double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
                             signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
   int bind_numa;         /* reserved: NUMA binding of rank r to GPU r's node is not done yet */
-  int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES): NUMA binding */
+  int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES) */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
   int quiet;             /* do not print the launcher's own messages to stderr */
 } shmddp_launch_config_t;

@@ -44,7 +44,7 @@ static void check_numa(doctor_t *d)
 {
 #ifdef HAVE_NUMA
   if (numa_available() < 0) {
-    doctor_ok(d, "NUMA", "not available (single node assumed): binding is skipped");
+    doctor_ok(d, "NUMA", "not available (single node assumed)");
     return;
   }
   int nodes = numa_max_node() + 1;

@@ -120,7 +120,6 @@ int main(int argc, char **argv)
   shmddp_launch_config_t lc = {.nproc = cfg.nproc,
                                .timeout_s = cfg.timeout_s,
                                .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
-                               .bind_numa = cfg.device == MODEL_DEVICE_CUDA,
                                .label = "train"};
   shmddp_launch_result_t res;
   shmddp_status_t st = SHMDDP_OK;
