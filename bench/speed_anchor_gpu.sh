@@ -79,7 +79,7 @@ fi
 
 # (c) our trainer, the reference configuration (as step_ab_gpu.sh and train_speed_gpu.sh)
 common="--device cuda $REF_FLAGS --batch-size 6 --steps 68 --workers 8 --nproc 1"
-ours1() { # precision tag engine
+ours1() { # precision tag engine last (1: the tag's last run, which makes the report)
   f=$(printf '%s' "$3" | tr ':,+' '---') # the engine in file names: letters, digits, - and _
   r="$O/run_$1_$2_$f"; lg="$O/train_$1_$2_$f.log"
   shapes=""
@@ -93,7 +93,7 @@ ours1() { # precision tag engine
   [ $rc = 0 ] || ips="failed($rc)"
   row "$COMMIT" shmddp "$1" "engine $3 ($2)" "${ips:--}" "${peak:--}" graph - "${wait:--}"
   say "shmddp $1 engine $3 ($2): rc $rc images_per_s=${ips:--} peak_mib=${peak:--} data_wait=${wait:--}% ($(el) s)"
-  if [ "$1 $2 $3" = "bf16 after auto" ] && [ -s "$O/roofline_1xh200.json" ]; then
+  if [ "$1 $2 $3 $4" = "bf16 after auto 1" ] && [ -s "$O/roofline_1xh200.json" ]; then
     # the run's report with the account in its step section
     python3 tools/report "$r" --account "$O/roofline_1xh200.json" \
       -o "$O/report_1xh200.html" > /dev/null 2>&1 && say "report: report_1xh200.html"
@@ -103,8 +103,8 @@ ours1() { # precision tag engine
 ours() { # precision tag: TRAIN_RUNS runs under each engine, the engines interleaved
   i=0
   while [ $i -lt "$TRAIN_RUNS" ]; do
-    for e in $ENGINES; do ours1 "$1" "$2" "$e"; done
     i=$((i + 1))
+    for e in $ENGINES; do ours1 "$1" "$2" "$e" $((i == TRAIN_RUNS)); done
   done
 }
 # (b) PyTorch, the same model and settings: eager, then each compile mode

@@ -165,9 +165,10 @@ if has train; then
     for v in $rounds; do
       eval b=\$$v e=\${env_$v:-}
       env $e timeout 60 "$b/train" $common --precision $prec --out "$O/run_$v" > "$O/${v}_train.log" 2>&1
-      ips=$(log_value images_per_s "$O/${v}_train.log") wait=$(data_wait "$O/${v}_train.log")
+      lg="$O/${v}_train.log"
+      ips=$(log_value images_per_s "$lg") peak=$(log_value peak_mib "$lg") wait=$(data_wait "$lg")
       printf '%s\t%s\t%s\n' "$v" "${ips:--}" "${wait:--}" >> "$O/train_$prec.tsv"
-      say "trainer $v $prec: $(grep -o 'images_per_s=[0-9.]*\|peak_mib=[0-9]*' "$O/${v}_train.log" | tr '\n' ' ')data_wait=${wait:--}%"
+      say "trainer $v $prec: images_per_s=${ips:--} peak_mib=${peak:--} data_wait=${wait:--}%"
       rm -rf "$O/run_$v"
     done
     # per variant, the median of the runs whose step did not wait for its batch, against A's
