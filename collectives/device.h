@@ -39,5 +39,11 @@ typedef struct coll_device_ops {
 int coll_device_resolve(int requested, char *err, size_t errlen);
 /* Collective: set up the device transport on the communicator's GPU. */
 shmddp_status_t coll_device_attach(shmddp_comm_t *comm, int device, int quiet);
+/* The PCI bus id ("00000000:1B:00.0", as cudaDeviceGetPCIBusId writes it) of the GPU that a
+ * launched rank with communicator device `device` drives: the visible GPU device % their count,
+ * as the transport's set-up picks it. 0; 1 when there is no GPU to ask about (a build without
+ * CUDA, no GPU visible); -1 with the reason in err. It starts the CUDA driver in the calling
+ * process (no context is made): call it in a rank, after fork, never in the launcher. */
+int coll_device_pci_bus_id(int device, char *buf, size_t len, char *err, size_t errlen);
 
 #endif

@@ -329,4 +329,13 @@ shmddp_status_t coll_device_attach(shmddp_comm_t *comm, int device, int quiet)
 {
   return coll_error(comm, SHMDDP_ERR_UNSUPPORTED, "built without CUDA");
 }
+
+int coll_device_pci_bus_id(int device, char *buf, size_t len, char *err, size_t errlen)
+{
+  (void)device;
+  (void)err;
+  (void)errlen;
+  if (len) buf[0] = '\0';
+  return 1; /* no GPU in this build */
+}
 #endif

@@ -1,7 +1,10 @@
 /* launch.c — shmddp_launch(): settings (config, then environment, then defaults), validated
- * before anything is created; then the shm launcher forks the ranks and each gets a
- * communicator over the segment. Also the small communicator accessors. */
+ * before anything is created; then the shm launcher forks the ranks, each GPU rank binds itself
+ * to its GPU's NUMA node (when the config asks), and each gets a communicator over the segment.
+ * Also the small communicator accessors. */
 #include "config.h"
+
+#include "collectives/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +15,77 @@
 #include "shm/abort.h"
 #include "shm/env.h"
 #include "shm/launcher.h"
+#include "shm/numa.h"
 
 typedef struct {
   shmddp_rank_fn fn;
   void *arg;
   int use_gpus;
+  int bind_numa;
+  int quiet;
+  const char *label;
+  const coll_numa_binder_t *binder;
   double timeout_s;
   shmddp_algo_t algo;
 } launch_ctx_t;
 
+static const coll_numa_binder_t real_binder = {
+  .bus_id = coll_device_pci_bus_id,
+  .sysfs_root = "/sys",
+  .nodes = shm_numa_nodes,
+  .bind = shm_numa_bind_node,
+};
+
+const coll_numa_binder_t *coll_numa_binder(void) { return &real_binder; }
+
+shmddp_status_t coll_numa_bind_gpu(const coll_numa_binder_t *b, int device, int *node, char *msg,
+                                   size_t len)
+{
+  *node = -1;
+  if (len) msg[0] = '\0';
+  char busid[64] = "", why[256] = "";
+  int rc = b->bus_id(device, busid, sizeof busid, why, sizeof why);
+  if (rc > 0) return SHMDDP_OK; /* no GPU: the device set-up reports that, not the binding */
+  if (rc < 0) {
+    snprintf(msg, len, "cannot bind to the NUMA node of GPU %d: its PCI bus id is unknown (%s)",
+             device, why);
+    return SHMDDP_ERR_CUDA;
+  }
+  int pick = shm_numa_pick_node(b->sysfs_root, busid, b->nodes());
+  if (pick < 0) return SHMDDP_OK; /* one node, or sysfs gives the GPU none */
+  shmddp_status_t st = b->bind(pick, why, sizeof why);
+  if (st != SHMDDP_OK) {
+    snprintf(msg, len, "GPU %s is on NUMA node %d, but %s", busid, pick, why);
+    return st;
+  }
+  *node = pick;
+  return SHMDDP_OK;
+}
+
+/* A GPU rank's NUMA binding, the first thing it does after fork: before the rank's function
+ * allocates host memory (pinned staging, loader buffers) or starts threads (data loaders), so
+ * that they live on the GPU's node; the CUDA context made afterwards is bound too. Finding the
+ * bus id starts the CUDA driver here, in the rank (never in the launcher: a CUDA process cannot
+ * fork usable ranks), but makes no context yet.
+ *
+ * A failure is a warning, and the rank runs unbound: binding changes where the rank's CPU work
+ * and host memory are, never what it computes, and the usual causes (a container's cpuset
+ * without that node's CPUs, a kernel without NUMA support, a driver that cannot name the GPU's
+ * bus) are properties of the machine the run cannot change. Ending the rank would stop a job
+ * that works, only slower; silence would hide the slowdown. */
+static void bind_rank(const launch_ctx_t *ctx, int rank)
+{
+  char msg[512];
+  int node = -1;
+  if (coll_numa_bind_gpu(ctx->binder, rank, &node, msg, sizeof msg) != SHMDDP_OK && !ctx->quiet)
+    fprintf(stderr, "%s: warning: rank %d: %s; the rank runs without NUMA binding\n",
+            ctx->label, rank, msg);
+}
+
 static int rank_main(shm_segment_t *seg, int rank, void *arg)
 {
   launch_ctx_t *ctx = arg;
+  if (ctx->use_gpus && ctx->bind_numa) bind_rank(ctx, rank);
   shmddp_comm_t comm;
   coll_comm_init(&comm, seg, 0, rank, ctx->use_gpus ? rank : -1, ctx->timeout_s);
   comm.algo = ctx->algo;
@@ -62,6 +124,12 @@ shmddp_status_t coll_env_settings(size_t *slot_bytes, double *timeout_s, shmddp_
 shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
                               shmddp_launch_result_t *res)
 {
+  return coll_launch(cfg, fn, arg, NULL, res);
+}
+
+shmddp_status_t coll_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn fn, void *arg,
+                            const coll_numa_binder_t *binder, shmddp_launch_result_t *res)
+{
   memset(res, 0, sizeof *res);
   res->failed_rank = -1;
   res->exit_code = 1;
@@ -94,7 +162,10 @@ shmddp_status_t shmddp_launch(const shmddp_launch_config_t *cfg, shmddp_rank_fn 
     .grace_s = cfg->grace_s > 0 ? cfg->grace_s : 2.0,
     .stop_grace_s = stop_grace,
   };
-  launch_ctx_t ctx = {.fn = fn, .arg = arg, .use_gpus = cfg->use_gpus};
+  launch_ctx_t ctx = {.fn = fn, .arg = arg, .use_gpus = cfg->use_gpus,
+                      .bind_numa = cfg->bind_numa != 0, .quiet = cfg->quiet,
+                      .label = cfg->label ? cfg->label : "shmddp",
+                      .binder = binder ? binder : &real_binder};
   shmddp_status_t st = coll_env_settings(&o.slot_bytes, &o.timeout_s, &ctx.algo, res->message,
                                          sizeof res->message);
   if (st != SHMDDP_OK) return st;

@@ -6,7 +6,8 @@ include collectives/reduce/local.mk
 libshmddp_core_la_SOURCES += \
 	collectives/names.c \
 	collectives/comm.c collectives/comm.h \
-	collectives/api.c collectives/api.h collectives/launch.c collectives/join.c collectives/device.h \
+	collectives/api.c collectives/api.h collectives/launch.c collectives/launch.h \
+	collectives/join.c collectives/device.h \
 	collectives/host/host_direct.c collectives/host/host_ring.c collectives/host/host.h \
 	collectives/coloc/coloc.c collectives/coloc/coloc.h \
 	collectives/coloc/coloc_jobs.c collectives/coloc/coloc_jobs.h \

@@ -96,8 +96,16 @@ typedef struct {
   double grace_s;        /* after a rank fails, how long the others get to exit; 0: 2 s */
   double stop_grace_s;   /* after SIGINT/SIGTERM, how long ranks get to stop cleanly (repeated
                             signals meanwhile are absorbed); 0: SHMDDP_STOP_GRACE, else 30 s */
-  int bind_numa;         /* reserved: NUMA binding of rank r to GPU r's node is not done yet */
-  int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES) */
+  int bind_numa;         /* with use_gpus: each rank, right after fork and before fn, binds its
+                            CPUs and memory to its GPU's NUMA node (the node sysfs gives for the
+                            GPU's PCI bus id; libnuma). Nothing is done on one-node machines, in
+                            builds without libnuma, or for a GPU sysfs gives no node; a binding
+                            that fails is a warning on stderr (unless quiet), and the rank runs
+                            unbound. Finding the bus id starts the CUDA driver in the rank (no
+                            context). 0: no binding (shmddp-train sets 1 unless --numa-bind
+                            off) */
+  int use_gpus;          /* rank r drives GPU r (after CUDA_VISIBLE_DEVICES; r modulo the visible
+                            GPUs when there are fewer) */
   const char *label;     /* name in messages, e.g. "train"; NULL: "shmddp" */
   int quiet;             /* do not print the launcher's own messages to stderr */
 } shmddp_launch_config_t;

@@ -1,11 +1,14 @@
 /* numa.c — NUMA placement of a rank. The GPU's node comes from
  * /sys/bus/pci/devices/<bus id>/numa_node; binding uses libnuma when it was found at configure
- * time. On one-node machines (numa_node reads -1) there is nothing to do. */
+ * time. On one-node machines (numa_node reads -1, or libnuma counts one node) there is nothing
+ * to do. The decision (shm_numa_pick_node) reads only files, so tests give it a sysfs tree of
+ * their own; the binding itself (shm_numa_bind_node) is the only part that needs libnuma. */
 #include "config.h"
 
 #include "shm/numa.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +26,9 @@ int shm_numa_node_of_pci(const char *sysfs_root, const char *busid)
   /* CUDA reports an 8-digit domain ("00000000:1b:00.0"); sysfs uses 4. */
   const char *p = id;
   if (n == 16 && strncmp(id, "0000", 4) == 0) p = id + 4;
+  /* A bus id is hex digits, colons and a dot: nothing that could leave the devices folder. */
+  for (const char *q = p; *q; q++)
+    if (!isxdigit((unsigned char)*q) && *q != ':' && *q != '.') return -1;
   char path[256];
   snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", sysfs_root ? sysfs_root : "/sys", p);
   FILE *f = fopen(path, "r");
@@ -33,23 +39,63 @@ int shm_numa_node_of_pci(const char *sysfs_root, const char *busid)
   return node;
 }
 
-shmddp_status_t shm_numa_bind_pci(const char *busid, int *node_out, char *err, size_t errlen)
+int shm_numa_pick_node(const char *sysfs_root, const char *busid, int nodes)
 {
-  int node = shm_numa_node_of_pci("/sys", busid);
-  if (node_out) *node_out = -1;
-  if (node < 0) return SHMDDP_OK;
+  if (nodes <= 1) return -1;
+  int node = shm_numa_node_of_pci(sysfs_root, busid);
+  return node >= 0 && node < nodes ? node : -1;
+}
+
+int shm_numa_nodes(void)
+{
 #ifdef HAVE_NUMA
-  if (numa_available() < 0 || numa_max_node() == 0) return SHMDDP_OK;
+  if (numa_available() < 0) return 1;
+  int max = numa_max_node();
+  return max >= 0 ? max + 1 : 1;
+#else
+  return 1;
+#endif
+}
+
+shmddp_status_t shm_numa_bind_node(int node, char *err, size_t errlen)
+{
+#ifdef HAVE_NUMA
+  if (numa_available() < 0) {
+    snprintf(err, errlen, "cannot bind to NUMA node %d: the kernel has no NUMA support", node);
+    return SHMDDP_ERR_UNSUPPORTED;
+  }
+  if (node < 0 || node > numa_max_node()) {
+    snprintf(err, errlen, "cannot bind to NUMA node %d: this machine has nodes 0 to %d", node,
+             numa_max_node());
+    return SHMDDP_ERR_SYSTEM;
+  }
+  errno = 0;
   if (numa_run_on_node(node) != 0) {
-    snprintf(err, errlen, "cannot bind to NUMA node %d of GPU %s (numa_run_on_node failed); "
-             "run without NUMA binding", node, busid);
+    int e = errno;
+    snprintf(err, errlen, "cannot run on the CPUs of NUMA node %d (numa_run_on_node: %s)", node,
+             e ? strerror(e) : "failed");
     return SHMDDP_ERR_SYSTEM;
   }
   numa_set_preferred(node);
-  if (node_out) *node_out = node;
+  return SHMDDP_OK;
 #else
-  (void)err;
-  (void)errlen;
+  snprintf(err, errlen, "cannot bind to NUMA node %d: this shmddp was built without libnuma",
+           node);
+  return SHMDDP_ERR_UNSUPPORTED;
 #endif
+}
+
+shmddp_status_t shm_numa_bind_pci(const char *busid, int *node_out, char *err, size_t errlen)
+{
+  if (node_out) *node_out = -1;
+  int node = shm_numa_pick_node("/sys", busid, shm_numa_nodes());
+  if (node < 0) return SHMDDP_OK;
+  char why[256];
+  shmddp_status_t st = shm_numa_bind_node(node, why, sizeof why);
+  if (st != SHMDDP_OK) {
+    snprintf(err, errlen, "GPU %s: %s", busid, why);
+    return st;
+  }
+  if (node_out) *node_out = node;
   return SHMDDP_OK;
 }

@@ -10,9 +10,25 @@
  * machine has one node. sysfs_root is "/sys" except in tests. */
 int shm_numa_node_of_pci(const char *sysfs_root, const char *busid);
 
-/* Run this process's threads on, and prefer memory from, the node of that PCI device. Does
- * nothing (and succeeds) on single-node machines or builds without libnuma; *node_out gets the
- * node used or -1. */
+/* The node a process that drives this PCI device should be bound to, on a machine of `nodes`
+ * NUMA nodes: the device's node when there is more than one node and sysfs names one of them
+ * (0 to nodes-1); -1, meaning "leave the process where it is", on a one-node machine, for a
+ * device sysfs does not know or gives no node (-1), or a node out of range. */
+int shm_numa_pick_node(const char *sysfs_root, const char *busid, int nodes);
+
+/* The machine's NUMA nodes as libnuma counts them (the highest node number + 1); 1 in a build
+ * without libnuma or where the kernel has no NUMA support. */
+int shm_numa_nodes(void);
+
+/* Run the calling thread, and the threads and processes it starts afterwards, on the CPUs of
+ * `node`, and prefer that node's memory for its allocations. Threads that already run keep
+ * their CPUs. SHMDDP_ERR_UNSUPPORTED without libnuma; SHMDDP_ERR_SYSTEM when the kernel refuses
+ * (a cpuset without any of the node's CPUs, a node that does not exist), with the reason. */
+shmddp_status_t shm_numa_bind_node(int node, char *err, size_t errlen);
+
+/* shm_numa_pick_node on this machine's /sys, then shm_numa_bind_node: does nothing (and
+ * succeeds) on single-node machines or builds without libnuma; *node_out gets the node used
+ * or -1. */
 shmddp_status_t shm_numa_bind_pci(const char *busid, int *node_out, char *err, size_t errlen);
 
 #endif

@@ -4,15 +4,18 @@
 
 #include <check.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "collectives/comm.h"
+#include "collectives/launch.h"
 #include "shm/blake2s.h"
 #include "shm/env.h"
 #include "shm/shmfile.h"
@@ -642,24 +645,342 @@ END_TEST
 
 /* ---- NUMA ---- */
 
+/* A fake sysfs: <root>/bus/pci/devices/<dev>/numa_node holding `node` (any text). */
+static void fake_pci_node(const char *root, const char *dev, const char *node)
+{
+  char path[512];
+  snprintf(path, sizeof path, "mkdir -p '%s/bus/pci/devices/%s'", root, dev);
+  ck_assert_int_eq(system(path), 0);
+  snprintf(path, sizeof path, "%s/bus/pci/devices/%s/numa_node", root, dev);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%s\n", node);
+  fclose(f);
+}
+
 START_TEST(numa_node_from_sysfs)
 {
   char root[] = "/tmp/shmddp-sysfs-XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(root));
-  char path[256];
-  snprintf(path, sizeof path, "mkdir -p %s/bus/pci/devices/0000:1b:00.0 && echo 1 > "
-           "%s/bus/pci/devices/0000:1b:00.0/numa_node", root, root);
-  ck_assert_int_eq(system(path), 0);
+  fake_pci_node(root, "0000:1b:00.0", "1");
   ck_assert_int_eq(shm_numa_node_of_pci(root, "0000:1B:00.0"), 1);
   ck_assert_int_eq(shm_numa_node_of_pci(root, "00000000:1B:00.0"), 1); /* CUDA's 8-digit domain */
   ck_assert_int_eq(shm_numa_node_of_pci(root, "0000:1c:00.0"), -1);
   ck_assert_int_eq(shm_numa_node_of_pci(root, ""), -1);
-  snprintf(path, sizeof path, "rm -rf %s", root);
-  ck_assert_int_eq(system(path), 0);
+  /* A name that walks out of the devices folder (back into the same file) is no bus id. */
+  ck_assert_int_eq(shm_numa_node_of_pci(root, "0000:1b:00.0/../0000:1b:00.0"), -1);
+  test_rm_rf(root);
   int node = 7;
   char err[128];
   ck_assert_int_eq(shm_numa_bind_pci("0000:ff:1f.7", &node, err, sizeof err), SHMDDP_OK);
   ck_assert_int_eq(node, -1);
+}
+END_TEST
+
+/* The decision, from the GPU's bus id and the machine's node count alone. */
+START_TEST(numa_pick_node_binds_only_where_it_helps)
+{
+  char root[] = "/tmp/shmddp-sysfs-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  fake_pci_node(root, "0000:1b:00.0", "1");
+  fake_pci_node(root, "0000:3c:00.0", "0");
+  fake_pci_node(root, "0000:5d:00.0", "-1"); /* what a one-node machine's sysfs says */
+  fake_pci_node(root, "0000:7e:00.0", "3");
+  fake_pci_node(root, "0000:9f:00.0", "none");
+  /* Two nodes: each GPU's own, whichever form of the id. */
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:1B:00.0", 2), 1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "0000:1b:00.0", 2), 1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:3C:00.0", 2), 0);
+  /* One node (or a count not known): nothing to bind, whatever sysfs says (some one-node
+   * machines say 0 for every device, others -1). */
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:3C:00.0", 1), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:1B:00.0", 1), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:1B:00.0", 0), -1);
+  /* No node for the device, a node the machine does not have, junk, no such device. */
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:5D:00.0", 2), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:7E:00.0", 2), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:7E:00.0", 4), 3);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:9F:00.0", 2), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, "00000000:B0:00.0", 2), -1);
+  ck_assert_int_eq(shm_numa_pick_node(root, NULL, 2), -1);
+  test_rm_rf(root);
+}
+END_TEST
+
+/* The real binding: a node the machine does not have is an error that names it, never an
+ * exit; node 0 (every machine with NUMA support has it) binds, in a child, and makes node 0
+ * the preferred one. */
+START_TEST(numa_bind_node_reports_failures)
+{
+  ck_assert_int_ge(shm_numa_nodes(), 1);
+  char err[256] = "";
+  shmddp_status_t st = shm_numa_bind_node(100000, err, sizeof err);
+  ck_assert_int_ne(st, SHMDDP_OK);
+  ck_assert_msg(strstr(err, "NUMA node 100000") != NULL, "%s", err);
+#ifndef HAVE_NUMA
+  ck_assert_int_eq(st, SHMDDP_ERR_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(err, "without libnuma"));
+#endif
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char e[256] = "";
+    shmddp_status_t s0 = shm_numa_bind_node(0, e, sizeof e);
+    if (s0 == SHMDDP_ERR_UNSUPPORTED) _exit(0); /* no libnuma, or no NUMA in the kernel */
+    if (s0 != SHMDDP_OK) {
+      fprintf(stderr, "binding to node 0: %s\n", e);
+      _exit(1);
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    _exit(sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? 0 : 2);
+  }
+  ck_assert_int_gt(pid, 0);
+  int ws = 0;
+  ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+  ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child: wait status 0x%x", ws);
+}
+END_TEST
+
+/* What the ranks of a launch asked the binder, in memory they share with this process. Each
+ * fake finds its rank in SHMDDP_RANK, which the launcher sets before the rank's code runs. */
+typedef struct {
+  int fail;                          /* 1: bind fails, and GPU 2's bus id cannot be had */
+  int bus_calls[SHMDDP_MAX_RANKS];   /* bus_id calls, by rank */
+  int bus_device[SHMDDP_MAX_RANKS];  /* the device it asked about */
+  int bind_calls[SHMDDP_MAX_RANKS];
+  int bind_node[SHMDDP_MAX_RANKS];
+  int nodes_calls;
+  int ran[SHMDDP_MAX_RANKS];
+  int bound_before[SHMDDP_MAX_RANKS]; /* bind_calls when the rank's function started */
+} numa_rec_t;
+
+static numa_rec_t *nrec;
+
+static int fake_rank(void)
+{
+  const char *r = getenv("SHMDDP_RANK");
+  int v = r ? atoi(r) : 0;
+  return v >= 0 && v < SHMDDP_MAX_RANKS ? v : 0;
+}
+
+/* GPU 0 is on node 1, GPU 1 on node 0, GPU 2's node is unknown (-1) and GPU 3 has no bus. */
+static int fake_bus_id(int device, char *buf, size_t len, char *err, size_t errlen)
+{
+  static const char *const ids[] = {"00000000:1B:00.0", "00000000:3C:00.0", "00000000:5D:00.0"};
+  int r = fake_rank();
+  nrec->bus_calls[r]++;
+  nrec->bus_device[r] = device;
+  if (device == 2 && nrec->fail) {
+    snprintf(err, errlen, "the driver said no");
+    return -1;
+  }
+  if (device < 0 || device > 2) return 1;
+  snprintf(buf, len, "%s", ids[device]);
+  return 0;
+}
+
+static int fake_nodes(void)
+{
+  __atomic_add_fetch(&nrec->nodes_calls, 1, __ATOMIC_RELAXED);
+  return 2;
+}
+
+static shmddp_status_t fake_bind(int node, char *err, size_t errlen)
+{
+  int r = fake_rank();
+  nrec->bind_calls[r]++;
+  nrec->bind_node[r] = node;
+  if (nrec->fail) {
+    snprintf(err, errlen, "the kernel refused node %d", node);
+    return SHMDDP_ERR_SYSTEM;
+  }
+  return SHMDDP_OK;
+}
+
+static int numa_rank(shmddp_comm_t *comm, void *arg)
+{
+  int r = shmddp_comm_rank(comm);
+  nrec->ran[r] = 1;
+  nrec->bound_before[r] = nrec->bind_calls[r];
+  return 0;
+}
+
+/* A launch of n ranks with the fake binder; stderr of the launcher and the ranks goes to
+ * errbuf (len bytes). */
+static shmddp_launch_result_t numa_launch(int n, int use_gpus, int bind_numa, int quiet,
+                                          const char *sysfs_root, char *errbuf, size_t len)
+{
+  coll_numa_binder_t b = {.bus_id = fake_bus_id, .sysfs_root = sysfs_root, .nodes = fake_nodes,
+                          .bind = fake_bind};
+  shmddp_launch_config_t cfg = {.nproc = n, .timeout_s = 30, .label = "test", .quiet = quiet,
+                                .use_gpus = use_gpus, .bind_numa = bind_numa};
+  char path[] = "/tmp/shmddp-numa-err-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  unlink(path);
+  fflush(NULL);
+  int saved = dup(2);
+  ck_assert_int_ge(saved, 0);
+  dup2(fd, 2);
+  shmddp_launch_result_t res;
+  shmddp_status_t st = coll_launch(&cfg, numa_rank, NULL, &b, &res);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  ssize_t got = pread(fd, errbuf, len - 1, 0);
+  errbuf[got > 0 ? got : 0] = '\0';
+  close(fd);
+  ck_assert_msg(st == SHMDDP_OK, "launch failed: %s", res.message);
+  return res;
+}
+
+static void numa_setup(void) { nrec = test_shared_alloc(sizeof *nrec); }
+static void numa_teardown(void) { munmap(nrec, sizeof *nrec); }
+
+/* bind_numa with GPUs: every rank asks for its own GPU's bus id and binds to that GPU's node
+ * before its function runs; a GPU without a node is left alone. */
+START_TEST(numa_launch_binds_each_gpu_rank_to_its_node)
+{
+  char root[] = "/tmp/shmddp-sysfs-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  fake_pci_node(root, "0000:1b:00.0", "1");
+  fake_pci_node(root, "0000:3c:00.0", "0");
+  fake_pci_node(root, "0000:5d:00.0", "-1");
+  char err[4096];
+  shmddp_launch_result_t res = numa_launch(3, 1, 1, 0, root, err, sizeof err);
+  ck_assert_int_eq(res.exit_code, 0);
+  ck_assert_msg(strstr(err, "NUMA") == NULL, "stderr: %s", err);
+  for (int r = 0; r < 3; r++) {
+    ck_assert_int_eq(nrec->ran[r], 1);
+    ck_assert_int_eq(nrec->bus_calls[r], 1);
+    ck_assert_int_eq(nrec->bus_device[r], r);
+  }
+  ck_assert_int_eq(nrec->bind_calls[0], 1);
+  ck_assert_int_eq(nrec->bind_node[0], 1);
+  ck_assert_int_eq(nrec->bind_calls[1], 1);
+  ck_assert_int_eq(nrec->bind_node[1], 0);
+  ck_assert_int_eq(nrec->bind_calls[2], 0); /* sysfs gives GPU 2 no node */
+  ck_assert_int_eq(nrec->bound_before[0], 1);
+  ck_assert_int_eq(nrec->bound_before[1], 1);
+  test_rm_rf(root);
+}
+END_TEST
+
+/* bind_numa 0, or no GPUs: the binder is never asked anything. */
+START_TEST(numa_launch_without_binding_calls_nothing)
+{
+  char root[] = "/tmp/shmddp-sysfs-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  fake_pci_node(root, "0000:1b:00.0", "1");
+  char err[4096];
+  const int cases[][2] = {{1, 0}, {0, 1}, {0, 0}}; /* {use_gpus, bind_numa} */
+  for (int c = 0; c < 3; c++) {
+    memset(nrec, 0, sizeof *nrec);
+    shmddp_launch_result_t res = numa_launch(2, cases[c][0], cases[c][1], 0, root, err,
+                                             sizeof err);
+    ck_assert_int_eq(res.exit_code, 0);
+    for (int r = 0; r < 2; r++) {
+      ck_assert_int_eq(nrec->ran[r], 1);
+      ck_assert_msg(nrec->bus_calls[r] == 0 && nrec->bind_calls[r] == 0,
+                    "use_gpus %d bind_numa %d: rank %d asked the binder", cases[c][0],
+                    cases[c][1], r);
+    }
+    ck_assert_int_eq(nrec->nodes_calls, 0);
+  }
+  test_rm_rf(root);
+}
+END_TEST
+
+/* A binding that fails is a warning naming the rank, the GPU, its node and why, and the rank
+ * runs anyway; quiet silences it. */
+START_TEST(numa_launch_failure_warns_and_runs)
+{
+  char root[] = "/tmp/shmddp-sysfs-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  fake_pci_node(root, "0000:1b:00.0", "1");
+  fake_pci_node(root, "0000:3c:00.0", "0");
+  char err[4096];
+  nrec->fail = 1;
+  shmddp_launch_result_t res = numa_launch(3, 1, 1, 0, root, err, sizeof err);
+  ck_assert_int_eq(res.exit_code, 0);
+  for (int r = 0; r < 3; r++) ck_assert_int_eq(nrec->ran[r], 1);
+  ck_assert_int_eq(nrec->bind_calls[0], 1);
+  ck_assert_int_eq(nrec->bind_calls[2], 0); /* no bus id, nothing to bind */
+  ck_assert_msg(strstr(err, "test: warning: rank 0: GPU 00000000:1B:00.0 is on NUMA node 1, but "
+                            "the kernel refused node 1; the rank runs without NUMA binding"),
+                "stderr: %s", err);
+  ck_assert_msg(strstr(err, "rank 1: GPU 00000000:3C:00.0 is on NUMA node 0, but the kernel "
+                            "refused node 0"), "stderr: %s", err);
+  ck_assert_msg(strstr(err, "rank 2: cannot bind to the NUMA node of GPU 2: its PCI bus id is "
+                            "unknown (the driver said no)"), "stderr: %s", err);
+  memset(nrec, 0, sizeof *nrec);
+  nrec->fail = 1;
+  res = numa_launch(2, 1, 1, 1, root, err, sizeof err);
+  ck_assert_int_eq(res.exit_code, 0);
+  ck_assert_int_eq(nrec->bind_calls[0], 1);
+  ck_assert_msg(err[0] == '\0', "quiet, yet stderr: %s", err);
+  test_rm_rf(root);
+}
+END_TEST
+
+/* The binder itself, called directly: its answer and message. */
+START_TEST(numa_bind_gpu_answers)
+{
+  char root[] = "/tmp/shmddp-sysfs-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  fake_pci_node(root, "0000:1b:00.0", "1");
+  coll_numa_binder_t b = {.bus_id = fake_bus_id, .sysfs_root = root, .nodes = fake_nodes,
+                          .bind = fake_bind};
+  char msg[512];
+  int node = 5;
+  ck_assert_int_eq(coll_numa_bind_gpu(&b, 0, &node, msg, sizeof msg), SHMDDP_OK);
+  ck_assert_int_eq(node, 1);
+  ck_assert_int_eq(coll_numa_bind_gpu(&b, 1, &node, msg, sizeof msg), SHMDDP_OK); /* no file */
+  ck_assert_int_eq(node, -1);
+  ck_assert_int_eq(coll_numa_bind_gpu(&b, 3, &node, msg, sizeof msg), SHMDDP_OK); /* no GPU */
+  ck_assert_int_eq(node, -1);
+  nrec->fail = 1;
+  ck_assert_int_eq(coll_numa_bind_gpu(&b, 0, &node, msg, sizeof msg), SHMDDP_ERR_SYSTEM);
+  ck_assert_int_eq(node, -1);
+  ck_assert_str_eq(msg, "GPU 00000000:1B:00.0 is on NUMA node 1, but the kernel refused node 1");
+  ck_assert_int_eq(coll_numa_bind_gpu(&b, 2, &node, msg, sizeof msg), SHMDDP_ERR_CUDA);
+  ck_assert_ptr_nonnull(strstr(msg, "the driver said no"));
+  /* The real binder is the library's own functions, reading the real sysfs. */
+  const coll_numa_binder_t *real = coll_numa_binder();
+  ck_assert_ptr_eq(real->nodes, shm_numa_nodes);
+  ck_assert_ptr_eq(real->bind, shm_numa_bind_node);
+  ck_assert_str_eq(real->sysfs_root, "/sys");
+  test_rm_rf(root);
+}
+END_TEST
+
+/* The real binder in a launch on this machine (CI: no GPU, or one node): nothing to do, and
+ * nothing said. */
+START_TEST(numa_launch_real_binder_is_quiet_here)
+{
+  shmddp_launch_config_t cfg = {.nproc = 2, .timeout_s = 30, .label = "test", .use_gpus = 1,
+                                .bind_numa = 1};
+  char path[] = "/tmp/shmddp-numa-err-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  unlink(path);
+  fflush(NULL);
+  int saved = dup(2);
+  dup2(fd, 2);
+  shmddp_launch_result_t res;
+  shmddp_status_t st = shmddp_launch(&cfg, numa_rank, NULL, &res);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char err[4096];
+  ssize_t got = pread(fd, err, sizeof err - 1, 0);
+  err[got > 0 ? got : 0] = '\0';
+  close(fd);
+  ck_assert_msg(st == SHMDDP_OK, "%s", res.message);
+  ck_assert_int_eq(res.exit_code, 0);
+  ck_assert(nrec->ran[0] && nrec->ran[1]);
+  ck_assert_msg(strstr(err, "NUMA") == NULL, "stderr: %s", err);
 }
 END_TEST
 
@@ -722,7 +1043,12 @@ static Suite *shm_suite(const suite_env_t *env)
                          inherited_ignored_sigint_stays_ignored, repeated_sigterm_is_absorbed,
                          bad_environment_is_refused_at_launch_and_join, eight_ranks_oversubscribed);
   tcase_add_checked_fixture(tc, setup, teardown);
-  SUITE_CASE(s, "numa", numa_node_from_sysfs);
+  SUITE_CASE(s, "numa", numa_node_from_sysfs, numa_pick_node_binds_only_where_it_helps,
+             numa_bind_node_reports_failures);
+  tc = SUITE_CASE(s, "numa_launch", numa_launch_binds_each_gpu_rank_to_its_node,
+                  numa_launch_without_binding_calls_nothing, numa_launch_failure_warns_and_runs,
+                  numa_bind_gpu_answers, numa_launch_real_binder_is_quiet_here);
+  tcase_add_checked_fixture(tc, numa_setup, numa_teardown);
   return s;
 }
 

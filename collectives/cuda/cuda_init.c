@@ -512,6 +512,30 @@ shmddp_status_t shmddp_cuda_sync(shmddp_comm_t *comm, shmddp_stream_t stream)
   return SHMDDP_OK;
 }
 
+int coll_device_pci_bus_id(int device, char *buf, size_t len, char *err, size_t errlen)
+{
+  if (len) buf[0] = '\0';
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return 1; /* no GPU visible: the transport's set-up says so when the rank attaches */
+  }
+  if (device < 0 || len > (size_t)INT32_MAX) {
+    snprintf(err, errlen, "GPU %d has no PCI bus id", device);
+    return -1;
+  }
+  e = cudaDeviceGetPCIBusId(buf, (int)len, device % count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(err, errlen, "cudaDeviceGetPCIBusId(GPU %d): %s", device % count,
+             cudaGetErrorString(e));
+    if (len) buf[0] = '\0';
+    return -1;
+  }
+  return 0;
+}
+
 int coll_device_resolve(int requested, char *err, size_t errlen)
 {
   if (requested == SHMDDP_DEVICE_NONE) return -1;
