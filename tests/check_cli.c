@@ -14,6 +14,7 @@
 
 #include "src/app/options.h"
 #include "src/app/gpu_share.h"
+#include "src/app/relaunch.h"
 #include "tests/suite_main.h"
 
 /* no GPU, CUDA build, 2 cores */
@@ -107,6 +108,34 @@ START_TEST(test_defaults_gpu)
   ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--no-mps", "--mps", "off", (char *)NULL),
                    0);
   ck_assert_int_eq(c.mps, TRAIN_MPS_OFF);
+  /* GPU ranks are bound to their GPU's NUMA node unless --numa-bind off says not to: the
+   * launch asks for it only for GPU ranks. */
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, (char *)NULL), 0);
+  ck_assert_int_eq(c.numa_bind, 1);
+  shmddp_launch_config_t lc;
+  train_launch_config(&c, &lc);
+  ck_assert_int_eq(lc.nproc, 2);
+  ck_assert_int_eq(lc.use_gpus, 1);
+  ck_assert_int_eq(lc.bind_numa, 1);
+  ck_assert_str_eq(lc.label, "train");
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--numa-bind", "off", (char *)NULL), 0);
+  ck_assert_int_eq(c.numa_bind, 0);
+  train_launch_config(&c, &lc);
+  ck_assert_int_eq(lc.use_gpus, 1);
+  ck_assert_int_eq(lc.bind_numa, 0);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--device", "cpu", (char *)NULL), 0);
+  ck_assert_int_eq(c.numa_bind, 1);
+  train_launch_config(&c, &lc);
+  ck_assert_int_eq(lc.use_gpus, 0);
+  ck_assert_int_eq(lc.bind_numa, 0); /* CPU ranks have no GPU to follow */
+  /* Placement changes no result: it is not part of the run's description (a resume key). */
+  char placed[1024], unplaced[1024];
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, (char *)NULL), 0);
+  train_config_describe(&c, placed, sizeof placed);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, "--numa-bind", "off", (char *)NULL), 0);
+  train_config_describe(&c, unplaced, sizeof unplaced);
+  ck_assert_str_eq(placed, unplaced);
+  ck_assert_int_eq(parse(&c, &gpu_box, err, sizeof err, (char *)NULL), 0);
   /* Bit-identical runs and CUDA graphs by default; both can be switched off. */
   ck_assert_int_eq(c.deterministic, 1);
   ck_assert_int_eq(c.cuda_graph, 1);
@@ -308,6 +337,7 @@ START_TEST(test_bad_combinations)
   REJECT(&cpu_box, "--device cuda", "--device", "cuda");       /* no GPU visible */
   REJECT(&gpu_box, "--mps", "--mps", "yes");                    /* auto, on or off */
   REJECT(&gpu_box, "contradict", "--no-mps", "--mps", "on");
+  REJECT(&gpu_box, "--numa-bind", "--numa-bind", "yes");       /* on or off */
   REJECT(&nocuda_box, "no CUDA backend", "--device", "cuda");  /* built without CUDA */
   REJECT(&gpu_box, "--mode dp", "--mode", "dp", "--nproc", "3"); /* 2 GPUs, one per replica */
   /* DDP: more ranks than GPUs share them round-robin (gpu_share.c) */
@@ -377,7 +407,7 @@ START_TEST(test_help_lists_every_flag)
     "--log-every", "--timing-warmup", "--timeline", "--stop-after", "--deterministic",
     "--cuda-graph", "--help", "--help-env", "--version", "--progress", "--mask-map",
     "--ignore-label", "--ranks-per-node", "--grad-comm", "--max-image-pixels", "--max-restarts",
-    "--overwrite", NULL};
+    "--overwrite", "--numa-bind", NULL};
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

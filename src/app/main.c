@@ -117,10 +117,8 @@ int main(int argc, char **argv)
     train_job_close(&job);
     return 2;
   }
-  shmddp_launch_config_t lc = {.nproc = cfg.nproc,
-                               .timeout_s = cfg.timeout_s,
-                               .use_gpus = cfg.device == MODEL_DEVICE_CUDA,
-                               .label = "train"};
+  shmddp_launch_config_t lc;
+  train_launch_config(&cfg, &lc);
   shmddp_launch_result_t res;
   shmddp_status_t st = SHMDDP_OK;
   int early = stop_signal; /* a stop before the launcher took the signals: no rank started */

@@ -69,8 +69,8 @@ typedef struct {
 #define F(name) offsetof(train_config_t, name)
 
 enum {
-  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_NO_MPS, OPT_RANKS_PER_NODE, OPT_MODE, OPT_TIMEOUT,
-  OPT_MAX_RESTARTS,
+  OPT_DEVICE, OPT_NPROC, OPT_MPS, OPT_NO_MPS, OPT_NUMA_BIND, OPT_RANKS_PER_NODE, OPT_MODE,
+  OPT_TIMEOUT, OPT_MAX_RESTARTS,
   OPT_MODEL, OPT_WIDTHS, OPT_NORM, OPT_GROUPS, OPT_SYNC_BN, OPT_SYNC_BN_FROM, OPT_CLASSES,
   OPT_PRECISION,
   OPT_DATA, OPT_MASK_MAP, OPT_IGNORE_LABEL, OPT_IMAGE_SIZE, OPT_TRAIN_SIZE, OPT_VAL_SIZE,
@@ -119,6 +119,16 @@ static const option_t options[OPT_COUNT] = {
                          "serve); off: the ranks take turns on the GPU"},
     [OPT_NO_MPS] = {"no-mps", KIND_FLAG, NO_FIELD, .section = SEC_PROCS,
                     .help = "the same as --mps off"},
+    [OPT_NUMA_BIND] = {"numa-bind", KIND_CHOICE, F(numa_bind), .choices = onoff_names,
+                       .dflt = "on", .section = SEC_PROCS,
+                       .help = "on: each GPU rank runs on the CPUs of its GPU's NUMA node "
+                               "(the node sysfs gives for the GPU's PCI bus id) and prefers "
+                               "that node's memory for its host buffers and loader threads; "
+                               "nothing to do on a one-node machine or a build without "
+                               "libnuma; a binding the machine refuses is a warning and the "
+                               "rank runs unbound; off: ranks run wherever the kernel puts "
+                               "them (--device cpu, --mode dp and runs under mpirun are not "
+                               "bound either way)"},
     [OPT_RANKS_PER_NODE] = {"ranks-per-node", KIND_INT, F(ranks_per_node), 1, SHMDDP_MAX_RANKS,
                             .arg = "K", .section = SEC_PROCS,
                             .dflt_words = "the ranks of one host",

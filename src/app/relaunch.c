@@ -45,6 +45,16 @@ static int prepare_restart(train_job_t *job, const char *reason, char *err, size
   return 0;
 }
 
+void train_launch_config(const train_config_t *c, shmddp_launch_config_t *lc)
+{
+  memset(lc, 0, sizeof *lc);
+  lc->nproc = c->nproc;
+  lc->timeout_s = c->timeout_s;
+  lc->use_gpus = c->device == MODEL_DEVICE_CUDA;
+  lc->bind_numa = lc->use_gpus && c->numa_bind;
+  lc->label = "train";
+}
+
 shmddp_status_t train_relaunch(train_job_t *job, const shmddp_launch_config_t *lc,
                                shmddp_launch_result_t *res)
 {

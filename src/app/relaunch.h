@@ -11,6 +11,11 @@
 #include "shmddp.h"
 #include "src/train/job.h"
 
+/* The launch of a DDP job's ranks on this machine: c->nproc ranks, the --timeout, one GPU per
+ * rank on cuda (rank r on GPU r % GPUs) and, there, the NUMA binding of --numa-bind; the label
+ * "train". */
+void train_launch_config(const train_config_t *c, shmddp_launch_config_t *lc);
+
 /* Launch (and restart) the job's ranks with lc. SHMDDP_OK when ranks ran: res->exit_code is
  * the last launch's outcome (after the messages on stderr that say why no restart followed);
  * otherwise the group could not be started and res->message says why. */

@@ -81,6 +81,8 @@ typedef struct {
   int deterministic;        /* --deterministic: bit-identical GPU runs (default on) */
   int cuda_graph;           /* --cuda-graph: replay the training step as a CUDA graph (default on) */
   int mps;                  /* --mps: a train_mps_t (gpu_share.c) */
+  int numa_bind;            /* --numa-bind: each GPU rank binds to its GPU's NUMA node (default
+                               on; the launch's bind_numa) */
   int gpus;                 /* cuda, one machine: the GPUs visible at launch; rank r drives GPU
                                r % gpus, so more ranks than GPUs share them (gpu_share.c) */
 } train_config_t;
