@@ -48,10 +48,12 @@ static void check_numa(doctor_t *d)
     return;
   }
   int nodes = numa_max_node() + 1;
-  doctor_ok(d, "NUMA", "%d node(s), %ld CPUs; ranks are not bound to their GPU's node%s", nodes,
-            sysconf(_SC_NPROCESSORS_ONLN), nodes == 1 ? " (one node: nothing to bind)" : "");
+  doctor_ok(d, "NUMA", "%d node(s), %ld CPUs; shmddp-train binds each GPU rank to its GPU's node "
+            "(--numa-bind)%s", nodes, sysconf(_SC_NPROCESSORS_ONLN),
+            nodes == 1 ? " (one node: nothing to bind)" : "");
 #else
-  doctor_ok(d, "NUMA", "built without libnuma: the NUMA layout is not read");
+  doctor_ok(d, "NUMA", "built without libnuma: the NUMA layout is not read, and ranks are not "
+            "bound to their GPU's node");
 #endif
 }
 
