@@ -1,8 +1,10 @@
 /* check_shm.c — the process group: segment lifecycle, launcher supervision, abort propagation,
- * barrier timeouts, signals, NUMA lookup. Each test forks real ranks. */
+ * barrier timeouts, signals, NUMA lookup and the GPU ranks' NUMA binding (against a fake sysfs
+ * tree; on real GPUs too where there are some). Each test forks real ranks. */
 #include "config.h"
 
 #include <check.h>
+#include <ctype.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectives/comm.h"
+#include "collectives/device.h"
 #include "collectives/launch.h"
 #include "shm/blake2s.h"
 #include "shm/env.h"
@@ -984,6 +987,89 @@ START_TEST(numa_launch_real_binder_is_quiet_here)
 }
 END_TEST
 
+/* GPUs visible (counted in a child by suite_main), for the GPU case. */
+static int visible_gpus;
+
+/* What each GPU rank of the real binder's launch saw: its GPU's bus id from CUDA, and the CPUs
+ * it runs on after the launch bound it. */
+typedef struct {
+  int rc[SHMDDP_MAX_RANKS];
+  char busid[SHMDDP_MAX_RANKS][64];
+  cpu_set_t cpus[SHMDDP_MAX_RANKS];
+} gpu_numa_t;
+
+static gpu_numa_t *gnuma;
+
+static int gpu_numa_rank(shmddp_comm_t *comm, void *arg)
+{
+  int r = shmddp_comm_rank(comm);
+  char err[256];
+  gnuma->rc[r] = coll_device_pci_bus_id(r, gnuma->busid[r], sizeof gnuma->busid[r], err,
+                                        sizeof err);
+  CPU_ZERO(&gnuma->cpus[r]);
+  if (sched_getaffinity(0, sizeof gnuma->cpus[r], &gnuma->cpus[r]) != 0) gnuma->rc[r] = -2;
+  return 0;
+}
+
+/* On real GPUs: the bus id CUDA gives each rank names a device in this machine's sysfs (CUDA's
+ * 8-digit domain turned into sysfs's 4), one GPU per rank, and a rank whose GPU has a node on a
+ * machine of several runs on that node's CPUs only (unless it warned that it could not). */
+START_TEST(numa_gpu_ranks_find_their_gpu_in_sysfs)
+{
+  int n = visible_gpus < SHMDDP_MAX_RANKS ? visible_gpus : SHMDDP_MAX_RANKS;
+  gnuma = test_shared_alloc(sizeof *gnuma);
+  shmddp_launch_config_t cfg = {.nproc = n, .timeout_s = 60, .label = "test", .use_gpus = 1,
+                                .bind_numa = 1};
+  char path[] = "/tmp/shmddp-numa-err-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  unlink(path);
+  fflush(NULL);
+  int saved = dup(2);
+  dup2(fd, 2);
+  shmddp_launch_result_t res;
+  shmddp_status_t st = shmddp_launch(&cfg, gpu_numa_rank, NULL, &res);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char err[4096];
+  ssize_t got = pread(fd, err, sizeof err - 1, 0);
+  err[got > 0 ? got : 0] = '\0';
+  close(fd);
+  ck_assert_msg(st == SHMDDP_OK && res.exit_code == 0, "%s", res.message);
+  ck_assert_msg(strstr(err, "PCI bus id is unknown") == NULL, "stderr: %s", err);
+  int nodes = shm_numa_nodes();
+  for (int r = 0; r < n; r++) {
+    ck_assert_msg(gnuma->rc[r] == 0, "rank %d: no bus id (%d)", r, gnuma->rc[r]);
+    char id[64];
+    size_t len = strlen(gnuma->busid[r]);
+    ck_assert_uint_lt(len, sizeof id);
+    for (size_t i = 0; i <= len; i++) id[i] = (char)tolower((unsigned char)gnuma->busid[r][i]);
+    const char *dev = len == 16 && strncmp(id, "0000", 4) == 0 ? id + 4 : id;
+    char sys[256];
+    snprintf(sys, sizeof sys, "/sys/bus/pci/devices/%s/numa_node", dev);
+    /* (A container without /sys/bus/pci has nothing to bind by: the launch said nothing.) */
+    if (access("/sys/bus/pci/devices", F_OK) == 0)
+      ck_assert_msg(access(sys, R_OK) == 0, "rank %d: CUDA's bus id %s: no %s", r,
+                    gnuma->busid[r], sys);
+    for (int q = 0; q < r; q++)
+      ck_assert_msg(strcmp(gnuma->busid[q], gnuma->busid[r]) != 0, "ranks %d and %d: GPU %s",
+                    q, r, gnuma->busid[r]);
+    int node = shm_numa_pick_node("/sys", gnuma->busid[r], nodes);
+    char warned[32];
+    snprintf(warned, sizeof warned, "rank %d: ", r);
+    if (node < 0 || strstr(err, warned)) continue;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+      if (!CPU_ISSET(cpu, &gnuma->cpus[r])) continue;
+      snprintf(sys, sizeof sys, "/sys/devices/system/cpu/cpu%d/node%d", cpu, node);
+      ck_assert_msg(access(sys, F_OK) == 0, "rank %d, bound to node %d, runs on CPU %d", r,
+                    node, cpu);
+    }
+  }
+  munmap(gnuma, sizeof *gnuma);
+}
+END_TEST
+
 /* ---- the keyed hash behind join ids ---- */
 
 static void hex_of(const uint8_t *b, size_t n, char *out)
@@ -1049,7 +1135,15 @@ static Suite *shm_suite(const suite_env_t *env)
                   numa_launch_without_binding_calls_nothing, numa_launch_failure_warns_and_runs,
                   numa_bind_gpu_answers, numa_launch_real_binder_is_quiet_here);
   tcase_add_checked_fixture(tc, numa_setup, numa_teardown);
+#ifdef HAVE_CUDA
+  const int cuda_built = 1;
+#else
+  const int cuda_built = 0;
+#endif
+  visible_gpus = env->gpus;
+  if (suite_gpu_cases(env, 1, cuda_built, "numa_gpu_ranks_find_their_gpu_in_sysfs"))
+    SUITE_CASE(s, "numa_gpu", numa_gpu_ranks_find_their_gpu_in_sysfs);
   return s;
 }
 
-SUITE_MAIN("check_shm", shm_suite, SUITE_CPU_ONLY)
+SUITE_MAIN("check_shm", shm_suite, SUITE_SOME_GPU)
