@@ -32,6 +32,11 @@
  * The concat's backward writes each up-convolution's gradient in its GEMMs' order where the
  * model would (SHMDDP_UPCONV_GATHERED, kernels/ops.h concat_bwd_gathered), and that
  * convolution's backward reads it so; the first line says at how many levels.
+ * The weight gradients of the levels SHMDDP_WGRAD_STREAM puts beside run on a second stream
+ * with a workspace of their own, as the model runs them (auto: from level 1 in fp32 and bf16,
+ * none in fp16); the first line says from which level. The per-op profile runs every op on
+ * one stream (each op timed alone); the steps timed whole and the ablations run the model's
+ * two streams.
  *
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
@@ -75,6 +80,8 @@
 static ops_t O;
 static model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE, read as the model reads it */
 static cudaStream_t S;
+/* The table whose last error an op's failure reports (O, or the side table O2). */
+static ops_t *err_ops = &O;
 static size_t E; /* bytes per element */
 
 /* ---- per-op timing: one event before each op in a profiled step ---- */
@@ -127,10 +134,52 @@ static void op_begin(acct_pass_t pass, const char *name, acct_engine_t engine, a
   do {                                                                                         \
     if (skipped((pass), (name))) break;                                                        \
     op_begin((pass), (name), (engine), (cost));                                                \
-    if ((call) != 0) DIE("%s (%s): %s", (name), #call, O.last_error(&O));                      \
+    if ((call) != 0) DIE("%s (%s): %s", (name), #call, err_ops->last_error(err_ops));          \
   } while (0)
 #define OP(pass, name, cost, call) OP_ON(pass, name, ACCT_LIBRARY, cost, call)
 #define OP_FUSED(pass, name, cost, call) OP_ON(pass, name, ACCT_FUSED, cost, call)
+
+/* ---- the weight gradients beside (SHMDDP_WGRAD_STREAM, read as the model reads it) ----
+ * As src/model/unet.c's side_wgrad and side_join: at levels >= side_from a convolution's weight
+ * gradient goes on the side table O2's stream once S has queued what comes before it, with a
+ * workspace of its own, and S waits for it at the next convolution's backward and at the end of
+ * backward. Not while profiling op by op: each op is then timed alone on S. */
+static ops_t O2;
+static cudaStream_t S2;
+static cudaEvent_t side_fork_ev, side_join_ev;
+static int side_from, side_pending;
+static void *side_ws;
+
+static int beside(int level) { return !profiling && level >= side_from; }
+
+/* S waits for the weight gradient queued beside, if any. */
+static void side_join(void)
+{
+  if (!side_pending) return;
+  side_pending = 0;
+  CU(cudaStreamWaitEvent(S, side_join_ev, 0));
+}
+
+/* The table (and through err_ops, the error report) a weight gradient at `level` runs on: O2
+ * after S's work so far where it runs beside, else O. side_done closes it. */
+static ops_t *wgrad_ops(int level)
+{
+  side_join();
+  if (!beside(level)) return &O;
+  CU(cudaEventRecord(side_fork_ev, S));
+  CU(cudaStreamWaitEvent(S2, side_fork_ev, 0));
+  return err_ops = &O2;
+}
+
+static void side_done(const ops_t *w)
+{
+  err_ops = &O;
+  if (w != &O2) return;
+  CU(cudaEventRecord(side_join_ev, S2));
+  side_pending = 1;
+}
+
+static void *wgrad_ws(const ops_t *w);
 
 /* ---- the network's tensors ---- */
 
@@ -164,7 +213,7 @@ static struct {
   int head_fused; /* the head's input gradient formed inside the norm's backward (norm_bwd_head) */
   void *pooled[MAXL], *dskip[MAXL], *cat[MAXL];
   uint8_t *arg[MAXL];
-  void *x, *logits, *g[2], *ws;
+  void *x, *logits, *g[3], *ws; /* g[2]: the concat's split, the up-convolution's part */
   float *x32, *p32, *g32, *mom;
   void *wp, *wg; /* working (dtype) parameters and gradients; = p32/g32 in f32 */
   int32_t *labels;
@@ -173,6 +222,9 @@ static struct {
   int head_fwd_fused; /* the head on the last block's norm apply, that output never made (ops.h
                          conv1x1_*_bn), as the model's head_fwd_fused */
 } N;
+
+/* The workspace of the ops on table w: the side table's own (side_ws) or the main one's. */
+static void *wgrad_ws(const ops_t *w) { return w == &O2 ? side_ws : N.ws; }
 
 /* The block whose norm output the head reads. */
 static blk_t *last_block(void) { return N.L > 1 ? &N.dec2[0] : &N.enc2[0]; }
@@ -333,6 +385,7 @@ static void build(void)
   if (P0 * N.K > scratch) scratch = P0 * N.K;
   N.g[0] = dev(scratch * E);
   N.g[1] = dev(scratch * E);
+  N.g[2] = dev(scratch * E);
   N.logits = dev(P0 * N.K * E);
   N.ws = dev(N.ws_bytes);
   N.x32 = dev_rand(P0 * 3, 1, 0);
@@ -375,13 +428,18 @@ static void conv_fwd(conv_t *cv, int n, const void *x, void *y)
      O.conv_fwd(&O, &cv->c, n, x, wp_at(cv->w_off), b, y, N.ws));
 }
 
-/* dy gathered where cv->gathered (the same bytes: the account's costs do not change) */
-static void conv_bwd(conv_t *cv, int n, const void *x, const void *dy, void *dx)
+/* dy gathered where cv->gathered (the same bytes: the account's costs do not change); level:
+ * the layer's (an up-convolution's: its input's), which says whether its weight gradient runs
+ * beside */
+static void conv_bwd(conv_t *cv, int level, int n, const void *x, const void *dy, void *dx)
 {
   int bias = cv->c.kind != OPS_CONV3X3;
+  ops_t *w = wgrad_ops(level);
   OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
-     (cv->gathered ? O.conv_bwd_filter_gathered : O.conv_bwd_filter)(
-         &O, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL, 0, N.ws));
+     (cv->gathered ? w->conv_bwd_filter_gathered : w->conv_bwd_filter)(
+         w, &cv->c, n, x, dy, wg_at(cv->w_off), bias ? wg_at(cv->b_off) : NULL, 0,
+         wgrad_ws(w)));
+  side_done(w);
   /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
   grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
   if (dx)
@@ -496,13 +554,15 @@ static void norm_bwd_head(blk_t *b, int n, const conv_t *head, const void *g, vo
 /* b2's conv backward run fused (src/model/unet.c's fused_bwd): the weight gradient with b1's
  * norm recomputed as the prologue, the input gradient dy -> d masked by b1's ReLU with b1's
  * BatchNorm sums in the same pass, then the rest of b1's BatchNorm backward (no ReLU left). */
-static void fused_bwd(blk_t *b1, blk_t *b2, int n, const void *dy, void *d)
+static void fused_bwd(blk_t *b1, blk_t *b2, int level, int n, const void *dy, void *d)
 {
   conv_t *cv = &b2->conv;
   size_t P = (size_t)n * cv->c.h * cv->c.w;
+  ops_t *w = wgrad_ops(level);
   OP_FUSED(ACCT_CONV_BWD_FILTER, cv->name, acct_conv_fused(&cv->c, ACCT_CONV_BWD_FILTER, n, E, E),
-           O.conv_bwd_filter_fused(&O, &cv->c, n, b1->a, b1->coef, dy, wg_at(cv->w_off), 0,
-                                   N.ws));
+           w->conv_bwd_filter_fused(w, &cv->c, n, b1->a, b1->coef, dy, wg_at(cv->w_off), 0,
+                                    wgrad_ws(w)));
+  side_done(w);
   grads_done(cv->w_off, cv->nw, cv->name);
   OP_FUSED(ACCT_CONV_BWD_DATA, cv->name, acct_conv_fused(&cv->c, ACCT_CONV_BWD_DATA, n, E, E),
            O.conv_bwd_data_fused(&O, &cv->c, n, dy, wp_at(cv->w_off), b1->a, b1->coef,
@@ -522,11 +582,11 @@ static void pair_bwd(blk_t *b1, blk_t *b2, int n, int level, void *d, void *mid,
 {
   if (!normed) norm_bwd(b2, n, d); /* normed: norm_bwd_head did it */
   if (b2->fused) {
-    fused_bwd(b1, b2, n, d, mid);
+    fused_bwd(b1, b2, level, n, d, mid);
     return;
   }
   recompute(b1, n, level);
-  conv_bwd(&b2->conv, n, b1->r, d, mid);
+  conv_bwd(&b2->conv, level, n, b1->r, d, mid);
   norm_bwd(b1, n, mid);
 }
 
@@ -575,16 +635,18 @@ static int decoder_bwd(int n)
   blk_t *last = last_block();
   if (N.head_fwd_fused) { /* the weight gradient from the last block's conv output */
     conv_t *cv = &N.head;
+    ops_t *w = wgrad_ops(0);
     OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
-       O.conv1x1_bwd_filter_bn(&O, &cv->c, n, last->a, last->saved, wp_at(last->g_off),
-                               wp_at(last->g_off + last->C), N.g[0], wg_at(cv->w_off),
-                               wg_at(cv->b_off), 0, N.ws));
+       w->conv1x1_bwd_filter_bn(w, &cv->c, n, last->a, last->saved, wp_at(last->g_off),
+                                wp_at(last->g_off + last->C), N.g[0], wg_at(cv->w_off),
+                                wg_at(cv->b_off), 0, wgrad_ws(w)));
+    side_done(w);
     grads_done(cv->w_off, cv->nw + (size_t)cv->c.cout, cv->name);
     if (!N.head_fused)
       OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
          O.conv_bwd_data(&O, &cv->c, n, N.g[0], wp_at(cv->w_off), N.g[1], N.ws));
   } else {
-    conv_bwd(&N.head, n, last->r, N.g[0], N.head_fused ? NULL : N.g[1]);
+    conv_bwd(&N.head, 0, n, last->r, N.g[0], N.head_fused ? NULL : N.g[1]);
   }
   if (N.head_fused) norm_bwd_head(last, n, &N.head, N.g[0], N.g[1]);
   int normed = N.head_fused; /* the first pair's b2 norm is done */
@@ -605,20 +667,21 @@ static int decoder_bwd(int n)
       OP(ACCT_CONCAT, name, acct_concat_fwd(P, N.widths[i], N.widths[i], 0, E),
          O.concat_fwd(&O, NULL, N.widths[i], N.dskip[i], N.widths[i], P, N.cat[i]));
     }
-    conv_bwd(&N.dec1[i].conv, n, N.cat[i], N.g[cur], N.g[!cur]);
+    conv_bwd(&N.dec1[i].conv, i, n, N.cat[i], N.g[cur], N.g[!cur]);
     cur = !cur;
-    /* the up-convolution's part gathered where its backward reads that order */
+    /* the up-convolution's part gathered where its backward reads that order; into N.g[2],
+     * since N.g[!cur] is the dy a weight gradient beside may still read (the model's plan
+     * gives it a tensor of its own) */
     if (N.up[i].gathered)
       OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
          O.concat_bwd_gathered(&O, N.g[cur], N.widths[i], N.widths[i], n, N.H >> i, N.W >> i,
-                               N.dskip[i], 0, N.g[!cur]));
+                               N.dskip[i], 0, N.g[2]));
     else
       OP(ACCT_CONCAT, name, acct_concat_bwd(P, N.widths[i], N.widths[i], 0, E),
-         O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[!cur]));
-    cur = !cur;
+         O.concat_bwd(&O, N.g[cur], N.widths[i], N.widths[i], P, N.dskip[i], 0, N.g[2]));
     blk_t *below = i == N.L - 2 ? &N.enc2[N.L - 1] : &N.dec2[i + 1];
     recompute(below, n, i + 1);
-    conv_bwd(&N.up[i], n, below->r, N.g[cur], N.g[!cur]);
+    conv_bwd(&N.up[i], i + 1, n, below->r, N.g[2], N.g[!cur]);
     cur = !cur;
   }
   return cur;
@@ -639,7 +702,7 @@ static void encoder_bwd(int n, int cur, int normed)
     void *fb = d == N.g[0] ? N.g[1] : N.g[0];
     pair_bwd(&N.enc1[i], &N.enc2[i], n, i, d, fb, normed && i == N.L - 1);
     void *dx = i == 0 ? NULL : (fb == N.g[0] ? N.g[1] : N.g[0]);
-    conv_bwd(&N.enc1[i].conv, n, i == 0 ? N.x : N.pooled[i], fb, dx);
+    conv_bwd(&N.enc1[i].conv, i, n, i == 0 ? N.x : N.pooled[i], fb, dx);
     if (dx) cur = dx == N.g[0] ? 0 : 1;
   }
 }
@@ -648,6 +711,7 @@ static void step(int n)
 {
   forward(n);
   encoder_bwd(n, decoder_bwd(n), N.L == 1 && N.head_fused);
+  side_join(); /* backward's end: nothing left beside */
   char err[256];
   size_t gE = working_grads() ? E : 4;
   if (skipped(ACCT_OPTIMIZER, "SGD momentum")) return;
@@ -1082,6 +1146,11 @@ int main(int argc, char **argv)
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
   if (ops_cuda_init(&O, dt, 0, S, err, sizeof err) != 0) DIE("%s", err);
   E = O.elem;
+  /* as the model resolves SHMDDP_WGRAD_STREAM (src/model/unet.c side_policy): a GPU, staged
+   * where 16-bit weight gradients are folded into f32 (fp16 here) */
+  if (model_wgrad_stream_read(N.L, 1, dt != OPS_F32 && !working_grads(), &side_from, err,
+                              sizeof err) != 0)
+    DIE("%s", err);
   /* as the model resolves SHMDDP_HEAD_FUSED (src/model/unet.c) */
   N.head_fused = head_bwd && N.K <= OPS_BN_1X1_MOST_K && O.bn_bwd_reduce_1x1 &&
                  O.bn_bwd_apply_1x1;
@@ -1093,6 +1162,15 @@ int main(int argc, char **argv)
   build();
   /* as the model resolves its head_fwd_fused (src/model/unet.c): the planned head */
   N.head_fwd_fused = model_head_on_norm(&O, &N.head.c, head_fwd);
+  if (side_from < N.L) { /* the side table, on the same plans (they live in each ops_conv_t) */
+    CU(cudaStreamCreateWithFlags(&S2, cudaStreamNonBlocking));
+    if (ops_cuda_init(&O2, dt, 0, S2, err, sizeof err) != 0) DIE("%s", err);
+    CU(cudaEventCreateWithFlags(&side_fork_ev, cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&side_join_ev, cudaEventDisableTiming));
+    side_ws = dev(N.ws_bytes);
+  }
+  char beside_txt[64] = "none";
+  if (side_from < N.L) snprintf(beside_txt, sizeof beside_txt, "from level %d", side_from);
   char config[1280], from[32] = "", fused[400];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);
@@ -1101,11 +1179,12 @@ int main(int argc, char **argv)
   snprintf(config, sizeof config, "U-Net %s, %s, batch %d, 3x%dx%d, %d classes, %zu parameters%s, "
            "SGD momentum; backward recomputes at %d of %d levels (-r %s); conv engine %s "
            "(SHMDDP_CONV_ENGINE): %s; up-convolution gradients gathered at %d of %d levels "
-           "(SHMDDP_UPCONV_GATHERED); the head %s, its input gradient %s (SHMDDP_HEAD_FUSED)",
+           "(SHMDDP_UPCONV_GATHERED); the head %s, its input gradient %s (SHMDDP_HEAD_FUSED); "
+           "weight gradients beside the input gradients: %s (SHMDDP_WGRAD_STREAM)",
            widths, O.name, N.N, N.H, N.W, N.K, N.nparams - param_off, from, recompute_levels,
            N.L, recomp, engine.setting, fused, ngathered, N.L - 1,
            N.head_fwd_fused ? "on the BatchNorm's apply" : "on its stored input",
-           N.head_fused ? "formed inside the BatchNorm backward" : "stored");
+           N.head_fused ? "formed inside the BatchNorm backward" : "stored", beside_txt);
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);
   for (int i = 0; i < warm; i++) step(N.N);
