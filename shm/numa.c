@@ -84,18 +84,3 @@ shmddp_status_t shm_numa_bind_node(int node, char *err, size_t errlen)
   return SHMDDP_ERR_UNSUPPORTED;
 #endif
 }
-
-shmddp_status_t shm_numa_bind_pci(const char *busid, int *node_out, char *err, size_t errlen)
-{
-  if (node_out) *node_out = -1;
-  int node = shm_numa_pick_node("/sys", busid, shm_numa_nodes());
-  if (node < 0) return SHMDDP_OK;
-  char why[256];
-  shmddp_status_t st = shm_numa_bind_node(node, why, sizeof why);
-  if (st != SHMDDP_OK) {
-    snprintf(err, errlen, "GPU %s: %s", busid, why);
-    return st;
-  }
-  if (node_out) *node_out = node;
-  return SHMDDP_OK;
-}

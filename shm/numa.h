@@ -26,9 +26,4 @@ int shm_numa_nodes(void);
  * (a cpuset without any of the node's CPUs, a node that does not exist), with the reason. */
 shmddp_status_t shm_numa_bind_node(int node, char *err, size_t errlen);
 
-/* shm_numa_pick_node on this machine's /sys, then shm_numa_bind_node: does nothing (and
- * succeeds) on single-node machines or builds without libnuma; *node_out gets the node used
- * or -1. */
-shmddp_status_t shm_numa_bind_pci(const char *busid, int *node_out, char *err, size_t errlen);
-
 #endif
