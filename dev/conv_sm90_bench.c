@@ -28,7 +28,10 @@
  * The shape: -i cin -o cout channels (multiples of 64 up to 1024; default 64 -> 64), batch -b,
  * image -s size (square) or -H height -W width (default 6 x 256 x 256). For a shape other than
  * 64 -> 64 the wide kernels run (kernels/conv_sm90_wide_cuda.cu, and
- * kernels/conv_sm90_wgrad_wide_cuda.cu for wgrad). The wgrad check: ours plain against cuDNN's
+ * kernels/conv_sm90_wgrad_wide_cuda.cu for wgrad); -i 64 -o 128 adds the COUT_M rows (the
+ * 64 -> 64 kernel in output-channel halves) and -i 128 -o 64 the COUT_M plain dgrad row in
+ * those halves, each checked first (the forward against the CPU reference, dgrad against
+ * cuDNN's). The wgrad check: ours plain against cuDNN's
  * backward filter of the same x and dy (cuDNN's dW is bf16 in the trainer's table: relative L2
  * within 4e-3), and ours with the prologue twice, bit for bit (the split plan is printed).
  *
@@ -62,6 +65,9 @@ enum { SETS = 3 };
 static int CIN = CONV_SM90_CIN, COUT = CONV_SM90_COUT;
 static int N = 6, H = 256, W = 256, ROUNDS = 21, LAUNCHES = 10;
 static int WIDE;          /* not 64 -> 64: the wide kernel */
+/* 64 -> 128 (-i 64 -o 128): the forward also in COUT_M's output-channel halves; 128 -> 64
+ * (-i 128 -o 64): its plain dgrad (dy 64 channels, g 128) also in those (conv_sm90.h) */
+static int HALVES_FWD, HALVES_DG;
 static double PEAK = 790e12;
 static cudaStream_t S;
 static size_t P;          /* pixels */
@@ -221,7 +227,7 @@ static void ours_dgrad(int set, int mask, int sums)
   if (conv_sm90_dgrad(&a, err, sizeof err)) DIE("%s", err);
 }
 
-/* the same in the COUT_M layout (64 -> 64 only) */
+/* the same in the COUT_M layout (64 -> 64; 64 -> 128 in halves) */
 static void ours_cm(int set, int pro, int stats)
 {
   layout = CONV_SM90_LAYOUT_COUT_M;
@@ -456,6 +462,15 @@ static void checks(const cf_data_t *d)
   check_output("cuDNN's output (the reference checked)", "the CPU reference", dn, ref, rms, out);
   free(dn);
   free(got);
+  if (HALVES_FWD) { /* COUT_M's output-channel halves, plain */
+    CU(cudaMemset(dy[0], 0xff, out * 2));
+    ours_cm(0, 0, 0);
+    CU(cudaStreamSynchronize(S));
+    CU(cudaGetLastError());
+    got = down_bf16(dy[0], out, NULL);
+    check_output("COUT_M halves' plain output", "the CPU reference", got, ref, rms, out);
+    free(got);
+  }
   /* plain dgrad of dz[0] against cuDNN's backward data of the same */
   const size_t gout = P * CIN;
   CU(cudaMemset(dg[0], 0xff, gout * 2));
@@ -467,8 +482,17 @@ static void checks(const cf_data_t *d)
   got = down_bf16(dg[0], gout, NULL);
   dn = down_bf16(dg[1], gout, NULL);
   check_output("plain dgrad", "cuDNN's", got, dn, rms_of(dn, gout), gout);
-  free(dn);
   free(got);
+  if (HALVES_DG) { /* COUT_M's output-channel halves (g's 128 channels), plain */
+    CU(cudaMemset(dg[0], 0xff, gout * 2));
+    ours_dgrad_cm(0, 0, 0);
+    CU(cudaStreamSynchronize(S));
+    CU(cudaGetLastError());
+    got = down_bf16(dg[0], gout, NULL);
+    check_output("COUT_M halves' plain dgrad", "cuDNN's", got, dn, rms_of(dn, gout), gout);
+    free(got);
+  }
+  free(dn);
   free(ref);
   wgrad_checks();
 }
@@ -519,6 +543,8 @@ int main(int argc, char **argv)
     usage();
   }
   WIDE = CIN != CONV_SM90_CIN || COUT != CONV_SM90_COUT;
+  HALVES_FWD = CIN == 64 && COUT == 128;
+  HALVES_DG = CIN == 128 && COUT == 64;
   char err[256];
   CU(cudaSetDevice(0));
   if (conv_sm90_check(0, err, sizeof err) || conv_sm90_wgrad_check(0, err, sizeof err))
@@ -617,7 +643,8 @@ int main(int argc, char **argv)
   row("ours: conv only", time_us(v_plain), min_bytes, flops);
   row("ours: conv + statistics (first block)", time_us(v_stats), min_bytes, flops);
   row("ours: BN prologue + conv, no statistics", time_us(v_pro), min_bytes, flops);
-  if (!WIDE) { /* the other GEMM layout: output channels as M, the weights in registers */
+  if (!WIDE || HALVES_FWD) { /* the other GEMM layout: output channels as M, the weights in
+                                 registers (64 -> 128: in output-channel halves) */
     row("ours COUT_M: BN prologue + conv + stats", time_us(v_cm_fused), min_bytes, flops);
     row("ours COUT_M: conv only", time_us(v_cm_plain), min_bytes, flops);
     row("ours COUT_M: BN prologue + conv", time_us(v_cm_pro), min_bytes, flops);
@@ -641,6 +668,8 @@ int main(int argc, char **argv)
         2 * act_in + act_out + wbytes, flops);
     row("ours COUT_M dgrad: plain", time_us(v_cm_dgrad_plain), min_bytes, flops);
   }
+  if (HALVES_DG) /* 128 -> 64's plain dgrad in COUT_M's halves of g's channels */
+    row("ours COUT_M dgrad halves: plain", time_us(v_cm_dgrad_plain), min_bytes, flops);
   row("cuDNN dgrad, trainer's choice (heuristic)", time_us(v_dgrad_cudnn_trainer), min_bytes,
       flops);
   row("cuDNN dgrad, fastest (cudnnFind)", time_us(v_dgrad_cudnn_fastest), min_bytes, flops);

@@ -10,6 +10,12 @@ hold the lines they read; every write asserts that none of its lines is held, an
 asserts the lines hold what it expects (the tile, normalised by the prologue or not). It checks
 that every run ends (no deadlock) and no read or write breaks those rules.
 
+COUT_M's 64 -> 128 (output-channel halves, the kernel's params) needs no model of its own:
+each block is this one block on its half of the output channels, with the same roles, stages,
+barriers and phases; only which tiles it walks (every bph-th from its place in its half), the
+weights' box it loads and the channel offset of its stores change, and the two halves' blocks
+share no shared memory or barrier (they write disjoint channels of the output).
+
 Layouts (conv_sm90.h):
   pixels  PIXELS_M: per tile 36 k-steps reading the whole halo (both image rows at once), then
           the named barrier. Forward (3 stages): the storing thread first waits until its last

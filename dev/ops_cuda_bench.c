@@ -189,6 +189,8 @@ typedef struct {
   char name[32];
   int gathered; /* an up-convolution whose gradient the concat's split writes gathered (ops.h
                    concat_bwd_gathered), as the model's layer_conv_t.dy_gathered */
+  int dgrad_fused; /* its plain input gradient on the fused kernels (OPS_FUSE_DGRAD), as the
+                      model's layer_conv_t.dgrad_fused */
 } conv_t;
 
 typedef struct {
@@ -323,6 +325,19 @@ static void choose_fused(blk_t *prev, blk_t *b)
   prev->coef = dev(2 * (size_t)prev->C * sizeof(float));
 }
 
+/* Whether b's conv takes its plain input gradient on the fused kernels: the model's choice
+ * (src/model/unet.c choose_dgrad), where b is not a fused pair's second. */
+static void choose_dgrad(blk_t *b)
+{
+  size_t ws = 0;
+  if (b->fused) return;
+  int fuses = model_conv_engine_fuses(&engine, &O, &b->conv.c, OPS_FUSE_DGRAD, &ws);
+  if (fuses < 0) DIE("planning %s's input gradient: %s", b->conv.name, O.last_error(&O));
+  if (!fuses) return;
+  if (ws > N.ws_bytes) N.ws_bytes = ws;
+  b->conv.dgrad_fused = 1;
+}
+
 static void build(void)
 {
   char name[32];
@@ -362,6 +377,8 @@ static void build(void)
     plan(&N.enc2[i].conv);
     choose_fused(NULL, &N.enc1[i]);
     choose_fused(&N.enc1[i], &N.enc2[i]);
+    choose_dgrad(&N.enc1[i]);
+    choose_dgrad(&N.enc2[i]);
     if (i > 0) {
       N.pooled[i] = dev(P * N.widths[i - 1] * E);
       N.arg[i] = dev(P * N.widths[i - 1]);
@@ -380,6 +397,8 @@ static void build(void)
     plan(&N.dec2[i].conv);
     choose_fused(NULL, &N.dec1[i]);
     choose_fused(&N.dec1[i], &N.dec2[i]);
+    choose_dgrad(&N.dec1[i]);
+    choose_dgrad(&N.dec2[i]);
   }
   plan(&N.head);
   if (P0 * N.K > scratch) scratch = P0 * N.K;
@@ -442,7 +461,11 @@ static void conv_bwd(conv_t *cv, int level, int n, const void *x, const void *dy
   side_done(w);
   /* weight and bias adjacent: one cast, as the model folds a layer's gradients */
   grads_done(cv->w_off, cv->nw + (bias ? (size_t)cv->c.cout : 0), cv->name);
-  if (dx)
+  if (dx && cv->dgrad_fused)
+    OP_FUSED(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
+             O.conv_bwd_data_fused(&O, &cv->c, n, dy, wp_at(cv->w_off), NULL, NULL, NULL, dx,
+                                   NULL, N.ws));
+  else if (dx)
     OP(ACCT_CONV_BWD_DATA, cv->name, conv_cost(cv, ACCT_CONV_BWD_DATA, n),
        (cv->gathered ? O.conv_bwd_data_gathered : O.conv_bwd_data)(
            &O, &cv->c, n, dy, wp_at(cv->w_off), dx, N.ws));
@@ -1063,20 +1086,29 @@ static size_t append_fused(char *buf, size_t len, size_t at, const char *sep, co
 }
 
 /* How many of the block pairs run a conv fused, and which: "2 of 9 second convolutions fused
- * (enc0.conv2, dec0.conv2), 0 of 9 first ones with their statistics". */
+ * (enc0.conv2, dec0.conv2), 0 of 9 first ones with their statistics, 1 of 17 plain input
+ * gradients on the fused kernels (dec0.conv1)". */
 static void fused_summary(char *buf, size_t len)
 {
   const blk_t *second[2 * MAXL], *first[2 * MAXL];
-  const char *nf[2 * MAXL], *ns[2 * MAXL];
-  int pairs = 0, f = 0, st = 0;
+  const char *nf[2 * MAXL], *ns[2 * MAXL], *nd[4 * MAXL];
+  int pairs = 0, f = 0, st = 0, dg = 0;
   for (int i = 0; i < N.L; i++) first[pairs] = &N.enc1[i], second[pairs++] = &N.enc2[i];
   for (int i = N.L - 2; i >= 0; i--) first[pairs] = &N.dec1[i], second[pairs++] = &N.dec2[i];
   for (int k = 0; k < pairs; k++) {
     if (second[k]->fused) nf[f++] = second[k]->conv.name;
     if (first[k]->stats_fused) ns[st++] = first[k]->conv.name;
   }
+  /* plain input gradients: the first blocks' but the input layer's (it has none), and the
+   * unfused second ones' */
+  for (int k = 0; k < pairs; k++) {
+    if (first[k]->conv.dgrad_fused && first[k] != &N.enc1[0]) nd[dg++] = first[k]->conv.name;
+    if (second[k]->conv.dgrad_fused) nd[dg++] = second[k]->conv.name;
+  }
   size_t at = append_fused(buf, len, 0, "", "second convolutions fused", nf, f, pairs);
-  append_fused(buf, len, at, ", ", "first ones with their statistics", ns, st, pairs);
+  at = append_fused(buf, len, at, ", ", "first ones with their statistics", ns, st, pairs);
+  append_fused(buf, len, at, ", ", "plain input gradients on the fused kernels", nd, dg,
+               2 * pairs - 1);
 }
 
 /* -r: auto (the model's SHMDDP_RECOMPUTE=auto), all, none or a number of levels. */
@@ -1171,7 +1203,7 @@ int main(int argc, char **argv)
   }
   char beside_txt[64] = "none";
   if (side_from < N.L) snprintf(beside_txt, sizeof beside_txt, "from level %d", side_from);
-  char config[1280], from[32] = "", fused[400];
+  char config[1600], from[32] = "", fused[720];
   if (param_off) snprintf(from, sizeof from, " (from element %d)", param_off);
   fused_summary(fused, sizeof fused);
   int ngathered = 0;

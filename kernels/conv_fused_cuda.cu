@@ -120,8 +120,9 @@ static int rank_of(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use)
   return rank;
 }
 
-/* The forward alone (OPS_FUSE_STATS) needs only its own workspace, the pair's ops also the
- * weight gradient's partials and f32 result. */
+/* The forward alone (OPS_FUSE_STATS) and the plain input gradient (OPS_FUSE_DGRAD: its flipped
+ * weights) need only the kernels' own workspace, the pair's ops also the weight gradient's
+ * partials and f32 result. */
 static int opc_conv_fused(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use,
                           size_t *ws_bytes)
 {
@@ -146,7 +147,9 @@ static int not_covered(const ops_t *o, const ops_conv_t *c, ops_fuse_use_t use, 
 {
   if (!rank_of(o, c, use))
     return opc_fail(o, "no fused %s on this device for a %s %d -> %d layer",
-                    use == OPS_FUSE_PAIR ? "input or weight gradient" : "convolution",
+                    use == OPS_FUSE_PAIR    ? "input or weight gradient"
+                    : use == OPS_FUSE_DGRAD ? "plain input gradient"
+                                            : "convolution",
                     opc_dtype_name(o->dtype), c->cin, c->cout);
   if (n < 0 || n > c->max_n)
     return opc_fail(o, "a fused convolution of %d images: the layer was planned for 0 to %d", n,
@@ -168,15 +171,29 @@ static int opc_conv_fwd_fused(const ops_t *o, const ops_conv_t *c, int n, const 
   return conv_sm90_fwd(&a, cx->err, sizeof cx->err);
 }
 
+/* The plain input gradients of 64 -> 64 and 128 -> 64 (dy 64 channels, dx 64 or 128: the
+ * latter in output-channel halves) on the COUT_M kernel (conv_sm90.h): 44.7 and 85.5 us against
+ * 55.7 and 95.4 on the default kernels at the reference U-Net's 256 x 256
+ * (bench/results/conv_sm90_1xh100.txt); every other shape and use on the default. */
+static int dgrad_layout(const ops_conv_t *c, int plain)
+{
+  return plain && (c->cin == CONV_SM90_CIN || c->cin == 2 * CONV_SM90_CIN) &&
+                 c->cout == CONV_SM90_COUT
+             ? CONV_SM90_LAYOUT_COUT_M
+             : 0;
+}
+
 static int opc_conv_bwd_data_fused(const ops_t *o, const ops_conv_t *c, int n, const void *dy,
                                    const void *w, const void *x, const float *coef,
                                    const double *saved, void *dx, double *sums, void *ws)
 {
-  if (not_covered(o, c, OPS_FUSE_PAIR, n)) return -1;
+  const int plain = !coef && !sums;
+  if (not_covered(o, c, plain ? OPS_FUSE_DGRAD : OPS_FUSE_PAIR, n)) return -1;
   conv_sm90_dgrad_t a = {.n = n, .h = c->h, .w = c->w, .cin = c->cin, .cout = c->cout, .dy = dy,
                          .weight = w, .x = x, .scale = coef,
                          .shift = coef ? coef + c->cin : NULL, .saved = saved, .g = dx,
-                         .sums = sums, .ws = ws, .stream = opc_ctx(o)->stream};
+                         .sums = sums, .ws = ws, .stream = opc_ctx(o)->stream,
+                         .layout = dgrad_layout(c, plain)};
   opc_ctx_t *cx = opc_ctx(o);
   return conv_sm90_dgrad(&a, cx->err, sizeof cx->err);
 }

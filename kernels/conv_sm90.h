@@ -42,7 +42,12 @@ extern "C" {
  *                              a k-step reads half the shared-memory bytes;
  *   0                          CONV_SM90_LAYOUT_DEFAULT.
  * Both add each output's k-steps in the same order and are checked against the same
- * references; the statistics' f32 partials are grouped differently (each within the bound). */
+ * references; the statistics' f32 partials are grouped differently (each within the bound).
+ * COUT_M also covers 64 -> 128 on the first kernel: the forward (prologue and statistics as
+ * above) and the plain dgrad of 128 -> 64 (dy 64 channels, g 128; no mask, no sums), each block
+ * computing one half of the 128 output channels with that half's weights in registers (blocks
+ * [0, B) the first half, [B, 2B) the second, B = half the multiprocessors), both halves reading
+ * the same 64-channel input. Other layouts at those shapes go to the wide kernel. */
 #define CONV_SM90_LAYOUT_PIXELS_M 1
 #define CONV_SM90_LAYOUT_COUT_M 2
 #define CONV_SM90_LAYOUT_DEFAULT CONV_SM90_LAYOUT_PIXELS_M

@@ -12,7 +12,9 @@
  * output pixel (r, c) is halo pixel (r + ky, c + kx)), so each input byte comes from L2 about
  * 4 * 66 / 128 = 2.1 times instead of 9.
  *
- * Roles (384 threads, one block per multiprocessor, tiles blockIdx.x, +gridDim.x, ...):
+ * Roles (384 threads, one block per multiprocessor, tiles blockIdx.x, +gridDim.x, ...; in
+ * COUT_M's 64 -> 128 each block takes one half of the output channels and that half's tiles,
+ * see params):
  *   warp 0 (one thread)  loads: the weights once (73,728 bytes, resident), then each tile's halo
  *                        into a ring of stages (3; 4 in the COUT_M forward, see the shared
  *                        memory below); full[s] completes on the bytes (expect_tx).
@@ -187,11 +189,28 @@ static_assert(W_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0 && TILE_BYTES % 102
 static_assert(TILE_BYTES <= STAGE_BYTES, "the output tile fits its stage");
 static_assert(SMEM_MAX <= 227 * 1024, "shared memory per block on sm_90");
 
+/* Output-channel halves (64 -> 128 in COUT_M, conv_sm90.h): the grid is `halves` groups of bph
+ * blocks; block b computes output channels 64 h .. 64 h + 63, h = b / bph, of the tiles
+ * b % bph, + bph, ..., with that half's weights (tap t's box at K coordinate t wk + h wk_half,
+ * row h wr_half of the weights' map) and stores them at channel 64 h of the output. Each block
+ * is the one-half kernel on its half: the same roles, stages and barriers, only its tiles, its
+ * weights' box and its output's channel offset depend on h, so the protocol
+ * (dev/conv_sm90_protocol.py, one block) is unchanged. With one half (64 -> 64) bph is the grid,
+ * wk 64, wk_half and wr_half 0: the tiles, boxes and stores the kernel always had. */
 struct params {
   int n, h, w, tiles_x, tiles_y, ntiles;
+  int halves, bph;          /* output-channel halves, blocks per half */
+  int wk, wk_half, wr_half; /* the weights' map coordinates of a tap and of a half (above) */
   const float *scale, *shift;
   double *partial; /* [gridDim.x][2C] */
 };
+
+/* The block's half and its place among that half's blocks (params). */
+__device__ __forceinline__ int half_of(const params &p) { return (int)blockIdx.x / p.bph; }
+__device__ __forceinline__ int blk_of(const params &p)
+{
+  return (int)blockIdx.x - half_of(p) * p.bph;
+}
 
 struct tile_t {
   int n, y0, x0;
@@ -218,10 +237,12 @@ __device__ __forceinline__ void run_loader(const params &p, const CUtensorMap *x
   const uint32_t bar = sbase + L::off_bar;
   const uint32_t full = bar, empty = bar + 16 * STAGES, wbar = bar + 24 * STAGES;
   asm volatile("prefetch.tensormap [%0];" ::"l"(xmap) : "memory");
+  const int hf = half_of(p);
   mbar_expect_tx(wbar, W_BYTES);
-  for (int t = 0; t < 9; t++) tma_load_2d(sbase + t * TAP_BYTES, wmap, t * C, 0, wbar);
+  for (int t = 0; t < 9; t++)
+    tma_load_2d(sbase + t * TAP_BYTES, wmap, t * p.wk + hf * p.wk_half, hf * p.wr_half, wbar);
   int i = 0;
-  for (int t = blockIdx.x; t < p.ntiles; t += gridDim.x, i++) {
+  for (int t = blk_of(p); t < p.ntiles; t += p.bph, i++) {
     const int s = i % STAGES, k = i / STAGES;
     if (k > 0) mbar_wait(empty + 8 * s, (k - 1) & 1);
     const tile_t tl = tile_of(p, t);
@@ -245,7 +266,7 @@ __device__ __forceinline__ void run_prologue(const params &p, uint32_t sbase, in
   float sc[8], sh[8];
   if (PRO) bn_coef_load(p.scale, p.shift, lc, sc, sh);
   int i = 0;
-  for (int t = blockIdx.x; t < p.ntiles; t += gridDim.x, i++) {
+  for (int t = blk_of(p); t < p.ntiles; t += p.bph, i++) {
     const int s = i % STAGES, k = i / STAGES;
     mbar_wait(full + 8 * s, k & 1);
     if (PRO) {
@@ -323,7 +344,7 @@ __device__ __forceinline__ void run_consumer(const params &p, const CUtensorMap 
   for (int v = 0; v < 32; v++) acc[0][v] = acc[1][v] = 0.f;
   int pending = -1, tiles_done = 0, nt = 0;
   int i = wg;
-  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
+  for (int t = blk_of(p) + wg * p.bph; t < p.ntiles; t += 2 * p.bph, i += 2, nt++) {
     const int s = i % STAGES, k = i / STAGES;
     const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
     const tile_t tl = tile_of(p, t);
@@ -574,10 +595,11 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
    * done, before the epilogue, instead of after the tile's store has read it. */
   named_bar(3, 256);
   const uint32_t obuf = sbase + (uint32_t)wg * TILE_BYTES;
+  const int oc = C * half_of(p); /* the output channels' offset (params) */
   float acc[32];
   int nt = 0;
   int i = wg;
-  for (int t = blockIdx.x + wg * gridDim.x; t < p.ntiles; t += 2 * gridDim.x, i += 2, nt++) {
+  for (int t = blk_of(p) + wg * p.bph; t < p.ntiles; t += 2 * p.bph, i += 2, nt++) {
     const int s = i % STAGES, k = i / STAGES;
     const uint32_t stage = sbase + L::off_stage + s * STAGE_BYTES;
     const uint64_t d0 = desc_sw128(stage);
@@ -617,7 +639,7 @@ __device__ __forceinline__ void run_consumer_cm(const params &p, const CUtensorM
     }
     fence_proxy_async();
     named_bar(1 + wg, 128); /* the tile is in the buffer; every read of the x tile is done */
-    if (ti == 0) tma_store_4d(ymap, obuf, 0, tl.x0, tl.y0, tl.n);
+    if (ti == 0) tma_store_4d(ymap, obuf, oc, tl.x0, tl.y0, tl.n);
     __syncwarp();
     if (STATS) fold_stats_cm(s1, s2, row, ch, lane);
   }
@@ -692,16 +714,20 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* stats[0..2C) = the blocks' partials summed (sum_partials_f64's fixed order); stats[2C] = the
- * pixel count. */
+/* stats[0..2 cout) = the blocks' partials summed (sum_partials_f64's fixed order), cout = 64
+ * halves: channel co's from the bph blocks of its half (params), column co % 64 of the Σ or Σ²
+ * half of their partials; stats[2 cout] = the pixel count. */
 __global__ void __launch_bounds__(SM90_FINAL_THREADS)
-    conv_sm90_stats_kernel(const double *partial, int blocks, double count, double *stats)
+    conv_sm90_stats_kernel(const double *partial, int bph, int halves, double count,
+                           double *stats)
 {
   const int t = blockIdx.x * blockDim.x + threadIdx.x, c = t / SM90_FINAL_LANES;
-  const double v = sum_partials_f64(partial, blocks, PARTIAL, c, t % SM90_FINAL_LANES,
-                                    c < PARTIAL);
-  if (t % SM90_FINAL_LANES == 0 && c < PARTIAL) stats[c] = v;
-  if (t == 0) stats[PARTIAL] = count;
+  const int cout = C * halves, valid = c < 2 * cout;
+  const int k = c / cout, co = c % cout, hf = valid ? co / C : 0;
+  const double v = sum_partials_f64(partial + (size_t)hf * bph * PARTIAL, bph, PARTIAL,
+                                    k * C + co % C, t % SM90_FINAL_LANES, valid);
+  if (t % SM90_FINAL_LANES == 0 && valid) stats[c] = v;
+  if (t == 0) stats[2 * cout] = count;
 }
 
 /* dgrad's sums from the blocks' partials [Σ g, Σ g x]: sums[c] = Σ g and sums[C + c] =
@@ -722,11 +748,12 @@ __global__ void __launch_bounds__(SM90_FINAL_THREADS)
 
 /* ---- host ---- */
 
-/* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout. */
-int map_weights(CUtensorMap *m, const void *base, char *err, size_t len)
+/* Weights [cout][9 cin] as a 2-D map (k, cout), boxes of one tap: 64 k x 64 cout (cin, cout:
+ * the tensor's, 64 or 128; a box is one half's tap, params). */
+int map_weights(CUtensorMap *m, const void *base, int cin, int cout, char *err, size_t len)
 {
-  const cuuint64_t dim[2] = {(cuuint64_t)9 * C, (cuuint64_t)C};
-  const cuuint64_t stride[1] = {(cuuint64_t)9 * C * 2};
+  const cuuint64_t dim[2] = {(cuuint64_t)9 * cin, (cuuint64_t)cout};
+  const cuuint64_t stride[1] = {(cuuint64_t)9 * cin * 2};
   const cuuint32_t box[2] = {(cuuint32_t)C, (cuuint32_t)C};
   const cuuint32_t one[2] = {1, 1};
   CUresult r = encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base),
@@ -770,6 +797,10 @@ int check_common(const char *pass, int n, int h, int w, int cin, int cout, const
   if (cin != C || cout != C)
     return fail(err, errlen, "the sm_90 convolution covers %d -> %d channels, not %d -> %d", C,
                 C, cin, cout);
+  /* the 64 -> 64 tensors' map coordinates; the callers set halves' (params) */
+  p->halves = 1;
+  p->wk = C;
+  p->wk_half = p->wr_half = 0;
   if (n < 0 || h < 1 || w < 1 || (n > 0 && (size_t)h * w > (1u << 30)))
     return fail(err, errlen, "the sm_90 convolution: batch %d of %dx%d is invalid", n, h, w);
   if (!in || !weight || !out || !aligned16(in) || !aligned16(weight) || !aligned16(out))
@@ -797,11 +828,14 @@ int check_common(const char *pass, int n, int h, int w, int cin, int cout, const
   return 0;
 }
 
-/* One persistent block per multiprocessor (fewer when there are fewer tiles); returns the grid. */
-int launch(kernel_fn k, int smem, const CUtensorMap maps[4], const params &p, int sms,
+/* One persistent block per multiprocessor (fewer when there are fewer tiles): p.halves groups
+ * of p.bph blocks, set here (params); returns the grid. */
+int launch(kernel_fn k, int smem, const CUtensorMap maps[4], params &p, int sms,
            cudaStream_t st, char *err, size_t errlen)
 {
-  const int grid = p.ntiles < sms ? p.ntiles : sms;
+  const int per = sms / p.halves > 0 ? sms / p.halves : 1;
+  p.bph = p.ntiles < per ? p.ntiles : per;
+  const int grid = p.bph * p.halves;
   cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        smem);
   if (e != cudaSuccess)
@@ -855,23 +889,36 @@ extern "C" size_t conv_sm90_ws_bytes(int device)
   return ws_weights_offset(sm_count(device)) + W_BYTES;
 }
 
+/* The output-channel halves (params) for a forward of cin -> cout in `layout`: 2 for 64 -> 128
+ * in COUT_M, 1 for 64 -> 64, 0 for the shapes the wide kernel takes (any other, or 64 -> 128 in
+ * another layout). */
+int fwd_halves(int cin, int cout, int layout)
+{
+  if (cin == C && cout == C) return 1;
+  return cin == C && cout == 2 * C && layout == CONV_SM90_LAYOUT_COUT_M ? 2 : 0;
+}
+
 extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
 {
-  if (a->cin != C || a->cout != C) return conv_wide_fwd(a, err, errlen); /* the wider layers */
+  const int halves = fwd_halves(a->cin, a->cout, a->layout);
+  if (!halves) return conv_wide_fwd(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
   const int cm = layout_cm(a->layout, err, errlen);
   if (cm < 0) return -1;
-  if (check_common("forward", a->n, a->h, a->w, a->cin, a->cout, a->x, a->weight, a->y,
+  if (check_common("forward", a->n, a->h, a->w, a->cin, a->cout / halves, a->x, a->weight, a->y,
                    a->scale, a->shift, &p, &sms, err, errlen))
     return -1;
+  /* 64 -> 128: a block's half is rows 64 h .. of the weights [128][9][64] (params) */
+  p.halves = halves;
+  p.wr_half = C;
   if (a->stats && !a->ws)
     return fail(err, errlen, "the sm_90 convolution's statistics need conv_sm90_ws_bytes() of "
                 "workspace");
   cudaStream_t st = (cudaStream_t)a->stream;
   if (a->n == 0) { /* no pixels: zero sums, count 0 */
     if (a->stats) {
-      cudaError_t e = cudaMemsetAsync(a->stats, 0, (2 * C + 1) * sizeof(double), st);
+      cudaError_t e = cudaMemsetAsync(a->stats, 0, (2 * C * halves + 1) * sizeof(double), st);
       if (e != cudaSuccess)
         return fail(err, errlen, "clearing the statistics: %s", cudaGetErrorString(e));
     }
@@ -879,8 +926,8 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
   }
   CUtensorMap m[4];
   if (map_image(&m[0], a->x, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
-      map_image(&m[1], a->y, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
-      map_weights(&m[2], a->weight, err, errlen))
+      map_image_c(&m[1], a->y, a->n, a->h, a->w, C * halves, TILE_W, TILE_H, err, errlen) ||
+      map_weights(&m[2], a->weight, C, C * halves, err, errlen))
     return -1;
   m[3] = m[1]; /* no x tile in the forward */
   p.partial = (double *)a->ws;
@@ -889,8 +936,8 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
                           err, errlen);
   if (grid < 0) return -1;
   if (a->stats) {
-    conv_sm90_stats_kernel<<<sm90_final_blocks(PARTIAL), SM90_FINAL_THREADS, 0, st>>>(
-        p.partial, grid, (double)a->n * a->h * a->w, a->stats);
+    conv_sm90_stats_kernel<<<sm90_final_blocks(PARTIAL * halves), SM90_FINAL_THREADS, 0, st>>>(
+        p.partial, p.bph, halves, (double)a->n * a->h * a->w, a->stats);
     return launched("the sm_90 convolution's statistics", err, errlen);
   }
   return 0;
@@ -898,14 +945,25 @@ extern "C" int conv_sm90_fwd(const conv_sm90_fwd_t *a, char *err, size_t errlen)
 
 extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t errlen)
 {
-  if (a->cin != C || a->cout != C) return conv_wide_dgrad(a, err, errlen); /* the wider layers */
+  /* dgrad's output channels are the forward's input channels: 128 -> 64's dgrad (dy 64
+   * channels, g 128) in halves of g's channels */
+  const int halves = fwd_halves(a->cout, a->cin, a->layout);
+  if (!halves) return conv_wide_dgrad(a, err, errlen); /* the wider layers */
   params p;
   int sms = 0;
   const int cm = layout_cm(a->layout, err, errlen);
   if (cm < 0) return -1;
-  if (check_common("dgrad", a->n, a->h, a->w, a->cin, a->cout, a->dy, a->weight, a->g,
+  if (check_common("dgrad", a->n, a->h, a->w, a->cin / halves, a->cout, a->dy, a->weight, a->g,
                    a->scale, a->shift, &p, &sms, err, errlen))
     return -1;
+  if (halves > 1 && (a->scale || a->sums))
+    return fail(err, errlen, "the sm_90 dgrad of %d -> %d channels is plain: no mask, no sums",
+                a->cin, a->cout);
+  /* a block's half is input channels 64 h .. of the forward's weights [64][9][128]: tap t's box
+   * at K coordinate t 128 + 64 h (params) */
+  p.halves = halves;
+  p.wk = C * halves;
+  p.wk_half = C;
   if (!a->sums != !a->saved)
     return fail(err, errlen, "the sm_90 dgrad's sums need saved (mean, invstd) and sums "
                 "together");
@@ -935,10 +993,10 @@ extern "C" int conv_sm90_dgrad(const conv_sm90_dgrad_t *a, char *err, size_t err
   }
   CUtensorMap m[4];
   if (map_image(&m[0], a->dy, a->n, a->h, a->w, HALO_W, HALO_H, err, errlen) ||
-      map_image(&m[1], a->g, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen) ||
-      map_weights(&m[2], wt, err, errlen))
+      map_image_c(&m[1], a->g, a->n, a->h, a->w, C * halves, TILE_W, TILE_H, err, errlen) ||
+      map_weights(&m[2], wt, C * halves, C, err, errlen))
     return -1;
-  if (a->x) {
+  if (a->x && halves == 1) { /* the halves' dgrad has no x tile (plain) */
     if (map_image(&m[3], a->x, a->n, a->h, a->w, TILE_W, TILE_H, err, errlen)) return -1;
   } else {
     m[3] = m[1];

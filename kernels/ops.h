@@ -43,8 +43,11 @@ typedef struct {
 /* What a layer would use of the fused convolutions (ops.h conv_fused): all of them, as a block
  * pair's second convolution does (the forward with the previous BatchNorm + ReLU as its prologue
  * and its statistics, the input gradient with the mask and sums, the weight gradient with the
- * prologue), or only the forward without a prologue, with its statistics (a first block). */
-typedef enum { OPS_FUSE_PAIR = 0, OPS_FUSE_STATS } ops_fuse_use_t;
+ * prologue); only the forward without a prologue, with its statistics (a first block); or only
+ * the plain input gradient, conv_bwd_data_fused with no mask and no sums (x, coef, saved and
+ * sums NULL: the same values as conv_bwd_data), for a layer whose input gradient meets no
+ * BatchNorm of its own (a first block's, into a pooled tensor or a concat). */
+typedef enum { OPS_FUSE_PAIR = 0, OPS_FUSE_STATS, OPS_FUSE_DGRAD } ops_fuse_use_t;
 
 typedef struct ops ops_t;
 struct ops {

@@ -122,7 +122,8 @@ static const shm_env_param_t table[] = {
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "which kernels run the blocks' 3x3 convolutions: fused (our kernels "
                 "with the previous BatchNorm + ReLU folded into the input's load, in a block's "
-                "second convolution, and the statistics or sums into the output's store, "
+                "second convolution, and the statistics or sums into the output's store; the "
+                "first blocks' plain input gradients on the same kernels; "
                 "wherever the backend has them: on a GPU, Hopper (sm_90) in bf16, channels "
                 "multiples of 64 up to 1024; on the CPU, every such layer, composed of its plain "
                 "ops), library (the plain ops: cuDNN, and the separate BatchNorm passes), or auto "
@@ -134,8 +135,10 @@ static const shm_env_param_t table[] = {
                 "the backend has kernels for them, beyond the shapes measured faster "
                 "(kernels/conv_fused_rank.c), to time one in the step before it enters that "
                 "table: USE:CIN:COUT entries joined by commas, USE pair (a block's second "
-                "convolution) or stats (a first block's, with its statistics), e.g. "
-                "stats:256:512,pair:256:256; refused with fused or library"},
+                "convolution), stats (a first block's, with its statistics) or dgrad (the plain "
+                "input gradient of a convolution with no BatchNorm to fuse into it: a first "
+                "block's), e.g. stats:256:512,pair:256:256,dgrad:256:128; refused with fused or "
+                "library"},
     {.name = "SHMDDP_WGRAD_STREAM", .kind = SHM_ENV_CHOICE, .choices = "auto|off|N",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "from which level down backward computes the convolutions' weight gradients on "

@@ -9,6 +9,8 @@
  * the prologue (each K split's partial against its f64 sum, dW its partials added in order bit
  * for bit, the split-K plan's rule; images 16 and 32 pixels wide in tiles of whole rows). Case
  * sm90_cm: the 64 -> 64 forward and dgrad in their other GEMM layout (CONV_SM90_LAYOUT_COUT_M).
+ * Case sm90_halves: 64 -> 128 in that layout, in output-channel halves (the forward, and the
+ * plain dgrad of 128 -> 64).
  * Case sanitize: small shapes through every kernel, for compute-sanitizer. Registered only
  * where an sm_90 GPU is visible and the kernels load (a forked probe, so the suite's own
  * process never initialises CUDA); otherwise the suite exits 77 (SKIP). */
@@ -1229,6 +1231,98 @@ START_TEST(wide_wgrad_plan_and_arguments)
 }
 END_TEST
 
+/* 64 -> 128 in the COUT_M layout: the 64 -> 64 kernel with each block on one half of the
+ * output channels (conv_sm90.h), the forward (prologue, statistics) and the plain dgrad of
+ * 128 -> 64 (dy 64 channels, g 128), against the same references as 64 -> 64; odd shapes with
+ * fewer tiles than blocks (the halves' block counts cut down), edges cutting tiles, batches. */
+START_TEST(halves_odd_shapes)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  static const int shapes[][3] = {{2, 9, 70}, {1, 1, 1}, {3, 5, 130}, {1, 2, 64}, {2, 64, 128}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    const int n = shapes[i][0], h = shapes[i][1], w = shapes[i][2];
+    check_shape(n, h, w, 64, 128, 1, 1, 1);
+    check_shape(n, h, w, 64, 128, 0, 0, 1);
+    check_shape(n, h, w, 64, 128, 0, 1, 1);
+    check_dgrad_shape(n, h, w, 128, 64, 0, 0);
+  }
+  check_shape(2, 9, 70, 64, 128, 1, 0, 1);
+  g_layout = 0;
+}
+END_TEST
+
+/* The U-Net's two: enc1.conv1's forward (64 -> 128 at 128 x 128, prologue and statistics) and
+ * dec0.conv1's input gradient (its forward 128 -> 64 at 256 x 256: dy 64 channels, g the
+ * concat's 128). */
+START_TEST(halves_unet_shapes)
+{
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  check_shape(6, 128, 128, 64, 128, 1, 1, 0);
+  check_dgrad_shape(6, 256, 256, 128, 64, 0, 0);
+  g_layout = 0;
+}
+END_TEST
+
+/* Two runs of each bit for bit; against the wide kernel at the same shapes (the default
+ * layout), reported, not required. */
+START_TEST(halves_reruns_bitwise)
+{
+  cf_data_t d;
+  cf_make(&d, 6, 128, 128, 64, 128);
+  gpu_out_t a, c;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  check_reruns(&d, &a);
+  g_layout = 0;
+  gpu_run(&d, 1, 1, &c);
+  size_t out = (size_t)6 * 128 * 128 * 128, same = 0;
+  for (size_t i = 0; i < out; i++) same += a.raw[i] == c.raw[i];
+  printf("conv_sm90 64 -> 128: %zu of %zu outputs bit-equal between COUT_M halves and the wide "
+         "kernel\n", same, out);
+  gpu_out_free(&a);
+  gpu_out_free(&c);
+  cf_free(&d);
+
+  const cf_shape_t sh = {6, 256, 256, 128, 64};
+  bd_data_t b;
+  bd_make(&b, &sh);
+  dg_out_t x, y;
+  g_layout = CONV_SM90_LAYOUT_COUT_M;
+  dg_gpu_run(&b, 0, 0, &x);
+  dg_gpu_run(&b, 0, 0, &y);
+  ck_assert_msg(memcmp(x.raw, y.raw, b.P * 128 * 2) == 0,
+                "two 128 -> 64 dgrad runs wrote different gradients");
+  dg_out_free(&x);
+  dg_out_free(&y);
+  bd_free(&b);
+  g_layout = 0;
+}
+END_TEST
+
+/* The halves' dgrad is plain: a mask or sums asked for is refused before anything is queued. */
+START_TEST(halves_bad_arguments)
+{
+  CU_OK(cudaSetDevice(0));
+  char *buf = NULL;
+  CU_OK(cudaMalloc((void **)&buf, 1 << 20));
+  char err[256] = "";
+  conv_sm90_dgrad_t a = {.n = 1, .h = 8, .w = 8, .cin = 128, .cout = 64, .dy = buf,
+                         .weight = buf, .x = buf, .g = buf + 65536, .ws = buf + 131072,
+                         .layout = CONV_SM90_LAYOUT_COUT_M};
+  a.scale = (const float *)(buf + 4096);
+  a.shift = (const float *)(buf + 8192);
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "plain"), "%s", err);
+  a.scale = a.shift = NULL;
+  a.saved = (const double *)(buf + 4096);
+  a.sums = (double *)(buf + 8192);
+  err[0] = 0;
+  ck_assert_int_eq(conv_sm90_dgrad(&a, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "plain"), "%s", err);
+  ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess); /* nothing was queued */
+  cudaFree(buf);
+}
+END_TEST
+
 /* In a child process: whether device 0 can run the kernel (0), else why not. */
 static int sm90_check_device0(char *msg, size_t len) { return conv_sm90_check(0, msg, len); }
 static int sm90_wgrad_check_device0(char *msg, size_t len)
@@ -1269,6 +1363,8 @@ START_TEST(sanitize_small)
   check_dgrad(2, 9, 70, 1, 1);
   check_dgrad(2, 9, 70, 0, 0);
   check_dgrad(2, 9, 70, 0, 1);
+  check_shape(2, 9, 70, 64, 128, 1, 1, 1); /* 64 -> 128 in output-channel halves */
+  check_dgrad_shape(2, 9, 70, 128, 64, 0, 0);
   g_layout = 0;
 }
 END_TEST
@@ -1289,6 +1385,9 @@ static Suite *make_conv_sm90_suite(const suite_env_t *env)
                   dgrad_bad_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_cm", cm_odd_shapes, cm_unet_shape, cm_reruns_bitwise, cm_bad_layout);
+  tcase_set_timeout(tc, 300);
+  tc = SUITE_CASE(s, "sm90_halves", halves_odd_shapes, halves_unet_shapes, halves_reruns_bitwise,
+                  halves_bad_arguments);
   tcase_set_timeout(tc, 300);
   tc = SUITE_CASE(s, "sm90_wide", wide_odd_shapes, wide_unet_shapes, wide_reruns_bitwise,
                   wide_dgrad_shapes, wide_narrow_images, wide_dgrad_reruns_bitwise,

@@ -768,6 +768,23 @@ static int firsts_fused(const model_t *m)
   return k;
 }
 
+/* The convolutions whose plain input gradient runs on the fused kernels (layer_conv_t
+ * dgrad_fused), of those that make one (all but the input layer's). */
+static int dgrads_fused(const model_t *m)
+{
+  int k = 0;
+  for (int i = 0; i < m->cfg.levels; i++) {
+    if (i > 0) k += m->enc[i].b1.conv.dgrad_fused;
+    k += m->enc[i].b2.conv.dgrad_fused;
+    ck_assert(!(m->enc[i].b2.fused && m->enc[i].b2.conv.dgrad_fused)); /* masked, not plain */
+    if (i < m->cfg.levels - 1) {
+      k += m->dec[i].b1.conv.dgrad_fused + m->dec[i].b2.conv.dgrad_fused;
+      ck_assert(!(m->dec[i].b2.fused && m->dec[i].b2.conv.dgrad_fused));
+    }
+  }
+  return k;
+}
+
 /* Every tensor of b within tol of a's largest magnitude in that tensor. */
 static void assert_close(const model_t *m, const float *a, const float *b, double tol,
                          const char *what)
@@ -799,6 +816,9 @@ START_TEST(fused_matches_library)
   ck_assert_int_eq(blocks_fused(b), 2 * c.levels - 1);
   ck_assert_int_eq(firsts_fused(a) + firsts_fused(u), 0);
   ck_assert_int_eq(firsts_fused(b), 2 * c.levels - 1);
+  /* the first blocks' plain input gradients (the second ones' are masked in the pairs) */
+  ck_assert_int_eq(dgrads_fused(a) + dgrads_fused(u), 0);
+  ck_assert_int_eq(dgrads_fused(b), 2 * c.levels - 2);
   float *x;
   int32_t *y;
   make_batch(&c, 3, 9, &x, &y);
@@ -865,8 +885,9 @@ START_TEST(fused_plan_holds)
 }
 END_TEST
 
-/* An engine that is not one of the choices stops the build, naming them; GroupNorm models never
- * fuse (the fused ops carry BatchNorm). */
+/* An engine that is not one of the choices stops the build, naming them; GroupNorm models fuse
+ * no convolution with a norm (the fused ops carry BatchNorm), only the plain input gradients:
+ * every block's but the input layer's. */
 START_TEST(engine_choices)
 {
   model_config_t c;
@@ -881,6 +902,7 @@ START_TEST(engine_choices)
   m = build_engine(&c, "fused");
   ck_assert_int_eq(blocks_fused(m), 0);
   ck_assert_int_eq(firsts_fused(m), 0);
+  ck_assert_int_eq(dgrads_fused(m), 4 * c.levels - 3);
   model_destroy(m);
 }
 END_TEST
@@ -908,7 +930,7 @@ START_TEST(engine_choice_per_layer)
     model_conv_engine_t e;
     ck_assert_int_eq(model_conv_engine_read(&e, err, sizeof err), 0);
     ck_assert_str_eq(e.setting, cases[k].setting);
-    for (int use = OPS_FUSE_PAIR; use <= OPS_FUSE_STATS; use++) {
+    for (int use = OPS_FUSE_PAIR; use <= OPS_FUSE_DGRAD; use++) {
       ws = 7;
       ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, use, &ws), cases[k].fuses);
       if (!cases[k].fuses) ck_assert_uint_eq(ws, 0); /* no fused workspace for the plain ops */
@@ -921,11 +943,20 @@ START_TEST(engine_choice_per_layer)
   ck_assert_int_eq(o.conv_plan(&o, &head, &ws), 0);
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, OPS_FUSE_PAIR, &ws), 0); /* not 3x3 */
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, OPS_FUSE_STATS, &ws), 0);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &head, OPS_FUSE_DGRAD, &ws), 0);
   o.conv_plan_free(&o, &head);
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), 1);
-  o.bn_bwd_params = NULL; /* the pair's backward lacks a step: only the statistics use is left */
+  o.bn_bwd_params = NULL; /* the pair's backward lacks a step: the other uses are left */
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), 0);
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), 1);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_DGRAD, &ws), 1);
+  int (*bwd_data_fused)(const ops_t *, const ops_conv_t *, int, const void *, const void *,
+                        const void *, const float *, const double *, void *, double *, void *) =
+      o.conv_bwd_data_fused;
+  o.conv_bwd_data_fused = NULL; /* the plain input gradient's one op */
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_DGRAD, &ws), 0);
+  ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), 1);
+  o.conv_bwd_data_fused = bwd_data_fused;
   o.conv_fwd_fused = NULL;
   ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), 0);
   setenv("SHMDDP_CONV_ENGINE", "Fused", 1);
@@ -950,12 +981,13 @@ START_TEST(engine_extra_shapes)
   ck_assert_int_eq(o.conv_plan(&o, &c, &ws), 0);
   const struct {
     const char *shapes;
-    int pair, stats;
-  } cases[] = {{"", 0, 0},
-               {"pair:4:6", 1, 0},
-               {"stats:4:6", 0, 1},
-               {"pair:6:4,stats:4:4,pair:4:8", 0, 0},
-               {"stats:8:8,pair:4:6,stats:4:6", 1, 1}};
+    int pair, stats, dgrad;
+  } cases[] = {{"", 0, 0, 0},
+               {"pair:4:6", 1, 0, 0},
+               {"stats:4:6", 0, 1, 0},
+               {"dgrad:4:6", 0, 0, 1},
+               {"pair:6:4,stats:4:4,pair:4:8,dgrad:6:4", 0, 0, 0},
+               {"stats:8:8,pair:4:6,stats:4:6,dgrad:4:6", 1, 1, 1}};
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     setenv("SHMDDP_CONV_FUSE_SHAPES", cases[k].shapes, 1);
     model_conv_engine_t e;
@@ -963,10 +995,12 @@ START_TEST(engine_extra_shapes)
     ck_assert_str_eq(e.setting, "auto");
     ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_PAIR, &ws), cases[k].pair);
     ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_STATS, &ws), cases[k].stats);
+    ck_assert_int_eq(model_conv_engine_fuses(&e, &o, &c, OPS_FUSE_DGRAD, &ws), cases[k].dgrad);
   }
   static const char *bad[] = {"pair:4",   "pairs:4:6",   "pair:4:6,",   ",pair:4:6",
                               "pair:-4:6", "pair:4:6x",  "pair:0:6",   "pair:4:65537",
-                              "PAIR:4:6", "pair::6",     "pair:4:6:8", "stats 4 6"};
+                              "PAIR:4:6", "pair::6",     "pair:4:6:8", "stats 4 6",
+                              "dgrads:4:6", "dgrad:4"};
   for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
     setenv("SHMDDP_CONV_FUSE_SHAPES", bad[k], 1);
     model_conv_engine_t e;
@@ -992,16 +1026,19 @@ START_TEST(engine_extra_shapes)
   unsetenv("SHMDDP_CONV_ENGINE");
   o.conv_plan_free(&o, &c);
   o.destroy(&o);
-  /* a model (widths 4-6-8): the 6 -> 6 pairs (encoder and decoder, level 1) and the first block
-   * 4 -> 6; a malformed list stops the build */
+  /* a model (widths 4-6-8): the 6 -> 6 pairs (encoder and decoder, level 1), the first block
+   * 4 -> 6, and the plain input gradient of the decoder's 8 -> 4 after the concat; a malformed
+   * list stops the build */
   model_config_t mc;
   small_cfg(&mc, MODEL_NORM_BATCH);
-  setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:6:6,stats:4:6", 1);
+  setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:6:6,stats:4:6,dgrad:8:4", 1);
   model_t *m = build(&mc, OPS_F64);
   ck_assert_int_eq(blocks_fused(m), 2);
   ck_assert_int_eq(m->enc[1].b2.fused + m->dec[1].b2.fused, 2);
   ck_assert_int_eq(firsts_fused(m), 1);
   ck_assert_int_eq(m->enc[1].b1.stats_fused, 1);
+  ck_assert_int_eq(dgrads_fused(m), 1);
+  ck_assert_int_eq(m->dec[0].b1.conv.dgrad_fused, 1);
   model_destroy(m);
   setenv("SHMDDP_CONV_FUSE_SHAPES", "pair:6", 1);
   m = NULL;

@@ -469,20 +469,26 @@ START_TEST(test_fused_engine)
 }
 END_TEST
 
-/* The blocks of m whose conv runs fused: second ones (*pairs) and first ones with their
- * statistics (*firsts). */
-static void count_fused(const model_t *m, int *pairs, int *firsts)
+/* The blocks of m whose conv runs fused: second ones (*pairs), first ones with their
+ * statistics (*firsts), and those whose plain input gradient does (*dgrads; the input layer
+ * has none). */
+static void count_fused(const model_t *m, int *pairs, int *firsts, int *dgrads)
 {
-  *pairs = *firsts = 0;
+  *pairs = *firsts = *dgrads = 0;
   for (int i = 0; i < m->cfg.levels; i++) {
     *pairs += m->enc[i].b2.fused, *firsts += m->enc[i].b1.stats_fused;
-    if (i < m->cfg.levels - 1) *pairs += m->dec[i].b2.fused, *firsts += m->dec[i].b1.stats_fused;
+    *dgrads += (i > 0 && m->enc[i].b1.conv.dgrad_fused) + m->enc[i].b2.conv.dgrad_fused;
+    if (i < m->cfg.levels - 1) {
+      *pairs += m->dec[i].b2.fused, *firsts += m->dec[i].b1.stats_fused;
+      *dgrads += m->dec[i].b1.conv.dgrad_fused + m->dec[i].b2.conv.dgrad_fused;
+    }
   }
 }
 
 /* The wider kernels in the trainer (SHMDDP_CONV_ENGINE=fused, widths 64-128-192): on a 9.0 GPU
  * built with sm_90a the first blocks' convolutions 3 -> 64 (the few-channel kernel), 64 -> 128,
- * 128 -> 192, 256 -> 128 and 128 -> 64 make their statistics in their output pass, and the
+ * 128 -> 192, 256 -> 128 and 128 -> 64 make their statistics in their output pass, the last
+ * four their plain input gradient on the fused kernels too, and the
  * pairs 128 -> 128 (encoder and
  * decoder) and 192 -> 192 run fused (on these 16 x 16 images ranked 1, kernels/conv_fused_rank.h:
  * fused takes them, auto not) beside the two 64 -> 64 pairs that auto takes too; elsewhere
@@ -503,16 +509,18 @@ START_TEST(test_fused_wide)
     setenv("SHMDDP_CONV_ENGINE", engines[k], 1);
     model_t *m = NULL;
     ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
-    int pairs, firsts;
-    count_fused(m, &pairs, &firsts);
+    int pairs, firsts, dgrads;
+    count_fused(m, &pairs, &firsts, &dgrads);
     model_destroy(m);
     const int want_firsts = hopper ? (k == 0 ? 5 : 1) : 0,
-              want_pairs = hopper ? (k == 0 ? 5 : 2) : 0;
-    ck_assert_msg(pairs == want_pairs && firsts == want_firsts,
-                  "%s on a %d.%d device: %d pairs and %d first blocks fused, expected %d and %d",
-                  engines[k], major, minor, pairs, firsts, want_pairs, want_firsts);
-    printf("fused engine %s: %d pairs, %d first blocks fused (compute capability %d.%d)\n",
-           engines[k], pairs, firsts, major, minor);
+              want_pairs = hopper ? (k == 0 ? 5 : 2) : 0,
+              want_dgrads = hopper && k == 0 ? 4 : 0;
+    ck_assert_msg(pairs == want_pairs && firsts == want_firsts && dgrads == want_dgrads,
+                  "%s on a %d.%d device: %d pairs, %d first blocks and %d plain input gradients "
+                  "fused, expected %d, %d and %d", engines[k], major, minor, pairs, firsts,
+                  dgrads, want_pairs, want_firsts, want_dgrads);
+    printf("fused engine %s: %d pairs, %d first blocks, %d plain input gradients fused (compute "
+           "capability %d.%d)\n", engines[k], pairs, firsts, dgrads, major, minor);
   }
   fused_steps_match_library("fused", &cfg);
   wide = 0;

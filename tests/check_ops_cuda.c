@@ -4,6 +4,7 @@
  * no CUDA GPU; CUDA is touched only inside the tests and a forked probe, never in main(). */
 #include "config.h"
 
+#include "kernels/conv_fused_rank.h"
 #include "kernels/optim_cpu.h"
 #include "tests/ops_cuda_testutil.h"
 #include "tests/suite_main.h"
@@ -827,6 +828,80 @@ START_TEST(test_rgb_stats)
 }
 END_TEST
 
+/* ---- the plain input gradient on the fused kernels ---- */
+
+/* ops.h conv_bwd_data_fused with no mask and no sums (x, coef, saved, sums NULL), the use
+ * OPS_FUSE_DGRAD, bf16. Where the fused ops run: conv_fused ranks the shape as the table does
+ * (kernels/conv_fused_rank.h), the gradient is the CPU reference's (f32 table on the same inputs)
+ * and cuDNN's conv_bwd_data within bf16 rounding, a rerun gives the same bits and nothing past
+ * the gradient is written. 64 -> 64 and 128 -> 64 take the COUT_M kernel (128 -> 64 in
+ * output-channel halves), the others the wide kernel. Elsewhere rank 0 and the op refused. */
+static void plain_dgrad_case(int h, int w, int cin, int cout, int max_n, int n, int dev_ok)
+{
+  ops_conv_t cc = {.kind = OPS_CONV3X3, .h = h, .w = w, .cin = cin, .cout = cout, .max_n = max_n};
+  ops_conv_t gc = cc;
+  size_t cws = 0, ws = 0, fws = 0;
+  CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &ws));
+  const int rank = gpu.conv_fused ? gpu.conv_fused(&gpu, &gc, OPS_FUSE_DGRAD, &fws) : 0;
+  const int want = dev_ok ? conv_fused_rank(OPS_FUSE_DGRAD, cin, cout, h, w) : 0;
+  char what[96];
+  snprintf(what, sizeof what, "plain dgrad %dx%d %d -> %d, %d of %d images", h, w, cin, cout, n,
+           max_n);
+  ck_assert_msg(rank == want, "%s: conv_fused ranks %d, the table %d", what, rank, want);
+  const size_t P = (size_t)n * h * w, nx = P * cin + 1, ny = P * cout, nw = 9 * (size_t)cin * cout;
+  float *dy = hvec(ny, 1, 0), *wt = hvec(nw, 1.0f / sqrtf(9.0f * cout), 0);
+  float *dx = hvec(nx, 0, 0);
+  void *gdy = up(dy, ny), *gw = up(wt, nw), *gdx = dalloc(nx * gpu.elem);
+  void *gdx2 = dalloc(nx * gpu.elem), *glib = dalloc(nx * gpu.elem);
+  void *gws = dalloc((ws > fws ? ws : fws) + 16);
+  if (!rank) {
+    if (gpu.conv_bwd_data_fused)
+      ck_assert_msg(gpu.conv_bwd_data_fused(&gpu, &gc, n, gdy, gw, NULL, NULL, NULL, gdx, NULL,
+                                            gws) != 0,
+                    "%s: the fused input gradient ran where conv_fused said 0", what);
+    gpu.conv_plan_free(&gpu, &gc);
+    cpu.conv_plan_free(&cpu, &cc);
+    return;
+  }
+  float *cws_buf = malloc(cws + 16);
+  keep(cws_buf);
+  CPU_OK(cpu.conv_bwd_data(&cpu, &cc, n, dy, wt, dx, cws_buf));
+  GPU_OK(gpu.conv_bwd_data(&gpu, &gc, n, gdy, gw, glib, gws));
+  GPU_OK(gpu.conv_bwd_data_fused(&gpu, &gc, n, gdy, gw, NULL, NULL, NULL, gdx, NULL, gws));
+  GPU_OK(gpu.conv_bwd_data_fused(&gpu, &gc, n, gdy, gw, NULL, NULL, NULL, gdx2, NULL, gws));
+  float *g = down(gdx, nx); /* nx: one element past the gradient, still poisoned */
+  CLOSE(g, dx, P * cin, tol_conv(), what);
+  CLOSE(g, down(glib, nx), P * cin, tol_conv(), "against cuDNN's conv_bwd_data");
+  EXACT(down(gdx2, nx), g, P * cin, "its rerun's gradient");
+  ck_assert_msg(isnan(g[P * cin]), "%s: written past the gradient", what);
+  gpu.conv_plan_free(&gpu, &gc);
+  cpu.conv_plan_free(&cpu, &cc);
+}
+
+START_TEST(test_plain_dgrad)
+{
+  use_dtype(1);
+  ck_assert_int_eq(dt, OPS_BF16);
+  int major = 0, minor = 0;
+  const int dev_ok = fused_sm90_device(&major, &minor);
+  plain_dgrad_case(16, 16, 128, 64, 2, 2, dev_ok);  /* COUT_M in halves: dec0.conv1's shape */
+  plain_dgrad_case(9, 70, 128, 64, 3, 2, dev_ok);   /* tiles across rows, a partial last */
+  plain_dgrad_case(8, 8, 64, 64, 2, 1, dev_ok);     /* COUT_M, one of two images */
+  plain_dgrad_case(16, 16, 64, 128, 2, 2, dev_ok);  /* the wide kernel: enc1.conv1's shape */
+  plain_dgrad_case(8, 8, 192, 128, 2, 2, dev_ok);   /* the wide kernel, three 64-channel groups */
+  plain_dgrad_case(8, 8, 128, 64, 2, 0, dev_ok);    /* no images */
+  plain_dgrad_case(8, 8, 48, 64, 2, 2, dev_ok);     /* a width it does not take: refused */
+  /* not in f16 (the fused ops are bf16's) */
+  use_dtype(2);
+  ops_conv_t c = {.kind = OPS_CONV3X3, .h = 8, .w = 8, .cin = 128, .cout = 64, .max_n = 2};
+  size_t ws = 0, fws = 0;
+  GPU_OK(gpu.conv_plan(&gpu, &c, &ws));
+  ck_assert_int_eq(gpu.conv_fused ? gpu.conv_fused(&gpu, &c, OPS_FUSE_DGRAD, &fws) : 0, 0);
+  gpu.conv_plan_free(&gpu, &c);
+}
+END_TEST
+
 /* The transposed convolution through cuBLAS (conv_up_gemm_cuda.cu): each batching of the
  * GEMMs (per output row, per pixel column), each weight-gradient method (f32 partials per
  * pixel column, dy gathered), the input gradient on GEMMs (layers bound by arithmetic) and on
@@ -1170,6 +1245,8 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tcase_add_checked_fixture(tc, NULL, teardown);
   tcase_set_timeout(tc, 120); /* the convolution search times every algorithm */
   tc = SUITE_CASE(s, "conv_rgb_stats", test_rgb_stats);
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tc = SUITE_CASE(s, "conv_plain_dgrad", test_plain_dgrad);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "conv_up", test_conv_up);
   tcase_add_checked_fixture(tc, NULL, teardown);

@@ -43,6 +43,8 @@ static int shape_of(const char *s, size_t len, model_conv_shape_t *sh)
     sh->use = OPS_FUSE_PAIR;
   else if (ulen == 5 && strncmp(s, "stats", 5) == 0)
     sh->use = OPS_FUSE_STATS;
+  else if (ulen == 5 && strncmp(s, "dgrad", 5) == 0)
+    sh->use = OPS_FUSE_DGRAD;
   else
     return -1;
   return channels_of(c1 + 1, (size_t)(c2 - c1 - 1), &sh->cin) ||
@@ -69,8 +71,9 @@ static int read_shapes(model_conv_engine_t *e, char *err, size_t errlen)
                         MODEL_CONV_SHAPES_MAX);
     if (shape_of(s, len, &e->shapes[e->nshapes]) != 0)
       return check_fail(err, errlen, "SHMDDP_CONV_FUSE_SHAPES: '%.*s' is not USE:CIN:COUT (USE "
-                        "pair or stats, CIN and COUT channels 1..65536; entries joined by "
-                        "commas, e.g. stats:256:512,pair:256:256)", (int)(len > 64 ? 64 : len), s);
+                        "pair, stats or dgrad, CIN and COUT channels 1..65536; entries joined "
+                        "by commas, e.g. stats:256:512,pair:256:256,dgrad:256:128)",
+                        (int)(len > 64 ? 64 : len), s);
     e->nshapes++;
     if (!end) break;
     s = end + 1;
@@ -181,6 +184,7 @@ int model_conv_engine_fuses(const model_conv_engine_t *e, const ops_t *o, const 
   if (use == OPS_FUSE_PAIR && (!o->conv_bwd_data_fused || !o->conv_bwd_filter_fused ||
                                !o->bn_coef || !o->bn_bwd_params))
     return 0;
+  if (use == OPS_FUSE_DGRAD && !o->conv_bwd_data_fused) return 0;
   size_t ws = 0;
   int rank = o->conv_fused(o, c, use, &ws);
   if (rank < 0) return -1;

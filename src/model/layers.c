@@ -125,6 +125,16 @@ int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, cons
 {
   char *err = c->err;
   size_t errlen = c->errlen;
+  if (l->dgrad_fused) { /* the one fused entry the use takes (conv_engine.c) */
+    if (!c->ops->conv_bwd_data_fused)
+      return check_fail(err, errlen, "%s: the %s backend has no fused input gradient",
+                        c->params[l->w_id].name, c->ops->name);
+    CHECK_OPS(c->ops,
+              c->ops->conv_bwd_data_fused(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id),
+                                          NULL, NULL, NULL, dx, NULL, c->ws),
+              c->params[l->w_id].name);
+    return 0;
+  }
   int (*bwd_data)(const ops_t *, const ops_conv_t *, int, const void *, const void *, void *,
                   void *) = l->dy_gathered ? c->ops->conv_bwd_data_gathered : c->ops->conv_bwd_data;
   CHECK_OPS(c->ops, bwd_data(c->ops, &l->desc, n, dy, layer_wparam(c, l->w_id), dx, c->ws),

@@ -51,6 +51,9 @@ typedef struct {
   int dy_gathered; /* a transposed convolution whose backward takes dy in the gathered order
                       (ops.h concat_bwd_gathered): layer_conv_bwd_filter and _data call the
                       table's _gathered entries */
+  int dgrad_fused; /* a 3x3 whose plain input gradient runs on the fused kernels
+                      (OPS_FUSE_DGRAD): layer_conv_bwd_data calls conv_bwd_data_fused with no
+                      mask and no sums */
 } layer_conv_t;
 
 typedef struct {
@@ -78,7 +81,8 @@ int layer_conv_fwd(const layer_ctx_t *c, const layer_conv_t *l, int n, const voi
  * order where l->dy_gathered says so, else NHWC (both layer_conv_bwd_*). */
 int layer_conv_bwd_filter(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *x,
                           const void *dy);
-/* The input gradient dx from dy (does not read x: dx may take x's memory). */
+/* The input gradient dx from dy (does not read x: dx may take x's memory); on the fused kernels
+ * with no mask and no sums where l->dgrad_fused. */
 int layer_conv_bwd_data(const layer_ctx_t *c, const layer_conv_t *l, int n, const void *dy,
                         void *dx);
 

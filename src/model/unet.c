@@ -84,6 +84,27 @@ static void choose_fused(alloc_ctx_t *a, block_t *prev, block_t *b, size_t *need
                          "norm coefficients");
 }
 
+/* Whether b's conv takes its plain input gradient on the fused kernels (OPS_FUSE_DGRAD, the
+ * engine's choice): where its backward has no BatchNorm to fuse into it (b not a fused pair's
+ * second). *need grows to their workspace. */
+static void choose_dgrad(alloc_ctx_t *a, block_t *b, size_t *need)
+{
+  model_t *m = a->m;
+  const ops_t *o = &m->ops;
+  if (a->failed || b->fused) return;
+  size_t dws = 0;
+  int fuses = model_conv_engine_fuses(&m->engine, o, &b->conv.desc, OPS_FUSE_DGRAD, &dws);
+  if (fuses < 0) {
+    snprintf(a->err, a->errlen, "planning %s's input gradient: %s",
+             m->params[b->conv.w_id].name, o->last_error(o));
+    a->failed = 1;
+    return;
+  }
+  if (!fuses) return;
+  if (dws > *need) *need = dws;
+  b->conv.dgrad_fused = 1;
+}
+
 static void alloc_block(alloc_ctx_t *a, block_t *b, block_t *prev, size_t *stage,
                         float **running, size_t *ws)
 {
@@ -110,6 +131,7 @@ static void alloc_block(alloc_ctx_t *a, block_t *b, block_t *prev, size_t *stage
     a->failed = 1;
   }
   choose_fused(a, prev, b, &need);
+  choose_dgrad(a, b, &need);
   if (need > *ws) *ws = need;
   if (a->level >= m->side_from && need > a->side_ws) a->side_ws = need;
 }
