@@ -14,8 +14,10 @@
  * the library's; a first block (OPS_FUSE_STATS) when the convolution with its statistics takes
  * less than cuDNN's convolution and the statistics pass; a plain input gradient (OPS_FUSE_DGRAD)
  * when it takes less than cuDNN's (128 -> 64 on the COUT_M kernel's output-channel halves,
- * 64 -> 128 on the wide kernel: 85.5 and 35.3 us against 110.3 and 76.6,
- * bench/results/conv_sm90_1xh100.txt). Five more first blocks (256 -> 128,
+ * 64 -> 128 and 256 -> 256 on the wide kernel: 85.5, 35.3 and 45.4 us against 110.3, 76.6 and
+ * 68.4, bench/results/conv_sm90_1xh100.txt; in the trainer's step,
+ * bench/results/ab_dgrad_route_1xh100.txt). 512 -> 256 at 64 x 64 was faster alone (87.7 against
+ * 101.3 us) but left the step no faster: not here. Five more first blocks (256 -> 128,
  * 128 -> 256, 512 -> 256, 256 -> 512, 512 -> 1024) were faster alone but left the trainer's
  * step no faster (bench/results/conv_engine_1xh100.txt): not here. min_pixels: the image size
  * (h x w) it was measured at; 0 for the 64 -> 64 kernels, the first ones, which auto has taken
@@ -32,6 +34,7 @@ static const struct {
     {OPS_FUSE_STATS, 128, 64, 256L * 256},
     {OPS_FUSE_DGRAD, 64, 128, 128L * 128},
     {OPS_FUSE_DGRAD, 128, 64, 256L * 256},
+    {OPS_FUSE_DGRAD, 256, 256, 64L * 64},
 };
 
 /* The input layer (few channels in) as a first block: its forward with the statistics (on trial:
