@@ -118,8 +118,9 @@ if has tests; then
     for t in $TEST_SUITES; do
       c=""
       case $t in *:*) c=${t#*:} t=${t%%:*} ;; esac
-      env $e ${c:+CK_RUN_CASE=$c} timeout 120 "$b/tests/$t" > "$O/${v}_$t.log" 2>&1
-      say "$v $t${c:+ ($c)}: rc $? $(grep -E 'Checks|SKIP' "$O/${v}_$t.log" | tail -1)"
+      lg="$O/${v}_$t${c:+_$c}.log" # a log per suite and case: two cases of one suite keep theirs
+      env $e ${c:+CK_RUN_CASE=$c} timeout 120 "$b/tests/$t" > "$lg" 2>&1
+      say "$v $t${c:+ ($c)}: rc $? $(grep -E 'Checks|SKIP' "$lg" | tail -1)"
     done
   done
 fi
