@@ -13,7 +13,9 @@
 #   sh bench/step_ab_gpu.sh X.patch OUT_DIR
 # A candidate may carry environment settings for its runs (suites, ops table, trainer, default
 # job): PATCH:VAR=value[,VAR=value...], e.g. X.patch:SHMDDP_HEAD_FUSED=forward; and "-" for the
-# patch is this tree unchanged (-:VAR=value measures a setting alone, on A's build).
+# patch is this tree unchanged (-:VAR=value measures a setting alone, on A's build). A candidate
+# may be several patches applied in order, joined by "+" (X.patch+Y.patch: a variant of X kept as
+# a small patch on top of it).
 # Environment: PARTS (default "tests ops train default"), CONFIGURE_FLAGS (default
 # --with-cuda-arch=90), PRECS (the trainer's precisions, default bf16; e.g. "bf16 fp32"),
 # OPS_PRECS (the precisions of the in-graph category table, default bf16; e.g. "bf16 fp32"),
@@ -58,12 +60,17 @@ for p in "$@"; do
   if [ "$p" = - ]; then
     eval "patch_$v=-"
   else
-    eval "patch_$v=\$(abs \"\$p\")"
-    eval "[ -r \"\$patch_$v\" ]" || { echo "step_ab_gpu: cannot read $p" >&2; exit 2; }
+    ps=""
+    for q in $(echo "$p" | tr '+' ' '); do
+      q=$(abs "$q")
+      [ -r "$q" ] || { echo "step_ab_gpu: cannot read $q" >&2; exit 2; }
+      ps="${ps:+$ps+}$q"
+    done
+    eval "patch_$v=\$ps"
   fi
 done
 all="A $variants"
-pname() { if [ "$1" = - ]; then echo nothing; else basename "$1"; fi; }
+pname() { if [ "$1" = - ]; then echo nothing; else for q in $(echo "$1" | tr '+' ' '); do basename "$q"; done | paste -sd+ -; fi; }
 say "# step A/B: $(date -u +%Y-%m-%dT%H:%M:%SZ); A = this tree ($COMMIT)$(for v in $variants; do eval "printf ', %s = A + %s%s' $v \"\$(pname \"\$patch_$v\")\" \"\${env_$v:+ with \$env_$v}\""; done)"
 nvidia-smi -L | sed 's/^/# /' >> "$sum"
 build() { # tree dir
@@ -85,13 +92,15 @@ for v in $variants; do
   mkdir -p "$t"
   tar --exclude=./bA --exclude=./bB --exclude=./bC --exclude=./bD --exclude=./b --exclude=./.git \
     -cf - . | tar -C "$t" -xf -
-  if ! (cd "$t" && patch -p1 -s < "$p") >> "$sum" 2>&1; then
-    say "FAIL: $p does not apply"; cat "$sum"; exit 1
-  fi
-  # a patch that changes the build description gets a fresh configure (autogen.sh in build())
-  if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$p"; then
-    rm -f "$t/configure"
-  fi
+  for q in $(echo "$p" | tr '+' ' '); do
+    if ! (cd "$t" && patch -p1 -s < "$q") >> "$sum" 2>&1; then
+      say "FAIL: $q does not apply"; cat "$sum"; exit 1
+    fi
+    # a patch that changes the build description gets a fresh configure (autogen.sh in build())
+    if grep -Eq '^\+\+\+ b/(configure\.ac|.*Makefile\.am|.*local\.mk)' "$q"; then
+      rm -f "$t/configure"
+    fi
+  done
   eval "tree_$v=\$t bdir_$v=b$v"
   builds="$builds $v"
 done
