@@ -223,6 +223,8 @@ static struct {
   size_t nparams, ws_bytes;
   int head_fwd_fused; /* the head on the last block's norm apply, that output never made (ops.h
                          conv1x1_*_bn), as the model's head_fwd_fused */
+  int head_train; /* the head, the loss and the head's backward down to the norm's reduce as one
+                     op (ops.h head_train_1x1), as the model's head_train */
 } N;
 
 /* The workspace of the ops on table w: the side table's own (side_ws) or the main one's. */
@@ -565,9 +567,10 @@ static void norm_bwd_head(blk_t *b, int n, const conv_t *head, const void *g, vo
   size_t P = (size_t)n * b->conv.c.h * b->conv.c.w;
   const int K = head->c.cout;
   ops_relu_t mask = {.gamma = wp_at(b->g_off), .beta = wp_at(b->g_off + b->C)};
-  OP(ACCT_BN_BWD_REDUCE, b->conv.name, acct_bn_head(ACCT_BN_BWD_REDUCE, P, b->C, K, E),
-     O.bn_bwd_reduce_1x1(&O, g, wp_at(head->w_off), K, &mask, b->a, P, b->C, b->saved, b->stats,
-                         wg_at(b->g_off), wg_at(b->g_off + b->C), 0));
+  if (!N.head_train) /* else the head's training pass made the sums */
+    OP(ACCT_BN_BWD_REDUCE, b->conv.name, acct_bn_head(ACCT_BN_BWD_REDUCE, P, b->C, K, E),
+       O.bn_bwd_reduce_1x1(&O, g, wp_at(head->w_off), K, &mask, b->a, P, b->C, b->saved,
+                           b->stats, wg_at(b->g_off), wg_at(b->g_off + b->C), 0));
   OP(ACCT_BN_BWD_APPLY, b->conv.name, acct_bn_head(ACCT_BN_BWD_APPLY, P, b->C, K, E),
      O.bn_bwd_apply_1x1(&O, g, wp_at(head->w_off), K, &mask, b->a, P, b->C, b->saved, b->stats,
                         wp_at(b->g_off), d));
@@ -635,6 +638,15 @@ static void forward(int n)
     pair_fwd(&N.dec1[i], &N.dec2[i], n, N.cat[i], 0);
     in = N.dec2[i].r;
   }
+  if (N.head_train) { /* accounted as the loss (its bytes there are the loss's alone) */
+    blk_t *b = last_block();
+    OP(ACCT_LOSS, "loss", acct_loss(P0, N.K, E),
+       O.head_train_1x1(&O, &N.head.c, n, b->a, b->saved, wp_at(b->g_off), wp_at(b->g_off + b->C),
+                        wp_at(N.head.w_off), wp_at(N.head.b_off), N.labels, -1, 1, 0, N.logits,
+                        N.g[0], N.loss, wg_at(N.head.w_off), wg_at(N.head.b_off), b->stats,
+                        wg_at(b->g_off), wg_at(b->g_off + b->C), 0, N.ws));
+    return;
+  }
   if (N.head_fwd_fused) {
     blk_t *b = last_block();
     OP(ACCT_CONV_FWD, N.head.name, conv_cost(&N.head, ACCT_CONV_FWD, n),
@@ -656,7 +668,9 @@ static int decoder_bwd(int n)
   size_t P0 = (size_t)n * N.H * N.W;
   int cur = 1;
   blk_t *last = last_block();
-  if (N.head_fwd_fused) { /* the weight gradient from the last block's conv output */
+  if (N.head_train) { /* the weight gradient came with the loss */
+    grads_done(N.head.w_off, N.head.nw + (size_t)N.head.c.cout, N.head.name);
+  } else if (N.head_fwd_fused) { /* the weight gradient from the last block's conv output */
     conv_t *cv = &N.head;
     ops_t *w = wgrad_ops(0);
     OP(ACCT_CONV_BWD_FILTER, cv->name, conv_cost(cv, ACCT_CONV_BWD_FILTER, n),
@@ -1171,8 +1185,9 @@ int main(int argc, char **argv)
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
   if (model_upconv_gathered_read(dt, &up_gathered, err, sizeof err) != 0) DIE("%s", err);
-  int head_fwd = 1, head_bwd = 1; /* SHMDDP_HEAD_FUSED as the model reads it */
-  if (model_head_fused_read(&head_fwd, &head_bwd, err, sizeof err) != 0) DIE("%s", err);
+  int head_fwd = 1, head_bwd = 1, head_train = 0; /* SHMDDP_HEAD_FUSED as the model reads it */
+  if (model_head_fused_read(&head_fwd, &head_bwd, &head_train, err, sizeof err) != 0)
+    DIE("%s", err);
   CU(cudaSetDevice(0));
   if (model) return model_bench(dt, iters, warm);
   CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
@@ -1194,6 +1209,9 @@ int main(int argc, char **argv)
   build();
   /* as the model resolves its head_fwd_fused (src/model/unet.c): the planned head */
   N.head_fwd_fused = model_head_on_norm(&O, &N.head.c, head_fwd);
+  /* and its head_train: both halves, and gradients not staged one layer at a time */
+  N.head_train = N.head_fwd_fused && N.head_fused && (dt == OPS_F32 || working_grads()) &&
+                 model_head_train_usable(&O, &N.head.c, head_train);
   if (side_from < N.L) { /* the side table, on the same plans (they live in each ops_conv_t) */
     CU(cudaStreamCreateWithFlags(&S2, cudaStreamNonBlocking));
     if (ops_cuda_init(&O2, dt, 0, S2, err, sizeof err) != 0) DIE("%s", err);
@@ -1215,7 +1233,10 @@ int main(int argc, char **argv)
            "weight gradients beside the input gradients: %s (SHMDDP_WGRAD_STREAM)",
            widths, O.name, N.N, N.H, N.W, N.K, N.nparams - param_off, from, recompute_levels,
            N.L, recomp, engine.setting, fused, ngathered, N.L - 1,
-           N.head_fwd_fused ? "on the BatchNorm's apply" : "on its stored input",
+           N.head_train       ? "on the BatchNorm's apply with the loss and its backward to the "
+                                "norm's reduce in one pass (train)"
+           : N.head_fwd_fused ? "on the BatchNorm's apply"
+                              : "on its stored input",
            N.head_fused ? "formed inside the BatchNorm backward" : "stored", beside_txt);
   printf("ops_cuda_bench: %s, %s, conv workspace %.1f MiB\n", prop.name, config,
          N.ws_bytes / 1048576.0);

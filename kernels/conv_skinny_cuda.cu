@@ -468,6 +468,17 @@ static void wgrad_as(const ops_t *o, const ops_conv_t *c, size_t P, const void *
 }
 
 template <typename T>
+static int wgrad_final_t(const ops_t *o, const ops_conv_t *c, int nb, const void *ws, void *dw,
+                         void *db, int acc)
+{
+  int n = c->cout * (c->cin + 1); /* outputs, one warp each */
+  sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, opc_ctx(o)->stream>>>((const float *)ws, nb, (T *)dw,
+                                                                 (T *)db, c->cin, c->cout, acc);
+  OPC_LAUNCHED(o, "1x1 convolution weight gradient (final sums)");
+  return 0;
+}
+
+template <typename T>
 static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, const void *dy,
                    void *dw, void *db, int acc, void *ws, sk_bn bn)
 {
@@ -475,11 +486,16 @@ static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
   if (bn.saved) wgrad_as<T, true>(o, c, P, x, dy, ws, &nb, bn);
   else wgrad_as<T, false>(o, c, P, x, dy, ws, &nb, bn);
   OPC_LAUNCHED(o, "1x1 convolution weight gradient (partial sums)");
-  int n = c->cout * (c->cin + 1); /* outputs, one warp each */
-  sk_wgrad_final<T><<<(n + 7) / 8, 256, 0, opc_ctx(o)->stream>>>((const float *)ws, nb, (T *)dw,
-                                                                 (T *)db, c->cin, c->cout, acc);
-  OPC_LAUNCHED(o, "1x1 convolution weight gradient (final sums)");
-  return 0;
+  return wgrad_final_t<T>(o, c, nb, ws, dw, db, acc);
+}
+
+
+int opc_skinny_wgrad_final(const ops_t *o, const ops_conv_t *c, int nblocks, const void *ws,
+                           void *dw, void *db, int acc)
+{
+  if (nblocks < 1 || (size_t)nblocks * c->cout * (c->cin + 1) * sizeof(float) > opc_skinny_ws(o, c))
+    return opc_fail(o, "%d weight-gradient partials exceed the head's workspace", nblocks);
+  OPC_DISPATCH(o, wgrad_final_t, o, c, nblocks, ws, dw, db, acc);
 }
 
 /* ---- entry points (conv_cuda.cu routes a planned skinny 1x1 here) ---- */

@@ -29,7 +29,7 @@ OPSCUDA_SRCS = kernels/ops_cuda.cu kernels/conv_cuda.cu kernels/conv_gemm_cuda.c
 	kernels/conv_up_gemm_cuda.cu kernels/conv_skinny_cuda.cu kernels/conv_rgb_cuda.cu \
 	kernels/conv_rgb_tf32_cuda.cu \
 	kernels/conv_fused_cuda.cu kernels/conv_fused_rank.c kernels/conv_fused_rank.h kernels/norm_cuda.cu \
-	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/optim_cuda.cu
+	kernels/elem_cuda.cu kernels/loss_cuda.cu kernels/head_train_cuda.cu kernels/optim_cuda.cu
 noinst_HEADERS += kernels/ops_cuda_module.h
 EXTRA_DIST += kernels/ops_cuda_module.map
 if HAVE_CUDNN

@@ -94,6 +94,30 @@ __global__ void loss_final_kernel(const double *part, int nblocks,
   }
 }
 
+int opc_loss_count(const ops_t *o, const int32_t *labels, size_t P, int K, int ignore_index)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  cudaStream_t st = x->stream;
+  OPC_CUDA(o, cudaMemsetAsync(&x->bad[1], 0, sizeof(unsigned long long), st));
+  unsigned b = opc_blocks(o, P);
+  if (b > OPC_SLOT_DOUBLES - 2) b = OPC_SLOT_DOUBLES - 2;
+  if (labels && P) {
+    label_count_kernel<<<b, OPC_THREADS, 0, st>>>(labels, P, K, ignore_index, x->bad);
+    OPC_LAUNCHED(o, "label count");
+  }
+  return 0;
+}
+
+int opc_loss_final(const ops_t *o, int nblocks, double *dev_out)
+{
+  opc_ctx_t *x = opc_ctx(o);
+  if (nblocks < 1 || nblocks > (int)OPC_SLOT_DOUBLES - 2)
+    return opc_fail(o, "%d loss partials: 1 to %u", nblocks, OPC_SLOT_DOUBLES - 2);
+  loss_final_kernel<<<1, OPC_THREADS, 0, x->stream>>>(x->slots + 2, nblocks, x->bad, dev_out);
+  OPC_LAUNCHED(o, "loss sum");
+  return 0;
+}
+
 template <typename T>
 static int softmax_ce_t(const ops_t *o, const void *logits, const int32_t *labels, size_t P,
                         int K, int ignore_index, double scale, double norm_count, void *dlogits,
@@ -102,20 +126,14 @@ static int softmax_ce_t(const ops_t *o, const void *logits, const int32_t *label
   opc_ctx_t *x = opc_ctx(o);
   cudaStream_t st = x->stream;
   if (K < 1) return opc_fail(o, "softmax cross-entropy over %d classes", K);
-  OPC_CUDA(o, cudaMemsetAsync(&x->bad[1], 0, sizeof(unsigned long long), st));
+  if (opc_loss_count(o, labels, P, K, ignore_index)) return -1;
   unsigned b = opc_blocks(o, P);
   if (b > OPC_SLOT_DOUBLES - 2) b = OPC_SLOT_DOUBLES - 2;
-  if (labels && P) {
-    label_count_kernel<<<b, OPC_THREADS, 0, st>>>(labels, P, K, ignore_index, x->bad);
-    OPC_LAUNCHED(o, "label count");
-  }
   softmax_ce_kernel<T><<<b, OPC_THREADS, 0, st>>>((const T *)logits, labels, P, K, ignore_index,
                                                   scale, norm_count, x->bad, (T *)dlogits, pred,
                                                   x->slots + 2);
   OPC_LAUNCHED(o, "softmax cross-entropy");
-  loss_final_kernel<<<1, OPC_THREADS, 0, st>>>(x->slots + 2, (int)b, x->bad, dev_out);
-  OPC_LAUNCHED(o, "loss sum");
-  return 0;
+  return opc_loss_final(o, (int)b, dev_out);
 }
 
 int ops_cuda_softmax_ce_async(const ops_t *o, const void *logits, const int32_t *labels,

@@ -956,6 +956,25 @@ int opc_bn_bwd_reduce_1x1(const ops_t *o, const void *g, const void *w, int K,
                acc);
 }
 
+/* The backward reduce's final sums from partials another kernel wrote to the scratch in
+ * launch_stats's layout (one sample: splits x [Σdy | Σdy·x̂] over C channels, f64): sums and
+ * dgamma/dbeta as bn_bwd_reduce_1x1 writes them (conv_skinny_cuda.cu's head pass). */
+template <typename T>
+static int bn_bwd_final_t(const ops_t *o, int splits, int C, double *sums, void *dgamma,
+                          void *dbeta, int acc)
+{
+  return reduce_final<T>(o, 1, splits, C, -1, sums, (T *)dbeta, (T *)dgamma, acc, 0, NULL, 0, 0,
+                         NULL);
+}
+
+int opc_bn_bwd_final(const ops_t *o, int splits, int C, double *sums, void *dgamma, void *dbeta,
+                     int acc)
+{
+  if ((size_t)splits * 2 * C > OPC_SCRATCH_DOUBLES)
+    return opc_fail(o, "%d partials of %d channels exceed the reduction scratch", splits, C);
+  OPC_DISPATCH(o, bn_bwd_final_t, o, splits, C, sums, dgamma, dbeta, acc);
+}
+
 template <typename T>
 static int bn_bwd_apply_1x1_t(const ops_t *o, const void *g, const void *w, int K,
                               const ops_relu_t *relu, const void *x, size_t P, int C,

@@ -177,6 +177,26 @@ struct ops {
                                const double *saved, const void *gamma, const void *beta,
                                const void *dy, void *dw, void *db, int acc, void *ws);
 
+  /* The head's training pass as one op: the 1x1 head c (as conv1x1_fwd_bn takes it: K = c->cout
+   * classes, conv1x1_bn_ok 1) on bn_apply(x) with its ReLU, the loss over its logits and its
+   * backward down to the BatchNorm's reduce, in this order:
+   *   logits = conv1x1_fwd_bn(c, n, x, saved, gamma, beta, w, b)
+   *   softmax_ce_async(logits, labels, P = n h w, K, ignore_index, scale, norm_count) -> g (its
+   *                    dlogits) and dev_out[0..1]; no prediction
+   *   conv1x1_bwd_filter_bn(c, n, x, saved, gamma, beta, g) -> dw, db (added to when acc)
+   *   bn_bwd_reduce_1x1(g, w, K, ReLU mask from gamma and beta, x, P, c->cin, saved) -> sums,
+   *                    dgamma, dbeta (added to when acc)
+   * logits and g are those ops' bits; dw, db, sums, dgamma, dbeta and the loss are their values
+   * within rounding (summed in an order of the backend's, fixed, so reruns repeat bit for bit;
+   * the CPU backend runs the four ops). A backend may read x once for all of it (CUDA, where the
+   * head's few-output kernels take c). ws: c's planned workspace. NULL where a backend has none:
+   * the caller runs the four ops. */
+  int (*head_train_1x1)(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const double *saved, const void *gamma, const void *beta, const void *w,
+                        const void *b, const int32_t *labels, int ignore_index, double scale,
+                        double norm_count, void *logits, void *g, double *dev_out, void *dw,
+                        void *db, double *sums, void *dgamma, void *dbeta, int acc, void *ws);
+
   /* GroupNorm over (h*w, C/G channels) per sample and group; saved: n*G means then n*G
    * invstds (f64). ReLU fused as for BN. */
   int (*gn_fwd)(const ops_t *o, const void *x, int n, size_t hw, int C, int G, double eps,

@@ -181,6 +181,7 @@ int ops_cuda_init(ops_t *o, ops_dtype_t dtype, int device, void *stream, char *e
   o->conv1x1_bn_ok = opc_conv1x1_bn_ok;
   o->conv1x1_fwd_bn = opc_conv1x1_fwd_bn;
   o->conv1x1_bwd_filter_bn = opc_conv1x1_bwd_filter_bn;
+  o->head_train_1x1 = opc_head_train_1x1;
   o->conv_bwd_filter = opc_conv_bwd_filter;
   o->conv_bwd_data = opc_conv_bwd_data;
   o->bn_stats = opc_bn_stats;

@@ -346,6 +346,26 @@ int opc_concat_bwd_gathered(const ops_t *o, const void *dy, int ca, int cb, int 
 int opc_from_f32(const ops_t *o, const float *src, size_t count, void *dst);
 int opc_to_f32(const ops_t *o, const void *src, size_t count, float *dst, int acc);
 
+/* The loss's two passes around its per-pixel pass (loss_cuda.cu), for a kernel that makes the
+ * per-pixel terms itself (head_train_cuda.cu): opc_loss_count counts the labels into the context's
+ * bad[1] (the gradient's divisor) and records the first label out of range in bad[0]; after
+ * nblocks partial loss sums at slots[2 ...], opc_loss_final writes (Σ, count) to dev_out. */
+int opc_loss_count(const ops_t *o, const int32_t *labels, size_t P, int K, int ignore_index);
+int opc_loss_final(const ops_t *o, int nblocks, double *dev_out);
+/* The backward reduce's final sums from partials in the scratch (norm_cuda.cu: launch_stats's
+ * layout for one sample, splits x 2C f64): sums, dgamma, dbeta as bn_bwd_reduce writes them. */
+int opc_bn_bwd_final(const ops_t *o, int splits, int C, double *sums, void *dgamma, void *dbeta,
+                     int acc);
+/* The head's weight gradient from nblocks partials in ws, sk_wgrad_part's layout
+ * (conv_skinny_cuda.cu): nblocks x cout x (cin + 1) f32, the last of each row the bias's. */
+int opc_skinny_wgrad_final(const ops_t *o, const ops_conv_t *c, int nblocks, const void *ws,
+                           void *dw, void *db, int acc);
+/* ops.h head_train_1x1 (head_train_cuda.cu) */
+int opc_head_train_1x1(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const double *saved, const void *gamma, const void *beta, const void *w,
+                       const void *b, const int32_t *labels, int ignore_index, double scale,
+                       double norm_count, void *logits, void *g, double *dev_out, void *dw,
+                       void *db, double *sums, void *dgamma, void *dbeta, int acc, void *ws);
 int opc_softmax_ce(const ops_t *o, const void *logits, const int32_t *labels, size_t P, int K,
                    int ignore_index, double scale, double norm_count, void *dlogits,
                    int32_t *pred, double *loss_sum, long *count);

@@ -636,6 +636,62 @@ START_TEST(test_head_fused)
 }
 END_TEST
 
+/* SHMDDP_HEAD_FUSED=train: a training step's head, loss and head backward down to the norm's
+ * reduce as one op (ops.h head_train_1x1). Taken where both halves are (a head on the few-output
+ * kernels), not on a head planned on cuBLAS; against the default (both halves, the four ops):
+ * the first loss the same bits (the logits are), the later ones and the parameters within the
+ * rounding of sums in another order; two runs and the graph-replayed run the same bits; it
+ * learns; in bf16 and fp32. */
+START_TEST(test_head_train)
+{
+  model_config_t cfg;
+  small_config(&cfg, MODEL_NORM_BATCH);
+  cfg.device = MODEL_DEVICE_CUDA;
+  char err[512];
+  const char *conv1x1[] = {NULL, "gemm"};
+  for (int k = 0; k < 2; k++) {
+    if (conv1x1[k]) setenv("SHMDDP_CONV1X1", conv1x1[k], 1);
+    setenv("SHMDDP_HEAD_FUSED", "train", 1);
+    model_t *m = NULL;
+    ck_assert_msg(model_create(&m, &cfg, err, sizeof err) == 0, "%s", err);
+    unsetenv("SHMDDP_HEAD_FUSED");
+    unsetenv("SHMDDP_CONV1X1");
+    ck_assert_msg(m->head_train == !conv1x1[k], "SHMDDP_CONV1X1=%s: head_train %d",
+                  conv1x1[k] ? conv1x1[k] : "(auto)", m->head_train);
+    model_destroy(m);
+  }
+  const model_precision_t precs[] = {MODEL_BF16, MODEL_FP32};
+  const size_t np = model_config_flat_size(&cfg);
+  for (int k = 0; k < 2; k++) {
+    float lp[GRAPH_STEPS], lt[GRAPH_STEPS], lt2[GRAPH_STEPS], ltg[GRAPH_STEPS];
+    long r = 0;
+    const double tol = precs[k] == MODEL_FP32 ? 1e-3 : 1e-2;
+    float *pp = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lp, &r);
+    setenv("SHMDDP_HEAD_FUSED", "train", 1);
+    float *pt = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lt, &r);
+    float *pt2 = graph_run(precs[k], MODEL_NORM_BATCH, 0, UPDATE_MODEL, lt2, &r);
+    float *ptg = graph_run(precs[k], MODEL_NORM_BATCH, 1, UPDATE_MODEL, ltg, &r);
+    unsetenv("SHMDDP_HEAD_FUSED");
+    for (int i = 0; i < GRAPH_STEPS; i++) {
+      ck_assert_msg(lt2[i] == lt[i] && ltg[i] == lt[i], "precision %d step %d: the training "
+                    "pass's losses %.9g, %.9g, graph %.9g differ", (int)precs[k], i, lt[i],
+                    lt2[i], ltg[i]);
+      ck_assert_msg(fabs(lt[i] - lp[i]) <= (i == 0 ? tol : 5 * tol) * fabs(lp[i]),
+                    "precision %d step %d: loss %.6f with the training pass, %.6f without",
+                    (int)precs[k], i, lt[i], lp[i]);
+    }
+    ck_assert_msg(lt[GRAPH_STEPS - 1] < lt[0], "precision %d: the training pass did not learn: "
+                  "%g -> %g", (int)precs[k], lt[0], lt[GRAPH_STEPS - 1]);
+    ck_assert_msg(memcmp(pt, pt2, np * 4) == 0 && memcmp(pt, ptg, np * 4) == 0,
+                  "precision %d: runs with the training pass end with different parameters",
+                  (int)precs[k]);
+    double e = rel_err(pt, pp, np);
+    ck_assert_msg(e <= 2 * tol, "precision %d: parameters after %d steps, with the training pass "
+                  "and without: relative %.3g", (int)precs[k], GRAPH_STEPS, e);
+  }
+}
+END_TEST
+
 static Suite *make_model_cuda_suite(const suite_env_t *env)
 {
   Suite *s = suite_create("model_cuda");
@@ -655,6 +711,9 @@ static Suite *make_model_cuda_suite(const suite_env_t *env)
   TCase *thf = SUITE_CASE(s, "head_fwd_fused", test_head_fwd_fused);
   tcase_add_checked_fixture(thf, NULL, teardown);
   tcase_set_timeout(thf, 180); /* eight models */
+  TCase *tht = SUITE_CASE(s, "head_train", test_head_train);
+  tcase_add_checked_fixture(tht, NULL, teardown);
+  tcase_set_timeout(tht, 180); /* two models, then eight runs */
   TCase *th = SUITE_CASE(s, "head_fused", test_head_fused);
   tcase_add_checked_fixture(th, NULL, teardown);
   tcase_set_timeout(th, 450); /* twenty-four models */

@@ -853,6 +853,71 @@ START_TEST(head_on_batchnorm)
 }
 END_TEST
 
+/* ops.h head_train_1x1 on the CPU: its four ops in their order, the same bits (the logits, their
+ * gradient and loss, the head's weight gradient, the BatchNorm's sums, dgamma and dbeta), written
+ * and added; a head the op does not take refused. */
+START_TEST(head_train_is_its_ops)
+{
+  enum { N = 2, H = 3, W = 5, C = 6, K = 3, P = N * H * W, IGNORE = 255 };
+  const ops_t *os[2] = {&o64, &o32};
+  double *xv = rvec(P * C, 2, 0.2), *wv = rvec(K * C, 0.5, 0), *bv = rvec(K, 1, 0);
+  double *gv = rvec(C, 0.5, 1), *betav = rvec(C, 0.5, 0);
+  int32_t lab[P];
+  for (int p = 0; p < P; p++) lab[p] = p % 5 == 2 ? IGNORE : p % K;
+  double saved[2 * C + 1];
+  for (int c = 0; c < C; c++) saved[c] = 0.1 * c - 0.2, saved[C + c] = 0.5 + 0.25 * c;
+  saved[2 * C] = P;
+  for (int k = 0; k < 2; k++) {
+    const ops_t *o = os[k];
+    const size_t e = o->elem;
+    ops_conv_t c = {.kind = OPS_CONV1X1, .h = H, .w = W, .cin = C, .cout = K, .max_n = N};
+    size_t wsb = 0;
+    ck_assert_int_eq(o->conv_plan(o, &c, &wsb), 0);
+    void *x = typed(o, xv, P * C), *w = typed(o, wv, K * C), *b = typed(o, bv, K);
+    void *g = typed(o, gv, C), *beta = typed(o, betav, C), *ws = malloc(wsb + 8);
+    void *y[2], *d[2], *dw[2], *db[2], *dgm[2], *dbt[2];
+    double sums[2][2 * C], out[2][2];
+    for (int r = 0; r < 2; r++) {
+      y[r] = poison(o, P * K), d[r] = poison(o, P * K), dw[r] = poison(o, K * C);
+      db[r] = poison(o, K), dgm[r] = poison(o, C), dbt[r] = poison(o, C);
+    }
+    ops_relu_t rm = {.y = NULL, .gamma = g, .beta = beta};
+    for (int acc = 0; acc < 2; acc++) {
+      /* r = 0: the four ops; r = 1: the one op */
+      ck_assert_int_eq(o->conv1x1_fwd_bn(o, &c, N, x, saved, g, beta, w, b, y[0], ws), 0);
+      ck_assert_int_eq(o->softmax_ce_async(o, y[0], lab, P, K, IGNORE, 8, 0, d[0], NULL, out[0]),
+                       0);
+      ck_assert_int_eq(
+          o->conv1x1_bwd_filter_bn(o, &c, N, x, saved, g, beta, d[0], dw[0], db[0], acc, ws), 0);
+      ck_assert_int_eq(o->bn_bwd_reduce_1x1(o, d[0], w, K, &rm, x, P, C, saved, sums[0], dgm[0],
+                                            dbt[0], acc),
+                       0);
+      ck_assert_msg(o->head_train_1x1(o, &c, N, x, saved, g, beta, w, b, lab, IGNORE, 8, 0, y[1],
+                                      d[1], out[1], dw[1], db[1], sums[1], dgm[1], dbt[1], acc,
+                                      ws) == 0,
+                    "%s", o->last_error(o));
+      ck_assert(memcmp(y[0], y[1], P * K * e) == 0 && memcmp(d[0], d[1], P * K * e) == 0);
+      ck_assert(memcmp(dw[0], dw[1], K * C * e) == 0 && memcmp(db[0], db[1], K * e) == 0);
+      ck_assert(memcmp(dgm[0], dgm[1], C * e) == 0 && memcmp(dbt[0], dbt[1], C * e) == 0);
+      ck_assert(memcmp(sums[0], sums[1], sizeof sums[0]) == 0);
+      ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0 && out[1][1] == P - P / 5);
+    }
+    /* a 3x3 convolution: refused by its first op, nothing done */
+    ops_conv_t c3 = {.kind = OPS_CONV3X3, .h = H, .w = W, .cin = C, .cout = K, .max_n = N};
+    ck_assert_int_eq(o->conv_plan(o, &c3, &wsb), 0);
+    ck_assert_int_ne(o->head_train_1x1(o, &c3, N, x, saved, g, beta, w, b, lab, IGNORE, 8, 0,
+                                       y[1], d[1], out[1], dw[1], db[1], sums[1], dgm[1], dbt[1],
+                                       0, ws),
+                     0);
+    ck_assert_ptr_nonnull(strstr(o->last_error(o), "1x1"));
+    for (int r = 0; r < 2; r++) free(y[r]), free(d[r]), free(dw[r]), free(db[r]), free(dgm[r]),
+                                free(dbt[r]);
+    free(x), free(w), free(b), free(g), free(beta), free(ws);
+  }
+  free(xv), free(wv), free(bv), free(gv), free(betav);
+}
+END_TEST
+
 typedef struct {
   double *z;
   int32_t *lab;
@@ -926,7 +991,8 @@ static Suite *make_ops_suite(const suite_env_t *env)
                          softmax_ce_grad);
   tcase_add_checked_fixture(tc, setup, NULL);
   tc = SUITE_CASE(s, "references", gemm_f32_all_transposes, conv_f32_matches_f64, bn_large_mean,
-                  bn_eval_uses_running, head_on_batchnorm, casts_round_trip);
+                  bn_eval_uses_running, head_on_batchnorm, head_train_is_its_ops,
+                  casts_round_trip);
   tcase_add_checked_fixture(tc, setup, NULL);
   tc = SUITE_CASE(s, "syncbn", syncbn_equal_halves, syncbn_unequal_halves, syncbn_empty_half);
   tcase_add_checked_fixture(tc, setup, NULL);

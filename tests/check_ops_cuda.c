@@ -515,6 +515,118 @@ static void bn_head_case(size_t P, int C, int K)
   gpu.conv_plan_free(&gpu, &hc);
 }
 
+/* ops.h head_train_1x1: the head's forward, its loss and its backward down to the BatchNorm's
+ * reduce as one op. Against the four ops on the GPU: the logits and their gradient bit for bit,
+ * the weight gradient, the sums, dgamma/dbeta and the loss within rounding (another order of
+ * the same terms); against the CPU's within the tolerances of those ops' cases; reruns bit for
+ * bit, written and added; a head the few-output kernels do not take, and no norm terms,
+ * refused. */
+static void head_train_case(int n, int h, int w, int C, int K)
+{
+  size_t P = (size_t)n * h * w, nx = P * C, e = gpu.elem;
+  const int ignore = 255;
+  float *x = hvec(nx, 2, 0.5f), *gamma = hvec(C, 0.5f, 1), *beta = hvec(C, 0.5f, 0);
+  float *wt = hvec((size_t)K * C, 0.5f, 0), *b = hvec(K, 0.5f, 0);
+  int32_t *lab = malloc(P * 4);
+  keep(lab);
+  for (size_t p = 0; p < P; p++)
+    lab[p] = p % 7 == 3 ? ignore : (int32_t)((p * 2654435761u >> 7) % (unsigned)K);
+  double *stats = calloc(2 * C + 1, 8), *saved = calloc(2 * C + 1, 8), *rsums = calloc(2 * C, 8);
+  keep(stats), keep(saved), keep(rsums);
+  CPU_OK(cpu.bn_stats(&cpu, x, P, C, stats));
+  CPU_OK(cpu.bn_finalize(&cpu, stats, C, 1e-5, 0.1, NULL, NULL, saved));
+  ops_conv_t cc = {.kind = OPS_CONV1X1, .h = h, .w = w, .cin = C, .cout = K, .max_n = n}, gc = cc;
+  size_t cws = 0, gws = 0;
+  CPU_OK(cpu.conv_plan(&cpu, &cc, &cws));
+  GPU_OK(gpu.conv_plan(&gpu, &gc, &gws));
+  float *ws = malloc(cws + 16);
+  keep(ws);
+  /* the CPU's (its four ops) */
+  float *ry = hvec(P * K, 0, 0), *rg = hvec(P * K, 0, 0), *rdw = hvec((size_t)K * C, 0, 0);
+  float *rdb = hvec(K, 0, 0), *rdg = hvec(C, 0, 0), *rdbe = hvec(C, 0, 0);
+  double rout[2];
+  CPU_OK(cpu.head_train_1x1(&cpu, &cc, n, x, saved, gamma, beta, wt, b, lab, ignore, 512, 0, ry,
+                            rg, rout, rdw, rdb, rsums, rdg, rdbe, 0, ws));
+  void *gx = up(x, nx), *gg = up(gamma, C), *gbe = up(beta, C), *gw = up(wt, (size_t)K * C);
+  void *gb = up(b, K), *gwsp = dalloc(gws + 16);
+  int32_t *glab = up_raw(lab, P * 4);
+  double *gsaved = up_raw(saved, (2 * C + 1) * 8);
+  /* the GPU's four ops (run 0) and the one op (runs 1 and 2) */
+  void *y[3], *g[3], *dw[3], *db[3], *dg[3], *dbe[3];
+  double *sums[3], *out[3];
+  for (int r = 0; r < 3; r++) {
+    y[r] = dalloc(P * K * e), g[r] = dalloc(P * K * e), dw[r] = dalloc((size_t)K * C * e);
+    db[r] = dalloc(K * e), dg[r] = dalloc(C * e), dbe[r] = dalloc(C * e);
+    sums[r] = dalloc(2 * C * 8), out[r] = dalloc(16);
+  }
+  ops_relu_t gm = {.y = NULL, .gamma = gg, .beta = gbe};
+  GPU_OK(gpu.conv1x1_fwd_bn(&gpu, &gc, n, gx, gsaved, gg, gbe, gw, gb, y[0], gwsp));
+  GPU_OK(gpu.softmax_ce_async(&gpu, y[0], glab, P, K, ignore, 512, 0, g[0], NULL, out[0]));
+  GPU_OK(gpu.conv1x1_bwd_filter_bn(&gpu, &gc, n, gx, gsaved, gg, gbe, g[0], dw[0], db[0], 0,
+                                   gwsp));
+  GPU_OK(gpu.bn_bwd_reduce_1x1(&gpu, g[0], gw, K, &gm, gx, P, C, gsaved, sums[0], dg[0], dbe[0],
+                               0));
+  for (int r = 1; r < 3; r++)
+    GPU_OK(gpu.head_train_1x1(&gpu, &gc, n, gx, gsaved, gg, gbe, gw, gb, glab, ignore, 512, 0,
+                              y[r], g[r], out[r], dw[r], db[r], sums[r], dg[r], dbe[r], 0, gwsp));
+  GPU_OK(gpu.labels_check(&gpu));
+  char what[96];
+  snprintf(what, sizeof what, "%d images of %dx%d, %d channels into a head of %d", n, h, w, C, K);
+  ck_assert_msg(memcmp(down_raw(y[0], P * K * e), down_raw(y[1], P * K * e), P * K * e) == 0 &&
+                    memcmp(down_raw(g[0], P * K * e), down_raw(g[1], P * K * e), P * K * e) == 0,
+                "%s %s: the logits or their gradient differ from the four ops'", gpu.name, what);
+  /* reruns: every output the same bits */
+  const struct {
+    void **v;
+    size_t bytes;
+  } outs[] = {{y, P * K * e}, {g, P * K * e}, {dw, (size_t)K * C * e}, {db, K * e},
+              {dg, C * e},    {dbe, C * e},   {(void **)sums, 2 * C * 8}, {(void **)out, 16}};
+  for (size_t i = 0; i < sizeof outs / sizeof *outs; i++)
+    ck_assert_msg(memcmp(down_raw(outs[i].v[1], outs[i].bytes), down_raw(outs[i].v[2],
+                                                                         outs[i].bytes),
+                         outs[i].bytes) == 0,
+                  "%s %s: output %zu differs between two runs", gpu.name, what, i);
+  /* the sums: the four ops' within rounding, and the CPU's */
+  double *o0 = down_raw(out[0], 16), *o1 = down_raw(out[1], 16);
+  ck_assert_msg(o1[1] == o0[1] && fabs(o1[0] - o0[0]) <= 1e-10 * fabs(o0[0]),
+                "%s %s: loss %.17g over %g pixels, the four ops' %.17g over %g", gpu.name, what,
+                o1[0], o1[1], o0[0], o0[1]);
+  ck_assert_msg(o1[1] == rout[1] && fabs(o1[0] - rout[0]) <= 1e-5 * fabs(rout[0]),
+                "%s %s: loss %.9g, the CPU's %.9g", gpu.name, what, o1[0], rout[0]);
+  CLOSE(down(dw[1], (size_t)K * C), down(dw[0], (size_t)K * C), (size_t)K * C, tol_conv(),
+        "the head's training pass: dw against the four ops'");
+  CLOSE(down(db[1], K), down(db[0], K), K, tol_conv(), "the head's training pass: db");
+  ck_assert_msg(rel_err64(down_raw(sums[1], 2 * C * 8), down_raw(sums[0], 2 * C * 8), 2 * C) <
+                    1e-5,
+                "%s %s: the BatchNorm's sums against the four ops'", gpu.name, what);
+  CLOSE(down(dg[1], C), down(dg[0], C), C, tol_conv(), "the head's training pass: dgamma");
+  CLOSE(down(dbe[1], C), down(dbe[0], C), C, tol_conv(), "the head's training pass: dbeta");
+  CLOSE(down(y[1], P * K), ry, P * K, tol_conv(), "the head's training pass: logits (CPU)");
+  CLOSE(down(g[1], P * K), rg, P * K, tol_conv(), "the head's training pass: g (CPU)");
+  CLOSE(down(dw[1], (size_t)K * C), rdw, (size_t)K * C, tol_conv() * 2,
+        "the head's training pass: dw (CPU)");
+  ck_assert_msg(rel_err64(down_raw(sums[1], 2 * C * 8), rsums, 2 * C) < 4 * tol_conv(),
+                "%s %s: the BatchNorm's sums against the CPU's: relative error %g", gpu.name, what,
+                rel_err64(down_raw(sums[1], 2 * C * 8), rsums, 2 * C));
+  /* added to: run 2's outputs again, so the gradients hold about twice run 0's */
+  GPU_OK(gpu.head_train_1x1(&gpu, &gc, n, gx, gsaved, gg, gbe, gw, gb, glab, ignore, 512, 0, y[2],
+                            g[2], out[2], dw[2], db[2], sums[2], dg[2], dbe[2], 1, gwsp));
+  float *twice = down(dw[0], (size_t)K * C);
+  for (size_t i = 0; i < (size_t)K * C; i++) twice[i] *= 2;
+  CLOSE(down(dw[2], (size_t)K * C), twice, (size_t)K * C, tol_conv() * 2,
+        "the head's training pass: dw added to");
+  float *twice_g = down(dg[0], C);
+  for (int c = 0; c < C; c++) twice_g[c] *= 2;
+  CLOSE(down(dg[2], C), twice_g, C, tol_conv() * 2, "the head's training pass: dgamma added to");
+  /* refused: no norm terms */
+  ck_assert_int_ne(gpu.head_train_1x1(&gpu, &gc, n, gx, NULL, gg, gbe, gw, gb, glab, ignore, 512,
+                                      0, y[1], g[1], out[1], dw[1], db[1], sums[1], dg[1], dbe[1],
+                                      0, gwsp),
+                   0);
+  ck_assert_ptr_nonnull(strstr(gpu.last_error(&gpu), "gamma and beta"));
+  gpu.conv_plan_free(&gpu, &gc);
+}
+
 START_TEST(test_batchnorm)
 {
   for (int d = 0; d < NDT; d++) {
@@ -531,6 +643,20 @@ START_TEST(test_batchnorm)
     bn_head_case(3 * 7 * 5, 5, 3);   /* scalar path, 3 classes */
     bn_head_case(4 * 64 * 64, 32, 8); /* the most classes, many row splits */
     bn_head_case(2 * 4 * 4, 256, 1); /* one class, wide */
+  }
+}
+END_TEST
+
+START_TEST(test_head_train)
+{
+  for (int d = 0; d < NDT; d++) {
+    use_dtype(d);
+    head_train_case(2, 9, 11, 64, 4);   /* the U-Net's head: 4 classes, one pass */
+    head_train_case(4, 64, 64, 64, 4);  /* many blocks, partial sums over them */
+    head_train_case(3, 7, 5, 5, 3);     /* 5 channels: the four ops */
+    head_train_case(4, 32, 32, 32, 8);  /* the most classes */
+    head_train_case(1, 4, 4, 256, 1);   /* one class (its values one at a time), the widest */
+    head_train_case(2, 16, 16, 24, 6);  /* 6 of 8 classes, 24 channels (lanes past the chunks) */
   }
 }
 END_TEST
@@ -1239,6 +1365,8 @@ static Suite *make_ops_cuda_suite(const suite_env_t *env)
   tc = SUITE_CASE(s, "normalisation", test_batchnorm, test_groupnorm);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "loss", test_softmax_ce);
+  tcase_add_checked_fixture(tc, NULL, teardown);
+  tc = SUITE_CASE(s, "head_train", test_head_train);
   tcase_add_checked_fixture(tc, NULL, teardown);
   tc = SUITE_CASE(s, "conv", test_conv);
   tcase_add_checked_fixture(tc, NULL, teardown);

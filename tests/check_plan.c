@@ -196,6 +196,8 @@ typedef struct {
   int gathered;   /* up-convolutions whose gradient the concat's split wrote gathered */
   int head_fused; /* backward formed the head's input gradient inside the BatchNorm's */
   int head_fwd_fused; /* forward ran the head on the BatchNorm's apply, its output not stored */
+  int head_train; /* a training step ran the head, the loss and the head's backward to the
+                     norm's reduce as one op (where its gradients were not staged) */
 } step_out_t;
 
 /* SHMDDP_UPCONV_GATHERED and SHMDDP_HEAD_FUSED for the next run_side (NULL: unset, the
@@ -222,6 +224,7 @@ static void run_side(model_norm_t norm, ops_dtype_t dt, const char *mode, const 
   unsetenv("SHMDDP_HEAD_FUSED");
   o->head_fused = m->head_fused;
   o->head_fwd_fused = m->head_fwd_fused;
+  o->head_train = m->head_train;
   o->gathered = 0;
   for (int i = 0; i < c.levels - 1; i++) o->gathered += m->dec[i].up.dy_gathered;
   /* the host has no second stream: auto is off; a level asks for the side schedule, which f64
@@ -360,6 +363,26 @@ static void same_bits(model_norm_t norm, ops_dtype_t dt)
   ck_assert_uint_le(hv[2].plan_bytes, hv[0].plan_bytes);
   if (norm == MODEL_NORM_BATCH) ck_assert_uint_lt(hv[1].plan_bytes, hv[0].plan_bytes);
   for (int v = 0; v < 3; v++) free(hv[v].grads), free(hv[v].pred);
+  /* SHMDDP_HEAD_FUSED=train: a training step's head, loss and head backward down to the norm's
+   * reduce as one op (on the CPU its four ops in their order: the same bits; with f64 gradients
+   * staged one layer at a time the step keeps them apart), on the default's plan (the same
+   * tensors and ticks; the activations poisoned, so a tensor read outside its planned life
+   * would show) */
+  step_out_t tr;
+  head_env = "train";
+  run_model(norm, dt, "shared", "all", &tr);
+  head_env = NULL;
+  ck_assert_int_eq(a.head_train, 0);
+  ck_assert_int_eq(tr.head_train, norm == MODEL_NORM_BATCH);
+  ck_assert_int_eq(tr.head_fused && tr.head_fwd_fused, norm == MODEL_NORM_BATCH);
+  for (int i = 0; i < 3; i++)
+    ck_assert_msg(tr.loss[i] == a.loss[i], "step %d loss (head's training pass)", i);
+  ck_assert_msg(memcmp(tr.grads, a.grads, np * sizeof *a.grads) == 0,
+                "gradients differ (head's training pass)");
+  ck_assert_msg(memcmp(tr.pred, a.pred, P * sizeof *a.pred) == 0,
+                "predictions differ (head's training pass)");
+  ck_assert_uint_eq(tr.plan_bytes, a.plan_bytes);
+  free(tr.grads), free(tr.pred);
   free(a.grads), free(a.pred), free(b.grads), free(b.pred), free(k.grads), free(k.pred);
   free(h.grads), free(h.pred);
 }

@@ -145,17 +145,26 @@ int model_wgrad_stream_read(int levels, int on_gpu, int staged, int *side_from, 
   return 0;
 }
 
-int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen)
+int model_head_fused_read(int *fwd, int *bwd, int *train, char *err, size_t errlen)
 {
   const char *v = NULL;
   if (shm_env_choice("SHMDDP_HEAD_FUSED", &v, err, errlen) < 0) return -1;
+  *train = 0;
   if (!v || strcmp(v, "1") == 0) *fwd = *bwd = 1;
   else if (strcmp(v, "0") == 0) *fwd = *bwd = 0;
   else if (strcmp(v, "forward") == 0) *fwd = 1, *bwd = 0;
   else if (strcmp(v, "backward") == 0) *fwd = 0, *bwd = 1;
+  else if (strcmp(v, "train") == 0) *fwd = *bwd = *train = 1;
   else
-    return check_fail(err, errlen, "SHMDDP_HEAD_FUSED=%s: use 1, 0, forward or backward", v);
+    return check_fail(err, errlen, "SHMDDP_HEAD_FUSED=%s: use 1, 0, forward, backward or train",
+                      v);
   return 0;
+}
+
+int model_head_train_usable(const ops_t *o, const ops_conv_t *head, int train)
+{
+  return train && o->head_train_1x1 && model_head_on_norm(o, head, 1) &&
+         model_head_dy_in_norm(o, head, 1);
 }
 
 int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd)

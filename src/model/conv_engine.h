@@ -63,9 +63,10 @@ int model_wgrad_stream_read(int levels, int on_gpu, int staged, int *side_from, 
 
 /* SHMDDP_HEAD_FUSED (shm/env.c): which halves of the head's fusion with the BatchNorm before it
  * are asked for (*fwd: the head on the norm's apply, its output never stored; *bwd: the head's
- * input gradient formed inside the norm's backward); where they take effect the backend has the
- * ops (kernels/ops.h conv1x1_*_bn, bn_bwd_*_1x1). */
-int model_head_fused_read(int *fwd, int *bwd, char *err, size_t errlen);
+ * input gradient formed inside the norm's backward; *train: both, and a training step's head,
+ * loss and head backward down to the norm's reduce as one op); where they take effect the
+ * backend has the ops (kernels/ops.h conv1x1_*_bn, bn_bwd_*_1x1, head_train_1x1). */
+int model_head_fused_read(int *fwd, int *bwd, int *train, char *err, size_t errlen);
 
 /* Whether the planned head (a 1x1 convolution) on o reads its BatchNorm's apply directly under
  * fwd (from model_head_fused_read): o has the conv1x1_*_bn entries and says yes for it. */
@@ -76,6 +77,10 @@ int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd);
  * where they give its conv_bwd_data's bits (conv1x1_bn_ok says 1: on CUDA the few-output
  * kernels, not a head planned on cuDNN or cuBLAS). */
 int model_head_dy_in_norm(const ops_t *o, const ops_conv_t *head, int bwd);
+
+/* Whether a training step runs the planned head's training pass as one op under train (from
+ * model_head_fused_read): o has head_train_1x1 and both halves' entries for this head. */
+int model_head_train_usable(const ops_t *o, const ops_conv_t *head, int train);
 
 /* Whether the planned up-convolution c on o takes its gradient gathered under on (from
  * model_upconv_gathered_read): o has the gathered entries and says yes for c. */

@@ -326,7 +326,7 @@ int layer_norm_recompute_ld(const layer_ctx_t *c, layer_norm_t *l, int n, size_t
  * gradient dy (layer_norm_bwd_1x1; BatchNorm only, checked by the caller). */
 static int norm_bwd_into(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
                          const void *dy, const layer_conv_t *head, const void *x, const void *y,
-                         void *dx)
+                         void *dx, int reduced)
 {
   char *err = c->err;
   size_t errlen = c->errlen;
@@ -348,12 +348,13 @@ static int norm_bwd_into(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw
     const int K = head ? head->desc.cout : 0;
     /* dgamma/dbeta are this rank's sums (data parallelism averages them like any gradient);
      * dx needs the sums over every rank's pixels. */
-    CHECK_OPS(c->ops,
-              head ? o->bn_bwd_reduce_1x1(o, dy, wh, K, &relu, x, P, l->C, l->saved, l->stats,
-                                          dgamma, dbeta, acc)
-                   : o->bn_bwd_reduce(o, dy, &relu, x, P, l->C, l->saved, l->stats, dgamma,
-                                      dbeta, acc),
-              name);
+    if (!reduced) /* else layer_head_train made the sums, dgamma and dbeta */
+      CHECK_OPS(c->ops,
+                head ? o->bn_bwd_reduce_1x1(o, dy, wh, K, &relu, x, P, l->C, l->saved, l->stats,
+                                            dgamma, dbeta, acc)
+                     : o->bn_bwd_reduce(o, dy, &relu, x, P, l->C, l->saved, l->stats, dgamma,
+                                        dbeta, acc),
+                name);
     if (sync_stats(c, l->stats, 2 * (size_t)l->C, name) != 0) return -1;
     CHECK_OPS(c->ops,
               head ? o->bn_bwd_apply_1x1(o, dy, wh, K, &relu, x, P, l->C, l->saved, l->stats,
@@ -367,7 +368,7 @@ static int norm_bwd_into(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw
 int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void *d,
                    const void *x, const void *y)
 {
-  return norm_bwd_into(c, l, n, hw, d, NULL, x, y, d);
+  return norm_bwd_into(c, l, n, hw, d, NULL, x, y, d, 0);
 }
 
 int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
@@ -378,7 +379,44 @@ int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
     return check_fail(c->err, c->errlen, "%s: no BatchNorm backward through a 1x1 head here",
                       c->params[l->gamma_id].name);
   /* the ReLU mask from gamma and beta (no y), as ops.h bn_bwd_*_1x1 take it */
-  return norm_bwd_into(c, l, n, hw, g, head, x, NULL, dx);
+  return norm_bwd_into(c, l, n, hw, g, head, x, NULL, dx, 0);
+}
+
+int layer_norm_bwd_1x1_rest(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                            const layer_conv_t *head, const void *g, const void *x, void *dx)
+{
+  if (l->kind != MODEL_NORM_BATCH || !c->ops->bn_bwd_apply_1x1 ||
+      head->desc.kind != OPS_CONV1X1 || head->desc.cin != l->C || head->dy_gathered)
+    return check_fail(c->err, c->errlen, "%s: no BatchNorm backward through a 1x1 head here",
+                      c->params[l->gamma_id].name);
+  return norm_bwd_into(c, l, n, hw, g, head, x, NULL, dx, 1);
+}
+
+int layer_head_train(const layer_ctx_t *c, layer_norm_t *l, const layer_conv_t *head, int n,
+                     const void *x, const int32_t *labels, int ignore_index, float loss_scale,
+                     void *logits, void *g, double *dev_out)
+{
+  char *err = c->err;
+  size_t errlen = c->errlen;
+  const ops_t *o = c->ops;
+  const char *name = c->params[head->w_id].name;
+  if (!o->head_train_1x1 || !layer_norm_head_usable(c, l, head) || head->dy_gathered)
+    return check_fail(err, errlen, "%s: no training pass of the head here", name);
+  if (c->separate && c->gstage)
+    return check_fail(err, errlen, "%s: the head's training pass with gradients staged one layer "
+                      "at a time", name);
+  size_t hb = stage_base(c->params, head->w_id, head->b_id);
+  size_t nb = stage_base(c->params, l->gamma_id, l->beta_id);
+  const void *b = head->b_id >= 0 ? layer_wparam(c, head->b_id) : NULL;
+  CHECK_OPS(o,
+            o->head_train_1x1(o, &head->desc, n, x, l->saved, layer_wparam(c, l->gamma_id),
+                              layer_wparam(c, l->beta_id), layer_wparam(c, head->w_id), b, labels,
+                              ignore_index, loss_scale, 0, logits, g, dev_out,
+                              grad_out(c, head->w_id, hb), grad_out(c, head->b_id, hb), l->stats,
+                              grad_out(c, l->gamma_id, nb), grad_out(c, l->beta_id, nb),
+                              layer_grad_acc(c), c->ws),
+            name);
+  return grads_done(c, head->b_id, head->w_id, hb);
 }
 
 int layer_norm_head_usable(const layer_ctx_t *c, const layer_norm_t *l, const layer_conv_t *head)

@@ -152,4 +152,18 @@ int layer_norm_bwd(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw, void
 int layer_norm_bwd_1x1(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
                        const layer_conv_t *head, const void *g, const void *x, void *dx);
 
+/* The head's training pass (ops.h head_train_1x1) for a head reading l's BatchNorm apply of x
+ * (n images): the logits into logits, their loss over labels (ignore_index skipped, scaled by
+ * loss_scale) into dev_out (sum, count) and its gradient into g, the head's weight and bias
+ * gradients (folded and reported final, as layer_conv_bwd_filter), and l's backward sums,
+ * dgamma and dbeta (into l->stats and the gradients; reported final by layer_norm_bwd_1x1_rest).
+ * Not with one-layer staged gradients (an error: the head's and the norm's would share the
+ * staging). layer_norm_bwd_1x1_rest: the rest of layer_norm_bwd_1x1 after it (the sums across
+ * ranks, the apply into dx). */
+int layer_head_train(const layer_ctx_t *c, layer_norm_t *l, const layer_conv_t *head, int n,
+                     const void *x, const int32_t *labels, int ignore_index, float loss_scale,
+                     void *logits, void *g, double *dev_out);
+int layer_norm_bwd_1x1_rest(const layer_ctx_t *c, layer_norm_t *l, int n, size_t hw,
+                            const layer_conv_t *head, const void *g, const void *x, void *dx);
+
 #endif

@@ -208,6 +208,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
   plan_conv(&a, &m->head, &stage, &ws);
   m->head_fwd_fused = !a.failed && model_head_on_norm(&m->ops, &m->head.desc, m->head_fwd_fused);
   m->head_fused = !a.failed && model_head_dy_in_norm(&m->ops, &m->head.desc, m->head_fused);
+  m->head_train = !a.failed && m->head_fwd_fused && m->head_fused &&
+                  model_head_train_usable(&m->ops, &m->head.desc, m->head_train);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
   if (m->separate && m->gf32)
@@ -273,8 +275,9 @@ int unet_create(model_t **out, const model_config_t *cfg, ops_dtype_t compute, c
   if (dev_ops_init(&m->ops, compute, m->dev, !cfg->conv_benchmark, err, errlen) != 0) goto fail;
   m->ops_ready = 1;
   if (side_policy(m, err, errlen) != 0) goto fail;
-  int fuse_fwd = 1, fuse_bwd = 1;
-  if (model_head_fused_read(&fuse_fwd, &fuse_bwd, err, errlen) != 0) goto fail;
+  int fuse_fwd = 1, fuse_bwd = 1, fuse_train = 0;
+  if (model_head_fused_read(&fuse_fwd, &fuse_bwd, &fuse_train, err, errlen) != 0) goto fail;
+  m->head_train = fuse_train && cfg->norm == MODEL_NORM_BATCH; /* and the planned head */
   m->head_fused = fuse_bwd && cfg->norm == MODEL_NORM_BATCH; /* and the planned head (allocate) */
   m->head_fwd_fused = fuse_fwd && cfg->norm == MODEL_NORM_BATCH; /* and the planned head (allocate) */
   if (model_upconv_gathered_read(m->ops.dtype, &m->up_gathered, err, errlen) != 0) goto fail;
@@ -650,7 +653,9 @@ static int forward(model_t *m, const layer_ctx_t *c, const void *x, int n, int *
     block_t *b = last_block(m);
     const void *a = PT(b->a);
     void *y = PT(m->logits);
-    RUN(layer_norm_head_fwd(c, &b->norm, &m->head, n, a, y));
+    /* head_pass: the training pass makes the logits with the loss (loss_op); the schedule keeps
+     * this operation's place, so the plan's ticks are the unfused step's */
+    RUN(m->head_pass ? 0 : layer_norm_head_fwd(c, &b->norm, &m->head, n, a, y));
     in = b->a;
   } else {
     const void *src = PT(in);
@@ -816,13 +821,19 @@ static int head_bwd(model_t *m, const layer_ctx_t *c, const void *x, int head_in
   if (!*normed)
     return conv_bwd_pro(m, c, &m->head, pro, 0, n, head_in, x, m->dlogits,
                         level_pixels(m, 0) * cf->widths[0], d);
-  CHECK(conv_bwd_pro(m, c, &m->head, pro, 0, n, head_in, x, m->dlogits, 0, NULL));
+  if (m->head_pass) { /* the weight gradient came with the loss (loss_op): its place kept */
+    CHECK(side_join(m, c));
+    RUN(0);
+  } else {
+    CHECK(conv_bwd_pro(m, c, &m->head, pro, 0, n, head_in, x, m->dlogits, 0, NULL));
+  }
   CHECK(declare(m, d, level_pixels(m, 0) * (size_t)b->norm.C, m->ops.elem, "gradient", err,
                 errlen));
   const void *g = PT(m->dlogits), *a = PT(b->a);
   void *o = PT(*d);
-  RUN(layer_norm_bwd_1x1(c, &b->norm, n, (size_t)cf->height * (size_t)cf->width, &m->head, g,
-                         a, o));
+  const size_t hw = (size_t)cf->height * (size_t)cf->width;
+  RUN(m->head_pass ? layer_norm_bwd_1x1_rest(c, &b->norm, n, hw, &m->head, g, a, o)
+                   : layer_norm_bwd_1x1(c, &b->norm, n, hw, &m->head, g, a, o));
   return 0;
 }
 
@@ -895,13 +906,22 @@ static int backward(model_t *m, const layer_ctx_t *c, const void *x, int head_in
   return side_join(m, c); /* the step's end: nothing left beside */
 }
 
-/* The loss over the logits into their gradient: one operation of the schedule. */
-static int loss_op(model_t *m, const int32_t *y, int batch, float loss_scale, char *err,
-                   size_t errlen)
+/* The loss over the logits into their gradient: one operation of the schedule. head_pass: the
+ * head's training pass in its place (the logits, the loss, their gradient, the head's weight
+ * gradient and its BatchNorm's backward sums). */
+static int loss_op(model_t *m, const layer_ctx_t *c, const int32_t *y, int batch,
+                   float loss_scale, char *err, size_t errlen)
 {
   size_t P = (size_t)batch * m->cfg.height * m->cfg.width;
   const void *lg = PT(m->logits);
   void *dl = PT(m->dlogits);
+  if (m->head_pass) {
+    block_t *b = last_block(m);
+    const void *a = PT(b->a);
+    RUN(layer_head_train(c, &b->norm, &m->head, batch, a, y, m->cfg.ignore_index, loss_scale,
+                         PT(m->logits), dl, m->loss_dev));
+    return 0;
+  }
   RUN_OPS(m->ops.softmax_ce_async(&m->ops, lg, y, P, m->cfg.classes, m->cfg.ignore_index,
                                   loss_scale, 0, dl, NULL, m->loss_dev),
           "the loss");
@@ -956,7 +976,7 @@ static int plan_activations(model_t *m, char *err, size_t errlen)
   CHECK(recompute_policy(m, err, errlen));
   m->planning = 1;
   int rc = forward(m, &c, NULL, n, &head_in);
-  if (rc == 0) rc = loss_op(m, NULL, n, 1.0f, err, errlen);
+  if (rc == 0) rc = loss_op(m, &c, NULL, n, 1.0f, err, errlen);
   if (rc == 0) rc = backward(m, &c, NULL, head_in, n);
   m->planning = 0;
   CHECK(rc);
@@ -1033,6 +1053,7 @@ static int prepare(model_t *m, layer_ctx_t *c, const float *x, int batch, int tr
   if (train) CHECK(check_grads_use(m, accumulate, err, errlen));
   ctx_init(m, c, train, accumulate, hooks, err, errlen);
   m->fwd_head_in = -1; /* this forward replaces what a split step saved */
+  m->head_pass = 0;    /* a fused step sets it after this */
   *xin = x;
   if (m->separate) {
     /* cast, and still stale: whoever asked for model_params may write through it again
@@ -1057,13 +1078,14 @@ int model_train_step_queue(model_t *m, const float *x, const int32_t *y, int bat
   layer_ctx_t c;
   const void *xin;
   CHECK(prepare(m, &c, x, batch, 1, accumulate, hooks, &xin, err, errlen));
+  m->head_pass = m->head_train && !(c.separate && c.gstage);
   int tl = timeline_begin(TIMELINE_FORWARD, model_stream(m)); /* the loss counts as forward */
   int head_in;
   CHECK(forward(m, &c, xin, batch, &head_in));
   /* The loss stays where the device wrote it (model_step_loss reads it): nothing here waits, so
    * the host never drains the GPU between forward and backward, and the whole step can be
    * captured in a CUDA graph. */
-  CHECK(loss_op(m, y, batch, loss_scale, err, errlen));
+  CHECK(loss_op(m, &c, y, batch, loss_scale, err, errlen));
   tl = timeline_next(tl, TIMELINE_BACKWARD, model_stream(m));
   CHECK(backward(m, &c, xin, head_in, batch));
   timeline_end(tl, model_stream(m));
@@ -1167,6 +1189,7 @@ int model_backward(model_t *m, int accumulate, const model_hooks_t *hooks, char 
   CHECK(check_grads_use(m, accumulate, err, errlen));
   layer_ctx_t c;
   ctx_init(m, &c, 1, accumulate, hooks, err, errlen);
+  m->head_pass = 0; /* the split step's forward ran the head, model_loss the loss */
   int rc = backward(m, &c, m->fwd_x, m->fwd_head_in, m->fwd_batch);
   m->fwd_head_in = -1; /* the saved activations belong to one backward */
   return rc;

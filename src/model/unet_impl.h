@@ -90,6 +90,12 @@ struct model {
    * apply, layers.h layer_norm_head_usable): the last block's norm output is never stored, the
    * head reads that block's conv output through its BatchNorm (forward and weight gradient) */
   int head_fwd_fused;
+  /* SHMDDP_HEAD_FUSED=train as resolved (both halves above, and the backend has head_train_1x1
+   * for the planned head): a training step runs the head, the loss and the head's backward down
+   * to the norm's reduce as one op (layers.h layer_head_train) where its gradients are not staged
+   * one layer at a time; head_pass: this step does (model_train_step_queue sets it, every other
+   * pass clears it). */
+  int head_train, head_pass;
   model_conv_engine_t engine; /* SHMDDP_CONV_ENGINE: which block pairs run fused */
   ops_t side_ops;
   int side_ready;

@@ -1,0 +1,346 @@
+/* head_train_cuda.cu — ops.h head_train_1x1 on the GPU: the U-Net's head (a 1x1 convolution to
+ * a few classes, reading the last block's BatchNorm apply + ReLU), its softmax cross-entropy and
+ * its backward down to that BatchNorm's reduce, in one pass over the head's input x. Apart,
+ * those are four passes over x (conv1x1_fwd_bn, softmax_ce over the logits,
+ * conv1x1_bwd_filter_bn, bn_bwd_reduce_1x1), each one bound by latency rather than by the bytes
+ * it moves (bench/results/ncu_small_kernels_1xh100.txt). Everything a pixel needs is its own:
+ * the loss's gradient divisor (the label count) is counted first (opc_loss_count) and the sums
+ * are reduced after (opc_loss_final, opc_skinny_wgrad_final, opc_bn_bwd_final).
+ *
+ * Per pixel, on the L lanes that hold its channels (V = 16 bytes of them a lane, as the head's
+ * few-output kernels in conv_skinny_cuda.cu lay them out):
+ *   h = bn_apply(x) with ReLU                      the bits of norm_cuda.cu affine_kernel
+ *   z = Σ_c h w + b, rounded to the dtype          sk_fwd's sums and butterfly, its bits
+ *   g = softmax_ce's gradient of z                 loss_cuda.cu softmax_ce_kernel's arithmetic
+ *   dw += g h, db += g                             (f32 a lane, as sk_wgrad_part)
+ *   dy = Σ_k g w, rounded; masked where t <= 0     head_dy's bits (norm_cuda.cu)
+ *   Σdy, Σdy·(x - mean) per channel                f32 over 32 pixels a lane, then f64 (the
+ *                                                  second times invstd: Σdy·x̂)
+ * so the logits and g are the separate ops' bits, and the sums those ops' values in another
+ * fixed order. Each lane's weights and BatchNorm terms sit in registers for the whole kernel
+ * (its channels never change). The grid: one wave of the blocks that fit, each a fixed range
+ * of pixels, so the partials and their order depend only on the pixel count and the GPU. */
+#include "config.h"
+
+#include "kernels/ops_cuda.cuh"
+
+#define HT_THREADS 64 /* a block (at ~184 registers a thread, five fit a multiprocessor); its
+                          slots: HT_THREADS / L pixels at a time */
+#define HT_UNROLL 2    /* pixels a thread has in flight */
+#define HT_CHUNK 16    /* iterations summed in f32 before the f64 sums: 32 pixels a lane */
+#define HT_MAX_V 8     /* channels a lane: 16 bytes of bf16 */
+
+/* Lanes a pixel takes: the power of two >= its nc chunks (at most 32: one warp). */
+static int ht_lanes(int nc)
+{
+  int L = 1;
+  while (L < nc && L < 32) L *= 2;
+  return L;
+}
+
+struct ht_args {
+  const void *x, *gamma, *beta, *w, *b;
+  const double *saved;
+  const int32_t *labels;
+  int ignore;
+  double scale, norm_count;
+  const unsigned long long *counted; /* [1]: the labels counted (opc_loss_count) */
+  void *logits, *g;
+  float *wpart;      /* nb x K x (cin + 1) */
+  double *bnpart;    /* nb x 2 cin */
+  double *losspart;  /* nb */
+  size_t P, per;
+  int cin, K, L, vout;
+};
+
+template <typename T, int V, int KC>
+__global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
+{
+  /* The block's reductions: per thread its channels' f64 sums ([j][thread]: consecutive
+   * threads, consecutive words), later the warps' wgrad rows and loss sums. */
+  __shared__ double dsum[2 * V][HT_THREADS];
+  __shared__ float wred[HT_THREADS / 32][HT_MAX_V * 32 + 1];
+  __shared__ double lred[HT_THREADS / 32];
+  const T *x = (const T *)a.x;
+  const int cin = a.cin, K = a.K, L = a.L, nc = cin / V;
+  const int tid = threadIdx.x, l = tid & (L - 1), warp = tid >> 5;
+  const int slots = HT_THREADS / L;
+  const bool lane_on = l < nc; /* lanes past the pixel's chunks hold zeros */
+  /* the lane's channels' constants */
+  float rw[V][KC], rm[V], ra[V], rb[V], rbias[KC];
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    const int c = l * V + j;
+    rm[j] = lane_on ? (float)a.saved[c] : 0.f;
+    ra[j] = lane_on ? (float)((double)opc_ld(((const T *)a.gamma)[c]) * a.saved[cin + c]) : 0.f;
+    rb[j] = lane_on ? opc_ld(((const T *)a.beta)[c]) : 0.f;
+#pragma unroll
+    for (int k = 0; k < KC; k++)
+      rw[j][k] = lane_on && k < K ? opc_ld(((const T *)a.w)[(size_t)k * cin + c]) : 0.f;
+  }
+#pragma unroll
+  for (int k = 0; k < KC; k++) rbias[k] = a.b && k < K ? opc_ld(((const T *)a.b)[k]) : 0.f;
+  const double norm = a.norm_count > 0 ? a.norm_count : (double)a.counted[1];
+  const float coef = norm > 0 ? (float)(a.scale / norm) : 0.f;
+#pragma unroll
+  for (int j = 0; j < 2 * V; j++) dsum[j][tid] = 0;
+  float aw[KC][V], ab[KC];
+#pragma unroll
+  for (int k = 0; k < KC; k++) {
+    ab[k] = 0.f;
+#pragma unroll
+    for (int j = 0; j < V; j++) aw[k][j] = 0.f;
+  }
+  double loss = 0;
+  const size_t p0 = (size_t)blockIdx.x * a.per, p1 = p0 + a.per < a.P ? p0 + a.per : a.P;
+  const size_t wslot0 = (size_t)(tid & ~31) / L; /* the warp's first slot */
+  const int wslot = (tid & 31) / L;              /* the thread's slot in its warp */
+  /* The loop's condition depends on the warp's first pixel only: whole warps shuffle together. */
+  size_t base = p0 + wslot0;
+  while (base < p1) {
+    float sa[V], sb[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) sa[j] = sb[j] = 0.f;
+#pragma unroll 1
+    for (int it = 0; it < HT_CHUNK && base < p1; it++, base += (size_t)HT_UNROLL * slots) {
+      opc_pack<T, V> v[HT_UNROLL];
+      int32_t lab[HT_UNROLL];
+#pragma unroll
+      for (int u = 0; u < HT_UNROLL; u++) {
+        const size_t p = base + wslot + (size_t)u * slots;
+        const bool in = p < p1;
+        if (in && lane_on) v[u] = opc_load<T, V>(x + p * cin + (size_t)l * V);
+        else
+#pragma unroll
+          for (int j = 0; j < V; j++) v[u].v[j] = opc_st<T>(0.f);
+        lab[u] = in && a.labels ? a.labels[p] : a.ignore;
+      }
+#pragma unroll
+      for (int u = 0; u < HT_UNROLL; u++) {
+        const size_t p = base + wslot + (size_t)u * slots;
+        const bool in = p < p1;
+        /* the prologue: h, and where the ReLU passes (t > 0) */
+        float hv[V], xm[V];
+        bool on[V];
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+          xm[j] = opc_ld(v[u].v[j]) - rm[j];
+          const float t = fmaf(xm[j], ra[j], rb[j]);
+          on[j] = t > 0.f;
+          hv[j] = opc_ld(opc_st<T>(!on[j] ? 0.f : t));
+        }
+        /* the logits: the lane's share, then the pixel's lanes by a fixed butterfly */
+        float z[KC];
+#pragma unroll
+        for (int k = 0; k < KC; k++) z[k] = 0.f;
+        if (lane_on)
+#pragma unroll
+          for (int j = 0; j < V; j++)
+#pragma unroll
+            for (int k = 0; k < KC; k++)
+              if (k < K) z[k] += hv[j] * rw[j][k];
+#pragma unroll
+        for (int k = 0; k < KC; k++) {
+          if (k >= K) break;
+          for (int off = L / 2; off > 0; off >>= 1) z[k] += __shfl_xor_sync(0xffffffffu, z[k], off);
+        }
+        opc_pack<T, KC> zs;
+#pragma unroll
+        for (int k = 0; k < KC; k++) {
+          zs.v[k] = opc_st<T>(z[k] + rbias[k]);
+          z[k] = opc_ld(zs.v[k]); /* the stored logit, as softmax_ce reads it */
+        }
+        /* the loss and its gradient, softmax_ce_kernel's arithmetic */
+        const int32_t lb = lab[u];
+        const bool use = in && a.labels && lb != a.ignore && lb >= 0 && lb < K;
+        float zmax = z[0], zl = 0.f;
+#pragma unroll
+        for (int k = 1; k < KC; k++)
+          if (k < K && z[k] > zmax) zmax = z[k];
+        float se = 0.f;
+#pragma unroll
+        for (int k = 0; k < KC; k++)
+          if (k < K) se += expf(z[k] - zmax);
+        const float lse = zmax + logf(se);
+#pragma unroll
+        for (int k = 0; k < KC; k++)
+          if (k == lb) zl = z[k];
+        if (use && l == 0) loss += (double)lse - (double)zl;
+        opc_pack<T, KC> gs;
+        float gv[KC];
+#pragma unroll
+        for (int k = 0; k < KC; k++) {
+          gs.v[k] = opc_st<T>(k < K && use ? coef * (expf(z[k] - lse) - (k == lb ? 1.f : 0.f))
+                                           : 0.f);
+          gv[k] = opc_ld(gs.v[k]);
+        }
+        if (in && l == 0) {
+          if (a.vout) {
+            opc_store<T, KC>((T *)a.logits + p * KC, zs);
+            opc_store<T, KC>((T *)a.g + p * KC, gs);
+          } else {
+#pragma unroll
+            for (int k = 0; k < KC; k++)
+              if (k < K) {
+                ((T *)a.logits)[p * K + k] = zs.v[k];
+                ((T *)a.g)[p * K + k] = gs.v[k];
+              }
+          }
+        }
+        if (!lane_on) continue;
+        /* the head's weight gradient on h, and the BatchNorm's reduce on dy = g w */
+#pragma unroll
+        for (int k = 0; k < KC; k++) {
+          if (k >= K) break;
+          ab[k] += gv[k];
+#pragma unroll
+          for (int j = 0; j < V; j++) aw[k][j] += gv[k] * hv[j];
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+          float s = 0.f;
+#pragma unroll
+          for (int k = 0; k < KC; k++)
+            if (k < K) s += gv[k] * rw[j][k];
+          const float gr = in && on[j] ? opc_ld(opc_st<T>(s)) : 0.f;
+          sa[j] += gr;
+          sb[j] = fmaf(gr, xm[j], sb[j]); /* x̂ = xm invstd: invstd applied in f64 below */
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      dsum[j][tid] += sa[j];
+      dsum[V + j][tid] += lane_on ? (double)sb[j] * a.saved[cin + l * V + j] : 0.0;
+    }
+  }
+  float *wpart = a.wpart + (size_t)blockIdx.x * K * (cin + 1);
+  double *bnpart = a.bnpart + (size_t)blockIdx.x * 2 * cin;
+  /* the weight gradient: a warp's slots (lanes L apart hold the same channels) by a butterfly,
+   * then the warps in order, one row k at a time (sk_wgrad_part's reduction) */
+  const int nw = HT_THREADS / 32;
+#pragma unroll
+  for (int k = 0; k < KC; k++) {
+    if (k >= K) break;
+    for (int off = L; off < 32; off <<= 1) {
+      ab[k] += __shfl_xor_sync(0xffffffffu, ab[k], off);
+#pragma unroll
+      for (int j = 0; j < V; j++) aw[k][j] += __shfl_xor_sync(0xffffffffu, aw[k][j], off);
+    }
+    if ((tid & 31) < L && lane_on) {
+#pragma unroll
+      for (int j = 0; j < V; j++) wred[warp][l * V + j] = aw[k][j];
+    }
+    if ((tid & 31) == 0) wred[warp][cin] = ab[k];
+    __syncthreads();
+    for (int t = tid; t <= cin; t += HT_THREADS) {
+      float s = 0.f;
+      for (int q = 0; q < nw; q++) s += wred[q][t];
+      wpart[(size_t)k * (cin + 1) + t] = s;
+    }
+    __syncthreads();
+  }
+  __syncthreads(); /* every thread's dsum written */
+  /* the BatchNorm's sums: channel c's are in the threads of lane c / V, slot after slot, at
+   * row c % V (Σdy) and V + c % V (Σdy·x̂); added in slot order */
+  for (int t = tid; t < 2 * cin; t += HT_THREADS) {
+    const int c = t < cin ? t : t - cin, lane = c / V, row = (t < cin ? 0 : V) + c % V;
+    double s = 0;
+    for (int q = 0; q < slots; q++) s += dsum[row][q * L + lane];
+    bnpart[t] = s;
+  }
+  /* the loss: the warps' lanes by a fixed tree, then the warps in order */
+  for (int d = 16; d > 0; d /= 2) loss += __shfl_down_sync(0xffffffffu, loss, d);
+  if ((tid & 31) == 0) lred[warp] = loss;
+  __syncthreads();
+  if (tid == 0) {
+    double s = 0;
+    for (int q = 0; q < nw; q++) s += lred[q];
+    a.losspart[blockIdx.x] = s;
+  }
+}
+
+/* Blocks of ht_pass<T, V, KC> that fit a multiprocessor, asked once (a thread-safe static). */
+template <typename T, int V, int KC>
+static int ht_fit()
+{
+  static const int fit = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, ht_pass<T, V, KC>, HT_THREADS, 0) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      b = 0;
+    }
+    return b < 1 ? 1 : b;
+  }();
+  return fit;
+}
+
+template <typename T>
+static int head_train_t(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                        const double *saved, const void *gamma, const void *beta, const void *w,
+                        const void *b, const int32_t *labels, int ignore_index, double scale,
+                        double norm_count, void *logits, void *g, double *dev_out, void *dw,
+                        void *db, double *sums, void *dgamma, void *dbeta, int acc, void *ws)
+{
+  constexpr int V = 16 / sizeof(T);
+  const size_t P = (size_t)n * c->h * c->w;
+  const int cin = c->cin, K = c->cout;
+  const int nc = cin % V ? 0 : cin / V;
+  const bool aligned = (uintptr_t)x % 16 == 0;
+  /* The pass takes the vector layout with every chunk of a pixel on its own lane; anything else
+   * runs the four ops. */
+  if (!nc || nc > 32 || !aligned || K > 8 || P == 0 || !logits || !g) {
+    ops_relu_t relu = {.y = NULL, .gamma = gamma, .beta = beta};
+    if (opc_conv1x1_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, logits, ws) ||
+        ops_cuda_softmax_ce_async(o, logits, labels, P, K, ignore_index, scale, norm_count, g,
+                                  NULL, dev_out) ||
+        opc_conv1x1_bwd_filter_bn(o, c, n, x, saved, gamma, beta, g, dw, db, acc, ws) ||
+        opc_bn_bwd_reduce_1x1(o, g, w, K, &relu, x, P, cin, saved, sums, dgamma, dbeta, acc))
+      return -1;
+    return 0;
+  }
+  opc_ctx_t *ctx = opc_ctx(o);
+  const int KC = K <= 4 ? 4 : 8, L = ht_lanes(nc);
+  const int fit = KC == 4 ? ht_fit<T, V, 4>() : ht_fit<T, V, 8>();
+  /* one wave; at least 64 pixels a block; within the loss's slots, the workspace's partials
+   * (opc_skinny_ws: 8 blocks a multiprocessor) and the reduction scratch */
+  size_t nb = (size_t)fit * ctx->sm_count, most = (P + 63) / 64;
+  if (nb > most) nb = most;
+  if (nb > OPC_SLOT_DOUBLES - 2) nb = OPC_SLOT_DOUBLES - 2;
+  while (nb > 1 && nb * K * (cin + 1) * sizeof(float) > opc_skinny_ws(o, c)) nb--;
+  while (nb > 1 && nb * 2 * (size_t)cin > OPC_SCRATCH_DOUBLES) nb--;
+  if (nb < 1) nb = 1;
+  ht_args a = {};
+  a.x = x, a.gamma = gamma, a.beta = beta, a.w = w, a.b = b, a.saved = saved, a.labels = labels;
+  a.ignore = ignore_index, a.scale = scale, a.norm_count = norm_count, a.counted = ctx->bad;
+  a.logits = logits, a.g = g, a.wpart = (float *)ws, a.bnpart = ctx->scratch;
+  a.losspart = ctx->slots + 2, a.P = P, a.per = (P + nb - 1) / nb, a.cin = cin, a.K = K, a.L = L;
+  a.vout = K == KC && (uintptr_t)logits % (KC * sizeof(T)) == 0 &&
+           (uintptr_t)g % (KC * sizeof(T)) == 0;
+  if (opc_loss_count(o, labels, P, K, ignore_index)) return -1;
+  if (KC == 4) ht_pass<T, V, 4><<<(unsigned)nb, HT_THREADS, 0, ctx->stream>>>(a);
+  else ht_pass<T, V, 8><<<(unsigned)nb, HT_THREADS, 0, ctx->stream>>>(a);
+  OPC_LAUNCHED(o, "the head's training pass");
+  if (opc_loss_final(o, (int)nb, dev_out) ||
+      opc_skinny_wgrad_final(o, c, (int)nb, ws, dw, db, acc) ||
+      opc_bn_bwd_final(o, (int)nb, cin, sums, dgamma, dbeta, acc))
+    return -1;
+  return 0;
+}
+
+int opc_head_train_1x1(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                       const double *saved, const void *gamma, const void *beta, const void *w,
+                       const void *b, const int32_t *labels, int ignore_index, double scale,
+                       double norm_count, void *logits, void *g, double *dev_out, void *dw,
+                       void *db, double *sums, void *dgamma, void *dbeta, int acc, void *ws)
+{
+  if (!opc_conv1x1_bn_ok(o, c))
+    return opc_fail(o, "the head's training pass: a 1x1 convolution of at most %d outputs "
+                    "planned on the few-output kernels (conv1x1_bn_ok says 0)",
+                    OPS_BN_1X1_MOST_K);
+  if (!saved || !gamma || !beta)
+    return opc_fail(o, "the head's training pass: the BatchNorm's saved terms, gamma and beta");
+  OPC_DISPATCH(o, head_train_t, o, c, n, x, saved, gamma, beta, w, b, labels, ignore_index,
+               scale, norm_count, logits, g, dev_out, dw, db, sums, dgamma, dbeta, acc, ws);
+}
