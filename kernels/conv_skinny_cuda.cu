@@ -55,18 +55,11 @@ size_t opc_skinny_ws(const ops_t *o, const ops_conv_t *c)
 }
 
 /* Pixel groups: a pixel's cin channels are nc = cin / V chunks of V elements (16 bytes at the
- * full vector width), spread over L lanes of a warp (L the power of two >= nc, at most 32; lane
+ * full vector width), spread over L lanes of a warp (opc_pixel_lanes: the power of two >= nc, at most 32; lane
  * l owns chunks l, l + L, ...), so a warp reads or writes 32 / L whole pixels per access,
  * coalesced. CPL: the most chunks one lane owns (cin <= SK_MAX_CIN). Each thread keeps SK_UNROLL
  * pixels' loads in flight before their arithmetic. */
 #define SK_UNROLL 4
-
-static int sk_lanes(int nc)
-{
-  int L = 1;
-  while (L < nc && L < 32) L *= 2;
-  return L;
-}
 
 /* The kernels' chunks per lane for vector width V: SK_MAX_CIN / V chunks over 32 lanes. */
 template <int V> struct sk_cpl {
@@ -230,7 +223,7 @@ static int fwd_as(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, 
                 sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = sk_lanes(c->cin / (vec ? V : 1));
+  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = opc_pixel_lanes(c->cin / (vec ? V : 1));
   void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int, int, sk_bn) =
       vec ? (c->cout <= 4 ? sk_fwd<T, V, 4, PRO> : sk_fwd<T, V, 8, PRO>)
           : (c->cout <= 4 ? sk_fwd<T, 1, 4, PRO> : sk_fwd<T, 1, 8, PRO>);
@@ -303,7 +296,7 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
   size_t smem = (size_t)c->cout * c->cin * sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V, L = sk_lanes(c->cin / (vec ? V : 1));
+  const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V, L = opc_pixel_lanes(c->cin / (vec ? V : 1));
   void (*k)(const T *, const T *, T *, size_t, int, int, int, int) =
       vec ? (c->cout <= 4 ? sk_bwd_data<T, V, 4> : sk_bwd_data<T, V, 8>)
           : (c->cout <= 4 ? sk_bwd_data<T, 1, 4> : sk_bwd_data<T, 1, 8>);
@@ -447,7 +440,7 @@ static int wgrad_launch(const ops_t *o, const ops_conv_t *c, size_t P, const voi
   if (most > cap) most = cap;
   int nb = (int)(b < 1 ? 1 : b > most ? most : b);
   size_t per = (P + nb - 1) / nb;
-  int L = sk_lanes(c->cin / V);
+  int L = opc_pixel_lanes(c->cin / V);
   sk_wgrad_part<T, V, KC, PRO><<<nb, SK_THREADS, 0, opc_ctx(o)->stream>>>(
       (const T *)x, (const T *)dy, (float *)ws, P, per, c->cin, c->cout, L,
       sk_pixel_vec<T, KC>(c->cout, dy), bn);

@@ -30,14 +30,6 @@
 #define HT_CHUNK 16    /* iterations summed in f32 before the f64 sums: 32 pixels a lane */
 #define HT_MAX_V 8     /* channels a lane: 16 bytes of bf16 */
 
-/* Lanes a pixel takes: the power of two >= its nc chunks (at most 32: one warp). */
-static int ht_lanes(int nc)
-{
-  int L = 1;
-  while (L < nc && L < 32) L *= 2;
-  return L;
-}
-
 struct ht_args {
   const void *x, *gamma, *beta, *w, *b;
   const double *saved;
@@ -264,15 +256,7 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
 template <typename T, int V, int KC>
 static int ht_fit()
 {
-  static const int fit = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, ht_pass<T, V, KC>, HT_THREADS, 0) !=
-        cudaSuccess) {
-      cudaGetLastError();
-      b = 0;
-    }
-    return b < 1 ? 1 : b;
-  }();
+  static const int fit = opc_fit_blocks_of((const void *)ht_pass<T, V, KC>, HT_THREADS);
   return fit;
 }
 
@@ -290,18 +274,12 @@ static int head_train_t(const ops_t *o, const ops_conv_t *c, int n, const void *
   const bool aligned = (uintptr_t)x % 16 == 0;
   /* The pass takes the vector layout with every chunk of a pixel on its own lane; anything else
    * runs the four ops. */
-  if (!nc || nc > 32 || !aligned || K > 8 || P == 0 || !logits || !g) {
-    ops_relu_t relu = {.y = NULL, .gamma = gamma, .beta = beta};
-    if (opc_conv1x1_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, logits, ws) ||
-        ops_cuda_softmax_ce_async(o, logits, labels, P, K, ignore_index, scale, norm_count, g,
-                                  NULL, dev_out) ||
-        opc_conv1x1_bwd_filter_bn(o, c, n, x, saved, gamma, beta, g, dw, db, acc, ws) ||
-        opc_bn_bwd_reduce_1x1(o, g, w, K, &relu, x, P, cin, saved, sums, dgamma, dbeta, acc))
-      return -1;
-    return 0;
-  }
+  if (!nc || nc > 32 || !aligned || K > 8 || P == 0 || !logits || !g)
+    return ops_head_train_by_ops(o, c, n, x, saved, gamma, beta, w, b, labels, ignore_index,
+                                 scale, norm_count, logits, g, dev_out, dw, db, sums, dgamma,
+                                 dbeta, acc, ws);
   opc_ctx_t *ctx = opc_ctx(o);
-  const int KC = K <= 4 ? 4 : 8, L = ht_lanes(nc);
+  const int KC = K <= 4 ? 4 : 8, L = opc_pixel_lanes(nc);
   const int fit = KC == 4 ? ht_fit<T, V, 4>() : ht_fit<T, V, 8>();
   /* one wave; at least 64 pixels a block; within the loss's slots, the workspace's partials
    * (opc_skinny_ws: 8 blocks a multiprocessor) and the reduction scratch */

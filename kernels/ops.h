@@ -274,6 +274,29 @@ struct ops {
   int (*fill_zero)(const ops_t *o, void *dst, size_t bytes);
 };
 
+/* ops.h head_train_1x1 as its four ops on o, in their order (x read four times): the CPU's
+ * entry, and the route of a backend's entry where its one pass does not take the head. */
+static inline int ops_head_train_by_ops(const ops_t *o, const ops_conv_t *c, int n, const void *x,
+                                        const double *saved, const void *gamma,
+                                        const void *beta, const void *w, const void *b,
+                                        const int32_t *labels, int ignore_index, double scale,
+                                        double norm_count, void *logits, void *g,
+                                        double *dev_out, void *dw, void *db, double *sums,
+                                        void *dgamma, void *dbeta, int acc, void *ws)
+{
+  const size_t P = (size_t)n * c->h * c->w;
+  ops_relu_t relu;
+  relu.y = NULL, relu.gamma = gamma, relu.beta = beta;
+  if (o->conv1x1_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, logits, ws) ||
+      o->softmax_ce_async(o, logits, labels, P, c->cout, ignore_index, scale, norm_count, g, NULL,
+                          dev_out) ||
+      o->conv1x1_bwd_filter_bn(o, c, n, x, saved, gamma, beta, g, dw, db, acc, ws) ||
+      o->bn_bwd_reduce_1x1(o, g, w, c->cout, &relu, x, P, c->cin, saved, sums, dgamma, dbeta,
+                           acc))
+    return -1;
+  return 0;
+}
+
 /* The CPU reference backend in f32 or f64 (other dtypes: an error that says so). */
 int ops_cpu_init(ops_t *o, ops_dtype_t dtype, char *err, size_t errlen);
 

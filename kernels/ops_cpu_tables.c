@@ -42,26 +42,6 @@ static int cpu_softmax_ce_async(const ops_t *o, const void *logits, const int32_
   return 0;
 }
 
-/* ops.h head_train_1x1: the four ops in their order (the CPU reads x four times). */
-static int cpu_head_train_1x1(const ops_t *o, const ops_conv_t *c, int n, const void *x,
-                              const double *saved, const void *gamma, const void *beta,
-                              const void *w, const void *b, const int32_t *labels,
-                              int ignore_index, double scale, double norm_count, void *logits,
-                              void *g, double *dev_out, void *dw, void *db, double *sums,
-                              void *dgamma, void *dbeta, int acc, void *ws)
-{
-  const size_t P = (size_t)n * c->h * c->w;
-  ops_relu_t relu = {.y = NULL, .gamma = gamma, .beta = beta};
-  if (o->conv1x1_fwd_bn(o, c, n, x, saved, gamma, beta, w, b, logits, ws) ||
-      o->softmax_ce_async(o, logits, labels, P, c->cout, ignore_index, scale, norm_count, g, NULL,
-                          dev_out) ||
-      o->conv1x1_bwd_filter_bn(o, c, n, x, saved, gamma, beta, g, dw, db, acc, ws) ||
-      o->bn_bwd_reduce_1x1(o, g, w, c->cout, &relu, x, P, c->cin, saved, sums, dgamma, dbeta,
-                           acc))
-    return -1;
-  return 0;
-}
-
 #define CPU_NO_BAD_LABEL (~0ULL)
 static int cpu_labels_check_async(const ops_t *o, unsigned long long *host)
 {
@@ -87,7 +67,7 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .bn_bwd_reduce_1x1 = cpu_bn_bwd_reduce_1x1_##S, .bn_bwd_apply_1x1 = cpu_bn_bwd_apply_1x1_##S, \
     .conv1x1_bn_ok = cpu_conv1x1_bn_ok, .conv1x1_fwd_bn = cpu_conv1x1_fwd_bn_##S,                 \
     .conv1x1_bwd_filter_bn = cpu_conv1x1_bwd_filter_bn_##S,                                       \
-    .head_train_1x1 = cpu_head_train_1x1,                                                         \
+    .head_train_1x1 = ops_head_train_by_ops,                                                         \
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
     .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
     .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \

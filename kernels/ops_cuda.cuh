@@ -143,14 +143,24 @@ opc_geo_t opc_geometry(const ops_t *o, size_t rows, int C, int N, int nz,
 /* Blocks of OPC_THREADS threads of `kernel` that fit on one multiprocessor at once (>= 1). A
  * grid of exactly that many per multiprocessor runs in one wave: 4 asked for where 3 fit ran
  * 1.33 waves, the last a third full. */
-static inline int opc_fit_blocks(const void *kernel)
+static inline int opc_fit_blocks_of(const void *kernel, int threads)
 {
   int b = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, OPC_THREADS, 0) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, 0) != cudaSuccess) {
     cudaGetLastError();
     b = 0;
   }
   return b < 1 ? 1 : b;
+}
+static inline int opc_fit_blocks(const void *kernel) { return opc_fit_blocks_of(kernel, OPC_THREADS); }
+
+/* Lanes of a warp a pixel's nc chunks spread over: the power of two >= nc, at most 32 (the
+ * few-output 1x1 kernels' layout, conv_skinny_cuda.cu, and the head's training pass). */
+static inline int opc_pixel_lanes(int nc)
+{
+  int L = 1;
+  while (L < nc && L < 32) L *= 2;
+  return L;
 }
 
 /* Blocks for a grid-stride pass over n items: up to 8 per multiprocessor. */
