@@ -591,7 +591,10 @@ static void head_train_case(int n, int h, int w, int C, int K)
   ck_assert_msg(o1[1] == o0[1] && fabs(o1[0] - o0[0]) <= 1e-10 * fabs(o0[0]),
                 "%s %s: loss %.17g over %g pixels, the four ops' %.17g over %g", gpu.name, what,
                 o1[0], o1[1], o0[0], o0[1]);
-  ck_assert_msg(o1[1] == rout[1] && fabs(o1[0] - rout[0]) <= 1e-5 * fabs(rout[0]),
+  /* the CPU's loss is of its own logits, which in 16-bit types differ from the GPU's in the last
+   * bit where the sums round differently (the logits' tolerance below), so its loss is held to
+   * that tolerance; against the GPU's four ops, above, it is the same loss to 1e-10 */
+  ck_assert_msg(o1[1] == rout[1] && fabs(o1[0] - rout[0]) <= tol_conv() * fabs(rout[0]),
                 "%s %s: loss %.9g, the CPU's %.9g", gpu.name, what, o1[0], rout[0]);
   CLOSE(down(dw[1], (size_t)K * C), down(dw[0], (size_t)K * C), (size_t)K * C, tol_conv(),
         "the head's training pass: dw against the four ops'");
