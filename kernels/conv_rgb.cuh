@@ -56,25 +56,6 @@ static __device__ __forceinline__ void rgb_gather(const E *x, size_t p, rgb_px q
   }
 }
 
-/* 16 bytes from global to shared memory without the registers (cp.async, sm_80 on), zeros where
- * bytes is 0; the copies a thread issued complete in groups (commit, then wait until at most
- * N groups are still in flight). */
-static __device__ __forceinline__ void rgb_copy16(uint32_t dst, const void *src, int bytes)
-{
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-}
-
-static __device__ __forceinline__ void rgb_copy_commit()
-{
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void rgb_copy_wait()
-{
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* The weight gradient's block partial: the warps' accumulators (M = the taps in MT tiles of 16,
  * N = the channels; lane 4 g + t holds tap 16 m + g (+ 8) and channels 8 j + 2 t, + 1) added in
  * warp order into sums[tap][k], then written to the block's part as [k][tap]. Every thread of

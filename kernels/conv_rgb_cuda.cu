@@ -311,10 +311,10 @@ __global__ void __launch_bounds__(RGB_THREADS, 2)
       const int px = q / nt, c = q % nt;
       const bool in = p0 + px < P;
       const T *src = dy + (in ? (p0 + px) * cout + 8 * c : 0);
-      rgb_copy16(sbase + b * 16 * RGB_WG_ROW + px * RGB_WG_ROW + ((c ^ (px & 7)) << 4), src,
+      opc_copy16(sbase + b * 16 * RGB_WG_ROW + px * RGB_WG_ROW + ((c ^ (px & 7)) << 4), src,
                  in ? 16 : 0);
     }
-    rgb_copy_commit();
+    opc_copy_commit();
   };
   /* the lane's 4 taps of each of its pixels 2 t, 2 t + 1, 2 t + 8, 2 t + 9 (v[k][i]) */
   auto gather_group = [&](unsigned grp, unsigned short(&v)[4][4]) {
@@ -352,9 +352,9 @@ __global__ void __launch_bounds__(RGB_THREADS, 2)
     if (grp + RGB_WARPS < g1) {
       copy_group(grp + RGB_WARPS, buf ^ 1);
       gather_group(grp + RGB_WARPS, v);
-      rgb_copy_wait<1>();
+      opc_copy_wait<1>();
     } else {
-      rgb_copy_wait<0>();
+      opc_copy_wait<0>();
     }
     __syncwarp(); /* the group's rows, copied by every lane, are in the buffer */
     const uint32_t bb = sbase + buf * 16 * RGB_WG_ROW;

@@ -18,7 +18,10 @@
  *                                                  second times invstd: Σdy·x̂)
  * so the logits and g are the separate ops' bits, and the sums those ops' values in another
  * fixed order. Each lane's weights and BatchNorm terms sit in registers for the whole kernel
- * (its channels never change). The grid: one wave of the blocks that fit, each a fixed range
+ * (its channels never change). The input arrives by cp.async into a ring of HT_STAGES
+ * iterations a thread, so that three iterations' 16-byte loads (and labels) are in flight while
+ * one is computed: with ~190 registers a thread only five 64-thread blocks fit a multiprocessor,
+ * and the pixels held in registers alone (HT_UNROLL) left 10 KB a multiprocessor in flight. The grid: one wave of the blocks that fit, each a fixed range
  * of pixels, so the partials and their order depend only on the pixel count and the GPU. */
 #include "config.h"
 
@@ -26,7 +29,9 @@
 
 #define HT_THREADS 64 /* a block (at ~184 registers a thread, five fit a multiprocessor); its
                           slots: HT_THREADS / L pixels at a time */
-#define HT_UNROLL 2    /* pixels a thread has in flight */
+#define HT_UNROLL 2    /* pixels a thread takes an iteration */
+#define HT_STAGES 4    /* iterations whose pixels are in flight (cp.async into shared memory): the
+                          one computed and the HT_STAGES - 1 after it */
 #define HT_CHUNK 16    /* iterations summed in f32 before the f64 sums: 32 pixels a lane */
 #define HT_MAX_V 8     /* channels a lane: 16 bytes of bf16 */
 
@@ -53,6 +58,11 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
   __shared__ double dsum[2 * V][HT_THREADS];
   __shared__ float wred[HT_THREADS / 32][HT_MAX_V * 32 + 1];
   __shared__ double lred[HT_THREADS / 32];
+  /* The ring of the pixels in flight: each thread copies its own 16 bytes and label of an
+   * iteration into its own slots and reads only those, so no barrier orders them (the copy
+   * group's wait makes a thread's own copies visible to it). */
+  __shared__ __align__(16) opc_pack<T, V> xs[HT_STAGES][HT_UNROLL][HT_THREADS];
+  __shared__ int32_t xl[HT_STAGES][HT_UNROLL][HT_THREADS];
   const T *x = (const T *)a.x;
   const int cin = a.cin, K = a.K, L = a.L, nc = cin / V;
   const int tid = threadIdx.x, l = tid & (L - 1), warp = tid >> 5;
@@ -87,26 +97,46 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
   const size_t p0 = (size_t)blockIdx.x * a.per, p1 = p0 + a.per < a.P ? p0 + a.per : a.P;
   const size_t wslot0 = (size_t)(tid & ~31) / L; /* the warp's first slot */
   const int wslot = (tid & 31) / L;              /* the thread's slot in its warp */
-  /* The loop's condition depends on the warp's first pixel only: whole warps shuffle together. */
-  size_t base = p0 + wslot0;
-  while (base < p1) {
-    float sa[V], sb[V];
+  /* The iterations depend on the warp's first pixel only: whole warps shuffle together. */
+  const size_t base0 = p0 + wslot0, step = (size_t)HT_UNROLL * slots;
+  const size_t nit = base0 < p1 ? (p1 - base0 + step - 1) / step : 0;
+  /* iteration q's pixels into stage q % HT_STAGES (zeros and no label past the range), one copy
+   * group an iteration, empty past the last */
+  auto issue = [&](size_t q) {
+    const int s = (int)(q % HT_STAGES);
 #pragma unroll
-    for (int j = 0; j < V; j++) sa[j] = sb[j] = 0.f;
+    for (int u = 0; u < HT_UNROLL; u++) {
+      const size_t p = base0 + q * step + wslot + (size_t)u * slots;
+      const bool in = q < nit && p < p1;
+      opc_copy16((uint32_t)__cvta_generic_to_shared(&xs[s][u][tid]),
+                 in && lane_on ? (const void *)(x + p * cin + (size_t)l * V) : a.x,
+                 in && lane_on ? 16 : 0);
+      if (in && a.labels)
+        opc_copy4((uint32_t)__cvta_generic_to_shared(&xl[s][u][tid]), a.labels + p);
+    }
+    opc_copy_commit();
+  };
+#pragma unroll
+  for (int q = 0; q < HT_STAGES - 1; q++) issue((size_t)q);
+  float sa[V], sb[V];
+#pragma unroll
+  for (int j = 0; j < V; j++) sa[j] = sb[j] = 0.f;
 #pragma unroll 1
-    for (int it = 0; it < HT_CHUNK && base < p1; it++, base += (size_t)HT_UNROLL * slots) {
-      opc_pack<T, V> v[HT_UNROLL];
-      int32_t lab[HT_UNROLL];
+  for (size_t it = 0; it < nit; it++) {
+    const size_t base = base0 + it * step;
+    opc_copy_wait<HT_STAGES - 2>(); /* iteration it's group is in */
+    const int s = (int)(it % HT_STAGES);
+    opc_pack<T, V> v[HT_UNROLL];
+    int32_t lab[HT_UNROLL];
 #pragma unroll
-      for (int u = 0; u < HT_UNROLL; u++) {
-        const size_t p = base + wslot + (size_t)u * slots;
-        const bool in = p < p1;
-        if (in && lane_on) v[u] = opc_load<T, V>(x + p * cin + (size_t)l * V);
-        else
-#pragma unroll
-          for (int j = 0; j < V; j++) v[u].v[j] = opc_st<T>(0.f);
-        lab[u] = in && a.labels ? a.labels[p] : a.ignore;
-      }
+    for (int u = 0; u < HT_UNROLL; u++) {
+      const bool in = base + wslot + (size_t)u * slots < p1;
+      v[u] = xs[s][u][tid];
+      lab[u] = in && a.labels ? xl[s][u][tid] : a.ignore;
+    }
+    /* the stage iteration it - 1 read (its values used before this point) takes it + 3 */
+    issue(it + HT_STAGES - 1);
+    {
 #pragma unroll
       for (int u = 0; u < HT_UNROLL; u++) {
         const size_t p = base + wslot + (size_t)u * slots;
@@ -200,12 +230,16 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
         }
       }
     }
+    if ((it + 1) % HT_CHUNK == 0 || it + 1 == nit) { /* a chunk's f32 sums into f64 */
 #pragma unroll
-    for (int j = 0; j < V; j++) {
-      dsum[j][tid] += sa[j];
-      dsum[V + j][tid] += lane_on ? (double)sb[j] * a.saved[cin + l * V + j] : 0.0;
+      for (int j = 0; j < V; j++) {
+        dsum[j][tid] += sa[j];
+        dsum[V + j][tid] += lane_on ? (double)sb[j] * a.saved[cin + l * V + j] : 0.0;
+        sa[j] = sb[j] = 0.f;
+      }
     }
   }
+  opc_copy_wait<0>(); /* the empty groups past the end, before the block leaves */
   float *wpart = a.wpart + (size_t)blockIdx.x * K * (cin + 1);
   double *bnpart = a.bnpart + (size_t)blockIdx.x * 2 * cin;
   /* the weight gradient: a warp's slots (lanes L apart hold the same channels) by a butterfly,

@@ -95,6 +95,28 @@ template <> __device__ __forceinline__ __nv_bfloat16 opc_st<__nv_bfloat16>(float
 }
 template <> __device__ __forceinline__ __half opc_st<__half>(float v) { return __float2half_rn(v); }
 
+/* Global to shared memory without the registers (cp.async, sm_80 on): 16 bytes, zeros where
+ * bytes is 0 (src is then not read but must be a valid address), or 4 bytes; the copies a thread
+ * issued complete in groups (commit, then wait until at most N of its groups are in flight,
+ * which also makes the completed ones' bytes visible to it). */
+static __device__ __forceinline__ void opc_copy16(uint32_t dst, const void *src, int bytes)
+{
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+}
+static __device__ __forceinline__ void opc_copy4(uint32_t dst, const void *src)
+{
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void opc_copy_commit()
+{
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void opc_copy_wait()
+{
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* N consecutive elements moved as one access (16 bytes for the full vector width). */
 template <typename T, int N> struct alignas(sizeof(T) * N) opc_pack {
   T v[N];
