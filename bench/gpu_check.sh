@@ -32,7 +32,9 @@
 #   racecheck check_ops_cuda (normalisation, loss), check_cuda_collectives (reduce_kernel): the
 #             kernels that share data through shared memory
 #   synccheck the same as racecheck (block-level barriers in those kernels)
-#   memcheck, synccheck, racecheck  check_conv_sm90_cuda (sanitize: small shapes through every
+#   memcheck, synccheck, racecheck  check_ops_cuda head_train (the head's training pass: lanes
+#             sharing a pixel by shuffles, the block's sums through shared memory, its input by
+#             cp.async), and check_conv_sm90_cuda (sanitize: small shapes through every
 #             Hopper convolution kernel, narrow and wide, forward, dgrad and wgrad; skipped on
 #             other GPUs)
 # The other convolution cases and the model suites are left out of the sanitizer part: they run
@@ -190,6 +192,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   sanitize synccheck tests/check_ops_cuda normalisation
   sanitize racecheck tests/check_ops_cuda loss
   sanitize synccheck tests/check_ops_cuda loss
+  for t in memcheck racecheck synccheck; do sanitize $t tests/check_ops_cuda head_train; done
   for c in elementwise normalisation loss; do sanitize memcheck tests/check_ops_cuda $c; done
   sanitize memcheck tests/check_coloc_cuda one_gpu
   sanitize memcheck tests/check_ops_cuda optimizer

@@ -1185,7 +1185,7 @@ int main(int argc, char **argv)
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
   if (model_upconv_gathered_read(dt, &up_gathered, err, sizeof err) != 0) DIE("%s", err);
-  int head_fwd = 1, head_bwd = 1, head_train = 0; /* SHMDDP_HEAD_FUSED as the model reads it */
+  int head_fwd = 1, head_bwd = 1, head_train = 1; /* SHMDDP_HEAD_FUSED as the model reads it */
   if (model_head_fused_read(&head_fwd, &head_bwd, &head_train, err, sizeof err) != 0)
     DIE("%s", err);
   CU(cudaSetDevice(0));

@@ -149,19 +149,20 @@ static const shm_env_param_t table[] = {
                 "weight gradients are staged one layer at a time (16-bit compute with f32 "
                 "gradients: gradient accumulation, or several ranks without bf16 gradient "
                 "all-reduce)"},
-    {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_CHOICE, .choices = "1|0|forward|backward|train",
-     .dflt = "1", .reader = "the model, when it is built",
+    {.name = "SHMDDP_HEAD_FUSED", .kind = SHM_ENV_CHOICE, .choices = "train|1|0|forward|backward",
+     .dflt = "train", .reader = "the model, when it is built",
      .meaning = "the 1x1 head fused with the BatchNorm of the block before it, where the backend "
                 "has the path (the CPU; CUDA with the head on its few-output kernels, not "
                 "SHMDDP_CONV1X1=cudnn|gemm): forward runs the head on the BatchNorm's apply "
                 "without storing that block's output (the head's weight gradient reads the "
                 "block's conv output through the norm again), backward forms the head's input "
                 "gradient inside that BatchNorm's backward instead of storing it and reading it "
-                "back; 1: both, forward or backward: that half only, 0: neither (the same bits "
-                "every way); train: both, and in a training step the head's forward, the loss "
-                "and the head's backward down to that BatchNorm's reduce as one op that reads "
-                "the block's output once (kernels/ops.h head_train_1x1; the gradients' sums in "
-                "another order, so not the same bits; under trial, not yet measured faster)"},
+                "back; train: both, and in a training step the head's forward, the loss and the "
+                "head's backward down to that BatchNorm's reduce as one op that reads the "
+                "block's output once (kernels/ops.h head_train_1x1; on a GPU the gradients' sums "
+                "in another order than the separate ops', not their bits); 1: both halves as "
+                "separate ops, forward or backward: that half only, 0: neither (1, forward, "
+                "backward and 0 give the same bits)"},
     {.name = "SHMDDP_UPCONV_GATHERED", .kind = SHM_ENV_CHOICE, .choices = "auto|0|1",
      .dflt = "auto", .reader = "the model, when it is built",
      .meaning = "1: the concat's backward writes each up-convolution's gradient in the order "

@@ -150,13 +150,13 @@ int model_head_fused_read(int *fwd, int *bwd, int *train, char *err, size_t errl
   const char *v = NULL;
   if (shm_env_choice("SHMDDP_HEAD_FUSED", &v, err, errlen) < 0) return -1;
   *train = 0;
-  if (!v || strcmp(v, "1") == 0) *fwd = *bwd = 1;
+  if (!v || strcmp(v, "train") == 0) *fwd = *bwd = *train = 1;
+  else if (strcmp(v, "1") == 0) *fwd = *bwd = 1;
   else if (strcmp(v, "0") == 0) *fwd = *bwd = 0;
   else if (strcmp(v, "forward") == 0) *fwd = 1, *bwd = 0;
   else if (strcmp(v, "backward") == 0) *fwd = 0, *bwd = 1;
-  else if (strcmp(v, "train") == 0) *fwd = *bwd = *train = 1;
   else
-    return check_fail(err, errlen, "SHMDDP_HEAD_FUSED=%s: use 1, 0, forward, backward or train",
+    return check_fail(err, errlen, "SHMDDP_HEAD_FUSED=%s: use train, 1, 0, forward or backward",
                       v);
   return 0;
 }
