@@ -17,22 +17,26 @@
  *   Σdy, Σdy·(x - mean) per channel                f32 over 32 pixels a lane, then f64 (the
  *                                                  second times invstd: Σdy·x̂)
  * so the logits and g are the separate ops' bits, and the sums those ops' values in another
- * fixed order. Each lane's weights and BatchNorm terms sit in registers for the whole kernel
- * (its channels never change). The input arrives by cp.async into a ring of HT_STAGES
- * iterations a thread, so that three iterations' 16-byte loads (and labels) are in flight while
- * one is computed: with ~190 registers a thread only five 64-thread blocks fit a multiprocessor,
- * and the pixels held in registers alone (HT_UNROLL) left 10 KB a multiprocessor in flight. The grid: one wave of the blocks that fit, each a fixed range
- * of pixels, so the partials and their order depend only on the pixel count and the GPU. */
+ * fixed order. What bounds it is instruction issue (bench/results/ab_head_train_1xh100.txt: with
+ * the lanes' weights and norm terms in registers, 184 a thread, 8 warps a multiprocessor issued
+ * an instruction every 2.7 cycles a scheduler), so: the lanes' constants sit in shared memory
+ * and registers are held to HT_MIN_BLOCKS blocks a multiprocessor; the class count is a
+ * template parameter where it is the padded one (no guard on each product); the butterfly's
+ * levels are predicated steps, not a loop. The input arrives by cp.async into a ring of
+ * HT_STAGES iterations a thread, HT_STAGES - 1 of them in flight while one is computed. The
+ * grid: one wave of the blocks that fit, each a fixed range of pixels, so the partials and their
+ * order depend only on the pixel count and the GPU. */
 #include "config.h"
 
 #include "kernels/ops_cuda.cuh"
 
-#define HT_THREADS 64 /* a block (at ~184 registers a thread, five fit a multiprocessor); its
-                          slots: HT_THREADS / L pixels at a time */
-#define HT_UNROLL 2    /* pixels a thread takes an iteration */
-#define HT_STAGES 4    /* iterations whose pixels are in flight (cp.async into shared memory): the
+#define HT_MIN_BLOCKS 6 /* blocks a multiprocessor the registers are held to: 12 warps (bf16, 4
+                           classes: 149 registers, no spills; 8 blocks, 128 registers, spill) */
+#define HT_THREADS 64   /* a block; its slots: HT_THREADS / L pixels at a time */
+#define HT_UNROLL 1    /* pixels a thread takes an iteration */
+#define HT_STAGES 5    /* iterations whose pixels are in flight (cp.async into shared memory): the
                           one computed and the HT_STAGES - 1 after it */
-#define HT_CHUNK 16    /* iterations summed in f32 before the f64 sums: 32 pixels a lane */
+#define HT_CHUNK 32    /* iterations summed in f32 before the f64 sums: 32 pixels a lane */
 #define HT_MAX_V 8     /* channels a lane: 16 bytes of bf16 */
 
 struct ht_args {
@@ -50,8 +54,8 @@ struct ht_args {
   int cin, K, L, vout;
 };
 
-template <typename T, int V, int KC>
-__global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
+template <typename T, int V, int KC, bool FULL>
+__global__ void __launch_bounds__(HT_THREADS, HT_MIN_BLOCKS) ht_pass(ht_args a)
 {
   /* The block's reductions: per thread its channels' f64 sums ([j][thread]: consecutive
    * threads, consecutive words), later the warps' wgrad rows and loss sums. */
@@ -64,24 +68,48 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
   __shared__ __align__(16) opc_pack<T, V> xs[HT_STAGES][HT_UNROLL][HT_THREADS];
   __shared__ int32_t xl[HT_STAGES][HT_UNROLL][HT_THREADS];
   const T *x = (const T *)a.x;
-  const int cin = a.cin, K = a.K, L = a.L, nc = cin / V;
+  /* FULL: K = KC (the U-Net's 4 classes), so every guard on k < K is known true here */
+  const int cin = a.cin, K = FULL ? KC : a.K, L = a.L, nc = cin / V;
   const int tid = threadIdx.x, l = tid & (L - 1), warp = tid >> 5;
   const int slots = HT_THREADS / L;
   const bool lane_on = l < nc; /* lanes past the pixel's chunks hold zeros */
-  /* the lane's channels' constants */
-  float rw[V][KC], rm[V], ra[V], rb[V], rbias[KC];
-#pragma unroll
-  for (int j = 0; j < V; j++) {
-    const int c = l * V + j;
-    rm[j] = lane_on ? (float)a.saved[c] : 0.f;
-    ra[j] = lane_on ? (float)((double)opc_ld(((const T *)a.gamma)[c]) * a.saved[cin + c]) : 0.f;
-    rb[j] = lane_on ? opc_ld(((const T *)a.beta)[c]) : 0.f;
+  /* The lanes' constants (the head's weights; the norm's mean, gamma invstd and beta) in shared
+   * memory, read where they are used: in registers (a lane's 8 channels x 7 terms) they held
+   * the pass to 4 blocks a multiprocessor. Laid out so that a warp's 16-byte read of one
+   * channel j is one wavefront (a pixel's lanes on consecutive addresses, the warp's pixels on
+   * the same ones): the weights [j][lane][k], the norm's terms [term][j / 4][lane][j % 4]. */
+  __shared__ __align__(16) float cw[V][32][KC];
+  __shared__ __align__(16) float cn[3][V / 4][32][4];
+  for (int i = tid; i < 32 * V; i += HT_THREADS) {
+    const int ln = i / V, j = i % V, c = ln * V + j;
+    const bool on = ln < nc;
+    cn[0][j / 4][ln][j % 4] = on ? (float)a.saved[c] : 0.f;
+    cn[1][j / 4][ln][j % 4] =
+        on ? (float)((double)opc_ld(((const T *)a.gamma)[c]) * a.saved[cin + c]) : 0.f;
+    cn[2][j / 4][ln][j % 4] = on ? opc_ld(((const T *)a.beta)[c]) : 0.f;
 #pragma unroll
     for (int k = 0; k < KC; k++)
-      rw[j][k] = lane_on && k < K ? opc_ld(((const T *)a.w)[(size_t)k * cin + c]) : 0.f;
+      cw[j][ln][k] = on && k < K ? opc_ld(((const T *)a.w)[(size_t)k * cin + c]) : 0.f;
   }
+  float rbias[KC];
 #pragma unroll
   for (int k = 0; k < KC; k++) rbias[k] = a.b && k < K ? opc_ld(((const T *)a.b)[k]) : 0.f;
+  __syncthreads(); /* the constants are in */
+  /* the lane's term t of its V channels; its weights of channel j */
+  auto ld_terms = [&](int t, float(&v)[V]) {
+#pragma unroll
+    for (int q = 0; q < V / 4; q++) {
+      const float4 f = *reinterpret_cast<const float4 *>(&cn[t][q][l][0]);
+      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    }
+  };
+  auto ld_w = [&](int j, float(&v)[KC]) {
+#pragma unroll
+    for (int q = 0; q < KC / 4; q++) {
+      const float4 f = *reinterpret_cast<const float4 *>(&cw[j][l][4 * q]);
+      v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    }
+  };
   const double norm = a.norm_count > 0 ? a.norm_count : (double)a.counted[1];
   const float coef = norm > 0 ? (float)(a.scale / norm) : 0.f;
 #pragma unroll
@@ -134,7 +162,7 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
       v[u] = xs[s][u][tid];
       lab[u] = in && a.labels ? xl[s][u][tid] : a.ignore;
     }
-    /* the stage iteration it - 1 read (its values used before this point) takes it + 3 */
+    /* the stage iteration it - 1 read (its values used before this point) takes the next one */
     issue(it + HT_STAGES - 1);
     {
 #pragma unroll
@@ -142,14 +170,21 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
         const size_t p = base + wslot + (size_t)u * slots;
         const bool in = p < p1;
         /* the prologue: h, and where the ReLU passes (t > 0) */
-        float hv[V], xm[V];
-        bool on[V];
+        /* h kept rounded to T (its exact value, half the registers in 16-bit types) and the ReLU's
+         * pass as one bit a channel: registers for more warps a multiprocessor */
+        opc_pack<T, V> hp;
+        float xm[V];
+        unsigned onm = 0;
+        float rm[V], ra[V], rb[V];
+        ld_terms(0, rm);
+        ld_terms(1, ra);
+        ld_terms(2, rb);
 #pragma unroll
         for (int j = 0; j < V; j++) {
           xm[j] = opc_ld(v[u].v[j]) - rm[j];
           const float t = fmaf(xm[j], ra[j], rb[j]);
-          on[j] = t > 0.f;
-          hv[j] = opc_ld(opc_st<T>(!on[j] ? 0.f : t));
+          onm |= (t > 0.f ? 1u : 0u) << j;
+          hp.v[j] = opc_st<T>(t > 0.f ? t : 0.f);
         }
         /* the logits: the lane's share, then the pixel's lanes by a fixed butterfly */
         float z[KC];
@@ -157,14 +192,20 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
         for (int k = 0; k < KC; k++) z[k] = 0.f;
         if (lane_on)
 #pragma unroll
-          for (int j = 0; j < V; j++)
+          for (int j = 0; j < V; j++) {
+            float wj[KC];
+            ld_w(j, wj);
 #pragma unroll
             for (int k = 0; k < KC; k++)
-              if (k < K) z[k] += hv[j] * rw[j][k];
+              if (k < K) z[k] += opc_ld(hp.v[j]) * wj[k];
+          }
 #pragma unroll
         for (int k = 0; k < KC; k++) {
           if (k >= K) break;
-          for (int off = L / 2; off > 0; off >>= 1) z[k] += __shfl_xor_sync(0xffffffffu, z[k], off);
+          /* offsets L / 2 .. 1 in that order, each level a predicated step (no loop on L) */
+#pragma unroll
+          for (int lv = 0; lv < 5; lv++)
+            if ((16 >> lv) < L) z[k] += __shfl_xor_sync(0xffffffffu, z[k], 16 >> lv);
         }
         opc_pack<T, KC> zs;
 #pragma unroll
@@ -216,15 +257,16 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
           if (k >= K) break;
           ab[k] += gv[k];
 #pragma unroll
-          for (int j = 0; j < V; j++) aw[k][j] += gv[k] * hv[j];
+          for (int j = 0; j < V; j++) aw[k][j] += gv[k] * opc_ld(hp.v[j]);
         }
 #pragma unroll
         for (int j = 0; j < V; j++) {
-          float s = 0.f;
+          float s = 0.f, wj[KC];
+          ld_w(j, wj);
 #pragma unroll
           for (int k = 0; k < KC; k++)
-            if (k < K) s += gv[k] * rw[j][k];
-          const float gr = in && on[j] ? opc_ld(opc_st<T>(s)) : 0.f;
+            if (k < K) s += gv[k] * wj[k];
+          const float gr = in && (onm >> j & 1u) ? opc_ld(opc_st<T>(s)) : 0.f;
           sa[j] += gr;
           sb[j] = fmaf(gr, xm[j], sb[j]); /* x̂ = xm invstd: invstd applied in f64 below */
         }
@@ -286,12 +328,23 @@ __global__ void __launch_bounds__(HT_THREADS) ht_pass(ht_args a)
   }
 }
 
-/* Blocks of ht_pass<T, V, KC> that fit a multiprocessor, asked once (a thread-safe static). */
-template <typename T, int V, int KC>
+/* Blocks of ht_pass<T, V, KC, FULL> that fit a multiprocessor, asked once (a thread-safe
+ * static). */
+template <typename T, int V, int KC, bool FULL>
 static int ht_fit()
 {
-  static const int fit = opc_fit_blocks_of((const void *)ht_pass<T, V, KC>, HT_THREADS);
+  static const int fit = opc_fit_blocks_of((const void *)ht_pass<T, V, KC, FULL>, HT_THREADS);
   return fit;
+}
+
+/* The pass for KC classes (FULL: exactly KC), its blocks a multiprocessor. */
+template <typename T, int V>
+static void ht_pick(int KC, bool full, void (**k)(ht_args), int *fit)
+{
+  if (KC == 4 && full) *k = ht_pass<T, V, 4, true>, *fit = ht_fit<T, V, 4, true>();
+  else if (KC == 4) *k = ht_pass<T, V, 4, false>, *fit = ht_fit<T, V, 4, false>();
+  else if (full) *k = ht_pass<T, V, 8, true>, *fit = ht_fit<T, V, 8, true>();
+  else *k = ht_pass<T, V, 8, false>, *fit = ht_fit<T, V, 8, false>();
 }
 
 template <typename T>
@@ -314,7 +367,9 @@ static int head_train_t(const ops_t *o, const ops_conv_t *c, int n, const void *
                                  dbeta, acc, ws);
   opc_ctx_t *ctx = opc_ctx(o);
   const int KC = K <= 4 ? 4 : 8, L = opc_pixel_lanes(nc);
-  const int fit = KC == 4 ? ht_fit<T, V, 4>() : ht_fit<T, V, 8>();
+  void (*pass)(ht_args) = NULL;
+  int fit = 0;
+  ht_pick<T, V>(KC, K == KC, &pass, &fit);
   /* one wave; at least 64 pixels a block; within the loss's slots, the workspace's partials
    * (opc_skinny_ws: 8 blocks a multiprocessor) and the reduction scratch */
   size_t nb = (size_t)fit * ctx->sm_count, most = (P + 63) / 64;
@@ -331,8 +386,7 @@ static int head_train_t(const ops_t *o, const ops_conv_t *c, int n, const void *
   a.vout = K == KC && (uintptr_t)logits % (KC * sizeof(T)) == 0 &&
            (uintptr_t)g % (KC * sizeof(T)) == 0;
   if (opc_loss_count(o, labels, P, K, ignore_index)) return -1;
-  if (KC == 4) ht_pass<T, V, 4><<<(unsigned)nb, HT_THREADS, 0, ctx->stream>>>(a);
-  else ht_pass<T, V, 8><<<(unsigned)nb, HT_THREADS, 0, ctx->stream>>>(a);
+  pass<<<(unsigned)nb, HT_THREADS, 0, ctx->stream>>>(a);
   OPC_LAUNCHED(o, "the head's training pass");
   if (opc_loss_final(o, (int)nb, dev_out) ||
       opc_skinny_wgrad_final(o, c, (int)nb, ws, dw, db, acc) ||
