@@ -22,7 +22,9 @@
  * an instruction every 2.7 cycles a scheduler), so: the lanes' constants sit in shared memory
  * and registers are held to HT_MIN_BLOCKS blocks a multiprocessor; the class count is a
  * template parameter where it is the padded one (no guard on each product); the butterfly's
- * levels are predicated steps, not a loop. The input arrives by cp.async into a ring of
+ * levels are predicated steps, not a loop; where a pixel has at least as many lanes as the
+ * U-Net's 4 classes, its lanes split them (SPLIT): the butterfly's last levels leave each lane
+ * one class's logit, and the softmax runs once a class instead of every class on every lane. The input arrives by cp.async into a ring of
  * HT_STAGES iterations a thread, HT_STAGES - 1 of them in flight while one is computed. The
  * grid: one wave of the blocks that fit, each a fixed range of pixels, so the partials and their
  * order depend only on the pixel count and the GPU. */
@@ -54,7 +56,7 @@ struct ht_args {
   int cin, K, L, vout;
 };
 
-template <typename T, int V, int KC, bool FULL>
+template <typename T, int V, int KC, bool FULL, bool SPLIT>
 __global__ void __launch_bounds__(HT_THREADS, HT_MIN_BLOCKS) ht_pass(ht_args a)
 {
   /* The block's reductions: per thread its channels' f64 sums ([j][thread]: consecutive
@@ -94,6 +96,8 @@ __global__ void __launch_bounds__(HT_THREADS, HT_MIN_BLOCKS) ht_pass(ht_args a)
   float rbias[KC];
 #pragma unroll
   for (int k = 0; k < KC; k++) rbias[k] = a.b && k < K ? opc_ld(((const T *)a.b)[k]) : 0.f;
+  /* SPLIT: the bias of the lane's class */
+  const float cbias = a.b && (l & (KC - 1)) < K ? opc_ld(((const T *)a.b)[l & (KC - 1)]) : 0.f;
   __syncthreads(); /* the constants are in */
   /* the lane's term t of its V channels; its weights of channel j */
   auto ld_terms = [&](int t, float(&v)[V]) {
@@ -199,55 +203,103 @@ __global__ void __launch_bounds__(HT_THREADS, HT_MIN_BLOCKS) ht_pass(ht_args a)
             for (int k = 0; k < KC; k++)
               if (k < K) z[k] += opc_ld(hp.v[j]) * wj[k];
           }
-#pragma unroll
-        for (int k = 0; k < KC; k++) {
-          if (k >= K) break;
-          /* offsets L / 2 .. 1 in that order, each level a predicated step (no loop on L) */
-#pragma unroll
-          for (int lv = 0; lv < 5; lv++)
-            if ((16 >> lv) < L) z[k] += __shfl_xor_sync(0xffffffffu, z[k], 16 >> lv);
-        }
-        opc_pack<T, KC> zs;
-#pragma unroll
-        for (int k = 0; k < KC; k++) {
-          zs.v[k] = opc_st<T>(z[k] + rbias[k]);
-          z[k] = opc_ld(zs.v[k]); /* the stored logit, as softmax_ce reads it */
-        }
-        /* the loss and its gradient, softmax_ce_kernel's arithmetic */
         const int32_t lb = lab[u];
         const bool use = in && a.labels && lb != a.ignore && lb >= 0 && lb < K;
-        float zmax = z[0], zl = 0.f;
-#pragma unroll
-        for (int k = 1; k < KC; k++)
-          if (k < K && z[k] > zmax) zmax = z[k];
-        float se = 0.f;
-#pragma unroll
-        for (int k = 0; k < KC; k++)
-          if (k < K) se += expf(z[k] - zmax);
-        const float lse = zmax + logf(se);
-#pragma unroll
-        for (int k = 0; k < KC; k++)
-          if (k == lb) zl = z[k];
-        if (use && l == 0) loss += (double)lse - (double)zl;
-        opc_pack<T, KC> gs;
         float gv[KC];
+        if (SPLIT) {
+          /* The pixel's lanes split the classes: the butterfly's last log2(KC) levels halve the
+           * classes a lane keeps (it sends its partner the half the partner keeps), so lane l
+           * ends with class l % KC's logit, the same bits as the full butterfly's (each level
+           * adds the same two values); the softmax is then one class a lane, its terms gathered
+           * by shuffles in class order (the same sums, the same bits), not every class on every
+           * lane. */
 #pragma unroll
-        for (int k = 0; k < KC; k++) {
-          gs.v[k] = opc_st<T>(k < K && use ? coef * (expf(z[k] - lse) - (k == lb ? 1.f : 0.f))
-                                           : 0.f);
-          gv[k] = opc_ld(gs.v[k]);
-        }
-        if (in && l == 0) {
-          if (a.vout) {
-            opc_store<T, KC>((T *)a.logits + p * KC, zs);
-            opc_store<T, KC>((T *)a.g + p * KC, gs);
-          } else {
+          for (int lv = 0; lv < 5; lv++)
+            if ((16 >> lv) < L && (16 >> lv) >= KC)
 #pragma unroll
-            for (int k = 0; k < KC; k++)
-              if (k < K) {
-                ((T *)a.logits)[p * K + k] = zs.v[k];
-                ((T *)a.g)[p * K + k] = gs.v[k];
+              for (int k = 0; k < KC; k++) z[k] += __shfl_xor_sync(0xffffffffu, z[k], 16 >> lv);
+#pragma unroll
+          for (int lv = 0; lv < 3; lv++) { /* h = KC / 2 .. 1: z[0 .. 2h) the classes kept */
+            const int h = (KC / 2) >> lv;
+            const bool up = l & h;
+#pragma unroll
+            for (int k = 0; k < KC / 2; k++)
+              if (k < h) {
+                const float keep = up ? z[h + k] : z[k], send = up ? z[k] : z[h + k];
+                z[k] = keep + __shfl_xor_sync(0xffffffffu, send, h);
               }
+          }
+          const int cl = l & (KC - 1); /* the lane's class */
+          const T zs1 = opc_st<T>(z[0] + cbias);
+          const float zc = opc_ld(zs1); /* the stored logit, as softmax_ce reads it */
+          float zmax = zc;               /* max is exact: any order gives the same value */
+#pragma unroll
+          for (int lv = 0; (1 << lv) < KC; lv++)
+            zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, 1 << lv));
+          const float e = expf(zc - zmax);
+          float se = 0.f;
+#pragma unroll
+          for (int k = 0; k < KC; k++) se += __shfl_sync(0xffffffffu, e, k, L);
+          const float lse = zmax + logf(se);
+          const float zl = __shfl_sync(0xffffffffu, zc, use ? lb : 0, L);
+          if (use && l == 0) loss += (double)lse - (double)zl;
+          const T gs1 =
+              opc_st<T>(use ? coef * (expf(zc - lse) - (cl == lb ? 1.f : 0.f)) : 0.f);
+          if (in && l < KC) {
+            ((T *)a.logits)[p * KC + cl] = zs1;
+            ((T *)a.g)[p * KC + cl] = gs1;
+          }
+          const float gc = opc_ld(gs1);
+#pragma unroll
+          for (int k = 0; k < KC; k++) gv[k] = __shfl_sync(0xffffffffu, gc, k, L);
+        } else {
+#pragma unroll
+          for (int k = 0; k < KC; k++) {
+            if (k >= K) break;
+            /* offsets L / 2 .. 1 in that order, each level a predicated step (no loop on L) */
+#pragma unroll
+            for (int lv = 0; lv < 5; lv++)
+              if ((16 >> lv) < L) z[k] += __shfl_xor_sync(0xffffffffu, z[k], 16 >> lv);
+          }
+          opc_pack<T, KC> zs;
+#pragma unroll
+          for (int k = 0; k < KC; k++) {
+            zs.v[k] = opc_st<T>(z[k] + rbias[k]);
+            z[k] = opc_ld(zs.v[k]); /* the stored logit, as softmax_ce reads it */
+          }
+          /* the loss and its gradient, softmax_ce_kernel's arithmetic */
+          float zmax = z[0], zl = 0.f;
+#pragma unroll
+          for (int k = 1; k < KC; k++)
+            if (k < K && z[k] > zmax) zmax = z[k];
+          float se = 0.f;
+#pragma unroll
+          for (int k = 0; k < KC; k++)
+            if (k < K) se += expf(z[k] - zmax);
+          const float lse = zmax + logf(se);
+#pragma unroll
+          for (int k = 0; k < KC; k++)
+            if (k == lb) zl = z[k];
+          if (use && l == 0) loss += (double)lse - (double)zl;
+          opc_pack<T, KC> gs;
+#pragma unroll
+          for (int k = 0; k < KC; k++) {
+            gs.v[k] = opc_st<T>(k < K && use ? coef * (expf(z[k] - lse) - (k == lb ? 1.f : 0.f))
+                                             : 0.f);
+            gv[k] = opc_ld(gs.v[k]);
+          }
+          if (in && l == 0) {
+            if (a.vout) {
+              opc_store<T, KC>((T *)a.logits + p * KC, zs);
+              opc_store<T, KC>((T *)a.g + p * KC, gs);
+            } else {
+#pragma unroll
+              for (int k = 0; k < KC; k++)
+                if (k < K) {
+                  ((T *)a.logits)[p * K + k] = zs.v[k];
+                  ((T *)a.g)[p * K + k] = gs.v[k];
+                }
+            }
           }
         }
         if (!lane_on) continue;
@@ -328,23 +380,28 @@ __global__ void __launch_bounds__(HT_THREADS, HT_MIN_BLOCKS) ht_pass(ht_args a)
   }
 }
 
-/* Blocks of ht_pass<T, V, KC, FULL> that fit a multiprocessor, asked once (a thread-safe
+/* Blocks of ht_pass<T, V, KC, FULL, SPLIT> that fit a multiprocessor, asked once (a thread-safe
  * static). */
-template <typename T, int V, int KC, bool FULL>
+template <typename T, int V, int KC, bool FULL, bool SPLIT>
 static int ht_fit()
 {
-  static const int fit = opc_fit_blocks_of((const void *)ht_pass<T, V, KC, FULL>, HT_THREADS);
+  static const int fit =
+      opc_fit_blocks_of((const void *)ht_pass<T, V, KC, FULL, SPLIT>, HT_THREADS);
   return fit;
 }
 
-/* The pass for KC classes (FULL: exactly KC), its blocks a multiprocessor. */
+/* The pass for KC classes (FULL: exactly KC) on L lanes a pixel, its blocks a multiprocessor:
+ * the classes split over the lanes where they are the U-Net's 4 and a pixel has 4 lanes or
+ * more. */
 template <typename T, int V>
-static void ht_pick(int KC, bool full, void (**k)(ht_args), int *fit)
+static void ht_pick(int KC, bool full, int L, void (**k)(ht_args), int *fit)
 {
-  if (KC == 4 && full) *k = ht_pass<T, V, 4, true>, *fit = ht_fit<T, V, 4, true>();
-  else if (KC == 4) *k = ht_pass<T, V, 4, false>, *fit = ht_fit<T, V, 4, false>();
-  else if (full) *k = ht_pass<T, V, 8, true>, *fit = ht_fit<T, V, 8, true>();
-  else *k = ht_pass<T, V, 8, false>, *fit = ht_fit<T, V, 8, false>();
+  if (KC == 4 && full && L >= 4)
+    *k = ht_pass<T, V, 4, true, true>, *fit = ht_fit<T, V, 4, true, true>();
+  else if (KC == 4 && full) *k = ht_pass<T, V, 4, true, false>, *fit = ht_fit<T, V, 4, true, false>();
+  else if (KC == 4) *k = ht_pass<T, V, 4, false, false>, *fit = ht_fit<T, V, 4, false, false>();
+  else if (full) *k = ht_pass<T, V, 8, true, false>, *fit = ht_fit<T, V, 8, true, false>();
+  else *k = ht_pass<T, V, 8, false, false>, *fit = ht_fit<T, V, 8, false, false>();
 }
 
 template <typename T>
@@ -369,7 +426,7 @@ static int head_train_t(const ops_t *o, const ops_conv_t *c, int n, const void *
   const int KC = K <= 4 ? 4 : 8, L = opc_pixel_lanes(nc);
   void (*pass)(ht_args) = NULL;
   int fit = 0;
-  ht_pick<T, V>(KC, K == KC, &pass, &fit);
+  ht_pick<T, V>(KC, K == KC, L, &pass, &fit);
   /* one wave; at least 64 pixels a block; within the loss's slots, the workspace's partials
    * (opc_skinny_ws: 8 blocks a multiprocessor) and the reduction scratch */
   size_t nb = (size_t)fit * ctx->sm_count, most = (P + 63) / 64;

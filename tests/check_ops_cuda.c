@@ -660,6 +660,9 @@ START_TEST(test_head_train)
     head_train_case(4, 32, 32, 32, 8);  /* the most classes */
     head_train_case(1, 4, 4, 256, 1);   /* one class (its values one at a time), the widest */
     head_train_case(2, 16, 16, 24, 6);  /* 6 of 8 classes, 24 channels (lanes past the chunks) */
+    head_train_case(2, 12, 10, 24, 4);  /* 4 classes split over a pixel's lanes, one of them
+                                           past the chunks (bf16: 4 lanes; f32: 8) */
+    head_train_case(2, 8, 8, 8, 4);     /* 4 classes on a pixel's one or two lanes: not split */
   }
 }
 END_TEST
