@@ -24,16 +24,17 @@
  * template parameter where it is the padded one (no guard on each product); the butterfly's
  * levels are predicated steps, not a loop; where a pixel has at least as many lanes as the
  * U-Net's 4 classes, its lanes split them (SPLIT): the butterfly's last levels leave each lane
- * one class's logit, and the softmax runs once a class instead of every class on every lane. The input arrives by cp.async into a ring of
- * HT_STAGES iterations a thread, HT_STAGES - 1 of them in flight while one is computed. The
- * grid: one wave of the blocks that fit, each a fixed range of pixels, so the partials and their
- * order depend only on the pixel count and the GPU. */
+ * one class's logit, and the softmax runs once a class instead of every class on every lane
+ * (bench/results/ab_head_train_lean_1xh100.txt measures each step). The input arrives by
+ * cp.async into a ring of HT_STAGES iterations a thread, HT_STAGES - 1 of them in flight while
+ * one is computed. The grid: one wave of the blocks that fit, each a fixed range of pixels, so
+ * the partials and their order depend only on the pixel count and the GPU. */
 #include "config.h"
 
 #include "kernels/ops_cuda.cuh"
 
 #define HT_MIN_BLOCKS 8 /* blocks a multiprocessor the registers are held to: 16 warps (bf16, 4
-                           classes: 128 registers, 8 bytes spilled; 6 blocks: 149, no spills) */
+                           classes split: 128 registers, no spills; 6 blocks: 145) */
 #define HT_THREADS 64   /* a block; its slots: HT_THREADS / L pixels at a time */
 #define HT_UNROLL 1    /* pixels a thread takes an iteration */
 #define HT_STAGES 5    /* iterations whose pixels are in flight (cp.async into shared memory): the
@@ -398,7 +399,8 @@ static void ht_pick(int KC, bool full, int L, void (**k)(ht_args), int *fit)
 {
   if (KC == 4 && full && L >= 4)
     *k = ht_pass<T, V, 4, true, true>, *fit = ht_fit<T, V, 4, true, true>();
-  else if (KC == 4 && full) *k = ht_pass<T, V, 4, true, false>, *fit = ht_fit<T, V, 4, true, false>();
+  else if (KC == 4 && full)
+    *k = ht_pass<T, V, 4, true, false>, *fit = ht_fit<T, V, 4, true, false>();
   else if (KC == 4) *k = ht_pass<T, V, 4, false, false>, *fit = ht_fit<T, V, 4, false, false>();
   else if (full) *k = ht_pass<T, V, 8, true, false>, *fit = ht_fit<T, V, 8, true, false>();
   else *k = ht_pass<T, V, 8, false, false>, *fit = ht_fit<T, V, 8, false, false>();
