@@ -7,7 +7,8 @@ EXTRA_DIST += bench/README.md bench/lib.sh bench/tree_name.sh bench/fed_median.p
 	bench/speed_anchor_gpu.sh bench/step_ab_gpu.sh bench/step_ops_gpu.sh bench/train_speed_gpu.sh \
 	bench/user_paths_gpu.sh bench/compare_losses.py bench/torch_unet.py
 
-EXTRA_DIST += bench/conv_sm90_gpu.sh bench/coloc_collectives_gpu.sh bench/engine_miou_gpu.sh
+EXTRA_DIST += bench/conv_sm90_gpu.sh bench/coloc_collectives_gpu.sh bench/engine_miou_gpu.sh \
+	bench/graph_timeline_gpu.sh bench/graph_timeline.py
 
 # The PyTorch soak of the NCCL front end (bench/torch_soak.sh runs bench/torch_soak.py, which
 # imports its two modules and bench/nccl/common.py; tests/torch_soak_cpu.sh runs its checks on

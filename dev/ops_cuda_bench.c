@@ -41,6 +41,11 @@
  * With -m it instead times the model itself (src/model/unet.c on the CUDA backend:
  * model_train_step plus optim_step, as the trainer calls them) and prints its memory ledger.
  *
+ * With -P N it replays the graph-captured step N times between cudaProfilerStart and
+ * cudaProfilerStop after the timings above and stops there: a profiler that records only that
+ * range (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off) sees the step's
+ * kernels as the graph runs them and nothing else (bench/graph_timeline_gpu.sh).
+ *
  * -o N starts the parameters N elements into their flat buffers (default 0: every tensor
  * 16-byte aligned). -o 4 gives the model's alignment at 4 classes: its buffer starts with the
  * head's 4 + 64 * 4 elements, which puts every other 16-bit tensor 8 bytes off 16 bytes.
@@ -48,10 +53,12 @@
  * usage: [SHMDDP_CONV_ENGINE=auto|library|fused] ops_cuda_bench [-p bf16|f16|f32] [-b batch]
  *                       [-s size] [-w 64,128,256,512,1024] [-k classes] [-n iters] [-W warmup]
  *                       [-t top-ops] [-r auto|all|none|N]
- *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-o N] [-m] */
+ *                       [-A account.md [-J account.json] [-R pairs] [-T seconds]] [-o N] [-m]
+ *                       [-P replays] */
 #include "config.h"
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <math.h>
@@ -1142,10 +1149,10 @@ int main(int argc, char **argv)
 {
   const char *prec = "bf16", *widths = "64,128,256,512,1024", *recomp = "auto";
   const char *acct_md = NULL, *acct_json = NULL;
-  int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7, param_off = 0;
+  int iters = 30, warm = 8, top = 25, opt, model = 0, pairs = 7, param_off = 0, replays = 0;
   double cap_s = 150; /* the account's row ablations */
   N.N = 6, N.H = N.W = 256, N.K = 4;
-  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:o:m")) != -1) {
+  while ((opt = getopt(argc, argv, "p:b:s:w:k:n:W:t:r:A:J:R:T:o:mP:")) != -1) {
     switch (opt) {
     case 'p': prec = optarg; break;
     case 'b': N.N = atoi(optarg); break;
@@ -1162,10 +1169,11 @@ int main(int argc, char **argv)
     case 'T': cap_s = atof(optarg); break;
     case 'o': param_off = atoi(optarg); break;
     case 'm': model = 1; break;
+    case 'P': replays = atoi(optarg); break;
     default: DIE("usage: [SHMDDP_CONV_ENGINE=auto|library|fused] %s [-p bf16|f16|f32] "
                  "[-b batch] [-s size] [-w widths] [-k classes] "
                  "[-n iters] [-W warmup] [-t top] [-r auto|all|none|N] [-A account.md "
-                 "[-J account.json] [-R pairs] [-T seconds]] [-o N] [-m]", argv[0]);
+                 "[-J account.json] [-R pairs] [-T seconds]] [-o N] [-m] [-P replays]", argv[0]);
     }
   }
   for (const char *s = widths; *s && N.L < MAXL; N.L++) {
@@ -1181,6 +1189,7 @@ int main(int argc, char **argv)
     DIE("batch %d, size %d, %d levels, %d classes, %d iterations, %d pairs: invalid", N.N, N.H,
         N.L, N.K, iters, pairs);
   if (acct_json && !acct_md) DIE("-J needs -A (the account's markdown)");
+  if (replays < 0 || replays > 1000) DIE("-P %d: use 1..1000 replays (0: none)", replays);
   recompute_levels = parse_recompute(recomp, dt);
   char err[512];
   if (model_conv_engine_read(&engine, err, sizeof err) != 0) DIE("%s", err);
@@ -1257,6 +1266,16 @@ int main(int argc, char **argv)
            N.N * 1000.0 / gms);
   } else {
     printf("step (CUDA graph): capture failed: %s\n", cudaGetErrorString(ge));
+  }
+  if (replays) { /* the profiled range: the graph's replays alone */
+    if (!exec) DIE("-P: no CUDA graph of the step to replay");
+    CU(cudaStreamSynchronize(S));
+    CU(cudaProfilerStart());
+    for (int r = 0; r < replays; r++) CU(cudaGraphLaunch(exec, S));
+    CU(cudaStreamSynchronize(S));
+    CU(cudaProfilerStop());
+    printf("profiled range: %d replays of the step's graph\n", replays);
+    return 0;
   }
   /* Per-op profile: events around each op, with the stream drained before it, so an op's
    * time is its own kernels (and the launch gaps between them) on an idle GPU. (Events recorded

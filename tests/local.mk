@@ -14,7 +14,7 @@
 #                check_ddp check_dp check_timeline; check_report.sh report_hostile.sh
 #                report_browser.sh torch_oracle.sh resume.sh resume_gpu.sh
 #   docs         readme_env.sh docs_links.sh
-#   bench/       bench_fed_median.sh
+#   bench/       bench_fed_median.sh bench_graph_timeline.sh
 #   faults       kill_rank.sh check_fuzz_regress report_fuzz.sh fault_kill.sh fault_env.sh
 #                fault_ckpt.sh fault_files.sh (with tests/ckpt_craft) fault_signal.sh restart.sh
 #                (with tests/ckpt_look, as the resume tests)
@@ -207,6 +207,10 @@ EXTRA_DIST += tests/docs_links.sh
 # (bench/fed_median.py, used by bench/speed_anchor_gpu.sh and bench/step_ab_gpu.sh).
 TESTS += tests/bench_fed_median.sh
 EXTRA_DIST += tests/bench_fed_median.sh
+# The idle time between a graph-replayed step's kernels from an Nsight Systems trace
+# (bench/graph_timeline.py, used by bench/graph_timeline_gpu.sh).
+TESTS += tests/bench_graph_timeline.sh
+EXTRA_DIST += tests/bench_graph_timeline.sh
 # shmddp-nccl-run and MPS (by default where ranks share a GPU, --mps, --no-mps, folders not to
 # be trusted, SIGKILL, the preload), over stand-ins for the MPS control program, its CUDA checks
 # and torchrun.
