@@ -35,8 +35,12 @@
  * backward filter of the same x and dy (cuDNN's dW is bf16 in the trainer's table: relative L2
  * within 4e-3), and ours with the prologue twice, bit for bit (the split plan is printed).
  *
+ * With -X tiles it runs only dev/ksplit_exchange_probe.cu: what the f32 exchange of a K split
+ * between a block's two consumer warpgroups costs a tile, against the tile's matrix time at the
+ * ceiling (-p) for the shape's 2 x 64-pixel tile (-i, -o), then exits.
+ *
  * usage: conv_sm90_bench [-i cin] [-o cout] [-b batch] [-s size | -H height -W width]
- *                        [-r rounds] [-k launches] [-p peak-tflops]
+ *                        [-r rounds] [-k launches] [-p peak-tflops] [-X tiles]
  * (bench/conv_sm90_gpu.sh runs it on the GPU machine; SHMDDP_CONV_VERBOSE=1 prints cuDNN's
  * algorithms) */
 #include "config.h"
@@ -55,6 +59,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_cuda.h"
 #include "dev/cuda_harness.h"
+#include "dev/ksplit_exchange_probe.h"
 #include "dev/wgmma_desc_probe.h"
 #include "tests/conv_fused_testutil.h"
 
@@ -502,7 +507,7 @@ static void checks(const cf_data_t *d)
 static void usage(void)
 {
   fprintf(stderr, "usage: conv_sm90_bench [-i cin] [-o cout] [-b batch] [-s size | -H height "
-          "-W width] [-r rounds] [-k launches] [-p peak-tflops]\n");
+          "-W width] [-r rounds] [-k launches] [-p peak-tflops] [-X tiles]\n");
   exit(2);
 }
 
@@ -515,8 +520,8 @@ static void row(const char *name, double us, double bytes, double flops)
 
 int main(int argc, char **argv)
 {
-  int opt;
-  while ((opt = getopt(argc, argv, "i:o:b:s:H:W:r:k:p:")) != -1) {
+  int opt, xtiles = 0;
+  while ((opt = getopt(argc, argv, "i:o:b:s:H:W:r:k:p:X:")) != -1) {
     char *end;
     long v = strtol(optarg, &end, 10);
     if (opt == 'p') {
@@ -534,6 +539,7 @@ int main(int argc, char **argv)
     else if (opt == 'o') COUT = (int)v;
     else if (opt == 'r') ROUNDS = (int)v;
     else if (opt == 'k') LAUNCHES = (int)v;
+    else if (opt == 'X') xtiles = (int)v;
     else usage();
   }
   if (optind != argc) usage();
@@ -547,6 +553,21 @@ int main(int argc, char **argv)
   HALVES_DG = CIN == 128 && COUT == 64;
   char err[256];
   CU(cudaSetDevice(0));
+  if (xtiles) { /* the K split's exchange alone */
+    double us[3];
+    struct cudaDeviceProp xp;
+    CU(cudaGetDeviceProperties(&xp, 0));
+    if (ksplit_exchange_probe(xtiles, us, err, sizeof err)) DIE("%s", err);
+    /* a 2 x 64-pixel tile of COUT channels over 9 CIN, at the ceiling on one multiprocessor */
+    const double tile_us = 2.0 * 128 * COUT * 9 * CIN / (PEAK / xp.multiProcessorCount) * 1e6;
+    printf("# K-split exchange probe: %s (%d SMs), %d tiles a block, every checksum ok\n",
+           xp.name, xp.multiProcessorCount, xtiles);
+    printf("partials only %.3f us a tile; with a barrier %.3f; with the f32 exchange %.3f: the "
+           "exchange %.3f us a tile, %.1f %% of a %d -> %d tile's %.2f us at %.0f TFLOP/s\n",
+           us[0], us[1], us[2], us[2] - us[0], 100 * (us[2] - us[0]) / tile_us, CIN, COUT,
+           tile_us, PEAK / 1e12);
+    return 0;
+  }
   if (conv_sm90_check(0, err, sizeof err) || conv_sm90_wgrad_check(0, err, sizeof err))
     DIE("%s", err);
   struct cudaDeviceProp prop;

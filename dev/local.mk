@@ -58,9 +58,10 @@ endif
 # checked against its CPU reference and timed against cuDNN on one layer shape (-i cin -o cout
 # -b batch -s size; bench/conv_sm90_gpu.sh runs it on the U-Net's shapes).
 # With it, dev/wgmma_desc_probe.cu (sm_90a): how wgmma descriptors starting part-way into a
-# swizzle pattern read, which the next convolution designs depend on.
+# swizzle pattern read, which the next convolution designs depend on; and
+# dev/ksplit_exchange_probe.cu (-X): what a K split's f32 exchange between two warpgroups costs.
 DEV_CONV_SM90_SRCS = dev/conv_sm90_bench.c dev/wgmma_desc_probe.cu dev/wgmma_desc_probe.h \
-	dev/cuda_harness.c dev/cuda_harness.h
+	dev/ksplit_exchange_probe.cu dev/ksplit_exchange_probe.h dev/cuda_harness.c dev/cuda_harness.h
 # dev/conv_sm90_protocol.py, dev/conv_sm90_wide_protocol.py and dev/conv_sm90_wgrad_protocol.py: models
 # of the kernels' barrier protocols (python3, CPU; tests/conv_sm90_protocol.sh runs them), on what
 # dev/sm90_protocol_model.py gives them (the mbarrier, the random interleaving).
