@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(KX_THREADS, 1) kx_kernel(int tiles, double *ou
   for (int t = 0; t < tiles; t++) {
     float a0[KX_REGS], a1[KX_REGS]; /* rows 0 and 1 */
 #pragma unroll
-    for (int i = 0; i < KX_REGS; i++) a0[i] = kx_partial(h, 0, i, t), a1[i] = kx_partial(h, 1, i, t);
+    for (int i = 0; i < KX_REGS; i++)
+      a0[i] = kx_partial(h, 0, i, t), a1[i] = kx_partial(h, 1, i, t);
     if (MODE == 2) {
       float *mine = kx_buf + ((size_t)(t & 1) * 2 + h) * KX_REGS * KX_WG;
       const float *peer = kx_buf + ((size_t)(t & 1) * 2 + (1 - h)) * KX_REGS * KX_WG;
@@ -132,8 +133,9 @@ int ksplit_exchange_probe(int tiles, double us_tile[3], char *err, size_t errlen
       for (int t = 0; t < KX_THREADS; t++) {
         const double want = kx_expected(m, t / KX_WG, tiles), got = hbuf[b * KX_THREADS + t];
         if (got != want) {
-          snprintf(err, errlen, "ksplit_exchange_probe: mode %d, block %d thread %d: checksum %.17g, "
-                   "want %.17g", m, b, t, got, want);
+          snprintf(err, errlen,
+                   "ksplit_exchange_probe: mode %d, block %d thread %d: checksum %.17g, want %.17g",
+                   m, b, t, got, want);
           goto done;
         }
       }

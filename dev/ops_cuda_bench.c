@@ -1219,8 +1219,8 @@ int main(int argc, char **argv)
   /* as the model resolves its head_fwd_fused (src/model/unet.c): the planned head */
   N.head_fwd_fused = model_head_on_norm(&O, &N.head.c, head_fwd);
   /* and its head_train: both halves, and gradients not staged one layer at a time */
-  N.head_train = N.head_fwd_fused && N.head_fused && (dt == OPS_F32 || working_grads()) &&
-                 model_head_train_usable(&O, &N.head.c, head_train);
+  N.head_train = (dt == OPS_F32 || working_grads()) &&
+                 model_head_train_usable(&O, N.head_fwd_fused, N.head_fused, head_train);
   if (side_from < N.L) { /* the side table, on the same plans (they live in each ops_conv_t) */
     CU(cudaStreamCreateWithFlags(&S2, cudaStreamNonBlocking));
     if (ops_cuda_init(&O2, dt, 0, S2, err, sizeof err) != 0) DIE("%s", err);

@@ -55,8 +55,8 @@ size_t opc_skinny_ws(const ops_t *o, const ops_conv_t *c)
 }
 
 /* Pixel groups: a pixel's cin channels are nc = cin / V chunks of V elements (16 bytes at the
- * full vector width), spread over L lanes of a warp (opc_pixel_lanes: the power of two >= nc, at most 32; lane
- * l owns chunks l, l + L, ...), so a warp reads or writes 32 / L whole pixels per access,
+ * full vector width), spread over L lanes of a warp (opc_pixel_lanes: the power of two >= nc,
+ * at most 32; lane l owns chunks l, l + L, ...), so a warp reads or writes 32 / L whole pixels per access,
  * coalesced. CPL: the most chunks one lane owns (cin <= SK_MAX_CIN). Each thread keeps SK_UNROLL
  * pixels' loads in flight before their arithmetic. */
 #define SK_UNROLL 4
@@ -223,7 +223,8 @@ static int fwd_as(const ops_t *o, const ops_conv_t *c, size_t P, const void *x, 
                 sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V, L = opc_pixel_lanes(c->cin / (vec ? V : 1));
+  const int vec = opc_vec_width(sizeof(T), c->cin, x) == V;
+  const int L = opc_pixel_lanes(c->cin / (vec ? V : 1));
   void (*k)(const T *, const T *, const T *, T *, size_t, int, int, int, int, sk_bn) =
       vec ? (c->cout <= 4 ? sk_fwd<T, V, 4, PRO> : sk_fwd<T, V, 8, PRO>)
           : (c->cout <= 4 ? sk_fwd<T, 1, 4, PRO> : sk_fwd<T, 1, 8, PRO>);
@@ -296,7 +297,8 @@ static int bwd_data_t(const ops_t *o, const ops_conv_t *c, size_t P, const void 
   size_t smem = (size_t)c->cout * c->cin * sizeof(float);
   cudaStream_t st = opc_ctx(o)->stream;
   const int V = 16 / sizeof(T);
-  const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V, L = opc_pixel_lanes(c->cin / (vec ? V : 1));
+  const int vec = opc_vec_width(sizeof(T), c->cin, dx) == V;
+  const int L = opc_pixel_lanes(c->cin / (vec ? V : 1));
   void (*k)(const T *, const T *, T *, size_t, int, int, int, int) =
       vec ? (c->cout <= 4 ? sk_bwd_data<T, V, 4> : sk_bwd_data<T, V, 8>)
           : (c->cout <= 4 ? sk_bwd_data<T, 1, 4> : sk_bwd_data<T, 1, 8>);
@@ -482,11 +484,11 @@ static int wgrad_t(const ops_t *o, const ops_conv_t *c, size_t P, const void *x,
   return wgrad_final_t<T>(o, c, nb, ws, dw, db, acc);
 }
 
-
 int opc_skinny_wgrad_final(const ops_t *o, const ops_conv_t *c, int nblocks, const void *ws,
                            void *dw, void *db, int acc)
 {
-  if (nblocks < 1 || (size_t)nblocks * c->cout * (c->cin + 1) * sizeof(float) > opc_skinny_ws(o, c))
+  if (nblocks < 1 ||
+      (size_t)nblocks * c->cout * (c->cin + 1) * sizeof(float) > opc_skinny_ws(o, c))
     return opc_fail(o, "%d weight-gradient partials exceed the head's workspace", nblocks);
   OPC_DISPATCH(o, wgrad_final_t, o, c, nblocks, ws, dw, db, acc);
 }

@@ -94,13 +94,19 @@ __global__ void loss_final_kernel(const double *part, int nblocks,
   }
 }
 
+/* The per-pixel passes' grid: at most one loss partial a slot. */
+static unsigned loss_blocks(const ops_t *o, size_t P)
+{
+  unsigned b = opc_blocks(o, P);
+  return b > OPC_SLOT_DOUBLES - 2 ? OPC_SLOT_DOUBLES - 2 : b;
+}
+
 int opc_loss_count(const ops_t *o, const int32_t *labels, size_t P, int K, int ignore_index)
 {
   opc_ctx_t *x = opc_ctx(o);
   cudaStream_t st = x->stream;
   OPC_CUDA(o, cudaMemsetAsync(&x->bad[1], 0, sizeof(unsigned long long), st));
-  unsigned b = opc_blocks(o, P);
-  if (b > OPC_SLOT_DOUBLES - 2) b = OPC_SLOT_DOUBLES - 2;
+  const unsigned b = loss_blocks(o, P);
   if (labels && P) {
     label_count_kernel<<<b, OPC_THREADS, 0, st>>>(labels, P, K, ignore_index, x->bad);
     OPC_LAUNCHED(o, "label count");
@@ -127,8 +133,7 @@ static int softmax_ce_t(const ops_t *o, const void *logits, const int32_t *label
   cudaStream_t st = x->stream;
   if (K < 1) return opc_fail(o, "softmax cross-entropy over %d classes", K);
   if (opc_loss_count(o, labels, P, K, ignore_index)) return -1;
-  unsigned b = opc_blocks(o, P);
-  if (b > OPC_SLOT_DOUBLES - 2) b = OPC_SLOT_DOUBLES - 2;
+  const unsigned b = loss_blocks(o, P);
   softmax_ce_kernel<T><<<b, OPC_THREADS, 0, st>>>((const T *)logits, labels, P, K, ignore_index,
                                                   scale, norm_count, x->bad, (T *)dlogits, pred,
                                                   x->slots + 2);

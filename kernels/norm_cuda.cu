@@ -958,7 +958,7 @@ int opc_bn_bwd_reduce_1x1(const ops_t *o, const void *g, const void *w, int K,
 
 /* The backward reduce's final sums from partials another kernel wrote to the scratch in
  * launch_stats's layout (one sample: splits x [Σdy | Σdy·x̂] over C channels, f64): sums and
- * dgamma/dbeta as bn_bwd_reduce_1x1 writes them (conv_skinny_cuda.cu's head pass). */
+ * dgamma/dbeta as bn_bwd_reduce_1x1 writes them (head_train_cuda.cu's pass). */
 template <typename T>
 static int bn_bwd_final_t(const ops_t *o, int splits, int C, double *sums, void *dgamma,
                           void *dbeta, int acc)

@@ -67,7 +67,7 @@ static int cpu_labels_check(const ops_t *o) { return 0; }
     .bn_bwd_reduce_1x1 = cpu_bn_bwd_reduce_1x1_##S, .bn_bwd_apply_1x1 = cpu_bn_bwd_apply_1x1_##S, \
     .conv1x1_bn_ok = cpu_conv1x1_bn_ok, .conv1x1_fwd_bn = cpu_conv1x1_fwd_bn_##S,                 \
     .conv1x1_bwd_filter_bn = cpu_conv1x1_bwd_filter_bn_##S,                                       \
-    .head_train_1x1 = ops_head_train_by_ops,                                                         \
+    .head_train_1x1 = ops_head_train_by_ops,                                                      \
     .relu_fwd = cpu_relu_fwd_##S, .relu_bwd = cpu_relu_bwd_##S,                                 \
     .maxpool_fwd = cpu_maxpool_fwd_##S, .maxpool_bwd = cpu_maxpool_bwd_##S,                     \
     .concat_fwd = cpu_concat_fwd_##S, .concat_bwd = cpu_concat_bwd_##S,                         \

@@ -174,7 +174,10 @@ static inline int opc_fit_blocks_of(const void *kernel, int threads)
   }
   return b < 1 ? 1 : b;
 }
-static inline int opc_fit_blocks(const void *kernel) { return opc_fit_blocks_of(kernel, OPC_THREADS); }
+static inline int opc_fit_blocks(const void *kernel)
+{
+  return opc_fit_blocks_of(kernel, OPC_THREADS);
+}
 
 /* Lanes of a warp a pixel's nc chunks spread over: the power of two >= nc, at most 32 (the
  * few-output 1x1 kernels' layout, conv_skinny_cuda.cu, and the head's training pass). */

@@ -161,10 +161,9 @@ int model_head_fused_read(int *fwd, int *bwd, int *train, char *err, size_t errl
   return 0;
 }
 
-int model_head_train_usable(const ops_t *o, const ops_conv_t *head, int train)
+int model_head_train_usable(const ops_t *o, int on_norm, int dy_in_norm, int train)
 {
-  return train && o->head_train_1x1 && model_head_on_norm(o, head, 1) &&
-         model_head_dy_in_norm(o, head, 1);
+  return train && on_norm && dy_in_norm && o->head_train_1x1;
 }
 
 int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd)

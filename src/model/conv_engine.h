@@ -79,8 +79,9 @@ int model_head_on_norm(const ops_t *o, const ops_conv_t *head, int fwd);
 int model_head_dy_in_norm(const ops_t *o, const ops_conv_t *head, int bwd);
 
 /* Whether a training step runs the planned head's training pass as one op under train (from
- * model_head_fused_read): o has head_train_1x1 and both halves' entries for this head. */
-int model_head_train_usable(const ops_t *o, const ops_conv_t *head, int train);
+ * model_head_fused_read): both halves hold for the head (on_norm, dy_in_norm: what
+ * model_head_on_norm and model_head_dy_in_norm said for it) and o has head_train_1x1. */
+int model_head_train_usable(const ops_t *o, int on_norm, int dy_in_norm, int train);
 
 /* Whether the planned up-convolution c on o takes its gradient gathered under on (from
  * model_upconv_gathered_read): o has the gathered entries and says yes for c. */

@@ -208,8 +208,8 @@ static int allocate(model_t *m, char *err, size_t errlen)
   plan_conv(&a, &m->head, &stage, &ws);
   m->head_fwd_fused = !a.failed && model_head_on_norm(&m->ops, &m->head.desc, m->head_fwd_fused);
   m->head_fused = !a.failed && model_head_dy_in_norm(&m->ops, &m->head.desc, m->head_fused);
-  m->head_train = !a.failed && m->head_fwd_fused && m->head_fused &&
-                  model_head_train_usable(&m->ops, &m->head.desc, m->head_train);
+  m->head_train =
+      model_head_train_usable(&m->ops, m->head_fwd_fused, m->head_fused, m->head_train);
   /* With low-precision working copies, weight gradients are staged one layer at a time (the
    * largest layer's worth) and folded into the f32 gradients at once: no full-size copy. */
   if (m->separate && m->gf32)
